@@ -1,0 +1,323 @@
+//! Types shared by the eBPF programs (`c1m-ebpf`) and user space (`c1m-userspace`).
+//!
+//! One source of truth for TCP state numbers, counter indices and the byte layout of
+//! every record that crosses the kernel/user boundary. Everything is `#[repr(C)]`,
+//! `Copy`, free of implicit padding, and its size is pinned by a `const` assertion.
+#![no_std]
+
+use core::mem::size_of;
+
+/// TCP states as the kernel numbers them (`include/net/tcp_states.h`), which is also
+/// what `sock:inet_sock_set_state` reports in `oldstate`/`newstate`.
+pub mod tcp_state {
+    pub const ESTABLISHED: u32 = 1;
+    pub const SYN_SENT: u32 = 2;
+    pub const SYN_RECV: u32 = 3;
+    pub const FIN_WAIT1: u32 = 4;
+    pub const FIN_WAIT2: u32 = 5;
+    pub const TIME_WAIT: u32 = 6;
+    pub const CLOSE: u32 = 7;
+    pub const CLOSE_WAIT: u32 = 8;
+    pub const LAST_ACK: u32 = 9;
+    pub const LISTEN: u32 = 10;
+    pub const CLOSING: u32 = 11;
+    /// A request socket (mini socket of a half-open server-side connection).
+    pub const NEW_SYN_RECV: u32 = 12;
+    /// Array size for per-state tables: index 0 is unused.
+    pub const COUNT: usize = 13;
+
+    /// The names `ss` and the kernel use, indexed by state number.
+    pub const NAMES: [&str; COUNT] = [
+        "UNKNOWN",
+        "ESTABLISHED",
+        "SYN_SENT",
+        "SYN_RECV",
+        "FIN_WAIT1",
+        "FIN_WAIT2",
+        "TIME_WAIT",
+        "CLOSE",
+        "CLOSE_WAIT",
+        "LAST_ACK",
+        "LISTEN",
+        "CLOSING",
+        "NEW_SYN_RECV",
+    ];
+}
+
+/// Which end of a watched connection a socket is.
+pub mod side {
+    /// Local port is a watched (listening) port.
+    pub const SERVER: u32 = 0;
+    /// Remote port is a watched port.
+    pub const CLIENT: u32 = 1;
+    /// Neither: only counted when every TCP socket is watched.
+    pub const OTHER: u32 = 2;
+    pub const COUNT: usize = 3;
+    pub const NAMES: [&str; COUNT] = ["server", "client", "other"];
+}
+
+/// Indices into the per-side event counters (`EVENTS` map).
+pub mod event {
+    /// `tcp:tcp_retransmit_synack`: a listener resent a SYN-ACK.
+    pub const SYNACK_RETRANSMIT: u32 = 0;
+    /// `tcp:tcp_send_reset`.
+    pub const RESET_SENT: u32 = 1;
+    /// `tcp:tcp_receive_reset`.
+    pub const RESET_RECEIVED: u32 = 2;
+    /// `tcp:tcp_retransmit_skb`.
+    pub const RETRANSMIT: u32 = 3;
+    /// `sock:sock_exceed_buf_limit` for TCP (the kernel gives no socket: side OTHER).
+    pub const EXCEED_BUF_LIMIT: u32 = 4;
+    /// `skb:kfree_skb` with reason `TCP_LISTEN_OVERFLOW`: a final handshake ACK dropped
+    /// because the listener's accept queue was full.
+    pub const LISTEN_OVERFLOW_ACK: u32 = 5;
+    pub const COUNT: usize = 6;
+    pub const NAMES: [&str; COUNT] = [
+        "synack_retransmits",
+        "resets_sent",
+        "resets_received",
+        "retransmits",
+        "exceed_buf_limit",
+        "listen_overflow_acks",
+    ];
+}
+
+/// Number of entries of the per-CPU transition matrix: side × old state × new state.
+pub const TRANSITION_SLOTS: usize = side::COUNT * tcp_state::COUNT * tcp_state::COUNT;
+
+/// Index of one (side, old, new) cell of the transition matrix.
+#[inline(always)]
+pub const fn transition_index(side: u32, old: u32, new: u32) -> u32 {
+    (side * tcp_state::COUNT as u32 + old) * tcp_state::COUNT as u32 + new
+}
+
+/// Number of entries of the per-CPU event counters: side × event.
+pub const EVENT_SLOTS: usize = side::COUNT * event::COUNT;
+
+#[inline(always)]
+pub const fn event_index(side: u32, event: u32) -> u32 {
+    side * event::COUNT as u32 + event
+}
+
+/// Number of entries of the socket aggregate filled by the socket iterator.
+pub const SOCK_AGG_SLOTS: usize = side::COUNT * tcp_state::COUNT;
+
+#[inline(always)]
+pub const fn sock_agg_index(side: u32, state: u32) -> u32 {
+    side * tcp_state::COUNT as u32 + state
+}
+
+/// Marks a field offset that could not be resolved on this kernel: the programs skip
+/// every figure that needs it and user space reports it as unavailable.
+pub const OFFSET_UNKNOWN: u32 = u32::MAX;
+
+/// Offsets of kernel struct fields, resolved at load time from `/sys/kernel/btf/vmlinux`
+/// (aya-ebpf has no CO-RE, and hard-coding one build's layout is wrong on the next).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelOffsets {
+    // struct sock_common
+    pub skc_family: u32,
+    pub skc_state: u32,
+    pub skc_num: u32,
+    pub skc_dport: u32,
+    pub skc_rcv_saddr: u32,
+    pub skc_daddr: u32,
+    pub skc_net: u32,
+    // struct net -> ns.inum
+    pub net_ns_inum: u32,
+    // struct sock
+    pub sk_ack_backlog: u32,
+    pub sk_max_ack_backlog: u32,
+    pub sk_drops: u32,
+    pub sk_rmem_alloc: u32,
+    pub sk_wmem_queued: u32,
+    pub sk_forward_alloc: u32,
+    pub sk_wmem_alloc: u32,
+    pub sk_socket: u32,
+    // struct socket -> file, struct file -> f_ep
+    pub socket_file: u32,
+    pub file_f_ep: u32,
+    /// Value of `SKB_DROP_REASON_TCP_LISTEN_OVERFLOW` in this kernel's enum.
+    pub drop_reason_listen_overflow: u32,
+    pub _pad: u32,
+}
+
+impl KernelOffsets {
+    pub const UNKNOWN: Self = Self {
+        skc_family: OFFSET_UNKNOWN,
+        skc_state: OFFSET_UNKNOWN,
+        skc_num: OFFSET_UNKNOWN,
+        skc_dport: OFFSET_UNKNOWN,
+        skc_rcv_saddr: OFFSET_UNKNOWN,
+        skc_daddr: OFFSET_UNKNOWN,
+        skc_net: OFFSET_UNKNOWN,
+        net_ns_inum: OFFSET_UNKNOWN,
+        sk_ack_backlog: OFFSET_UNKNOWN,
+        sk_max_ack_backlog: OFFSET_UNKNOWN,
+        sk_drops: OFFSET_UNKNOWN,
+        sk_rmem_alloc: OFFSET_UNKNOWN,
+        sk_wmem_queued: OFFSET_UNKNOWN,
+        sk_forward_alloc: OFFSET_UNKNOWN,
+        sk_wmem_alloc: OFFSET_UNKNOWN,
+        sk_socket: OFFSET_UNKNOWN,
+        socket_file: OFFSET_UNKNOWN,
+        file_f_ep: OFFSET_UNKNOWN,
+        drop_reason_listen_overflow: OFFSET_UNKNOWN,
+        _pad: 0,
+    };
+}
+
+/// Offsets of the fields c1m reads from a classic tracepoint's record, parsed from the
+/// tracepoint's `format` file under tracefs at load time.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TracepointFields {
+    /// `const void *skaddr` (or `rx_sk` for `skb:kfree_skb`).
+    pub sk: u32,
+    /// Local and remote port (see `ports_be` for their byte order).
+    pub sport: u32,
+    pub dport: u32,
+    /// Local and remote IPv4 address (network byte order).
+    pub saddr: u32,
+    pub daddr: u32,
+    pub oldstate: u32,
+    pub newstate: u32,
+    pub family: u32,
+    pub protocol: u32,
+    /// `enum skb_drop_reason reason` for `skb:kfree_skb`.
+    pub reason: u32,
+    /// `char name[32]` (protocol name) for `sock:sock_exceed_buf_limit`.
+    pub name: u32,
+    /// 1 when the ports sit inside a `struct sockaddr` (network byte order), 0 when
+    /// they are `__u16` fields the tracepoint already converted to host order.
+    pub ports_be: u32,
+}
+
+impl TracepointFields {
+    pub const UNKNOWN: Self = Self {
+        sk: OFFSET_UNKNOWN,
+        sport: OFFSET_UNKNOWN,
+        dport: OFFSET_UNKNOWN,
+        saddr: OFFSET_UNKNOWN,
+        daddr: OFFSET_UNKNOWN,
+        oldstate: OFFSET_UNKNOWN,
+        newstate: OFFSET_UNKNOWN,
+        family: OFFSET_UNKNOWN,
+        protocol: OFFSET_UNKNOWN,
+        reason: OFFSET_UNKNOWN,
+        name: OFFSET_UNKNOWN,
+        ports_be: 0,
+    };
+}
+
+/// Index of each hook's fields in [`Config::tracepoints`].
+pub mod hook {
+    pub const SET_STATE: usize = 0;
+    pub const RETRANSMIT_SYNACK: usize = 1;
+    pub const SEND_RESET: usize = 2;
+    pub const RECEIVE_RESET: usize = 3;
+    pub const RETRANSMIT_SKB: usize = 4;
+    pub const KFREE_SKB: usize = 5;
+    pub const EXCEED_BUF_LIMIT: usize = 6;
+    pub const COUNT: usize = 7;
+}
+
+/// Everything the programs need that is fixed for the life of one observer. Set as a
+/// read-only global before load, so the verifier sees it as constant.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub offsets: KernelOffsets,
+    pub tracepoints: [TracepointFields; hook::COUNT],
+    /// Network namespace inode number to watch; 0 watches every namespace.
+    pub netns_inum: u32,
+    /// 1: only sockets whose local or remote port is in `WATCH_PORTS`.
+    /// 0: every TCP socket; listening ports (learnt) decide the side.
+    pub ports_filter: u32,
+    /// 1: server-side sockets must have a local IPv4 address in `WATCH_ADDRS`,
+    /// client-side ones a remote address in it.
+    pub addr_filter: u32,
+    pub _pad: u32,
+}
+
+impl Config {
+    pub const DEFAULT: Self = Self {
+        offsets: KernelOffsets::UNKNOWN,
+        tracepoints: [TracepointFields::UNKNOWN; hook::COUNT],
+        netns_inum: 0,
+        ports_filter: 0,
+        addr_filter: 0,
+        _pad: 0,
+    };
+}
+
+/// Sums over the sockets of one (side, state), filled by the socket iterator.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SockAgg {
+    pub sockets: u64,
+    /// `sk_rmem_alloc`: bytes in the receive queue (skb truesize).
+    pub rmem_alloc: u64,
+    /// `sk_wmem_queued`: bytes queued for sending, not yet acknowledged.
+    pub wmem_queued: u64,
+    /// `sk_forward_alloc`: memory reserved by the socket but not yet used.
+    pub forward_alloc: u64,
+    /// Full sockets that have a `struct socket` (an open file in some process).
+    pub with_file: u64,
+    /// ... of which the file is registered in at least one epoll instance.
+    pub in_epoll: u64,
+}
+
+/// What the listener iterator writes per listening socket.
+pub const RECORD_LISTENER: u32 = 1;
+/// Written once, when the iterator reaches the first non-listening socket: user space
+/// stops reading there, so a listener walk never walks the established hash.
+pub const RECORD_END: u32 = 2;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ListenerRecord {
+    pub kind: u32,
+    pub family: u32,
+    pub port: u32,
+    /// `sk_ack_backlog`: connections waiting in the accept queue now.
+    pub ack_backlog: u32,
+    /// `sk_max_ack_backlog`: the accept queue's limit (`listen()` backlog, capped by somaxconn).
+    pub max_ack_backlog: u32,
+    /// `sk_drops`: see ARCHITECTURE.md for how this relates to ListenOverflows.
+    pub drops: u32,
+    /// Kernel address of the socket: identity across walks (never shown).
+    pub sk: u64,
+    /// Bound IPv4 address in network byte order (0 for IPv6 or wildcard).
+    pub addr_v4: u32,
+    pub netns_inum: u32,
+}
+
+/// Per-listening-port counters kept by the tracepoint programs (`LISTEN_EVENTS`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ListenEvents {
+    /// Children created (LISTEN -> SYN_RECV transitions).
+    pub children: u64,
+    pub synack_retransmits: u64,
+    /// Final ACKs dropped because the accept queue was full (`skb:kfree_skb`).
+    pub overflow_acks: u64,
+}
+
+const _: () = assert!(size_of::<KernelOffsets>() == 20 * 4);
+const _: () = assert!(size_of::<TracepointFields>() == 12 * 4);
+const _: () = assert!(size_of::<Config>() == 80 + 48 * hook::COUNT + 16);
+const _: () = assert!(size_of::<SockAgg>() == 48);
+const _: () = assert!(size_of::<ListenerRecord>() == 40);
+const _: () = assert!(size_of::<ListenEvents>() == 24);
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: all of these are `#[repr(C)]`, `Copy`, contain only integers and have
+    // no padding (checked by the size assertions above).
+    unsafe impl aya::Pod for super::Config {}
+    unsafe impl aya::Pod for super::SockAgg {}
+    unsafe impl aya::Pod for super::ListenerRecord {}
+    unsafe impl aya::Pod for super::ListenEvents {}
+}

@@ -1,0 +1,57 @@
+//! `iter/tcp` over every socket: counts per (side, state) and the kernel memory each
+//! socket holds (receive queue, send queue, forward allocation), plus whether it has
+//! a file and an epoll registration, which decide the slab objects it costs.
+
+use core::ffi::c_void;
+
+use c1m_common::{sock_agg_index, tcp_state};
+
+use super::iter_ctx::IterTcp;
+use crate::{config::cfg, kernel::read, maps::SOCK_AGG, watch::classify};
+
+#[unsafe(no_mangle)]
+#[unsafe(link_section = "iter/tcp")]
+pub extern "C" fn iter_sockets(ctx: *mut c_void) -> i32 {
+    let Some(it) = IterTcp::new(ctx) else { return 0 };
+    if let Some(sk) = it.sock() {
+        let _ = account(sk);
+    }
+    0
+}
+
+#[inline(always)]
+fn account(sk: u64) -> Option<()> {
+    let state = read::<u8>(sk, cfg!(offsets.skc_state))? as u32;
+    if state as usize >= tcp_state::COUNT {
+        return None;
+    }
+    let lport: u16 = read(sk, cfg!(offsets.skc_num))?;
+    let rport = u16::from_be(read(sk, cfg!(offsets.skc_dport))?);
+    let laddr: u32 = read(sk, cfg!(offsets.skc_rcv_saddr)).unwrap_or(0);
+    let raddr: u32 = read(sk, cfg!(offsets.skc_daddr)).unwrap_or(0);
+    let side = classify(lport, rport, laddr, raddr)?;
+    let agg = SOCK_AGG.get_ptr_mut(sock_agg_index(side, state))?;
+    // SAFETY: array slot; walks are serialised by user space (one reader).
+    let agg = unsafe { &mut *agg };
+    agg.sockets += 1;
+    // Time-wait and request sockets are mini sockets: no buffers, no file.
+    if state == tcp_state::TIME_WAIT || state == tcp_state::NEW_SYN_RECV {
+        return Some(());
+    }
+    let rmem: i32 = read(sk, cfg!(offsets.sk_rmem_alloc)).unwrap_or(0);
+    let wmem_queued: i32 = read(sk, cfg!(offsets.sk_wmem_queued)).unwrap_or(0);
+    let forward: i32 = read(sk, cfg!(offsets.sk_forward_alloc)).unwrap_or(0);
+    agg.rmem_alloc += rmem.max(0) as u64;
+    agg.wmem_queued += wmem_queued.max(0) as u64;
+    agg.forward_alloc += forward.max(0) as u64;
+    let socket: u64 = read(sk, cfg!(offsets.sk_socket)).unwrap_or(0);
+    if socket != 0 {
+        agg.with_file += 1;
+        let file: u64 = read(socket, cfg!(offsets.socket_file)).unwrap_or(0);
+        let epoll: u64 = read(file, cfg!(offsets.file_f_ep)).unwrap_or(0);
+        if epoll != 0 {
+            agg.in_epoll += 1;
+        }
+    }
+    Some(())
+}

@@ -1,0 +1,54 @@
+//! Handshake and error signals: SYN-ACK retransmits, resets sent and received,
+//! retransmitted segments. Counted per side.
+
+use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
+use c1m_common::{event, event_index, hook};
+
+use super::tp::{endpoints, field, fields};
+use crate::{
+    kernel::in_watched_netns,
+    maps::{EVENTS, bump, bump_listener},
+    watch::classify,
+};
+
+/// Counts `event` for the socket the record describes; returns its local port.
+#[inline(always)]
+fn count(ctx: &TracePointContext, hook_index: usize, event: u32) -> Option<u16> {
+    let f = fields(hook_index);
+    // Resets may be sent for packets without a socket: no namespace to check then,
+    // and the ports come from the packet.
+    let sk: u64 = field(ctx, f.sk).unwrap_or(0);
+    if sk != 0 && !in_watched_netns(sk) {
+        return None;
+    }
+    let (sport, dport, saddr, daddr) = endpoints(ctx, &f)?;
+    let side = classify(sport, dport, saddr, daddr)?;
+    bump(&EVENTS, event_index(side, event));
+    Some(sport)
+}
+
+#[tracepoint]
+pub fn tcp_retransmit_synack(ctx: TracePointContext) -> u32 {
+    if let Some(port) = count(&ctx, hook::RETRANSMIT_SYNACK, event::SYNACK_RETRANSMIT) {
+        bump_listener(port as u32, |e| e.synack_retransmits += 1);
+    }
+    0
+}
+
+#[tracepoint]
+pub fn tcp_send_reset(ctx: TracePointContext) -> u32 {
+    let _ = count(&ctx, hook::SEND_RESET, event::RESET_SENT);
+    0
+}
+
+#[tracepoint]
+pub fn tcp_receive_reset(ctx: TracePointContext) -> u32 {
+    let _ = count(&ctx, hook::RECEIVE_RESET, event::RESET_RECEIVED);
+    0
+}
+
+#[tracepoint]
+pub fn tcp_retransmit_skb(ctx: TracePointContext) -> u32 {
+    let _ = count(&ctx, hook::RETRANSMIT_SKB, event::RETRANSMIT);
+    0
+}

@@ -1,0 +1,68 @@
+//! Resolves the kernel struct offsets the eBPF programs need from this kernel's BTF.
+//! A field that cannot be found, or has an unexpected size, stays unknown: the
+//! programs skip it and the figures that need it are reported as unavailable.
+
+use c1m_common::KernelOffsets;
+
+use super::btf::Btf;
+
+/// The offsets, and one line per field that could not be resolved.
+pub struct ResolvedOffsets {
+    pub offsets: KernelOffsets,
+    pub missing: Vec<String>,
+}
+
+pub fn resolve(btf: &Btf) -> ResolvedOffsets {
+    let mut o = KernelOffsets::UNKNOWN;
+    let mut missing = Vec::new();
+    {
+        let mut want = |slot: &mut u32, outer: &str, path: &[&str], size: u32| match btf.field(outer, path) {
+            Ok(f) if f.size == size => *slot = f.offset,
+            Ok(f) => missing.push(format!(
+                "{outer}.{} is {} bytes, expected {size}",
+                path.join("."),
+                f.size
+            )),
+            Err(e) => missing.push(e.to_string()),
+        };
+        want(&mut o.skc_family, "sock_common", &["skc_family"], 2);
+        want(&mut o.skc_state, "sock_common", &["skc_state"], 1);
+        want(&mut o.skc_num, "sock_common", &["skc_num"], 2);
+        want(&mut o.skc_dport, "sock_common", &["skc_dport"], 2);
+        want(&mut o.skc_rcv_saddr, "sock_common", &["skc_rcv_saddr"], 4);
+        want(&mut o.skc_daddr, "sock_common", &["skc_daddr"], 4);
+        want(&mut o.skc_net, "sock_common", &["skc_net", "net"], 8);
+        want(&mut o.net_ns_inum, "net", &["ns", "inum"], 4);
+        want(&mut o.sk_ack_backlog, "sock", &["sk_ack_backlog"], 4);
+        want(&mut o.sk_max_ack_backlog, "sock", &["sk_max_ack_backlog"], 4);
+        want(&mut o.sk_drops, "sock", &["sk_drops"], 4);
+        want(&mut o.sk_rmem_alloc, "sock", &["sk_backlog", "rmem_alloc"], 4);
+        want(&mut o.sk_wmem_queued, "sock", &["sk_wmem_queued"], 4);
+        want(&mut o.sk_forward_alloc, "sock", &["sk_forward_alloc"], 4);
+        want(&mut o.sk_wmem_alloc, "sock", &["sk_wmem_alloc"], 4);
+        want(&mut o.sk_socket, "sock", &["sk_socket"], 8);
+        want(&mut o.socket_file, "socket", &["file"], 8);
+        want(&mut o.file_f_ep, "file", &["f_ep"], 8);
+    }
+    match btf.enum_value("SKB_DROP_REASON_TCP_LISTEN_OVERFLOW") {
+        Some(v) => o.drop_reason_listen_overflow = v as u32,
+        None => missing.push("enum value SKB_DROP_REASON_TCP_LISTEN_OVERFLOW not in kernel BTF".to_owned()),
+    }
+    ResolvedOffsets { offsets: o, missing }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_kernel_resolves_every_offset() {
+        let Ok(btf) = Btf::from_sys_fs() else {
+            eprintln!("SKIP: /sys/kernel/btf/vmlinux not readable");
+            return;
+        };
+        let r = resolve(&btf);
+        eprintln!("{:#?}", r.offsets);
+        assert!(r.missing.is_empty(), "unresolved: {:?}", r.missing);
+    }
+}

@@ -1,0 +1,240 @@
+//! tracefs: mounted when missing (aya reads tracepoint ids from it), and the source of
+//! each classic tracepoint's record layout (its `format` file).
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
+
+use c1m_common::TracepointFields;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum TracefsError {
+    #[error("tracefs is not mounted and mounting it failed ({0}); fix: mount -t tracefs tracefs /sys/kernel/tracing")]
+    Mount(std::io::Error),
+    #[error("tracepoint {0} does not exist on this kernel")]
+    NoTracepoint(String),
+    #[error("tracepoint {0} has no field {1}")]
+    NoField(String, &'static str),
+}
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+const DEBUGFS_TRACING: &str = "/sys/kernel/debug/tracing";
+
+/// The tracing directory, mounting tracefs at /sys/kernel/tracing if neither it nor
+/// the debugfs path is available.
+pub fn ensure_mounted() -> Result<PathBuf, TracefsError> {
+    for dir in [TRACEFS, DEBUGFS_TRACING] {
+        if Path::new(dir).join("events").is_dir() {
+            return Ok(PathBuf::from(dir));
+        }
+    }
+    let target = std::ffi::CString::new(TRACEFS).map_err(|e| TracefsError::Mount(std::io::Error::other(e)))?;
+    let fstype = c"tracefs";
+    // SAFETY: all pointers are valid NUL-terminated strings; data may be null.
+    let rc = unsafe {
+        libc::mount(
+            fstype.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(TracefsError::Mount(std::io::Error::last_os_error()));
+    }
+    Ok(PathBuf::from(TRACEFS))
+}
+
+/// `name -> (offset, size)` of every field of a tracepoint's record.
+pub fn parse_format(text: &str) -> HashMap<String, (u32, u32)> {
+    let mut fields = HashMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        let Some(rest) = line.strip_prefix("field:") else { continue };
+        let mut parts = rest.split(';').map(str::trim);
+        let Some(decl) = parts.next() else { continue };
+        let mut offset = None;
+        let mut size = None;
+        for part in parts {
+            if let Some(v) = part.strip_prefix("offset:") {
+                offset = v.parse().ok();
+            } else if let Some(v) = part.strip_prefix("size:") {
+                size = v.parse().ok();
+            }
+        }
+        // "const void * skaddr", "__u8 saddr[4]" -> "skaddr", "saddr".
+        let name = decl
+            .rsplit(|c: char| c.is_whitespace() || c == '*')
+            .next()
+            .unwrap_or("")
+            .split('[')
+            .next()
+            .unwrap_or("");
+        if let (Some(offset), Some(size)) = (offset, size) {
+            if !name.is_empty() {
+                fields.insert(name.to_owned(), (offset, size));
+            }
+        }
+    }
+    fields
+}
+
+/// How one hook's record maps onto [`TracepointFields`]: which tracepoint, and which
+/// of its fields (with the size c1m reads) fill which slot.
+pub struct HookLayout {
+    pub category: &'static str,
+    pub name: &'static str,
+    pub build: fn(&HashMap<String, (u32, u32)>) -> Result<TracepointFields, &'static str>,
+}
+
+fn need(fields: &HashMap<String, (u32, u32)>, name: &'static str, size: u32) -> Result<u32, &'static str> {
+    match fields.get(name) {
+        Some(&(offset, s)) if s == size => Ok(offset),
+        _ => Err(name),
+    }
+}
+
+fn optional(fields: &HashMap<String, (u32, u32)>, name: &str, size: u32) -> u32 {
+    match fields.get(name) {
+        Some(&(offset, s)) if s == size => offset,
+        _ => c1m_common::OFFSET_UNKNOWN,
+    }
+}
+
+/// sport/dport as host-order `__u16` fields, saddr/daddr as `__u8[4]`.
+fn socket_fields(f: &HashMap<String, (u32, u32)>) -> Result<TracepointFields, &'static str> {
+    Ok(TracepointFields {
+        sk: need(f, "skaddr", 8)?,
+        sport: need(f, "sport", 2)?,
+        dport: need(f, "dport", 2)?,
+        saddr: optional(f, "saddr", 4),
+        daddr: optional(f, "daddr", 4),
+        family: optional(f, "family", 2),
+        ..TracepointFields::UNKNOWN
+    })
+}
+
+pub fn read_hook(tracing: &Path, layout: &HookLayout) -> Result<TracepointFields, TracefsError> {
+    let full = format!("{}:{}", layout.category, layout.name);
+    let path = tracing.join("events").join(layout.category).join(layout.name).join("format");
+    let text = std::fs::read_to_string(&path).map_err(|_| TracefsError::NoTracepoint(full.clone()))?;
+    (layout.build)(&parse_format(&text)).map_err(|field| TracefsError::NoField(full, field))
+}
+
+/// Indexed by `c1m_common::hook`.
+pub const HOOKS: [HookLayout; c1m_common::hook::COUNT] = [
+    HookLayout {
+        category: "sock",
+        name: "inet_sock_set_state",
+        build: |f| {
+            Ok(TracepointFields {
+                oldstate: need(f, "oldstate", 4)?,
+                newstate: need(f, "newstate", 4)?,
+                protocol: need(f, "protocol", 2)?,
+                ..socket_fields(f)?
+            })
+        },
+    },
+    HookLayout {
+        category: "tcp",
+        name: "tcp_retransmit_synack",
+        build: socket_fields,
+    },
+    HookLayout {
+        category: "tcp",
+        name: "tcp_send_reset",
+        // Since 6.10 the record holds whole sockaddrs (local first, even when built
+        // from the packet): ports at +2 in network order, IPv4 address at +4.
+        build: |f| {
+            let saddr = need(f, "saddr", 28)?;
+            let daddr = need(f, "daddr", 28)?;
+            Ok(TracepointFields {
+                sk: need(f, "skaddr", 8)?,
+                sport: saddr + 2,
+                dport: daddr + 2,
+                saddr: saddr + 4,
+                daddr: daddr + 4,
+                ports_be: 1,
+                ..TracepointFields::UNKNOWN
+            })
+        },
+    },
+    HookLayout {
+        category: "tcp",
+        name: "tcp_receive_reset",
+        build: socket_fields,
+    },
+    HookLayout {
+        category: "tcp",
+        name: "tcp_retransmit_skb",
+        build: socket_fields,
+    },
+    HookLayout {
+        category: "skb",
+        name: "kfree_skb",
+        build: |f| {
+            Ok(TracepointFields {
+                sk: need(f, "rx_sk", 8)?,
+                reason: need(f, "reason", 4)?,
+                ..TracepointFields::UNKNOWN
+            })
+        },
+    },
+    HookLayout {
+        category: "sock",
+        name: "sock_exceed_buf_limit",
+        build: |f| {
+            Ok(TracepointFields {
+                name: need(f, "name", 32)?,
+                ..TracepointFields::UNKNOWN
+            })
+        },
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SET_STATE: &str = "name: inet_sock_set_state\nID: 2287\nformat:\n\
+        \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\
+        \tfield:const void * skaddr;\toffset:8;\tsize:8;\tsigned:0;\n\
+        \tfield:int oldstate;\toffset:16;\tsize:4;\tsigned:1;\n\
+        \tfield:int newstate;\toffset:20;\tsize:4;\tsigned:1;\n\
+        \tfield:__u16 sport;\toffset:24;\tsize:2;\tsigned:0;\n\
+        \tfield:__u16 dport;\toffset:26;\tsize:2;\tsigned:0;\n\
+        \tfield:__u16 family;\toffset:28;\tsize:2;\tsigned:0;\n\
+        \tfield:__u16 protocol;\toffset:30;\tsize:2;\tsigned:0;\n\
+        \tfield:__u8 saddr[4];\toffset:32;\tsize:4;\tsigned:0;\n\
+        \tfield:__u8 daddr[4];\toffset:36;\tsize:4;\tsigned:0;\n\nprint fmt: \"x\"\n";
+
+    #[test]
+    fn parses_a_format_file() {
+        let f = parse_format(SET_STATE);
+        assert_eq!(f["skaddr"], (8, 8));
+        assert_eq!(f["saddr"], (32, 4));
+        let fields = (HOOKS[c1m_common::hook::SET_STATE].build)(&f).unwrap();
+        assert_eq!((fields.oldstate, fields.newstate, fields.sport, fields.dport), (16, 20, 24, 26));
+        assert_eq!((fields.saddr, fields.daddr, fields.protocol, fields.ports_be), (32, 36, 30, 0));
+    }
+
+    #[test]
+    fn a_missing_field_is_named() {
+        let f = parse_format("field:int oldstate;\toffset:16;\tsize:4;\tsigned:1;");
+        assert_eq!((HOOKS[0].build)(&f).err(), Some("skaddr"));
+    }
+
+    #[test]
+    fn this_kernels_hooks_parse() {
+        let Ok(dir) = ensure_mounted() else {
+            eprintln!("SKIP: tracefs not available (not root?)");
+            return;
+        };
+        for hook in &HOOKS {
+            read_hook(&dir, hook).unwrap_or_else(|e| panic!("{}: {e}", hook.name));
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! `cargo xtask`: the project's build and test driver. Every set-up step a fresh
+//! machine needs is scripted here, so README's two commands are all a user types.
+
+mod bench;
+mod ebpf;
+mod util;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "xtask", about = "Build, run, test and benchmark c1m")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build the eBPF object (installs rust-src and bpf-linker on first use).
+    BuildEbpf {
+        /// Build even if the object is newer than its sources.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Build the eBPF object and the `c1m` binary (release).
+    Build,
+    /// Build everything, then run `c1m` with the given arguments (default: `run`,
+    /// the full lab). Needs root for the kernel observer.
+    Run {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Build everything and run every test, the root-only eBPF ones included when root.
+    Test {
+        /// Extra arguments for `cargo test` (e.g. a test name filter).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Build everything and run the benchmarks, printing their figures.
+    Bench {
+        /// Benchmark names to run (default: all). `--list` shows them.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::BuildEbpf { force } => ebpf::build(force),
+        Command::Build => build_all(),
+        Command::Run { args } => {
+            build_all()?;
+            let args = if args.is_empty() { vec!["run".to_owned()] } else { args };
+            util::exec_c1m(&args)
+        }
+        Command::Test { args } => test(&args),
+        Command::Bench { args } => {
+            build_all()?;
+            bench::run(&args)
+        }
+    }
+}
+
+fn build_all() -> Result<()> {
+    ebpf::build(false)?;
+    util::cargo(&["build", "--release", "--package", "c1m-userspace"])
+}
+
+fn test(extra: &[String]) -> Result<()> {
+    build_all()?;
+    util::test_prerequisites()?;
+    if !util::is_root() {
+        eprintln!(
+            "\n*** NOT ROOT: the eBPF tests will SKIP (they need CAP_BPF and CAP_NET_ADMIN). ***\n\
+             *** Run `sudo -E cargo xtask test` to run them.                                   ***\n"
+        );
+    }
+    let mut args = vec!["test", "--release", "--workspace"];
+    args.extend(extra.iter().map(String::as_str));
+    util::cargo(&args)
+}
