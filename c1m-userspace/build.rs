@@ -5,7 +5,8 @@
 use std::{env, fs, path::PathBuf};
 
 fn main() {
-    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let manifest =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let object = manifest.join("../c1m-ebpf/target/bpfel-unknown-none/release/c1m-ebpf");
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("c1m-ebpf.o");
     println!("cargo:rerun-if-changed={}", object.display());

@@ -140,6 +140,11 @@ pub struct KernelOffsets {
     pub file_f_ep: u32,
     /// Value of `SKB_DROP_REASON_TCP_LISTEN_OVERFLOW` in this kernel's enum.
     pub drop_reason_listen_overflow: u32,
+    /// `struct sock.sk_protocol` (u16).
+    pub sk_protocol: u32,
+    /// `struct tcp_sock.bpf_sock_ops_cb_flags` (u8): tells the tracepoint which
+    /// sockets the sock_ops program already counts.
+    pub tcp_bpf_cb_flags: u32,
     pub _pad: u32,
 }
 
@@ -164,6 +169,8 @@ impl KernelOffsets {
         socket_file: OFFSET_UNKNOWN,
         file_f_ep: OFFSET_UNKNOWN,
         drop_reason_listen_overflow: OFFSET_UNKNOWN,
+        sk_protocol: OFFSET_UNKNOWN,
+        tcp_bpf_cb_flags: OFFSET_UNKNOWN,
         _pad: 0,
     };
 }
@@ -238,6 +245,11 @@ pub struct Config {
     /// 1: server-side sockets must have a local IPv4 address in `WATCH_ADDRS`,
     /// client-side ones a remote address in it.
     pub addr_filter: u32,
+    /// Network namespace cookie (`SO_NETNS_COOKIE`) for the sock_ops program, which
+    /// cannot read the inode number; 0 with `netns_inum` 0. Split in two u32 so the
+    /// struct has no padding.
+    pub netns_cookie_lo: u32,
+    pub netns_cookie_hi: u32,
     pub _pad: u32,
 }
 
@@ -248,9 +260,21 @@ impl Config {
         netns_inum: 0,
         ports_filter: 0,
         addr_filter: 0,
+        netns_cookie_lo: 0,
+        netns_cookie_hi: 0,
         _pad: 0,
     };
 }
+
+/// Bits of the `SETTINGS` map, written by user space after attach.
+pub mod settings {
+    /// The sock_ops program is attached: it counts the transitions of the sockets it
+    /// has flagged, and the tracepoint leaves those alone.
+    pub const SOCKOPS_ACTIVE: u32 = 1;
+}
+
+/// `BPF_SOCK_OPS_STATE_CB_FLAG` from the kernel UAPI.
+pub const SOCK_OPS_STATE_CB_FLAG: u32 = 1 << 2;
 
 /// Sums over the sockets of one (side, state), filled by the socket iterator.
 #[repr(C)]
@@ -305,9 +329,9 @@ pub struct ListenEvents {
     pub overflow_acks: u64,
 }
 
-const _: () = assert!(size_of::<KernelOffsets>() == 20 * 4);
+const _: () = assert!(size_of::<KernelOffsets>() == 22 * 4);
 const _: () = assert!(size_of::<TracepointFields>() == 12 * 4);
-const _: () = assert!(size_of::<Config>() == 80 + 48 * hook::COUNT + 16);
+const _: () = assert!(size_of::<Config>() == 88 + 48 * hook::COUNT + 24);
 const _: () = assert!(size_of::<SockAgg>() == 48);
 const _: () = assert!(size_of::<ListenerRecord>() == 40);
 const _: () = assert!(size_of::<ListenEvents>() == 24);

@@ -3,6 +3,9 @@
 //! per-socket memory. One hook family per file under `probes/`.
 #![no_std]
 #![no_main]
+// Atomic adds on map values (see maps.rs).
+#![allow(internal_features)]
+#![feature(core_intrinsics)]
 
 mod config;
 mod kernel;

@@ -1,10 +1,15 @@
 //! Every map the programs share with user space. Counters are per-CPU so hooks never
 //! contend; user space sums the CPUs.
 
+use core::intrinsics::{AtomicOrdering, atomic_xadd};
+
 use aya_ebpf::{
+    EbpfContext,
+    bindings::BPF_NOEXIST,
     macros::map,
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
 };
+use aya_log_ebpf::error;
 use c1m_common::{EVENT_SLOTS, ListenEvents, SOCK_AGG_SLOTS, SockAgg, TRANSITION_SLOTS};
 
 /// side × old state × new state.
@@ -37,25 +42,60 @@ pub static SOCK_AGG: Array<SockAgg> = Array::with_max_entries(SOCK_AGG_SLOTS as 
 #[map]
 pub static MAP_ERRORS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
+/// User-space settings decided after load (see `c1m_common::settings`).
+#[map]
+pub static SETTINGS: Array<u32> = Array::with_max_entries(1, 0);
+
+#[inline(always)]
+pub fn setting(bit: u32) -> bool {
+    SETTINGS.get(0).is_some_and(|v| v & bit != 0)
+}
+
+/// Atomic even though per-CPU: a hook can be interrupted by a softirq whose sock_ops
+/// program bumps the same slot (cgroup programs have no recursion guard).
+#[inline(always)]
+fn add(slot: *mut u64) {
+    // SAFETY: `slot` points into a map value that outlives this program run. The
+    // bpfel target exposes no `AtomicU64::fetch_add`; the intrinsic lowers to BPF's
+    // atomic add.
+    unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(slot, 1) };
+}
+
 #[inline(always)]
 pub fn bump(map: &PerCpuArray<u64>, index: u32) {
     if let Some(slot) = map.get_ptr_mut(index) {
-        // SAFETY: per-CPU slot, only this CPU writes it while preemption is off.
-        unsafe { *slot += 1 };
+        add(slot);
     }
 }
 
-/// Adds to one listening port's counters, creating the entry on first use.
+/// Which per-listening-port counter to bump.
+#[derive(Clone, Copy)]
+pub enum ListenCounter {
+    Children,
+    SynackRetransmits,
+    OverflowAcks,
+}
+
+/// Adds one to a listening port's counter, creating the entry on first use; `ctx`
+/// is any program context, for the error log.
 #[inline(always)]
-pub fn bump_listener(port: u32, update: impl Fn(&mut ListenEvents)) {
-    if let Some(entry) = LISTEN_EVENTS.get_ptr_mut(port) {
-        // SAFETY: per-CPU value of this CPU.
-        unsafe { update(&mut *entry) };
-        return;
+pub fn bump_listener<C: EbpfContext>(ctx: &C, port: u32, counter: ListenCounter) {
+    if LISTEN_EVENTS.get_ptr_mut(port).is_none() {
+        let _ = LISTEN_EVENTS.insert(port, ListenEvents::default(), u64::from(BPF_NOEXIST));
     }
-    let mut fresh = ListenEvents::default();
-    update(&mut fresh);
-    if LISTEN_EVENTS.insert(port, fresh, 0).is_err() {
+    let Some(entry) = LISTEN_EVENTS.get_ptr_mut(port) else {
         bump(&MAP_ERRORS, 0);
-    }
+        // Per error, never per event: the log ring would drop at C1M rates.
+        error!(ctx, "c1m: per-port listener map full, port {} not counted", port);
+        return;
+    };
+    // SAFETY: entry points to this CPU's value of a live map element.
+    let slot = unsafe {
+        match counter {
+            ListenCounter::Children => &raw mut (*entry).children,
+            ListenCounter::SynackRetransmits => &raw mut (*entry).synack_retransmits,
+            ListenCounter::OverflowAcks => &raw mut (*entry).overflow_acks,
+        }
+    };
+    add(slot);
 }

@@ -40,9 +40,11 @@ fn addr_ok(addr: u32, local: bool) -> bool {
 
 /// With the ports filter off, a new listener's port becomes a server port at once
 /// instead of at user space's next listener walk.
+/// Returns true when the port was new.
 #[inline(always)]
-pub fn learn_listener(port: u16) {
-    if cfg!(ports_filter) == 0 && port != 0 && !is_watched_port(port) {
-        let _ = WATCH_PORTS.insert(port as u32, 1, 0);
-    }
+pub fn learn_listener(port: u16) -> bool {
+    cfg!(ports_filter) == 0
+        && port != 0
+        && !is_watched_port(port)
+        && WATCH_PORTS.insert(port as u32, 1, 0).is_ok()
 }

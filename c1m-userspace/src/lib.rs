@@ -4,4 +4,5 @@
 pub mod cli;
 pub mod lab;
 pub mod observer;
+pub mod util;
 pub mod workload;

@@ -20,7 +20,10 @@ const TARGET: &str = "bpfel-unknown-none";
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
 pub fn object_path() -> PathBuf {
-    root().join("c1m-ebpf/target").join(TARGET).join("release/c1m-ebpf")
+    root()
+        .join("c1m-ebpf/target")
+        .join(TARGET)
+        .join("release/c1m-ebpf")
 }
 
 pub fn build(force: bool) -> Result<()> {
@@ -32,9 +35,16 @@ pub fn build(force: bool) -> Result<()> {
     ensure_rust_src()?;
     ensure_bpf_linker()?;
     let mut cmd = nightly("cargo");
-    cmd.args(["build", "--release", "--target", TARGET, "-Z", "build-std=core"])
-        .env("RUSTFLAGS", "-C debuginfo=2 -C link-arg=--btf")
-        .current_dir(root().join("c1m-ebpf"));
+    cmd.args([
+        "build",
+        "--release",
+        "--target",
+        TARGET,
+        "-Z",
+        "build-std=core",
+    ])
+    .env("RUSTFLAGS", "-C debuginfo=2 -C link-arg=--btf")
+    .current_dir(root().join("c1m-ebpf"));
     run(&mut cmd).context("building the eBPF programs")?;
     eprintln!("xtask: built {}", object.display());
     Ok(())
@@ -45,14 +55,23 @@ pub fn build(force: bool) -> Result<()> {
 fn nightly(program: &str) -> Command {
     let mut cmd = Command::new("rustup");
     cmd.args(["run", TOOLCHAIN, program]);
-    for var in ["RUSTUP_TOOLCHAIN", "RUSTC", "RUSTDOC", "RUSTC_WRAPPER", "CARGO", "CARGO_ENCODED_RUSTFLAGS"] {
+    for var in [
+        "RUSTUP_TOOLCHAIN",
+        "RUSTC",
+        "RUSTDOC",
+        "RUSTC_WRAPPER",
+        "CARGO",
+        "CARGO_ENCODED_RUSTFLAGS",
+    ] {
         cmd.env_remove(var);
     }
     cmd
 }
 
 fn output(cmd: &mut Command) -> Result<String> {
-    let out = cmd.output().with_context(|| format!("could not start {cmd:?}"))?;
+    let out = cmd
+        .output()
+        .with_context(|| format!("could not start {cmd:?}"))?;
     if !out.status.success() {
         bail!(
             "{cmd:?} failed: {}\n{}",
@@ -64,8 +83,9 @@ fn output(cmd: &mut Command) -> Result<String> {
 }
 
 fn ensure_rust_src() -> Result<()> {
-    let installed = output(nightly("rustc").args(["--print", "sysroot"]))
-        .context("the `nightly` toolchain is needed for the eBPF build: `rustup toolchain install nightly`")?;
+    let installed = output(nightly("rustc").args(["--print", "sysroot"])).context(
+        "the `nightly` toolchain is needed for the eBPF build: `rustup toolchain install nightly`",
+    )?;
     let src = Path::new(installed.trim()).join("lib/rustlib/src/rust/library/core");
     if src.exists() {
         return Ok(());
@@ -83,7 +103,8 @@ fn ensure_bpf_linker() -> Result<()> {
     {
         return Ok(());
     }
-    let home = std::env::var("HOME").context("HOME is not set: needed to place bpf-linker's LLVM")?;
+    let home =
+        std::env::var("HOME").context("HOME is not set: needed to place bpf-linker's LLVM")?;
     let sysroot = output(nightly("rustc").args(["--print", "sysroot"]))?;
     let lib_dir = Path::new(sysroot.trim()).join("lib");
     // `libLLVM-22-rust-*.so` is a linker script; the real library is `libLLVM.so.*-rust-*`.
@@ -103,19 +124,29 @@ fn ensure_bpf_linker() -> Result<()> {
     // Must outlive the install: bpf-linker keeps this directory as its RUNPATH.
     let prefix = Path::new(&home).join(".cargo/c1m-llvm");
     let prefix_lib = prefix.join("lib");
-    fs::create_dir_all(&prefix_lib).with_context(|| format!("creating {}", prefix_lib.display()))?;
+    fs::create_dir_all(&prefix_lib)
+        .with_context(|| format!("creating {}", prefix_lib.display()))?;
     for link in ["libLLVM.so".to_owned(), llvm.clone()] {
         let path = prefix_lib.join(&link);
         let _ = fs::remove_file(&path);
         std::os::unix::fs::symlink(lib_dir.join(&llvm), &path)
             .with_context(|| format!("linking {}", path.display()))?;
     }
-    eprintln!("xtask: installing bpf-linker {BPF_LINKER_VERSION} against the nightly's LLVM {major} (about 2 minutes)");
+    eprintln!(
+        "xtask: installing bpf-linker {BPF_LINKER_VERSION} against the nightly's LLVM {major} (about 2 minutes)"
+    );
     let mut cmd = Command::new("cargo");
-    cmd.args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION, "--no-default-features", "--features"])
-        .arg(format!("llvm-{major}"))
-        .env("LLVM_PREFIX", &prefix)
-        .env_remove("RUSTUP_TOOLCHAIN");
+    cmd.args([
+        "install",
+        "bpf-linker",
+        "--version",
+        BPF_LINKER_VERSION,
+        "--no-default-features",
+        "--features",
+    ])
+    .arg(format!("llvm-{major}"))
+    .env("LLVM_PREFIX", &prefix)
+    .env_remove("RUSTUP_TOOLCHAIN");
     run(&mut cmd).context("installing bpf-linker")
 }
 

@@ -51,7 +51,11 @@ fn main() -> Result<()> {
         Command::Build => build_all(),
         Command::Run { args } => {
             build_all()?;
-            let args = if args.is_empty() { vec!["run".to_owned()] } else { args };
+            let args = if args.is_empty() {
+                vec!["run".to_owned()]
+            } else {
+                args
+            };
             util::exec_c1m(&args)
         }
         Command::Test { args } => test(&args),

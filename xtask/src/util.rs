@@ -17,7 +17,9 @@ pub fn root() -> PathBuf {
 
 pub fn run(cmd: &mut Command) -> Result<()> {
     let shown = format!("{cmd:?}");
-    let status = cmd.status().with_context(|| format!("could not start {shown}"))?;
+    let status = cmd
+        .status()
+        .with_context(|| format!("could not start {shown}"))?;
     if !status.success() {
         bail!("{shown} failed: {status}");
     }

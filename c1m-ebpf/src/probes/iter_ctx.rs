@@ -22,6 +22,7 @@ struct BpfIterTcp {
 
 pub struct IterTcp {
     seq: *mut seq_file,
+    seq_num: u64,
     sk: u64,
 }
 
@@ -35,14 +36,20 @@ impl IterTcp {
             return None;
         }
         // SAFETY: meta is non-null and typed by the verifier.
-        let seq = unsafe { (*meta).seq };
-        Some(Self { seq, sk })
+        let (seq, seq_num) = unsafe { ((*meta).seq, (*meta).seq_num) };
+        Some(Self { seq, seq_num, sk })
     }
 
     /// The socket of this step; `None` on the final call that ends the walk.
     #[inline(always)]
     pub fn sock(&self) -> Option<u64> {
         if self.sk == 0 { None } else { Some(self.sk) }
+    }
+
+    /// Position of this object in the walk.
+    #[inline(always)]
+    pub fn seq_num(&self) -> u64 {
+        self.seq_num
     }
 
     #[inline(always)]

@@ -16,7 +16,7 @@ use super::tp::{field, fields};
 use crate::{
     config::cfg,
     kernel::{in_watched_netns, read},
-    maps::{EVENTS, bump, bump_listener},
+    maps::{EVENTS, ListenCounter, bump, bump_listener},
     watch::is_watched_port,
 };
 
@@ -44,6 +44,6 @@ fn try_kfree_skb(ctx: &TracePointContext) -> Option<()> {
         return None;
     }
     bump(&EVENTS, event_index(side::SERVER, event::LISTEN_OVERFLOW_ACK));
-    bump_listener(port as u32, |e| e.overflow_acks += 1);
+    bump_listener(ctx, port as u32, ListenCounter::OverflowAcks);
     Some(())
 }

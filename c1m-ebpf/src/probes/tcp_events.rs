@@ -7,7 +7,7 @@ use c1m_common::{event, event_index, hook};
 use super::tp::{endpoints, field, fields};
 use crate::{
     kernel::in_watched_netns,
-    maps::{EVENTS, bump, bump_listener},
+    maps::{EVENTS, ListenCounter, bump, bump_listener},
     watch::classify,
 };
 
@@ -30,7 +30,7 @@ fn count(ctx: &TracePointContext, hook_index: usize, event: u32) -> Option<u16> 
 #[tracepoint]
 pub fn tcp_retransmit_synack(ctx: TracePointContext) -> u32 {
     if let Some(port) = count(&ctx, hook::RETRANSMIT_SYNACK, event::SYNACK_RETRANSMIT) {
-        bump_listener(port as u32, |e| e.synack_retransmits += 1);
+        bump_listener(&ctx, port as u32, ListenCounter::SynackRetransmits);
     }
     0
 }

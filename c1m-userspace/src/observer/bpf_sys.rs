@@ -35,3 +35,54 @@ pub fn iter_create(link: BorrowedFd<'_>) -> io::Result<File> {
     attr[0..4].copy_from_slice(&(link.as_raw_fd() as u32).to_ne_bytes());
     bpf(BPF_ITER_CREATE, &mut attr).map(File::from)
 }
+
+/// This network namespace's cookie, the id sock_ops programs can read.
+pub fn own_netns_cookie() -> io::Result<u64> {
+    const SO_NETNS_COOKIE: libc::c_int = 71;
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0")
+        .or_else(|_| std::net::UdpSocket::bind("[::1]:0"))?;
+    let mut cookie = 0u64;
+    let mut len = size_of::<u64>() as libc::socklen_t;
+    // SAFETY: cookie and len are valid for writes of the sizes given.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_NETNS_COOKIE,
+            (&raw mut cookie).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cookie)
+}
+
+/// How often the kernel skipped each program because another BPF program was already
+/// running on that CPU (`bpf_prog_info.recursion_misses`).
+pub fn prog_recursion_misses(prog: BorrowedFd<'_>) -> io::Result<u64> {
+    const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+    /// Offset of `recursion_misses` in `struct bpf_prog_info` (include/uapi/linux/bpf.h).
+    const RECURSION_MISSES: usize = 208;
+    let mut info = [0u8; 256];
+    let mut attr = [0u8; 64];
+    attr[0..4].copy_from_slice(&(prog.as_raw_fd() as u32).to_ne_bytes());
+    attr[4..8].copy_from_slice(&(info.len() as u32).to_ne_bytes());
+    attr[8..16].copy_from_slice(&(info.as_mut_ptr() as u64).to_ne_bytes());
+    // SAFETY: attr points at `info`, which is valid for info.len() bytes.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET_INFO_BY_FD,
+            attr.as_mut_ptr(),
+            attr.len() as u32,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut v = [0u8; 8];
+    v.copy_from_slice(&info[RECURSION_MISSES..RECURSION_MISSES + 8]);
+    Ok(u64::from_ne_bytes(v))
+}

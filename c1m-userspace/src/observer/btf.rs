@@ -11,7 +11,10 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum BtfError {
     #[error("reading {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("not a BTF blob: {0}")]
     Format(&'static str),
     #[error("struct {0} not found in kernel BTF")]
@@ -95,7 +98,9 @@ impl Btf {
                 .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         };
         if u16_at(0) != Some(MAGIC) {
-            return Err(BtfError::Format("bad magic (big-endian BTF is not supported)"));
+            return Err(BtfError::Format(
+                "bad magic (big-endian BTF is not supported)",
+            ));
         }
         let header = |i: usize| u32_at(4 + 4 * i).ok_or(BtfError::Format("short header"));
         let hdr_len = header(0)? as usize;
@@ -160,7 +165,8 @@ impl Btf {
                 }
                 KIND_ENUM => {
                     for _ in 0..vlen {
-                        ty.enum_values.push((word(pos)?, i64::from(word(pos + 4)? as i32)));
+                        ty.enum_values
+                            .push((word(pos)?, i64::from(word(pos + 4)? as i32)));
                         pos += 8;
                     }
                 }
@@ -306,7 +312,11 @@ mod tests {
             pos as u32
         };
         let mut t = Vec::new();
-        let mut push = |words: &[u32]| words.iter().for_each(|w| t.extend_from_slice(&w.to_le_bytes()));
+        let mut push = |words: &[u32]| {
+            words
+                .iter()
+                .for_each(|w| t.extend_from_slice(&w.to_le_bytes()))
+        };
         // 1: int (4 bytes)
         push(&[s("int"), KIND_INT << 24, 4, 32]);
         // 2: short
@@ -326,10 +336,17 @@ mod tests {
         push(&[s("E"), (KIND_ENUM << 24) | 1, 4]);
         push(&[s("V1"), 40]);
         let mut blob = Vec::new();
-        let hdr = [24u32, 0, t.len() as u32, t.len() as u32, strings.len() as u32];
+        let hdr = [
+            24u32,
+            0,
+            t.len() as u32,
+            t.len() as u32,
+            strings.len() as u32,
+        ];
         blob.extend_from_slice(&MAGIC.to_le_bytes());
         blob.extend_from_slice(&[1, 0]);
-        hdr.iter().for_each(|w| blob.extend_from_slice(&w.to_le_bytes()));
+        hdr.iter()
+            .for_each(|w| blob.extend_from_slice(&w.to_le_bytes()));
         blob.extend_from_slice(&t);
         blob.extend_from_slice(&strings);
         blob
@@ -338,11 +355,26 @@ mod tests {
     #[test]
     fn finds_members_through_anonymous_unions() {
         let btf = Btf::parse(&sample()).unwrap();
-        assert_eq!(btf.field("outer", &["a"]).unwrap(), Field { offset: 0, size: 4 });
-        assert_eq!(btf.field("outer", &["b"]).unwrap(), Field { offset: 4, size: 2 });
-        assert_eq!(btf.field("outer", &["c"]).unwrap(), Field { offset: 6, size: 2 });
-        assert!(matches!(btf.field("outer", &["zz"]), Err(BtfError::NoMember(..))));
-        assert!(matches!(btf.field("nope", &["a"]), Err(BtfError::NoStruct(..))));
+        assert_eq!(
+            btf.field("outer", &["a"]).unwrap(),
+            Field { offset: 0, size: 4 }
+        );
+        assert_eq!(
+            btf.field("outer", &["b"]).unwrap(),
+            Field { offset: 4, size: 2 }
+        );
+        assert_eq!(
+            btf.field("outer", &["c"]).unwrap(),
+            Field { offset: 6, size: 2 }
+        );
+        assert!(matches!(
+            btf.field("outer", &["zz"]),
+            Err(BtfError::NoMember(..))
+        ));
+        assert!(matches!(
+            btf.field("nope", &["a"]),
+            Err(BtfError::NoStruct(..))
+        ));
         assert_eq!(btf.enum_value("V1"), Some(40));
     }
 
@@ -363,6 +395,9 @@ mod tests {
         let state = btf.field("sock_common", &["skc_state"]).unwrap();
         assert_eq!(state.size, 1);
         assert_eq!(btf.field("sock_common", &["skc_num"]).unwrap().size, 2);
-        assert!(btf.enum_value("SKB_DROP_REASON_TCP_LISTEN_OVERFLOW").is_some());
+        assert!(
+            btf.enum_value("SKB_DROP_REASON_TCP_LISTEN_OVERFLOW")
+                .is_some()
+        );
     }
 }

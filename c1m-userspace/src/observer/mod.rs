@@ -1,8 +1,615 @@
 //! The kernel's view: loads the eBPF programs, attaches them, and reads their maps
-//! into one consistent snapshot ([`KernelView`]).
+//! and iterators into one consistent snapshot ([`KernelView`]).
+//!
+//! How a number travels: a tracepoint program bumps a per-CPU counter; [`Observer::snapshot`]
+//! sums the CPUs, adds the latest socket walk, and hands out a `KernelView`.
 
-pub mod btf;
-pub mod offsets;
 pub mod bpf_sys;
+pub mod btf;
 pub mod cli;
+mod gauges;
+mod listeners;
+mod memory;
+pub mod offsets;
+pub mod privileges;
+pub mod procfs;
 pub mod tracefs;
+pub mod view;
+mod walk;
+
+use std::{
+    collections::BTreeMap,
+    net::Ipv4Addr,
+    os::fd::{AsFd, OwnedFd},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap},
+    programs::{CgroupAttachMode, Iter, SockOps, TracePoint},
+};
+use c1m_common::{
+    Config, EVENT_SLOTS, ListenEvents, TRANSITION_SLOTS, event, event_index, hook, side, tcp_state,
+    transition_index,
+};
+use thiserror::Error;
+pub use view::{KernelMemory, KernelView, ListenerView, SideMemory, SideView};
+
+use self::{btf::BtfError, tracefs::TracefsError};
+
+/// The eBPF object, embedded by build.rs (empty when `cargo xtask build-ebpf` has not run).
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/c1m-ebpf.o"));
+
+#[derive(Debug, Error)]
+pub enum ObserverError {
+    #[error(
+        "the kernel observer needs root, or CAP_BPF + CAP_PERFMON + CAP_NET_ADMIN (missing: {0}); \
+         run as root, e.g. `sudo c1m …`"
+    )]
+    NotPrivileged(String),
+    #[error(
+        "this c1m binary has no eBPF object built in; run `cargo xtask build-ebpf` and rebuild \
+         (`cargo xtask build` does both)"
+    )]
+    NoObject,
+    #[error("reading kernel BTF: {0}")]
+    Btf(#[from] BtfError),
+    #[error(transparent)]
+    Tracefs(#[from] TracefsError),
+    #[error("loading the eBPF object: {0}")]
+    Load(#[from] aya::EbpfError),
+    #[error("{what}: {source}")]
+    Program {
+        what: String,
+        source: aya::programs::ProgramError,
+    },
+    #[error("{what}: {source}")]
+    Map {
+        what: String,
+        source: aya::maps::MapError,
+    },
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+}
+
+fn map_err(what: &str) -> impl FnOnce(aya::maps::MapError) -> ObserverError + '_ {
+    move |source| ObserverError::Map {
+        what: what.to_owned(),
+        source,
+    }
+}
+
+/// What to watch.
+#[derive(Debug, Clone, Default)]
+pub struct ObserverConfig {
+    /// Watched ports. A socket whose local port is one is server side, whose remote
+    /// port is one is client side. Empty: every TCP socket is watched, and the ports
+    /// that have a listener decide the side.
+    pub ports: Vec<u16>,
+    /// With addresses, server-side sockets must be bound to one of them and
+    /// client-side sockets connected to one.
+    pub addrs: Vec<Ipv4Addr>,
+    /// Count sockets of every network namespace, not only the observer's own.
+    pub all_netns: bool,
+    /// Fixed interval between full socket walks; `None` adapts it so walks cost at
+    /// most ~5% of one core.
+    pub walk_interval: Option<Duration>,
+}
+
+/// A hook that could not be attached, and the figures that are therefore missing.
+struct Missing {
+    hook: usize,
+    reason: String,
+}
+
+pub struct Observer {
+    ebpf: Ebpf,
+    /// Kept alive: dropping it closes the log ring and breaks the programs' logging.
+    logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
+    listener_link: OwnedFd,
+    socket_link: OwnedFd,
+    config: ObserverConfig,
+    started: Instant,
+    unavailable: Vec<String>,
+    missing_hooks: Vec<Missing>,
+    listeners: listeners::Tracker,
+    gauges: gauges::Gauges,
+    memory: memory::MemoryModel,
+    last_walk: Option<walk::SocketWalk>,
+    walks: u64,
+    previous: Option<(Instant, Counters)>,
+}
+
+/// Raw counter totals read from the maps.
+#[derive(Clone)]
+struct Counters {
+    transitions: Vec<u64>,
+    events: Vec<u64>,
+}
+
+impl Observer {
+    /// Loads and attaches everything; hooks this kernel lacks are reported as
+    /// unavailable and the rest keep running.
+    pub fn start(config: ObserverConfig) -> Result<Self, ObserverError> {
+        privileges::check_bpf().map_err(ObserverError::NotPrivileged)?;
+        if OBJECT.is_empty() {
+            return Err(ObserverError::NoObject);
+        }
+        let kernel_btf = btf::Btf::from_sys_fs()?;
+        let resolved = offsets::resolve(&kernel_btf);
+        let mut unavailable: Vec<String> = resolved
+            .missing
+            .iter()
+            .map(|m| format!("kernel field: {m}"))
+            .collect();
+        let tracing = tracefs::ensure_mounted()?;
+
+        let mut cfg = Config::DEFAULT;
+        cfg.offsets = resolved.offsets;
+        let mut missing_hooks = Vec::new();
+        for (index, layout) in tracefs::HOOKS.iter().enumerate() {
+            match tracefs::read_hook(&tracing, layout) {
+                Ok(fields) => cfg.tracepoints[index] = fields,
+                Err(e) => missing_hooks.push(Missing {
+                    hook: index,
+                    reason: e.to_string(),
+                }),
+            }
+        }
+        if !config.all_netns {
+            cfg.netns_inum = procfs::own_netns_inum().ok_or_else(|| ObserverError::Io {
+                what: "reading /proc/self/ns/net".to_owned(),
+                source: std::io::Error::other("unreadable"),
+            })?;
+            let cookie = bpf_sys::own_netns_cookie().map_err(|source| ObserverError::Io {
+                what: "reading this network namespace's cookie (SO_NETNS_COOKIE)".to_owned(),
+                source,
+            })?;
+            cfg.netns_cookie_lo = cookie as u32;
+            cfg.netns_cookie_hi = (cookie >> 32) as u32;
+        }
+        cfg.ports_filter = u32::from(!config.ports.is_empty());
+        cfg.addr_filter = u32::from(!config.addrs.is_empty());
+
+        let mut ebpf = EbpfLoader::new()
+            .override_global("CONFIG", &cfg, true)
+            .load(OBJECT)?;
+        let logger = aya_log::EbpfLogger::init(&mut ebpf).ok();
+
+        {
+            let mut ports: BpfHashMap<_, u32, u32> =
+                BpfHashMap::try_from(ebpf.map_mut("WATCH_PORTS").ok_or(ObserverError::NoObject)?)
+                    .map_err(map_err("WATCH_PORTS"))?;
+            for &port in &config.ports {
+                ports
+                    .insert(u32::from(port), 1, 0)
+                    .map_err(map_err("WATCH_PORTS"))?;
+            }
+        }
+        {
+            let mut addrs: BpfHashMap<_, u32, u32> =
+                BpfHashMap::try_from(ebpf.map_mut("WATCH_ADDRS").ok_or(ObserverError::NoObject)?)
+                    .map_err(map_err("WATCH_ADDRS"))?;
+            for addr in &config.addrs {
+                addrs
+                    .insert(u32::from_ne_bytes(addr.octets()), 1, 0)
+                    .map_err(map_err("WATCH_ADDRS"))?;
+            }
+        }
+
+        for (index, layout) in tracefs::HOOKS.iter().enumerate() {
+            if missing_hooks.iter().any(|m| m.hook == index) {
+                continue;
+            }
+            if let Err(e) = attach_tracepoint(&mut ebpf, layout.name, layout.category) {
+                missing_hooks.push(Missing {
+                    hook: index,
+                    reason: e.to_string(),
+                });
+            }
+        }
+        if let Some(m) = missing_hooks.iter().find(|m| m.hook == hook::SET_STATE) {
+            return Err(ObserverError::Tracefs(TracefsError::NoTracepoint(format!(
+                "sock:inet_sock_set_state is required ({})",
+                m.reason
+            ))));
+        }
+        for m in &missing_hooks {
+            unavailable.push(format!(
+                "{}: {} (hook missing: {})",
+                hook_figures(m.hook),
+                tracefs::HOOKS[m.hook].name,
+                m.reason
+            ));
+        }
+
+        match attach_sock_ops(&mut ebpf) {
+            Ok(()) => {
+                let mut settings: Array<&mut MapData, u32> =
+                    Array::try_from(ebpf.map_mut("SETTINGS").ok_or(ObserverError::NoObject)?)
+                        .map_err(map_err("SETTINGS"))?;
+                settings
+                    .set(0, c1m_common::settings::SOCKOPS_ACTIVE, 0)
+                    .map_err(map_err("SETTINGS"))?;
+            }
+            Err(e) => unavailable.push(format!(
+                "exact transition counts under load: sock_ops not attached ({}); the tracepoint \
+                 alone skips runs nested in a softirq (see hook_misses)",
+                error_chain(&e)
+            )),
+        }
+
+        let aya_btf = aya::Btf::from_sys_fs().map_err(|e| ObserverError::Io {
+            what: "reading kernel BTF for the iterators".to_owned(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        let listener_link = attach_iter(&mut ebpf, "iter_listeners", &aya_btf)?;
+        let socket_link = attach_iter(&mut ebpf, "iter_sockets", &aya_btf)?;
+
+        let memory = memory::MemoryModel::from_sys();
+        unavailable.extend(memory.missing.iter().cloned());
+
+        let listener_filter = config.ports.clone();
+        let mut observer = Self {
+            ebpf,
+            logger,
+            listener_link,
+            socket_link,
+            config,
+            started: Instant::now(),
+            unavailable,
+            missing_hooks,
+            listeners: listeners::Tracker::with_filter(listener_filter),
+            gauges: gauges::Gauges::default(),
+            memory,
+            last_walk: None,
+            walks: 0,
+            previous: None,
+        };
+        // Baselines: listeners' drop counters as they are now, and the sockets that
+        // already exist, so every later figure is "since attach".
+        let records = walk::listeners(observer.listener_link.as_fd())?;
+        observer.listeners.observe(&records, true);
+        observer.learn_listening_ports(&records)?;
+        observer.walk_sockets()?;
+        Ok(observer)
+    }
+
+    pub fn config(&self) -> &ObserverConfig {
+        &self.config
+    }
+
+    /// Reads every map, walks the listeners (and all sockets when due), and returns
+    /// the kernel's view now.
+    pub fn snapshot(&mut self) -> Result<KernelView, ObserverError> {
+        if let Some(logger) = self.logger.as_mut() {
+            logger.flush();
+        }
+        let records = walk::listeners(self.listener_link.as_fd())?;
+        self.listeners.observe(&records, false);
+        self.learn_listening_ports(&records)?;
+        if self.walk_due() {
+            self.walk_sockets()?;
+        }
+        let counters = self.read_counters()?;
+        let now = Instant::now();
+        let mut view = KernelView {
+            unix_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            unavailable: self.unavailable.clone(),
+            map_errors: self.read_map_errors()?,
+            ..KernelView::default()
+        };
+        let elapsed = self
+            .previous
+            .as_ref()
+            .map(|(at, _)| now.duration_since(*at).as_secs_f64())
+            .unwrap_or(0.0);
+        for s in 0..side::COUNT as u32 {
+            let previous = self.previous.as_ref().map(|(_, c)| c);
+            *view.side_mut(s) = self.side_view(s, &counters, previous, elapsed);
+        }
+        let listen_events = self.read_listen_events()?;
+        let exact_acks = !self.hook_missing(hook::KFREE_SKB);
+        let synacks = !self.hook_missing(hook::RETRANSMIT_SYNACK);
+        view.listeners = self.listeners.views(&listen_events, exact_acks, synacks);
+        if let Some(walk) = &self.last_walk {
+            view.memory = Some(self.memory.compute(&walk.agg));
+            view.walk = view::WalkInfo {
+                age_s: Some(walk.ended.elapsed().as_secs_f64()),
+                duration_ms: walk.duration.as_secs_f64() * 1000.0,
+                sockets_walked: walk.sockets,
+                walks: self.walks,
+            };
+        }
+        self.previous = Some((now, counters));
+        Ok(view)
+    }
+
+    fn hook_missing(&self, index: usize) -> bool {
+        self.missing_hooks.iter().any(|m| m.hook == index)
+    }
+
+    fn walk_due(&self) -> bool {
+        let Some(last) = &self.last_walk else {
+            return true;
+        };
+        let interval = self.config.walk_interval.unwrap_or_else(|| {
+            // A walk costs CPU per socket: keep it under ~5% of one core, but never
+            // let the exact counts get older than a second when it is cheap.
+            (last.duration * 20).max(Duration::from_secs(1))
+        });
+        last.ended.elapsed() >= interval
+    }
+
+    fn walk_sockets(&mut self) -> Result<(), ObserverError> {
+        let before = self.read_counters()?;
+        let walk = walk::sockets(self.socket_link.as_fd(), &mut self.ebpf)?;
+        self.gauges.rebase(&walk.agg, before.transitions);
+        self.last_walk = Some(walk);
+        self.walks += 1;
+        Ok(())
+    }
+
+    /// With no ports given, every listening port counts as a server port; the
+    /// set-state hook learns new ones at once, this catches those that existed before.
+    fn learn_listening_ports(
+        &mut self,
+        records: &[c1m_common::ListenerRecord],
+    ) -> Result<(), ObserverError> {
+        if !self.config.ports.is_empty() {
+            return Ok(());
+        }
+        let mut ports: BpfHashMap<_, u32, u32> = BpfHashMap::try_from(
+            self.ebpf
+                .map_mut("WATCH_PORTS")
+                .ok_or(ObserverError::NoObject)?,
+        )
+        .map_err(map_err("WATCH_PORTS"))?;
+        for r in records {
+            if ports.get(&r.port, 0).is_err() {
+                ports.insert(r.port, 1, 0).map_err(map_err("WATCH_PORTS"))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn read_counters(&self) -> Result<Counters, ObserverError> {
+        let sum = |name: &str, len: usize| -> Result<Vec<u64>, ObserverError> {
+            let map: PerCpuArray<&MapData, u64> =
+                PerCpuArray::try_from(self.ebpf.map(name).ok_or(ObserverError::NoObject)?)
+                    .map_err(map_err(name))?;
+            (0..len as u32)
+                .map(|i| {
+                    map.get(&i, 0)
+                        .map(|values| values.iter().sum())
+                        .map_err(map_err(name))
+                })
+                .collect()
+        };
+        Ok(Counters {
+            transitions: sum("TRANSITIONS", TRANSITION_SLOTS)?,
+            events: sum("EVENTS", EVENT_SLOTS)?,
+        })
+    }
+
+    fn read_map_errors(&self) -> Result<u64, ObserverError> {
+        let map: PerCpuArray<&MapData, u64> =
+            PerCpuArray::try_from(self.ebpf.map("MAP_ERRORS").ok_or(ObserverError::NoObject)?)
+                .map_err(map_err("MAP_ERRORS"))?;
+        Ok(map.get(&0, 0).map_err(map_err("MAP_ERRORS"))?.iter().sum())
+    }
+
+    fn read_listen_events(&self) -> Result<BTreeMap<u16, ListenEvents>, ObserverError> {
+        let map: PerCpuHashMap<&MapData, u32, ListenEvents> = PerCpuHashMap::try_from(
+            self.ebpf
+                .map("LISTEN_EVENTS")
+                .ok_or(ObserverError::NoObject)?,
+        )
+        .map_err(map_err("LISTEN_EVENTS"))?;
+        let mut out = BTreeMap::new();
+        for entry in map.iter() {
+            let (port, values) = entry.map_err(map_err("LISTEN_EVENTS"))?;
+            let mut total = ListenEvents::default();
+            for v in values.iter() {
+                total.children += v.children;
+                total.synack_retransmits += v.synack_retransmits;
+                total.overflow_acks += v.overflow_acks;
+            }
+            out.insert(port as u16, total);
+        }
+        Ok(out)
+    }
+
+    fn side_view(
+        &self,
+        s: u32,
+        now: &Counters,
+        previous: Option<&Counters>,
+        elapsed: f64,
+    ) -> SideView {
+        let mut v = SideView::default();
+        let established = |c: &Counters| -> u64 {
+            c.transitions[transition_index(s, tcp_state::SYN_SENT, tcp_state::ESTABLISHED) as usize]
+                + c.transitions
+                    [transition_index(s, tcp_state::SYN_RECV, tcp_state::ESTABLISHED) as usize]
+        };
+        let total = |c: &Counters| -> u64 {
+            (0..tcp_state::COUNT as u32)
+                .flat_map(|o| (0..tcp_state::COUNT as u32).map(move |n| transition_index(s, o, n)))
+                .map(|i| c.transitions[i as usize])
+                .sum()
+        };
+        for old in 0..tcp_state::COUNT as u32 {
+            for new in 0..tcp_state::COUNT as u32 {
+                let n = now.transitions[transition_index(s, old, new) as usize];
+                if n > 0 {
+                    v.transitions.insert(
+                        format!("{}->{}", view::state_key(old), view::state_key(new)),
+                        n,
+                    );
+                }
+            }
+        }
+        v.transitions_total = total(now);
+        v.established_total = established(now);
+        if let Some(prev) = previous.filter(|_| elapsed > 0.0) {
+            v.transitions_per_s = (v.transitions_total - total(prev)) as f64 / elapsed;
+            v.established_per_s = (v.established_total - established(prev)) as f64 / elapsed;
+        }
+        for state in view::GAUGE_STATES {
+            v.states.insert(
+                view::state_key(state),
+                self.gauges.value(s, state, &now.transitions),
+            );
+        }
+        for (index, name) in event::NAMES.iter().enumerate() {
+            if !self.event_missing(index as u32) {
+                v.events.insert(
+                    (*name).to_owned(),
+                    now.events[event_index(s, index as u32) as usize],
+                );
+            }
+        }
+        v
+    }
+
+    fn event_missing(&self, event_index: u32) -> bool {
+        let hook_index = match event_index {
+            event::SYNACK_RETRANSMIT => hook::RETRANSMIT_SYNACK,
+            event::RESET_SENT => hook::SEND_RESET,
+            event::RESET_RECEIVED => hook::RECEIVE_RESET,
+            event::RETRANSMIT => hook::RETRANSMIT_SKB,
+            event::EXCEED_BUF_LIMIT => hook::EXCEED_BUF_LIMIT,
+            _ => hook::KFREE_SKB,
+        };
+        self.hook_missing(hook_index)
+    }
+}
+
+/// The figures a hook feeds, for the "unavailable" list.
+fn hook_figures(index: usize) -> &'static str {
+    match index {
+        hook::SET_STATE => "state gauges and transitions",
+        hook::RETRANSMIT_SYNACK => "synack_retransmits",
+        hook::SEND_RESET => "resets_sent",
+        hook::RECEIVE_RESET => "resets_received",
+        hook::RETRANSMIT_SKB => "retransmits",
+        hook::KFREE_SKB => {
+            "listen_overflow_acks (accept_queue_overflows falls back to raw sk_drops)"
+        }
+        _ => "exceed_buf_limit",
+    }
+}
+
+fn attach_tracepoint(ebpf: &mut Ebpf, name: &str, category: &str) -> Result<(), ObserverError> {
+    let what = || format!("tracepoint {category}:{name}");
+    let program: &mut TracePoint = ebpf
+        .program_mut(name)
+        .ok_or(ObserverError::NoObject)?
+        .try_into()
+        .map_err(|source| ObserverError::Program {
+            what: what(),
+            source,
+        })?;
+    program.load().map_err(|source| ObserverError::Program {
+        what: what(),
+        source,
+    })?;
+    program
+        .attach(category, name)
+        .map_err(|source| ObserverError::Program {
+            what: what(),
+            source,
+        })?;
+    Ok(())
+}
+
+/// Attaches the sock_ops program to the root of the cgroup v2 hierarchy, so it sees
+/// the sockets of every process.
+fn attach_sock_ops(ebpf: &mut Ebpf) -> Result<(), ObserverError> {
+    let root = procfs::cgroup2_root().ok_or_else(|| ObserverError::Io {
+        what: "finding the cgroup v2 hierarchy".to_owned(),
+        source: std::io::Error::other(
+            "no cgroup2 mount in /proc/self/mountinfo (mount -t cgroup2 none /sys/fs/cgroup)",
+        ),
+    })?;
+    let cgroup = std::fs::File::open(&root).map_err(|source| ObserverError::Io {
+        what: format!("opening {}", root.display()),
+        source,
+    })?;
+    let what = || "sock_ops program".to_owned();
+    let program: &mut SockOps = ebpf
+        .program_mut("c1m_sock_ops")
+        .ok_or(ObserverError::NoObject)?
+        .try_into()
+        .map_err(|source| ObserverError::Program {
+            what: what(),
+            source,
+        })?;
+    program.load().map_err(|source| ObserverError::Program {
+        what: what(),
+        source,
+    })?;
+    // With bpf_link (every kernel c1m supports) a cgroup link is always one of many
+    // and the kernel rejects explicit flags, so "Single" here displaces nobody.
+    program
+        .attach(&cgroup, CgroupAttachMode::Single)
+        .map_err(|source| ObserverError::Program {
+            what: what(),
+            source,
+        })?;
+    Ok(())
+}
+
+fn attach_iter(ebpf: &mut Ebpf, name: &str, btf: &aya::Btf) -> Result<OwnedFd, ObserverError> {
+    let what = || format!("iterator {name} (iter/tcp)");
+    let program: &mut Iter = ebpf
+        .program_mut(name)
+        .ok_or(ObserverError::NoObject)?
+        .try_into()
+        .map_err(|source| ObserverError::Program {
+            what: what(),
+            source,
+        })?;
+    program
+        .load("tcp", btf)
+        .map_err(|source| ObserverError::Program {
+            what: what(),
+            source,
+        })?;
+    let fd = program.fd().map_err(|source| ObserverError::Program {
+        what: what(),
+        source,
+    })?;
+    bpf_sys::iter_link_create(fd.as_fd()).map_err(|source| ObserverError::Io {
+        what: what(),
+        source,
+    })
+}
+
+/// Reads the Array map `name` entry by entry.
+fn read_array<T: aya::Pod>(ebpf: &Ebpf, name: &str) -> Result<Vec<T>, ObserverError> {
+    let map: Array<&MapData, T> =
+        Array::try_from(ebpf.map(name).ok_or(ObserverError::NoObject)?).map_err(map_err(name))?;
+    map.iter().map(|r| r.map_err(map_err(name))).collect()
+}
+
+/// An error and its sources on one line (aya's errors keep the errno in `source()`).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}

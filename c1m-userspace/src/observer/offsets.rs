@@ -16,15 +16,16 @@ pub fn resolve(btf: &Btf) -> ResolvedOffsets {
     let mut o = KernelOffsets::UNKNOWN;
     let mut missing = Vec::new();
     {
-        let mut want = |slot: &mut u32, outer: &str, path: &[&str], size: u32| match btf.field(outer, path) {
-            Ok(f) if f.size == size => *slot = f.offset,
-            Ok(f) => missing.push(format!(
-                "{outer}.{} is {} bytes, expected {size}",
-                path.join("."),
-                f.size
-            )),
-            Err(e) => missing.push(e.to_string()),
-        };
+        let mut want =
+            |slot: &mut u32, outer: &str, path: &[&str], size: u32| match btf.field(outer, path) {
+                Ok(f) if f.size == size => *slot = f.offset,
+                Ok(f) => missing.push(format!(
+                    "{outer}.{} is {} bytes, expected {size}",
+                    path.join("."),
+                    f.size
+                )),
+                Err(e) => missing.push(e.to_string()),
+            };
         want(&mut o.skc_family, "sock_common", &["skc_family"], 2);
         want(&mut o.skc_state, "sock_common", &["skc_state"], 1);
         want(&mut o.skc_num, "sock_common", &["skc_num"], 2);
@@ -34,21 +35,42 @@ pub fn resolve(btf: &Btf) -> ResolvedOffsets {
         want(&mut o.skc_net, "sock_common", &["skc_net", "net"], 8);
         want(&mut o.net_ns_inum, "net", &["ns", "inum"], 4);
         want(&mut o.sk_ack_backlog, "sock", &["sk_ack_backlog"], 4);
-        want(&mut o.sk_max_ack_backlog, "sock", &["sk_max_ack_backlog"], 4);
+        want(
+            &mut o.sk_max_ack_backlog,
+            "sock",
+            &["sk_max_ack_backlog"],
+            4,
+        );
         want(&mut o.sk_drops, "sock", &["sk_drops"], 4);
-        want(&mut o.sk_rmem_alloc, "sock", &["sk_backlog", "rmem_alloc"], 4);
+        want(
+            &mut o.sk_rmem_alloc,
+            "sock",
+            &["sk_backlog", "rmem_alloc"],
+            4,
+        );
         want(&mut o.sk_wmem_queued, "sock", &["sk_wmem_queued"], 4);
         want(&mut o.sk_forward_alloc, "sock", &["sk_forward_alloc"], 4);
         want(&mut o.sk_wmem_alloc, "sock", &["sk_wmem_alloc"], 4);
         want(&mut o.sk_socket, "sock", &["sk_socket"], 8);
+        want(&mut o.sk_protocol, "sock", &["sk_protocol"], 2);
+        want(
+            &mut o.tcp_bpf_cb_flags,
+            "tcp_sock",
+            &["bpf_sock_ops_cb_flags"],
+            1,
+        );
         want(&mut o.socket_file, "socket", &["file"], 8);
         want(&mut o.file_f_ep, "file", &["f_ep"], 8);
     }
     match btf.enum_value("SKB_DROP_REASON_TCP_LISTEN_OVERFLOW") {
         Some(v) => o.drop_reason_listen_overflow = v as u32,
-        None => missing.push("enum value SKB_DROP_REASON_TCP_LISTEN_OVERFLOW not in kernel BTF".to_owned()),
+        None => missing
+            .push("enum value SKB_DROP_REASON_TCP_LISTEN_OVERFLOW not in kernel BTF".to_owned()),
     }
-    ResolvedOffsets { offsets: o, missing }
+    ResolvedOffsets {
+        offsets: o,
+        missing,
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,9 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum TracefsError {
-    #[error("tracefs is not mounted and mounting it failed ({0}); fix: mount -t tracefs tracefs /sys/kernel/tracing")]
+    #[error(
+        "tracefs is not mounted and mounting it failed ({0}); fix: mount -t tracefs tracefs /sys/kernel/tracing"
+    )]
     Mount(std::io::Error),
     #[error("tracepoint {0} does not exist on this kernel")]
     NoTracepoint(String),
@@ -30,7 +32,8 @@ pub fn ensure_mounted() -> Result<PathBuf, TracefsError> {
             return Ok(PathBuf::from(dir));
         }
     }
-    let target = std::ffi::CString::new(TRACEFS).map_err(|e| TracefsError::Mount(std::io::Error::other(e)))?;
+    let target = std::ffi::CString::new(TRACEFS)
+        .map_err(|e| TracefsError::Mount(std::io::Error::other(e)))?;
     let fstype = c"tracefs";
     // SAFETY: all pointers are valid NUL-terminated strings; data may be null.
     let rc = unsafe {
@@ -53,7 +56,9 @@ pub fn parse_format(text: &str) -> HashMap<String, (u32, u32)> {
     let mut fields = HashMap::new();
     for line in text.lines() {
         let line = line.trim();
-        let Some(rest) = line.strip_prefix("field:") else { continue };
+        let Some(rest) = line.strip_prefix("field:") else {
+            continue;
+        };
         let mut parts = rest.split(';').map(str::trim);
         let Some(decl) = parts.next() else { continue };
         let mut offset = None;
@@ -90,7 +95,11 @@ pub struct HookLayout {
     pub build: fn(&HashMap<String, (u32, u32)>) -> Result<TracepointFields, &'static str>,
 }
 
-fn need(fields: &HashMap<String, (u32, u32)>, name: &'static str, size: u32) -> Result<u32, &'static str> {
+fn need(
+    fields: &HashMap<String, (u32, u32)>,
+    name: &'static str,
+    size: u32,
+) -> Result<u32, &'static str> {
     match fields.get(name) {
         Some(&(offset, s)) if s == size => Ok(offset),
         _ => Err(name),
@@ -119,8 +128,13 @@ fn socket_fields(f: &HashMap<String, (u32, u32)>) -> Result<TracepointFields, &'
 
 pub fn read_hook(tracing: &Path, layout: &HookLayout) -> Result<TracepointFields, TracefsError> {
     let full = format!("{}:{}", layout.category, layout.name);
-    let path = tracing.join("events").join(layout.category).join(layout.name).join("format");
-    let text = std::fs::read_to_string(&path).map_err(|_| TracefsError::NoTracepoint(full.clone()))?;
+    let path = tracing
+        .join("events")
+        .join(layout.category)
+        .join(layout.name)
+        .join("format");
+    let text =
+        std::fs::read_to_string(&path).map_err(|_| TracefsError::NoTracepoint(full.clone()))?;
     (layout.build)(&parse_format(&text)).map_err(|field| TracefsError::NoField(full, field))
 }
 
@@ -217,8 +231,14 @@ mod tests {
         assert_eq!(f["skaddr"], (8, 8));
         assert_eq!(f["saddr"], (32, 4));
         let fields = (HOOKS[c1m_common::hook::SET_STATE].build)(&f).unwrap();
-        assert_eq!((fields.oldstate, fields.newstate, fields.sport, fields.dport), (16, 20, 24, 26));
-        assert_eq!((fields.saddr, fields.daddr, fields.protocol, fields.ports_be), (32, 36, 30, 0));
+        assert_eq!(
+            (fields.oldstate, fields.newstate, fields.sport, fields.dport),
+            (16, 20, 24, 26)
+        );
+        assert_eq!(
+            (fields.saddr, fields.daddr, fields.protocol, fields.ports_be),
+            (32, 36, 30, 0)
+        );
     }
 
     #[test]

@@ -1,0 +1,185 @@
+//! Per-port accept-queue figures from successive listener walks. `sk_drops` is a
+//! per-socket lifetime counter: each listener's value at first sight is its baseline
+//! (zero for listeners born after attach), and a listener that goes away keeps its
+//! contribution, so totals never run backwards.
+
+use std::collections::{BTreeMap, HashMap};
+
+use c1m_common::{ListenEvents, ListenerRecord};
+
+use super::view::ListenerView;
+
+struct Live {
+    port: u16,
+    baseline: u32,
+    last: u32,
+}
+
+#[derive(Default)]
+pub struct Tracker {
+    live: HashMap<u64, Live>,
+    retired: BTreeMap<u16, u64>,
+    peaks: BTreeMap<u16, u64>,
+    current: Vec<ListenerRecord>,
+    /// Only these ports are reported (empty: all).
+    filter: Vec<u16>,
+}
+
+impl Tracker {
+    pub fn with_filter(filter: Vec<u16>) -> Self {
+        Self {
+            filter,
+            ..Self::default()
+        }
+    }
+
+    pub fn observe(&mut self, records: &[ListenerRecord], initial: bool) {
+        let mut seen = std::collections::HashSet::new();
+        for r in records {
+            let port = r.port as u16;
+            seen.insert(r.sk);
+            let live = self.live.entry(r.sk).or_insert(Live {
+                port,
+                baseline: if initial { r.drops } else { 0 },
+                last: r.drops,
+            });
+            // Same address, different socket (freed and reused between walks).
+            if live.port != port || r.drops < live.last {
+                *self.retired.entry(live.port).or_default() +=
+                    u64::from(live.last.wrapping_sub(live.baseline));
+                *live = Live {
+                    port,
+                    baseline: 0,
+                    last: r.drops,
+                };
+            }
+            live.last = r.drops;
+        }
+        let gone: Vec<u64> = self
+            .live
+            .keys()
+            .filter(|k| !seen.contains(k))
+            .copied()
+            .collect();
+        for sk in gone {
+            if let Some(l) = self.live.remove(&sk) {
+                *self.retired.entry(l.port).or_default() +=
+                    u64::from(l.last.wrapping_sub(l.baseline));
+            }
+        }
+        let mut depth: BTreeMap<u16, u64> = BTreeMap::new();
+        for r in records {
+            *depth.entry(r.port as u16).or_default() += u64::from(r.ack_backlog);
+        }
+        for (port, d) in depth {
+            let peak = self.peaks.entry(port).or_default();
+            *peak = (*peak).max(d);
+        }
+        self.current = records.to_vec();
+    }
+
+    pub fn views(
+        &self,
+        events: &BTreeMap<u16, ListenEvents>,
+        exact_acks: bool,
+        synacks: bool,
+    ) -> Vec<ListenerView> {
+        let mut by_port: BTreeMap<u16, ListenerView> = BTreeMap::new();
+        let wanted = |port: u16| self.filter.is_empty() || self.filter.contains(&port);
+        for r in &self.current {
+            let port = r.port as u16;
+            if !wanted(port) {
+                continue;
+            }
+            let v = by_port.entry(port).or_insert_with(|| ListenerView {
+                port,
+                ..ListenerView::default()
+            });
+            v.sockets += 1;
+            v.queue_depth += u64::from(r.ack_backlog);
+            v.queue_limit += u64::from(r.max_ack_backlog);
+        }
+        for l in self.live.values() {
+            if let Some(v) = by_port.get_mut(&l.port) {
+                v.sk_drops_delta += u64::from(l.last.wrapping_sub(l.baseline));
+            }
+        }
+        for (&port, &retired) in &self.retired {
+            if wanted(port) && retired > 0 {
+                by_port
+                    .entry(port)
+                    .or_insert_with(|| ListenerView {
+                        port,
+                        ..ListenerView::default()
+                    })
+                    .sk_drops_delta += retired;
+            }
+        }
+        for v in by_port.values_mut() {
+            let e = events.get(&v.port).copied().unwrap_or_default();
+            v.queue_peak_sampled = self.peaks.get(&v.port).copied().unwrap_or(0);
+            v.children = e.children;
+            v.synack_retransmits = synacks.then_some(e.synack_retransmits);
+            if exact_acks {
+                v.overflow_acks = Some(e.overflow_acks);
+                v.accept_queue_overflows = v.sk_drops_delta.saturating_sub(e.overflow_acks);
+            } else {
+                v.overflow_acks = None;
+                v.accept_queue_overflows = v.sk_drops_delta;
+            }
+        }
+        by_port.into_values().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(sk: u64, port: u32, drops: u32, backlog: u32) -> ListenerRecord {
+        ListenerRecord {
+            kind: c1m_common::RECORD_LISTENER,
+            port,
+            drops,
+            ack_backlog: backlog,
+            max_ack_backlog: 8,
+            sk,
+            ..ListenerRecord::default()
+        }
+    }
+
+    #[test]
+    fn drops_since_attach_survive_listener_changes() {
+        let mut t = Tracker::default();
+        t.observe(&[rec(1, 8000, 100, 0)], true);
+        t.observe(&[rec(1, 8000, 110, 9), rec(2, 8000, 4, 1)], false);
+        let mut events = BTreeMap::new();
+        events.insert(
+            8000,
+            ListenEvents {
+                children: 5,
+                synack_retransmits: 1,
+                overflow_acks: 2,
+            },
+        );
+        let v = &t.views(&events, true, true)[0];
+        assert_eq!((v.sockets, v.queue_depth, v.queue_limit), (2, 10, 16));
+        assert_eq!(v.sk_drops_delta, 14);
+        assert_eq!(
+            v.accept_queue_overflows, 12,
+            "each overflowed ACK counts twice in sk_drops"
+        );
+        assert_eq!(v.overflow_acks, Some(2));
+        // Listener 1 closes: its 10 drops are kept.
+        t.observe(&[rec(2, 8000, 4, 0)], false);
+        let v = &t.views(&events, false, false)[0];
+        assert_eq!(
+            (v.sockets, v.sk_drops_delta, v.accept_queue_overflows),
+            (1, 14, 14)
+        );
+        assert_eq!(
+            (v.overflow_acks, v.synack_retransmits, v.queue_peak_sampled),
+            (None, None, 10)
+        );
+    }
+}

@@ -1,0 +1,160 @@
+//! Kernel bytes held by the watched sockets: buffer bytes counted per socket by the
+//! iterator, and slab bytes derived from socket counts × each cache's object size.
+
+use std::collections::BTreeMap;
+
+use c1m_common::{SockAgg, side, sock_agg_index, tcp_state};
+
+use super::{
+    procfs,
+    view::{KernelMemory, SideMemory},
+};
+
+/// IPv4 TCP object caches (IPv6 full sockets live in `TCPv6`, slightly larger).
+const FULL: &str = "TCP";
+const TIME_WAIT: &str = "tw_sock_TCP";
+const REQUEST: &str = "request_sock_TCP";
+/// What a socket with a file costs besides its TCP object: the socket inode, the
+/// `struct file` and its dentry.
+const WITH_FILE: [&str; 3] = ["sock_inode_cache", "filp", "dentry"];
+/// Per epoll registration: the epitem and its wait-queue entry.
+const IN_EPOLL: [&str; 2] = ["eventpoll_epi", "eventpoll_pwq"];
+
+pub struct MemoryModel {
+    footprints: BTreeMap<String, u64>,
+    pub missing: Vec<String>,
+}
+
+impl MemoryModel {
+    pub fn from_sys() -> Self {
+        let mut footprints = BTreeMap::new();
+        let mut missing = Vec::new();
+        for cache in [FULL, TIME_WAIT, REQUEST]
+            .into_iter()
+            .chain(WITH_FILE)
+            .chain(IN_EPOLL)
+        {
+            match procfs::slab_object_footprint(cache) {
+                Some(bytes) => {
+                    footprints.insert(cache.to_owned(), bytes);
+                }
+                None => missing.push(format!(
+                    "slab cache {cache}: not in /sys/kernel/slab, left out of slab_bytes_derived"
+                )),
+            }
+        }
+        Self {
+            footprints,
+            missing,
+        }
+    }
+
+    fn cost(&self, caches: &[&str]) -> u64 {
+        caches
+            .iter()
+            .map(|c| self.footprints.get(*c).copied().unwrap_or(0))
+            .sum()
+    }
+
+    pub fn compute(&self, agg: &[SockAgg]) -> KernelMemory {
+        let mut m = KernelMemory {
+            slab_object_bytes: self.footprints.clone(),
+            ..KernelMemory::default()
+        };
+        for s in 0..side::COUNT as u32 {
+            let mut sm = SideMemory::default();
+            for state in 0..tcp_state::COUNT as u32 {
+                let Some(a) = agg.get(sock_agg_index(s, state) as usize) else {
+                    continue;
+                };
+                sm.sockets += a.sockets;
+                match state {
+                    tcp_state::TIME_WAIT => sm.time_wait_sockets += a.sockets,
+                    tcp_state::NEW_SYN_RECV => sm.request_sockets += a.sockets,
+                    _ => sm.full_sockets += a.sockets,
+                }
+                sm.with_file += a.with_file;
+                sm.in_epoll += a.in_epoll;
+                sm.rmem_alloc += a.rmem_alloc;
+                sm.wmem_queued += a.wmem_queued;
+                sm.forward_alloc += a.forward_alloc;
+            }
+            sm.slab_bytes_derived = sm.full_sockets * self.cost(&[FULL])
+                + sm.time_wait_sockets * self.cost(&[TIME_WAIT])
+                + sm.request_sockets * self.cost(&[REQUEST])
+                + sm.with_file * self.cost(&WITH_FILE)
+                + sm.in_epoll * self.cost(&IN_EPOLL);
+            finish(&mut sm);
+            add(&mut m.total, &sm);
+            match s {
+                side::SERVER => m.server = sm,
+                side::CLIENT => m.client = sm,
+                _ => m.other = sm,
+            }
+        }
+        finish(&mut m.total);
+        m
+    }
+}
+
+fn finish(sm: &mut SideMemory) {
+    sm.buffer_bytes = sm.rmem_alloc + sm.wmem_queued + sm.forward_alloc;
+    sm.total_bytes = sm.slab_bytes_derived + sm.buffer_bytes;
+    sm.bytes_per_socket = if sm.sockets > 0 {
+        sm.total_bytes as f64 / sm.sockets as f64
+    } else {
+        0.0
+    };
+}
+
+fn add(total: &mut SideMemory, x: &SideMemory) {
+    total.sockets += x.sockets;
+    total.full_sockets += x.full_sockets;
+    total.time_wait_sockets += x.time_wait_sockets;
+    total.request_sockets += x.request_sockets;
+    total.with_file += x.with_file;
+    total.in_epoll += x.in_epoll;
+    total.slab_bytes_derived += x.slab_bytes_derived;
+    total.rmem_alloc += x.rmem_alloc;
+    total.wmem_queued += x.wmem_queued;
+    total.forward_alloc += x.forward_alloc;
+}
+
+#[cfg(test)]
+mod tests {
+    use c1m_common::SOCK_AGG_SLOTS;
+
+    use super::*;
+
+    #[test]
+    fn derives_slab_bytes_from_counts() {
+        let model = MemoryModel {
+            footprints: [
+                ("TCP", 2000),
+                ("tw_sock_TCP", 200),
+                ("sock_inode_cache", 800),
+                ("filp", 200),
+                ("dentry", 200),
+                ("eventpoll_epi", 128),
+                ("eventpoll_pwq", 64),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+            missing: vec![],
+        };
+        let mut agg = vec![SockAgg::default(); SOCK_AGG_SLOTS];
+        let est = &mut agg[sock_agg_index(side::SERVER, tcp_state::ESTABLISHED) as usize];
+        est.sockets = 10;
+        est.with_file = 10;
+        est.in_epoll = 4;
+        est.rmem_alloc = 1000;
+        agg[sock_agg_index(side::CLIENT, tcp_state::TIME_WAIT) as usize].sockets = 3;
+        let m = model.compute(&agg);
+        assert_eq!(m.server.slab_bytes_derived, 10 * 2000 + 10 * 1200 + 4 * 192);
+        assert_eq!(m.server.total_bytes, m.server.slab_bytes_derived + 1000);
+        assert_eq!(m.client.slab_bytes_derived, 600);
+        assert_eq!(m.total.sockets, 13);
+        assert_eq!(m.total.total_bytes, m.server.total_bytes + 600);
+    }
+}

@@ -1,0 +1,49 @@
+//! What the process may do: effective capabilities from /proc/self/status.
+
+const CAP_NET_ADMIN: u32 = 12;
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+pub fn effective_caps() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .unwrap_or(0)
+}
+
+fn has(caps: u64, cap: u32) -> bool {
+    caps & (1 << cap) != 0
+}
+
+/// Ok when eBPF programs (tracepoints, iterators) can be loaded; otherwise the names
+/// of the missing capabilities.
+pub fn check_bpf() -> Result<(), String> {
+    let caps = effective_caps();
+    if has(caps, CAP_SYS_ADMIN) {
+        return Ok(());
+    }
+    let missing: Vec<&str> = [
+        (CAP_BPF, "CAP_BPF"),
+        (CAP_PERFMON, "CAP_PERFMON"),
+        (CAP_NET_ADMIN, "CAP_NET_ADMIN"),
+    ]
+    .into_iter()
+    .filter(|(c, _)| !has(caps, *c))
+    .map(|(_, n)| n)
+    .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(missing.join(", "))
+    }
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}

@@ -1,0 +1,208 @@
+//! The kernel's own counters in /proc and /sys, read beside the eBPF figures: slab
+//! object costs (to turn socket counts into bytes), and `TcpExt`/`sockstat` (what the
+//! kernel reports globally, for cross-checks).
+
+use std::{collections::HashMap, fs, path::Path};
+
+/// Bytes one object of a slab cache really occupies: the slab's pages divided by the
+/// objects per slab, so per-slab waste and metadata are included. Read from
+/// /sys/kernel/slab, which also resolves caches merged into another (those are missing
+/// from /proc/slabinfo).
+pub fn slab_object_footprint(cache: &str) -> Option<u64> {
+    let dir = Path::new("/sys/kernel/slab").join(cache);
+    let read =
+        |f: &str| -> Option<u64> { fs::read_to_string(dir.join(f)).ok()?.trim().parse().ok() };
+    let per_slab = read("objs_per_slab")?;
+    let order = read("order")?;
+    if per_slab == 0 {
+        return None;
+    }
+    Some((page_size() << order) / per_slab)
+}
+
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if v > 0 { v as u64 } else { 4096 }
+}
+
+/// One /proc/slabinfo line's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SlabLine {
+    pub active_objs: u64,
+    pub num_objs: u64,
+    pub objsize: u64,
+    pub objperslab: u64,
+    pub pagesperslab: u64,
+    pub num_slabs: u64,
+}
+
+impl SlabLine {
+    /// Bytes held by the cache's slabs (what `slabtop` calls the cache size).
+    pub fn slab_bytes(&self) -> u64 {
+        self.num_slabs * self.pagesperslab * page_size()
+    }
+}
+
+pub fn parse_slabinfo(text: &str) -> HashMap<String, SlabLine> {
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        if line.starts_with('#') || line.starts_with("slabinfo") {
+            continue;
+        }
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        // name active num objsize perslab pages : tunables l b s : slabdata active num shared
+        if cols.len() < 16 {
+            continue;
+        }
+        let n = |i: usize| cols[i].parse::<u64>().unwrap_or(0);
+        out.insert(
+            cols[0].to_owned(),
+            SlabLine {
+                active_objs: n(1),
+                num_objs: n(2),
+                objsize: n(3),
+                objperslab: n(4),
+                pagesperslab: n(5),
+                num_slabs: n(14),
+            },
+        );
+    }
+    out
+}
+
+pub fn read_slabinfo() -> std::io::Result<HashMap<String, SlabLine>> {
+    Ok(parse_slabinfo(&fs::read_to_string("/proc/slabinfo")?))
+}
+
+/// `Prefix: name …` / `Prefix: value …` line pairs of /proc/net/netstat and /proc/net/snmp.
+pub fn parse_netstat(text: &str) -> HashMap<String, u64> {
+    let mut out = HashMap::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for pair in lines.chunks(2) {
+        let [names, values] = pair else { continue };
+        let (Some((prefix, names)), Some((_, values))) =
+            (names.split_once(':'), values.split_once(':'))
+        else {
+            continue;
+        };
+        for (name, value) in names.split_whitespace().zip(values.split_whitespace()) {
+            if let Ok(v) = value.parse() {
+                out.insert(format!("{prefix}{name}"), v);
+            }
+        }
+    }
+    out
+}
+
+/// /proc/net/netstat of the calling thread's network namespace, keyed like
+/// `TcpExtListenOverflows`.
+pub fn read_netstat() -> std::io::Result<HashMap<String, u64>> {
+    Ok(parse_netstat(&fs::read_to_string("/proc/net/netstat")?))
+}
+
+/// /proc/net/sockstat's `TCP:` line: sockets in use, orphans, time-wait, allocated,
+/// and `mem` (pages charged to TCP buffers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpSockstat {
+    pub inuse: u64,
+    pub orphan: u64,
+    pub tw: u64,
+    pub alloc: u64,
+    pub mem_pages: u64,
+}
+
+pub fn parse_sockstat(text: &str) -> Option<TcpSockstat> {
+    let line = text.lines().find(|l| l.starts_with("TCP:"))?;
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    let get = |key: &str| -> Option<u64> {
+        let i = cols.iter().position(|c| *c == key)?;
+        cols.get(i + 1)?.parse().ok()
+    };
+    Some(TcpSockstat {
+        inuse: get("inuse")?,
+        orphan: get("orphan")?,
+        tw: get("tw")?,
+        alloc: get("alloc")?,
+        mem_pages: get("mem")?,
+    })
+}
+
+pub fn read_sockstat() -> Option<TcpSockstat> {
+    parse_sockstat(&fs::read_to_string("/proc/net/sockstat").ok()?)
+}
+
+/// Inode number of the calling process's network namespace (`net:[4026531840]`).
+pub fn own_netns_inum() -> Option<u32> {
+    let link = fs::read_link("/proc/self/ns/net").ok()?;
+    let s = link.to_string_lossy();
+    s.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// Mount point of the cgroup v2 hierarchy's root (`/sys/fs/cgroup`, or
+/// `/sys/fs/cgroup/unified` on hybrid systems).
+pub fn cgroup2_root() -> Option<std::path::PathBuf> {
+    let text = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    text.lines().find_map(|line| {
+        // id parent major:minor root mountpoint options ... - fstype source superopts
+        let (left, right) = line.split_once(" - ")?;
+        let fstype = right.split_whitespace().next()?;
+        let cols: Vec<&str> = left.split_whitespace().collect();
+        if fstype == "cgroup2" && cols.get(3) == Some(&"/") {
+            cols.get(4).map(std::path::PathBuf::from)
+        } else {
+            None
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_slabinfo() {
+        let text = "slabinfo - version: 2.1\n# name <active_objs> …\n\
+            TCP                   26     26   2368   13    8 : tunables    0    0    0 : slabdata      2      2      0\n";
+        let s = parse_slabinfo(text);
+        let tcp = s["TCP"];
+        assert_eq!(
+            (
+                tcp.active_objs,
+                tcp.objsize,
+                tcp.objperslab,
+                tcp.pagesperslab,
+                tcp.num_slabs
+            ),
+            (26, 2368, 13, 8, 2)
+        );
+        assert_eq!(tcp.slab_bytes(), 2 * 8 * page_size());
+    }
+
+    #[test]
+    fn parses_netstat_pairs() {
+        let text = "TcpExt: SyncookiesSent ListenOverflows ListenDrops\nTcpExt: 0 7 9\n\
+                    IpExt: InNoRoutes\nIpExt: 3\n";
+        let m = parse_netstat(text);
+        assert_eq!(m["TcpExtListenOverflows"], 7);
+        assert_eq!(m["TcpExtListenDrops"], 9);
+        assert_eq!(m["IpExtInNoRoutes"], 3);
+    }
+
+    #[test]
+    fn parses_sockstat() {
+        let text =
+            "sockets: used 9\nTCP: inuse 1 orphan 0 tw 2 alloc 3 mem 333\nUDP: inuse 0 mem 0\n";
+        assert_eq!(
+            parse_sockstat(text),
+            Some(TcpSockstat {
+                inuse: 1,
+                orphan: 0,
+                tw: 2,
+                alloc: 3,
+                mem_pages: 333
+            })
+        );
+        assert_eq!(parse_sockstat("garbage"), None);
+    }
+}

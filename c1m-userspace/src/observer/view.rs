@@ -1,0 +1,178 @@
+//! [`KernelView`]: one consistent snapshot of what the kernel sees, as the live view,
+//! `c1m observe --json` and the run exports show it. Field names are the JSON names.
+
+use std::collections::BTreeMap;
+
+use c1m_common::{event, side, tcp_state};
+use serde::{Deserialize, Serialize};
+
+/// The states shown as gauges. CLOSE is left out: closed sockets are in no hash table,
+/// so no walk can count them.
+pub const GAUGE_STATES: [u32; 11] = [
+    tcp_state::ESTABLISHED,
+    tcp_state::SYN_SENT,
+    tcp_state::SYN_RECV,
+    tcp_state::NEW_SYN_RECV,
+    tcp_state::FIN_WAIT1,
+    tcp_state::FIN_WAIT2,
+    tcp_state::TIME_WAIT,
+    tcp_state::CLOSE_WAIT,
+    tcp_state::LAST_ACK,
+    tcp_state::CLOSING,
+    tcp_state::LISTEN,
+];
+
+/// Lower-case state name as used in JSON keys (`established`, `time_wait`, …).
+pub fn state_key(state: u32) -> String {
+    tcp_state::NAMES
+        .get(state as usize)
+        .copied()
+        .unwrap_or("unknown")
+        .to_ascii_lowercase()
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct KernelView {
+    /// Wall clock of the snapshot, milliseconds since the Unix epoch.
+    pub unix_ms: u64,
+    /// Seconds since the observer attached.
+    pub uptime_s: f64,
+    /// Sockets per state per side: exact at the last socket walk, then moved by the
+    /// state transitions counted since (`time_wait` and `new_syn_recv` change only at
+    /// walks: the kernel reports no transition into them).
+    pub server: SideView,
+    pub client: SideView,
+    pub other: SideView,
+    pub listeners: Vec<ListenerView>,
+    /// Kernel memory of the watched sockets, from the last socket walk.
+    pub memory: Option<KernelMemory>,
+    pub walk: WalkInfo,
+    /// Figures this kernel cannot give, with the reason (a missing hook or field).
+    pub unavailable: Vec<String>,
+    /// Counter updates lost because a kernel map was full (should stay 0).
+    pub map_errors: u64,
+}
+
+impl KernelView {
+    pub fn side(&self, s: u32) -> &SideView {
+        match s {
+            side::SERVER => &self.server,
+            side::CLIENT => &self.client,
+            _ => &self.other,
+        }
+    }
+
+    pub fn side_mut(&mut self, s: u32) -> &mut SideView {
+        match s {
+            side::SERVER => &mut self.server,
+            side::CLIENT => &mut self.client,
+            _ => &mut self.other,
+        }
+    }
+
+    /// Sum over the sides of one state's gauge.
+    pub fn total(&self, state: u32) -> i64 {
+        (0..side::COUNT as u32)
+            .map(|s| self.side(s).state(state))
+            .sum()
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SideView {
+    /// Gauge per state (keys from [`state_key`]).
+    pub states: BTreeMap<String, i64>,
+    /// Transitions since attach, keyed `old->new`; only non-zero cells.
+    pub transitions: BTreeMap<String, u64>,
+    pub transitions_total: u64,
+    /// State transitions per second since the previous snapshot.
+    pub transitions_per_s: f64,
+    /// Connections that reached ESTABLISHED since attach (SYN_SENT->ESTABLISHED on the
+    /// client side, SYN_RECV->ESTABLISHED on the server side).
+    pub established_total: u64,
+    pub established_per_s: f64,
+    /// Handshake and error signals since attach (names from `c1m_common::event`).
+    pub events: BTreeMap<String, u64>,
+}
+
+impl SideView {
+    pub fn state(&self, state: u32) -> i64 {
+        self.states.get(&state_key(state)).copied().unwrap_or(0)
+    }
+
+    pub fn event(&self, index: u32) -> u64 {
+        event::NAMES
+            .get(index as usize)
+            .and_then(|n| self.events.get(*n))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// One listening port (all listening sockets on it, e.g. a SO_REUSEPORT group).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ListenerView {
+    pub port: u16,
+    /// Listening sockets on the port (several with SO_REUSEPORT).
+    pub sockets: u32,
+    /// Connections in the accept queues now (`sk_ack_backlog`), summed.
+    pub queue_depth: u64,
+    /// Accept queue limits (`sk_max_ack_backlog`), summed.
+    pub queue_limit: u64,
+    /// Deepest `queue_depth` seen by any listener walk (sampled, not exact).
+    pub queue_peak_sampled: u64,
+    /// Handshakes dropped because the accept queue was full, since attach: equals
+    /// the kernel's `TcpExtListenOverflows` for this port. Derived: Δ`sk_drops` minus
+    /// `overflow_acks`, because the kernel counts an overflowed final ACK twice in
+    /// `sk_drops` (see ARCHITECTURE.md).
+    pub accept_queue_overflows: u64,
+    /// ... of which final ACKs (the client believes it is connected). `None` when
+    /// `skb:kfree_skb` is missing; `accept_queue_overflows` is then raw Δ`sk_drops`.
+    pub overflow_acks: Option<u64>,
+    /// Raw Δ`sk_drops` of the listening sockets since attach.
+    pub sk_drops_delta: u64,
+    /// Children created (LISTEN->SYN_RECV) since attach.
+    pub children: u64,
+    pub synack_retransmits: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct KernelMemory {
+    pub server: SideMemory,
+    pub client: SideMemory,
+    pub other: SideMemory,
+    pub total: SideMemory,
+    /// Bytes per object of each slab cache used, from /sys/kernel/slab.
+    pub slab_object_bytes: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SideMemory {
+    pub sockets: u64,
+    pub full_sockets: u64,
+    pub time_wait_sockets: u64,
+    pub request_sockets: u64,
+    /// Full sockets with a file (held open by some process).
+    pub with_file: u64,
+    /// ... of which registered with epoll.
+    pub in_epoll: u64,
+    /// Derived: socket counts × slab object size (socket object, plus inode, file and
+    /// dentry for sockets with a file, plus epoll item and wait entry when in epoll).
+    pub slab_bytes_derived: u64,
+    /// Counted: receive queue + send queue + forward allocation, read per socket.
+    pub buffer_bytes: u64,
+    pub rmem_alloc: u64,
+    pub wmem_queued: u64,
+    pub forward_alloc: u64,
+    pub total_bytes: u64,
+    pub bytes_per_socket: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct WalkInfo {
+    /// Seconds since the last full socket walk ended (None before the first).
+    pub age_s: Option<f64>,
+    pub duration_ms: f64,
+    pub sockets_walked: u64,
+    pub walks: u64,
+}
