@@ -1,4 +1,32 @@
 //! The application side: `c1m server` and `c1m client`, sharded over worker processes
 //! when one process's file-descriptor limit is too small.
+//!
+//! | module       | concern                                                              |
+//! |--------------|----------------------------------------------------------------------|
+//! | `ws`         | RFC 6455 codec: handshake and frames, pure, no I/O                    |
+//! | `engine`     | per-shard connection engines (epoll + slab inside a tokio task)      |
+//! | `shard`      | shards as threads or re-exec'd worker processes; the worker main     |
+//! | `supervisor` | aggregation, lifecycle, signals, `connections: N`, summary           |
+//! | `control`    | the line-protocol control endpoint (`stats`, `push`, `close`, `stop`)|
+//! | `stats`      | counters, histograms, [`stats::AppSnapshot`]                          |
+//! | `limits`     | RLIMIT_NOFILE and the split decision (with the balance arithmetic)   |
+//! | `config`     | what a shard is told (JSON to workers)                               |
+//! | `sockopt`    | SO_REUSEPORT listeners, IP_BIND_ADDRESS_NO_PORT connects             |
+//! | `sys`        | epoll, clocks, read/write/accept wrappers                            |
+//! | `procstat`   | RSS and CPU time from /proc                                          |
+//! | `bench`      | benchmark scenarios for `c1m bench`                                   |
+//! | `cli`        | `c1m server` / `c1m client` / `c1m worker` arguments                  |
 
+pub mod bench;
+pub mod cli;
+pub mod config;
+pub mod control;
+pub mod engine;
+pub mod limits;
+pub mod procstat;
+pub mod shard;
+pub mod sockopt;
+pub mod stats;
+pub mod supervisor;
+pub mod sys;
 pub mod ws;

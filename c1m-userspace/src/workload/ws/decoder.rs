@@ -204,6 +204,7 @@ pub fn decode_stream(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
 mod tests {
     use super::{
         super::frame::{close_payload, encode_frame, encode_header},

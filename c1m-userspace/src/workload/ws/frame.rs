@@ -259,6 +259,7 @@ pub fn parse_close_payload(p: &[u8]) -> Result<Option<u16>, FrameError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
 mod tests {
     use super::*;
 

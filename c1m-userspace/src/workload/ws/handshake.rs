@@ -237,6 +237,7 @@ pub fn parse_response(buf: &[u8], key: &str) -> Result<Option<usize>, HandshakeE
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
 mod tests {
     use super::*;
 

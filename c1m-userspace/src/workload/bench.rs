@@ -1,0 +1,1 @@
+//! Benchmark scenarios (filled in below).

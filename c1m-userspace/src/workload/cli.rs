@@ -1,0 +1,468 @@
+//! `c1m server`, `c1m client` and the hidden `c1m worker`: arguments, and the edge where
+//! they become shard configs and a supervisor run.
+
+use std::{
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    path::PathBuf,
+    time::Duration,
+};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+use super::{
+    config::{ClientShardConfig, Mode, ServerShardConfig, ShardConfig},
+    limits::{self, plan_client, plan_server},
+    stats::AppSnapshot,
+    supervisor::{self, Options, Side},
+    sys,
+};
+
+/// Largest address range one argument may expand to: a /16 is already far more source
+/// addresses than one box can use.
+const MAX_RANGE: u64 = 65_536;
+
+#[derive(Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// Addresses to listen on: comma-separated, IPv4 ranges allowed (127.0.0.1-127.0.0.4).
+    #[arg(long = "addr", default_value = "127.0.0.1", value_delimiter = ',')]
+    pub addrs: Vec<String>,
+    /// Ports to listen on: a range (8000-8099), a list (8000,8001) or one port.
+    #[arg(long, default_value = "8000-8099")]
+    pub ports: String,
+    /// What to do with each connection.
+    #[arg(long, value_enum, default_value_t = Mode::Hold)]
+    pub mode: Mode,
+    /// Concurrent connections to size for. Past one process's RLIMIT_NOFILE the server
+    /// spreads over worker processes (default: what one process can hold).
+    #[arg(long)]
+    pub max_conns: Option<u64>,
+    /// Force this many worker processes (0: decide from --max-conns and the fd limit).
+    #[arg(long, default_value_t = 0)]
+    pub workers: u64,
+    /// Shard threads when one process suffices (default: one per CPU).
+    #[arg(long)]
+    pub threads: Option<u64>,
+    /// Broadcast a push to every WebSocket connection this often (e.g. 10s).
+    #[arg(long, value_parser = parse_duration)]
+    pub push_every: Option<Duration>,
+    /// Control endpoint: HOST:PORT on loopback, or a unix socket path.
+    #[arg(long)]
+    pub control: Option<String>,
+    /// Write the final stats snapshot (JSON) here at exit.
+    #[arg(long)]
+    pub stats_json: Option<PathBuf>,
+    /// Do not print `connections: N` every 2 s, nor the summary.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Largest WebSocket message accepted (bytes); larger ones are closed with 1009.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub max_message: u64,
+    /// listen() backlog per socket (the kernel caps it at net.core.somaxconn).
+    #[arg(long, default_value_t = 65_535)]
+    pub backlog: i32,
+    /// Stop after this long (default: until `stop` or a signal).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ClientArgs {
+    /// Server addresses: comma-separated, IPv4 ranges allowed.
+    #[arg(long = "host", default_value = "127.0.0.1", value_delimiter = ',')]
+    pub hosts: Vec<String>,
+    /// Server ports, used round robin: a range (8000-8099), a list or one port.
+    #[arg(long, default_value = "8000-8099")]
+    pub ports: String,
+    /// Connections to open.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    pub connections: u64,
+    /// Target setup rate in connections per second (0: as fast as --in-flight allows).
+    #[arg(long, default_value_t = 0.0)]
+    pub rate: f64,
+    /// Most connects (and WebSocket handshakes) in flight at once, over all shards.
+    #[arg(long, default_value_t = 1024)]
+    pub in_flight: u64,
+    /// How long to hold the connections after the ramp, then close them ("forever": until
+    /// `close`, `stop` or a signal).
+    #[arg(long, default_value = "30s", value_parser = parse_hold)]
+    pub hold: Hold,
+    /// Source addresses, comma-separated, IPv4 ranges allowed (127.0.0.2-127.0.0.41). Each
+    /// (source, server port) pair has its own ephemeral port range.
+    #[arg(long = "source", value_delimiter = ',')]
+    pub sources: Vec<String>,
+    /// Bind explicit source ports from this range (default: the kernel picks per 4-tuple).
+    #[arg(long)]
+    pub source_ports: Option<String>,
+    #[arg(long, value_enum, default_value_t = Mode::Hold)]
+    pub mode: Mode,
+    /// Echo payload size in bytes.
+    #[arg(long, default_value_t = 16)]
+    pub payload_size: usize,
+    /// Echo round trips per connection (echo mode: 0 = until teardown; ws mode: 0 = none).
+    #[arg(long, default_value_t = 0)]
+    pub echo_count: u64,
+    /// Give up on a connect or handshake after this long (counted as timed_out).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+    /// WebSocket request path.
+    #[arg(long, default_value = "/")]
+    pub path: String,
+    /// Force this many worker processes (0: decide from -n and the fd limit).
+    #[arg(long, default_value_t = 0)]
+    pub workers: u64,
+    /// Shard threads when one process suffices (default: one per CPU).
+    #[arg(long)]
+    pub threads: Option<u64>,
+    /// Control endpoint: HOST:PORT on loopback, or a unix socket path.
+    #[arg(long)]
+    pub control: Option<String>,
+    /// Write the final stats snapshot (JSON) here at exit.
+    #[arg(long)]
+    pub stats_json: Option<PathBuf>,
+    /// Do not print `connections: N` every 2 s, nor the summary.
+    #[arg(long)]
+    pub quiet: bool,
+    /// After teardown, keep answering the control endpoint until `stop`.
+    #[arg(long)]
+    pub stay: bool,
+    /// Setup-rate table step (default: 10% of -n, at most 100,000).
+    #[arg(long)]
+    pub step: Option<u64>,
+    /// Largest WebSocket message accepted (bytes).
+    #[arg(long, default_value_t = 1 << 20)]
+    pub max_message: u64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct WorkerArgs {
+    /// Shard index (for `ps`; the configuration arrives on stdin).
+    #[arg(long, default_value_t = 0)]
+    pub shard: u32,
+}
+
+/// How long the client holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hold {
+    For(Duration),
+    Forever,
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, mult) = if let Some(v) = s.strip_suffix("ms") {
+        (v, 0.001)
+    } else if let Some(v) = s.strip_suffix('s') {
+        (v, 1.0)
+    } else if let Some(v) = s.strip_suffix('m') {
+        (v, 60.0)
+    } else if let Some(v) = s.strip_suffix('h') {
+        (v, 3600.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a duration: {s:?} (try 500ms, 10s, 2m)"))?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(format!("not a duration: {s:?}"));
+    }
+    Ok(Duration::from_secs_f64(v * mult))
+}
+
+fn parse_hold(s: &str) -> Result<Hold, String> {
+    if s == "forever" {
+        Ok(Hold::Forever)
+    } else {
+        parse_duration(s).map(Hold::For)
+    }
+}
+
+/// Expands `a,b,c-d` items (IPv4 ranges inclusive) into addresses.
+pub fn parse_addrs(items: &[String]) -> Result<Vec<IpAddr>> {
+    let mut out = Vec::new();
+    for item in items
+        .iter()
+        .flat_map(|i| i.split(','))
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+    {
+        if let Some((a, b)) = item.split_once('-') {
+            let a: Ipv4Addr = a
+                .trim()
+                .parse()
+                .with_context(|| format!("bad address range start in {item:?}"))?;
+            let b: Ipv4Addr = b
+                .trim()
+                .parse()
+                .with_context(|| format!("bad address range end in {item:?}"))?;
+            let (a, b) = (u32::from(a), u32::from(b));
+            if b < a || u64::from(b - a) >= MAX_RANGE {
+                bail!("address range {item:?} is empty or larger than {MAX_RANGE}");
+            }
+            out.extend((a..=b).map(|v| IpAddr::V4(Ipv4Addr::from(v))));
+        } else {
+            out.push(
+                item.parse()
+                    .with_context(|| format!("bad address {item:?}"))?,
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// Parses `8000-8099`, `8000,8001` or `8000`.
+pub fn parse_ports(s: &str) -> Result<Vec<u16>> {
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        if let Some((a, b)) = item.split_once('-') {
+            let a: u16 = a
+                .trim()
+                .parse()
+                .with_context(|| format!("bad port in {item:?}"))?;
+            let b: u16 = b
+                .trim()
+                .parse()
+                .with_context(|| format!("bad port in {item:?}"))?;
+            if b < a {
+                bail!("empty port range {item:?}");
+            }
+            out.extend(a..=b);
+        } else {
+            out.push(item.parse().with_context(|| format!("bad port {item:?}"))?);
+        }
+    }
+    if out.is_empty() || out.contains(&0) {
+        bail!("no usable ports in {s:?}");
+    }
+    Ok(out)
+}
+
+fn product(addrs: &[IpAddr], ports: &[u16]) -> Vec<SocketAddr> {
+    addrs
+        .iter()
+        .flat_map(|&a| ports.iter().map(move |&p| SocketAddr::new(a, p)))
+        .collect()
+}
+
+fn cpus() -> u64 {
+    std::thread::available_parallelism()
+        .map(|n| n.get() as u64)
+        .unwrap_or(1)
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("tokio runtime")
+}
+
+/// `c1m server`.
+pub fn run_server(a: ServerArgs) -> Result<()> {
+    let nofile = limits::raise_nofile().context("RLIMIT_NOFILE")?;
+    let listen = product(&parse_addrs(&a.addrs)?, &parse_ports(&a.ports)?);
+    if listen.is_empty() {
+        bail!("no --addr to listen on");
+    }
+    let listeners = listen.len() as u64;
+    let one_process = nofile.soft.saturating_sub(listeners + limits::FD_RESERVE);
+    let expected = a.max_conns.unwrap_or(one_process);
+    let plan = plan_server(
+        expected,
+        listeners,
+        nofile,
+        a.workers,
+        a.threads.unwrap_or_else(cpus),
+    );
+    let configs = (0..plan.per_shard.len() as u32)
+        .map(|shard| {
+            ShardConfig::Server(ServerShardConfig {
+                shard,
+                mode: a.mode,
+                listen: listen.clone(),
+                backlog: a.backlog,
+                cap: plan.cap,
+                max_message: a.max_message,
+            })
+        })
+        .collect();
+    let o = Options {
+        side: Side::Server,
+        mode: a.mode,
+        target: expected,
+        control: a.control,
+        stats_json: a.stats_json,
+        quiet: a.quiet,
+        push_every: a.push_every,
+        duration: a.duration,
+        stay: false,
+        step: default_step(expected),
+    };
+    runtime()?
+        .block_on(supervisor::run(o, &plan, configs))
+        .map(drop)
+}
+
+fn default_step(n: u64) -> u64 {
+    n.div_ceil(10).clamp(1, 100_000)
+}
+
+/// `c1m client`.
+pub fn run_client(a: ClientArgs) -> Result<()> {
+    let nofile = limits::raise_nofile().context("RLIMIT_NOFILE")?;
+    let targets = product(&parse_addrs(&a.hosts)?, &parse_ports(&a.ports)?);
+    if targets.is_empty() {
+        bail!("no --host to connect to");
+    }
+    let sources = parse_addrs(&a.sources)?;
+    if sources.iter().any(|s| s.is_ipv4() != targets[0].is_ipv4()) {
+        bail!("--source and --host must be the same address family");
+    }
+    let source_ports = match &a.source_ports {
+        None => None,
+        Some(s) => {
+            let p = parse_ports(s)?;
+            let (lo, hi) = (
+                p.iter().copied().min().unwrap_or(1),
+                p.iter().copied().max().unwrap_or(1),
+            );
+            if sources.is_empty() {
+                bail!("--source-ports needs --source addresses to bind");
+            }
+            let room = sources.len() as u64 * (u64::from(hi - lo) + 1);
+            if room < a.connections {
+                bail!(
+                    "{} connections need {} (source address, port) pairs but --source × --source-ports gives {room}: \
+                     add --source addresses or widen --source-ports",
+                    a.connections,
+                    a.connections
+                );
+            }
+            Some((lo, hi))
+        }
+    };
+    if source_ports.is_none()
+        && let Some(eph) = limits::ephemeral_ports()
+    {
+        let pairs = sources.len().max(1) as u64 * targets.len() as u64;
+        if pairs * eph < a.connections {
+            eprintln!(
+                "c1m client: warning: {} connections over {pairs} (source, destination) pairs × {eph} ephemeral \
+                 ports (net.ipv4.ip_local_port_range) cannot fit; expect EADDRNOTAVAIL: add --source addresses \
+                 (e.g. --source 127.0.0.2-127.0.0.41) or server --ports",
+                a.connections
+            );
+        }
+    }
+    let plan = plan_client(
+        a.connections,
+        nofile,
+        a.workers,
+        a.threads.unwrap_or_else(cpus),
+    );
+    let shards = plan.per_shard.len() as u64;
+    let mut seed = [0u8; 8];
+    sys::random_bytes(&mut seed);
+    let seed = u64::from_le_bytes(seed);
+    let configs = plan
+        .per_shard
+        .iter()
+        .enumerate()
+        .map(|(i, &count)| {
+            ShardConfig::Client(ClientShardConfig {
+                shard: i as u32,
+                mode: a.mode,
+                count,
+                first: i as u64,
+                stride: shards,
+                targets: targets.clone(),
+                sources: sources.clone(),
+                source_ports,
+                rate: a.rate / shards as f64,
+                in_flight: (a.in_flight / shards).max(1),
+                connect_timeout_ms: a.connect_timeout.as_millis() as u64,
+                payload: a.payload_size.max(1),
+                echo_count: a.echo_count,
+                path: a.path.clone(),
+                host: "localhost".into(),
+                max_message: a.max_message,
+                seed,
+            })
+        })
+        .collect();
+    let o = Options {
+        side: Side::Client,
+        mode: a.mode,
+        target: a.connections,
+        control: a.control,
+        stats_json: a.stats_json,
+        quiet: a.quiet,
+        push_every: None,
+        duration: match a.hold {
+            Hold::For(d) => Some(d),
+            Hold::Forever => None,
+        },
+        stay: a.stay,
+        step: a.step.unwrap_or_else(|| default_step(a.connections)),
+    };
+    let snap = runtime()?.block_on(supervisor::run(o, &plan, configs))?;
+    client_verdict(&snap)
+}
+
+/// A client run fails (non-zero exit) if any connection failed or any echo came back wrong,
+/// with one line that names the causes.
+fn client_verdict(s: &AppSnapshot) -> Result<()> {
+    let c = &s.counters;
+    let mut f = c.failures;
+    f.aborted = 0;
+    let bad: Vec<String> = f
+        .iter()
+        .chain([
+            ("echo_mismatch", c.closed.echo_mismatch),
+            ("worker_lost", c.closed.worker_lost),
+        ])
+        .filter(|(_, v)| *v > 0)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        bail!(
+            "{} of {} connections established; failures: {}",
+            c.connected,
+            s.target,
+            bad.join(" ")
+        )
+    }
+}
+
+/// `c1m worker` (hidden): one shard driven by its supervisor over stdin/stdout.
+pub fn run_worker(_a: WorkerArgs) -> Result<()> {
+    super::shard::worker_main()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_and_lists() {
+        let a = parse_addrs(&["127.0.0.2-127.0.0.4,::1".into()]).unwrap();
+        assert_eq!(a.len(), 4);
+        assert_eq!(a[2], IpAddr::from([127, 0, 0, 4]));
+        assert!(parse_addrs(&["127.0.0.5-127.0.0.4".into()]).is_err());
+        assert_eq!(
+            parse_ports("8000-8002,9000").unwrap(),
+            vec![8000, 8001, 8002, 9000]
+        );
+        assert!(parse_ports("0").is_err());
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_hold("forever").unwrap(), Hold::Forever);
+        assert_eq!(default_step(1_000_000), 100_000);
+        assert_eq!(default_step(25_000), 2_500);
+    }
+}

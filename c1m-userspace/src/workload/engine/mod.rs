@@ -1,0 +1,352 @@
+//! The connection engines: one per shard (a thread, or a worker process), each a single
+//! tokio task that owns an inner epoll instance and a slab of compact connection states.
+//!
+//! Why not a tokio task per connection: measured on this box (see the module docs of
+//! `workload` and the final report), a parked task plus its `TcpStream` registration costs
+//! several hundred bytes of heap per idle connection, before any buffer; the budget is 512.
+//! Here an idle connection is one slab entry (24–40 bytes) plus its kernel epoll item; the
+//! read buffer is one per shard, and a connection owns heap ([`Spill`]) only while it has
+//! a partial frame, a fragmented message or unsent output.
+//!
+//! The inner epoll fd is registered with tokio through `AsyncFd`, so the engine still sits in
+//! a tokio runtime beside its timers and command channel: when the inner set has events,
+//! tokio wakes the task, which drains them with `epoll_wait(…, 0)` in batches and yields
+//! between batches. Connections are level-triggered: a read takes at most one buffer per
+//! event, so a busy connection cannot starve the others and no ready list is needed.
+
+pub mod client;
+pub mod server;
+
+use std::{
+    io,
+    os::fd::{AsRawFd, OwnedFd, RawFd},
+};
+
+use tokio::sync::mpsc;
+
+use super::{
+    config::ShardCommand,
+    stats::WorkerReport,
+    sys::{self, EPOLLIN, EPOLLOUT, Epoll},
+    ws::Fragment,
+};
+
+/// Shared read buffer per shard: the largest loopback segment batch a read returns in
+/// practice, so one read drains a typical burst.
+pub const READ_BUF: usize = 64 * 1024;
+
+/// How often a shard reports (if anything changed). The lab polls twice a second; 250 ms
+/// keeps the supervisor's view at most a quarter second old. Idle shards send nothing.
+pub const REPORT_EVERY_MS: u64 = 250;
+
+/// Unsent output past this is a peer not reading: close it rather than buffer without bound.
+pub const MAX_PENDING_OUT: usize = 4 * 1024 * 1024;
+
+/// A slab of connection states. Tokens carry the slot index (low 32 bits) and a
+/// generation (high 32 bits): a slot freed and reused within one epoll batch cannot receive
+/// the old connection's events.
+pub struct Slab<T> {
+    slots: Vec<(u32, Option<T>)>,
+    free: Vec<u32>,
+    len: usize,
+}
+
+impl<T> Slab<T> {
+    pub fn with_capacity(n: usize) -> Slab<T> {
+        Slab {
+            slots: Vec::with_capacity(n),
+            free: Vec::new(),
+            len: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn insert(&mut self, v: T) -> u64 {
+        self.len += 1;
+        if let Some(i) = self.free.pop() {
+            let slot = &mut self.slots[i as usize];
+            slot.0 = slot.0.wrapping_add(1);
+            slot.1 = Some(v);
+            return token(i, slot.0);
+        }
+        self.slots.push((0, Some(v)));
+        token((self.slots.len() - 1) as u32, 0)
+    }
+
+    pub fn get_mut(&mut self, tok: u64) -> Option<&mut T> {
+        let (i, g) = untoken(tok);
+        match self.slots.get_mut(i as usize) {
+            Some((gen_, Some(v))) if *gen_ == g => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn remove(&mut self, tok: u64) -> Option<T> {
+        let (i, g) = untoken(tok);
+        match self.slots.get_mut(i as usize) {
+            Some((gen_, slot @ Some(_))) if *gen_ == g => {
+                self.len -= 1;
+                self.free.push(i);
+                slot.take()
+            }
+            _ => None,
+        }
+    }
+
+    /// Token of every occupied slot at or after `from`, up to `max` of them, and where to
+    /// continue (for work spread over several loop turns, like a push).
+    pub fn tokens_from(&self, from: usize, max: usize) -> (Vec<u64>, usize) {
+        let mut out = Vec::with_capacity(max.min(self.len));
+        let mut i = from;
+        while i < self.slots.len() && out.len() < max {
+            if let (g, Some(_)) = &self.slots[i] {
+                out.push(token(i as u32, *g));
+            }
+            i += 1;
+        }
+        (out, i)
+    }
+
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Removes and returns everything.
+    pub fn drain(&mut self) -> Vec<T> {
+        self.free.clear();
+        self.len = 0;
+        self.slots.drain(..).filter_map(|(_, v)| v).collect()
+    }
+}
+
+/// Listener and control tokens live above every slab token (slot indices stay < 2^32 - 2^16).
+pub const LISTENER_BASE: u64 = u64::MAX - (1 << 16);
+
+fn token(i: u32, g: u32) -> u64 {
+    (u64::from(g) << 32) | u64::from(i)
+}
+
+fn untoken(t: u64) -> (u32, u32) {
+    (t as u32, (t >> 32) as u32)
+}
+
+/// Per-connection heap, present only while needed.
+#[derive(Default)]
+pub struct Spill {
+    /// Received bytes not yet forming a complete frame or handshake head.
+    pub inbuf: Vec<u8>,
+    /// Bytes accepted for sending that the socket did not take yet.
+    pub out: Vec<u8>,
+    pub out_off: usize,
+    /// A fragmented WebSocket message being reassembled.
+    pub frag: Option<Box<Fragment>>,
+}
+
+impl Spill {
+    pub fn is_empty(&self) -> bool {
+        self.inbuf.is_empty() && self.out_off >= self.out.len() && self.frag.is_none()
+    }
+
+    pub fn has_out(&self) -> bool {
+        self.out_off < self.out.len()
+    }
+}
+
+/// Drops the spill if it holds nothing, so idle connections return to zero heap.
+pub fn shrink(spill: &mut Option<Box<Spill>>) {
+    if spill.as_ref().is_some_and(|s| s.is_empty()) {
+        *spill = None;
+    }
+}
+
+/// How writing went.
+pub enum Sent {
+    /// Everything is in the socket.
+    All,
+    /// Some is queued in the spill; the caller watches EPOLLOUT.
+    Queued,
+}
+
+/// Writes `bytes` after anything already queued; queues what the socket does not take.
+/// Returns the bytes written now; an error is a broken connection.
+pub fn send(
+    fd: RawFd,
+    spill: &mut Option<Box<Spill>>,
+    bytes: &[u8],
+    written: &mut u64,
+) -> io::Result<Sent> {
+    if let Some(s) = spill.as_mut().filter(|s| s.has_out()) {
+        if s.out.len() - s.out_off + bytes.len() > MAX_PENDING_OUT {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "peer not reading: output queue full",
+            ));
+        }
+        s.out.extend_from_slice(bytes);
+        return Ok(Sent::Queued);
+    }
+    let n = match sys::write(fd, bytes) {
+        Ok(n) => n,
+        Err(e) if sys::would_block(&e) => 0,
+        Err(e) => return Err(e),
+    };
+    *written += n as u64;
+    if n == bytes.len() {
+        return Ok(Sent::All);
+    }
+    let s = spill.get_or_insert_with(Box::default);
+    s.out.clear();
+    s.out_off = 0;
+    s.out.extend_from_slice(&bytes[n..]);
+    Ok(Sent::Queued)
+}
+
+/// Flushes queued output on EPOLLOUT. `Ok(true)`: all sent.
+pub fn flush(fd: RawFd, spill: &mut Option<Box<Spill>>, written: &mut u64) -> io::Result<bool> {
+    let Some(s) = spill.as_mut() else {
+        return Ok(true);
+    };
+    while s.has_out() {
+        match sys::write(fd, &s.out[s.out_off..]) {
+            Ok(n) => {
+                s.out_off += n;
+                *written += n as u64;
+            }
+            Err(e) if sys::would_block(&e) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    s.out.clear();
+    s.out_off = 0;
+    shrink(spill);
+    Ok(true)
+}
+
+/// Interest for a connection: reading while nothing is queued; only writing while output is
+/// queued (so a peer that does not read stops us reading from it: backpressure).
+pub fn interest(spill: &Option<Box<Spill>>) -> u32 {
+    if spill.as_ref().is_some_and(|s| s.has_out()) {
+        EPOLLOUT
+    } else {
+        EPOLLIN
+    }
+}
+
+/// Re-registers `fd` if its interest changed.
+pub fn rearm(
+    ep: &Epoll,
+    fd: &OwnedFd,
+    tok: u64,
+    before: u32,
+    spill: &Option<Box<Spill>>,
+) -> io::Result<()> {
+    let now = interest(spill);
+    if now != before {
+        ep.modify(fd.as_raw_fd(), now, tok)
+    } else {
+        Ok(())
+    }
+}
+
+/// Takes one batch of ready events from the inner epoll. Returns false (and clears tokio's
+/// readiness, so the task sleeps until the inner set signals again) when there are none.
+pub fn poll_batch(
+    guard: &mut tokio::io::unix::AsyncFdReadyGuard<'_, Epoll>,
+    events: &mut sys::Events,
+) -> io::Result<bool> {
+    guard.get_inner().wait(events, 0)?;
+    if events.is_empty() {
+        guard.clear_ready();
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// What the supervisor hears from its shards.
+#[derive(Debug)]
+pub enum ShardEvent {
+    Report(Box<WorkerReport>),
+    /// The shard ended (thread returned, or worker process exited), and why.
+    Exited {
+        shard: u32,
+        why: String,
+    },
+}
+
+/// Where a shard sends its reports.
+pub enum Sink {
+    /// A thread shard: straight to the supervisor.
+    Channel(mpsc::UnboundedSender<ShardEvent>),
+    /// A worker process: JSON lines on stdout.
+    Stdout(tokio::io::Stdout),
+}
+
+impl Sink {
+    pub async fn send(&mut self, r: WorkerReport) -> io::Result<()> {
+        match self {
+            Sink::Channel(tx) => tx
+                .send(ShardEvent::Report(Box::new(r)))
+                .map_err(|_| io::Error::other("supervisor gone")),
+            Sink::Stdout(out) => {
+                use tokio::io::AsyncWriteExt;
+                let mut line = serde_json::to_vec(&r).map_err(io::Error::other)?;
+                line.push(b'\n');
+                out.write_all(&line).await?;
+                out.flush().await
+            }
+        }
+    }
+}
+
+/// A shard's link to its supervisor.
+pub struct ShardIo {
+    pub commands: mpsc::UnboundedReceiver<ShardCommand>,
+    pub sink: Sink,
+}
+
+/// The errno of a failed connect/accept, as a failure cause.
+pub fn failure_of(e: &io::Error, f: &mut super::stats::Failures) {
+    match sys::errno(e) {
+        libc::ECONNREFUSED => f.refused += 1,
+        libc::EADDRNOTAVAIL | libc::EADDRINUSE => f.addr_not_avail += 1,
+        libc::ETIMEDOUT => f.timed_out += 1,
+        libc::EMFILE | libc::ENFILE => f.emfile += 1,
+        libc::ECONNRESET | libc::EPIPE => f.reset += 1,
+        libc::ENETUNREACH | libc::EHOSTUNREACH => f.unreachable += 1,
+        _ => f.other += 1,
+    }
+}
+
+/// The errno of a failed read/write on an open connection, as a close cause.
+pub fn closed_by(e: &io::Error, c: &mut super::stats::Closed) {
+    match sys::errno(e) {
+        libc::ECONNRESET | libc::EPIPE | libc::ETIMEDOUT => c.reset += 1,
+        _ => c.error += 1,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slab_generations_reject_stale_tokens() {
+        let mut s = Slab::with_capacity(4);
+        let a = s.insert('a');
+        assert_eq!(s.remove(a), Some('a'));
+        let b = s.insert('b');
+        assert_ne!(a, b);
+        assert_eq!(s.get_mut(a), None);
+        assert_eq!(s.get_mut(b), Some(&mut 'b'));
+        let (toks, next) = s.tokens_from(0, 10);
+        assert_eq!((toks, next, s.len()), (vec![b], 1, 1));
+    }
+}

@@ -1,0 +1,700 @@
+//! The server shard: SO_REUSEPORT listeners on every port, a slab of accepted connections,
+//! and the hold / echo / WebSocket behaviour, including the broadcast push.
+
+use std::{
+    collections::BTreeSet,
+    mem,
+    os::fd::{AsRawFd, OwnedFd},
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use anyhow::{Context, Result};
+use tokio::io::{Interest, unix::AsyncFd};
+
+use super::{
+    LISTENER_BASE, READ_BUF, REPORT_EVERY_MS, ShardIo, Slab, Spill, closed_by, failure_of, flush,
+    interest, rearm, send, shrink,
+};
+use crate::workload::{
+    config::{Mode, ServerShardConfig, ShardCommand},
+    sockopt,
+    stats::{Counters, PushStat, WorkerReport},
+    sys::{self, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, Epoll, Events},
+    ws::{self, Decoder, Event, Fragment, Opcode, Role, frame::encode_frame, handshake},
+};
+
+/// Accepts per listener event: bounded so one busy port cannot starve the others or the
+/// connections already open; the level-triggered listener fires again if more wait.
+const ACCEPT_BURST: usize = 256;
+
+/// Connections written per push step before the loop turns (reads, commands, timers):
+/// ~256 writes is ~1–2 ms of syscalls.
+const PUSH_CHUNK: usize = 256;
+
+/// After EMFILE, leave the listener alone this long instead of spinning on a connection we
+/// cannot take.
+const EMFILE_PAUSE_MS: u64 = 100;
+
+/// Push frame payload: push id, broadcast start, write time (CLOCK_REALTIME ns), all u64 BE.
+pub const PUSH_PAYLOAD: usize = 24;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum WsState {
+    /// Not WebSocket (hold/echo).
+    Raw,
+    Handshake,
+    Open,
+}
+
+struct Conn {
+    fd: OwnedFd,
+    ws: WsState,
+    spill: Option<Box<Spill>>,
+}
+
+struct PushJob {
+    id: u64,
+    started_unix_ns: u64,
+    next_slot: usize,
+}
+
+/// What a connection's input asks of the engine.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Action {
+    Continue,
+    /// Close after writing the output: the peer closed (WebSocket close handshake).
+    ClosePeer,
+    /// Close after writing the output: protocol violation (already counted).
+    CloseProtocol,
+}
+
+struct Shard {
+    cfg: ServerShardConfig,
+    conns: Slab<Conn>,
+    listeners: Vec<OwnedFd>,
+    /// Listeners paused after EMFILE, and when they resume (monotonic ns).
+    paused: Vec<Option<u64>>,
+    buf: Vec<u8>,
+    out: Vec<u8>,
+    c: Counters,
+    dec: Decoder,
+    open_in_process: Arc<AtomicU64>,
+    push: Option<PushJob>,
+    pushes: std::collections::BTreeMap<u64, PushStat>,
+    dirty_pushes: BTreeSet<u64>,
+    warnings: Vec<String>,
+    warned_emfile: bool,
+    warned_capacity: bool,
+}
+
+/// Runs one server shard until `Stop` (or its supervisor goes away).
+pub async fn run(
+    cfg: ServerShardConfig,
+    mut io: ShardIo,
+    open_in_process: Arc<AtomicU64>,
+) -> Result<()> {
+    let ep = Epoll::new().context("epoll_create1")?;
+    let mut listeners = Vec::with_capacity(cfg.listen.len());
+    for (i, addr) in cfg.listen.iter().enumerate() {
+        let fd = match sockopt::listener(addr, cfg.backlog) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let msg = format!(
+                    "cannot listen on {addr}: {e} (is another program on that port? choose --ports)"
+                );
+                let _ = io
+                    .sink
+                    .send(WorkerReport {
+                        shard: cfg.shard,
+                        fatal: Some(msg.clone()),
+                        ..Default::default()
+                    })
+                    .await;
+                anyhow::bail!(msg);
+            }
+        };
+        ep.add(fd.as_raw_fd(), EPOLLIN, LISTENER_BASE + i as u64)
+            .context("epoll_ctl listener")?;
+        listeners.push(fd);
+    }
+    // SAFETY: Epoll owns its fd, never closes or replaces it while alive, and always
+    // returns the same fd from as_raw_fd.
+    let afd = unsafe { AsyncFd::register_with_interest(ep, Interest::READABLE) }
+        .map_err(|e| anyhow::anyhow!("register epoll with tokio: {e}"))?;
+    let mut s = Shard {
+        dec: Decoder::new(Role::Server, cfg.max_message),
+        conns: Slab::with_capacity(cfg.cap as usize),
+        paused: vec![None; listeners.len()],
+        listeners,
+        buf: vec![0; READ_BUF],
+        out: Vec::new(),
+        c: Counters::default(),
+        open_in_process,
+        push: None,
+        pushes: Default::default(),
+        dirty_pushes: Default::default(),
+        warnings: Vec::new(),
+        warned_emfile: false,
+        warned_capacity: false,
+        cfg,
+    };
+    let mut events = Events::default();
+    let mut tick = tokio::time::interval(Duration::from_millis(REPORT_EVERY_MS));
+    let mut last = WorkerReport {
+        shard: s.cfg.shard,
+        pid: std::process::id(),
+        ..Default::default()
+    };
+    s.report(&mut io, &mut last, true, false).await?;
+    loop {
+        tokio::select! {
+            cmd = io.commands.recv() => match cmd {
+                None | Some(ShardCommand::Stop) => break,
+                Some(ShardCommand::Push { id, started_unix_ns }) => s.start_push(id, started_unix_ns),
+                Some(ShardCommand::Close) => s.close_all(afd.get_ref()),
+                Some(ShardCommand::Start { .. }) => {}
+            },
+            _ = tick.tick() => {
+                s.resume_listeners(afd.get_ref());
+                s.report(&mut io, &mut last, false, false).await?;
+            }
+            _ = std::future::ready(()), if s.push.is_some() => s.push_step(afd.get_ref()),
+            guard = afd.readable() => {
+                let mut guard = guard.context("epoll readiness")?;
+                if super::poll_batch(&mut guard, &mut events)? {
+                    let ep = guard.get_inner();
+                    for i in 0..events.len() {
+                        let (ev, tok) = events.get(i);
+                        if tok >= LISTENER_BASE {
+                            s.accept_burst(ep, (tok - LISTENER_BASE) as usize);
+                        } else {
+                            s.conn_event(ep, tok, ev);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    s.close_all(afd.get_ref());
+    s.report(&mut io, &mut last, true, true).await?;
+    Ok(())
+}
+
+impl Shard {
+    async fn report(
+        &mut self,
+        io: &mut ShardIo,
+        last: &mut WorkerReport,
+        force: bool,
+        closed_all: bool,
+    ) -> Result<()> {
+        let pushes: Vec<PushStat> = mem::take(&mut self.dirty_pushes)
+            .iter()
+            .filter_map(|id| self.pushes.get(id).copied())
+            .collect();
+        // Keep the last few pushes only: a schedule of `--push-every 1s` for a day must not grow.
+        while self.pushes.len() > 64 {
+            self.pushes.pop_first();
+        }
+        let changed =
+            force || self.c != last.counters || !pushes.is_empty() || !self.warnings.is_empty();
+        if !changed {
+            return Ok(());
+        }
+        let r = WorkerReport {
+            shard: self.cfg.shard,
+            pid: std::process::id(),
+            counters: self.c,
+            ready: true,
+            closed_all,
+            pushes,
+            warnings: mem::take(&mut self.warnings),
+            ..Default::default()
+        };
+        last.counters = self.c;
+        io.sink.send(r).await.context("report to supervisor")
+    }
+
+    fn warn(&mut self, msg: String) {
+        self.warnings.push(msg);
+    }
+
+    fn accept_burst(&mut self, ep: &Epoll, li: usize) {
+        let Some(lfd) = self.listeners.get(li).map(|l| l.as_raw_fd()) else {
+            return;
+        };
+        for _ in 0..ACCEPT_BURST {
+            match sys::accept(lfd) {
+                Ok(fd) => self.on_accept(ep, fd),
+                Err(e) if sys::would_block(&e) => return,
+                Err(e) if matches!(sys::errno(&e), libc::ECONNABORTED | libc::EINTR) => continue,
+                Err(e) => {
+                    failure_of(&e, &mut self.c.failures);
+                    if matches!(sys::errno(&e), libc::EMFILE | libc::ENFILE) {
+                        let _ = ep.modify(lfd, 0, LISTENER_BASE + li as u64);
+                        self.paused[li] = Some(sys::monotonic_ns() + EMFILE_PAUSE_MS * 1_000_000);
+                        if !self.warned_emfile {
+                            self.warned_emfile = true;
+                            self.warn(format!(
+                                "accept: {e} with {} connections open in this process (RLIMIT_NOFILE): \
+                                 start the server with a larger --max-conns so it shards over more workers, \
+                                 or raise `ulimit -n`",
+                                self.open_in_process.load(Ordering::Relaxed)
+                            ));
+                        }
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn resume_listeners(&mut self, ep: &Epoll) {
+        let now = sys::monotonic_ns();
+        for (i, p) in self.paused.iter_mut().enumerate() {
+            if p.is_some_and(|t| now >= t) {
+                *p = None;
+                let _ = ep.modify(
+                    self.listeners[i].as_raw_fd(),
+                    EPOLLIN,
+                    LISTENER_BASE + i as u64,
+                );
+            }
+        }
+    }
+
+    fn on_accept(&mut self, ep: &Epoll, fd: OwnedFd) {
+        if self.open_in_process.load(Ordering::Relaxed) >= self.cfg.cap {
+            // Refuse loudly (RST) rather than hold a connection past the fd budget, where the
+            // next accept would fail with EMFILE and leave clients hanging in the queue.
+            let _ = sockopt::set_linger_zero(fd.as_raw_fd());
+            self.c.failures.over_capacity += 1;
+            if !self.warned_capacity {
+                self.warned_capacity = true;
+                self.warn(format!(
+                    "shard {} reached its cap of {} connections per process: rejecting with RST; \
+                     start the server with a larger --max-conns",
+                    self.cfg.shard, self.cfg.cap
+                ));
+            }
+            return;
+        }
+        if self.cfg.mode != Mode::Hold {
+            let _ = sockopt::set_nodelay(fd.as_raw_fd());
+        }
+        let ws = if self.cfg.mode == Mode::Ws {
+            WsState::Handshake
+        } else {
+            WsState::Raw
+        };
+        let raw = fd.as_raw_fd();
+        let tok = self.conns.insert(Conn {
+            fd,
+            ws,
+            spill: None,
+        });
+        if let Err(e) = ep.add(raw, EPOLLIN, tok) {
+            self.conns.remove(tok);
+            failure_of(&e, &mut self.c.failures);
+            return;
+        }
+        self.c.accepted += 1;
+        self.c.open += 1;
+        self.open_in_process.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Removes a connection (closing its fd, which also drops it from the epoll set).
+    fn close(&mut self, tok: u64) -> bool {
+        let Some(conn) = self.conns.remove(tok) else {
+            return false;
+        };
+        if conn.ws == WsState::Open {
+            self.c.ws_open -= 1;
+        }
+        self.c.open -= 1;
+        self.open_in_process.fetch_sub(1, Ordering::Relaxed);
+        true
+    }
+
+    fn close_all(&mut self, _ep: &Epoll) {
+        let n = self.conns.len() as u64;
+        for conn in self.conns.drain() {
+            if conn.ws == WsState::Open {
+                self.c.ws_open -= 1;
+            }
+        }
+        self.c.open -= n;
+        self.c.closed.local_close += n;
+        self.open_in_process.fetch_sub(n, Ordering::Relaxed);
+        self.push = None;
+    }
+
+    fn conn_event(&mut self, ep: &Epoll, tok: u64, ev: u32) {
+        let Some(conn) = self.conns.get_mut(tok) else {
+            return;
+        };
+        let before = interest(&conn.spill);
+        if before == EPOLLOUT {
+            // Only writing while output is queued (backpressure): flush, then resume reading.
+            match flush(conn.fd.as_raw_fd(), &mut conn.spill, &mut self.c.bytes_out) {
+                Ok(_) => {
+                    if let Err(e) = rearm(ep, &conn.fd, tok, before, &conn.spill) {
+                        closed_by(&e, &mut self.c.closed);
+                        self.close(tok);
+                    }
+                }
+                Err(e) => {
+                    closed_by(&e, &mut self.c.closed);
+                    self.close(tok);
+                }
+            }
+            return;
+        }
+        if ev & (EPOLLIN | EPOLLHUP | EPOLLERR) == 0 {
+            return;
+        }
+        let fd = conn.fd.as_raw_fd();
+        let n = match sys::read(fd, &mut self.buf) {
+            Ok(0) => {
+                let partial = conn.ws == WsState::Handshake
+                    || conn
+                        .spill
+                        .as_ref()
+                        .is_some_and(|s| !s.inbuf.is_empty() || s.frag.is_some());
+                if partial && self.cfg.mode == Mode::Ws {
+                    self.c.protocol_errors.truncated += 1;
+                }
+                self.c.closed.peer_closed += 1;
+                self.close(tok);
+                return;
+            }
+            Ok(n) => n,
+            Err(e) if sys::would_block(&e) => return,
+            Err(e) => {
+                closed_by(&e, &mut self.c.closed);
+                self.close(tok);
+                return;
+            }
+        };
+        self.c.bytes_in += n as u64;
+        let result = match self.cfg.mode {
+            Mode::Hold => Ok(Action::Continue),
+            Mode::Echo => {
+                self.c.echo_round_trips += 1;
+                send(fd, &mut conn.spill, &self.buf[..n], &mut self.c.bytes_out)
+                    .map(|_| Action::Continue)
+            }
+            Mode::Ws => {
+                let mut spill = conn.spill.take();
+                let mut inbuf = spill
+                    .as_mut()
+                    .map(|s| mem::take(&mut s.inbuf))
+                    .unwrap_or_default();
+                let mut frag = spill.as_mut().and_then(|s| s.frag.take());
+                let spilled = !inbuf.is_empty();
+                let data: &mut [u8] = if !spilled {
+                    &mut self.buf[..n]
+                } else {
+                    inbuf.extend_from_slice(&self.buf[..n]);
+                    &mut inbuf[..]
+                };
+                self.out.clear();
+                let (used, action) = ws_input(
+                    &self.dec,
+                    &mut conn.ws,
+                    data,
+                    &mut frag,
+                    &mut self.out,
+                    &mut self.c,
+                );
+                let rest = &data[used..];
+                if !rest.is_empty() || frag.is_some() {
+                    let s = spill.get_or_insert_with(Box::default);
+                    if !spilled {
+                        s.inbuf.extend_from_slice(rest);
+                    } else {
+                        inbuf.drain(..used);
+                        s.inbuf = inbuf;
+                    }
+                    s.frag = frag;
+                }
+                let sent = if self.out.is_empty() {
+                    Ok(())
+                } else {
+                    send(fd, &mut spill, &self.out, &mut self.c.bytes_out).map(drop)
+                };
+                shrink(&mut spill);
+                conn.spill = spill;
+                sent.map(|()| action)
+            }
+        };
+        match result {
+            Ok(Action::Continue) => {
+                if let Err(e) = rearm(ep, &conn.fd, tok, before, &conn.spill) {
+                    closed_by(&e, &mut self.c.closed);
+                    self.close(tok);
+                }
+            }
+            Ok(Action::ClosePeer) => {
+                self.c.closed.peer_closed += 1;
+                self.close(tok);
+            }
+            Ok(Action::CloseProtocol) => {
+                self.c.closed.protocol += 1;
+                self.close(tok);
+            }
+            Err(e) => {
+                closed_by(&e, &mut self.c.closed);
+                self.close(tok);
+            }
+        }
+    }
+
+    fn start_push(&mut self, id: u64, started_unix_ns: u64) {
+        if self.cfg.mode != Mode::Ws {
+            self.warn(format!("push {id} ignored: pushes need --mode ws"));
+            return;
+        }
+        self.pushes.insert(
+            id,
+            PushStat {
+                push_id: id,
+                started_unix_ns,
+                ..Default::default()
+            },
+        );
+        self.dirty_pushes.insert(id);
+        self.push = Some(PushJob {
+            id,
+            started_unix_ns,
+            next_slot: 0,
+        });
+    }
+
+    /// Writes the current push to the next chunk of connections.
+    fn push_step(&mut self, ep: &Epoll) {
+        let Some(job) = self.push.as_mut() else {
+            return;
+        };
+        let (toks, next) = self.conns.tokens_from(job.next_slot, PUSH_CHUNK);
+        job.next_slot = next;
+        let (id, started) = (job.id, job.started_unix_ns);
+        if next >= self.conns.slot_count() {
+            self.push = None;
+        }
+        let mut frame = [0u8; 2 + PUSH_PAYLOAD];
+        frame[0] = 0x80 | Opcode::Binary as u8;
+        frame[1] = PUSH_PAYLOAD as u8;
+        frame[2..10].copy_from_slice(&id.to_be_bytes());
+        frame[10..18].copy_from_slice(&started.to_be_bytes());
+        let mut written = 0u64;
+        let mut first = 0u64;
+        let mut lastw = 0u64;
+        for tok in toks {
+            let Some(conn) = self.conns.get_mut(tok) else {
+                continue;
+            };
+            if conn.ws != WsState::Open {
+                continue;
+            }
+            let now = sys::realtime_ns();
+            frame[18..26].copy_from_slice(&now.to_be_bytes());
+            let before = interest(&conn.spill);
+            let r = send(
+                conn.fd.as_raw_fd(),
+                &mut conn.spill,
+                &frame,
+                &mut self.c.bytes_out,
+            )
+            .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
+            match r {
+                Ok(()) => {
+                    written += 1;
+                    if first == 0 {
+                        first = now;
+                    }
+                    lastw = now;
+                }
+                Err(e) => {
+                    closed_by(&e, &mut self.c.closed);
+                    self.close(tok);
+                }
+            }
+        }
+        if written > 0 {
+            self.c.pushes_sent += written;
+            let p = self.pushes.entry(id).or_insert(PushStat {
+                push_id: id,
+                started_unix_ns: started,
+                ..Default::default()
+            });
+            p.merge(&PushStat {
+                push_id: id,
+                started_unix_ns: started,
+                count: written,
+                first_unix_ns: first,
+                last_unix_ns: lastw,
+            });
+            self.dirty_pushes.insert(id);
+        }
+    }
+}
+
+/// Server-side WebSocket input processing, without I/O: consumes `data` (handshake head and
+/// then frames), appends the answers to `out`, counts into `c`. Returns how many bytes were
+/// consumed (the rest is an incomplete frame to keep) and what to do next.
+pub fn ws_input(
+    dec: &Decoder,
+    state: &mut WsState,
+    data: &mut [u8],
+    frag: &mut Option<Box<Fragment>>,
+    out: &mut Vec<u8>,
+    c: &mut Counters,
+) -> (usize, Action) {
+    let mut off = 0;
+    if *state == WsState::Handshake {
+        match handshake::parse_request(data) {
+            Ok(None) => return (0, Action::Continue),
+            Ok(Some((req, n))) => {
+                out.extend_from_slice(&handshake::response_accept(&req.key));
+                *state = WsState::Open;
+                c.ws_open += 1;
+                off = n;
+            }
+            Err(e) => {
+                out.extend_from_slice(&handshake::response_reject(&e));
+                if e.status() == 426 {
+                    c.protocol_errors.http_426 += 1;
+                } else {
+                    c.protocol_errors.http_400 += 1;
+                }
+                return (data.len(), Action::CloseProtocol);
+            }
+        }
+    }
+    loop {
+        match dec.decode(&mut data[off..], frag) {
+            Ok(None) => return (off, Action::Continue),
+            Ok(Some((n, ev))) => {
+                match ev {
+                    None | Some(Event::Pong(_)) => {}
+                    Some(Event::Message { text, payload }) => {
+                        c.ws_messages_in += 1;
+                        let op = if text { Opcode::Text } else { Opcode::Binary };
+                        encode_frame(out, op, payload.as_slice(), None);
+                        c.ws_messages_out += 1;
+                        c.echo_round_trips += 1;
+                    }
+                    Some(Event::Ping(p)) => {
+                        c.ws_pings_in += 1;
+                        encode_frame(out, Opcode::Pong, p, None);
+                    }
+                    Some(Event::Close(code)) => {
+                        // §5.5.1: answer with a close frame, echoing the status code.
+                        let payload = code.map(|c| c.to_be_bytes().to_vec()).unwrap_or_default();
+                        encode_frame(out, Opcode::Close, &payload, None);
+                        return (off + n, Action::ClosePeer);
+                    }
+                }
+                off += n;
+            }
+            Err(e) => {
+                let code = e.close_code();
+                c.protocol_errors.count_close(code);
+                encode_frame(
+                    out,
+                    Opcode::Close,
+                    &ws::frame::close_payload(code, ""),
+                    None,
+                );
+                return (data.len(), Action::CloseProtocol);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::*;
+    use crate::workload::ws::frame::{close_payload, decode_header};
+
+    fn masked(op: Opcode, payload: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        encode_frame(&mut v, op, payload, Some([1, 2, 3, 4]));
+        v
+    }
+
+    #[test]
+    fn handshake_then_echo_ping_close() {
+        let dec = Decoder::new(Role::Server, 1 << 20);
+        let mut st = WsState::Handshake;
+        let mut frag = None;
+        let mut out = Vec::new();
+        let mut c = Counters::default();
+        let mut input = handshake::request("h", "/", "dGhlIHNhbXBsZSBub25jZQ==");
+        input.extend(masked(Opcode::Text, b"hi"));
+        input.extend(masked(Opcode::Ping, b"p"));
+        input.extend(&masked(Opcode::Binary, b"xyz")[..4]); // cut frame: kept for later
+        let (used, a) = ws_input(&dec, &mut st, &mut input, &mut frag, &mut out, &mut c);
+        assert_eq!(
+            (a, st, c.ws_open, c.echo_round_trips, c.ws_pings_in),
+            (Action::Continue, WsState::Open, 1, 1, 1)
+        );
+        assert_eq!(input.len() - used, 4);
+        let head = handshake::parse_response(&out, "dGhlIHNhbXBsZSBub25jZQ==")
+            .unwrap()
+            .unwrap();
+        let (h, hl) = decode_header(&out[head..], Role::Client, 100)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (h.opcode, &out[head + hl..head + hl + 2]),
+            (Opcode::Text, &b"hi"[..])
+        );
+        out.clear();
+        let mut close = masked(Opcode::Close, &close_payload(1000, ""));
+        let (_, a) = ws_input(&dec, &mut st, &mut close, &mut frag, &mut out, &mut c);
+        assert_eq!(a, Action::ClosePeer);
+        assert_eq!(out, [0x88, 0x02, 0x03, 0xE8]);
+    }
+
+    #[test]
+    fn violations_close_with_rfc_codes() {
+        let dec = Decoder::new(Role::Server, 1024);
+        let cases: Vec<(Vec<u8>, u16)> = vec![
+            (vec![0x81, 0x02, b'h', b'i'], 1002), // unmasked client frame
+            (vec![0x83, 0x80, 0, 0, 0, 0], 1002), // reserved opcode
+            (vec![0xC2, 0x80, 0, 0, 0, 0], 1002), // reserved bit
+            (masked(Opcode::Text, &[0xFF, 0xFE]), 1007), // bad UTF-8
+            (vec![0x82, 0xFE, 0x10, 0x00, 0, 0, 0, 0], 1009), // 4 KiB > 1 KiB limit
+        ];
+        for (mut bytes, code) in cases {
+            let (mut st, mut frag, mut out, mut c) =
+                (WsState::Open, None, Vec::new(), Counters::default());
+            let (_, a) = ws_input(&dec, &mut st, &mut bytes, &mut frag, &mut out, &mut c);
+            assert_eq!(a, Action::CloseProtocol);
+            assert_eq!(
+                out,
+                [vec![0x88, 0x02], code.to_be_bytes().to_vec()].concat(),
+                "{bytes:x?}"
+            );
+            assert_eq!(c.protocol_errors.total(), 1);
+        }
+    }
+
+    #[test]
+    fn bad_handshake_gets_400() {
+        let dec = Decoder::new(Role::Server, 1024);
+        let (mut st, mut frag, mut out, mut c) =
+            (WsState::Handshake, None, Vec::new(), Counters::default());
+        let mut req = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n".to_vec();
+        let (_, a) = ws_input(&dec, &mut st, &mut req, &mut frag, &mut out, &mut c);
+        assert_eq!((a, c.protocol_errors.http_400), (Action::CloseProtocol, 1));
+        assert!(out.starts_with(b"HTTP/1.1 400"));
+    }
+}

@@ -1,0 +1,240 @@
+//! The file-descriptor budget and how a side splits its work over shards.
+//!
+//! # Server: SO_REUSEPORT, every worker binds every port
+//!
+//! Chosen over the alternatives because it needs no root, no eBPF, no fd passing and no
+//! central acceptor that would itself be a bottleneck at 30k accepts/s on 2 cores: the
+//! kernel picks a socket of the port's reuseport group by a hash of the 4-tuple
+//! (`reuseport_select_sock` → `reciprocal_scale(hash, num_socks)`), so each of W workers
+//! receives every connection with probability 1/W, independently.
+//!
+//! A worker's load is then Binomial(N, 1/W): mean m = N/W, standard deviation
+//! σ = sqrt(N·(1/W)·(1 − 1/W)) ≈ sqrt(m). The largest of W such loads is about
+//! m + σ·sqrt(2·ln W). We size W so that m is at most 90% of the per-process cap C:
+//!
+//! * 1,000,000 connections, RLIMIT_NOFILE 20,000: C = 20,000 − 100 listeners − 64 reserve
+//!   = 19,836; W = ⌈1,000,000 / (0.9·19,836)⌉ = 57; m = 17,544, σ ≈ 131; the expected
+//!   maximum is ≈ 17,920 and the cap is 2,292 above the mean: 17σ. By the Chernoff bound
+//!   (δ = 0.13: exp(−δ²m/(2+δ)) ≈ e^-140, times 57 workers) the chance that any worker
+//!   reaches its cap is below 10^-58.
+//! * 200,000: W = 12, m = 16,667, σ ≈ 123, cap 25σ above the mean.
+//! * 25,000: W = 2, m = 12,500, σ ≈ 79, cap 93σ above.
+//!
+//! Disjoint port sets per worker would balance only as well as clients spread over ports;
+//! an `sk_reuseport` eBPF selector could pick the emptiest worker but needs CAP_BPF and
+//! couples the workload to the observer's eBPF build; passing fds over SCM_RIGHTS puts a
+//! single acceptor on the critical path. If a worker does reach its cap it rejects with RST
+//! (counted as `over_capacity`) instead of failing accept() with EMFILE and leaving
+//! clients stuck in the accept queue.
+//!
+//! # Client: exact split
+//!
+//! The client knows N, so it gives each shard ⌈N/W⌉ or ⌊N/W⌋ connections with W = ⌈N/C⌉.
+//!
+//! # One process where the limit allows
+//!
+//! When N fits in one process's budget, one process runs one shard per core (threads, each
+//! with its own epoll and slab): the kernel still balances the server's threads through
+//! SO_REUSEPORT, and the fd limit is shared, so imbalance between threads cannot hit it.
+
+use std::io;
+
+/// Descriptors every process keeps for itself: stdio, the epoll instances, tokio's
+/// eventfd and signal pipe, IPC pipes, the control endpoint, /proc reads. 64 is ~3× what
+/// a worker uses, so a burst of /proc or control connections never eats into connections.
+pub const FD_RESERVE: u64 = 64;
+
+/// Target load per server worker as a fraction of its cap (see the module docs).
+pub const SERVER_FILL: f64 = 0.9;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NoFile {
+    pub soft: u64,
+    pub hard: u64,
+}
+
+/// Reads RLIMIT_NOFILE and raises the soft limit to the hard one.
+pub fn raise_nofile() -> io::Result<NoFile> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: r is a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if r.rlim_cur < r.rlim_max {
+        let want = libc::rlimit {
+            rlim_cur: r.rlim_max,
+            rlim_max: r.rlim_max,
+        };
+        // SAFETY: want is a valid rlimit; raising soft up to hard needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
+            r.rlim_cur = r.rlim_max;
+        }
+    }
+    Ok(NoFile {
+        soft: r.rlim_cur,
+        hard: r.rlim_max,
+    })
+}
+
+/// How a side runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// Worker processes (true) or threads in this process (false).
+    pub processes: bool,
+    /// Client: connections per shard. Server: one entry per shard (its expected share).
+    pub per_shard: Vec<u64>,
+    /// Connections one process may hold.
+    pub cap: u64,
+    /// The start-up line that says how and why.
+    pub line: String,
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn split_even(n: u64, w: u64) -> Vec<u64> {
+    let w = w.max(1);
+    (0..w).map(|i| n / w + u64::from(i < n % w)).collect()
+}
+
+/// Plans a server expecting `expected` concurrent connections over `listeners` listen
+/// sockets per worker. `workers`: force that many worker processes (0 = decide).
+pub fn plan_server(
+    expected: u64,
+    listeners: u64,
+    nofile: NoFile,
+    workers: u64,
+    threads: u64,
+) -> Plan {
+    let cap = nofile.soft.saturating_sub(listeners + FD_RESERVE).max(1);
+    let why = format!("RLIMIT_NOFILE {} per process", nofile.soft);
+    if workers == 0 && expected <= cap {
+        let t = threads.max(1);
+        return Plan {
+            processes: false,
+            per_shard: split_even(expected, t),
+            cap,
+            line: format!(
+                "server: 1 process, {t} thread shard{} sharing ≤{} connections ({why}; {} expected fit)",
+                if t == 1 { "" } else { "s" },
+                thousands(cap),
+                thousands(expected)
+            ),
+        };
+    }
+    let w = if workers > 0 {
+        workers
+    } else {
+        (expected as f64 / (SERVER_FILL * cap as f64)).ceil() as u64
+    };
+    let w = w.max(1);
+    Plan {
+        processes: true,
+        per_shard: split_even(expected, w),
+        cap,
+        line: format!(
+            "server: {w} workers × ≤{} connections ({why}; {} expected, ~{} each via SO_REUSEPORT, \
+             {:.0}% headroom for hashing imbalance)",
+            thousands(cap),
+            thousands(expected),
+            thousands(expected / w),
+            100.0 * (1.0 - (expected as f64 / w as f64) / cap as f64)
+        ),
+    }
+}
+
+/// Plans a client opening `n` connections.
+pub fn plan_client(n: u64, nofile: NoFile, workers: u64, threads: u64) -> Plan {
+    let cap = nofile.soft.saturating_sub(FD_RESERVE).max(1);
+    let why = format!("RLIMIT_NOFILE {} per process", nofile.soft);
+    if workers == 0 && n <= cap {
+        let t = threads.max(1).min(n.max(1));
+        return Plan {
+            processes: false,
+            per_shard: split_even(n, t),
+            cap,
+            line: format!(
+                "client: 1 process, {t} thread shard{} for {} connections ({why})",
+                if t == 1 { "" } else { "s" },
+                thousands(n)
+            ),
+        };
+    }
+    let w = if workers > 0 {
+        workers
+    } else {
+        n.div_ceil(cap)
+    }
+    .max(1);
+    let per = split_even(n, w);
+    Plan {
+        processes: true,
+        line: format!(
+            "client: {w} workers × ≤{} connections ({why}; {} asked for)",
+            thousands(per.iter().copied().max().unwrap_or(0)),
+            thousands(n)
+        ),
+        per_shard: per,
+        cap,
+    }
+}
+
+/// The kernel's ephemeral port range (net.ipv4.ip_local_port_range), for the capacity
+/// warning: each (source address, destination) pair can hold this many connections.
+pub fn ephemeral_ports() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let mut it = s.split_whitespace().filter_map(|v| v.parse::<u64>().ok());
+    let (lo, hi) = (it.next()?, it.next()?);
+    Some(hi.saturating_sub(lo) + 1)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::*;
+
+    const BOX: NoFile = NoFile {
+        soft: 20_000,
+        hard: 20_000,
+    };
+
+    #[test]
+    fn million_on_this_box() {
+        let p = plan_server(1_000_000, 100, BOX, 0, 2);
+        assert!(p.processes);
+        assert_eq!((p.per_shard.len(), p.cap), (57, 19_836));
+        assert!(
+            p.line
+                .starts_with("server: 57 workers × ≤19,836 connections (RLIMIT_NOFILE 20000")
+        );
+        let c = plan_client(1_000_000, BOX, 0, 2);
+        assert_eq!(c.per_shard.len(), 51);
+        assert_eq!(c.per_shard.iter().sum::<u64>(), 1_000_000);
+        assert!(c.per_shard.iter().all(|&n| n <= c.cap));
+    }
+
+    #[test]
+    fn small_runs_stay_in_one_process() {
+        let p = plan_server(10_000, 100, BOX, 0, 2);
+        assert_eq!((p.processes, p.per_shard.len()), (false, 2));
+        let c = plan_client(25_000, BOX, 0, 2);
+        assert_eq!((c.processes, c.per_shard), (true, vec![12_500, 12_500]));
+        let forced = plan_client(100, BOX, 3, 2);
+        assert_eq!(
+            (forced.processes, forced.per_shard),
+            (true, vec![34, 33, 33])
+        );
+    }
+}

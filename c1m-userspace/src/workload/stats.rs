@@ -1,0 +1,609 @@
+//! Application statistics: what each shard counts, what it reports to its supervisor, and
+//! [`AppSnapshot`], the one JSON document the control endpoint's `stats` answers and
+//! `--stats-json` writes at exit. The lab (issue 4) reads it twice a second.
+//!
+//! Exactness rules: counters are summed; histograms are merged bucket by bucket after a
+//! lossless V2 round trip (never averaged percentiles); the setup timeline is summed per
+//! 10 ms bin; so an N-worker run reports the same numbers one process would.
+
+use std::collections::BTreeMap;
+
+use base64::{Engine as _, engine::general_purpose::STANDARD as B64};
+use hdrhistogram::{
+    Histogram,
+    serialization::{Deserializer, Serializer as _, V2DeflateSerializer},
+};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Defines a struct of named u64 counters with `add`, `total` and `iter`, so each cause is a
+/// stable JSON key and adding a cause is one line.
+macro_rules! counter_set {
+    ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $field:ident),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(default)]
+        pub struct $name { $($(#[$fm])* pub $field: u64),* }
+
+        impl $name {
+            pub fn add(&mut self, o: &$name) { $(self.$field += o.$field;)* }
+            pub fn total(&self) -> u64 { 0 $(+ self.$field)* }
+            pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
+                [$((stringify!($field), self.$field)),*].into_iter()
+            }
+        }
+    };
+}
+
+counter_set! {
+    /// Why an open connection ended.
+    Closed {
+        /// The peer closed (read returned 0, or a WebSocket close frame).
+        peer_closed,
+        /// ECONNRESET / EPIPE on an open connection.
+        reset,
+        /// We closed it: teardown (`close`, `stop`, end of hold).
+        local_close,
+        /// We closed it for a protocol violation (WebSocket 1002/1007/1009, bad handshake).
+        protocol,
+        /// Client only: an echo came back different from what was sent.
+        echo_mismatch,
+        /// Other I/O errors.
+        error,
+        /// The worker process holding it died; counted from its last report.
+        worker_lost,
+    }
+}
+
+counter_set! {
+    /// Why a connection never became open (client: connect or handshake; server: accept).
+    Failures {
+        /// ECONNREFUSED: nothing listens there (or the accept queue overflowed with syncookies off).
+        refused,
+        /// EADDRNOTAVAIL: source address/port space exhausted for that destination.
+        addr_not_avail,
+        /// ETIMEDOUT or our own `--connect-timeout` / handshake timeout.
+        timed_out,
+        /// EMFILE/ENFILE: out of file descriptors.
+        emfile,
+        /// ECONNRESET during connect or handshake.
+        reset,
+        /// ENETUNREACH/EHOSTUNREACH.
+        unreachable,
+        /// WebSocket: the server answered, but not 101.
+        handshake_rejected,
+        /// WebSocket: malformed answer or wrong Sec-WebSocket-Accept.
+        handshake_invalid,
+        /// Server: accepted but closed at once because the worker was at its fd cap.
+        over_capacity,
+        /// Client: connect in flight when teardown began.
+        aborted,
+        /// Anything else (errno kept in the worker's stderr line).
+        other,
+    }
+}
+
+counter_set! {
+    /// Protocol violations seen, by the answer the RFC prescribes.
+    ProtocolErrors {
+        /// Bad handshake answered with HTTP 400.
+        http_400,
+        /// Unsupported Sec-WebSocket-Version answered with HTTP 426.
+        http_426,
+        /// Frame-level protocol error, closed with 1002.
+        ws_1002,
+        /// Invalid UTF-8 in text, closed with 1007.
+        ws_1007,
+        /// Message too big, closed with 1009.
+        ws_1009,
+        /// Stream ended inside a frame or a handshake head.
+        truncated,
+    }
+}
+
+impl ProtocolErrors {
+    /// Counts a WebSocket close we sent for a protocol violation, by its code.
+    pub fn count_close(&mut self, code: u16) {
+        match code {
+            1007 => self.ws_1007 += 1,
+            1009 => self.ws_1009 += 1,
+            _ => self.ws_1002 += 1,
+        }
+    }
+}
+
+/// One side's counters. Server and client share the type; fields that do not apply to a
+/// side stay 0, so the lab reads one schema.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Counters {
+    /// Client: connects started.
+    pub attempted: u64,
+    /// Client: connections established (WebSocket: after a valid 101).
+    pub connected: u64,
+    /// Server: connections accepted.
+    pub accepted: u64,
+    /// Currently open (server: including those still in the handshake).
+    pub open: u64,
+    /// Client: connects or handshakes not yet finished.
+    pub in_flight: u64,
+    /// WebSocket connections past the handshake (the ones a push reaches).
+    pub ws_open: u64,
+    pub closed: Closed,
+    pub failures: Failures,
+    pub protocol_errors: ProtocolErrors,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Server: push frames written. Client: push frames received.
+    pub pushes_sent: u64,
+    pub pushes_received: u64,
+    /// Client: round trips completed and verified byte for byte. Server: messages echoed.
+    pub echo_round_trips: u64,
+    /// WebSocket data messages received / sent (echoes, pushes excluded on the client).
+    pub ws_messages_in: u64,
+    pub ws_messages_out: u64,
+    pub ws_pings_in: u64,
+}
+
+impl Counters {
+    pub fn add(&mut self, o: &Counters) {
+        self.attempted += o.attempted;
+        self.connected += o.connected;
+        self.accepted += o.accepted;
+        self.open += o.open;
+        self.in_flight += o.in_flight;
+        self.ws_open += o.ws_open;
+        self.closed.add(&o.closed);
+        self.failures.add(&o.failures);
+        self.protocol_errors.add(&o.protocol_errors);
+        self.bytes_in += o.bytes_in;
+        self.bytes_out += o.bytes_out;
+        self.pushes_sent += o.pushes_sent;
+        self.pushes_received += o.pushes_received;
+        self.echo_round_trips += o.echo_round_trips;
+        self.ws_messages_in += o.ws_messages_in;
+        self.ws_messages_out += o.ws_messages_out;
+        self.ws_pings_in += o.ws_pings_in;
+    }
+}
+
+/// Histogram names, in µs. `push_message_us`: receive time minus the stamp the server took
+/// when it wrote that connection's frame. `push_fanout_us`: receive time minus the stamp
+/// taken when the broadcast began (the seed's measure; its max is the time until the last
+/// connection had the push).
+pub const HIST_NAMES: [&str; 4] = [
+    "connect_us",
+    "echo_rtt_us",
+    "push_message_us",
+    "push_fanout_us",
+];
+
+/// 1 µs to 1 hour at 3 significant digits: covers loopback RTTs and a SYN retransmitted for
+/// minutes, at 0.1% resolution, in ~190 KiB per histogram (touched lazily).
+const HIST_MAX_US: u64 = 3_600_000_000;
+
+#[derive(Debug, Error)]
+pub enum HistError {
+    #[error("histogram bounds: {0}")]
+    Create(#[from] hdrhistogram::CreationError),
+    #[error("base64: {0}")]
+    Base64(#[from] base64::DecodeError),
+    #[error("histogram V2 deserialize: {0}")]
+    Deserialize(#[from] hdrhistogram::serialization::DeserializeError),
+    #[error("histogram V2 serialize: {0}")]
+    Serialize(#[from] hdrhistogram::serialization::V2DeflateSerializeError),
+    #[error("histogram merge: {0}")]
+    Add(#[from] hdrhistogram::AdditionError),
+    #[error("unknown histogram {0}")]
+    Unknown(String),
+}
+
+pub fn new_hist() -> Result<Histogram<u64>, HistError> {
+    Ok(Histogram::new_with_bounds(1, HIST_MAX_US, 3)?)
+}
+
+/// The four histograms of one shard.
+#[derive(Clone)]
+pub struct Hists {
+    pub h: [Histogram<u64>; 4],
+    /// Total counts at the last report, to send only histograms that changed.
+    sent_len: [u64; 4],
+}
+
+pub const CONNECT: usize = 0;
+pub const ECHO_RTT: usize = 1;
+pub const PUSH_MESSAGE: usize = 2;
+pub const PUSH_FANOUT: usize = 3;
+
+impl Hists {
+    pub fn new() -> Result<Hists, HistError> {
+        Ok(Hists {
+            h: [new_hist()?, new_hist()?, new_hist()?, new_hist()?],
+            sent_len: [0; 4],
+        })
+    }
+
+    /// Records a value in µs, saturating at the top of the range instead of failing.
+    pub fn record(&mut self, which: usize, us: u64) {
+        let h = &mut self.h[which];
+        h.saturating_record(us.clamp(1, HIST_MAX_US));
+    }
+
+    /// Base64 V2-deflate blobs of the histograms that changed since the last call.
+    pub fn changed_blobs(&mut self) -> Result<BTreeMap<String, String>, HistError> {
+        let mut out = BTreeMap::new();
+        for ((h, sent), name) in self.h.iter().zip(self.sent_len.iter_mut()).zip(HIST_NAMES) {
+            if h.len() != *sent {
+                out.insert(name.to_owned(), encode_hist(h)?);
+                *sent = h.len();
+            }
+        }
+        Ok(out)
+    }
+}
+
+pub fn encode_hist(h: &Histogram<u64>) -> Result<String, HistError> {
+    let mut buf = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut buf)?;
+    Ok(B64.encode(buf))
+}
+
+pub fn decode_hist(s: &str) -> Result<Histogram<u64>, HistError> {
+    let raw = B64.decode(s)?;
+    Ok(Deserializer::new().deserialize(&mut raw.as_slice())?)
+}
+
+/// The seed's latency table (count, min, max, mean, stddev, median, 75%, 95%, 98%, 99%,
+/// 99.9%), in µs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub min: u64,
+    pub max: u64,
+    pub mean: f64,
+    pub stddev: f64,
+    pub p50: u64,
+    pub p75: u64,
+    pub p95: u64,
+    pub p98: u64,
+    pub p99: u64,
+    pub p999: u64,
+}
+
+impl Percentiles {
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            count: h.len(),
+            min: h.min(),
+            max: h.max(),
+            mean: h.mean(),
+            stddev: h.stdev(),
+            p50: h.value_at_quantile(0.50),
+            p75: h.value_at_quantile(0.75),
+            p95: h.value_at_quantile(0.95),
+            p98: h.value_at_quantile(0.98),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+        }
+    }
+
+    /// The table as the seed printed it, values converted to ms.
+    pub fn table(&self, title: &str) -> String {
+        let ms = |v: f64| v / 1000.0;
+        format!(
+            "{title} (ms)\n  count={}\n  min={:.3}\n  max={:.3}\n  mean={:.3}\n  stddev={:.3}\n  median={:.3}\n  75%={:.3}\n  95%={:.3}\n  98%={:.3}\n  99%={:.3}\n  99.9%={:.3}\n",
+            self.count,
+            ms(self.min as f64),
+            ms(self.max as f64),
+            ms(self.mean),
+            ms(self.stddev),
+            ms(self.p50 as f64),
+            ms(self.p75 as f64),
+            ms(self.p95 as f64),
+            ms(self.p98 as f64),
+            ms(self.p99 as f64),
+            ms(self.p999 as f64),
+        )
+    }
+}
+
+/// One push as one shard saw it. Server: frames written; client: frames received.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushStat {
+    pub push_id: u64,
+    /// CLOCK_REALTIME ns when the broadcast began (from the frame on the client).
+    pub started_unix_ns: u64,
+    /// Server: frames written. Client: frames received.
+    pub count: u64,
+    /// Server: first/last frame written. Client: first/last frame received.
+    pub first_unix_ns: u64,
+    pub last_unix_ns: u64,
+}
+
+impl PushStat {
+    pub fn merge(&mut self, o: &PushStat) {
+        if self.count == 0 {
+            *self = *o;
+            return;
+        }
+        if o.count == 0 {
+            return;
+        }
+        self.count += o.count;
+        self.first_unix_ns = self.first_unix_ns.min(o.first_unix_ns);
+        self.last_unix_ns = self.last_unix_ns.max(o.last_unix_ns);
+        self.started_unix_ns = self.started_unix_ns.max(o.started_unix_ns);
+    }
+}
+
+/// Setup timeline resolution: fine enough for a 10%-step table of a 1,000-connection run,
+/// coarse enough that a 40 s ramp is 4,000 bins.
+pub const TIMELINE_BIN_MS: u64 = 10;
+
+/// What a shard sends its supervisor (a JSON line on a worker's stdout, or a channel
+/// message for a thread shard). Counters are cumulative; histograms, timeline and pushes
+/// are sent only when they changed.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WorkerReport {
+    pub shard: u32,
+    pub pid: u32,
+    pub counters: Counters,
+    /// Client: every connection of this shard was attempted and none is in flight.
+    pub ramp_done: bool,
+    /// Teardown (close/stop) finished: nothing open, nothing in flight.
+    pub closed_all: bool,
+    /// Listeners bound / ready to connect.
+    pub ready: bool,
+    /// Changed histograms, base64 V2-deflate.
+    pub hists: BTreeMap<String, String>,
+    /// New connections per timeline bin since the last report: (bin index, count).
+    pub timeline: Vec<(u32, u32)>,
+    /// Pushes whose numbers changed since the last report (full current values).
+    pub pushes: Vec<PushStat>,
+    /// A fatal error: the shard is exiting.
+    pub fatal: Option<String>,
+    /// One-line warnings (e.g. EMFILE reached), printed once by the supervisor.
+    pub warnings: Vec<String>,
+}
+
+/// One row of the setup-rate table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SetupStep {
+    /// Connections established at the end of this step (a multiple of the step size).
+    pub connections: u64,
+    /// Seconds from the start of the ramp to the end of this step.
+    pub at_s: f64,
+    /// Seconds the step took.
+    pub step_s: f64,
+    /// Connections per second within the step.
+    pub rate_per_s: f64,
+}
+
+/// Sums per-bin counts (in bin order) into the step table. `bins[i]` holds the connections
+/// established during [i, i+1) × TIMELINE_BIN_MS after the ramp began.
+pub fn setup_steps(bins: &[u64], step: u64) -> Vec<SetupStep> {
+    let mut out = Vec::new();
+    if step == 0 {
+        return out;
+    }
+    let bin_s = TIMELINE_BIN_MS as f64 / 1000.0;
+    let mut cum = 0u64;
+    let mut next = step;
+    let mut last_at = 0.0;
+    for (i, &c) in bins.iter().enumerate() {
+        cum += c;
+        while cum >= next {
+            let at_s = (i + 1) as f64 * bin_s;
+            let step_s = at_s - last_at;
+            out.push(SetupStep {
+                connections: next,
+                at_s,
+                step_s,
+                rate_per_s: if step_s > 0.0 {
+                    step as f64 / step_s
+                } else {
+                    0.0
+                },
+            });
+            last_at = at_s;
+            next += step;
+        }
+    }
+    out
+}
+
+/// A worker as the supervisor sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    pub shard: u32,
+    pub pid: u32,
+    /// "process" (re-exec'd worker) or "thread" (one process, shard per core).
+    pub kind: String,
+    pub alive: bool,
+    pub open: u64,
+    /// Why it ended, if it died.
+    pub exit: Option<String>,
+}
+
+/// Push summary across all shards.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PushSummary {
+    pub push_id: u64,
+    pub started_unix_ns: u64,
+    /// Server: frames written. Client: frames received.
+    pub count: u64,
+    pub first_unix_ns: u64,
+    pub last_unix_ns: u64,
+    /// Seconds from broadcast start to the last frame written (server) / received (client):
+    /// on the client, the time until the last connection had the push.
+    pub complete_s: f64,
+}
+
+impl From<PushStat> for PushSummary {
+    fn from(p: PushStat) -> PushSummary {
+        let complete_s = p.last_unix_ns.saturating_sub(p.started_unix_ns) as f64 / 1e9;
+        PushSummary {
+            push_id: p.push_id,
+            started_unix_ns: p.started_unix_ns,
+            count: p.count,
+            first_unix_ns: p.first_unix_ns,
+            last_unix_ns: p.last_unix_ns,
+            complete_s,
+        }
+    }
+}
+
+/// Everything one side of the workload knows, aggregated over all its shards.
+///
+/// Stable JSON shape (one line on the control endpoint):
+/// `{"side":"server","mode":"ws","unix_ns":…,"uptime_s":…,"phase":"hold","target":1000000,
+///   "split":"server: 57 workers × …","counters":{…Counters…},
+///   "workers":{"count":57,"alive":57,"list":[{"shard":0,"pid":…,"kind":"process","alive":true,"open":…,"exit":null},…]},
+///   "setup_steps":[{"connections":100000,"at_s":3.4,"step_s":3.4,"rate_per_s":29411.7},…],
+///   "pushes":[{"push_id":1,"started_unix_ns":…,"count":…,"first_unix_ns":…,"last_unix_ns":…,"complete_s":…}],
+///   "rss_bytes":…,"rss_baseline_bytes":…,"rss_per_connection_bytes":…,"cpu_user_s":…,"cpu_sys_s":…,
+///   "histograms":{"connect_us":"HISTFAAA…",…},"percentiles":{"connect_us":{"count":…,"p99":…},…}}`
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AppSnapshot {
+    /// "server" or "client".
+    pub side: String,
+    /// "hold", "echo" or "ws".
+    pub mode: String,
+    /// CLOCK_REALTIME ns when the snapshot was taken.
+    pub unix_ns: u64,
+    pub uptime_s: f64,
+    /// Client: "starting", "ramp", "hold", "closing", "closed". Server: "starting", "running", "stopping".
+    pub phase: String,
+    /// Client: connections asked for. Server: connections sized for (`--max-conns`).
+    pub target: u64,
+    /// The start-up line saying how the work was split and why.
+    pub split: String,
+    pub counters: Counters,
+    pub workers: Workers,
+    pub setup_steps: Vec<SetupStep>,
+    pub pushes: Vec<PushSummary>,
+    /// Sum of VmRSS over the supervisor and all live workers.
+    pub rss_bytes: u64,
+    /// The same sum measured after start-up, before any connection.
+    pub rss_baseline_bytes: u64,
+    /// (rss - baseline) / open, when connections are open.
+    pub rss_per_connection_bytes: Option<f64>,
+    /// CPU seconds of all processes of this side (dead workers: last value seen).
+    pub cpu_user_s: f64,
+    pub cpu_sys_s: f64,
+    /// Base64 V2-deflate hdrhistograms, µs, keyed by name (see [`HIST_NAMES`]).
+    pub histograms: BTreeMap<String, String>,
+    /// Convenience percentiles of the same histograms.
+    pub percentiles: BTreeMap<String, Percentiles>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Workers {
+    pub count: u32,
+    pub alive: u32,
+    pub list: Vec<WorkerInfo>,
+}
+
+impl AppSnapshot {
+    /// Decodes one of the histograms.
+    pub fn histogram(&self, name: &str) -> Result<Histogram<u64>, HistError> {
+        match self.histograms.get(name) {
+            Some(s) => decode_hist(s),
+            None if HIST_NAMES.contains(&name) => new_hist(),
+            None => Err(HistError::Unknown(name.to_owned())),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merged_histograms_equal_one_histogram() {
+        // Three shards record disjoint slices of one sample set; merging their V2 blobs must
+        // give exactly the histogram of the whole set (same counts in every bucket).
+        let mut whole = new_hist().unwrap();
+        let mut parts = [
+            new_hist().unwrap(),
+            new_hist().unwrap(),
+            new_hist().unwrap(),
+        ];
+        for i in 0..30_000u64 {
+            let v = 1 + (crate::workload::sys::splitmix64(i) % 5_000_000);
+            whole.record(v).unwrap();
+            parts[(i % 3) as usize].record(v).unwrap();
+        }
+        let mut merged = new_hist().unwrap();
+        for p in &parts {
+            merged
+                .add(decode_hist(&encode_hist(p).unwrap()).unwrap())
+                .unwrap();
+        }
+        assert_eq!(merged, whole);
+        assert_eq!(Percentiles::of(&merged), Percentiles::of(&whole));
+    }
+
+    #[test]
+    fn counters_sum_exactly() {
+        let mut a = Counters {
+            accepted: 5,
+            open: 3,
+            ..Default::default()
+        };
+        a.closed.peer_closed = 2;
+        let mut b = Counters {
+            accepted: 7,
+            open: 7,
+            ..Default::default()
+        };
+        b.failures.emfile = 1;
+        a.add(&b);
+        assert_eq!(
+            (a.accepted, a.open, a.closed.total(), a.failures.emfile),
+            (12, 10, 2, 1)
+        );
+        let json = serde_json::to_string(&a).unwrap();
+        assert_eq!(serde_json::from_str::<Counters>(&json).unwrap(), a);
+    }
+
+    #[test]
+    fn setup_steps_from_bins() {
+        // 100 connections per 10 ms bin for 1 s, then 50 per bin: steps of 2,500.
+        let mut bins = vec![100u64; 100];
+        bins.extend(std::iter::repeat_n(50, 100));
+        let steps = setup_steps(&bins, 2500);
+        assert_eq!(steps.len(), 6);
+        assert_eq!(steps[0].connections, 2500);
+        assert!((steps[0].at_s - 0.25).abs() < 1e-9);
+        assert!((steps[0].rate_per_s - 10_000.0).abs() < 1e-6);
+        assert!((steps[5].rate_per_s - 5_000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn push_stats_merge() {
+        let mut a = PushStat {
+            push_id: 1,
+            started_unix_ns: 10,
+            count: 3,
+            first_unix_ns: 12,
+            last_unix_ns: 20,
+        };
+        a.merge(&PushStat {
+            push_id: 1,
+            started_unix_ns: 10,
+            count: 2,
+            first_unix_ns: 11,
+            last_unix_ns: 30,
+        });
+        assert_eq!((a.count, a.first_unix_ns, a.last_unix_ns), (5, 11, 30));
+        assert!((PushSummary::from(a).complete_s - 20e-9).abs() < 1e-12);
+    }
+}

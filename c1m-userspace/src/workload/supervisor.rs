@@ -1,0 +1,619 @@
+//! The supervisor: starts the shards, aggregates their reports into one [`AppSnapshot`],
+//! serves the control endpoint, prints `connections: N`, handles signals, and runs the
+//! client's ramp → hold → close lifecycle. Server and client share it; `Side` decides
+//! the few places they differ.
+
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    sync::{Arc, atomic::AtomicU64},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use hdrhistogram::Histogram;
+use tokio::{
+    signal::unix::{SignalKind, signal},
+    sync::mpsc,
+    time::sleep_until,
+};
+
+use super::{
+    config::{Mode, ShardCommand, ShardConfig},
+    control::{self, Request},
+    engine::ShardEvent,
+    limits::Plan,
+    procstat,
+    shard::{self, ShardHandle},
+    stats::{
+        self, AppSnapshot, Counters, HIST_NAMES, Percentiles, PushStat, PushSummary, WorkerInfo,
+        WorkerReport, Workers,
+    },
+    sys,
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Server,
+    Client,
+}
+
+/// Everything the supervisor needs besides the shard configs.
+pub struct Options {
+    pub side: Side,
+    pub mode: Mode,
+    pub target: u64,
+    pub control: Option<String>,
+    pub stats_json: Option<PathBuf>,
+    pub quiet: bool,
+    /// Server: push schedule.
+    pub push_every: Option<Duration>,
+    /// Server: stop after this long. Client: hold this long after the ramp (None: until told).
+    pub duration: Option<Duration>,
+    /// Client: keep running after teardown until `stop`.
+    pub stay: bool,
+    /// Setup-rate table step.
+    pub step: u64,
+}
+
+struct ShardState {
+    handle: ShardHandle,
+    counters: Counters,
+    hists: BTreeMap<String, Histogram<u64>>,
+    pushes: BTreeMap<u64, PushStat>,
+    alive: bool,
+    exit: Option<String>,
+    ready: bool,
+    ramp_done: bool,
+    closed_all: bool,
+    cpu: (f64, f64),
+}
+
+struct Supervisor {
+    o: Options,
+    split: String,
+    shards: Vec<ShardState>,
+    timeline: Vec<u64>,
+    started: Instant,
+    rss_baseline: u64,
+    phase: &'static str,
+    /// Stop was sent: exits are expected.
+    stopping: bool,
+    next_push: u64,
+    fatal: Option<String>,
+}
+
+/// How often `connections: N` is printed (the seed's handler printed every 2 s).
+const PRINT_EVERY: Duration = Duration::from_secs(2);
+
+/// How long shards get to start, and to finish after `stop`, before we give up on them.
+const SHARD_GRACE: Duration = Duration::from_secs(30);
+
+/// Runs one side to completion.
+pub async fn run(o: Options, plan: &Plan, configs: Vec<ShardConfig>) -> Result<AppSnapshot> {
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
+    let open = Arc::new(AtomicU64::new(0));
+    let mut handles = Vec::with_capacity(configs.len());
+    for cfg in configs {
+        let h = if plan.processes {
+            shard::spawn_process(cfg, ev_tx.clone()).await?
+        } else {
+            shard::spawn_thread(cfg, ev_tx.clone(), open.clone())?
+        };
+        handles.push(h);
+    }
+    drop(ev_tx);
+    let mut sup = Supervisor {
+        split: plan.line.clone(),
+        shards: handles
+            .into_iter()
+            .map(|handle| ShardState {
+                handle,
+                counters: Counters::default(),
+                hists: BTreeMap::new(),
+                pushes: BTreeMap::new(),
+                alive: true,
+                exit: None,
+                ready: false,
+                ramp_done: false,
+                closed_all: false,
+                cpu: (0.0, 0.0),
+            })
+            .collect(),
+        timeline: Vec::new(),
+        started: Instant::now(),
+        rss_baseline: 0,
+        phase: "starting",
+        stopping: false,
+        next_push: 1,
+        fatal: None,
+        o,
+    };
+    sup.main(&mut ev_rx).await
+}
+
+impl Supervisor {
+    fn pids(&self) -> Vec<u32> {
+        let mut p = vec![std::process::id()];
+        p.extend(
+            self.shards
+                .iter()
+                .filter(|s| s.handle.process && s.alive)
+                .map(|s| s.handle.pid),
+        );
+        p
+    }
+
+    fn rss(&self) -> u64 {
+        self.pids()
+            .iter()
+            .filter_map(|&p| procstat::rss_bytes(p))
+            .sum()
+    }
+
+    fn broadcast(&self, c: ShardCommand) {
+        for s in self.shards.iter().filter(|s| s.alive) {
+            s.handle.send(c);
+        }
+    }
+
+    fn on_event(&mut self, ev: ShardEvent) {
+        match ev {
+            ShardEvent::Report(r) => self.on_report(*r),
+            ShardEvent::Exited { shard, why } => {
+                let stopping = self.stopping;
+                let Some(s) = self.shards.get_mut(shard as usize) else {
+                    return;
+                };
+                if let Some((u, sy)) = s
+                    .handle
+                    .process
+                    .then(|| procstat::cpu_seconds(s.handle.pid))
+                    .flatten()
+                {
+                    s.cpu = (u, sy);
+                }
+                s.alive = false;
+                let lost = s.counters.open;
+                if !(stopping && s.closed_all) || why != "stopped" {
+                    s.exit = Some(why.clone());
+                }
+                if lost > 0 || s.counters.in_flight > 0 {
+                    s.counters.closed.worker_lost += lost;
+                    s.counters.ws_open = 0;
+                    s.counters.open = 0;
+                    s.counters.failures.aborted += s.counters.in_flight;
+                    s.counters.in_flight = 0;
+                }
+                if !stopping || lost > 0 {
+                    let what = if s.handle.process {
+                        "worker"
+                    } else {
+                        "shard thread"
+                    };
+                    eprintln!(
+                        "c1m {}: {what} {shard} (pid {}) ended ({why}); its {lost} open connections are counted as lost",
+                        side_name(self.o.side),
+                        s.handle.pid
+                    );
+                }
+            }
+        }
+    }
+
+    fn on_report(&mut self, r: WorkerReport) {
+        let Some(s) = self.shards.get_mut(r.shard as usize) else {
+            return;
+        };
+        for w in &r.warnings {
+            eprintln!("c1m {} shard {}: {w}", side_name(self.o.side), r.shard);
+        }
+        if let Some(f) = &r.fatal {
+            eprintln!(
+                "c1m {} shard {}: fatal: {f}",
+                side_name(self.o.side),
+                r.shard
+            );
+            self.fatal.get_or_insert_with(|| f.clone());
+        }
+        s.counters = r.counters;
+        s.ready |= r.ready;
+        s.ramp_done = r.ramp_done;
+        s.closed_all = r.closed_all;
+        for (name, blob) in &r.hists {
+            match stats::decode_hist(blob) {
+                Ok(h) => {
+                    s.hists.insert(name.clone(), h);
+                }
+                Err(e) => eprintln!("c1m: shard {}: bad histogram {name}: {e}", r.shard),
+            }
+        }
+        for p in r.pushes {
+            s.pushes.insert(p.push_id, p);
+        }
+        for (bin, n) in r.timeline {
+            let bin = bin as usize;
+            if self.timeline.len() <= bin {
+                self.timeline.resize(bin + 1, 0);
+            }
+            self.timeline[bin] += u64::from(n);
+        }
+    }
+
+    fn counters(&self) -> Counters {
+        let mut c = Counters::default();
+        for s in &self.shards {
+            c.add(&s.counters);
+        }
+        c
+    }
+
+    fn snapshot(&mut self) -> AppSnapshot {
+        let counters = self.counters();
+        let mut hists: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
+        for name in HIST_NAMES {
+            let Ok(mut merged) = stats::new_hist() else {
+                continue;
+            };
+            for s in &self.shards {
+                if let Some(h) = s.hists.get(name)
+                    && let Err(e) = merged.add(h)
+                {
+                    eprintln!("c1m: merge {name}: {e}");
+                }
+            }
+            hists.insert(name.to_owned(), merged);
+        }
+        let mut pushes: BTreeMap<u64, PushStat> = BTreeMap::new();
+        for s in &self.shards {
+            for (id, p) in &s.pushes {
+                pushes.entry(*id).or_default().merge(p);
+            }
+        }
+        let (mut cpu_u, mut cpu_s) =
+            procstat::cpu_seconds(std::process::id()).unwrap_or((0.0, 0.0));
+        for s in self.shards.iter_mut().filter(|s| s.handle.process) {
+            if s.alive
+                && let Some(c) = procstat::cpu_seconds(s.handle.pid)
+            {
+                s.cpu = c;
+            }
+            cpu_u += s.cpu.0;
+            cpu_s += s.cpu.1;
+        }
+        let rss = self.rss();
+        let open = counters.open;
+        AppSnapshot {
+            side: side_name(self.o.side).to_owned(),
+            mode: self.o.mode.name().to_owned(),
+            unix_ns: sys::realtime_ns(),
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            phase: self.phase.to_owned(),
+            target: self.o.target,
+            split: self.split.clone(),
+            counters,
+            workers: Workers {
+                count: self.shards.len() as u32,
+                alive: self.shards.iter().filter(|s| s.alive).count() as u32,
+                list: self
+                    .shards
+                    .iter()
+                    .map(|s| WorkerInfo {
+                        shard: s.handle.shard,
+                        pid: s.handle.pid,
+                        kind: if s.handle.process {
+                            "process"
+                        } else {
+                            "thread"
+                        }
+                        .to_owned(),
+                        alive: s.alive,
+                        open: s.counters.open,
+                        exit: s.exit.clone(),
+                    })
+                    .collect(),
+            },
+            setup_steps: stats::setup_steps(&self.timeline, self.o.step),
+            pushes: pushes.into_values().map(PushSummary::from).collect(),
+            rss_bytes: rss,
+            rss_baseline_bytes: self.rss_baseline,
+            rss_per_connection_bytes: (open > 0)
+                .then(|| rss.saturating_sub(self.rss_baseline) as f64 / open as f64),
+            cpu_user_s: cpu_u,
+            cpu_sys_s: cpu_s,
+            percentiles: hists
+                .iter()
+                .map(|(k, h)| (k.clone(), Percentiles::of(h)))
+                .collect(),
+            histograms: hists
+                .iter()
+                .filter_map(|(k, h)| Some((k.clone(), stats::encode_hist(h).ok()?)))
+                .collect(),
+        }
+    }
+
+    fn all_dead(&self) -> bool {
+        self.shards.iter().all(|s| !s.alive)
+    }
+
+    /// Waits until every shard reported ready (or died).
+    async fn wait_ready(&mut self, rx: &mut mpsc::UnboundedReceiver<ShardEvent>) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + SHARD_GRACE;
+        while self.shards.iter().any(|s| s.alive && !s.ready) {
+            tokio::select! {
+                ev = rx.recv() => match ev {
+                    Some(ev) => self.on_event(ev),
+                    None => break,
+                },
+                _ = sleep_until(deadline) => bail!("shards did not start within {SHARD_GRACE:?}"),
+            }
+            if let Some(f) = &self.fatal {
+                self.stopping = true;
+                self.broadcast(ShardCommand::Stop);
+                bail!("{f}");
+            }
+        }
+        if self.all_dead() {
+            bail!("every shard failed to start");
+        }
+        Ok(())
+    }
+
+    async fn main(&mut self, rx: &mut mpsc::UnboundedReceiver<ShardEvent>) -> Result<AppSnapshot> {
+        if !self.o.quiet {
+            println!("{}", self.split);
+        }
+        let (ctl_tx, mut ctl_rx) = mpsc::unbounded_channel::<Request>();
+        if let Some(ep) = &self.o.control {
+            control::serve(control::Endpoint::parse(ep), ctl_tx).await?;
+        } else {
+            drop(ctl_tx);
+        }
+        self.wait_ready(rx).await?;
+        // Settle briefly so the baseline includes what start-up touched (listeners, stacks).
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        self.rss_baseline = self.rss();
+        let is_client = self.o.side == Side::Client;
+        if is_client {
+            self.phase = "ramp";
+            self.broadcast(ShardCommand::Start {
+                t0_mono_ns: sys::monotonic_ns(),
+            });
+        } else {
+            self.phase = "running";
+        }
+        let mut sigint = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+        let mut sigterm = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+        let mut print = tokio::time::interval(PRINT_EVERY);
+        print.tick().await;
+        let far = tokio::time::Instant::now() + Duration::from_secs(86400 * 365);
+        let mut push_tick =
+            tokio::time::interval(self.o.push_every.unwrap_or(Duration::from_secs(86400)));
+        push_tick.tick().await;
+        // Server: stop at `duration`. Client: close at `duration` after the ramp.
+        let mut deadline = match (self.o.side, self.o.duration) {
+            (Side::Server, Some(d)) => tokio::time::Instant::now() + d,
+            _ => far,
+        };
+        let mut stop_deadline = far;
+        let mut signals = 0;
+        let mut ctl_open = self.o.control.is_some();
+        loop {
+            tokio::select! {
+                ev = rx.recv() => match ev {
+                    Some(ev) => self.on_event(ev),
+                    None => break,
+                },
+                req = ctl_rx.recv(), if ctl_open => match req {
+                    Some(req) => self.on_control(req),
+                    None => ctl_open = false,
+                },
+                _ = print.tick(), if !self.o.quiet => println!("connections: {}", self.counters().open),
+                _ = push_tick.tick(), if self.o.push_every.is_some() && !self.stopping => {
+                    self.push();
+                }
+                _ = sleep_until(deadline) => {
+                    deadline = far;
+                    if is_client { self.close() } else { self.stop() }
+                }
+                _ = sleep_until(stop_deadline) => {
+                    eprintln!("c1m {}: shards did not stop within {SHARD_GRACE:?}; leaving them", side_name(self.o.side));
+                    break;
+                }
+                _ = sigint.recv() => signals += 1,
+                _ = sigterm.recv() => signals += 1,
+            }
+            if signals == 1 && !self.stopping {
+                // First signal: a client tears down (and then exits), a server stops.
+                if is_client && matches!(self.phase, "ramp" | "hold") {
+                    self.close();
+                } else if !(is_client && self.phase == "closing") {
+                    self.stop();
+                }
+            } else if signals >= 2 && !self.stopping {
+                self.stop();
+            }
+            if is_client {
+                let alive: Vec<&ShardState> = self.shards.iter().filter(|s| s.alive).collect();
+                if self.phase == "ramp" && alive.iter().all(|s| s.ramp_done) {
+                    self.phase = "hold";
+                    if let Some(d) = self.o.duration {
+                        deadline = tokio::time::Instant::now() + d;
+                    }
+                }
+                if self.phase == "closing" && alive.iter().all(|s| s.closed_all) {
+                    self.phase = "closed";
+                    if !self.o.stay || signals > 0 {
+                        self.stop();
+                    }
+                }
+            }
+            if self.stopping && stop_deadline == far {
+                stop_deadline = tokio::time::Instant::now() + SHARD_GRACE;
+            }
+            if self.all_dead() {
+                break;
+            }
+        }
+        let snap = self.snapshot();
+        if let Some(p) = &self.o.stats_json {
+            let json = serde_json::to_vec_pretty(&snap)?;
+            std::fs::write(p, json).with_context(|| format!("write {}", p.display()))?;
+        }
+        if !self.o.quiet {
+            print!("{}", summary(&snap));
+        }
+        Ok(snap)
+    }
+
+    fn push(&mut self) -> (u64, u64) {
+        let id = self.next_push;
+        self.next_push += 1;
+        let started = sys::realtime_ns();
+        self.broadcast(ShardCommand::Push {
+            id,
+            started_unix_ns: started,
+        });
+        (id, started)
+    }
+
+    fn close(&mut self) {
+        if matches!(self.phase, "ramp" | "hold" | "starting") {
+            self.phase = "closing";
+            self.broadcast(ShardCommand::Close);
+        }
+    }
+
+    fn stop(&mut self) {
+        if !self.stopping {
+            self.stopping = true;
+            if self.o.side == Side::Server {
+                self.phase = "stopping";
+            }
+            self.broadcast(ShardCommand::Stop);
+        }
+    }
+
+    fn on_control(&mut self, req: Request) {
+        let side = self.o.side;
+        let answer = match (req.line.as_str(), side) {
+            ("stats", _) => {
+                serde_json::to_string(&self.snapshot()).unwrap_or_else(|e| err_json(&e.to_string()))
+            }
+            ("push", Side::Server) if self.o.mode == Mode::Ws => {
+                let (id, started) = self.push();
+                serde_json::json!({"push_id": id, "started_unix_ns": started}).to_string()
+            }
+            ("push", Side::Server) => err_json("push needs --mode ws"),
+            ("close", Side::Client) => {
+                self.close();
+                serde_json::json!({"ok": "closing"}).to_string()
+            }
+            ("stop", _) => {
+                if side == Side::Client {
+                    self.close();
+                }
+                self.stop();
+                serde_json::json!({"ok": "stopping"}).to_string()
+            }
+            (other, _) => err_json(&format!(
+                "unknown command {other:?}; {} side knows: stats, {}stop",
+                side_name(side),
+                if side == Side::Server {
+                    "push, "
+                } else {
+                    "close, "
+                }
+            )),
+        };
+        let _ = req.reply.send(answer);
+    }
+}
+
+fn err_json(msg: &str) -> String {
+    serde_json::json!({ "error": msg }).to_string()
+}
+
+pub fn side_name(s: Side) -> &'static str {
+    match s {
+        Side::Server => "server",
+        Side::Client => "client",
+    }
+}
+
+/// The human summary printed at exit.
+pub fn summary(s: &AppSnapshot) -> String {
+    let c = &s.counters;
+    let mut out = String::new();
+    let nz = |it: Vec<(&'static str, u64)>| {
+        it.into_iter()
+            .filter(|(_, v)| *v > 0)
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    out.push_str(&format!(
+        "== {} ({}) after {:.1} s: {}\n",
+        s.side, s.mode, s.uptime_s, s.split
+    ));
+    if s.side == "client" {
+        out.push_str(&format!(
+            "attempted={} connected={} open={} in_flight={}\n",
+            c.attempted, c.connected, c.open, c.in_flight
+        ));
+    } else {
+        out.push_str(&format!(
+            "accepted={} open={} ws_open={}\n",
+            c.accepted, c.open, c.ws_open
+        ));
+    }
+    out.push_str(&format!("closed: {}\n", nz(c.closed.iter().collect())));
+    out.push_str(&format!("failures: {}\n", nz(c.failures.iter().collect())));
+    out.push_str(&format!(
+        "protocol errors: {}\n",
+        nz(c.protocol_errors.iter().collect())
+    ));
+    out.push_str(&format!(
+        "bytes in={} out={} echo_round_trips={} pushes sent={} received={}\n",
+        c.bytes_in, c.bytes_out, c.echo_round_trips, c.pushes_sent, c.pushes_received
+    ));
+    if let Some(b) = s.rss_per_connection_bytes {
+        out.push_str(&format!(
+            "rss {:.1} MiB (baseline {:.1} MiB): {b:.0} bytes per open connection\n",
+            s.rss_bytes as f64 / 1048576.0,
+            s.rss_baseline_bytes as f64 / 1048576.0
+        ));
+    }
+    out.push_str(&format!(
+        "cpu user {:.2} s, sys {:.2} s\n",
+        s.cpu_user_s, s.cpu_sys_s
+    ));
+    if !s.setup_steps.is_empty() {
+        out.push_str("setup: connections  at_s  step_s  conn/s\n");
+        for st in &s.setup_steps {
+            out.push_str(&format!(
+                "       {:>11}  {:>5.2}  {:>6.2}  {:>7.0}\n",
+                st.connections, st.at_s, st.step_s, st.rate_per_s
+            ));
+        }
+    }
+    for p in &s.pushes {
+        out.push_str(&format!(
+            "push {}: {} {} , last {:.3} s after the broadcast began\n",
+            p.push_id,
+            p.count,
+            if s.side == "server" {
+                "written"
+            } else {
+                "received"
+            },
+            p.complete_s
+        ));
+    }
+    for (name, p) in &s.percentiles {
+        if p.count > 0 {
+            out.push_str(&p.table(name));
+        }
+    }
+    out
+}
