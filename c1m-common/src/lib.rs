@@ -194,6 +194,8 @@ pub struct TracepointFields {
     pub protocol: u32,
     /// `enum skb_drop_reason reason` for `skb:kfree_skb`.
     pub reason: u32,
+    /// `void *location` (where the skb was freed) for `skb:kfree_skb`.
+    pub location: u32,
     /// `char name[32]` (protocol name) for `sock:sock_exceed_buf_limit`.
     pub name: u32,
     /// 1 when the ports sit inside a `struct sockaddr` (network byte order), 0 when
@@ -213,6 +215,7 @@ impl TracepointFields {
         family: OFFSET_UNKNOWN,
         protocol: OFFSET_UNKNOWN,
         reason: OFFSET_UNKNOWN,
+        location: OFFSET_UNKNOWN,
         name: OFFSET_UNKNOWN,
         ports_be: 0,
     };
@@ -250,7 +253,11 @@ pub struct Config {
     /// struct has no padding.
     pub netns_cookie_lo: u32,
     pub netns_cookie_hi: u32,
-    pub _pad: u32,
+    /// [start, end) code addresses of `tcp_v4_rcv` and `tcp_v6_rcv` from
+    /// /proc/kallsyms (0 when unknown). A `kfree_skb` of a listener's packet from
+    /// inside them is the drop that also bumped the listener's `sk_drops` without
+    /// being a listen drop (see listen_overflow.rs).
+    pub tcp_rcv_ranges: [u64; 4],
 }
 
 impl Config {
@@ -262,7 +269,7 @@ impl Config {
         addr_filter: 0,
         netns_cookie_lo: 0,
         netns_cookie_hi: 0,
-        _pad: 0,
+        tcp_rcv_ranges: [0; 4],
     };
 }
 
@@ -327,14 +334,27 @@ pub struct ListenEvents {
     pub synack_retransmits: u64,
     /// Final ACKs dropped because the accept queue was full (`skb:kfree_skb`).
     pub overflow_acks: u64,
+    /// Packets of this listener freed from inside `tcp_v4_rcv`/`tcp_v6_rcv`: each one
+    /// also counted once in `sk_drops` without being a listen drop.
+    pub rcv_discards: u64,
 }
 
+/// A listener's last `sk_drops`, taken as it closes (`LISTEN_CLOSED`), so drops after
+/// the last listener walk are not lost.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClosedListener {
+    pub port: u32,
+    pub drops: u32,
+}
+
+const _: () = assert!(size_of::<ClosedListener>() == 8);
 const _: () = assert!(size_of::<KernelOffsets>() == 22 * 4);
-const _: () = assert!(size_of::<TracepointFields>() == 12 * 4);
-const _: () = assert!(size_of::<Config>() == 88 + 48 * hook::COUNT + 24);
+const _: () = assert!(size_of::<TracepointFields>() == 13 * 4);
+const _: () = assert!(size_of::<Config>() == 88 + 52 * hook::COUNT + 20 + 32);
 const _: () = assert!(size_of::<SockAgg>() == 48);
 const _: () = assert!(size_of::<ListenerRecord>() == 40);
-const _: () = assert!(size_of::<ListenEvents>() == 24);
+const _: () = assert!(size_of::<ListenEvents>() == 32);
 
 #[cfg(feature = "user")]
 mod pod {
@@ -344,4 +364,5 @@ mod pod {
     unsafe impl aya::Pod for super::SockAgg {}
     unsafe impl aya::Pod for super::ListenerRecord {}
     unsafe impl aya::Pod for super::ListenEvents {}
+    unsafe impl aya::Pod for super::ClosedListener {}
 }

@@ -7,10 +7,10 @@ use aya_ebpf::{
     EbpfContext,
     bindings::BPF_NOEXIST,
     macros::map,
-    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap},
 };
 use aya_log_ebpf::error;
-use c1m_common::{EVENT_SLOTS, ListenEvents, SOCK_AGG_SLOTS, SockAgg, TRANSITION_SLOTS};
+use c1m_common::{ClosedListener, EVENT_SLOTS, ListenEvents, SOCK_AGG_SLOTS, SockAgg, TRANSITION_SLOTS};
 
 /// side × old state × new state.
 #[map]
@@ -32,6 +32,10 @@ pub static WATCH_ADDRS: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
 /// Per listening port: children created, SYN-ACK retransmits, overflowed final ACKs.
 #[map]
 pub static LISTEN_EVENTS: PerCpuHashMap<u32, ListenEvents> = PerCpuHashMap::with_max_entries(16384, 0);
+
+/// Listener address -> its last `sk_drops`, written as it closes; user space drains it.
+#[map]
+pub static LISTEN_CLOSED: LruHashMap<u64, ClosedListener> = LruHashMap::with_max_entries(4096, 0);
 
 /// Filled by the socket iterator; user space zeroes it before each walk. A walk runs
 /// in the reading thread, one at a time, so plain adds are race-free.
@@ -74,6 +78,7 @@ pub enum ListenCounter {
     Children,
     SynackRetransmits,
     OverflowAcks,
+    RcvDiscards,
 }
 
 /// Adds one to a listening port's counter, creating the entry on first use; `ctx`
@@ -95,6 +100,7 @@ pub fn bump_listener<C: EbpfContext>(ctx: &C, port: u32, counter: ListenCounter)
             ListenCounter::Children => &raw mut (*entry).children,
             ListenCounter::SynackRetransmits => &raw mut (*entry).synack_retransmits,
             ListenCounter::OverflowAcks => &raw mut (*entry).overflow_acks,
+            ListenCounter::RcvDiscards => &raw mut (*entry).rcv_discards,
         }
     };
     add(slot);

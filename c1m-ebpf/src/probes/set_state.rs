@@ -11,7 +11,7 @@
 
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use aya_log_ebpf::info;
-use c1m_common::{SOCK_OPS_STATE_CB_FLAG, hook, settings, tcp_state};
+use c1m_common::{ClosedListener, SOCK_OPS_STATE_CB_FLAG, hook, settings, tcp_state};
 
 use super::{
     count_transition,
@@ -20,7 +20,7 @@ use super::{
 use crate::{
     config::cfg,
     kernel::{in_watched_netns, read},
-    maps::setting,
+    maps::{LISTEN_CLOSED, setting},
     watch::learn_listener,
 };
 
@@ -50,6 +50,14 @@ fn try_inet_sock_set_state(ctx: &TracePointContext) -> Option<()> {
     let (sport, dport, saddr, daddr) = endpoints(ctx, &f)?;
     if new == tcp_state::LISTEN && learn_listener(sport) {
         info!(ctx, "c1m: new listener on port {}, counted as server side", sport);
+    }
+    if old == tcp_state::LISTEN && new == tcp_state::CLOSE {
+        let drops: u32 = read(sk, cfg!(offsets.sk_drops)).unwrap_or(0);
+        let last = ClosedListener {
+            port: u32::from(sport),
+            drops,
+        };
+        let _ = LISTEN_CLOSED.insert(sk, last, 0);
     }
     if setting(settings::SOCKOPS_ACTIVE) && counted_by_sockops(sk, old, new) {
         return None;

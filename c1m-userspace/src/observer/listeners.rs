@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use c1m_common::{ListenEvents, ListenerRecord};
+use c1m_common::{ClosedListener, ListenEvents, ListenerRecord};
 
 use super::view::ListenerView;
 
@@ -30,6 +30,24 @@ impl Tracker {
         Self {
             filter,
             ..Self::default()
+        }
+    }
+
+    /// Listeners that closed since the last walk, with their final `sk_drops`.
+    pub fn closed(&mut self, closed: &[(u64, ClosedListener)]) {
+        for (sk, c) in closed {
+            let port = c.port as u16;
+            let baseline = match self.live.remove(sk) {
+                Some(l) if l.port == port => l.baseline,
+                Some(l) => {
+                    *self.retired.entry(l.port).or_default() +=
+                        u64::from(l.last.wrapping_sub(l.baseline));
+                    0
+                }
+                // Born and closed between two walks.
+                None => 0,
+            };
+            *self.retired.entry(port).or_default() += u64::from(c.drops.wrapping_sub(baseline));
         }
     }
 
@@ -78,10 +96,13 @@ impl Tracker {
         self.current = records.to_vec();
     }
 
+    /// `acks`: the kfree_skb hook runs; `discards`: it also knows where `tcp_v4_rcv`
+    /// is (kallsyms), so drops can be made exact; `synacks`: the SYN-ACK hook runs.
     pub fn views(
         &self,
         events: &BTreeMap<u16, ListenEvents>,
-        exact_acks: bool,
+        acks: bool,
+        discards: bool,
         synacks: bool,
     ) -> Vec<ListenerView> {
         let mut by_port: BTreeMap<u16, ListenerView> = BTreeMap::new();
@@ -120,13 +141,17 @@ impl Tracker {
             v.queue_peak_sampled = self.peaks.get(&v.port).copied().unwrap_or(0);
             v.children = e.children;
             v.synack_retransmits = synacks.then_some(e.synack_retransmits);
-            if exact_acks {
-                v.overflow_acks = Some(e.overflow_acks);
-                v.accept_queue_overflows = v.sk_drops_delta.saturating_sub(e.overflow_acks);
+            v.overflow_acks = acks.then_some(e.overflow_acks);
+            v.rcv_discards = (acks && discards).then_some(e.rcv_discards);
+            v.accept_queue_overflows = v.sk_drops_delta.saturating_sub(if !acks {
+                0
+            } else if discards {
+                e.rcv_discards
             } else {
-                v.overflow_acks = None;
-                v.accept_queue_overflows = v.sk_drops_delta;
-            }
+                // Without the discard count, overflowed final ACKs are the known
+                // double count; other discards (rare) stay in.
+                e.overflow_acks
+            });
         }
         by_port.into_values().collect()
     }
@@ -154,32 +179,52 @@ mod tests {
         t.observe(&[rec(1, 8000, 100, 0)], true);
         t.observe(&[rec(1, 8000, 110, 9), rec(2, 8000, 4, 1)], false);
         let mut events = BTreeMap::new();
-        events.insert(
-            8000,
-            ListenEvents {
-                children: 5,
-                synack_retransmits: 1,
-                overflow_acks: 2,
-            },
-        );
-        let v = &t.views(&events, true, true)[0];
+        let e = ListenEvents {
+            children: 5,
+            synack_retransmits: 1,
+            overflow_acks: 2,
+            rcv_discards: 3,
+        };
+        events.insert(8000, e);
+        let v = &t.views(&events, true, true, true)[0];
         assert_eq!((v.sockets, v.queue_depth, v.queue_limit), (2, 10, 16));
         assert_eq!(v.sk_drops_delta, 14);
         assert_eq!(
-            v.accept_queue_overflows, 12,
-            "each overflowed ACK counts twice in sk_drops"
+            v.accept_queue_overflows, 11,
+            "tcp_v4_rcv discards count in sk_drops too"
         );
-        assert_eq!(v.overflow_acks, Some(2));
-        // Listener 1 closes: its 10 drops are kept.
+        assert_eq!((v.overflow_acks, v.rcv_discards), (Some(2), Some(3)));
+        let no_kallsyms = &t.views(&events, true, false, true)[0];
+        assert_eq!(
+            no_kallsyms.accept_queue_overflows, 12,
+            "falls back to overflowed ACKs"
+        );
+        // Listener 1 closes after 5 more drops: all 15 are kept.
+        t.closed(&[(
+            1,
+            ClosedListener {
+                port: 8000,
+                drops: 115,
+            },
+        )]);
         t.observe(&[rec(2, 8000, 4, 0)], false);
-        let v = &t.views(&events, false, false)[0];
+        let v = &t.views(&events, false, false, false)[0];
         assert_eq!(
             (v.sockets, v.sk_drops_delta, v.accept_queue_overflows),
-            (1, 14, 14)
+            (1, 19, 19)
         );
         assert_eq!(
             (v.overflow_acks, v.synack_retransmits, v.queue_peak_sampled),
             (None, None, 10)
         );
+        // One born and closed between two walks: all its drops count.
+        t.closed(&[(
+            3,
+            ClosedListener {
+                port: 8000,
+                drops: 7,
+            },
+        )]);
+        assert_eq!(t.views(&events, false, false, false)[0].sk_drops_delta, 26);
     }
 }

@@ -30,8 +30,8 @@ use aya::{
     programs::{CgroupAttachMode, Iter, SockOps, TracePoint},
 };
 use c1m_common::{
-    Config, EVENT_SLOTS, ListenEvents, TRANSITION_SLOTS, event, event_index, hook, side, tcp_state,
-    transition_index,
+    ClosedListener, Config, EVENT_SLOTS, ListenEvents, TRANSITION_SLOTS, event, event_index, hook,
+    side, tcp_state, transition_index,
 };
 use thiserror::Error;
 pub use view::{KernelMemory, KernelView, ListenerView, SideMemory, SideView};
@@ -122,6 +122,7 @@ pub struct Observer {
     last_walk: Option<walk::SocketWalk>,
     walks: u64,
     previous: Option<(Instant, Counters)>,
+    rcv_ranges_known: bool,
 }
 
 /// Raw counter totals read from the maps.
@@ -171,6 +172,16 @@ impl Observer {
             })?;
             cfg.netns_cookie_lo = cookie as u32;
             cfg.netns_cookie_hi = (cookie >> 32) as u32;
+        }
+        let rcv_ranges = procfs::tcp_rcv_ranges();
+        let rcv_ranges_known = rcv_ranges.is_some();
+        match rcv_ranges {
+            Some(r) => cfg.tcp_rcv_ranges = r,
+            None => unavailable.push(
+                "exact accept_queue_overflows: no tcp_v4_rcv address in /proc/kallsyms (needs root and \
+                 kptr_restrict < 2); the figure may include a few non-listen drops"
+                    .to_owned(),
+            ),
         }
         cfg.ports_filter = u32::from(!config.ports.is_empty());
         cfg.addr_filter = u32::from(!config.addrs.is_empty());
@@ -269,6 +280,7 @@ impl Observer {
             last_walk: None,
             walks: 0,
             previous: None,
+            rcv_ranges_known,
         };
         // Baselines: listeners' drop counters as they are now, and the sockets that
         // already exist, so every later figure is "since attach".
@@ -289,6 +301,8 @@ impl Observer {
         if let Some(logger) = self.logger.as_mut() {
             logger.flush();
         }
+        let closed = self.drain_closed_listeners()?;
+        self.listeners.closed(&closed);
         let records = walk::listeners(self.listener_link.as_fd())?;
         self.listeners.observe(&records, false);
         self.learn_listening_ports(&records)?;
@@ -317,9 +331,11 @@ impl Observer {
             *view.side_mut(s) = self.side_view(s, &counters, previous, elapsed);
         }
         let listen_events = self.read_listen_events()?;
-        let exact_acks = !self.hook_missing(hook::KFREE_SKB);
+        let acks = !self.hook_missing(hook::KFREE_SKB);
         let synacks = !self.hook_missing(hook::RETRANSMIT_SYNACK);
-        view.listeners = self.listeners.views(&listen_events, exact_acks, synacks);
+        view.listeners = self
+            .listeners
+            .views(&listen_events, acks, self.rcv_ranges_known, synacks);
         if let Some(walk) = &self.last_walk {
             view.memory = Some(self.memory.compute(&walk.agg));
             view.walk = view::WalkInfo {
@@ -400,6 +416,21 @@ impl Observer {
         })
     }
 
+    fn drain_closed_listeners(&mut self) -> Result<Vec<(u64, ClosedListener)>, ObserverError> {
+        let mut map: BpfHashMap<&mut MapData, u64, ClosedListener> = BpfHashMap::try_from(
+            self.ebpf
+                .map_mut("LISTEN_CLOSED")
+                .ok_or(ObserverError::NoObject)?,
+        )
+        .map_err(map_err("LISTEN_CLOSED"))?;
+        let entries: Vec<(u64, ClosedListener)> = map.iter().filter_map(Result::ok).collect();
+        for (sk, _) in &entries {
+            // Already gone (LRU eviction) is fine.
+            let _ = map.remove(sk);
+        }
+        Ok(entries)
+    }
+
     fn read_map_errors(&self) -> Result<u64, ObserverError> {
         let map: PerCpuArray<&MapData, u64> =
             PerCpuArray::try_from(self.ebpf.map("MAP_ERRORS").ok_or(ObserverError::NoObject)?)
@@ -422,6 +453,7 @@ impl Observer {
                 total.children += v.children;
                 total.synack_retransmits += v.synack_retransmits;
                 total.overflow_acks += v.overflow_acks;
+                total.rcv_discards += v.rcv_discards;
             }
             out.insert(port as u16, total);
         }
@@ -535,14 +567,8 @@ fn attach_tracepoint(ebpf: &mut Ebpf, name: &str, category: &str) -> Result<(), 
 /// Attaches the sock_ops program to the root of the cgroup v2 hierarchy, so it sees
 /// the sockets of every process.
 fn attach_sock_ops(ebpf: &mut Ebpf) -> Result<(), ObserverError> {
-    let root = procfs::cgroup2_root().ok_or_else(|| ObserverError::Io {
-        what: "finding the cgroup v2 hierarchy".to_owned(),
-        source: std::io::Error::other(
-            "no cgroup2 mount in /proc/self/mountinfo (mount -t cgroup2 none /sys/fs/cgroup)",
-        ),
-    })?;
-    let cgroup = std::fs::File::open(&root).map_err(|source| ObserverError::Io {
-        what: format!("opening {}", root.display()),
+    let cgroup = procfs::open_cgroup2_root().map_err(|source| ObserverError::Io {
+        what: "opening the cgroup v2 root (mount -t cgroup2 none /sys/fs/cgroup)".to_owned(),
         source,
     })?;
     let what = || "sock_ops program".to_owned();

@@ -139,6 +139,83 @@ pub fn own_netns_inum() -> Option<u32> {
     s.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()
 }
 
+/// Code ranges [start, end) of `tcp_v4_rcv` and `tcp_v6_rcv` from /proc/kallsyms
+/// (end = the next symbol). `None` when addresses are hidden (not root, kptr_restrict).
+pub fn tcp_rcv_ranges() -> Option<[u64; 4]> {
+    parse_kallsyms_ranges(
+        &fs::read_to_string("/proc/kallsyms").ok()?,
+        &["tcp_v4_rcv", "tcp_v6_rcv"],
+    )
+    .map(|r| [r[0].0, r[0].1, r[1].0, r[1].1])
+}
+
+fn parse_kallsyms_ranges(text: &str, names: &[&str; 2]) -> Option<[(u64, u64); 2]> {
+    let mut addrs: Vec<u64> = Vec::new();
+    let mut found = [None, None];
+    for line in text.lines() {
+        let mut cols = line.split_whitespace();
+        let (Some(addr), Some(_kind), Some(name)) = (cols.next(), cols.next(), cols.next()) else {
+            continue;
+        };
+        let Ok(addr) = u64::from_str_radix(addr, 16) else {
+            continue;
+        };
+        if addr == 0 {
+            continue;
+        }
+        addrs.push(addr);
+        for (i, want) in names.iter().enumerate() {
+            // Module symbols carry a "[module]" column; the core ones don't.
+            if name == *want && cols.next().is_none() {
+                found[i] = Some(addr);
+            }
+        }
+    }
+    addrs.sort_unstable();
+    addrs.dedup();
+    let range = |start: u64| -> Option<(u64, u64)> {
+        let i = addrs.partition_point(|&a| a <= start);
+        Some((start, *addrs.get(i)?))
+    };
+    // tcp_v6_rcv is absent without IPv6: an empty range then.
+    let v4 = range(found[0]?)?;
+    let v6 = found[1].and_then(range).unwrap_or((0, 0));
+    Some([v4, v6])
+}
+
+/// An open directory fd of the cgroup v2 root. Uses the existing mount; where this
+/// mount namespace has none (e.g. under `ip netns exec`, which remounts /sys), mounts
+/// cgroup2 privately, opens it and detaches the mount again (the fd keeps it alive).
+pub fn open_cgroup2_root() -> std::io::Result<fs::File> {
+    if let Some(root) = cgroup2_root() {
+        return fs::File::open(root);
+    }
+    let dir = std::env::temp_dir().join(format!("c1m-cgroup2-{}", std::process::id()));
+    fs::create_dir_all(&dir)?;
+    let target = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(std::io::Error::other)?;
+    // SAFETY: valid NUL-terminated strings; data may be null.
+    let rc = unsafe {
+        libc::mount(
+            c"none".as_ptr(),
+            target.as_ptr(),
+            c"cgroup2".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        let _ = fs::remove_dir(&dir);
+        return Err(e);
+    }
+    let file = fs::File::open(&dir);
+    // SAFETY: as above; MNT_DETACH lets the open fd keep the hierarchy reachable.
+    unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    let _ = fs::remove_dir(&dir);
+    file
+}
+
 /// Mount point of the cgroup v2 hierarchy's root (`/sys/fs/cgroup`, or
 /// `/sys/fs/cgroup/unified` on hybrid systems).
 pub fn cgroup2_root() -> Option<std::path::PathBuf> {
@@ -187,6 +264,19 @@ mod tests {
         assert_eq!(m["TcpExtListenOverflows"], 7);
         assert_eq!(m["TcpExtListenDrops"], 9);
         assert_eq!(m["IpExtInNoRoutes"], 3);
+    }
+
+    #[test]
+    fn finds_function_ranges_in_kallsyms() {
+        let text = "ffffffff82000000 T tcp_v4_rcv\nffffffff82000800 t __pfx_next\n\
+                    ffffffff82001000 T tcp_v6_rcv\nffffffff82001100 t after\nffffffff82000100 t mid [mod]\n";
+        let r = parse_kallsyms_ranges(text, &["tcp_v4_rcv", "tcp_v6_rcv"]).unwrap();
+        assert_eq!(r[0], (0xffffffff82000000, 0xffffffff82000100));
+        assert_eq!(r[1], (0xffffffff82001000, 0xffffffff82001100));
+        assert!(
+            parse_kallsyms_ranges("0000000000000000 T tcp_v4_rcv\n", &["tcp_v4_rcv", "x"])
+                .is_none()
+        );
     }
 
     #[test]

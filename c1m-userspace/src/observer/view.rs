@@ -121,14 +121,17 @@ pub struct ListenerView {
     pub queue_limit: u64,
     /// Deepest `queue_depth` seen by any listener walk (sampled, not exact).
     pub queue_peak_sampled: u64,
-    /// Handshakes dropped because the accept queue was full, since attach: equals
-    /// the kernel's `TcpExtListenOverflows` for this port. Derived: Δ`sk_drops` minus
-    /// `overflow_acks`, because the kernel counts an overflowed final ACK twice in
-    /// `sk_drops` (see ARCHITECTURE.md).
+    /// Handshakes this port's listeners dropped since attach, mostly because the
+    /// accept queue was full: the kernel's `TcpExtListenDrops` for this port (equal
+    /// to `ListenOverflows` unless the kernel ran out of memory or routes).
+    /// Derived: Δ`sk_drops` minus `rcv_discards` (see ARCHITECTURE.md).
     pub accept_queue_overflows: u64,
     /// ... of which final ACKs (the client believes it is connected). `None` when
     /// `skb:kfree_skb` is missing; `accept_queue_overflows` is then raw Δ`sk_drops`.
     pub overflow_acks: Option<u64>,
+    /// Packets for the listener that `tcp_v4_rcv` discarded (they also count in
+    /// `sk_drops`); `None` when /proc/kallsyms gave no address for `tcp_v4_rcv`.
+    pub rcv_discards: Option<u64>,
     /// Raw Δ`sk_drops` of the listening sockets since attach.
     pub sk_drops_delta: u64,
     /// Children created (LISTEN->SYN_RECV) since attach.
@@ -144,6 +147,8 @@ pub struct KernelMemory {
     pub total: SideMemory,
     /// Bytes per object of each slab cache used, from /sys/kernel/slab.
     pub slab_object_bytes: BTreeMap<String, u64>,
+    /// Derived slab bytes of all sides, per cache: where the kernel memory went.
+    pub slab_bytes_by_cache: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -157,7 +162,8 @@ pub struct SideMemory {
     /// ... of which registered with epoll.
     pub in_epoll: u64,
     /// Derived: socket counts × slab object size (socket object, plus inode, file and
-    /// dentry for sockets with a file, plus epoll item and wait entry when in epoll).
+    /// dentry for sockets with a file, plus epoll item and wait entry when in epoll,
+    /// plus the port's bind buckets for client sockets).
     pub slab_bytes_derived: u64,
     /// Counted: receive queue + send queue + forward allocation, read per socket.
     pub buffer_bytes: u64,
