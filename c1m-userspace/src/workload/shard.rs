@@ -124,7 +124,10 @@ pub async fn spawn_process(
                 continue;
             };
             line.push(b'\n');
-            if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+            if stdin.write_all(&line).await.is_err()
+                || stdin.flush().await.is_err()
+                || c == ShardCommand::Stop
+            {
                 break;
             }
         }
@@ -162,7 +165,7 @@ pub fn worker_main() -> Result<()> {
         .enable_all()
         .build()
         .context("tokio runtime")?;
-    rt.block_on(async {
+    let result = rt.block_on(async {
         let mut lines = BufReader::new(tokio::io::stdin()).lines();
         let first = lines
             .next_line()
@@ -189,5 +192,9 @@ pub fn worker_main() -> Result<()> {
             sink: Sink::Stdout(tokio::io::stdout()),
         };
         run_engine(cfg, io, Arc::new(AtomicU64::new(0))).await
-    })
+    });
+    // tokio reads stdin on a blocking thread that a normal runtime drop would wait for
+    // (until the supervisor closes the pipe): do not wait, the engine is done.
+    rt.shutdown_background();
+    result
 }

@@ -81,6 +81,8 @@ struct Supervisor {
     stopping: bool,
     next_push: u64,
     fatal: Option<String>,
+    /// Warnings already printed.
+    warned: std::collections::HashSet<String>,
 }
 
 /// How often `connections: N` is printed (the seed's handler printed every 2 s).
@@ -127,6 +129,7 @@ pub async fn run(o: Options, plan: &Plan, configs: Vec<ShardConfig>) -> Result<A
         stopping: false,
         next_push: 1,
         fatal: None,
+        warned: Default::default(),
         o,
     };
     sup.main(&mut ev_rx).await
@@ -206,7 +209,12 @@ impl Supervisor {
             return;
         };
         for w in &r.warnings {
-            eprintln!("c1m {} shard {}: {w}", side_name(self.o.side), r.shard);
+            // Every shard hits the same wall at once: say each thing once (numbers such as
+            // ports and counts differ between shards, so they do not make a new message).
+            let key: String = w.chars().filter(|c| !c.is_ascii_digit()).collect();
+            if self.warned.insert(key) {
+                eprintln!("c1m {}: {w}", side_name(self.o.side));
+            }
         }
         if let Some(f) = &r.fatal {
             eprintln!(

@@ -1,0 +1,169 @@
+//! Bad input and faults over real sockets: malformed handshakes and frames get the RFC's
+//! answer and are counted, the server keeps serving; a refused connect is a clear failure.
+//! Ports 20100–20199, control 20910–20919.
+#![allow(clippy::unwrap_used)] // panics are the assertions
+
+mod workload_util;
+
+use std::{
+    io::{Read, Write},
+    net::TcpStream,
+    time::Duration,
+};
+
+use workload_util::{Proc, c1m, control, wait_for};
+
+const T: Duration = Duration::from_secs(60);
+const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
+
+fn connect(port: u16) -> TcpStream {
+    let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// Reads until the server closes.
+fn read_all(mut s: TcpStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+fn upgraded(port: u16) -> TcpStream {
+    let mut s = connect(port);
+    s.write_all(&c1m::workload::ws::handshake::request("h", "/", KEY))
+        .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut b).unwrap();
+        head.push(b[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    s
+}
+
+fn masked(op: c1m::workload::ws::Opcode, payload: &[u8]) -> Vec<u8> {
+    let mut v = Vec::new();
+    c1m::workload::ws::frame::encode_frame(&mut v, op, payload, Some([7, 7, 7, 7]));
+    v
+}
+
+#[test]
+fn malformed_input_gets_rfc_answers_and_is_counted() {
+    use c1m::workload::ws::Opcode;
+    let (port, ctl) = (20100u16, "127.0.0.1:20910");
+    let server = Proc::spawn(
+        "server",
+        c1m()
+            .args([
+                "server",
+                "--mode",
+                "ws",
+                "--ports",
+                "20100",
+                "--quiet",
+                "--threads",
+                "1",
+            ])
+            .args(["--max-message", "1024", "--control", ctl]),
+    );
+    wait_for(ctl, "server up", T, |s| s.phase == "running");
+
+    // Bad key → 400; wrong version → 426; garbage → 400.
+    for (req, status) in [
+        (
+            format!(
+                "GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: short\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            ),
+            "400",
+        ),
+        (
+            format!(
+                "GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 8\r\n\r\n"
+            ),
+            "426",
+        ),
+        ("\x16\x03\x01 not http at all\r\n\r\n".to_owned(), "400"),
+    ] {
+        let mut s = connect(port);
+        s.write_all(req.as_bytes()).unwrap();
+        let answer = String::from_utf8_lossy(&read_all(s)).to_string();
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{answer}"
+        );
+    }
+    // Frame violations → close frame with the RFC code, then the server closes.
+    let cases: Vec<(Vec<u8>, u16)> = vec![
+        (vec![0x81, 0x02, b'h', b'i'], 1002), // unmasked client frame
+        (vec![0x83, 0x80, 0, 0, 0, 0], 1002), // reserved opcode
+        (vec![0xF1, 0x80, 0, 0, 0, 0], 1002), // reserved bits
+        (masked(Opcode::Text, &[0xC0, 0xAF]), 1007), // invalid UTF-8
+        (vec![0x82, 0xFF, 0, 0, 0, 0, 0, 1, 0, 0, 1, 2, 3, 4], 1009), // 64 KiB > --max-message 1024
+        (masked(Opcode::Continuation, b"x"), 1002), // continuation without start
+    ];
+    for (bytes, code) in &cases {
+        let mut s = upgraded(port);
+        s.write_all(bytes).unwrap();
+        let answer = read_all(s);
+        assert_eq!(answer[..2], [0x88, 0x02], "{bytes:x?} -> {answer:x?}");
+        assert_eq!(
+            u16::from_be_bytes([answer[2], answer[3]]),
+            *code,
+            "{bytes:x?}"
+        );
+    }
+    // A header cut short and then EOF: counted as truncated.
+    let mut s = upgraded(port);
+    s.write_all(&[0x82, 0xFE, 0x00]).unwrap();
+    drop(s);
+    // The server still works: ping and echo on a fresh connection.
+    let mut s = upgraded(port);
+    s.write_all(&masked(Opcode::Ping, b"p?")).unwrap();
+    s.write_all(&masked(Opcode::Text, b"still here")).unwrap();
+    let mut buf = [0u8; 16];
+    s.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf[..4], &[0x8A, 0x02, b'p', b'?']);
+    assert_eq!(&buf[4..6], &[0x81, 10]);
+    assert_eq!(&buf[6..], b"still here");
+
+    let st = wait_for(ctl, "counted", T, |s| {
+        s.counters.protocol_errors.truncated == 1
+    });
+    let p = st.counters.protocol_errors;
+    assert_eq!(
+        (p.http_400, p.http_426, p.ws_1002, p.ws_1007, p.ws_1009),
+        (2, 1, 4, 1, 1),
+        "{p:?}"
+    );
+    assert_eq!(st.counters.closed.protocol, 9);
+    assert_eq!(st.counters.open, 1);
+    control(ctl, "stop").unwrap();
+    assert!(server.wait(T).status.success());
+}
+
+#[test]
+fn refused_is_counted_and_named() {
+    // Nothing listens on 20150: every connect is refused, the run fails with one clear line.
+    let out = c1m()
+        .args([
+            "client", "--ports", "20150", "-n", "20", "--hold", "0s", "--quiet",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("connection refused"), "{err}");
+    assert!(err.contains("refused=20"), "{err}");
+    assert_eq!(
+        err.matches("connection refused: is the server listening")
+            .count(),
+        1,
+        "one line per cause: {err}"
+    );
+}

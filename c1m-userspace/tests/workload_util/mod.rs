@@ -1,0 +1,132 @@
+//! Helpers for the workload integration tests: run the built `c1m`, talk to its control
+//! endpoint, wait for counts. Every wait is bounded; processes are killed on drop.
+#![allow(dead_code, clippy::unwrap_used)] // each test binary uses a subset; panics are assertions
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    net::TcpStream,
+    process::{Child, Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+use c1m::workload::stats::AppSnapshot;
+
+pub fn c1m() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_c1m"))
+}
+
+/// A child process killed (and reaped) when dropped, so a failed assertion leaves nothing
+/// running.
+pub struct Proc {
+    pub child: Option<Child>,
+    pub name: &'static str,
+}
+
+impl Proc {
+    pub fn spawn(name: &'static str, cmd: &mut Command) -> Proc {
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Proc {
+            child: Some(child),
+            name,
+        }
+    }
+
+    /// Waits for exit (bounded) and returns the output.
+    pub fn wait(mut self, timeout: Duration) -> Output {
+        let mut child = self.child.take().unwrap();
+        let deadline = Instant::now() + timeout;
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                return child.wait_with_output().unwrap();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                panic!(
+                    "{} did not exit within {timeout:?}\nstdout:\n{}\nstderr:\n{}",
+                    self.name,
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            if let Ok(out) = c.wait_with_output() {
+                eprintln!(
+                    "--- {} (killed) stdout:\n{}\n--- stderr:\n{}",
+                    self.name,
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
+}
+
+/// One control command, one answer line.
+pub fn control(addr: &str, cmd: &str) -> Result<String, std::io::Error> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.write_all(format!("{cmd}\n").as_bytes())?;
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line)?;
+    Ok(line)
+}
+
+pub fn stats(addr: &str) -> Option<AppSnapshot> {
+    serde_json::from_str(&control(addr, "stats").ok()?).ok()
+}
+
+/// Polls `stats` until `done` holds (bounded), returning the last snapshot.
+pub fn wait_for(
+    addr: &str,
+    what: &str,
+    timeout: Duration,
+    done: impl Fn(&AppSnapshot) -> bool,
+) -> AppSnapshot {
+    let deadline = Instant::now() + timeout;
+    let mut last = None;
+    while Instant::now() < deadline {
+        if let Some(s) = stats(addr) {
+            if done(&s) {
+                return s;
+            }
+            last = Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!(
+        "timed out waiting for {what}; last stats: {}",
+        serde_json::to_string_pretty(&last).unwrap()
+    );
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The Python `websockets` package, or a failure telling how to get it.
+pub fn require_python_websockets() {
+    let ok = Command::new("python3")
+        .args(["-c", "import websockets"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "the interop tests need Python's `websockets` package: run `cargo xtask test` (it installs it), \
+         or `python3 -m pip install websockets`"
+    );
+}
