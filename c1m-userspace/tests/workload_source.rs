@@ -1,0 +1,84 @@
+//! Source-address binding: more connections to one server port than one source address
+//! allows, which succeeds only because several source addresses are used.
+//!
+//! Runs in a private network namespace (root) where `net.ipv4.ip_local_port_range` is
+//! narrowed to 100 ports, so one source address can hold exactly 100 connections to one
+//! server port. The negative control proves the limit is real: with one source, 150 asked
+//! gives 100 connected and 50 EADDRNOTAVAIL with a message naming `--source`.
+#![allow(clippy::unwrap_used)] // panics are the assertions
+
+mod workload_util;
+
+use std::process::Command;
+
+use c1m::workload::stats::AppSnapshot;
+use workload_util::is_root;
+
+#[test]
+fn several_source_addresses_pass_where_one_cannot() {
+    if !is_root() {
+        eprintln!(
+            "SKIP: several_source_addresses_pass_where_one_cannot needs root \
+             (private network namespace and per-namespace ip_local_port_range)"
+        );
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_c1m");
+    let dir = std::env::temp_dir().join(format!("c1m-source-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.display();
+    let script = format!(
+        r#"
+set -e
+ip link set lo up
+sysctl -q -w net.ipv4.ip_local_port_range="40000 40099"
+{bin} server --ports 21000 --quiet --duration 60s --control 127.0.0.1:21900 &
+SPID=$!
+for i in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/21900) 2>/dev/null && break; sleep 0.1; done
+set +e
+{bin} client --ports 21000 -n 150 --source 127.0.0.9 --hold 0s --quiet --stats-json {d}/one.json 2> {d}/one.err
+echo "one_rc=$?"
+{bin} client --ports 21000 -n 250 --source 127.0.0.2-127.0.0.4 --hold 0s --quiet --stats-json {d}/three.json 2> {d}/three.err
+echo "three_rc=$?"
+kill $SPID; wait $SPID
+"#
+    );
+    let out = Command::new("unshare")
+        .args(["--net", "bash", "-c", &script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let read = |name: &str| -> AppSnapshot {
+        let p = dir.join(name);
+        let bytes = std::fs::read(&p).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}\nstdout: {stdout}\nstderr: {}",
+                p.display(),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    let one = read("one.json");
+    let one_err = std::fs::read_to_string(dir.join("one.err")).unwrap();
+    assert_eq!(one.counters.connected, 100, "{one_err}");
+    assert_eq!(
+        one.counters.failures.addr_not_avail, 50,
+        "{:?}",
+        one.counters.failures
+    );
+    assert!(stdout.contains("one_rc=1"), "{stdout}");
+    assert!(one_err.contains("add --source addresses"), "{one_err}");
+
+    let three = read("three.json");
+    let three_err = std::fs::read_to_string(dir.join("three.err")).unwrap();
+    assert_eq!(three.counters.connected, 250, "{three_err}");
+    assert_eq!(
+        three.counters.failures.total(),
+        0,
+        "{:?}",
+        three.counters.failures
+    );
+    assert!(stdout.contains("three_rc=0"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
