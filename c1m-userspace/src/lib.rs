@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod lab;
+pub mod netns;
 pub mod observer;
 pub mod util;
 pub mod workload;

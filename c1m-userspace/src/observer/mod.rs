@@ -163,7 +163,7 @@ impl Observer {
         }
         if !config.all_netns {
             cfg.netns_inum = procfs::own_netns_inum().ok_or_else(|| ObserverError::Io {
-                what: "reading /proc/self/ns/net".to_owned(),
+                what: "reading /proc/thread-self/ns/net".to_owned(),
                 source: std::io::Error::other("unreadable"),
             })?;
             let cookie = bpf_sys::own_netns_cookie().map_err(|source| ObserverError::Io {

@@ -95,10 +95,13 @@ pub fn parse_netstat(text: &str) -> HashMap<String, u64> {
     out
 }
 
-/// /proc/net/netstat of the calling thread's network namespace, keyed like
+/// /proc/net/netstat of the calling *thread's* network namespace (tests give each
+/// test thread its own namespace), keyed like
 /// `TcpExtListenOverflows`.
 pub fn read_netstat() -> std::io::Result<HashMap<String, u64>> {
-    Ok(parse_netstat(&fs::read_to_string("/proc/net/netstat")?))
+    Ok(parse_netstat(&fs::read_to_string(
+        "/proc/thread-self/net/netstat",
+    )?))
 }
 
 /// /proc/net/sockstat's `TCP:` line: sockets in use, orphans, time-wait, allocated,
@@ -129,12 +132,12 @@ pub fn parse_sockstat(text: &str) -> Option<TcpSockstat> {
 }
 
 pub fn read_sockstat() -> Option<TcpSockstat> {
-    parse_sockstat(&fs::read_to_string("/proc/net/sockstat").ok()?)
+    parse_sockstat(&fs::read_to_string("/proc/thread-self/net/sockstat").ok()?)
 }
 
-/// Inode number of the calling process's network namespace (`net:[4026531840]`).
+/// Inode number of the calling thread's network namespace (`net:[4026531840]`).
 pub fn own_netns_inum() -> Option<u32> {
-    let link = fs::read_link("/proc/self/ns/net").ok()?;
+    let link = fs::read_link("/proc/thread-self/ns/net").ok()?;
     let s = link.to_string_lossy();
     s.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()
 }

@@ -1,0 +1,469 @@
+//! The kernel observer against real sockets on this kernel. Needs root (CAP_BPF):
+//! CI runs it as root; elsewhere every test says SKIP loudly and returns.
+//! Each test moves its thread into a private network namespace, so the exact counts
+//! it asserts are not disturbed by anything else on the box.
+
+use std::{
+    collections::HashMap,
+    io::{BufRead, BufReader, Read, Write},
+    net::{TcpListener, TcpStream},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use c1m::observer::{KernelView, Observer, ObserverConfig, privileges, procfs};
+use c1m_common::tcp_state;
+
+fn root_or_skip(test: &str) -> bool {
+    if privileges::is_root() {
+        return true;
+    }
+    eprintln!("SKIP {test}: needs root (CAP_BPF, CAP_NET_ADMIN); run `sudo -E cargo xtask test`");
+    false
+}
+
+fn private_netns() {
+    c1m::netns::enter_private().expect("unshare(CLONE_NEWNET): needs root");
+}
+
+fn observer(ports: &[u16]) -> Observer {
+    Observer::start(ObserverConfig {
+        ports: ports.to_vec(),
+        ..ObserverConfig::default()
+    })
+    .unwrap_or_else(|e| {
+        panic!("observer failed to start: {e}\n(build the eBPF object first: cargo xtask build)")
+    })
+}
+
+/// Snapshots until `done` holds (or 15 s pass) and returns the last view.
+fn settle(obs: &mut Observer, done: impl Fn(&KernelView) -> bool) -> KernelView {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let view = obs.snapshot().expect("snapshot");
+        if done(&view) || Instant::now() > deadline {
+            return view;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn transitions(view: &KernelView, side: &str) -> HashMap<String, u64> {
+    let s = if side == "server" {
+        &view.server
+    } else {
+        &view.client
+    };
+    s.transitions.iter().map(|(k, v)| (k.clone(), *v)).collect()
+}
+
+fn count_ss_established(port: u16) -> usize {
+    let out = Command::new("ss")
+        .args(["-Htn", "state", "established"])
+        .arg(format!("( sport = :{port} or dport = :{port} )"))
+        .output()
+        .expect("ss (iproute2) must be installed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count()
+}
+
+#[test]
+fn transitions_and_established_gauge_are_exact_for_2000_connections() {
+    if !root_or_skip("transitions_and_established_gauge_are_exact_for_2000_connections") {
+        return;
+    }
+    private_netns();
+    const N: usize = 2000;
+    const PORT: u16 = 9000;
+    let mut obs = observer(&[PORT]);
+    let listener = TcpListener::bind(("127.0.0.1", PORT)).expect("bind");
+    let mut clients = Vec::with_capacity(N);
+    let mut servers = Vec::with_capacity(N);
+    for _ in 0..N {
+        clients.push(TcpStream::connect(("127.0.0.1", PORT)).expect("connect"));
+        servers.push(listener.accept().expect("accept").0);
+    }
+    let view = settle(&mut obs, |v| {
+        v.total(tcp_state::ESTABLISHED) == 2 * N as i64
+    });
+    assert_eq!(view.server.state(tcp_state::ESTABLISHED), N as i64);
+    assert_eq!(view.client.state(tcp_state::ESTABLISHED), N as i64);
+    assert_eq!(
+        count_ss_established(PORT),
+        2 * N,
+        "ss disagrees with the test's own count"
+    );
+    assert_eq!(
+        view.total(tcp_state::ESTABLISHED) as usize,
+        count_ss_established(PORT)
+    );
+    assert_eq!(view.server.established_total, N as u64);
+    assert_eq!(view.client.established_total, N as u64);
+
+    // Active close by the clients, then the servers close their ends.
+    drop(clients);
+    std::thread::sleep(Duration::from_millis(300));
+    drop(servers);
+    drop(listener);
+    let view = settle(&mut obs, |v| {
+        transitions(v, "server").get("last_ack->close") == Some(&(N as u64))
+            && transitions(v, "client").get("fin_wait2->close") == Some(&(N as u64))
+    });
+    let n = N as u64;
+    let expect_client: HashMap<String, u64> = [
+        ("close->syn_sent", n),
+        ("syn_sent->established", n),
+        ("established->fin_wait1", n),
+        ("fin_wait1->fin_wait2", n),
+        ("fin_wait2->close", n),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let expect_server: HashMap<String, u64> = [
+        ("close->listen", 1),
+        ("listen->syn_recv", n),
+        ("syn_recv->established", n),
+        ("established->close_wait", n),
+        ("close_wait->last_ack", n),
+        ("last_ack->close", n),
+        ("listen->close", 1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(transitions(&view, "client"), expect_client);
+    assert_eq!(transitions(&view, "server"), expect_server);
+    assert_eq!(view.server.state(tcp_state::ESTABLISHED), 0);
+    assert_eq!(view.client.state(tcp_state::ESTABLISHED), 0);
+    assert_eq!(view.map_errors, 0);
+    assert!(
+        view.unavailable.is_empty(),
+        "unavailable on this kernel: {:?}",
+        view.unavailable
+    );
+}
+
+/// A few lines of Python: a server c1m did not write.
+const PY_SERVER: &str = r#"
+import socket, sys, time
+ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", int(sys.argv[1]))); ls.listen(1024)
+print("ready", flush=True)
+conns = [ls.accept()[0] for _ in range(int(sys.argv[2]))]
+print("accepted", flush=True)
+sys.stdin.read()
+"#;
+
+fn python(script: &str, args: &[String]) -> Child {
+    Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 is needed for the third-party peer tests")
+}
+
+fn wait_line(child: &mut Child, want: &str) {
+    let stdout = child.stdout.as_mut().expect("piped stdout");
+    let mut reader = BufReader::new(stdout);
+    let mut line = String::new();
+    while reader.read_line(&mut line).expect("reading python") > 0 {
+        if line.trim() == want {
+            return;
+        }
+        line.clear();
+    }
+    panic!("python exited before printing {want:?}");
+}
+
+#[test]
+fn a_python_server_is_observed() {
+    if !root_or_skip("a_python_server_is_observed") {
+        return;
+    }
+    private_netns();
+    const N: usize = 500;
+    const PORT: u16 = 9001;
+    let mut obs = observer(&[PORT]);
+    let mut server = python(PY_SERVER, &[PORT.to_string(), N.to_string()]);
+    wait_line(&mut server, "ready");
+    let clients: Vec<TcpStream> = (0..N)
+        .map(|_| TcpStream::connect(("127.0.0.1", PORT)).expect("connect"))
+        .collect();
+    wait_line(&mut server, "accepted");
+    let view = settle(&mut obs, |v| {
+        v.server.state(tcp_state::ESTABLISHED) == N as i64
+            && v.memory
+                .as_ref()
+                .is_some_and(|m| m.server.sockets == N as u64 + 1)
+    });
+    assert_eq!(view.server.state(tcp_state::ESTABLISHED), N as i64);
+    assert_eq!(view.client.state(tcp_state::ESTABLISHED), N as i64);
+    assert_eq!(view.listeners.len(), 1);
+    assert_eq!(view.listeners[0].port, PORT);
+    assert_eq!(view.listeners[0].children, N as u64);
+    assert_eq!(
+        view.listeners[0].queue_depth, 0,
+        "python accepted everything"
+    );
+    let memory = view.memory.expect("memory figures");
+    assert_eq!(
+        memory.server.sockets,
+        N as u64 + 1,
+        "children plus the listener"
+    );
+    assert_eq!(memory.server.with_file, N as u64 + 1);
+    drop(clients);
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+/// Listener with backlog 8 and TCP_DEFER_ACCEPT that never accepts: every client
+/// gets a SYN-ACK, and when the clients all send, the first 9 handshakes fill the
+/// queue and the rest of the final ACKs overflow it (the case the kernel counts
+/// twice in sk_drops); later SYNs overflow too.
+const PY_OVERFLOW: &str = r#"
+import socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, 10)
+ls.bind(("127.0.0.1", port)); ls.listen(8)
+print("ready", flush=True); sys.stdin.readline()
+cs = []
+for i in range(n):
+    c = socket.socket(); c.setblocking(False)
+    try: c.connect(("127.0.0.1", port))
+    except BlockingIOError: pass
+    cs.append(c)
+time.sleep(0.5)
+for c in cs:
+    try: c.send(b"x")
+    except OSError: pass
+time.sleep(3)
+print("filled", flush=True); sys.stdin.readline()
+ls.close()
+print("done", flush=True)
+sys.stdin.readline()
+"#;
+
+fn netstat(key: &str) -> u64 {
+    procfs::read_netstat().expect("/proc/net/netstat")[key]
+}
+
+#[test]
+fn accept_queue_overflows_equal_the_kernels_netstat_delta() {
+    if !root_or_skip("accept_queue_overflows_equal_the_kernels_netstat_delta") {
+        return;
+    }
+    private_netns();
+    const PORT: u16 = 9002;
+    let mut obs = observer(&[PORT]);
+    let mut py = python(PY_OVERFLOW, &[PORT.to_string(), "300".to_owned()]);
+    wait_line(&mut py, "ready");
+    let overflows_before = netstat("TcpExtListenOverflows");
+    let drops_before = netstat("TcpExtListenDrops");
+    writeln!(py.stdin.as_mut().expect("stdin"), "go").expect("start python");
+    wait_line(&mut py, "filled");
+    let full = settle(&mut obs, |v| {
+        v.listeners
+            .iter()
+            .any(|l| l.port == PORT && l.queue_depth == 9)
+    });
+    let l = full
+        .listeners
+        .iter()
+        .find(|l| l.port == PORT)
+        .expect("listener");
+    assert_eq!(
+        (l.queue_depth, l.queue_limit, l.sockets),
+        (9, 8, 1),
+        "backlog 8 holds 9: {l:?}"
+    );
+    writeln!(py.stdin.as_mut().expect("stdin"), "close").expect("python");
+    wait_line(&mut py, "done");
+    let overflows = netstat("TcpExtListenOverflows") - overflows_before;
+    let drops = netstat("TcpExtListenDrops") - drops_before;
+    let view = settle(&mut obs, |v| {
+        v.listeners
+            .iter()
+            .any(|l| l.port == PORT && l.accept_queue_overflows == overflows)
+    });
+    let l = view
+        .listeners
+        .iter()
+        .find(|l| l.port == PORT)
+        .expect("the listener's port is reported after it closed");
+    assert!(
+        overflows > 300,
+        "the scenario must overflow the queue, got {overflows}"
+    );
+    assert_eq!(l.accept_queue_overflows, overflows, "ListenOverflows delta");
+    assert_eq!(l.accept_queue_overflows, drops, "ListenDrops delta");
+    assert!(
+        l.overflow_acks.is_some_and(|n| n > 0),
+        "final ACKs must overflow too: {l:?}"
+    );
+    assert_eq!(l.queue_peak_sampled, 9, "backlog 8 holds 9");
+    let _ = py.kill();
+    let _ = py.wait();
+}
+
+/// Slab bytes of the caches /proc/slabinfo can attribute to sockets alone.
+fn socket_slab_bytes() -> u64 {
+    let slab = procfs::read_slabinfo().expect("/proc/slabinfo (root)");
+    [
+        "TCP",
+        "sock_inode_cache",
+        "filp",
+        "tw_sock_TCP",
+        "request_sock_TCP",
+    ]
+    .iter()
+    .filter_map(|c| {
+        let line = slab.get(*c)?;
+        Some(line.active_objs * procfs::slab_object_footprint(c)?)
+    })
+    .sum()
+}
+
+const PY_HOLDER: &str = r#"
+import socket, sys, select
+ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", int(sys.argv[1]))); ls.listen(4096)
+ep = select.epoll(); conns = []
+print("ready", flush=True)
+for _ in range(int(sys.argv[2])):
+    c = ls.accept()[0]; ep.register(c.fileno(), select.EPOLLIN); conns.append(c)
+print("accepted", flush=True)
+sys.stdin.read()
+"#;
+
+#[test]
+fn kernel_memory_of_10000_idle_connections_matches_slabinfo_and_sockstat() {
+    if !root_or_skip("kernel_memory_of_10000_idle_connections_matches_slabinfo_and_sockstat") {
+        return;
+    }
+    private_netns();
+    const N: usize = 10_000;
+    const PORT: u16 = 9003;
+    let mut obs = observer(&[PORT]);
+    // Let sockets freed by earlier tests leave the slabs (RCU) before the baseline.
+    std::thread::sleep(Duration::from_secs(1));
+    let slab_before = socket_slab_bytes();
+    let mem_before = procfs::read_sockstat().expect("sockstat").mem_pages;
+    let mut server = python(PY_HOLDER, &[PORT.to_string(), N.to_string()]);
+    wait_line(&mut server, "ready");
+    let mut clients = Vec::with_capacity(N);
+    for _ in 0..N {
+        clients.push(TcpStream::connect(("127.0.0.1", PORT)).expect("connect"));
+    }
+    wait_line(&mut server, "accepted");
+    let view = settle(&mut obs, |v| {
+        v.total(tcp_state::ESTABLISHED) == 2 * N as i64 && v.walk.age_s.is_some_and(|a| a < 0.5)
+    });
+    let slab_delta = socket_slab_bytes().saturating_sub(slab_before);
+    let mem_delta = procfs::read_sockstat()
+        .expect("sockstat")
+        .mem_pages
+        .saturating_sub(mem_before)
+        * procfs::page_size();
+    let m = view.memory.expect("memory figures");
+    assert_eq!(m.total.sockets, 2 * N as u64 + 1);
+    // Compare like with like: the caches slabinfo can attribute, plus buffers.
+    let ours: u64 = [
+        "TCP",
+        "sock_inode_cache",
+        "filp",
+        "tw_sock_TCP",
+        "request_sock_TCP",
+    ]
+    .iter()
+    .filter_map(|c| m.slab_bytes_by_cache.get(*c))
+    .sum::<u64>()
+        + m.total.buffer_bytes;
+    let kernel = slab_delta + mem_delta;
+    let error = (ours as f64 - kernel as f64).abs() / kernel as f64;
+    eprintln!(
+        "kernel memory: ours {ours} B vs slabinfo+sockstat {kernel} B ({:.1}% off); total {} B = {:.0} B/socket",
+        error * 100.0,
+        m.total.total_bytes,
+        m.total.bytes_per_socket
+    );
+    assert!(
+        error < 0.10,
+        "ours {ours} vs kernel {kernel}: {:.1}% apart",
+        error * 100.0
+    );
+    assert!(m.total.bytes_per_socket > 2000.0 && m.total.bytes_per_socket < 8000.0);
+    drop(clients);
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[test]
+fn not_root_is_one_clear_line_naming_the_capability() {
+    if !root_or_skip("not_root_is_one_clear_line_naming_the_capability") {
+        return;
+    }
+    // Drop to nobody for the child only.
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--",
+        ])
+        .arg(env!("CARGO_BIN_EXE_c1m"))
+        .args(["observe", "--duration", "0"])
+        .output()
+        .expect("setpriv (util-linux)");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "one line, got: {stderr}");
+    assert!(
+        stderr.contains("CAP_BPF") && stderr.contains("root"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"));
+}
+
+#[test]
+fn observe_json_prints_one_object_per_line() {
+    if !root_or_skip("observe_json_prints_one_object_per_line") {
+        return;
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_c1m"))
+        .args([
+            "observe",
+            "--json",
+            "--ports",
+            "9004",
+            "--interval",
+            "0.2",
+            "--duration",
+            "0.5",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("c1m");
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .expect("read");
+    assert!(child.wait().expect("wait").success());
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.len() >= 3, "{out}");
+    for line in lines {
+        let v: KernelView = serde_json::from_str(line).expect("every line is a KernelView");
+        assert!(v.server.states.contains_key("established"));
+    }
+}
