@@ -1,1 +1,3 @@
 //! `c1m run`, `c1m doctor`, `c1m top`, the live view and the run exports.
+
+pub mod model;
