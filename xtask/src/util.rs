@@ -50,8 +50,41 @@ pub fn exec_c1m(args: &[String]) -> Result<()> {
     run(Command::new(c1m_binary()).args(args))
 }
 
-/// Third-party peers the tests talk to (Python `websockets`), installed when missing.
+fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// What the tests drive besides c1m: Debian's chromium (report screenshots), tmux
+/// (the live view in a real terminal), iproute2's `ss` and util-linux's `setpriv`.
+fn debian_prerequisites() -> Result<()> {
+    let missing: Vec<&str> = [("chromium", "chromium"), ("tmux", "tmux"), ("ss", "iproute2"), ("setpriv", "util-linux")]
+        .into_iter()
+        .filter(|(program, _)| !have(program))
+        .map(|(_, package)| package)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !is_root() {
+        eprintln!("xtask: missing {missing:?}; tests that need them will fail. Install: sudo apt-get install -y {}", missing.join(" "));
+        return Ok(());
+    }
+    eprintln!("xtask: installing {} (apt)", missing.join(" "));
+    // A fresh machine has no package lists yet.
+    run(Command::new("apt-get").args(["update", "-q"]))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "-q"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+/// Third-party peers and tools the tests use, installed when missing.
 pub fn test_prerequisites() -> Result<()> {
+    debian_prerequisites()?;
     let have = Command::new("python3")
         .args(["-c", "import websockets"])
         .output()
