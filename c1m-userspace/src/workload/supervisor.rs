@@ -208,6 +208,13 @@ impl Supervisor {
         let Some(s) = self.shards.get_mut(r.shard as usize) else {
             return;
         };
+        // CPU time is read while the worker is alive: once it exits and is reaped, its
+        // /proc entry is gone (its last report comes just before that).
+        if s.handle.process
+            && let Some(c) = procstat::cpu_seconds(s.handle.pid)
+        {
+            s.cpu = c;
+        }
         for w in &r.warnings {
             // Every shard hits the same wall at once: say each thing once (numbers such as
             // ports and counts differ between shards, so they do not make a new message).
