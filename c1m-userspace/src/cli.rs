@@ -16,8 +16,12 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 pub enum Command {
+    /// Check every limit a run of this size meets: value found, value needed, the fix.
+    Doctor(crate::lab::doctor::DoctorArgs),
     /// Print the kernel's view of TCP sockets on this host every second.
     Observe(crate::observer::cli::ObserveArgs),
+    /// Benchmarks that print figures: idle ramp, push, echo, observer overhead.
+    Bench(crate::bench::BenchCmd),
     /// Accept and hold connections (hold / echo / WebSocket with broadcast push).
     Server(crate::workload::cli::ServerArgs),
     /// Open N connections at a paced rate, hold them, then close them.
@@ -27,11 +31,21 @@ pub enum Command {
     Worker(crate::workload::cli::WorkerArgs),
 }
 
+/// Commands that choose their own exit code (e.g. doctor: 1 when a check fails).
+fn exit_code(result: anyhow::Result<i32>) -> i32 {
+    result.unwrap_or_else(|e| {
+        eprintln!("c1m: {e:#}");
+        1
+    })
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Observe(args) => crate::observer::cli::run(args),
+        Command::Doctor(args) => return exit_code(crate::lab::doctor::main(args)),
+        Command::Bench(args) => crate::bench::run(args),
         Command::Server(args) => crate::workload::cli::run_server(args),
         Command::Client(args) => crate::workload::cli::run_client(args),
         Command::Worker(args) => crate::workload::cli::run_worker(args),

@@ -1,6 +1,7 @@
 //! c1m: open and hold a million TCP and WebSocket connections on one box and see what
 //! the kernel does meanwhile. The binary is a thin shell over these modules.
 
+pub mod bench;
 pub mod cli;
 pub mod lab;
 pub mod netns;

@@ -1,3 +1,4 @@
 //! `c1m run`, `c1m doctor`, `c1m top`, the live view and the run exports.
 
+pub mod doctor;
 pub mod model;

@@ -1,0 +1,140 @@
+//! `c1m bench` (run by `cargo xtask bench`): benchmarks that print figures. The
+//! workload scenarios (idle ramp, push, echo) live in `workload::bench`; this adds the
+//! observer's cost: connection setup throughput with and without it attached.
+
+use std::{
+    net::{TcpListener, TcpStream},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+use crate::{
+    observer::{Observer, ObserverConfig, privileges},
+    workload::bench::BenchArgs,
+};
+
+#[derive(Args, Debug, Clone)]
+pub struct BenchCmd {
+    #[command(flatten)]
+    pub workload: BenchArgs,
+    /// Connections per round of the `observer` scenario (both ends in one process, so
+    /// at most half the fd limit).
+    #[arg(long, default_value_t = 8000)]
+    pub observer_round: u64,
+    /// Rounds per measurement of the `observer` scenario.
+    #[arg(long, default_value_t = 4)]
+    pub observer_rounds: u32,
+}
+
+pub const SCENARIOS: [&str; 4] = ["idle", "push", "echo", "observer"];
+
+pub fn run(mut cmd: BenchCmd) -> Result<()> {
+    if let Some(bad) = cmd
+        .workload
+        .scenarios
+        .iter()
+        .find(|s| !SCENARIOS.contains(&s.as_str()))
+    {
+        bail!(
+            "unknown benchmark {bad:?}: choose from {}",
+            SCENARIOS.join(", ")
+        );
+    }
+    let all = cmd.workload.scenarios.is_empty();
+    let observer = all || cmd.workload.scenarios.iter().any(|s| s == "observer");
+    cmd.workload.scenarios.retain(|s| s != "observer");
+    if all || !cmd.workload.scenarios.is_empty() {
+        crate::workload::bench::run(cmd.workload.clone())?;
+    }
+    if observer {
+        observer_overhead(cmd.observer_round, cmd.observer_rounds)?;
+    }
+    Ok(())
+}
+
+/// Setup throughput (connect + accept, loopback, blocking) with and without the
+/// observer, each measurement in a fresh network namespace so TIME_WAIT and port
+/// reuse from one can't slow the next.
+fn observer_overhead(per_round: u64, rounds: u32) -> Result<()> {
+    if !privileges::is_root() {
+        println!(
+            "== observer overhead: SKIPPED (needs root for the eBPF programs and private netns)"
+        );
+        return Ok(());
+    }
+    println!(
+        "== observer overhead: connection setup, {per_round} × {rounds} connections per measurement (goal < 5% slower)"
+    );
+    let mut without = Vec::new();
+    let mut with = Vec::new();
+    // Alternate, so drift of the box (the /proc walker, caches) hits both alike.
+    for _ in 0..3 {
+        without.push(measure(per_round, rounds, false)?);
+        with.push(measure(per_round, rounds, true)?);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (a, b) = (median(&mut without), median(&mut with));
+    println!(
+        "   without observer: {a:>9.0} conn/s  (runs: {})",
+        fmt_runs(&without)
+    );
+    println!(
+        "   with observer:    {b:>9.0} conn/s  (runs: {})",
+        fmt_runs(&with)
+    );
+    println!("   slowdown: {:.1}%", (a - b) / a * 100.0);
+    Ok(())
+}
+
+fn fmt_runs(v: &[f64]) -> String {
+    v.iter()
+        .map(|r| format!("{r:.0}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn measure(per_round: u64, rounds: u32, observe: bool) -> Result<f64> {
+    std::thread::spawn(move || -> Result<f64> {
+        crate::netns::enter_private().context("private network namespace")?;
+        crate::netns::set_sysctl("net/ipv4/ip_local_port_range", "10000 65000")?;
+        let observer = if observe {
+            let ports = (0..rounds).map(|r| 18_000 + r as u16).collect();
+            Some(Observer::start(ObserverConfig {
+                ports,
+                ..ObserverConfig::default()
+            })?)
+        } else {
+            None
+        };
+        let mut elapsed = Duration::ZERO;
+        for round in 0..rounds {
+            let port = 18_000 + round as u16;
+            let listener = TcpListener::bind(("127.0.0.1", port))?;
+            let acceptor = std::thread::spawn(move || -> std::io::Result<Vec<TcpStream>> {
+                (0..per_round)
+                    .map(|_| listener.accept().map(|(s, _)| s))
+                    .collect()
+            });
+            let started = Instant::now();
+            let clients: Vec<TcpStream> = (0..per_round)
+                .map(|_| TcpStream::connect(("127.0.0.1", port)))
+                .collect::<std::io::Result<_>>()?;
+            let servers = acceptor
+                .join()
+                .map_err(|_| anyhow::anyhow!("acceptor panicked"))??;
+            elapsed += started.elapsed();
+            // Server closes first: the TIME_WAITs land on this round's port only.
+            drop(servers);
+            drop(clients);
+        }
+        drop(observer);
+        Ok((per_round * u64::from(rounds)) as f64 / elapsed.as_secs_f64())
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("benchmark thread panicked"))?
+}

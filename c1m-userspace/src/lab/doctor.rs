@@ -1,0 +1,658 @@
+//! Preflight: every limit the C1M blog posts tripped over, with the value found, the
+//! value a run of this size needs and the command that fixes it. `--tune` applies the
+//! sysctls a run needs and puts the old values back afterwards, also on Ctrl-C,
+//! SIGTERM, or (via `c1m doctor --restore`) after the process was killed.
+
+use std::{
+    fmt,
+    path::{Path, PathBuf},
+};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::observer::{privileges, procfs};
+
+/// Kernel bytes of one idle loopback socket, measured on this kind of box
+/// (TCP object 2520 B + inode 862 + file 195 + dentry 195 + epoll 192 …).
+pub const KERNEL_BYTES_PER_SOCKET: u64 = 4_000;
+/// User-space bytes per connection and side c1m aims at (measured by `cargo xtask bench`).
+pub const USER_BYTES_PER_CONNECTION_SIDE: u64 = 512;
+/// Head room for skbs in flight during the push, page cache and the processes' base.
+const SAFETY: f64 = 1.5;
+const RESERVE_BYTES: u64 = 1 << 30;
+
+/// Memory one connection costs on this box with both ends here: two sockets.
+pub fn bytes_per_connection() -> u64 {
+    ((2 * KERNEL_BYTES_PER_SOCKET + 2 * USER_BYTES_PER_CONNECTION_SIDE) as f64 * SAFETY) as u64
+}
+
+/// The most connections `available` bytes allow.
+pub fn connections_that_fit(available: u64) -> u64 {
+    available.saturating_sub(RESERVE_BYTES) / bytes_per_connection()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Status {
+    Ok,
+    /// Works, but not the way the user may expect (e.g. sharding), or suboptimal.
+    Warn,
+    /// The run as asked would fail.
+    Fail,
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Check {
+    pub name: String,
+    pub current: String,
+    pub needed: String,
+    pub status: Status,
+    /// The exact command that fixes it, when one does.
+    pub fix: Option<String>,
+    /// A sysctl `--tune` may set (path under /proc/sys, value).
+    #[serde(skip)]
+    pub tune: Option<(String, String)>,
+    pub note: String,
+}
+
+/// What the run will ask of the box.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub connections: u64,
+    pub server_ports: u64,
+    pub sources: u64,
+    pub observer: bool,
+}
+
+pub fn read_sysctl(name: &str) -> Option<String> {
+    std::fs::read_to_string(sysctl_path(name))
+        .ok()
+        .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+fn sysctl_path(name: &str) -> PathBuf {
+    Path::new("/proc/sys").join(name.replace('.', "/"))
+}
+
+fn read_u64(name: &str) -> Option<u64> {
+    read_sysctl(name)?.parse().ok()
+}
+
+/// `MemAvailable` from /proc/meminfo, bytes.
+pub fn mem_available() -> u64 {
+    meminfo("MemAvailable:").unwrap_or(0)
+}
+
+pub fn mem_total() -> u64 {
+    meminfo("MemTotal:").unwrap_or(0)
+}
+
+fn meminfo(key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = text
+        .lines()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+pub fn nofile_limits() -> (u64, u64) {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: rl is a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
+        return (0, 0);
+    }
+    (rl.rlim_cur, rl.rlim_max)
+}
+
+fn human(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+fn check(
+    name: &str,
+    current: String,
+    needed: String,
+    status: Status,
+    fix: Option<String>,
+    note: &str,
+) -> Check {
+    Check {
+        name: name.to_owned(),
+        current,
+        needed,
+        status,
+        fix,
+        tune: None,
+        note: note.to_owned(),
+    }
+}
+
+/// Every check for `target`.
+pub fn checks(target: &Target) -> Vec<Check> {
+    let n = target.connections;
+    let sockets = 2 * n;
+    let mut out = Vec::new();
+
+    let root = privileges::is_root();
+    let bpf = privileges::check_bpf();
+    out.push(check(
+        "privileges",
+        if root {
+            "root".to_owned()
+        } else {
+            format!("uid {}", unsafe { libc::geteuid() })
+        },
+        if target.observer {
+            "root or CAP_BPF+CAP_PERFMON+CAP_NET_ADMIN"
+        } else {
+            "any"
+        }
+        .to_owned(),
+        match (&bpf, target.observer) {
+            (Ok(()), _) | (_, false) => Status::Ok,
+            (Err(_), true) => Status::Fail,
+        },
+        bpf.as_ref()
+            .err()
+            .map(|_| "run as root: sudo -E c1m …  (or --no-observer)".to_owned()),
+        "the kernel observer loads eBPF programs; sysctl tuning also needs root",
+    ));
+
+    let (soft, hard) = nofile_limits();
+    // One process holds the fds of both ends only if server and client were one; each
+    // side is its own process tree, so the per-process need is one side's sockets.
+    let per_process_need = n + 100;
+    let workers = n.div_ceil(hard.saturating_sub(100).max(1) * 9 / 10);
+    out.push(check(
+        "ulimit -n (RLIMIT_NOFILE)",
+        format!("soft {soft}, hard {hard}"),
+        format!("{per_process_need} for one process per side"),
+        if hard >= per_process_need { Status::Ok } else { Status::Warn },
+        (hard < per_process_need).then(|| {
+            format!(
+                "ulimit -n {per_process_need}  (raising the hard limit needs root: /etc/security/limits.conf or prlimit)"
+            )
+        }),
+        &if hard >= per_process_need {
+            "each side fits in one process".to_owned()
+        } else {
+            format!("c1m will spread each side over ~{workers} worker processes instead")
+        },
+    ));
+
+    let file_max = read_u64("fs.file-max").unwrap_or(0);
+    let file_need = sockets + sockets / 10 + 10_000;
+    let mut c = Check {
+        name: "fs.file-max".to_owned(),
+        current: file_max.to_string(),
+        needed: format!("≥ {file_need}"),
+        status: if file_max >= file_need {
+            Status::Ok
+        } else {
+            Status::Fail
+        },
+        fix: (file_max < file_need).then(|| format!("sysctl -w fs.file-max={file_need}")),
+        tune: (file_max < file_need).then(|| ("fs.file-max".to_owned(), file_need.to_string())),
+        note: "open files on the whole box: every socket is one".to_owned(),
+    };
+    out.push(c.clone());
+
+    let nr_open = read_u64("fs.nr_open").unwrap_or(0);
+    out.push(check(
+        "fs.nr_open",
+        nr_open.to_string(),
+        format!("≥ {per_process_need} to raise ulimit -n that far"),
+        if nr_open >= per_process_need {
+            Status::Ok
+        } else {
+            Status::Warn
+        },
+        (nr_open < per_process_need).then(|| format!("sysctl -w fs.nr_open={per_process_need}")),
+        "the ceiling for any process's RLIMIT_NOFILE",
+    ));
+
+    let range = read_sysctl("net.ipv4.ip_local_port_range").unwrap_or_default();
+    let (lo, hi) = range
+        .split_once(' ')
+        .and_then(|(a, b)| Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?)))
+        .unwrap_or((32768, 60999));
+    let per_tuple = hi.saturating_sub(lo) + 1;
+    // The kernel picks a port per (source, server address, server port): each pair has
+    // the whole range.
+    let capacity = per_tuple * target.server_ports.max(1) * target.sources.max(1);
+    c = Check {
+        name: "net.ipv4.ip_local_port_range".to_owned(),
+        current: format!("{lo}-{hi}: {per_tuple} ports × {} server ports × {} sources = {capacity}", target.server_ports, target.sources),
+        needed: format!("≥ {n} client ports"),
+        status: if capacity >= n { Status::Ok } else { Status::Fail },
+        fix: (capacity < n).then(|| {
+            format!(
+                "more --source addresses (each adds {}), more server ports, or sysctl -w net.ipv4.ip_local_port_range=\"10000 65535\"",
+                per_tuple * target.server_ports.max(1)
+            )
+        }),
+        tune: (capacity < n).then(|| ("net.ipv4.ip_local_port_range".to_owned(), "10000 65535".to_owned())),
+        note: "ephemeral ports per 4-tuple; c1m binds sources with IP_BIND_ADDRESS_NO_PORT".to_owned(),
+    };
+    out.push(c);
+
+    for (name, want, why) in [
+        (
+            "net.core.somaxconn",
+            4096,
+            "caps every listen() backlog: the accept queue a ramp fills",
+        ),
+        (
+            "net.ipv4.tcp_max_syn_backlog",
+            8192,
+            "half-open handshakes per listener during the ramp",
+        ),
+    ] {
+        let cur = read_u64(name).unwrap_or(0);
+        out.push(Check {
+            name: name.to_owned(),
+            current: cur.to_string(),
+            needed: format!("≥ {want}"),
+            status: if cur >= want {
+                Status::Ok
+            } else {
+                Status::Warn
+            },
+            fix: (cur < want).then(|| format!("sysctl -w {name}={want}")),
+            tune: (cur < want).then(|| (name.to_owned(), want.to_string())),
+            note: why.to_owned(),
+        });
+    }
+
+    if let Some(max) =
+        read_u64("net.netfilter.nf_conntrack_max").filter(|_| conntrack_tracks_loopback())
+    {
+        let want = sockets + sockets / 10;
+        out.push(Check {
+            name: "net.netfilter.nf_conntrack_max".to_owned(),
+            current: max.to_string(),
+            needed: format!("≥ {want}"),
+            status: if max >= want {
+                Status::Ok
+            } else {
+                Status::Fail
+            },
+            fix: (max < want).then(|| format!("sysctl -w net.netfilter.nf_conntrack_max={want}")),
+            tune: (max < want).then(|| {
+                (
+                    "net.netfilter.nf_conntrack_max".to_owned(),
+                    want.to_string(),
+                )
+            }),
+            note: "conntrack is loaded: a full table drops new connections silently".to_owned(),
+        });
+    }
+
+    let available = mem_available();
+    let need = n * bytes_per_connection() + RESERVE_BYTES;
+    let fit = connections_that_fit(available);
+    out.push(check(
+        "memory",
+        format!("{} available of {}", human(available), human(mem_total())),
+        format!(
+            "{} for {n} connections (~{} B each, both ends)",
+            human(need),
+            bytes_per_connection()
+        ),
+        if available >= need {
+            Status::Ok
+        } else {
+            Status::Fail
+        },
+        (available < need).then(|| format!("--connections {fit}")),
+        &format!("{} allows ~{fit} connections", human(available)),
+    ));
+
+    if target.observer {
+        let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
+        out.push(check(
+            "kernel BTF",
+            if btf {
+                "/sys/kernel/btf/vmlinux"
+            } else {
+                "missing"
+            }
+            .to_owned(),
+            "present".to_owned(),
+            if btf { Status::Ok } else { Status::Fail },
+            (!btf).then(|| "a kernel built with CONFIG_DEBUG_INFO_BTF=y".to_owned()),
+            "struct offsets for the eBPF programs come from it",
+        ));
+        let tracefs = [
+            "/sys/kernel/tracing/events",
+            "/sys/kernel/debug/tracing/events",
+        ]
+        .iter()
+        .any(|p| Path::new(p).is_dir());
+        out.push(check(
+            "tracefs",
+            if tracefs { "mounted" } else { "not mounted" }.to_owned(),
+            "mounted (c1m mounts it when root)".to_owned(),
+            if tracefs || root {
+                Status::Ok
+            } else {
+                Status::Fail
+            },
+            (!tracefs).then(|| "mount -t tracefs tracefs /sys/kernel/tracing".to_owned()),
+            "tracepoint ids and record layouts",
+        ));
+        let cgroup2 = procfs::cgroup2_root();
+        out.push(check(
+            "cgroup v2",
+            cgroup2
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "no mount".to_owned()),
+            "a cgroup2 hierarchy".to_owned(),
+            if cgroup2.is_some() || root {
+                Status::Ok
+            } else {
+                Status::Warn
+            },
+            None,
+            "sock_ops counts transitions losslessly there (c1m mounts it privately when root)",
+        ));
+    }
+    out
+}
+
+/// Whether conntrack tracks loopback connections here: it is often loaded with no
+/// rule that needs it, and then costs nothing. Probed with one real connection.
+fn conntrack_tracks_loopback() -> bool {
+    let count = || read_u64("net.netfilter.nf_conntrack_count").unwrap_or(0);
+    let before = count();
+    if before > 0 {
+        return true;
+    }
+    let Ok(listener) = std::net::TcpListener::bind("127.0.0.1:0") else {
+        return false;
+    };
+    let Ok(addr) = listener.local_addr() else {
+        return false;
+    };
+    let _client = std::net::TcpStream::connect(addr);
+    count() > before
+}
+
+/// The checks as an aligned table.
+pub fn table(checks: &[Check]) -> String {
+    let mut s = String::new();
+    for c in checks {
+        s.push_str(&format!("{:<5} {:<30} {}\n", c.status, c.name, c.current));
+        s.push_str(&format!("      {:<30} needed: {}\n", "", c.needed));
+        if !c.note.is_empty() {
+            s.push_str(&format!("      {:<30} {}\n", "", c.note));
+        }
+        if let Some(fix) = &c.fix {
+            s.push_str(&format!("      {:<30} fix: {fix}\n", ""));
+        }
+    }
+    s
+}
+
+#[derive(Debug, Error)]
+pub enum TuneError {
+    #[error("setting {name} to {value}: {source} (needs root)")]
+    Write {
+        name: String,
+        value: String,
+        source: std::io::Error,
+    },
+    #[error("restore file {0}: {1}")]
+    RestoreFile(String, String),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Changed {
+    pub name: String,
+    pub old: String,
+    pub new: String,
+}
+
+/// Sysctls set for a run; the old values come back when this is dropped. A copy of
+/// the old values sits in a restore file until then, for `c1m doctor --restore`.
+#[derive(Debug)]
+pub struct Tuning {
+    pub changed: Vec<Changed>,
+    restore_file: PathBuf,
+}
+
+fn restore_dir() -> PathBuf {
+    std::env::temp_dir()
+}
+
+impl Tuning {
+    pub fn apply(checks: &[Check]) -> Result<Self, TuneError> {
+        let restore_file = restore_dir().join(format!("c1m-tuned-{}.json", std::process::id()));
+        let mut tuning = Tuning {
+            changed: Vec::new(),
+            restore_file,
+        };
+        for (name, value) in checks.iter().filter_map(|c| c.tune.clone()) {
+            let old = read_sysctl(&name).unwrap_or_default();
+            // Record before writing, so even a crash right after leaves a restore file.
+            tuning.changed.push(Changed {
+                name: name.clone(),
+                old,
+                new: value.clone(),
+            });
+            tuning.save();
+            std::fs::write(sysctl_path(&name), &value).map_err(|source| TuneError::Write {
+                name: name.clone(),
+                value: value.clone(),
+                source,
+            })?;
+        }
+        if tuning.changed.is_empty() {
+            let _ = std::fs::remove_file(&tuning.restore_file);
+        }
+        Ok(tuning)
+    }
+
+    fn save(&self) {
+        if let Ok(json) = serde_json::to_string_pretty(&self.changed) {
+            let _ = std::fs::write(&self.restore_file, json);
+        }
+    }
+
+    /// Puts every changed sysctl back (newest first); returns the ones that failed.
+    pub fn restore(&mut self) -> Vec<String> {
+        let failed = restore_all(&self.changed);
+        self.changed.clear();
+        if failed.is_empty() {
+            let _ = std::fs::remove_file(&self.restore_file);
+        }
+        failed
+    }
+}
+
+impl Drop for Tuning {
+    fn drop(&mut self) {
+        for f in self.restore() {
+            eprintln!("c1m: could not restore {f}");
+        }
+    }
+}
+
+fn restore_all(changed: &[Changed]) -> Vec<String> {
+    changed
+        .iter()
+        .rev()
+        .filter(|c| std::fs::write(sysctl_path(&c.name), &c.old).is_err())
+        .map(|c| format!("{} = {}", c.name, c.old))
+        .collect()
+}
+
+/// Restores the sysctls of tuned runs whose process is gone (killed before it could).
+pub fn restore_orphans() -> Result<Vec<Changed>, TuneError> {
+    let mut restored = Vec::new();
+    let Ok(dir) = std::fs::read_dir(restore_dir()) else {
+        return Ok(restored);
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("c1m-tuned-")
+            .and_then(|s| s.strip_suffix(".json"))
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let path = entry.path();
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| TuneError::RestoreFile(path.display().to_string(), e.to_string()))?;
+        let changed: Vec<Changed> = serde_json::from_str(&text)
+            .map_err(|e| TuneError::RestoreFile(path.display().to_string(), e.to_string()))?;
+        let failed = restore_all(&changed);
+        if !failed.is_empty() {
+            return Err(TuneError::RestoreFile(
+                path.display().to_string(),
+                failed.join(", "),
+            ));
+        }
+        let _ = std::fs::remove_file(&path);
+        restored.extend(changed);
+    }
+    Ok(restored)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_budget_is_both_ends_with_head_room() {
+        assert_eq!(bytes_per_connection(), 13_536);
+        let fit = connections_that_fit(24 << 30);
+        assert!((1_800_000..1_900_000).contains(&fit), "{fit}");
+        assert_eq!(connections_that_fit(0), 0);
+    }
+
+    #[test]
+    fn checks_name_a_fix_for_every_failure() {
+        let huge = Target {
+            connections: 100_000_000,
+            server_ports: 1,
+            sources: 1,
+            observer: false,
+        };
+        let checks = checks(&huge);
+        let failed: Vec<&Check> = checks.iter().filter(|c| c.status == Status::Fail).collect();
+        assert!(failed.iter().any(|c| c.name == "memory"));
+        assert!(
+            failed
+                .iter()
+                .any(|c| c.name == "net.ipv4.ip_local_port_range")
+        );
+        for c in failed {
+            assert!(c.fix.is_some(), "{} has no fix", c.name);
+        }
+        assert!(table(&checks).contains("fix: --connections"));
+    }
+}
+
+/// `c1m doctor`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DoctorArgs {
+    /// Connections the run should hold (default: 1,000,000).
+    #[arg(short = 'n', long, default_value_t = 1_000_000)]
+    pub connections: u64,
+    /// Server ports the run will use.
+    #[arg(long, default_value = "8000-8099")]
+    pub ports: String,
+    /// Client source addresses the run will use.
+    #[arg(long, default_value_t = 1)]
+    pub sources: u64,
+    /// Check as if the kernel observer will not run.
+    #[arg(long)]
+    pub no_observer: bool,
+    /// Apply the sysctls the run needs now and keep them until Ctrl-C, then restore
+    /// them (for running `c1m server`/`c1m client` by hand; `c1m run --tune` does this
+    /// for its own run).
+    #[arg(long)]
+    pub tune: bool,
+    /// Put back sysctls left changed by a tuned run that was killed, then exit.
+    #[arg(long)]
+    pub restore: bool,
+    /// The checks as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `c1m doctor`; exit code 1 when a check fails.
+pub fn main(args: DoctorArgs) -> anyhow::Result<i32> {
+    if args.restore {
+        let restored = restore_orphans()?;
+        if restored.is_empty() {
+            println!("nothing to restore");
+        }
+        for c in restored {
+            println!("restored {} = {} (was {})", c.name, c.old, c.new);
+        }
+        return Ok(0);
+    }
+    let server_ports = crate::workload::cli::parse_ports(&args.ports)?.len() as u64;
+    let target = Target {
+        connections: args.connections,
+        server_ports,
+        sources: args.sources,
+        observer: !args.no_observer,
+    };
+    let mut checks = checks(&target);
+    let tuning = if args.tune {
+        Some(Tuning::apply(&checks)?)
+    } else {
+        None
+    };
+    if tuning.is_some() {
+        checks = self::checks(&target);
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&checks)?);
+    } else {
+        print!("{}", table(&checks));
+    }
+    let failed = checks.iter().any(|c| c.status == Status::Fail);
+    if let Some(t) = tuning {
+        for c in &t.changed {
+            println!("tuned {}: {} -> {}", c.name, c.old, c.new);
+        }
+        if t.changed.is_empty() {
+            println!("nothing to tune");
+            return Ok(i32::from(failed));
+        }
+        println!("holding the tuned values; Ctrl-C restores them");
+        let stop = crate::util::shutdown_flag()?;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        drop(t);
+        println!("restored");
+    }
+    Ok(i32::from(failed))
+}
