@@ -35,32 +35,34 @@ pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
 #[inline(always)]
 fn try_inet_sock_set_state(ctx: &TracePointContext) -> Option<()> {
     let f = fields(hook::SET_STATE);
-    // The tracepoint also fires for SCTP and MPTCP sockets.
-    let protocol: u16 = field(ctx, f.protocol)?;
-    if protocol != IPPROTO_TCP {
-        return None;
-    }
     let old: i32 = field(ctx, f.oldstate)?;
     let new: i32 = field(ctx, f.newstate)?;
     let (old, new) = (old as u32, new as u32);
     let sk: u64 = field(ctx, f.sk)?;
-    if !in_watched_netns(sk) {
+    let closing_listener = old == tcp_state::LISTEN && new == tcp_state::CLOSE;
+    // Fast path first: most calls are for sockets the sock_ops program counts.
+    if setting(settings::SOCKOPS_ACTIVE) && counted_by_sockops(sk, old, new) && !closing_listener {
+        return None;
+    }
+    // The tracepoint also fires for SCTP and MPTCP sockets.
+    let protocol: u16 = field(ctx, f.protocol)?;
+    if protocol != IPPROTO_TCP || !in_watched_netns(sk) {
         return None;
     }
     let (sport, dport, saddr, daddr) = endpoints(ctx, &f)?;
     if new == tcp_state::LISTEN && learn_listener(sport) {
         info!(ctx, "c1m: new listener on port {}, counted as server side", sport);
     }
-    if old == tcp_state::LISTEN && new == tcp_state::CLOSE {
+    if closing_listener {
         let drops: u32 = read(sk, cfg!(offsets.sk_drops)).unwrap_or(0);
         let last = ClosedListener {
             port: u32::from(sport),
             drops,
         };
         let _ = LISTEN_CLOSED.insert(sk, last, 0);
-    }
-    if setting(settings::SOCKOPS_ACTIVE) && counted_by_sockops(sk, old, new) {
-        return None;
+        if setting(settings::SOCKOPS_ACTIVE) && counted_by_sockops(sk, old, new) {
+            return None;
+        }
     }
     count_transition(ctx, sport, dport, saddr, daddr, old, new)
 }
