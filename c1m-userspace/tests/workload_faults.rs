@@ -77,7 +77,7 @@ fn malformed_input_gets_rfc_answers_and_is_counted() {
     // Bad key → 400; wrong version → 426; garbage → 400.
     for (req, status) in [
         (
-            format!(
+            String::from(
                 "GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: short\r\nSec-WebSocket-Version: 13\r\n\r\n"
             ),
             "400",
@@ -166,4 +166,84 @@ fn refused_is_counted_and_named() {
         1,
         "one line per cause: {err}"
     );
+}
+
+/// A server worker at its fd cap stops listening (so SO_REUSEPORT sends new connections
+/// to workers with room) instead of failing accept with EMFILE; nothing is lost from the
+/// books. RLIMIT_NOFILE 265 with one port gives each worker a cap of 265 − 1 − 64 = 200;
+/// 2 workers hold at most 400 of the 500 asked for.
+#[test]
+fn full_workers_stop_listening_and_everything_is_counted() {
+    use std::os::unix::process::CommandExt;
+    let ctl = "127.0.0.1:20911";
+    let mut cmd = c1m();
+    cmd.args([
+        "server",
+        "--ports",
+        "20160",
+        "--quiet",
+        "--workers",
+        "2",
+        "--control",
+        ctl,
+    ]);
+    // SAFETY: setrlimit is async-signal-safe; it only lowers this child's own limit.
+    unsafe {
+        cmd.pre_exec(|| {
+            let r = libc::rlimit {
+                rlim_cur: 265,
+                rlim_max: 265,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let server = Proc::spawn("server", &mut cmd);
+    wait_for(ctl, "server up", T, |s| s.phase == "running");
+    let out = c1m()
+        .args([
+            "client",
+            "--ports",
+            "20160",
+            "-n",
+            "500",
+            "--hold",
+            "2s",
+            "--quiet",
+            "--connect-timeout",
+            "3s",
+        ])
+        .args([
+            "--stats-json",
+            &std::env::temp_dir()
+                .join(format!("c1m-cap-{}.json", std::process::id()))
+                .to_string_lossy(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "500 cannot all fit");
+    let json = std::env::temp_dir().join(format!("c1m-cap-{}.json", std::process::id()));
+    let c: c1m::workload::stats::AppSnapshot =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let s = wait_for(ctl, "server drained", T, |s| s.counters.open == 0);
+    // The client's books: every attempt ended somewhere.
+    let cc = c.counters;
+    assert_eq!(cc.attempted, 500);
+    assert_eq!(cc.connected + cc.failures.total(), 500, "{:?}", cc.failures);
+    assert!(cc.connected <= 400 + cc.closed.reset, "{cc:?}");
+    // The server's books: it never held more than its caps, and its accepts match.
+    let sc = s.counters;
+    assert_eq!(sc.accepted, sc.closed.total(), "{sc:?}");
+    assert!(sc.accepted <= 400, "{sc:?}");
+    assert_eq!(
+        sc.failures.emfile, 0,
+        "the cap must stop accepts before EMFILE"
+    );
+    control(ctl, "stop").unwrap();
+    let out = server.wait(T);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("stopped listening"), "{err}");
 }

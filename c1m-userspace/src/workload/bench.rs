@@ -107,7 +107,7 @@ struct Pair {
 impl Pair {
     async fn start(a: &BenchArgs, mode: &str, n: u64, client_extra: &[&str]) -> Result<Pair> {
         let exe = std::env::current_exe().context("own executable")?;
-        let server = Command::new(&exe)
+        let server = with_parent_death(Command::new(&exe))
             .args([
                 "server",
                 "--quiet",
@@ -164,6 +164,21 @@ impl Pair {
     }
 }
 
+/// Children get SIGTERM if the bench dies (Ctrl-C, kill), so a 1M-connection pair is never
+/// left running; on SIGTERM they tear down and stop their workers as usual.
+fn with_parent_death(mut cmd: Command) -> Command {
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
 async fn stats(ep: &str) -> Result<AppSnapshot> {
     Ok(serde_json::from_str(&control::call(ep, "stats").await?)?)
 }
@@ -208,13 +223,37 @@ async fn ramped(p: &Pair, a: &BenchArgs, n: u64) -> Result<AppSnapshot> {
     Ok(c)
 }
 
+/// Waits until the server holds as many connections as the client (WebSocket: past the
+/// handshake) and returns that number; a connection the server reset is gone from both.
+async fn settled(p: &Pair, a: &BenchArgs) -> Result<u64> {
+    let deadline = Instant::now() + a.timeout;
+    loop {
+        let (s, c) = (stats(&p.sctl).await?, stats(&p.cctl).await?);
+        let server_open = if s.mode == "ws" {
+            s.counters.ws_open
+        } else {
+            s.counters.open
+        };
+        if server_open == c.counters.open {
+            return Ok(c.counters.open);
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "server holds {server_open}, client {}: not settled within {:?}",
+                c.counters.open,
+                a.timeout
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// N idle connections: setup rate, bytes per connection.
 pub async fn bench_idle(a: &BenchArgs) -> Result<IdleFigures> {
     let n = a.connections;
     let p = Pair::start(a, "hold", n, &[]).await?;
-    let c = ramped(&p, a, n).await?;
-    let connected = c.counters.connected;
-    wait_stats(&p.sctl, a.timeout, |s| s.counters.open >= connected).await?;
+    ramped(&p, a, n).await?;
+    settled(&p, a).await?;
     // Let allocator and kernel settle before reading RSS.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (s, c) = (stats(&p.sctl).await?, stats(&p.cctl).await?);
@@ -245,9 +284,8 @@ pub async fn bench_idle(a: &BenchArgs) -> Result<IdleFigures> {
 pub async fn bench_push(a: &BenchArgs) -> Result<PushFigures> {
     let n = a.connections;
     let p = Pair::start(a, "ws", n, &[]).await?;
-    let c = ramped(&p, a, n).await?;
-    let open = c.counters.open;
-    wait_stats(&p.sctl, a.timeout, |s| s.counters.ws_open >= open).await?;
+    ramped(&p, a, n).await?;
+    let open = settled(&p, a).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     control::call(&p.sctl, "push").await?;
     let c = wait_stats(&p.cctl, a.timeout, |s| s.counters.pushes_received >= open).await?;

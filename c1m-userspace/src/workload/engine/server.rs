@@ -39,6 +39,10 @@ const PUSH_CHUNK: usize = 256;
 /// cannot take.
 const EMFILE_PAUSE_MS: u64 = 100;
 
+/// A shard that closed its listeners at its cap reopens them below this fill: the
+/// hysteresis keeps it from flapping in and out of the reuseport groups.
+const REOPEN_FILL: f64 = 0.9;
+
 /// Push frame payload: push id, broadcast start, write time (CLOCK_REALTIME ns), all u64 BE.
 pub const PUSH_PAYLOAD: usize = 24;
 
@@ -75,6 +79,7 @@ pub enum Action {
 struct Shard {
     cfg: ServerShardConfig,
     conns: Slab<Conn>,
+    /// Empty while the shard is full (see [`Shard::close_listeners`]).
     listeners: Vec<OwnedFd>,
     /// Listeners paused after EMFILE, and when they resume (monotonic ns).
     paused: Vec<Option<u64>>,
@@ -88,7 +93,6 @@ struct Shard {
     dirty_pushes: BTreeSet<u64>,
     warnings: Vec<String>,
     warned_emfile: bool,
-    warned_capacity: bool,
 }
 
 /// Runs one server shard until `Stop` (or its supervisor goes away).
@@ -139,7 +143,6 @@ pub async fn run(
         dirty_pushes: Default::default(),
         warnings: Vec::new(),
         warned_emfile: false,
-        warned_capacity: false,
         cfg,
     };
     let mut events = Events::default();
@@ -229,7 +232,12 @@ impl Shard {
         };
         for _ in 0..ACCEPT_BURST {
             match sys::accept(lfd) {
-                Ok(fd) => self.on_accept(ep, fd),
+                Ok(fd) => {
+                    self.on_accept(ep, fd);
+                    if self.listeners.is_empty() {
+                        return; // closed at the cap: lfd is gone
+                    }
+                }
                 Err(e) if sys::would_block(&e) => return,
                 Err(e) if matches!(sys::errno(&e), libc::ECONNABORTED | libc::EINTR) => continue,
                 Err(e) => {
@@ -253,7 +261,47 @@ impl Shard {
         }
     }
 
+    /// At the fd cap: close every listener, so the kernel drops this shard from each port's
+    /// SO_REUSEPORT group and sends new connections to the shards with room, instead of this
+    /// one rejecting them. Connections already queued here are reset by the close (counted
+    /// by the clients). They reopen below [`REOPEN_FILL`] of the cap.
+    fn close_listeners(&mut self) {
+        if self.listeners.is_empty() {
+            return;
+        }
+        self.listeners.clear();
+        self.paused.clear();
+        self.warn(format!(
+            "shard {} reached its cap of {} connections per process: it stopped listening, so              SO_REUSEPORT spreads new connections over the other workers (a larger --max-conns              gives every worker more room)",
+            self.cfg.shard, self.cfg.cap
+        ));
+    }
+
+    fn reopen_listeners(&mut self, ep: &Epoll) {
+        let open = self.open_in_process.load(Ordering::Relaxed);
+        if !self.listeners.is_empty() || (open as f64) >= REOPEN_FILL * self.cfg.cap as f64 {
+            return;
+        }
+        let mut fresh = Vec::with_capacity(self.cfg.listen.len());
+        for (i, addr) in self.cfg.listen.iter().enumerate() {
+            let fd = match sockopt::listener(addr, self.cfg.backlog) {
+                Ok(fd) => fd,
+                Err(_) => return, // retried at the next tick
+            };
+            if ep
+                .add(fd.as_raw_fd(), EPOLLIN, LISTENER_BASE + i as u64)
+                .is_err()
+            {
+                return;
+            }
+            fresh.push(fd);
+        }
+        self.paused = vec![None; fresh.len()];
+        self.listeners = fresh;
+    }
+
     fn resume_listeners(&mut self, ep: &Epoll) {
+        self.reopen_listeners(ep);
         let now = sys::monotonic_ns();
         for (i, p) in self.paused.iter_mut().enumerate() {
             if p.is_some_and(|t| now >= t) {
@@ -273,14 +321,7 @@ impl Shard {
             // next accept would fail with EMFILE and leave clients hanging in the queue.
             let _ = sockopt::set_linger_zero(fd.as_raw_fd());
             self.c.failures.over_capacity += 1;
-            if !self.warned_capacity {
-                self.warned_capacity = true;
-                self.warn(format!(
-                    "shard {} reached its cap of {} connections per process: rejecting with RST; \
-                     start the server with a larger --max-conns",
-                    self.cfg.shard, self.cfg.cap
-                ));
-            }
+            self.close_listeners();
             return;
         }
         if self.cfg.mode != Mode::Hold {
