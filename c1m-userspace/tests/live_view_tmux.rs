@@ -1,0 +1,211 @@
+//! The live view in a real terminal: tmux (160x50, a private server) runs this test binary
+//! as a helper process that starts the `Tui` on the demo state; `capture-pane` reads the
+//! screen; `send-keys q` quits. Checks: both columns with the right numbers, a resize
+//! redraws at the new size, quitting leaves the alternate screen and raw mode (`stty`
+//! shows `icanon` again), and a panic restores the terminal *before* its message is
+//! printed, so the message stays readable on the normal screen.
+//!
+//! Needs tmux: `cargo xtask test` installs it; without it these tests fail and say so.
+#![allow(clippy::unwrap_used)] // panics are the assertions in tests
+
+use std::{
+    process::{Command, Output},
+    time::{Duration, Instant},
+};
+
+use c1m::lab::view::{demo, tui::Tui};
+
+/// Set in the helper's environment: "run" (quit on q) or "panic" (panic on q).
+const HELPER_ENV: &str = "C1M_LIVE_VIEW_HELPER";
+const PANIC_MESSAGE: &str = "live view helper panics on purpose";
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Not a test of its own: the program tmux runs (does nothing unless [`HELPER_ENV`] is
+/// set). Draws four times a second, like the lab's loop, for at most a minute.
+#[test]
+fn tmux_helper_process() {
+    let Ok(mode) = std::env::var(HELPER_ENV) else {
+        return;
+    };
+    let state = demo::state();
+    let mut tui = Tui::start().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        tui.draw(&state).unwrap();
+        if tui.poll_quit(Duration::from_millis(250)).unwrap() {
+            break;
+        }
+    }
+    if mode == "panic" {
+        // Leave restoring to the panic hook alone: no Drop runs for a forgotten Tui.
+        std::mem::forget(tui);
+        panic!("{PANIC_MESSAGE}");
+    }
+}
+
+/// A private tmux server, killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn new(name: &str) -> Tmux {
+        match Command::new("tmux").arg("-V").output() {
+            Ok(o) if o.status.success() => {}
+            _ => panic!(
+                "tmux is not installed: run `cargo xtask test`, which installs it \
+                 (or `apt-get install -y tmux`)"
+            ),
+        }
+        Tmux {
+            socket: format!("c1m-live-view-{}-{name}", std::process::id()),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let out = Command::new("tmux")
+            .args(["-f", "/dev/null", "-L", &self.socket])
+            .args(args)
+            .env_remove("TMUX")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8(self.run(&["capture-pane", "-p", "-t", "lv"]).stdout).unwrap()
+    }
+
+    fn alternate_on(&self) -> bool {
+        let out = self.run(&["display-message", "-p", "-t", "lv", "#{alternate_on}"]);
+        String::from_utf8_lossy(&out.stdout).trim() == "1"
+    }
+
+    /// Waits until the screen satisfies `ok`; returns it, or fails with the last screen.
+    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "timed out waiting for {what}; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Starts the helper in a 160x50 pane; after it exits, the pane prints the terminal's
+    /// `icanon` flag (restored: `icanon`; left raw: `-icanon`) and a marker.
+    fn start_helper(&self, mode: &str) {
+        let exe = std::env::current_exe().unwrap();
+        let script = format!(
+            "{HELPER_ENV}={mode} '{}' --exact tmux_helper_process --nocapture --test-threads=1; \
+             stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon | sed 's/^/TTY:/'; \
+             echo HELPER-DONE; sleep 60",
+            exe.display()
+        );
+        self.run(&[
+            "new-session",
+            "-d",
+            "-x",
+            "160",
+            "-y",
+            "50",
+            "-s",
+            "lv",
+            &script,
+        ]);
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+/// The first line holding `label`, split at column `mid`.
+fn halves(screen: &str, label: &str, mid: usize) -> (String, String) {
+    let line = screen
+        .lines()
+        .find(|l| l.contains(label))
+        .unwrap_or_else(|| panic!("no {label:?} on screen:\n{screen}"));
+    let left: String = line.chars().take(mid).collect();
+    let right: String = line.chars().skip(mid).collect();
+    (left, right)
+}
+
+#[test]
+fn live_view_in_tmux_shows_both_columns_and_restores_the_terminal() {
+    let tmux = Tmux::new("run");
+    tmux.start_helper("run");
+    let screen = tmux.wait_for("the live view", |s| {
+        s.contains("kernel ESTABLISHED") && s.contains("kernel vs app")
+    });
+    assert!(tmux.alternate_on(), "the view runs on the alternate screen");
+    let (l, r) = halves(&screen, "kernel ESTABLISHED", 80);
+    assert!(l.contains("600,407") && r.contains("600,349"), "{screen}");
+    let (l, r) = halves(&screen, "app open", 80);
+    assert!(l.contains("600,000") && r.contains("600,300"), "{screen}");
+    let (l, r) = halves(&screen, "accept queue / limit", 80);
+    assert!(
+        l.contains("412 / 40,960") && r.contains("5 (refused 3, timed_out 2)"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("412 established in the kernel, not yet accepted"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("unavailable: synack_retransmits"),
+        "{screen}"
+    );
+
+    // A resize is drawn at the new size.
+    tmux.run(&["resize-window", "-t", "lv", "-x", "100", "-y", "40"]);
+    let screen = tmux.wait_for("the view at 100 columns", |s| {
+        s.lines()
+            .find(|l| l.contains("kernel ESTABLISHED"))
+            .is_some_and(|l| l.chars().count() <= 100 && l.matches("600,").count() == 2)
+            && s.lines().all(|l| l.chars().count() <= 100)
+    });
+    let (l, r) = halves(&screen, "kernel ESTABLISHED", 50);
+    assert!(l.contains("600,407") && r.contains("600,349"), "{screen}");
+
+    tmux.run(&["send-keys", "-t", "lv", "q"]);
+    let screen = tmux.wait_for("the helper to exit", |s| s.contains("HELPER-DONE"));
+    assert!(!tmux.alternate_on(), "left the alternate screen:\n{screen}");
+    assert!(screen.contains("TTY:icanon"), "raw mode left on:\n{screen}");
+    assert!(!screen.contains("kernel ESTABLISHED"), "{screen}");
+    assert!(
+        screen.contains("test tmux_helper_process ... ok"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn a_panic_restores_the_terminal_before_its_message() {
+    let tmux = Tmux::new("panic");
+    tmux.start_helper("panic");
+    tmux.wait_for("the live view", |s| s.contains("kernel ESTABLISHED"));
+    tmux.run(&["send-keys", "-t", "lv", "q"]);
+    let screen = tmux.wait_for("the helper to exit", |s| s.contains("HELPER-DONE"));
+    assert!(!tmux.alternate_on(), "left the alternate screen:\n{screen}");
+    assert!(screen.contains("TTY:icanon"), "raw mode left on:\n{screen}");
+    // Printed after the restore, so it is on the normal screen, one line, not staircased.
+    let line = screen
+        .lines()
+        .find(|l| l.contains(PANIC_MESSAGE))
+        .unwrap_or_else(|| panic!("panic message lost:\n{screen}"));
+    assert_eq!(line.trim_end(), PANIC_MESSAGE, "{screen}");
+}

@@ -1,0 +1,239 @@
+//! The live view rendered into ratatui's `TestBackend` from a realistic state (the demo run
+//! 49 s into setup): both columns show the right numbers in the right half of the screen,
+//! with and without the observer, and a missing figure reads "n/a", never 0.
+#![allow(clippy::unwrap_used)] // panics are the assertions in tests
+
+use c1m::lab::{
+    model::LiveState,
+    view::{
+        demo,
+        tui::{render, text_screen},
+    },
+};
+use ratatui::{Terminal, backend::TestBackend};
+
+const W: u16 = 160;
+const H: u16 = 50;
+
+/// Renders through ratatui's `TestBackend` (what `text_screen` does), checking that
+/// `render` itself draws into any frame.
+fn screen(state: &LiveState, w: u16, h: u16) -> Vec<String> {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| render(f, state)).unwrap();
+    let via_helper = text_screen(state, w, h);
+    let buf = t.backend().buffer();
+    let lines: Vec<String> = (0..h)
+        .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect())
+        .collect();
+    assert_eq!(lines, via_helper);
+    lines
+}
+
+/// The left (server) and right (client) halves of the first line holding `label`.
+fn row<'a>(lines: &'a [String], label: &str) -> (&'a str, &'a str) {
+    let line = lines
+        .iter()
+        .find(|l| l.contains(label))
+        .unwrap_or_else(|| panic!("no line with {label:?}:\n{}", lines.join("\n")));
+    let mid = line
+        .char_indices()
+        .nth(usize::from(W / 2))
+        .map_or(line.len(), |(i, _)| i);
+    line.split_at(mid)
+}
+
+/// The cell right of `label` in one half: the value, trimmed of borders and padding.
+fn value_of(half: &str, label: &str) -> String {
+    let after = half.split_once(label).map_or("", |(_, a)| a);
+    after
+        .trim_matches(|c: char| c.is_whitespace() || c == '│')
+        .to_owned()
+}
+
+fn both(lines: &[String], label: &str) -> (String, String) {
+    let (l, r) = row(lines, label);
+    (value_of(l, label), value_of(r, label))
+}
+
+/// The screen's text with line breaks and runs of spaces folded, so wrapped explanations
+/// read as one sentence.
+fn flat(lines: &[String]) -> String {
+    lines
+        .iter()
+        .map(|l| l.trim_matches(|c: char| c.is_whitespace() || c == '│'))
+        .collect::<Vec<_>>()
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn both_columns_show_the_right_numbers() {
+    let lines = screen(&demo::state(), W, H);
+    let dump = lines.join("\n");
+    println!("{dump}");
+    let (l, r) = row(&lines, "server");
+    assert!(l.contains(" server ") && r.contains(" client "), "{dump}");
+    assert_eq!(
+        both(&lines, "app open"),
+        ("600,000".into(), "600,300".into())
+    );
+    assert_eq!(
+        both(&lines, "kernel ESTABLISHED"),
+        ("600,407".into(), "600,349".into())
+    );
+    // Rows line up: CLOSE_WAIT | SYN_SENT, SYN_RECV | in flight, queue | failures, ...
+    let (l, r) = row(&lines, "kernel CLOSE_WAIT");
+    assert_eq!(value_of(l, "kernel CLOSE_WAIT"), "5");
+    assert_eq!(value_of(r, "kernel SYN_SENT"), "37");
+    let (l, r) = row(&lines, "kernel SYN_RECV");
+    assert_eq!(value_of(l, "kernel SYN_RECV"), "24");
+    assert_eq!(value_of(r, "app in flight"), "86");
+    let (l, r) = row(&lines, "accept queue / limit");
+    assert_eq!(value_of(l, "accept queue / limit"), "412 / 40,960");
+    assert_eq!(value_of(r, "app failures"), "5 (refused 3, timed_out 2)");
+    let (l, r) = row(&lines, "queue overflows");
+    assert_eq!(value_of(l, "queue overflows"), "37 (30 final ACKs)");
+    assert_eq!(value_of(r, "setup rate"), "12,450/s");
+    assert_eq!(
+        both(&lines, "transitions"),
+        ("24,800/s".into(), "25,100/s".into())
+    );
+    assert_eq!(
+        both(&lines, "kernel per socket"),
+        ("3.2 KiB".into(), "3.4 KiB".into())
+    );
+    assert_eq!(
+        both(&lines, "user per connection"),
+        ("2.0 KiB".into(), "1.5 KiB".into())
+    );
+    assert_eq!(
+        both(&lines, "resident memory"),
+        ("1.2 GiB".into(), "953.7 MiB".into())
+    );
+    // Header, warnings, sparkline title, kernel-vs-app rows with their explanations.
+    let text = flat(&lines);
+    for want in [
+        "c1m run",
+        "phase setup",
+        "elapsed 49.0 s",
+        "target 1,000,000",
+        "unavailable: synack_retransmits",
+        "note: ramp: 12,500 connections/s",
+        "setup rate, connections/s now 12,450/s",
+        "≠ server open kernel 600,407 app 600,000",
+        "412 established in the kernel, not yet accepted",
+        "5 closed by the peer, not yet noticed by the app (CLOSE_WAIT)",
+        "37 handshakes dropped since start: accept queue full (30 final ACKs",
+        "≠ client open kernel 600,349 app 600,300",
+        "49 connected in the kernel, WebSocket handshake not finished",
+        "37 SYN_SENT: handshakes in flight",
+        "q or Ctrl-C: quit",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{dump}");
+    }
+    assert!(
+        !text.contains("n/a"),
+        "every figure is known in the demo:\n{dump}"
+    );
+}
+
+#[test]
+fn without_observer_kernel_figures_are_na_not_zero() {
+    let mut state = demo::state();
+    state.kernel = None;
+    let lines = screen(&state, W, H);
+    let dump = lines.join("\n");
+    println!("{dump}");
+    assert_eq!(
+        both(&lines, "app open"),
+        ("600,000".into(), "600,300".into())
+    );
+    assert_eq!(
+        both(&lines, "kernel ESTABLISHED"),
+        ("n/a".into(), "n/a".into())
+    );
+    let (l, r) = row(&lines, "kernel SYN_RECV");
+    assert_eq!(value_of(l, "kernel SYN_RECV"), "n/a");
+    assert_eq!(value_of(r, "app in flight"), "86");
+    let (l, _) = row(&lines, "accept queue / limit");
+    assert_eq!(value_of(l, "accept queue / limit"), "n/a");
+    assert_eq!(
+        both(&lines, "kernel per socket"),
+        ("n/a".into(), "n/a".into())
+    );
+    // The app's own figures stay.
+    assert_eq!(
+        both(&lines, "resident memory"),
+        ("1.2 GiB".into(), "953.7 MiB".into())
+    );
+    let text = flat(&lines);
+    assert!(
+        text.contains("no kernel view: the observer is not running"),
+        "{dump}"
+    );
+    assert!(
+        text.contains("? server open kernel n/a app 600,000"),
+        "{dump}"
+    );
+    assert!(
+        text.contains("kernel: n/a (observer not running)"),
+        "{dump}"
+    );
+}
+
+#[test]
+fn before_the_client_starts_its_column_is_na() {
+    let mut state = demo::state();
+    state.client = None;
+    state.history.clear();
+    let lines = screen(&state, W, H);
+    let dump = lines.join("\n");
+    let (l, r) = row(&lines, "app open");
+    assert_eq!(value_of(l, "app open"), "600,000");
+    assert_eq!(value_of(r, "app open"), "n/a");
+    // The kernel still counts the client side's sockets.
+    assert_eq!(
+        both(&lines, "kernel ESTABLISHED"),
+        ("600,407".into(), "600,349".into())
+    );
+    let (_, r) = row(&lines, "app failures");
+    assert_eq!(value_of(r, "app failures"), "n/a");
+    let text = flat(&lines);
+    assert!(text.contains("no samples yet"), "{dump}");
+    assert!(text.contains("app: n/a (no c1m client stats)"), "{dump}");
+}
+
+#[test]
+fn nothing_at_all_is_all_na() {
+    let lines = screen(&LiveState::default(), W, H);
+    let dump = lines.join("\n");
+    for label in [
+        "app open",
+        "kernel ESTABLISHED",
+        "transitions",
+        "resident memory",
+    ] {
+        assert_eq!(
+            both(&lines, label),
+            ("n/a".into(), "n/a".into()),
+            "{label}\n{dump}"
+        );
+    }
+    assert!(flat(&lines).contains("nothing to compare yet"), "{dump}");
+}
+
+#[test]
+fn a_standard_80x24_terminal_keeps_both_columns() {
+    let lines = screen(&demo::state(), 80, 24);
+    let dump = lines.join("\n");
+    println!("{dump}");
+    let line = lines
+        .iter()
+        .find(|l| l.contains("kernel ESTABLISHED"))
+        .unwrap();
+    let mid = line.char_indices().nth(40).map_or(line.len(), |(i, _)| i);
+    let (l, r) = line.split_at(mid);
+    assert!(l.contains("600,407") && r.contains("600,349"), "{dump}");
+}
