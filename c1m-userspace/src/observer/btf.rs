@@ -251,10 +251,10 @@ impl Btf {
             }
         }
         for m in &ty.members {
-            if m.name == 0 {
-                if let Some((inner, found)) = self.find_member(m.ty, name) {
-                    return Some((m.bit_offset + inner, found));
-                }
+            if m.name == 0
+                && let Some((inner, found)) = self.find_member(m.ty, name)
+            {
+                return Some((m.bit_offset + inner, found));
             }
         }
         None

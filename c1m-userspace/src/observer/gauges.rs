@@ -17,6 +17,18 @@ impl Gauges {
         self.transitions_at_walk = transitions;
     }
 
+    /// TIME_WAIT and request sockets get no transitions: every walk is their truth.
+    pub fn refresh_walk_only(&mut self, agg: &[SockAgg]) {
+        for s in 0..side::COUNT as u32 {
+            for state in [tcp_state::TIME_WAIT, tcp_state::NEW_SYN_RECV] {
+                let i = sock_agg_index(s, state) as usize;
+                if let (Some(slot), Some(a)) = (self.base.get_mut(i), agg.get(i)) {
+                    *slot = a.sockets as i64;
+                }
+            }
+        }
+    }
+
     pub fn value(&self, s: u32, state: u32, transitions: &[u64]) -> i64 {
         let mut v = self
             .base

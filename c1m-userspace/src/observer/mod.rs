@@ -368,7 +368,16 @@ impl Observer {
     fn walk_sockets(&mut self) -> Result<(), ObserverError> {
         let before = self.read_counters()?;
         let walk = walk::sockets(self.socket_link.as_fd(), &mut self.ebpf)?;
-        self.gauges.rebase(&walk.agg, before.transitions);
+        let after = self.read_counters()?;
+        // A socket that changed state while the walk passed it may be in both the walk
+        // and the transitions: only a quiet walk may replace the gauges' base. Between
+        // quiet walks the transitions (exact) carry the gauges; the states no
+        // transition reaches are taken from every walk.
+        if before.transitions == after.transitions || self.last_walk.is_none() {
+            self.gauges.rebase(&walk.agg, before.transitions);
+        } else {
+            self.gauges.refresh_walk_only(&walk.agg);
+        }
         self.last_walk = Some(walk);
         self.walks += 1;
         Ok(())

@@ -78,21 +78,24 @@ pub fn parse_format(text: &str) -> HashMap<String, (u32, u32)> {
             .split('[')
             .next()
             .unwrap_or("");
-        if let (Some(offset), Some(size)) = (offset, size) {
-            if !name.is_empty() {
-                fields.insert(name.to_owned(), (offset, size));
-            }
+        if let (Some(offset), Some(size)) = (offset, size)
+            && !name.is_empty()
+        {
+            fields.insert(name.to_owned(), (offset, size));
         }
     }
     fields
 }
+
+/// A record's fields: name -> (offset, size).
+pub type Fields = HashMap<String, (u32, u32)>;
 
 /// How one hook's record maps onto [`TracepointFields`]: which tracepoint, and which
 /// of its fields (with the size c1m reads) fill which slot.
 pub struct HookLayout {
     pub category: &'static str,
     pub name: &'static str,
-    pub build: fn(&HashMap<String, (u32, u32)>) -> Result<TracepointFields, &'static str>,
+    pub build: fn(&Fields) -> Result<TracepointFields, &'static str>,
 }
 
 fn need(
