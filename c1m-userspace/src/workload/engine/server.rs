@@ -31,9 +31,10 @@ use crate::workload::{
 /// connections already open; the level-triggered listener fires again if more wait.
 const ACCEPT_BURST: usize = 256;
 
-/// Connections written per push step before the loop turns (reads, commands, timers):
-/// ~256 writes is ~1–2 ms of syscalls.
-const PUSH_CHUNK: usize = 256;
+/// Connections written per push step before the loop turns (reads, commands, timers) and
+/// yields the CPU: 64 writes is ~0.3–0.5 ms of syscalls. Measured at 200k connections:
+/// 256 per step gave per-message p99 20 ms, 64 gave 9.8 ms, at the same fan-out time.
+const PUSH_CHUNK: usize = 64;
 
 /// After EMFILE, leave the listener alone this long instead of spinning on a connection we
 /// cannot take.
@@ -165,7 +166,14 @@ pub async fn run(
                 s.resume_listeners(afd.get_ref());
                 s.report(&mut io, &mut last, false, false).await?;
             }
-            _ = std::future::ready(()), if s.push.is_some() => s.push_step(afd.get_ref()),
+            _ = std::future::ready(()), if s.push.is_some() => {
+                s.push_step(afd.get_ref());
+                // Hand the CPU to the readers between chunks (sched_yield): with dozens of
+                // writer and reader processes on two cores, frames otherwise wait in socket
+                // buffers until the writers' slices end. Measured, 200k connections: fan-out
+                // 2.15 s → 1.69 s, per-message p99 70 ms → 9.8 ms.
+                std::thread::yield_now();
+            }
             guard = afd.readable() => {
                 let mut guard = guard.context("epoll readiness")?;
                 if super::poll_batch(&mut guard, &mut events)? {
