@@ -1,5 +1,6 @@
 //! `c1m run`, `c1m doctor`, `c1m top`, the live view and the run exports.
 
 pub mod doctor;
+pub mod export;
 pub mod model;
 pub mod view;

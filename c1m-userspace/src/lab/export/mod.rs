@@ -1,0 +1,321 @@
+//! The run folder (`c1m-runs/<timestamp>/`): what `c1m run` leaves behind, and what
+//! `c1m report` and `c1m compare` read back. Pure: a [`RunRecord`] in, files out.
+//!
+//! | file | written by | what |
+//! |---|---|---|
+//! | `summary.json` | [`write_run`] | the [`RunRecord`], pretty |
+//! | `summary.schema.json` | [`write_run`], [`write_derived`] | JSON Schema of `summary.json` |
+//! | `timeseries.csv` | [`write_run`], [`write_derived`] | one row per [`Sample`](super::model::Sample) |
+//! | `<side>-<name>.hgrm` | [`write_run`], [`write_derived`] | percentile distribution (HdrHistogram plotter, wrk2) |
+//! | `<side>-<name>.hlog` | [`IntervalRecorder::write`] | HdrHistogram interval log, mergeable across clients |
+//! | `report.html` | [`write_run`], [`write_derived`] | offline report: inline SVG charts and tables |
+//!
+//! Every file is written atomically (`name.tmp`, then rename), so calling the writers
+//! again and again during a run is how a Ctrl-C or a crashed worker still leaves
+//! complete files of what was measured.
+
+mod atomic;
+pub mod cli;
+mod compare;
+mod figures;
+#[doc(hidden)]
+pub mod fixture;
+mod fmt;
+pub mod hgrm;
+pub mod hlog;
+mod html;
+pub mod schema;
+mod svg;
+mod timeseries;
+
+use std::{
+    io,
+    path::{Path, PathBuf},
+};
+
+#[doc(hidden)]
+pub use fixture::{sample_run, sample_run_with_snapshots};
+pub use hlog::IntervalRecorder;
+use thiserror::Error;
+
+use self::atomic::write_atomic;
+use super::model::RunRecord;
+use crate::workload::stats::{HIST_NAMES, HistError};
+
+pub const SUMMARY: &str = "summary.json";
+pub const SCHEMA: &str = "summary.schema.json";
+pub const TIMESERIES: &str = "timeseries.csv";
+pub const REPORT: &str = "report.html";
+
+/// Why an export or a read-back failed. Each message is one line naming the cause and
+/// the fix.
+#[derive(Debug, Error)]
+pub enum ExportError {
+    #[error(
+        "{} not found: pass a run folder written by c1m run (c1m-runs/<timestamp>/)",
+        .0.display()
+    )]
+    NotARun(PathBuf),
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, error: io::Error },
+    #[error(
+        "{}: not a c1m run summary ({error}): pass a summary.json written by c1m run",
+        path.display()
+    )]
+    BadSummary {
+        path: PathBuf,
+        error: serde_json::Error,
+    },
+    #[error("encoding {what} as JSON: {error}")]
+    Encode {
+        what: &'static str,
+        error: serde_json::Error,
+    },
+    #[error("{what}: histogram: {error}")]
+    Hist { what: String, error: HistError },
+    #[error("{what}: interval log: {error}")]
+    IntervalLog { what: String, error: String },
+}
+
+impl ExportError {
+    pub(crate) fn io(path: &Path) -> impl FnOnce(io::Error) -> ExportError + '_ {
+        move |error| ExportError::Io {
+            path: path.to_owned(),
+            error,
+        }
+    }
+
+    pub(crate) fn hist(what: impl Into<String>) -> impl FnOnce(HistError) -> ExportError {
+        let what = what.into();
+        move |error| ExportError::Hist { what, error }
+    }
+}
+
+/// Unit of the values in a `.hgrm` file. The histograms record µs; `Ms` divides by
+/// 1000 (what wrk2 prints) and names the file `…_ms.hgrm`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum HgrmUnit {
+    #[default]
+    Us,
+    Ms,
+}
+
+impl HgrmUnit {
+    /// What a recorded value (µs) is divided by.
+    pub fn divisor(self) -> f64 {
+        match self {
+            HgrmUnit::Us => 1.0,
+            HgrmUnit::Ms => 1000.0,
+        }
+    }
+
+    /// The file stem for histogram `name` (`connect_us`) of `side`.
+    pub fn stem(self, side: &str, name: &str) -> String {
+        match self {
+            HgrmUnit::Us => format!("{side}-{name}"),
+            HgrmUnit::Ms => format!("{side}-{}_ms", name.strip_suffix("_us").unwrap_or(name)),
+        }
+    }
+}
+
+/// Options of [`write_derived_with`]; [`write_run`] uses the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct ExportOptions {
+    /// Also write `.hgrm` files in these units (µs files are always written).
+    pub extra_hgrm_units: Vec<HgrmUnit>,
+}
+
+/// Writes the whole run folder from `run`: `summary.json` and everything derived from
+/// it (see the module table; `.hlog` files come from [`IntervalRecorder::write`]).
+/// Creates `dir` if needed. Returns the paths written, in a stable order.
+pub fn write_run(dir: &Path, run: &RunRecord) -> Result<Vec<PathBuf>, ExportError> {
+    std::fs::create_dir_all(dir).map_err(ExportError::io(dir))?;
+    let json = serde_json::to_vec_pretty(run).map_err(|error| ExportError::Encode {
+        what: "the run summary",
+        error,
+    })?;
+    let path = dir.join(SUMMARY);
+    write_atomic(&path, &json)?;
+    let mut written = vec![path];
+    written.extend(write_derived(dir, run)?);
+    Ok(written)
+}
+
+/// Writes every file derived from `run`, leaving `summary.json` and the `.hlog` files
+/// (raw measurements) alone: what `c1m report` regenerates.
+pub fn write_derived(dir: &Path, run: &RunRecord) -> Result<Vec<PathBuf>, ExportError> {
+    write_derived_with(dir, run, &ExportOptions::default())
+}
+
+pub fn write_derived_with(
+    dir: &Path,
+    run: &RunRecord,
+    opts: &ExportOptions,
+) -> Result<Vec<PathBuf>, ExportError> {
+    std::fs::create_dir_all(dir).map_err(ExportError::io(dir))?;
+    let mut written = Vec::new();
+    let mut put = |name: String, bytes: &[u8]| -> Result<(), ExportError> {
+        let path = dir.join(name);
+        write_atomic(&path, bytes)?;
+        written.push(path);
+        Ok(())
+    };
+    put(SCHEMA.to_owned(), schema::SUMMARY_SCHEMA.as_bytes())?;
+    put(
+        TIMESERIES.to_owned(),
+        timeseries::csv(&run.samples)?.as_bytes(),
+    )?;
+    let mut units = vec![HgrmUnit::Us];
+    units.extend(opts.extra_hgrm_units.iter().filter(|u| **u != HgrmUnit::Us));
+    for h in histograms(run)? {
+        for unit in &units {
+            let text = hgrm::percentile_distribution(&h.hist, unit.divisor());
+            put(
+                format!("{}.hgrm", unit.stem(h.side, h.name)),
+                text.as_bytes(),
+            )?;
+        }
+    }
+    put(REPORT.to_owned(), html::report(run)?.as_bytes())?;
+    Ok(written)
+}
+
+/// Reads `dir/summary.json` back. A missing file says how to find a run folder; values
+/// a crashed writer left as `null` (NaN) read back as their defaults.
+pub fn load_run(dir: &Path) -> Result<RunRecord, ExportError> {
+    let path = dir.join(SUMMARY);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ExportError::NotARun(path)),
+        Err(e) => return Err(ExportError::io(&path)(e)),
+    };
+    match serde_json::from_slice::<RunRecord>(&bytes) {
+        Ok(run) => Ok(run),
+        Err(error) => {
+            // serde_json writes NaN/inf as null, which no f64 reads back; dropping nulls
+            // lets `#[serde(default)]` and `Option` fill them in.
+            let lenient = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .map(drop_nulls)
+                .and_then(|v| serde_json::from_value::<RunRecord>(v).ok());
+            lenient.ok_or(ExportError::BadSummary { path, error })
+        }
+    }
+}
+
+fn drop_nulls(v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, drop_nulls(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(drop_nulls).collect()),
+        v => v,
+    }
+}
+
+/// One decoded histogram of a run.
+pub(crate) struct RunHist {
+    pub side: &'static str,
+    pub name: &'static str,
+    pub hist: hdrhistogram::Histogram<u64>,
+}
+
+/// The run's non-empty histograms, server first, in [`HIST_NAMES`] order.
+pub(crate) fn histograms(run: &RunRecord) -> Result<Vec<RunHist>, ExportError> {
+    let mut out = Vec::new();
+    for (side, snap) in [("server", &run.server), ("client", &run.client)] {
+        let Some(snap) = snap else { continue };
+        for name in HIST_NAMES {
+            if !snap.histograms.contains_key(name) {
+                continue;
+            }
+            let hist = snap
+                .histogram(name)
+                .map_err(ExportError::hist(format!("{side} {name}")))?;
+            if !hist.is_empty() {
+                out.push(RunHist { side, name, hist });
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The whole folder, read back from disk: every file parses and agrees with the
+    /// record it was written from.
+    #[test]
+    fn run_folder_round_trip() {
+        let (run, snaps) = sample_run_with_snapshots();
+        let dir = fixture::test_dir("round-trip");
+        let mut rec = IntervalRecorder::new(run.started_unix_ms);
+        // As the lab does: observe, write everything, again and again.
+        let started = std::time::Instant::now();
+        let mut written = Vec::new();
+        for (i, (side, snap)) in snaps.iter().enumerate() {
+            rec.observe(side, snap).unwrap();
+            if i % 40 == 0 || i + 1 == snaps.len() {
+                written = write_run(&dir, &run).unwrap();
+                written.extend(rec.write(&dir).unwrap());
+            }
+        }
+        eprintln!("observe + 5 writes: {:?}", started.elapsed());
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+        assert_eq!(names.len(), written.len(), "{names:?}");
+
+        // summary.json: valid against the schema, and reads back to the same record.
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join(SUMMARY)).unwrap()).unwrap();
+        schema::validate_summary(&json).unwrap();
+        let back = load_run(&dir).unwrap();
+        assert_eq!(serde_json::to_value(&back).unwrap(), json);
+        assert_eq!(
+            std::fs::read_to_string(dir.join(SCHEMA)).unwrap(),
+            schema::SUMMARY_SCHEMA
+        );
+
+        // timeseries.csv: a header and one row per sample.
+        let csv = std::fs::read_to_string(dir.join(TIMESERIES)).unwrap();
+        assert_eq!(csv.lines().count(), run.samples.len() + 1);
+
+        // Every histogram: its .hgrm parses back to exactly the source histogram's
+        // distribution, its .hlog merges back to exactly the final histogram.
+        let hists = histograms(&run).unwrap();
+        assert_eq!(hists.len(), 3);
+        for h in &hists {
+            let stem = format!("{}-{}", h.side, h.name);
+            let text = std::fs::read_to_string(dir.join(format!("{stem}.hgrm"))).unwrap();
+            let parsed = hgrm::parse(&text).unwrap();
+            assert_eq!(parsed.total_count, h.hist.len());
+            hgrm::tests::assert_matches(&parsed, &h.hist, 1.0);
+            let log = std::fs::read_to_string(dir.join(format!("{stem}.hlog"))).unwrap();
+            assert_eq!(hlog::merge(&[&log]).unwrap(), h.hist, "{stem}");
+        }
+        assert!(names.contains(&REPORT.to_owned()));
+    }
+
+    #[test]
+    fn load_run_reads_nan_written_as_null() {
+        let dir = fixture::test_dir("nan");
+        let mut run = sample_run();
+        run.samples[3].t_s = f64::NAN;
+        run.phases[0].duration_s = f64::INFINITY;
+        write_run(&dir, &run).unwrap();
+        let back = load_run(&dir).unwrap();
+        assert_eq!(back.samples[3].t_s, 0.0);
+        assert_eq!(back.samples.len(), run.samples.len());
+        assert_eq!(back.phases[0].duration_s, 0.0);
+    }
+}

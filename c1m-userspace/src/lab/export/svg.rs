@@ -1,0 +1,441 @@
+//! Line charts as inline SVG: no script, no fonts, readable offline and in a screenshot.
+//! Each chart is a `<figure id=… data-points=N>` (N = points drawn, for the browser test)
+//! with a title, an HTML legend and an `<svg>` with labelled axes.
+
+use std::fmt::Write as _;
+
+use super::fmt::{esc, num};
+
+const W: f64 = 680.0;
+const H: f64 = 270.0;
+const LEFT: f64 = 70.0;
+const RIGHT: f64 = 14.0;
+const TOP: f64 = 20.0;
+const BOTTOM: f64 = 46.0;
+/// Above this many points a series is thinned to the min and max of each x slot.
+const MAX_POINTS: usize = 2400;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum XAxis {
+    /// Seconds since the run started.
+    Seconds,
+    /// HdrHistogram plotter axis: log10 of 1/(1-p); points carry x = 1/(1-p).
+    Percentile,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum YUnit {
+    Count,
+    Bytes,
+    Plain,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Series {
+    pub label: String,
+    pub color: &'static str,
+    /// SVG `stroke-dasharray`, e.g. "6 4".
+    pub dash: Option<&'static str>,
+    pub width: f64,
+    /// `None` breaks the line (no sample).
+    pub points: Vec<(f64, Option<f64>)>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Band {
+    pub x0: f64,
+    pub x1: f64,
+    pub label: String,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Chart {
+    pub id: String,
+    pub title: String,
+    /// One line under the title: what the chart shows and how to read it.
+    pub note: String,
+    pub x: XAxis,
+    pub x_label: String,
+    pub y: YUnit,
+    pub y_label: String,
+    pub series: Vec<Series>,
+    pub bands: Vec<Band>,
+}
+
+impl Chart {
+    fn drawn(&self) -> Vec<Vec<(f64, f64)>> {
+        // Segments of finite points, per series; `Percentile` maps x to log10.
+        self.series
+            .iter()
+            .map(|s| {
+                thin(&s.points)
+                    .into_iter()
+                    .map(|(x, y)| {
+                        let x = match self.x {
+                            XAxis::Seconds => Some(x),
+                            XAxis::Percentile => (x >= 1.0).then(|| x.log10()),
+                        };
+                        (x.unwrap_or(f64::NAN), y.unwrap_or(f64::NAN))
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    pub fn render(&self) -> String {
+        let series = self.drawn();
+        let finite = |p: &&(f64, f64)| p.0.is_finite() && p.1.is_finite();
+        let n: usize = series.iter().map(|s| s.iter().filter(finite).count()).sum();
+        let mut out = String::new();
+        let _ = write!(
+            out,
+            "<figure class=\"chart\" id=\"{}\" data-points=\"{n}\"><figcaption><b>{}</b><span>{}</span></figcaption><div class=\"legend\">",
+            esc(&self.id),
+            esc(&self.title),
+            esc(&self.note)
+        );
+        for s in &self.series {
+            let _ = write!(
+                out,
+                "<span><svg width=\"26\" height=\"10\" aria-hidden=\"true\"><line x1=\"1\" y1=\"5\" x2=\"25\" y2=\"5\" stroke=\"{}\" stroke-width=\"{}\"{} /></svg>{}</span>",
+                s.color,
+                s.width.max(2.0),
+                dash_attr(s.dash),
+                esc(&s.label)
+            );
+        }
+        out.push_str("</div>");
+        let pts = series.iter().flatten().filter(finite);
+        let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, 0.0f64, f64::MIN);
+        for &(x, y) in pts {
+            x0 = x0.min(x);
+            x1 = x1.max(x);
+            y0 = y0.min(y);
+            y1 = y1.max(y);
+        }
+        for b in &self.bands {
+            x0 = x0.min(b.x0);
+            x1 = x1.max(b.x1);
+        }
+        let _ = write!(
+            out,
+            "<svg viewBox=\"0 0 {W} {H}\" role=\"img\" aria-label=\"{}\">",
+            esc(&self.title)
+        );
+        if n == 0 {
+            let _ = write!(
+                out,
+                "<text x=\"{}\" y=\"{}\" class=\"nodata\">no data in this run</text></svg></figure>",
+                W / 2.0,
+                H / 2.0
+            );
+            return out;
+        }
+        // Axes' domains and ticks.
+        let xticks = match self.x {
+            XAxis::Seconds => {
+                let t = nice_ticks(x0.min(0.0), x1.max(x0 + 1.0), 8);
+                x0 = t.first().copied().unwrap_or(x0);
+                x1 = t.last().copied().unwrap_or(x1);
+                t.into_iter()
+                    .map(|v| (v, num(v, decimals(&[v]))))
+                    .collect::<Vec<_>>()
+            }
+            XAxis::Percentile => {
+                x0 = 0.0;
+                x1 = x1.ceil().max(2.0);
+                (0..=x1 as i32)
+                    .map(|k| (f64::from(k), percentile_label(k)))
+                    .collect()
+            }
+        };
+        if y1 <= y0 {
+            y1 = y0 + 1.0;
+        }
+        let (yscale, ysuffix) = match self.y {
+            YUnit::Bytes => bytes_scale(y1),
+            YUnit::Count => count_scale(y1),
+            YUnit::Plain => (1.0, ""),
+        };
+        let yt = nice_ticks(y0 / yscale, y1 / yscale, 5);
+        let (yl, yh) = (
+            yt.first().copied().unwrap_or(0.0) * yscale,
+            yt.last().copied().unwrap_or(1.0) * yscale,
+        );
+        let pw = W - LEFT - RIGHT;
+        let ph = H - TOP - BOTTOM;
+        let sx = |x: f64| LEFT + (x - x0) / (x1 - x0).max(f64::MIN_POSITIVE) * pw;
+        let sy = |y: f64| TOP + ph - (y - yl) / (yh - yl).max(f64::MIN_POSITIVE) * ph;
+        // Phase bands, behind everything.
+        for (i, b) in self.bands.iter().enumerate() {
+            let (a, z) = (sx(b.x0.max(x0)), sx(b.x1.min(x1)));
+            if z <= a {
+                continue;
+            }
+            if i % 2 == 0 {
+                let _ = write!(
+                    out,
+                    "<rect class=\"band\" x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{ph}\" />",
+                    z - a
+                );
+            }
+            // Uppercase 10 px with letter spacing: about 7 px a character.
+            if z - a >= b.label.chars().count() as f64 * 7.0 + 4.0 {
+                let _ = write!(
+                    out,
+                    "<text class=\"bandlabel\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+                    a + 3.0,
+                    TOP - 6.0,
+                    esc(&b.label)
+                );
+            }
+            let _ = write!(
+                out,
+                "<line class=\"bandedge\" x1=\"{a:.1}\" y1=\"{TOP}\" x2=\"{a:.1}\" y2=\"{:.1}\" />",
+                TOP + ph
+            );
+        }
+        // Grid and tick labels.
+        let ydec = decimals(&yt);
+        for v in &yt {
+            let y = sy(v * yscale);
+            let label = if *v == 0.0 {
+                "0".to_owned()
+            } else {
+                format!("{}{ysuffix}", num(*v, ydec))
+            };
+            let _ = write!(
+                out,
+                "<line class=\"grid\" x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" /><text class=\"ytick\" x=\"{:.1}\" y=\"{:.1}\">{label}</text>",
+                W - RIGHT,
+                LEFT - 6.0,
+                y + 4.0,
+            );
+        }
+        for (v, label) in &xticks {
+            let x = sx(*v);
+            // The last label would run past the frame: right-align it to the tick.
+            let anchor = if x > W - RIGHT - 30.0 {
+                " style=\"text-anchor:end\""
+            } else {
+                ""
+            };
+            let _ = write!(
+                out,
+                "<line class=\"grid\" x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" /><text class=\"xtick\" x=\"{x:.1}\" y=\"{:.1}\"{anchor}>{}</text>",
+                TOP + ph,
+                TOP + ph + 16.0,
+                esc(label)
+            );
+        }
+        let _ = write!(
+            out,
+            "<rect class=\"frame\" x=\"{LEFT}\" y=\"{TOP}\" width=\"{pw}\" height=\"{ph}\" />\
+             <text class=\"xlabel\" x=\"{:.1}\" y=\"{:.1}\">{}</text>\
+             <text class=\"ylabel\" transform=\"translate(14 {:.1}) rotate(-90)\">{}</text>",
+            LEFT + pw / 2.0,
+            H - 8.0,
+            esc(&self.x_label),
+            TOP + ph / 2.0,
+            esc(&self.y_label)
+        );
+        // The lines, first series on top: draw in reverse.
+        for (s, pts) in self.series.iter().zip(&series).rev() {
+            let mut d = String::new();
+            let mut pen_up = true;
+            for &(x, y) in pts {
+                if !(x.is_finite() && y.is_finite()) {
+                    pen_up = true;
+                    continue;
+                }
+                let _ = write!(
+                    d,
+                    "{}{:.1} {:.1}",
+                    if pen_up { "M" } else { "L" },
+                    sx(x),
+                    sy(y)
+                );
+                pen_up = false;
+            }
+            if d.is_empty() {
+                continue;
+            }
+            let _ = write!(
+                out,
+                "<path d=\"{d}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"{} stroke-linejoin=\"round\"><title>{}</title></path>",
+                s.color,
+                s.width,
+                dash_attr(s.dash),
+                esc(&s.label)
+            );
+            // A lone point would be invisible as a path.
+            if pts
+                .iter()
+                .filter(|p| p.0.is_finite() && p.1.is_finite())
+                .count()
+                == 1
+                && let Some(&(x, y)) = pts.iter().find(|p| p.0.is_finite() && p.1.is_finite())
+            {
+                let _ = write!(
+                    out,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{}\" />",
+                    sx(x),
+                    sy(y),
+                    s.color
+                );
+            }
+        }
+        out.push_str("</svg></figure>");
+        out
+    }
+}
+
+fn dash_attr(d: Option<&str>) -> String {
+    d.map(|d| format!(" stroke-dasharray=\"{d}\""))
+        .unwrap_or_default()
+}
+
+/// `0` → 0%, `1` → 90%, `2` → 99%, `3` → 99.9%…
+fn percentile_label(k: i32) -> String {
+    match k {
+        0 => "0%".to_owned(),
+        1 => "90%".to_owned(),
+        k => format!("99.{}%", "9".repeat((k - 2) as usize)).replace("99.%", "99%"),
+    }
+}
+
+/// Keeps the first, last, min and max point of each of MAX_POINTS/2 slots.
+fn thin(points: &[(f64, Option<f64>)]) -> Vec<(f64, Option<f64>)> {
+    if points.len() <= MAX_POINTS {
+        return points.to_vec();
+    }
+    let slot = points.len().div_ceil(MAX_POINTS / 2);
+    let mut out = Vec::with_capacity(MAX_POINTS + 2);
+    for chunk in points.chunks(slot) {
+        let finite: Vec<(usize, f64)> = chunk
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.1.filter(|y| y.is_finite()).map(|y| (i, y)))
+            .collect();
+        if finite.len() < chunk.len() {
+            // A gap in the slot: keep the gap.
+            out.push((chunk[0].0, None));
+        }
+        let lo = finite.iter().min_by(|a, b| a.1.total_cmp(&b.1));
+        let hi = finite.iter().max_by(|a, b| a.1.total_cmp(&b.1));
+        if let (Some(&(li, _)), Some(&(hi_i, _))) = (lo, hi) {
+            let (a, b) = (li.min(hi_i), li.max(hi_i));
+            out.push(chunk[a]);
+            if b != a {
+                out.push(chunk[b]);
+            }
+        }
+    }
+    out
+}
+
+/// About `target` round ticks covering [lo, hi]: steps of 1, 2, 2.5 or 5 × 10^k.
+pub(crate) fn nice_ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
+    if !(lo.is_finite() && hi.is_finite()) || hi <= lo {
+        return vec![lo, lo + 1.0];
+    }
+    let raw = (hi - lo) / target.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    let first = (lo / step).floor();
+    let last = (hi / step).ceil();
+    (first as i64..=last as i64)
+        .map(|i| i as f64 * step)
+        .collect()
+}
+
+/// Decimals needed to print every tick distinctly.
+fn decimals(ticks: &[f64]) -> usize {
+    (0..4)
+        .find(|d| {
+            ticks
+                .iter()
+                .all(|t| ((t * 10f64.powi(*d)).round() - t * 10f64.powi(*d)).abs() < 1e-6)
+        })
+        .unwrap_or(4) as usize
+}
+
+fn bytes_scale(max: f64) -> (f64, &'static str) {
+    match max {
+        m if m >= 1024.0 * 1024.0 * 1024.0 => (1024.0 * 1024.0 * 1024.0, " GiB"),
+        m if m >= 1024.0 * 1024.0 => (1024.0 * 1024.0, " MiB"),
+        m if m >= 1024.0 => (1024.0, " KiB"),
+        _ => (1.0, " B"),
+    }
+}
+
+fn count_scale(max: f64) -> (f64, &'static str) {
+    match max {
+        m if m >= 1e6 => (1e6, "M"),
+        m if m >= 1e4 => (1e3, "k"),
+        _ => (1.0, ""),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(
+            nice_ticks(0.0, 1_000_000.0, 5),
+            [0.0, 200_000.0, 400_000.0, 600_000.0, 800_000.0, 1_000_000.0]
+        );
+        assert_eq!(
+            nice_ticks(0.0, 72.0, 8),
+            [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0]
+        );
+        assert_eq!(percentile_label(2), "99%");
+        assert_eq!(percentile_label(4), "99.99%");
+    }
+
+    #[test]
+    fn chart_counts_points_and_breaks_gaps() {
+        let c = Chart {
+            id: "c".into(),
+            title: "t".into(),
+            note: String::new(),
+            x: XAxis::Seconds,
+            x_label: "s".into(),
+            y: YUnit::Count,
+            y_label: "n".into(),
+            series: vec![Series {
+                label: "a".into(),
+                color: "#000",
+                dash: None,
+                width: 1.5,
+                points: vec![
+                    (0.0, Some(1.0)),
+                    (1.0, None),
+                    (2.0, Some(3.0)),
+                    (3.0, Some(4.0)),
+                ],
+            }],
+            bands: vec![],
+        };
+        let svg = c.render();
+        assert!(svg.contains("data-points=\"3\""), "{svg}");
+        let d = svg
+            .split("<path d=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
+        assert_eq!(d.matches('M').count(), 2, "{d}");
+        let many: Vec<_> = (0..10_000)
+            .map(|i| (f64::from(i), Some(f64::from(i % 7))))
+            .collect();
+        assert!(thin(&many).len() <= MAX_POINTS + 2);
+    }
+}

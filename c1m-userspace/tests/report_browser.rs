@@ -1,0 +1,180 @@
+//! `report.html` and `c1m compare --html` opened in headless Chromium (Debian's
+//! `chromium` package): a screenshot is taken, and every chart is present in the DOM with
+//! `data-points` > 0 and SVG paths that hold points. No root needed; no network.
+#![allow(clippy::unwrap_used)] // panics are the assertions
+
+use std::{
+    io::Read as _,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use c1m::lab::export::{
+    cli::{CompareArgs, run_compare},
+    fixture::{self, FIXTURE_CHARTS},
+    write_run,
+};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+fn require_chromium() {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is missing: run `cargo xtask test` (it installs Debian's chromium), or `apt-get install -y chromium`"
+    );
+}
+
+/// Runs headless Chromium on `page` with `extra` flags; returns stdout.
+fn chromium(page: &Path, extra: &[String]) -> String {
+    let profile = fixture::test_dir("chromium-profile");
+    let mut child = Command::new(CHROMIUM)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(format!("file://{}", page.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Drain stdout while waiting: --dump-dom writes more than a pipe holds.
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stdout.read_to_end(&mut buf);
+        buf
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("chromium did not finish within 120 s on {}", page.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "chromium failed: {status:?}");
+    let out = reader.join().unwrap();
+    let _ = std::fs::remove_dir_all(profile);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Screenshot of `page` at 1400×4000; checks it is a PNG of that size with content.
+fn screenshot(page: &Path) -> PathBuf {
+    let png = page.with_extension("png");
+    chromium(
+        page,
+        &[
+            format!("--screenshot={}", png.display()),
+            "--window-size=1400,4000".to_owned(),
+        ],
+    );
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+    let be = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+    assert_eq!((be(16), be(20)), (1400, 4000), "screenshot size");
+    // A blank page of that size compresses to a few KiB; charts and tables do not.
+    assert!(
+        bytes.len() > 100_000,
+        "screenshot looks empty: {} bytes",
+        bytes.len()
+    );
+    eprintln!("screenshot: {}", png.display());
+    png
+}
+
+/// In the DOM Chromium built: each chart element exists, says data-points > 0 and
+/// holds SVG paths with at least two points.
+fn assert_charts(dom: &str, ids: &[&str]) {
+    for id in ids {
+        let at = dom
+            .find(&format!("id=\"{id}\""))
+            .unwrap_or_else(|| panic!("chart {id} missing from the DOM"));
+        let start = dom[..at].rfind('<').unwrap();
+        let end = at + dom[at..].find("</figure>").unwrap();
+        let el = &dom[start..end];
+        let n: u64 = el
+            .split("data-points=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{id}: no data-points"));
+        assert!(n > 0, "{id}: data-points = 0");
+        assert!(el.contains("<svg"), "{id}: no svg");
+        let paths: Vec<&str> = el
+            .split("<path d=\"")
+            .skip(1)
+            .filter_map(|p| p.split('"').next())
+            .collect();
+        assert!(!paths.is_empty(), "{id}: no path");
+        let most = paths
+            .iter()
+            .map(|d| d.matches(['M', 'L']).count())
+            .max()
+            .unwrap();
+        assert!(most >= 2, "{id}: paths have no line ({paths:?})");
+        for label in ["xlabel", "ylabel"] {
+            assert!(
+                el.contains(&format!("class=\"{label}\"")),
+                "{id}: no {label}"
+            );
+        }
+    }
+}
+
+#[test]
+fn report_renders_in_chromium() {
+    require_chromium();
+    let dir = fixture::test_dir("browser");
+    write_run(&dir, &fixture::sample_run()).unwrap();
+    let report = dir.join("report.html");
+    screenshot(&report);
+    let dom = chromium(&report, &["--dump-dom".to_owned()]);
+    assert!(
+        dom.contains("<h1>c1m run"),
+        "the page did not load: {}",
+        &dom[..dom.len().min(500)]
+    );
+    assert_charts(&dom, &FIXTURE_CHARTS);
+    assert_eq!(dom.matches("class=\"chart\"").count(), FIXTURE_CHARTS.len());
+}
+
+#[test]
+fn compare_page_renders_in_chromium() {
+    require_chromium();
+    let (a, b) = (
+        fixture::test_dir("browser-a"),
+        fixture::test_dir("browser-b"),
+    );
+    let run = fixture::sample_run();
+    write_run(&a, &run).unwrap();
+    let mut other = run.clone();
+    other.config.rate_per_s = 100_000;
+    for s in &mut other.samples {
+        s.t_s *= 0.8;
+        s.server_rss_per_connection_bytes = s.server_rss_per_connection_bytes.map(|v| v * 0.8);
+    }
+    write_run(&b, &other).unwrap();
+    let page = a.join("compare.html");
+    run_compare(CompareArgs {
+        run_a: a.clone(),
+        run_b: b.clone(),
+        html: Some(page.clone()),
+    })
+    .unwrap();
+    screenshot(&page);
+    let dom = chromium(&page, &["--dump-dom".to_owned()]);
+    assert_charts(&dom, &FIXTURE_CHARTS);
+}
