@@ -78,7 +78,7 @@ fn malformed_input_gets_rfc_answers_and_is_counted() {
     for (req, status) in [
         (
             String::from(
-                "GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: short\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                "GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: short\r\nSec-WebSocket-Version: 13\r\n\r\n",
             ),
             "400",
         ),
@@ -246,4 +246,98 @@ fn full_workers_stop_listening_and_everything_is_counted() {
     let out = server.wait(T);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("stopped listening"), "{err}");
+}
+
+/// A worker that dies is reported, its connections are counted as lost, and the rest keep
+/// running. Also exercises a control endpoint on a unix socket.
+#[test]
+fn dead_worker_is_reported_and_its_connections_lost() {
+    let ctl = "127.0.0.1:20912";
+    let cctl = std::env::temp_dir().join(format!("c1m-ctl-{}.sock", std::process::id()));
+    let cctl = cctl.to_string_lossy().to_string();
+    let server = Proc::spawn(
+        "server",
+        c1m().args([
+            "server",
+            "--ports",
+            "20170-20179",
+            "--quiet",
+            "--workers",
+            "2",
+            "--control",
+            ctl,
+        ]),
+    );
+    wait_for(ctl, "server up", T, |s| s.phase == "running");
+    let client = Proc::spawn(
+        "client",
+        c1m()
+            .args([
+                "client",
+                "--ports",
+                "20170-20179",
+                "-n",
+                "1000",
+                "--hold",
+                "forever",
+                "--quiet",
+            ])
+            .args(["--stay", "--control", &cctl]),
+    );
+    let unix_stats = |cond: &dyn Fn(&c1m::workload::stats::AppSnapshot) -> bool| {
+        let deadline = std::time::Instant::now() + T;
+        loop {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let line = rt.block_on(c1m::workload::control::call(&cctl, "stats"));
+            if let Ok(line) = line {
+                let s: c1m::workload::stats::AppSnapshot = serde_json::from_str(&line).unwrap();
+                if cond(&s) {
+                    return s;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "client over unix socket never got there"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    unix_stats(&|s| s.phase == "hold" && s.counters.open == 1000);
+    let s = wait_for(ctl, "all accepted", T, |s| s.counters.open == 1000);
+    let victim = s.workers.list[0].clone();
+    assert!(victim.open > 0 && victim.kind == "process");
+    // SAFETY: kill(2) on a worker process this test's server started.
+    assert_eq!(unsafe { libc::kill(victim.pid as i32, libc::SIGKILL) }, 0);
+    let s = wait_for(ctl, "death noticed", T, |s| s.workers.alive == 1);
+    assert_eq!(s.counters.closed.worker_lost, victim.open);
+    assert_eq!(s.counters.open, 1000 - victim.open);
+    assert!(
+        s.workers.list[0]
+            .exit
+            .as_deref()
+            .unwrap_or("")
+            .contains("signal"),
+        "{:?}",
+        s.workers.list[0]
+    );
+    // The client sees those connections end; the others stay up.
+    let c = unix_stats(&|s| s.counters.open == 1000 - victim.open);
+    assert_eq!(c.counters.closed.total(), victim.open);
+    // The survivor still accepts: a fresh connection is taken.
+    let _probe = TcpStream::connect("127.0.0.1:20170").unwrap();
+    wait_for(ctl, "survivor accepts", T, |s| s.counters.accepted == 1001);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(c1m::workload::control::call(&cctl, "stop"))
+        .unwrap();
+    control(ctl, "stop").unwrap();
+    let out = server.wait(T);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("counted as lost"), "{err}");
+    let _ = client.wait(T);
 }

@@ -149,14 +149,13 @@ impl Pair {
         })
     }
 
-    async fn stop(mut self) -> Result<()> {
+    async fn stop(mut self, n: u64) -> Result<()> {
         let _ = control::call(&self.cctl, "stop").await;
         let _ = control::call(&self.sctl, "stop").await;
+        // Closing is kernel work on two cores: ~1 s per 10,000 connections under load.
+        let grace = Duration::from_secs(60 + n / 10_000);
         for c in [&mut self.client, &mut self.server] {
-            if tokio::time::timeout(Duration::from_secs(60), c.wait())
-                .await
-                .is_err()
-            {
+            if tokio::time::timeout(grace, c.wait()).await.is_err() {
                 let _ = c.kill().await;
             }
         }
@@ -276,7 +275,7 @@ pub async fn bench_idle(a: &BenchArgs) -> Result<IdleFigures> {
         server_worker_open_min: opens.iter().copied().min().unwrap_or(0),
         connect_us: c.percentiles.get("connect_us").copied().unwrap_or_default(),
     };
-    p.stop().await?;
+    p.stop(n).await?;
     Ok(f)
 }
 
@@ -306,7 +305,7 @@ pub async fn bench_push(a: &BenchArgs) -> Result<PushFigures> {
             .copied()
             .unwrap_or_default(),
     };
-    p.stop().await?;
+    p.stop(n).await?;
     Ok(f)
 }
 
@@ -334,7 +333,7 @@ pub async fn bench_echo(a: &BenchArgs) -> Result<EchoFigures> {
             .copied()
             .unwrap_or_default(),
     };
-    p.stop().await?;
+    p.stop(n).await?;
     Ok(f)
 }
 

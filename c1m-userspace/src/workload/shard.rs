@@ -196,5 +196,16 @@ pub fn worker_main() -> Result<()> {
     // tokio reads stdin on a blocking thread that a normal runtime drop would wait for
     // (until the supervisor closes the pipe): do not wait, the engine is done.
     rt.shutdown_background();
-    result
+    match result {
+        // The supervisor is gone (killed, or gave up waiting): nobody is left to tell.
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            Ok(())
+        }
+        other => other,
+    }
 }
