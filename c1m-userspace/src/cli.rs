@@ -16,8 +16,17 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 pub enum Command {
+    /// The lab: server, client and kernel observer through setup, idle, push and
+    /// teardown, with the live view and a run folder of exports.
+    Run(crate::lab::run::RunArgs),
+    /// Regenerate a run folder's report.html (and derived files) from its summary.json.
+    Report(crate::lab::export::cli::ReportArgs),
+    /// Put two runs side by side.
+    Compare(crate::lab::export::cli::CompareArgs),
     /// Check every limit a run of this size meets: value found, value needed, the fix.
     Doctor(crate::lab::doctor::DoctorArgs),
+    /// The live view for a server already running (kernel side; app side for c1m).
+    Top(crate::lab::top::TopArgs),
     /// Print the kernel's view of TCP sockets on this host every second.
     Observe(crate::observer::cli::ObserveArgs),
     /// Benchmarks that print figures: idle ramp, push, echo, observer overhead.
@@ -45,6 +54,10 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Observe(args) => crate::observer::cli::run(args),
         Command::Doctor(args) => return exit_code(crate::lab::doctor::main(args)),
+        Command::Run(args) => return exit_code(crate::lab::run::main(args)),
+        Command::Top(args) => crate::lab::top::main(args),
+        Command::Report(args) => crate::lab::export::cli::run_report(args),
+        Command::Compare(args) => crate::lab::export::cli::run_compare(args),
         Command::Bench(args) => crate::bench::run(args),
         Command::Server(args) => crate::workload::cli::run_server(args),
         Command::Client(args) => crate::workload::cli::run_client(args),

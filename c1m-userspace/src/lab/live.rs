@@ -1,0 +1,203 @@
+//! The running lab's outputs: the terminal UI (or a plain line per second when stdout
+//! is not a terminal), the optional Prometheus endpoint, and the interval logs fed
+//! from every polled snapshot. `c1m run` and `c1m top` drive it once per tick.
+
+use std::{
+    io::IsTerminal,
+    net::SocketAddr,
+    path::Path,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result};
+
+use super::{
+    export::hlog::IntervalRecorder,
+    model::{LiveState, RunRecord},
+    view::{plain, prometheus, tui::Tui},
+};
+use crate::{observer::KernelView, workload::stats::AppSnapshot};
+
+/// How many samples of history the view keeps (10 minutes at one per second).
+const HISTORY: usize = 600;
+
+pub enum LiveOutput {
+    Tui(Tui),
+    Plain { last: Option<Instant> },
+}
+
+impl LiveOutput {
+    /// The TUI on a terminal unless `plain`; plain lines otherwise (CI, pipes).
+    pub fn choose(plain: bool) -> Self {
+        if !plain && std::io::stdout().is_terminal() {
+            match Tui::start() {
+                Ok(t) => return LiveOutput::Tui(t),
+                Err(e) => eprintln!("c1m: live view unavailable ({e}); printing plain lines"),
+            }
+        }
+        LiveOutput::Plain { last: None }
+    }
+}
+
+pub struct Live {
+    out: Option<LiveOutput>,
+    state: Arc<Mutex<LiveState>>,
+    metrics_stop: Option<tokio::sync::oneshot::Sender<()>>,
+    intervals: IntervalRecorder,
+    signalled: Arc<AtomicBool>,
+    started: Instant,
+}
+
+impl Live {
+    pub async fn new(
+        out: LiveOutput,
+        metrics_addr: Option<SocketAddr>,
+        title: &str,
+        started_unix_ms: u64,
+    ) -> Result<Self> {
+        let state = Arc::new(Mutex::new(LiveState {
+            title: title.to_owned(),
+            ..LiveState::default()
+        }));
+        let metrics_stop = match metrics_addr {
+            Some(addr) => {
+                // Bind now, so a bad address fails the command before anything starts.
+                let listener = prometheus::bind(addr).await?;
+                let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let _ = prometheus::serve_listener(listener, state, rx).await;
+                });
+                Some(tx)
+            }
+            None => None,
+        };
+        // SIGTERM (and SIGINT when no TUI owns the keyboard) end the run gracefully.
+        let signalled = Arc::new(AtomicBool::new(false));
+        for kind in [
+            tokio::signal::unix::SignalKind::interrupt(),
+            tokio::signal::unix::SignalKind::terminate(),
+        ] {
+            let mut signal =
+                tokio::signal::unix::signal(kind).context("installing signal handlers")?;
+            let flag = signalled.clone();
+            tokio::spawn(async move {
+                if signal.recv().await.is_some() {
+                    flag.store(true, Ordering::Relaxed);
+                }
+            });
+        }
+        Ok(Self {
+            out: Some(out),
+            state,
+            metrics_stop,
+            intervals: IntervalRecorder::new(started_unix_ms),
+            signalled,
+            started: Instant::now(),
+        })
+    }
+
+    /// Takes the latest of everything and redraws.
+    pub fn observe(
+        &mut self,
+        record: &RunRecord,
+        kernel: Option<KernelView>,
+        server: Option<AppSnapshot>,
+        client: Option<AppSnapshot>,
+        phase: &str,
+    ) {
+        for (side, snap) in [("server", &server), ("client", &client)] {
+            if let Some(snap) = snap {
+                // A broken histogram blob is a bug worth a note, not a dead run.
+                if let Err(e) = self.intervals.observe(side, snap) {
+                    eprintln!("c1m: interval log for {side}: {e}");
+                }
+            }
+        }
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        state.phase = phase.to_owned();
+        state.target = record.config.connections;
+        state.elapsed_s = self.started.elapsed().as_secs_f64();
+        state.kernel = kernel;
+        state.server = server;
+        state.client = client;
+        let skip = record.samples.len().saturating_sub(HISTORY);
+        state.history = record.samples[skip..].to_vec();
+        state.notes = record.warnings.clone();
+        let snapshot = state.clone();
+        drop(state);
+        self.draw(&snapshot);
+    }
+
+    /// Shows `state` as is (for `c1m top`, which builds its own).
+    pub fn show(&mut self, state: LiveState) {
+        if let Ok(mut s) = self.state.lock() {
+            *s = state.clone();
+        }
+        self.draw(&state);
+    }
+
+    fn draw(&mut self, state: &LiveState) {
+        match self.out.as_mut() {
+            Some(LiveOutput::Tui(tui)) => {
+                if let Err(e) = tui.draw(state) {
+                    // A terminal that stops working: fall back, keep the run going.
+                    self.out = Some(LiveOutput::Plain { last: None });
+                    eprintln!("c1m: live view failed ({e}); printing plain lines");
+                }
+            }
+            Some(LiveOutput::Plain { last })
+                if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) =>
+            {
+                *last = Some(Instant::now());
+                println!("{}", plain::line(state));
+            }
+            Some(LiveOutput::Plain { .. }) => {}
+            None => {}
+        }
+    }
+
+    /// Waits up to `timeout`; true when the user asked to stop (q, Ctrl-C, SIGTERM).
+    pub async fn poll_quit(&mut self, timeout: Duration) -> Result<bool> {
+        if self.signalled.load(Ordering::Relaxed) {
+            return Ok(true);
+        }
+        let quit = match self.out.as_mut() {
+            Some(LiveOutput::Tui(tui)) => {
+                tokio::task::block_in_place(|| tui.poll_quit(timeout)).unwrap_or(false)
+            }
+            _ => {
+                tokio::time::sleep(timeout).await;
+                false
+            }
+        };
+        Ok(quit || self.signalled.load(Ordering::Relaxed))
+    }
+
+    pub fn write_intervals(&self, dir: &Path) -> Result<()> {
+        self.intervals
+            .write(dir)
+            .with_context(|| format!("writing interval logs to {}", dir.display()))?;
+        Ok(())
+    }
+
+    /// Restores the terminal and stops the metrics endpoint.
+    pub fn stop(&mut self) {
+        self.out = None;
+        if let Some(tx) = self.metrics_stop.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

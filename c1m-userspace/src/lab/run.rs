@@ -1,0 +1,966 @@
+//! `c1m run`: the lab. Preflight (and `--tune`), then a `c1m server`, a `c1m client`
+//! and the kernel observer on this box, through the phases of the seeds' framework
+//! comparison: setup (paced ramp), idle (hold), push (broadcast a timestamp to every
+//! connection), teardown. Live view while it runs; a run folder with every export
+//! after it, rewritten as it goes so Ctrl-C or a crash loses nothing measured.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use tokio::process::Child;
+
+use super::view::format::count;
+use super::{
+    doctor::{self, Status, Target, Tuning},
+    live::{Live, LiveOutput},
+    model::{Machine, PerConnection, Phase, ProcessUsage, RunConfig, RunRecord},
+    sampler::Sampler,
+};
+use crate::{
+    observer::{KernelView, Observer, ObserverConfig},
+    workload::{control, stats::AppSnapshot},
+};
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Connections to open and hold (default: 1,000,000, or what free memory allows).
+    #[arg(short = 'n', long)]
+    pub connections: Option<u64>,
+    /// Target setup rate, connections per second (the seeds ramped at 10,000/s).
+    #[arg(long, default_value_t = 25_000)]
+    pub rate: u64,
+    /// Server ports (the Netty 1M test listened on 100).
+    #[arg(long, default_value = "8000-8099")]
+    pub ports: String,
+    /// Server address(es).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub addr: String,
+    /// Client source addresses, e.g. 127.0.0.2-127.0.0.41 (default: as many as the
+    /// ephemeral port range needs, from 127.0.0.2 up).
+    #[arg(long)]
+    pub source: Option<String>,
+    /// Workload: hold (TCP), echo, or ws (WebSocket with broadcast push, as the seeds).
+    #[arg(long, default_value = "ws")]
+    pub mode: String,
+    /// Length of the idle phase.
+    #[arg(long, default_value = "10s", value_parser = crate::workload::cli::parse_duration)]
+    pub idle: Duration,
+    /// Broadcasts in the push phase (ws mode).
+    #[arg(long, default_value_t = 1)]
+    pub pushes: u32,
+    /// Give up on the setup phase after this long (default: 3× the ramp plus 2 min).
+    #[arg(long, value_parser = crate::workload::cli::parse_duration)]
+    pub setup_timeout: Option<Duration>,
+    /// Connects in flight at once.
+    #[arg(long, default_value_t = 2048)]
+    pub in_flight: u64,
+    /// Apply the sysctls the run needs (somaxconn, port range, …) and restore them after.
+    #[arg(long)]
+    pub tune: bool,
+    /// Run without the kernel observer (no root needed).
+    #[arg(long)]
+    pub no_observer: bool,
+    /// Start even if preflight finds a limit that will make the run fail.
+    #[arg(long)]
+    pub force: bool,
+    /// Parent folder of the run folder.
+    #[arg(long, default_value = "c1m-runs")]
+    pub out: PathBuf,
+    /// Serve Prometheus metrics here, e.g. 127.0.0.1:9464.
+    #[arg(long)]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Plain lines instead of the terminal UI, even on a terminal.
+    #[arg(long)]
+    pub plain: bool,
+}
+
+/// Exit code of an interrupted run (files are complete, the run is not).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+pub fn main(args: RunArgs) -> Result<i32> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    runtime.block_on(run(args))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The connections to aim for and why.
+fn resolve_target(asked: Option<u64>) -> (u64, String) {
+    let available = doctor::mem_available();
+    let fit = doctor::connections_that_fit(available);
+    let gib = available as f64 / (1u64 << 30) as f64;
+    match asked {
+        Some(n) => (
+            n,
+            format!(
+                "asked for {}; {gib:.1} GiB free allows ~{}",
+                count(n),
+                count(fit)
+            ),
+        ),
+        None if fit >= 1_000_000 => (
+            1_000_000,
+            format!("{gib:.1} GiB free allows ~{}; using 1,000,000", count(fit)),
+        ),
+        None => {
+            // Round down to a readable number.
+            let n = (fit / 1000 * 1000).max(1000);
+            (
+                n,
+                format!(
+                    "{gib:.1} GiB free allows ~{}; using {} (not 1,000,000)",
+                    count(fit),
+                    count(n)
+                ),
+            )
+        }
+    }
+}
+
+fn port_count(ports: &str) -> Result<u64> {
+    Ok(crate::workload::cli::parse_ports(ports)?.len() as u64)
+}
+
+/// Enough source addresses that every connection finds a port: each (source, server
+/// port) pair has the whole ephemeral range.
+fn default_sources(connections: u64, server_ports: u64) -> (String, u64) {
+    let per_source =
+        crate::workload::limits::ephemeral_ports().unwrap_or(28_232) * server_ports.max(1);
+    // 10% slack: the kernel's port search gets slow near full.
+    let needed = (connections + connections / 10)
+        .div_ceil(per_source.max(1))
+        .max(1);
+    let last = 1 + needed; // 127.0.0.2 ..
+    (
+        format!("127.0.0.2-127.0.0.{}", last.min(254)),
+        needed.min(253),
+    )
+}
+
+fn machine() -> Machine {
+    let (soft, hard) = doctor::nofile_limits();
+    let mut sysctls = std::collections::BTreeMap::new();
+    for name in [
+        "fs.file-max",
+        "fs.nr_open",
+        "net.core.somaxconn",
+        "net.ipv4.tcp_max_syn_backlog",
+        "net.ipv4.ip_local_port_range",
+        "net.ipv4.tcp_abort_on_overflow",
+        "net.ipv4.tcp_syncookies",
+    ] {
+        if let Some(v) = doctor::read_sysctl(name) {
+            sysctls.insert(name.to_owned(), v);
+        }
+    }
+    Machine {
+        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
+        cpus: std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1),
+        mem_total_bytes: doctor::mem_total(),
+        mem_available_bytes: doctor::mem_available(),
+        nofile_soft: soft,
+        nofile_hard: hard,
+        sysctls,
+    }
+}
+
+/// The child processes of the run, killed if still alive when dropped.
+struct Children {
+    server: Child,
+    client: Option<Child>,
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        let _ = self.server.start_kill();
+        if let Some(c) = self.client.as_mut() {
+            let _ = c.start_kill();
+        }
+    }
+}
+
+fn spawn_c1m(args: &[String], log: &Path) -> Result<Child> {
+    let exe = std::env::current_exe().context("locating the c1m binary")?;
+    let log = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    tokio::process::Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting a c1m child process")
+}
+
+async fn stats(endpoint: &str) -> Option<AppSnapshot> {
+    let line = tokio::time::timeout(Duration::from_secs(5), control::call(endpoint, "stats"))
+        .await
+        .ok()?
+        .ok()?;
+    serde_json::from_str(&line).ok()
+}
+
+async fn run(args: RunArgs) -> Result<i32> {
+    let (connections, reason) = resolve_target(args.connections);
+    let server_ports = port_count(&args.ports)?;
+    let (sources, source_count) = match &args.source {
+        Some(s) => (
+            s.clone(),
+            crate::workload::cli::parse_addrs(std::slice::from_ref(s))?.len() as u64,
+        ),
+        None => default_sources(connections, server_ports),
+    };
+    let observer_wanted = !args.no_observer;
+    println!(
+        "c1m run: {} connections ({reason}), {} conn/s, mode {}",
+        count(connections),
+        count(args.rate),
+        args.mode
+    );
+
+    // Preflight.
+    doctor::restore_orphans().context("restoring sysctls left by a killed tuned run")?;
+    let target = Target {
+        connections,
+        server_ports,
+        sources: source_count,
+        observer: observer_wanted,
+    };
+    let mut checks = doctor::checks(&target);
+    let tuning = if args.tune {
+        let t = Tuning::apply(&checks).context("--tune")?;
+        for c in &t.changed {
+            println!("tune: {} {} -> {}", c.name, c.old, c.new);
+        }
+        checks = doctor::checks(&target);
+        Some(t)
+    } else {
+        None
+    };
+    let problems: Vec<&doctor::Check> = checks.iter().filter(|c| c.status != Status::Ok).collect();
+    if !problems.is_empty() {
+        print!(
+            "{}",
+            doctor::table(&problems.iter().map(|c| (*c).clone()).collect::<Vec<_>>())
+        );
+    }
+    let failed: Vec<&str> = checks
+        .iter()
+        .filter(|c| c.status == Status::Fail)
+        .map(|c| c.name.as_str())
+        .collect();
+    if !failed.is_empty() && !args.force {
+        bail!(
+            "preflight failed ({}): fix it as shown above, add --tune for the sysctls, or pass --force",
+            failed.join(", ")
+        );
+    }
+
+    let started_ms = now_ms();
+    let dir = args.out.join(chrono_like_stamp(started_ms));
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("creating the run folder {}", dir.display()))?;
+    println!("run folder: {}", dir.display());
+
+    let mut record = RunRecord {
+        c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
+        started_unix_ms: started_ms,
+        outcome: "running".to_owned(),
+        config: RunConfig {
+            connections,
+            connections_reason: reason,
+            rate_per_s: args.rate,
+            mode: args.mode.clone(),
+            ports: args.ports.clone(),
+            server_addrs: args.addr.clone(),
+            sources: sources.clone(),
+            idle_s: args.idle.as_secs_f64(),
+            push_count: args.pushes,
+            observer: observer_wanted,
+            tuned: tuning.as_ref().is_some_and(|t| !t.changed.is_empty()),
+            command_line: std::env::args().collect::<Vec<_>>().join(" "),
+        },
+        machine: machine(),
+        ..RunRecord::default()
+    };
+
+    let observer = if observer_wanted {
+        let ports = crate::workload::cli::parse_ports(&args.ports)?;
+        match ObserverHandle::start(ports) {
+            Ok(handle) => Some(handle),
+            Err(e) => {
+                let w = format!("kernel observer unavailable: {e:#}");
+                eprintln!("c1m: {w}");
+                record.warnings.push(w);
+                None
+            }
+        }
+    } else {
+        None
+    };
+
+    let server_ctl = dir.join("server.sock").display().to_string();
+    let client_ctl = dir.join("client.sock").display().to_string();
+    let mode = args.mode.clone();
+    let server = spawn_c1m(
+        &[
+            "server".into(),
+            "--mode".into(),
+            mode.clone(),
+            "--ports".into(),
+            args.ports.clone(),
+            "--addr".into(),
+            args.addr.clone(),
+            "--max-conns".into(),
+            connections.to_string(),
+            "--control".into(),
+            server_ctl.clone(),
+            "--stats-json".into(),
+            dir.join("server-final.json").display().to_string(),
+            "--quiet".into(),
+        ],
+        &dir.join("server.log"),
+    )?;
+    let mut children = Children {
+        server,
+        client: None,
+    };
+
+    let title = format!("c1m run: {} {} connections", args.mode, count(connections));
+    let live = Live::new(
+        LiveOutput::choose(args.plain),
+        args.metrics_addr,
+        &title,
+        started_ms,
+    )
+    .await?;
+    let mut lab = Lab {
+        record,
+        dir: dir.clone(),
+        observer,
+        kernel: None,
+        live,
+        sampler: Sampler::new(Instant::now()),
+        server_ctl: server_ctl.clone(),
+        client_ctl: client_ctl.clone(),
+        last_server: None,
+        last_client: None,
+        phase_start: None,
+        interrupted: false,
+        last_write: Instant::now(),
+    };
+
+    let outcome = lab.drive(&args, connections, &sources, &mut children).await;
+    // Teardown whatever is still up, whatever happened.
+    let _ = control::call(&client_ctl, "stop").await;
+    let _ = control::call(&server_ctl, "stop").await;
+    if let Some(c) = children.client.as_mut() {
+        let _ = tokio::time::timeout(Duration::from_secs(10), c.wait()).await;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(10), children.server.wait()).await;
+    drop(children);
+    lab.observer = None;
+    lab.live.stop();
+
+    lab.record.ended_unix_ms = now_ms();
+    let code = match &outcome {
+        Ok(()) if lab.interrupted => {
+            lab.record.outcome = "interrupted".to_owned();
+            EXIT_INTERRUPTED
+        }
+        Ok(()) => {
+            lab.record.outcome = "complete".to_owned();
+            0
+        }
+        Err(e) => {
+            lab.record.outcome = format!("failed: {e:#}");
+            1
+        }
+    };
+    lab.write_exports()?;
+    if let Some(mut t) = tuning {
+        for f in t.restore() {
+            eprintln!("c1m: could not restore sysctl {f}");
+        }
+    }
+    print!("{}", super::summary::text(&lab.record));
+    println!("run folder: {}", dir.display());
+    if let Err(e) = outcome {
+        eprintln!("c1m run: {e:#}");
+    }
+    Ok(code)
+}
+
+/// `20261130-001502` in UTC, without a date crate.
+fn chrono_like_stamp(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// A snapshot request: `true` asks for a fresh socket walk first.
+type SnapshotRequest = (bool, tokio::sync::oneshot::Sender<KernelView>);
+
+/// The observer's thread (aya is synchronous): it takes a snapshot whenever the lab
+/// asks, right after polling the app, so both views are of the same moment.
+pub struct ObserverHandle {
+    requests: std::sync::mpsc::Sender<SnapshotRequest>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ObserverHandle {
+    pub fn start(ports: Vec<u16>) -> Result<Self> {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (requests, incoming) = std::sync::mpsc::channel::<SnapshotRequest>();
+        let thread = std::thread::Builder::new()
+            .name("c1m-observer".into())
+            .spawn(move || {
+                let mut observer = match Observer::start(ObserverConfig {
+                    ports,
+                    ..ObserverConfig::default()
+                }) {
+                    Ok(o) => {
+                        let _ = ready_tx.send(Ok(()));
+                        o
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                // Ends when the handle (the only sender) is dropped.
+                while let Ok((fresh, reply)) = incoming.recv() {
+                    let view = if fresh {
+                        observer.snapshot_fresh()
+                    } else {
+                        observer.snapshot()
+                    };
+                    if let Ok(view) = view {
+                        let _ = reply.send(view);
+                    }
+                }
+            })?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(Self {
+                requests,
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e.into())
+            }
+            Err(_) => bail!("the observer thread died while starting"),
+        }
+    }
+
+    pub async fn snapshot(&self) -> Option<KernelView> {
+        self.request(false).await
+    }
+
+    /// A snapshot after a full socket walk (memory figures of this moment).
+    pub async fn snapshot_fresh(&self) -> Option<KernelView> {
+        self.request(true).await
+    }
+
+    async fn request(&self, fresh: bool) -> Option<KernelView> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.requests.send((fresh, tx)).ok()?;
+        // A walk of 2M sockets takes seconds.
+        tokio::time::timeout(Duration::from_secs(60), rx)
+            .await
+            .ok()?
+            .ok()
+    }
+}
+
+impl Drop for ObserverHandle {
+    fn drop(&mut self) {
+        // Close the channel, then wait for the thread to detach the programs.
+        let (dead, _) = std::sync::mpsc::channel();
+        self.requests = dead;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A phase being measured, with the CPU readings it started from.
+struct PhaseStart {
+    phase: Phase,
+    server: Option<AppSnapshot>,
+    client: Option<AppSnapshot>,
+    own_cpu: (f64, f64),
+}
+
+struct Lab {
+    record: RunRecord,
+    dir: PathBuf,
+    observer: Option<ObserverHandle>,
+    kernel: Option<KernelView>,
+    live: Live,
+    sampler: Sampler,
+    server_ctl: String,
+    client_ctl: String,
+    last_server: Option<AppSnapshot>,
+    last_client: Option<AppSnapshot>,
+    phase_start: Option<PhaseStart>,
+    interrupted: bool,
+    last_write: Instant,
+}
+
+impl Lab {
+    fn kernel_view(&self) -> Option<KernelView> {
+        self.kernel.clone()
+    }
+
+    /// One tick: poll both sides, sample, redraw, export now and then. Returns false
+    /// when the user asked to stop.
+    async fn tick(&mut self) -> Result<bool> {
+        if let Some(s) = stats(&self.server_ctl).await {
+            self.last_server = Some(s);
+        }
+        if let Some(c) = stats(&self.client_ctl).await {
+            self.last_client = Some(c);
+        }
+        if let Some(observer) = &self.observer
+            && let Some(view) = observer.snapshot().await
+        {
+            self.kernel = Some(view);
+        }
+        let kernel = self.kernel_view();
+        let phase = self
+            .phase_start
+            .as_ref()
+            .map(|p| p.phase.name.clone())
+            .unwrap_or_default();
+        if let Some(sample) = self.sampler.sample(
+            &phase,
+            kernel.as_ref(),
+            self.last_server.as_ref(),
+            self.last_client.as_ref(),
+        ) {
+            self.record.samples.push(sample);
+        }
+        self.live.observe(
+            &self.record,
+            kernel,
+            self.last_server.clone(),
+            self.last_client.clone(),
+            &phase,
+        );
+        if self.last_write.elapsed() > Duration::from_secs(10) {
+            self.write_exports()?;
+        }
+        let quit = self.live.poll_quit(Duration::from_millis(500)).await?;
+        if quit {
+            self.interrupted = true;
+        }
+        Ok(!quit)
+    }
+
+    fn write_exports(&mut self) -> Result<()> {
+        self.record.kernel = self.kernel_view();
+        self.record.server = self.last_server.clone();
+        self.record.client = self.last_client.clone();
+        self.last_write = Instant::now();
+        super::export::write_run(&self.dir, &self.record)
+            .with_context(|| format!("writing the run folder {}", self.dir.display()))?;
+        self.live.write_intervals(&self.dir)?;
+        Ok(())
+    }
+
+    fn begin(&mut self, name: &str) {
+        let phase = Phase {
+            name: name.to_owned(),
+            started_unix_ms: now_ms(),
+            ..Phase::default()
+        };
+        self.phase_start = Some(PhaseStart {
+            phase,
+            server: self.last_server.clone(),
+            client: self.last_client.clone(),
+            own_cpu: own_cpu(),
+        });
+    }
+
+    async fn end(&mut self, notes: Vec<String>) {
+        if let Some(observer) = &self.observer
+            && let Some(view) = observer.snapshot_fresh().await
+        {
+            self.kernel = Some(view);
+        }
+        self.close_phase(notes);
+    }
+
+    fn close_phase(&mut self, notes: Vec<String>) {
+        let Some(PhaseStart {
+            mut phase,
+            server: s0,
+            client: c0,
+            own_cpu: o0,
+        }) = self.phase_start.take()
+        else {
+            return;
+        };
+        phase.ended_unix_ms = now_ms();
+        phase.duration_s = (phase.ended_unix_ms - phase.started_unix_ms) as f64 / 1000.0;
+        phase.server = usage(s0.as_ref(), self.last_server.as_ref());
+        phase.client = usage(c0.as_ref(), self.last_client.as_ref());
+        let o1 = own_cpu();
+        phase.observer = ProcessUsage {
+            cpu_user_s: o1.0 - o0.0,
+            cpu_sys_s: o1.1 - o0.1,
+            rss_bytes: own_rss(),
+        };
+        let kernel = self.kernel_view();
+        phase.kernel_socket_bytes = kernel
+            .as_ref()
+            .and_then(|k| k.memory.as_ref())
+            .map(|m| m.total.total_bytes);
+        phase.box_mem_available_bytes = doctor::mem_available();
+        phase.kernel_vs_app = super::view::compare::kernel_vs_app(
+            kernel.as_ref(),
+            self.last_server.as_ref(),
+            self.last_client.as_ref(),
+        );
+        phase.notes = notes;
+        // Figures per connection are taken when everything is held and idle.
+        if phase.name == "idle" || phase.name == "setup" {
+            self.record.per_connection = per_connection(
+                kernel.as_ref(),
+                self.last_server.as_ref(),
+                self.last_client.as_ref(),
+            );
+        }
+        self.record.phases.push(phase);
+    }
+
+    /// Ticks until `done` holds for the latest snapshots, the deadline passes (error)
+    /// or the user stops the run (Ok(false)).
+    async fn wait_for(
+        &mut self,
+        what: &str,
+        deadline: Duration,
+        done: impl Fn(Option<&AppSnapshot>, Option<&AppSnapshot>, Option<&KernelView>) -> bool,
+    ) -> Result<bool> {
+        let until = Instant::now() + deadline;
+        loop {
+            if !self.tick().await? {
+                return Ok(false);
+            }
+            if done(
+                self.last_server.as_ref(),
+                self.last_client.as_ref(),
+                self.kernel_view().as_ref(),
+            ) {
+                return Ok(true);
+            }
+            if let Some(c) = &self.last_client
+                && c.workers.count > 0
+                && c.workers.alive == 0
+            {
+                bail!(
+                    "every client worker died during {what}: see {}",
+                    self.dir.join("client.log").display()
+                );
+            }
+            if Instant::now() > until {
+                bail!(
+                    "{what} did not finish within {:.0} s",
+                    deadline.as_secs_f64()
+                );
+            }
+        }
+    }
+
+    async fn drive(
+        &mut self,
+        args: &RunArgs,
+        n: u64,
+        sources: &str,
+        children: &mut Children,
+    ) -> Result<()> {
+        // Server up?
+        self.begin("setup");
+        if !self
+            .wait_for("server start", Duration::from_secs(60), |s, _, _| {
+                s.is_some_and(|s| s.phase == "running")
+            })
+            .await?
+        {
+            return Ok(());
+        }
+        let client = spawn_c1m(
+            &[
+                "client".into(),
+                "--mode".into(),
+                args.mode.clone(),
+                "--host".into(),
+                args.addr.clone(),
+                "--ports".into(),
+                args.ports.clone(),
+                "-n".into(),
+                n.to_string(),
+                "--rate".into(),
+                args.rate.to_string(),
+                "--in-flight".into(),
+                args.in_flight.to_string(),
+                "--hold".into(),
+                "forever".into(),
+                "--source".into(),
+                sources.to_owned(),
+                "--control".into(),
+                self.client_ctl.clone(),
+                "--stats-json".into(),
+                self.dir.join("client-final.json").display().to_string(),
+                "--stay".into(),
+                "--quiet".into(),
+            ],
+            &self.dir.join("client.log"),
+        )?;
+        children.client = Some(client);
+        let ramp = Duration::from_secs_f64(n as f64 / args.rate.max(1) as f64);
+        let setup_timeout = args
+            .setup_timeout
+            .unwrap_or(ramp * 3 + Duration::from_secs(120));
+        if !self
+            .wait_for("setup", setup_timeout, |_, c, _| {
+                c.is_some_and(|c| {
+                    c.phase == "hold" || c.counters.attempted >= n && c.counters.in_flight == 0
+                })
+            })
+            .await?
+        {
+            return Ok(());
+        }
+        // Let the kernel and the app agree (accept queues drained) before calling it set up.
+        let settled = self
+            .wait_for("settling", Duration::from_secs(30), counts_agree)
+            .await;
+        let mut notes = Vec::new();
+        if settled.is_err() {
+            notes.push("kernel and app counts still differed 30 s after the ramp".to_owned());
+        }
+        self.end(notes).await;
+        if self.interrupted {
+            return Ok(());
+        }
+
+        self.begin("idle");
+        let idle_end = Instant::now() + args.idle;
+        while Instant::now() < idle_end {
+            if !self.tick().await? {
+                return Ok(());
+            }
+        }
+        self.end(Vec::new()).await;
+
+        if args.mode == "ws" && args.pushes > 0 {
+            self.begin("push");
+            let mut notes = Vec::new();
+            for _ in 0..args.pushes {
+                let answer = control::call(&self.server_ctl, "push")
+                    .await
+                    .context("asking the server to push")?;
+                let push_id = serde_json::from_str::<serde_json::Value>(&answer)
+                    .ok()
+                    .and_then(|v| v.get("push_id")?.as_u64())
+                    .with_context(|| format!("the server refused the push: {answer}"))?;
+                let open = self
+                    .last_client
+                    .as_ref()
+                    .map(|c| c.counters.open)
+                    .unwrap_or(0);
+                let reached = self
+                    .wait_for("push", Duration::from_secs(120), |_, c, _| {
+                        c.is_some_and(|c| {
+                            c.pushes
+                                .iter()
+                                .any(|p| p.push_id == push_id && p.count >= open)
+                        })
+                    })
+                    .await;
+                match reached {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(()),
+                    Err(e) => notes.push(format!("push {push_id}: {e:#}")),
+                }
+            }
+            self.end(notes).await;
+        }
+
+        self.begin("teardown");
+        let _ = control::call(&self.client_ctl, "close").await;
+        let done = self
+            .wait_for("teardown", Duration::from_secs(180), |s, c, _| {
+                c.is_some_and(|c| c.counters.open == 0) && s.is_some_and(|s| s.counters.open == 0)
+            })
+            .await;
+        let notes = match done {
+            Ok(_) => Vec::new(),
+            Err(e) => vec![format!("{e:#}")],
+        };
+        self.end(notes).await;
+        Ok(())
+    }
+}
+
+/// Kernel ESTABLISHED equals the app's open count on both sides.
+fn counts_agree(s: Option<&AppSnapshot>, c: Option<&AppSnapshot>, k: Option<&KernelView>) -> bool {
+    use c1m_common::tcp_state::ESTABLISHED;
+    let (Some(s), Some(c)) = (s, c) else {
+        return false;
+    };
+    match k {
+        Some(k) => {
+            k.server.state(ESTABLISHED) == s.counters.open as i64
+                && k.client.state(ESTABLISHED) == c.counters.open as i64
+        }
+        None => s.counters.open == c.counters.open,
+    }
+}
+
+fn per_connection(
+    k: Option<&KernelView>,
+    s: Option<&AppSnapshot>,
+    c: Option<&AppSnapshot>,
+) -> PerConnection {
+    let connections = c
+        .map(|c| c.counters.open)
+        .or(s.map(|s| s.counters.open))
+        .unwrap_or(0);
+    let memory = k.and_then(|k| k.memory.as_ref());
+    // Leftover TIME_WAIT and request sockets (e.g. of an earlier run) are not part of
+    // the held connections: take their slab cost out before dividing.
+    let held = memory.map(|m| {
+        let cost = |cache: &str| m.slab_object_bytes.get(cache).copied().unwrap_or(0);
+        let mini = m.total.time_wait_sockets * cost("tw_sock_TCP")
+            + m.total.request_sockets * cost("request_sock_TCP");
+        (
+            m.total.total_bytes.saturating_sub(mini),
+            m.total.full_sockets,
+        )
+    });
+    PerConnection {
+        connections,
+        server_user_bytes: s.and_then(|s| s.rss_per_connection_bytes),
+        client_user_bytes: c.and_then(|c| c.rss_per_connection_bytes),
+        kernel_bytes: held
+            .filter(|_| connections > 0)
+            .map(|(bytes, _)| bytes as f64 / connections as f64),
+        kernel_bytes_per_socket: held
+            .filter(|(_, n)| *n > 0)
+            .map(|(bytes, n)| bytes as f64 / n as f64),
+    }
+}
+
+fn usage(before: Option<&AppSnapshot>, after: Option<&AppSnapshot>) -> ProcessUsage {
+    let (u0, s0) = before
+        .map(|b| (b.cpu_user_s, b.cpu_sys_s))
+        .unwrap_or((0.0, 0.0));
+    match after {
+        Some(a) => ProcessUsage {
+            cpu_user_s: (a.cpu_user_s - u0).max(0.0),
+            cpu_sys_s: (a.cpu_sys_s - s0).max(0.0),
+            rss_bytes: a.rss_bytes,
+        },
+        None => ProcessUsage::default(),
+    }
+}
+
+/// User and system CPU seconds of this process (the observer and the orchestration).
+pub fn own_cpu() -> (f64, f64) {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return (0.0, 0.0);
+    };
+    // Fields after the ")" of comm: state is field 3; utime 14, stime 15.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return (0.0, 0.0);
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let get = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / hz
+    };
+    (get(11), get(12))
+}
+
+pub fn own_rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_are_utc_calendar_times() {
+        assert_eq!(chrono_like_stamp(0), "19700101-000000");
+        assert_eq!(chrono_like_stamp(1_795_998_541_000), "20261130-002901");
+    }
+
+    #[test]
+    fn sources_cover_the_target_with_slack() {
+        let per = crate::workload::limits::ephemeral_ports().unwrap_or(28_232) * 100;
+        let (_, n) = default_sources(1_000_000, 100);
+        assert!(n * per >= 1_100_000);
+    }
+
+    #[test]
+    fn default_target_says_why() {
+        let (n, why) = resolve_target(Some(5000));
+        assert_eq!(n, 5000);
+        assert!(why.contains("allows"));
+    }
+}

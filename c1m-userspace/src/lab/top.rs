@@ -1,0 +1,112 @@
+//! `c1m top`: the live view for a server that is already running — the kernel side
+//! always, the app side too when it is a c1m process with a control endpoint.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use clap::Args;
+
+use super::{
+    live::{Live, LiveOutput},
+    model::LiveState,
+    run::ObserverHandle,
+    sampler::Sampler,
+};
+use crate::{util::PortList, workload::control};
+
+#[derive(Args, Debug, Clone)]
+pub struct TopArgs {
+    /// Ports of the server to watch (default: every TCP socket; listening ports count
+    /// as server side).
+    #[arg(long)]
+    pub ports: Option<PortList>,
+    /// Control endpoint of a running `c1m server` (its app-side counts).
+    #[arg(long)]
+    pub server_control: Option<String>,
+    /// Control endpoint of a running `c1m client`.
+    #[arg(long)]
+    pub client_control: Option<String>,
+    /// Plain lines instead of the terminal UI.
+    #[arg(long)]
+    pub plain: bool,
+    /// Serve Prometheus metrics here too, e.g. 127.0.0.1:9464.
+    #[arg(long)]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Stop after this long (default: until q / Ctrl-C).
+    #[arg(long, value_parser = crate::workload::cli::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Refresh interval.
+    #[arg(long, default_value = "500ms", value_parser = crate::workload::cli::parse_duration)]
+    pub interval: Duration,
+}
+
+pub fn main(args: TopArgs) -> Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(top(args))
+}
+
+async fn stats(endpoint: &Option<String>) -> Option<crate::workload::stats::AppSnapshot> {
+    let line = tokio::time::timeout(
+        Duration::from_secs(5),
+        control::call(endpoint.as_deref()?, "stats"),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    serde_json::from_str(&line).ok()
+}
+
+async fn top(args: TopArgs) -> Result<()> {
+    if args.interval.is_zero() {
+        bail!("--interval must be more than 0");
+    }
+    let observer = ObserverHandle::start(args.ports.clone().map(|p| p.0).unwrap_or_default())?;
+    let started = Instant::now();
+    let started_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let mut live = Live::new(
+        LiveOutput::choose(args.plain),
+        args.metrics_addr,
+        "c1m top",
+        started_ms,
+    )
+    .await?;
+    let mut sampler = Sampler::new(started);
+    let mut state = LiveState {
+        title: "c1m top".to_owned(),
+        phase: "watching".to_owned(),
+        ..LiveState::default()
+    };
+    loop {
+        state.server = stats(&args.server_control).await.or(state.server.take());
+        state.client = stats(&args.client_control).await.or(state.client.take());
+        if let Some(view) = observer.snapshot().await {
+            state.kernel = Some(view);
+        }
+        state.elapsed_s = started.elapsed().as_secs_f64();
+        state.target = state.client.as_ref().map(|c| c.target).unwrap_or(0);
+        if let Some(sample) = sampler.sample(
+            &state.phase,
+            state.kernel.as_ref(),
+            state.server.as_ref(),
+            state.client.as_ref(),
+        ) {
+            state.history.push(sample);
+            let excess = state.history.len().saturating_sub(600);
+            state.history.drain(..excess);
+        }
+        live.show(state.clone());
+        if live.poll_quit(args.interval).await?
+            || args.duration.is_some_and(|d| started.elapsed() >= d)
+        {
+            break;
+        }
+    }
+    live.stop();
+    Ok(())
+}

@@ -1,0 +1,226 @@
+//! `c1m run` end to end at a small scale, and `--tune` restoring what it changed.
+//! Root (CI runs as root): each test runs c1m in a private network namespace, whose
+//! sysctls and ports are its own. Without root each test says SKIP loudly.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use c1m::{
+    lab::{
+        export::{hgrm, schema},
+        model::RunRecord,
+    },
+    observer::privileges,
+};
+
+fn root_or_skip(test: &str) -> bool {
+    if privileges::is_root() {
+        return true;
+    }
+    eprintln!(
+        "SKIP {test}: needs root (eBPF observer, private netns); run `sudo -E cargo xtask test`"
+    );
+    false
+}
+
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("c1m-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// The one run folder `c1m run --out parent` created.
+fn run_folder(parent: &Path) -> PathBuf {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(parent)
+        .expect("out dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(dirs.len(), 1, "one run folder in {}", parent.display());
+    dirs.remove(0)
+}
+
+#[test]
+fn a_5000_connection_run_exports_everything_and_counts_agree() {
+    if !root_or_skip("a_5000_connection_run_exports_everything_and_counts_agree") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let out = fresh_dir("run");
+    let result = Command::new(env!("CARGO_BIN_EXE_c1m"))
+        .args([
+            "run",
+            "-n",
+            "5000",
+            "--rate",
+            "5000",
+            "--idle",
+            "1s",
+            "--plain",
+            "--tune",
+            "--ports",
+            "8000-8009",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("c1m run");
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(
+        result.status.success(),
+        "c1m run failed\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("push_message_us") && stdout.contains("99.9%"),
+        "latency table in the seeds' form:\n{stdout}"
+    );
+    let dir = run_folder(&out);
+
+    for file in [
+        "summary.json",
+        "summary.schema.json",
+        "timeseries.csv",
+        "report.html",
+    ] {
+        assert!(
+            dir.join(file).is_file(),
+            "{file} missing in {}",
+            dir.display()
+        );
+    }
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("summary.json")).expect("summary.json"),
+    )
+    .expect("JSON");
+    schema::validate_summary(&json)
+        .unwrap_or_else(|e| panic!("summary.json against its schema: {e:?}"));
+    let run: RunRecord = serde_json::from_value(json).expect("a RunRecord");
+    assert_eq!(run.outcome, "complete");
+    assert_eq!(
+        run.phases
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>(),
+        ["setup", "idle", "push", "teardown"]
+    );
+    assert!(run.warnings.is_empty(), "warnings: {:?}", run.warnings);
+
+    // Kernel and app agree exactly once set up.
+    let setup = &run.phases[0];
+    for what in ["server open", "client open"] {
+        let row = setup
+            .kernel_vs_app
+            .iter()
+            .find(|r| r.what == what)
+            .unwrap_or_else(|| panic!("no {what} row: {:?}", setup.kernel_vs_app));
+        assert_eq!(
+            (row.kernel, row.app),
+            (Some(5000), Some(5000)),
+            "{what}: {row:?}"
+        );
+        assert!(row.agree);
+    }
+    let client = run.client.as_ref().expect("client snapshot");
+    assert_eq!(client.counters.connected, 5000);
+    assert_eq!(client.counters.failures.total(), 0);
+    assert_eq!(client.pushes.len(), 1);
+    assert_eq!(
+        client.pushes[0].count, 5000,
+        "every connection got the push"
+    );
+
+    // Histograms parse back with the counts the run recorded.
+    for (name, count) in [
+        ("connect_us", 5000),
+        ("push_message_us", 5000),
+        ("push_fanout_us", 5000),
+    ] {
+        let path = dir.join(format!("client-{name}.hgrm"));
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("{} missing", path.display()));
+        let parsed = hgrm::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(parsed.total_count, count, "{name}");
+        assert!(
+            dir.join(format!("client-{name}.hlog")).is_file(),
+            "{name}.hlog"
+        );
+    }
+    let csv = std::fs::read_to_string(dir.join("timeseries.csv")).expect("csv");
+    assert_eq!(
+        csv.lines().count(),
+        run.samples.len() + 1,
+        "header + one row per sample"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+fn sysctl(name: &str) -> String {
+    std::fs::read_to_string(format!("/proc/sys/{name}"))
+        .expect("sysctl")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn tune_restores_every_sysctl_it_changed_after_sigterm() {
+    if !root_or_skip("tune_restores_every_sysctl_it_changed_after_sigterm") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    // Per-namespace sysctls, set low so --tune must raise them.
+    let low = [
+        ("net/core/somaxconn", "128"),
+        ("net/ipv4/tcp_max_syn_backlog", "128"),
+        ("net/ipv4/ip_local_port_range", "40000 40099"),
+    ];
+    for (name, value) in low {
+        c1m::netns::set_sysctl(name, value).expect("set sysctl");
+    }
+    let out = fresh_dir("tune");
+    // A slow ramp keeps the run going while we signal it.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_c1m"))
+        .args([
+            "run",
+            "-n",
+            "20000",
+            "--rate",
+            "1000",
+            "--plain",
+            "--tune",
+            "--no-observer",
+            "--ports",
+            "8000-8009",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("c1m run");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sysctl("net/core/somaxconn") == "128" {
+        assert!(Instant::now() < deadline, "--tune never raised somaxconn");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: signalling the child we started, by its pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130), "an interrupted run exits 130");
+    for (name, value) in low {
+        assert_eq!(sysctl(name), value, "{name} restored");
+    }
+    let run: RunRecord = serde_json::from_str(
+        &std::fs::read_to_string(run_folder(&out).join("summary.json")).expect("summary"),
+    )
+    .expect("RunRecord");
+    assert_eq!(run.outcome, "interrupted");
+    assert!(!run.samples.is_empty(), "what was measured is kept");
+    let _ = std::fs::remove_dir_all(&out);
+}
