@@ -769,6 +769,7 @@ fn counters_table(run: &RunRecord) -> String {
         }
     }
     if !side_rows.is_empty() {
+        out.push_str("<h3>Workers</h3>");
         out.push_str(&kv_table(&side_rows));
     }
     out
@@ -779,7 +780,7 @@ fn kernel_tables(run: &RunRecord) -> String {
         return "<p class=\"mut\">The kernel observer did not run.</p>".to_owned();
     };
     let mut out = format!(
-        "<p class=\"mut\">Last view at {}: {} socket walks, the last took {} ms over {} sockets; map errors: {}.</p><div class=\"cols\">",
+        "<p class=\"mut\">Last view at {}: {} socket walks, the last took {} ms over {} sockets; map errors: {}.</p>",
         utc(k.unix_ms),
         count(k.walk.walks),
         num(k.walk.duration_ms, 1),
@@ -835,7 +836,7 @@ fn kernel_tables(run: &RunRecord) -> String {
         }
         out.push_str("</table>");
         if !m.slab_object_bytes.is_empty() {
-            out.push_str("<h3>Slab caches</h3><table class=\"wide\"><tr><th class=\"t\">cache</th><th>object size</th><th>bytes used by the run</th></tr>");
+            out.push_str("<h3>Slab caches</h3><table><tr><th class=\"t\">cache</th><th>object size</th><th>bytes used by the run</th></tr>");
             for (cache, size) in &m.slab_object_bytes {
                 let _ = write!(
                     out,
@@ -849,7 +850,6 @@ fn kernel_tables(run: &RunRecord) -> String {
         }
         out.push_str("</div>");
     }
-    out.push_str("</div>");
     if !k.unavailable.is_empty() {
         out.push_str("<p class=\"mut\">Not available on this kernel: ");
         out.push_str(&esc(&k.unavailable.join("; ")));

@@ -167,7 +167,7 @@ pub fn write_derived_with(
     )?;
     let mut units = vec![HgrmUnit::Us];
     units.extend(opts.extra_hgrm_units.iter().filter(|u| **u != HgrmUnit::Us));
-    for h in histograms(run)? {
+    for h in present_histograms(run)? {
         for unit in &units {
             let text = hgrm::percentile_distribution(&h.hist, unit.divisor());
             put(
@@ -224,8 +224,16 @@ pub(crate) struct RunHist {
     pub hist: hdrhistogram::Histogram<u64>,
 }
 
-/// The run's non-empty histograms, server first, in [`HIST_NAMES`] order.
+/// The run's non-empty histograms, server first, in [`HIST_NAMES`] order: what the
+/// report and the comparison show.
 pub(crate) fn histograms(run: &RunRecord) -> Result<Vec<RunHist>, ExportError> {
+    let mut all = present_histograms(run)?;
+    all.retain(|h| !h.hist.is_empty());
+    Ok(all)
+}
+
+/// Every histogram the snapshots carry, empty ones too: each gets its `.hgrm`.
+fn present_histograms(run: &RunRecord) -> Result<Vec<RunHist>, ExportError> {
     let mut out = Vec::new();
     for (side, snap) in [("server", &run.server), ("client", &run.client)] {
         let Some(snap) = snap else { continue };
@@ -236,9 +244,7 @@ pub(crate) fn histograms(run: &RunRecord) -> Result<Vec<RunHist>, ExportError> {
             let hist = snap
                 .histogram(name)
                 .map_err(ExportError::hist(format!("{side} {name}")))?;
-            if !hist.is_empty() {
-                out.push(RunHist { side, name, hist });
-            }
+            out.push(RunHist { side, name, hist });
         }
     }
     Ok(out)
@@ -304,6 +310,23 @@ mod tests {
             assert_eq!(hlog::merge(&[&log]).unwrap(), h.hist, "{stem}");
         }
         assert!(names.contains(&REPORT.to_owned()));
+    }
+
+    #[test]
+    fn an_empty_histogram_gets_an_hgrm_but_no_chart() {
+        let dir = fixture::test_dir("empty-hist");
+        let mut run = sample_run();
+        let empty = crate::workload::stats::new_hist().unwrap();
+        let blob = crate::workload::stats::encode_hist(&empty).unwrap();
+        if let Some(c) = run.client.as_mut() {
+            c.histograms.insert("echo_rtt_us".into(), blob);
+        }
+        write_run(&dir, &run).unwrap();
+        let text = std::fs::read_to_string(dir.join("client-echo_rtt_us.hgrm")).unwrap();
+        let p = hgrm::parse(&text).unwrap();
+        assert_eq!((p.rows.len(), p.total_count), (0, 0));
+        let html = std::fs::read_to_string(dir.join(REPORT)).unwrap();
+        assert!(!html.contains("chart-lat-client-echo_rtt_us"));
     }
 
     #[test]

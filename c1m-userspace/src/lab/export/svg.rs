@@ -10,6 +10,8 @@ const W: f64 = 680.0;
 const H: f64 = 270.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 14.0;
+/// Room for half of the last percentile label (`99.99999%`) right of the frame.
+const RIGHT_PERCENTILE: f64 = 34.0;
 const TOP: f64 = 20.0;
 const BOTTOM: f64 = 46.0;
 /// Above this many points a series is thinned to the min and max of each x slot.
@@ -162,7 +164,11 @@ impl Chart {
             yt.first().copied().unwrap_or(0.0) * yscale,
             yt.last().copied().unwrap_or(1.0) * yscale,
         );
-        let pw = W - LEFT - RIGHT;
+        let right = match self.x {
+            XAxis::Seconds => RIGHT,
+            XAxis::Percentile => RIGHT_PERCENTILE,
+        };
+        let pw = W - LEFT - right;
         let ph = H - TOP - BOTTOM;
         let sx = |x: f64| LEFT + (x - x0) / (x1 - x0).max(f64::MIN_POSITIVE) * pw;
         let sy = |y: f64| TOP + ph - (y - yl) / (yh - yl).max(f64::MIN_POSITIVE) * ph;
@@ -207,22 +213,16 @@ impl Chart {
             let _ = write!(
                 out,
                 "<line class=\"grid\" x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" /><text class=\"ytick\" x=\"{:.1}\" y=\"{:.1}\">{label}</text>",
-                W - RIGHT,
+                W - right,
                 LEFT - 6.0,
                 y + 4.0,
             );
         }
         for (v, label) in &xticks {
             let x = sx(*v);
-            // The last label would run past the frame: right-align it to the tick.
-            let anchor = if x > W - RIGHT - 30.0 {
-                " style=\"text-anchor:end\""
-            } else {
-                ""
-            };
             let _ = write!(
                 out,
-                "<line class=\"grid\" x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" /><text class=\"xtick\" x=\"{x:.1}\" y=\"{:.1}\"{anchor}>{}</text>",
+                "<line class=\"grid\" x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" /><text class=\"xtick\" x=\"{x:.1}\" y=\"{:.1}\">{}</text>",
                 TOP + ph,
                 TOP + ph + 16.0,
                 esc(label)
