@@ -5,34 +5,6 @@ use std::sync::{
     atomic::{AtomicBool, Ordering},
 };
 
-/// Parses `8000-8099`, `80,443` or a mix (`80,8000-8003`) into a sorted, deduplicated list.
-pub fn parse_ports(s: &str) -> Result<Vec<u16>, String> {
-    let mut ports = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (lo, hi) = match part.split_once('-') {
-            Some((lo, hi)) => (lo.trim(), hi.trim()),
-            None => (part, part),
-        };
-        let parse = |p: &str| {
-            p.parse::<u16>()
-                .ok()
-                .filter(|&v| v > 0)
-                .ok_or_else(|| format!("`{p}` is not a port (1-65535)"))
-        };
-        let (lo, hi) = (parse(lo)?, parse(hi)?);
-        if lo > hi {
-            return Err(format!("port range `{part}` runs backwards"));
-        }
-        ports.extend(lo..=hi);
-    }
-    if ports.is_empty() {
-        return Err("no ports given".to_owned());
-    }
-    ports.sort_unstable();
-    ports.dedup();
-    Ok(ports)
-}
-
 /// A port list argument (`8000-8099`, `80,443`): one clap value holding many ports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortList(pub Vec<u16>);
@@ -41,7 +13,10 @@ impl std::str::FromStr for PortList {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        parse_ports(s).map(PortList)
+        let mut ports = crate::workload::cli::parse_ports(s).map_err(|e| format!("{e:#}"))?;
+        ports.sort_unstable();
+        ports.dedup();
+        Ok(PortList(ports))
     }
 }
 
@@ -71,12 +46,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_port_lists() {
-        assert_eq!(parse_ports("8000-8002").unwrap(), vec![8000, 8001, 8002]);
-        assert_eq!(parse_ports("443, 80,80").unwrap(), vec![80, 443]);
-        assert!(parse_ports("9-1").unwrap_err().contains("backwards"));
-        assert!(parse_ports("0").is_err());
-        assert!(parse_ports("70000").is_err());
-        assert!(parse_ports("").is_err());
+    fn port_lists_are_sorted_and_deduplicated() {
+        let p: PortList = "443, 80,80,8000-8002".parse().unwrap();
+        assert_eq!(p.0, vec![80, 443, 8000, 8001, 8002]);
+        assert!("9-1".parse::<PortList>().is_err());
+        assert!("0".parse::<PortList>().is_err());
+        assert!("70000".parse::<PortList>().is_err());
+        assert!("".parse::<PortList>().is_err());
     }
 }
