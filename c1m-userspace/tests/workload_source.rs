@@ -82,3 +82,48 @@ kill $SPID; wait $SPID
     assert!(stdout.contains("three_rc=0"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A connect that never completes is given up after --connect-timeout and counted as
+/// timed_out. In a private netns a listener that never accepts, with a backlog of 1 and
+/// SYN cookies off, silently drops every SYN once its queue is full.
+#[test]
+fn connect_timeout_is_counted() {
+    if !is_root() {
+        eprintln!(
+            "SKIP: connect_timeout_is_counted needs root (private network namespace, tcp_syncookies)"
+        );
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_c1m");
+    let json = std::env::temp_dir().join(format!("c1m-timeout-{}.json", std::process::id()));
+    let j = json.display();
+    let script = format!(
+        r#"
+ip link set lo up
+sysctl -q -w net.ipv4.tcp_syncookies=0
+python3 -c 'import socket,time; s=socket.socket(); s.bind(("127.0.0.1",21001)); s.listen(1); time.sleep(30)' &
+PY=$!
+sleep 0.5
+{bin} client --ports 21001 -n 20 --connect-timeout 1s --hold 0s --quiet --stats-json {j}
+echo "rc=$?"
+kill $PY
+"#
+    );
+    let out = Command::new("unshare")
+        .args(["--net", "bash", "-c", &script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let s: AppSnapshot = serde_json::from_slice(
+        &std::fs::read(&json)
+            .unwrap_or_else(|e| panic!("{e}: {stdout} {}", String::from_utf8_lossy(&out.stderr))),
+    )
+    .unwrap();
+    let _ = std::fs::remove_file(&json);
+    let c = s.counters;
+    // The accept queue (backlog 1) takes a couple; every other connect times out.
+    assert_eq!(c.attempted, 20);
+    assert_eq!(c.connected + c.failures.timed_out, 20, "{:?}", c.failures);
+    assert!(c.failures.timed_out >= 15, "{:?}", c.failures);
+    assert!(stdout.contains("rc=1"), "{stdout}");
+}

@@ -2,7 +2,7 @@
 //! echo (verified byte for byte) or WebSocket (handshake, pushes, echo).
 
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::{BTreeMap, BTreeSet, VecDeque},
     mem,
     os::fd::{AsRawFd, OwnedFd},
     sync::{
@@ -75,6 +75,9 @@ struct Shard {
     echo_limit: Option<u64>,
     mask_ctr: u64,
     timeline: BTreeMap<u32, u32>,
+    /// Attempts in start order, for the connect/handshake timeout: the sweep looks only at
+    /// the front, not at every connection (a full scan cost O(connections) 4× a second).
+    pending: VecDeque<(u64, u64)>,
     pushes: BTreeMap<u64, PushStat>,
     dirty_pushes: BTreeSet<u64>,
     warnings: Vec<String>,
@@ -113,6 +116,7 @@ pub async fn run(
         echo_limit,
         mask_ctr: cfg.seed ^ u64::from(cfg.shard).rotate_left(40),
         timeline: BTreeMap::new(),
+        pending: VecDeque::new(),
         pushes: BTreeMap::new(),
         dirty_pushes: BTreeSet::new(),
         warnings: Vec::new(),
@@ -266,6 +270,7 @@ impl Shard {
             spill: None,
         });
         self.c.in_flight += 1;
+        self.pending.push_back((tok, t_ns));
         self.open_in_process.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = ep.add(raw, EPOLLOUT, tok) {
             failure_of(&e, &mut self.c.failures);
@@ -330,6 +335,7 @@ impl Shard {
 
     fn close_all(&mut self) {
         self.closing = true;
+        self.pending.clear();
         for conn in self.conns.drain() {
             if conn.state == State::Open {
                 self.c.closed.local_close += 1;
@@ -345,17 +351,22 @@ impl Shard {
 
     fn sweep_timeouts(&mut self) {
         if self.c.in_flight == 0 {
+            self.pending.clear();
             return;
         }
         let limit = self.cfg.connect_timeout_ms * 1_000_000;
         let now = sys::monotonic_ns();
-        let (toks, _) = self.conns.tokens_from(0, usize::MAX);
-        for tok in toks {
-            let expired = self
+        // Oldest first: stop at the first attempt still in flight and not yet expired.
+        while let Some(&(tok, started)) = self.pending.front() {
+            let in_flight = self
                 .conns
                 .get_mut(tok)
-                .is_some_and(|c| c.state != State::Open && now.saturating_sub(c.t_ns) > limit);
-            if expired {
+                .is_some_and(|c| c.state != State::Open);
+            if in_flight && now.saturating_sub(started) <= limit {
+                break;
+            }
+            self.pending.pop_front();
+            if in_flight {
                 self.c.failures.timed_out += 1;
                 self.drop_conn(tok);
             }
