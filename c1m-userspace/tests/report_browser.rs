@@ -67,7 +67,7 @@ fn chromium(page: &Path, extra: &[String]) -> String {
     };
     assert!(status.success(), "chromium failed: {status:?}");
     let out = reader.join().unwrap();
-    let _ = std::fs::remove_dir_all(profile);
+    drop(profile);
     String::from_utf8_lossy(&out).into_owned()
 }
 
@@ -91,7 +91,10 @@ fn screenshot(page: &Path) -> PathBuf {
         "screenshot looks empty: {} bytes",
         bytes.len()
     );
-    eprintln!("screenshot: {}", png.display());
+    eprintln!(
+        "screenshot: {} (kept after the test with C1M_KEEP_TEST_DIRS=1)",
+        png.display()
+    );
     png
 }
 
@@ -169,8 +172,8 @@ fn compare_page_renders_in_chromium() {
     write_run(&b, &other).unwrap();
     let page = a.join("compare.html");
     run_compare(CompareArgs {
-        run_a: a.clone(),
-        run_b: b.clone(),
+        run_a: a.to_path_buf(),
+        run_b: b.to_path_buf(),
         html: Some(page.clone()),
     })
     .unwrap();

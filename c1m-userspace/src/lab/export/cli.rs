@@ -95,8 +95,8 @@ mod tests {
         // Not JSON: names the file and says what to pass.
         std::fs::write(dir.join("summary.json"), "{").unwrap();
         let err = run_compare(CompareArgs {
-            run_a: dir.clone(),
-            run_b: dir.clone(),
+            run_a: dir.to_path_buf(),
+            run_b: dir.to_path_buf(),
             html: None,
         })
         .unwrap_err();
@@ -115,7 +115,7 @@ mod tests {
         write_run(&dir, &run).unwrap();
         std::fs::remove_file(dir.join("report.html")).unwrap();
         run_report(ReportArgs {
-            run_dir: dir.clone(),
+            run_dir: dir.to_path_buf(),
             unit: Some(HgrmUnit::Ms),
         })
         .unwrap();
@@ -124,8 +124,8 @@ mod tests {
         let out = dir.join("cmp/compare.html");
         std::fs::create_dir_all(dir.join("cmp")).unwrap();
         run_compare(CompareArgs {
-            run_a: dir.clone(),
-            run_b: dir.clone(),
+            run_a: dir.to_path_buf(),
+            run_b: dir.to_path_buf(),
             html: Some(out.clone()),
         })
         .unwrap();

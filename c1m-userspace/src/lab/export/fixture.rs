@@ -2,7 +2,10 @@
 //! 1,000,000-connection WebSocket run on a 2-core box — 20 s setup at 50k/s, 30 s idle,
 //! 3 pushes, 10 s teardown — with every `Option` set, so schema checks see every field.
 
-use std::{collections::BTreeMap, path::PathBuf};
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
 
 use hdrhistogram::Histogram;
 
@@ -63,8 +66,10 @@ pub fn sample_run_with_snapshots() -> (RunRecord, Vec<(String, AppSnapshot)>) {
     build(true)
 }
 
-/// A fresh, empty folder under the system temp dir.
-pub fn test_dir(name: &str) -> PathBuf {
+/// A fresh, empty folder under the system temp dir, removed when dropped unless the
+/// test is failing (its files are then left to look at) or `C1M_KEEP_TEST_DIRS` is set
+/// (e.g. to keep the browser test's screenshots).
+pub fn test_dir(name: &str) -> TestDir {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -73,7 +78,32 @@ pub fn test_dir(name: &str) -> PathBuf {
         std::env::temp_dir().join(format!("c1m-export-{name}-{}-{nanos}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::create_dir_all(&dir);
-    dir
+    TestDir(dir)
+}
+
+/// See [`test_dir`].
+#[derive(Debug)]
+pub struct TestDir(PathBuf);
+
+impl std::ops::Deref for TestDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TestDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() && std::env::var_os("C1M_KEEP_TEST_DIRS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// A uniform deterministic number in [0, 1).
