@@ -53,6 +53,11 @@ pub enum ObserverError {
          (`cargo xtask build` does both)"
     )]
     NoObject,
+    #[error(
+        "program {0} is missing from the eBPF object built into c1m: rebuild with \
+         `cargo xtask build`"
+    )]
+    MissingProgram(String),
     #[error("reading kernel BTF: {0}")]
     Btf(#[from] BtfError),
     #[error(transparent)]
@@ -575,26 +580,29 @@ fn hook_figures(index: usize) -> &'static str {
     }
 }
 
-fn attach_tracepoint(ebpf: &mut Ebpf, name: &str, category: &str) -> Result<(), ObserverError> {
-    let what = || format!("tracepoint {category}:{name}");
-    let program: &mut TracePoint = ebpf
-        .program_mut(name)
-        .ok_or(ObserverError::NoObject)?
-        .try_into()
-        .map_err(|source| ObserverError::Program {
-            what: what(),
-            source,
-        })?;
-    program.load().map_err(|source| ObserverError::Program {
-        what: what(),
+fn prog_err(what: &str) -> impl FnOnce(aya::programs::ProgramError) -> ObserverError + '_ {
+    move |source| ObserverError::Program {
+        what: what.to_owned(),
         source,
-    })?;
-    program
-        .attach(category, name)
-        .map_err(|source| ObserverError::Program {
-            what: what(),
-            source,
-        })?;
+    }
+}
+
+/// The program `name` of the object, as its type.
+fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str, what: &str) -> Result<&'a mut T, ObserverError>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or_else(|| ObserverError::MissingProgram(name.to_owned()))?
+        .try_into()
+        .map_err(prog_err(what))
+}
+
+fn attach_tracepoint(ebpf: &mut Ebpf, name: &str, category: &str) -> Result<(), ObserverError> {
+    let what = format!("tracepoint {category}:{name}");
+    let p: &mut TracePoint = program(ebpf, name, &what)?;
+    p.load().map_err(prog_err(&what))?;
+    p.attach(category, name).map_err(prog_err(&what))?;
     Ok(())
 }
 
@@ -605,82 +613,36 @@ fn attach_sock_ops(ebpf: &mut Ebpf) -> Result<(), ObserverError> {
         what: "opening the cgroup v2 root (mount -t cgroup2 none /sys/fs/cgroup)".to_owned(),
         source,
     })?;
-    let what = || "sock_ops program".to_owned();
-    let program: &mut SockOps = ebpf
-        .program_mut("c1m_sock_ops")
-        .ok_or(ObserverError::NoObject)?
-        .try_into()
-        .map_err(|source| ObserverError::Program {
-            what: what(),
-            source,
-        })?;
-    program.load().map_err(|source| ObserverError::Program {
-        what: what(),
-        source,
-    })?;
+    let what = "sock_ops program";
+    let p: &mut SockOps = program(ebpf, "c1m_sock_ops", what)?;
+    p.load().map_err(prog_err(what))?;
     // With bpf_link (every kernel c1m supports) a cgroup link is always one of many
     // and the kernel rejects explicit flags, so "Single" here displaces nobody.
-    program
-        .attach(&cgroup, CgroupAttachMode::Single)
-        .map_err(|source| ObserverError::Program {
-            what: what(),
-            source,
-        })?;
+    p.attach(&cgroup, CgroupAttachMode::Single)
+        .map_err(prog_err(what))?;
     Ok(())
 }
 
 fn attach_btf_tracepoint(
     ebpf: &mut Ebpf,
-    program: &str,
+    name: &str,
     tracepoint: &str,
     btf: &aya::Btf,
 ) -> Result<(), ObserverError> {
-    let what = || format!("BTF tracepoint {tracepoint}");
-    let program: &mut BtfTracePoint = ebpf
-        .program_mut(program)
-        .ok_or(ObserverError::NoObject)?
-        .try_into()
-        .map_err(|source| ObserverError::Program {
-            what: what(),
-            source,
-        })?;
-    program
-        .load(tracepoint, btf)
-        .map_err(|source| ObserverError::Program {
-            what: what(),
-            source,
-        })?;
-    program.attach().map_err(|source| ObserverError::Program {
-        what: what(),
-        source,
-    })?;
+    let what = format!("BTF tracepoint {tracepoint}");
+    let p: &mut BtfTracePoint = program(ebpf, name, &what)?;
+    p.load(tracepoint, btf).map_err(prog_err(&what))?;
+    p.attach().map_err(prog_err(&what))?;
     Ok(())
 }
 
+/// Loads an `iter/tcp` program and creates its link; each walk opens a new iterator.
 fn attach_iter(ebpf: &mut Ebpf, name: &str, btf: &aya::Btf) -> Result<OwnedFd, ObserverError> {
-    let what = || format!("iterator {name} (iter/tcp)");
-    let program: &mut Iter = ebpf
-        .program_mut(name)
-        .ok_or(ObserverError::NoObject)?
-        .try_into()
-        .map_err(|source| ObserverError::Program {
-            what: what(),
-            source,
-        })?;
-    program
-        .load("tcp", btf)
-        .map_err(|source| ObserverError::Program {
-            what: what(),
-            source,
-        })?;
-    let fd = program.fd().map_err(|source| ObserverError::Program {
-        what: what(),
-        source,
-    })?;
-    bpf_sys::iter_link_create(fd.as_fd()).map_err(|source| ObserverError::Io {
-        what: what(),
-        source,
-    })
+    let what = format!("iterator {name} (iter/tcp)");
+    let p: &mut Iter = program(ebpf, name, &what)?;
+    p.load("tcp", btf).map_err(prog_err(&what))?;
+    let fd = p.fd().map_err(prog_err(&what))?;
+    bpf_sys::iter_link_create(fd.as_fd()).map_err(|source| ObserverError::Io { what, source })
 }
 
 /// Reads the Array map `name` entry by entry.
