@@ -61,16 +61,24 @@ fn have(program: &str) -> bool {
 /// What the tests drive besides c1m: Debian's chromium (report screenshots), tmux
 /// (the live view in a real terminal), iproute2's `ss` and util-linux's `setpriv`.
 fn debian_prerequisites() -> Result<()> {
-    let missing: Vec<&str> = [("chromium", "chromium"), ("tmux", "tmux"), ("ss", "iproute2"), ("setpriv", "util-linux")]
-        .into_iter()
-        .filter(|(program, _)| !have(program))
-        .map(|(_, package)| package)
-        .collect();
+    let missing: Vec<&str> = [
+        ("chromium", "chromium"),
+        ("tmux", "tmux"),
+        ("ss", "iproute2"),
+        ("setpriv", "util-linux"),
+    ]
+    .into_iter()
+    .filter(|(program, _)| !have(program))
+    .map(|(_, package)| package)
+    .collect();
     if missing.is_empty() {
         return Ok(());
     }
     if !is_root() {
-        eprintln!("xtask: missing {missing:?}; tests that need them will fail. Install: sudo apt-get install -y {}", missing.join(" "));
+        eprintln!(
+            "xtask: missing {missing:?}; tests that need them will fail. Install: sudo apt-get install -y {}",
+            missing.join(" ")
+        );
         return Ok(());
     }
     eprintln!("xtask: installing {} (apt)", missing.join(" "));
