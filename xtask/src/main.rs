@@ -25,7 +25,7 @@ enum Command {
     },
     /// Build the eBPF object and the `c1m` binary (release).
     Build,
-    /// Build everything, then run `c1m` with the given arguments (default: `run`,
+    /// Build everything, then run `c1m` with the given arguments (default: `run --tune`,
     /// the full lab). Needs root for the kernel observer.
     Run {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -51,8 +51,9 @@ fn main() -> Result<()> {
         Command::Build => build_all(),
         Command::Run { args } => {
             build_all()?;
+            // The main job also sets the sysctls it needs, and puts them back after.
             let args = if args.is_empty() {
-                vec!["run".to_owned()]
+                vec!["run".to_owned(), "--tune".to_owned()]
             } else {
                 args
             };
