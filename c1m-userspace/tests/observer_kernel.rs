@@ -467,3 +467,43 @@ fn observe_json_prints_one_object_per_line() {
         assert!(v.server.states.contains_key("established"));
     }
 }
+
+#[test]
+fn a_missing_hook_is_named_and_its_figures_are_unavailable_not_zero() {
+    if !root_or_skip("a_missing_hook_is_named_and_its_figures_are_unavailable_not_zero") {
+        return;
+    }
+    let listener = TcpListener::bind(("127.0.0.1", 9005)).expect("bind");
+    let out = Command::new(env!("CARGO_BIN_EXE_c1m"))
+        .args(["observe", "--json", "--ports", "9005", "--duration", "0"])
+        .env("C1M_SKIP_HOOKS", "tcp_retransmit_synack,kfree_skb")
+        .output()
+        .expect("c1m");
+    assert!(
+        out.status.success(),
+        "the rest keeps running: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: KernelView = serde_json::from_slice(&out.stdout).expect("a KernelView");
+    let missing = v.unavailable.join("\n");
+    assert!(
+        missing.contains("tcp_retransmit_synack") && missing.contains("kfree_skb"),
+        "{missing}"
+    );
+    assert!(
+        !v.server.events.contains_key("synack_retransmits"),
+        "unavailable, not zero"
+    );
+    assert!(!v.server.events.contains_key("listen_overflow_acks"));
+    assert!(
+        v.server.events.contains_key("resets_sent"),
+        "the other hooks still count"
+    );
+    let l = v
+        .listeners
+        .iter()
+        .find(|l| l.port == 9005)
+        .expect("listener");
+    assert_eq!((l.overflow_acks, l.synack_retransmits), (None, None));
+    drop(listener);
+}

@@ -157,7 +157,17 @@ impl Observer {
         let mut cfg = Config::DEFAULT;
         cfg.offsets = resolved.offsets;
         let mut missing_hooks = Vec::new();
+        // C1M_SKIP_HOOKS=name,name: behave as on a kernel without those tracepoints
+        // (to see, and test, what c1m reports then).
+        let skip = std::env::var("C1M_SKIP_HOOKS").unwrap_or_default();
         for (index, layout) in tracefs::HOOKS.iter().enumerate() {
+            if skip.split(',').any(|h| h.trim() == layout.name) {
+                missing_hooks.push(Missing {
+                    hook: index,
+                    reason: "skipped by C1M_SKIP_HOOKS".to_owned(),
+                });
+                continue;
+            }
             match tracefs::read_hook(&tracing, layout) {
                 Ok(fields) => cfg.tracepoints[index] = fields,
                 Err(e) => missing_hooks.push(Missing {
