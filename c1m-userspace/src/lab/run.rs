@@ -344,7 +344,7 @@ async fn run(args: RunArgs) -> Result<i32> {
         ],
         &dir.join("server.log"),
     )?;
-    let mut children = Children {
+    let children = Children {
         server,
         client: None,
     };
@@ -371,16 +371,20 @@ async fn run(args: RunArgs) -> Result<i32> {
         phase_start: None,
         interrupted: false,
         last_write: Instant::now(),
+        children: Some(children),
     };
 
-    let outcome = lab.drive(&args, connections, &sources, &mut children).await;
+    let outcome = lab.drive(&args, connections, &sources).await;
     // Teardown whatever is still up, whatever happened.
     let _ = control::call(&client_ctl, "stop").await;
     let _ = control::call(&server_ctl, "stop").await;
-    if let Some(c) = children.client.as_mut() {
+    let mut children = lab.children.take();
+    if let Some(c) = children.as_mut().and_then(|c| c.client.as_mut()) {
         let _ = tokio::time::timeout(Duration::from_secs(10), c.wait()).await;
     }
-    let _ = tokio::time::timeout(Duration::from_secs(10), children.server.wait()).await;
+    if let Some(c) = children.as_mut() {
+        let _ = tokio::time::timeout(Duration::from_secs(10), c.server.wait()).await;
+    }
     drop(children);
     lab.observer = None;
     lab.live.stop();
@@ -544,6 +548,7 @@ struct Lab {
     phase_start: Option<PhaseStart>,
     interrupted: bool,
     last_write: Instant,
+    children: Option<Children>,
 }
 
 impl Lab {
@@ -673,6 +678,34 @@ impl Lab {
         self.record.phases.push(phase);
     }
 
+    /// Fails with the child's last words when the server or the client has exited.
+    fn check_children(&mut self) -> Result<()> {
+        let Some(children) = self.children.as_mut() else {
+            return Ok(());
+        };
+        let mut exited = Vec::new();
+        if let Ok(Some(status)) = children.server.try_wait() {
+            exited.push(("server", status));
+        }
+        if let Some(Ok(Some(status))) = children.client.as_mut().map(|c| c.try_wait()) {
+            exited.push(("client", status));
+        }
+        if let Some((side, status)) = exited.first() {
+            let log = self.dir.join(format!("{side}.log"));
+            let tail = std::fs::read_to_string(&log).unwrap_or_default();
+            let last = tail
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no output");
+            bail!(
+                "the {side} exited early ({status}): {last} (full log: {})",
+                log.display()
+            );
+        }
+        Ok(())
+    }
+
     /// Ticks until `done` holds for the latest snapshots, the deadline passes (error)
     /// or the user stops the run (Ok(false)).
     async fn wait_for(
@@ -686,6 +719,7 @@ impl Lab {
             if !self.tick().await? {
                 return Ok(false);
             }
+            self.check_children()?;
             if done(
                 self.last_server.as_ref(),
                 self.last_client.as_ref(),
@@ -711,13 +745,7 @@ impl Lab {
         }
     }
 
-    async fn drive(
-        &mut self,
-        args: &RunArgs,
-        n: u64,
-        sources: &str,
-        children: &mut Children,
-    ) -> Result<()> {
+    async fn drive(&mut self, args: &RunArgs, n: u64, sources: &str) -> Result<()> {
         // Server up?
         self.begin("setup");
         if !self
@@ -756,7 +784,9 @@ impl Lab {
             ],
             &self.dir.join("client.log"),
         )?;
-        children.client = Some(client);
+        if let Some(c) = self.children.as_mut() {
+            c.client = Some(client);
+        }
         let ramp = Duration::from_secs_f64(n as f64 / args.rate.max(1) as f64);
         let setup_timeout = args
             .setup_timeout
