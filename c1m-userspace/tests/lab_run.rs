@@ -224,3 +224,81 @@ fn tune_restores_every_sysctl_it_changed_after_sigterm() {
     assert!(!run.samples.is_empty(), "what was measured is kept");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn top_attaches_to_a_running_lab_and_shows_both_views() {
+    if !root_or_skip("top_attaches_to_a_running_lab_and_shows_both_views") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let out = fresh_dir("top");
+    let mut lab = Command::new(env!("CARGO_BIN_EXE_c1m"))
+        .args([
+            "run",
+            "-n",
+            "2000",
+            "--rate",
+            "4000",
+            "--idle",
+            "60s",
+            "--plain",
+            "--ports",
+            "8000-8009",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("c1m run");
+    // Wait for the idle phase: the run folder's summary says so.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let idle = std::fs::read_dir(&out)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .and_then(|e| std::fs::read_to_string(e.path().join("summary.json")).ok())
+            .is_some_and(|s| s.contains("\"name\": \"setup\""));
+        if idle {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the lab never finished its setup phase"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let top = Command::new(env!("CARGO_BIN_EXE_c1m"))
+        .args([
+            "top",
+            "--plain",
+            "--duration",
+            "1.5s",
+            "--ports",
+            "8000-8009",
+            "--runs",
+        ])
+        .arg(&out)
+        .output()
+        .expect("c1m top");
+    // SAFETY: signalling the lab we started, by its pid.
+    unsafe { libc::kill(lab.id() as i32, libc::SIGTERM) };
+    let _ = lab.wait();
+    let stdout = String::from_utf8_lossy(&top.stdout);
+    assert!(
+        top.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&top.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    for pair in [
+        "server_app_open=2000",
+        "server_kernel_established=2000",
+        "client_app_open=2000",
+        "client_kernel_established=2000",
+    ] {
+        assert!(last.split_whitespace().any(|kv| kv == pair), "{pair} missing in: {last}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -26,6 +26,10 @@ pub struct TopArgs {
     /// Control endpoint of a running `c1m client`.
     #[arg(long)]
     pub client_control: Option<String>,
+    /// Where `c1m run` keeps its run folders: without --server-control/--client-control,
+    /// top attaches to the app side of the newest lab still running there.
+    #[arg(long, default_value = "c1m-runs")]
+    pub runs: std::path::PathBuf,
     /// Plain lines instead of the terminal UI.
     #[arg(long)]
     pub plain: bool,
@@ -59,9 +63,35 @@ async fn stats(endpoint: &Option<String>) -> Option<crate::workload::stats::AppS
     serde_json::from_str(&line).ok()
 }
 
-async fn top(args: TopArgs) -> Result<()> {
+/// The control sockets of the newest run folder whose server still answers.
+async fn running_lab(runs: &std::path::Path) -> Option<(String, String)> {
+    let mut dirs: Vec<(std::time::SystemTime, std::path::PathBuf)> = std::fs::read_dir(runs)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .filter(|(_, p)| p.join("server.sock").exists())
+        .collect();
+    dirs.sort();
+    for (_, dir) in dirs.into_iter().rev() {
+        let server = dir.join("server.sock").display().to_string();
+        if stats(&Some(server.clone())).await.is_some() {
+            return Some((server, dir.join("client.sock").display().to_string()));
+        }
+    }
+    None
+}
+
+async fn top(mut args: TopArgs) -> Result<()> {
     if args.interval.is_zero() {
         bail!("--interval must be more than 0");
+    }
+    if args.server_control.is_none()
+        && args.client_control.is_none()
+        && let Some((server, client)) = running_lab(&args.runs).await
+    {
+        eprintln!("c1m top: attached to the running lab's server and client ({server})");
+        args.server_control = Some(server);
+        args.client_control = Some(client);
     }
     let observer = ObserverHandle::start(args.ports.clone().map(|p| p.0).unwrap_or_default())?;
     let started = Instant::now();
