@@ -298,7 +298,10 @@ fn top_attaches_to_a_running_lab_and_shows_both_views() {
         "client_app_open=2000",
         "client_kernel_established=2000",
     ] {
-        assert!(last.split_whitespace().any(|kv| kv == pair), "{pair} missing in: {last}");
+        assert!(
+            last.split_whitespace().any(|kv| kv == pair),
+            "{pair} missing in: {last}"
+        );
     }
     let _ = std::fs::remove_dir_all(&out);
 }

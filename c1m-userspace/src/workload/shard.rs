@@ -1,5 +1,7 @@
 //! Shards: a thread of this process, or a worker process (this binary re-exec'd as the
 //! hidden `c1m worker`), both driven the same way: commands in, [`WorkerReport`]s out.
+//! Either way the shard is one OS thread running its engine loop, with no async runtime
+//! (see `engine` for why).
 //!
 //! A worker process reads its [`ShardConfig`] as the first JSON line on stdin, then
 //! commands as JSON lines; it writes reports as JSON lines on stdout; stderr is shared with
@@ -8,8 +10,9 @@
 //! their last numbers. If the supervisor dies, the worker's stdin reaches EOF and it exits.
 
 use std::{
+    io::Read,
     process::Stdio,
-    sync::{Arc, atomic::AtomicU64},
+    sync::{Arc, atomic::AtomicU64, mpsc as std_mpsc},
 };
 
 use anyhow::{Context, Result};
@@ -20,8 +23,9 @@ use tokio::{
 
 use super::{
     config::{ShardCommand, ShardConfig},
-    engine::{self, ShardEvent, ShardIo, Sink},
+    engine::{self, Commands, ShardEvent, ShardIo, Sink},
     stats::WorkerReport,
+    sys::{self, EventFd},
 };
 
 /// The supervisor's handle on one shard.
@@ -29,20 +33,36 @@ pub struct ShardHandle {
     pub shard: u32,
     pub pid: u32,
     pub process: bool,
-    cmd: mpsc::UnboundedSender<ShardCommand>,
+    cmd: CommandTx,
+}
+
+enum CommandTx {
+    /// A thread shard: the channel, then the eventfd in its epoll set.
+    Thread(std_mpsc::Sender<ShardCommand>, Arc<EventFd>),
+    /// A worker process: a task that writes JSON lines to its stdin.
+    Process(mpsc::UnboundedSender<ShardCommand>),
 }
 
 impl ShardHandle {
     /// Sends a command; a shard that is gone is already reported by its `Exited` event.
     pub fn send(&self, c: ShardCommand) {
-        let _ = self.cmd.send(c);
+        match &self.cmd {
+            CommandTx::Thread(tx, wake) => {
+                if tx.send(c).is_ok() {
+                    wake.notify();
+                }
+            }
+            CommandTx::Process(tx) => {
+                let _ = tx.send(c);
+            }
+        }
     }
 }
 
-async fn run_engine(cfg: ShardConfig, io: ShardIo, open: Arc<AtomicU64>) -> Result<()> {
+fn run_engine(cfg: ShardConfig, io: ShardIo, open: Arc<AtomicU64>) -> Result<()> {
     match cfg {
-        ShardConfig::Server(c) => engine::server::run(c, io, open).await,
-        ShardConfig::Client(c) => engine::client::run(c, io, open).await,
+        ShardConfig::Server(c) => engine::server::run(c, io, open),
+        ShardConfig::Client(c) => engine::client::run(c, io, open),
     }
 }
 
@@ -53,31 +73,29 @@ fn shard_of(cfg: &ShardConfig) -> u32 {
     }
 }
 
-/// Starts a shard as a thread of this process with its own current-thread runtime.
-/// `open` is shared by all thread shards: they share the process's fd limit.
+/// Starts a shard as a thread of this process. `open` is shared by all thread shards: they
+/// share the process's fd limit.
 pub fn spawn_thread(
     cfg: ShardConfig,
     events: mpsc::UnboundedSender<ShardEvent>,
     open: Arc<AtomicU64>,
 ) -> Result<ShardHandle> {
     let shard = shard_of(&cfg);
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = std_mpsc::channel();
+    let wake = Arc::new(EventFd::new().context("eventfd for a shard thread")?);
+    let io = ShardIo {
+        commands: Commands::Channel {
+            rx,
+            wake: wake.clone(),
+        },
+        sink: Sink::Channel(events.clone()),
+    };
     std::thread::Builder::new()
         .name(format!("c1m-shard-{shard}"))
         .spawn(move || {
-            let io = ShardIo {
-                commands: rx,
-                sink: Sink::Channel(events.clone()),
-            };
-            let why = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => match rt.block_on(run_engine(cfg, io, open)) {
-                    Ok(()) => "stopped".to_owned(),
-                    Err(e) => format!("error: {e:#}"),
-                },
-                Err(e) => format!("error: tokio runtime: {e}"),
+            let why = match run_engine(cfg, io, open) {
+                Ok(()) => "stopped".to_owned(),
+                Err(e) => format!("error: {e:#}"),
             };
             let _ = events.send(ShardEvent::Exited { shard, why });
         })
@@ -86,7 +104,7 @@ pub fn spawn_thread(
         shard,
         pid: std::process::id(),
         process: false,
-        cmd: tx,
+        cmd: CommandTx::Thread(tx, wake),
     })
 }
 
@@ -154,49 +172,25 @@ pub async fn spawn_process(
         shard,
         pid,
         process: true,
-        cmd: tx,
+        cmd: CommandTx::Process(tx),
     })
 }
 
-/// The body of `c1m worker`: one shard in this process, driven over stdin/stdout.
+/// The body of `c1m worker`: one shard in this process, driven over stdin/stdout. The
+/// process stays single-threaded: one thread means an unshared fd table, so socket syscalls
+/// skip taking file references.
 pub fn worker_main() -> Result<()> {
     super::limits::raise_nofile().context("RLIMIT_NOFILE")?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("tokio runtime")?;
-    let result = rt.block_on(async {
-        let mut lines = BufReader::new(tokio::io::stdin()).lines();
-        let first = lines
-            .next_line()
-            .await
-            .context("read config")?
-            .context("no config on stdin")?;
-        let cfg: ShardConfig = serde_json::from_str(&first).context("parse worker config")?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                match serde_json::from_str::<ShardCommand>(&line) {
-                    Ok(c) => {
-                        if tx.send(c).is_err() {
-                            break;
-                        }
-                    }
-                    Err(e) => eprintln!("c1m worker: bad command ({e}): {line:.200}"),
-                }
-            }
-            // stdin closed (supervisor gone or done): dropping tx makes the engine stop.
-        });
-        let io = ShardIo {
-            commands: rx,
-            sink: Sink::Stdout(tokio::io::stdout()),
-        };
-        run_engine(cfg, io, Arc::new(AtomicU64::new(0))).await
-    });
-    // tokio reads stdin on a blocking thread that a normal runtime drop would wait for
-    // (until the supervisor closes the pipe): do not wait, the engine is done.
-    rt.shutdown_background();
-    match result {
+    // Straight from fd 0, not through std's buffered stdin: bytes after the first line must
+    // not be left in a buffer the engine never reads.
+    let (first, rest) = read_first_line(&mut RawStdin)?;
+    let cfg: ShardConfig = serde_json::from_slice(&first).context("parse worker config")?;
+    sys::set_nonblocking(0).context("stdin non-blocking")?;
+    let io = ShardIo {
+        commands: Commands::Stdin { pending: rest },
+        sink: Sink::Stdout(std::io::stdout()),
+    };
+    match run_engine(cfg, io, Arc::new(AtomicU64::new(0))) {
         // The supervisor is gone (killed, or gave up waiting): nobody is left to tell.
         Err(e)
             if e.chain().any(|c| {
@@ -207,5 +201,72 @@ pub fn worker_main() -> Result<()> {
             Ok(())
         }
         other => other,
+    }
+}
+
+struct RawStdin;
+
+impl Read for RawStdin {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        sys::read(0, buf)
+    }
+}
+
+/// Reads up to the first newline without buffering past what it returns: the bytes after
+/// the newline (commands already sent) come back as the second value.
+fn read_first_line(r: &mut impl Read) -> Result<(Vec<u8>, Vec<u8>)> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(nl) = got.iter().position(|&b| b == b'\n') {
+            let rest = got.split_off(nl + 1);
+            got.pop();
+            return Ok((got, rest));
+        }
+        let n = match r.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e).context("read config"),
+        };
+        if n == 0 {
+            anyhow::bail!("no config on stdin");
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_line_keeps_what_follows() {
+        let mut input: &[u8] = b"{\"a\":1}\n\"Stop\"\n";
+        let (first, rest) = read_first_line(&mut input).unwrap();
+        assert_eq!(
+            (&first[..], &rest[..]),
+            (&b"{\"a\":1}"[..], &b"\"Stop\"\n"[..])
+        );
+        assert!(read_first_line(&mut &b"no newline"[..]).is_err());
+    }
+
+    #[test]
+    fn commands_from_a_channel_and_a_closed_channel_is_stop() {
+        let (tx, rx) = std_mpsc::channel();
+        let wake = Arc::new(EventFd::new().unwrap());
+        let mut c = Commands::Channel {
+            rx,
+            wake: wake.clone(),
+        };
+        tx.send(ShardCommand::Close).unwrap();
+        wake.notify();
+        let mut out = Vec::new();
+        c.drain(&mut out);
+        assert_eq!(out, vec![ShardCommand::Close]);
+        drop(tx);
+        out.clear();
+        c.drain(&mut out);
+        assert_eq!(out, vec![ShardCommand::Stop]);
     }
 }

@@ -119,6 +119,60 @@ impl AsRawFd for Epoll {
     }
 }
 
+/// An eventfd: how a thread shard's supervisor wakes the shard's `epoll_wait` when it
+/// queues a command (the fd sits in the shard's epoll set).
+pub struct EventFd {
+    fd: OwnedFd,
+}
+
+impl EventFd {
+    pub fn new() -> io::Result<EventFd> {
+        // SAFETY: plain syscall; the fd is owned from here on.
+        let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
+        // SAFETY: fd is a fresh, valid descriptor nobody else owns.
+        Ok(EventFd {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// Makes the fd readable (a counter overflow cannot happen at one write per command).
+    pub fn notify(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: one is 8 readable bytes, the size an eventfd write takes.
+        unsafe { libc::write(self.fd.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+    }
+
+    /// Resets the counter so the fd stops polling readable.
+    pub fn drain(&self) {
+        let mut v = [0u8; 8];
+        // SAFETY: v is 8 writable bytes; EAGAIN (nothing to drain) is fine.
+        unsafe { libc::read(self.fd.as_raw_fd(), v.as_mut_ptr().cast(), v.len()) };
+    }
+}
+
+impl AsRawFd for EventFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Sets O_NONBLOCK on `fd` (a worker's stdin pipe, watched by its epoll set).
+pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we hold; F_GETFL/F_SETFL touch no memory.
+    let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) }).map(drop)
+}
+
+/// Milliseconds from `now` until `deadline` (both monotonic ns) for `epoll_wait`, rounded up
+/// so a wait never ends just before its deadline and spins; 0 once it has passed.
+pub fn ms_until(now: u64, deadline: u64) -> i32 {
+    deadline
+        .saturating_sub(now)
+        .div_ceil(1_000_000)
+        .min(i32::MAX as u64) as i32
+}
+
 pub const EPOLLIN: u32 = libc::EPOLLIN as u32;
 pub const EPOLLOUT: u32 = libc::EPOLLOUT as u32;
 pub const EPOLLERR: u32 = libc::EPOLLERR as u32;

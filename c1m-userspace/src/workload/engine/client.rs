@@ -9,15 +9,13 @@ use std::{
         Arc,
         atomic::{AtomicU64, Ordering},
     },
-    time::Duration,
 };
 
 use anyhow::{Context, Result};
-use tokio::io::{Interest, unix::AsyncFd};
 
 use super::{
-    READ_BUF, REPORT_EVERY_MS, ShardIo, Slab, Spill, closed_by, failure_of, flush, interest, rearm,
-    send, shrink,
+    COMMAND_TOKEN, READ_BUF, REPORT_EVERY_NS, ShardIo, Slab, Spill, closed_by, failure_of, flush,
+    interest, rearm, send, shrink,
 };
 use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
@@ -33,7 +31,7 @@ use crate::workload::{
 
 /// Pacing tick while ramping with a target rate: 5 ms keeps bursts small (150 connects at
 /// 30k/s) without waking the shard more than 200 times a second.
-const PACE_MS: u64 = 5;
+const PACE_NS: u64 = 5_000_000;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum State {
@@ -86,16 +84,10 @@ struct Shard {
 }
 
 /// Runs one client shard: waits for `Start`, ramps, holds until `Close`/`Stop`.
-pub async fn run(
-    cfg: ClientShardConfig,
-    mut io: ShardIo,
-    open_in_process: Arc<AtomicU64>,
-) -> Result<()> {
+pub fn run(cfg: ClientShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU64>) -> Result<()> {
     let ep = Epoll::new().context("epoll_create1")?;
-    // SAFETY: Epoll owns its fd, never closes or replaces it while alive, and always
-    // returns the same fd from as_raw_fd.
-    let afd = unsafe { AsyncFd::register_with_interest(ep, Interest::READABLE) }
-        .map_err(|e| anyhow::anyhow!("register epoll with tokio: {e}"))?;
+    ep.add(io.commands.fd(), EPOLLIN, COMMAND_TOKEN)
+        .context("epoll_ctl command source")?;
     let echo_limit = match (cfg.mode, cfg.echo_count) {
         (Mode::Echo, 0) => None,
         (Mode::Echo | Mode::Ws, n) => Some(n),
@@ -125,49 +117,72 @@ pub async fn run(
         cfg,
     };
     let mut events = Events::default();
-    let mut tick = tokio::time::interval(Duration::from_millis(REPORT_EVERY_MS));
-    let mut pace = tokio::time::interval(Duration::from_millis(PACE_MS));
-    pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut cmds = Vec::new();
     let mut last = Counters::default();
-    s.report(&mut io, &mut last, true, false).await?;
-    loop {
-        let ramping = s.started && !s.closing && s.next < s.cfg.count;
-        tokio::select! {
-            cmd = io.commands.recv() => match cmd {
-                None | Some(ShardCommand::Stop) => break,
-                Some(ShardCommand::Start { t0_mono_ns }) => {
-                    s.t0_mono = t0_mono_ns;
-                    s.started = true;
-                    s.pump(afd.get_ref());
-                }
-                Some(ShardCommand::Close) => {
-                    s.close_all();
-                    s.report(&mut io, &mut last, true, true).await?;
-                }
-                Some(ShardCommand::Push { .. }) => {}
-            },
-            _ = tick.tick() => {
-                s.sweep_timeouts();
-                s.pump(afd.get_ref());
-                let closed_all = s.closing && s.conns.is_empty();
-                s.report(&mut io, &mut last, false, closed_all).await?;
+    s.report(&mut io, &mut last, true, false)?;
+    let mut next_tick = sys::monotonic_ns() + REPORT_EVERY_NS;
+    let mut next_pace = 0;
+    // A worker's config line may have arrived with commands behind it: look once at start.
+    let mut commands = true;
+    'run: loop {
+        let pacing = s.started && !s.closing && s.next < s.cfg.count && s.cfg.rate > 0.0;
+        let deadline = if pacing {
+            next_tick.min(next_pace)
+        } else {
+            next_tick
+        };
+        ep.wait(&mut events, sys::ms_until(sys::monotonic_ns(), deadline))
+            .context("epoll_wait")?;
+        let mut io_events = false;
+        for i in 0..events.len() {
+            let (ev, tok) = events.get(i);
+            if tok == COMMAND_TOKEN {
+                commands = true;
+            } else {
+                io_events = true;
+                s.conn_event(&ep, tok, ev);
             }
-            _ = pace.tick(), if ramping && s.cfg.rate > 0.0 => s.pump(afd.get_ref()),
-            guard = afd.readable() => {
-                let mut guard = guard.context("epoll readiness")?;
-                if super::poll_batch(&mut guard, &mut events)? {
-                    let ep = guard.get_inner();
-                    for i in 0..events.len() {
-                        let (ev, tok) = events.get(i);
-                        s.conn_event(ep, tok, ev);
+        }
+        if io_events {
+            s.pump(&ep);
+        }
+        let now = sys::monotonic_ns();
+        let tick = now >= next_tick;
+        if commands || tick {
+            commands = false;
+            io.commands.drain(&mut cmds);
+            for c in mem::take(&mut cmds) {
+                match c {
+                    ShardCommand::Stop => break 'run,
+                    ShardCommand::Start { t0_mono_ns } => {
+                        s.t0_mono = t0_mono_ns;
+                        s.started = true;
+                        s.pump(&ep);
                     }
-                    s.pump(ep);
+                    ShardCommand::Close => {
+                        s.close_all();
+                        s.report(&mut io, &mut last, true, true)?;
+                    }
+                    ShardCommand::Push { .. } => {}
                 }
             }
         }
+        if tick {
+            next_tick = now + REPORT_EVERY_NS;
+            s.sweep_timeouts();
+            s.pump(&ep);
+            let closed_all = s.closing && s.conns.is_empty();
+            s.report(&mut io, &mut last, false, closed_all)?;
+        }
+        if pacing && now >= next_pace {
+            // Missed pace ticks are skipped, not caught up: `pump` works from the rate and
+            // the elapsed time, so one call starts everything that is due.
+            next_pace = now + PACE_NS;
+            s.pump(&ep);
+        }
     }
     s.close_all();
-    s.report(&mut io, &mut last, true, true).await?;
+    s.report(&mut io, &mut last, true, true)?;
     Ok(())
 }
 
@@ -176,7 +191,7 @@ impl Shard {
         self.started && self.next >= self.cfg.count && self.c.in_flight == 0
     }
 
-    async fn report(
+    fn report(
         &mut self,
         io: &mut ShardIo,
         last: &mut Counters,
@@ -215,7 +230,7 @@ impl Shard {
             warnings: mem::take(&mut self.warnings),
             fatal: None,
         };
-        io.sink.send(r).await.context("report to supervisor")
+        io.sink.send(r).context("report to supervisor")
     }
 
     /// One warning line per kind of failure (bit per kind), so a storm of EADDRNOTAVAIL

@@ -1,5 +1,5 @@
-//! The connection engines: one per shard (a thread, or a worker process), each a single
-//! tokio task that owns an inner epoll instance and a slab of compact connection states.
+//! The connection engines: one per shard (a thread, or a worker process), each a plain loop
+//! on one OS thread that owns an epoll instance and a slab of compact connection states.
 //!
 //! Why not a tokio task per connection: measured on this box with 15,000 idle
 //! connections, a task per connection that awaits `readable()` and reads into a shared
@@ -11,18 +11,28 @@
 //! frame, a fragmented message or unsent output. Measured at 1,000,000 connections: 27
 //! bytes per connection on the server, 78 on the client (which also keeps histograms).
 //!
-//! The inner epoll fd is registered with tokio through `AsyncFd`, so the engine still sits in
-//! a tokio runtime beside its timers and command channel: when the inner set has events,
-//! tokio wakes the task, which drains them with `epoll_wait(…, 0)` in batches and yields
-//! between batches. Connections are level-triggered: a read takes at most one buffer per
-//! event, so a busy connection cannot starve the others and no ready list is needed.
+//! Why not tokio at all in a shard: the shard blocks in `epoll_wait` on its own set, with
+//! its command source in the same set (a worker's stdin pipe, or an eventfd a thread
+//! shard's supervisor signals) and its timers as deadlines that bound the wait. The first
+//! design registered that epoll fd with a current-thread tokio runtime (`AsyncFd`), and
+//! at 1M connections over ~120 processes on two cores that cost a third of the setup
+//! rate: every wakeup went through tokio's park/driver/select! (~6 µs of user CPU per
+//! connection, most accepts being one per wakeup), three `epoll_wait`s instead of one,
+//! tokio's blocking-pool threads for stdin/stdout (futex wakeups, and a shared fd table
+//! that makes every socket syscall take file references), and, because the set was
+//! itself watched by tokio's epoll, every `EPOLL_CTL_ADD` took the kernel's global
+//! `epnested_mutex` for a loop check, contended across all workers. Measured against a
+//! minimal C epoll program on the same box: 60 vs 42 µs of CPU per connection early in
+//! the ramp. Connections are level-triggered: a read takes at most one buffer per event,
+//! so a busy connection cannot starve the others and no ready list is needed.
 
 pub mod client;
 pub mod server;
 
 use std::{
-    io,
+    io::{self, Write},
     os::fd::{AsRawFd, OwnedFd, RawFd},
+    sync::{Arc, mpsc as std_mpsc},
 };
 
 use tokio::sync::mpsc;
@@ -30,7 +40,7 @@ use tokio::sync::mpsc;
 use super::{
     config::ShardCommand,
     stats::WorkerReport,
-    sys::{self, EPOLLIN, EPOLLOUT, Epoll},
+    sys::{self, EPOLLIN, EPOLLOUT, Epoll, EventFd},
     ws::Fragment,
 };
 
@@ -41,6 +51,9 @@ pub const READ_BUF: usize = 64 * 1024;
 /// How often a shard reports (if anything changed). The lab polls twice a second; 250 ms
 /// keeps the supervisor's view at most a quarter second old. Idle shards send nothing.
 pub const REPORT_EVERY_MS: u64 = 250;
+
+/// The report period in monotonic ns (the loop's tick deadline).
+pub const REPORT_EVERY_NS: u64 = REPORT_EVERY_MS * 1_000_000;
 
 /// Unsent output past this is a peer not reading: close it rather than buffer without bound.
 pub const MAX_PENDING_OUT: usize = 4 * 1024 * 1024;
@@ -131,6 +144,10 @@ impl<T> Slab<T> {
 
 /// Listener and control tokens live above every slab token (slot indices stay < 2^32 - 2^16).
 pub const LISTENER_BASE: u64 = u64::MAX - (1 << 16);
+
+/// The token of the shard's command source in its epoll set (above every listener token:
+/// a port range has at most 65,535 ports).
+pub const COMMAND_TOKEN: u64 = u64::MAX;
 
 fn token(i: u32, g: u32) -> u64 {
     (u64::from(g) << 32) | u64::from(i)
@@ -258,20 +275,6 @@ pub fn rearm(
     }
 }
 
-/// Takes one batch of ready events from the inner epoll. Returns false (and clears tokio's
-/// readiness, so the task sleeps until the inner set signals again) when there are none.
-pub fn poll_batch(
-    guard: &mut tokio::io::unix::AsyncFdReadyGuard<'_, Epoll>,
-    events: &mut sys::Events,
-) -> io::Result<bool> {
-    guard.get_inner().wait(events, 0)?;
-    if events.is_empty() {
-        guard.clear_ready();
-        return Ok(false);
-    }
-    Ok(true)
-}
-
 /// What the supervisor hears from its shards.
 #[derive(Debug)]
 pub enum ShardEvent {
@@ -287,22 +290,105 @@ pub enum ShardEvent {
 pub enum Sink {
     /// A thread shard: straight to the supervisor.
     Channel(mpsc::UnboundedSender<ShardEvent>),
-    /// A worker process: JSON lines on stdout.
-    Stdout(tokio::io::Stdout),
+    /// A worker process: JSON lines on stdout, a pipe the supervisor reads. The write
+    /// blocks if the supervisor falls a pipe's worth (64 KiB) behind, which pauses the
+    /// shard rather than losing reports.
+    Stdout(io::Stdout),
 }
 
 impl Sink {
-    pub async fn send(&mut self, r: WorkerReport) -> io::Result<()> {
+    pub fn send(&mut self, r: WorkerReport) -> io::Result<()> {
         match self {
             Sink::Channel(tx) => tx
                 .send(ShardEvent::Report(Box::new(r)))
                 .map_err(|_| io::Error::other("supervisor gone")),
             Sink::Stdout(out) => {
-                use tokio::io::AsyncWriteExt;
                 let mut line = serde_json::to_vec(&r).map_err(io::Error::other)?;
                 line.push(b'\n');
-                out.write_all(&line).await?;
-                out.flush().await
+                let mut out = out.lock();
+                out.write_all(&line)?;
+                out.flush()
+            }
+        }
+    }
+}
+
+/// Where a shard's commands come from. Its fd sits in the shard's epoll set under
+/// [`COMMAND_TOKEN`]; the shard also drains it at every report tick, which is how a
+/// closed channel is noticed.
+pub enum Commands {
+    /// A thread shard: a channel, and an eventfd the sender signals after each command.
+    Channel {
+        rx: std_mpsc::Receiver<ShardCommand>,
+        wake: Arc<EventFd>,
+    },
+    /// A worker process: JSON lines on stdin (a pipe, non-blocking), and the bytes of a
+    /// line not yet complete.
+    Stdin { pending: Vec<u8> },
+}
+
+impl Commands {
+    pub fn fd(&self) -> RawFd {
+        match self {
+            Commands::Channel { wake, .. } => wake.as_raw_fd(),
+            Commands::Stdin { .. } => 0,
+        }
+    }
+
+    /// Appends every command that arrived to `out`; a supervisor that is gone (channel
+    /// closed, stdin at EOF or broken) reads as `Stop`.
+    pub fn drain(&mut self, out: &mut Vec<ShardCommand>) {
+        match self {
+            Commands::Channel { rx, wake } => {
+                wake.drain();
+                loop {
+                    match rx.try_recv() {
+                        Ok(c) => out.push(c),
+                        Err(std_mpsc::TryRecvError::Empty) => break,
+                        Err(std_mpsc::TryRecvError::Disconnected) => {
+                            out.push(ShardCommand::Stop);
+                            break;
+                        }
+                    }
+                }
+            }
+            Commands::Stdin { pending } => {
+                let mut buf = [0u8; 4096];
+                let mut gone = false;
+                loop {
+                    match sys::read(0, &mut buf) {
+                        Ok(0) => {
+                            gone = true;
+                            break;
+                        }
+                        Ok(n) => pending.extend_from_slice(&buf[..n]),
+                        Err(e) if sys::would_block(&e) => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(_) => {
+                            gone = true;
+                            break;
+                        }
+                    }
+                }
+                let mut used = 0;
+                while let Some(nl) = pending[used..].iter().position(|&b| b == b'\n') {
+                    let line = &pending[used..used + nl];
+                    used += nl + 1;
+                    if line.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    match serde_json::from_slice::<ShardCommand>(line) {
+                        Ok(c) => out.push(c),
+                        Err(e) => eprintln!(
+                            "c1m worker: bad command ({e}): {:.200}",
+                            String::from_utf8_lossy(line)
+                        ),
+                    }
+                }
+                pending.drain(..used);
+                if gone {
+                    out.push(ShardCommand::Stop);
+                }
             }
         }
     }
@@ -310,7 +396,7 @@ impl Sink {
 
 /// A shard's link to its supervisor.
 pub struct ShardIo {
-    pub commands: mpsc::UnboundedReceiver<ShardCommand>,
+    pub commands: Commands,
     pub sink: Sink,
 }
 

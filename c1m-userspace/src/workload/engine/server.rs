@@ -9,15 +9,13 @@ use std::{
         Arc,
         atomic::{AtomicU64, Ordering},
     },
-    time::Duration,
 };
 
 use anyhow::{Context, Result};
-use tokio::io::{Interest, unix::AsyncFd};
 
 use super::{
-    LISTENER_BASE, READ_BUF, REPORT_EVERY_MS, ShardIo, Slab, Spill, closed_by, failure_of, flush,
-    interest, rearm, send, shrink,
+    COMMAND_TOKEN, LISTENER_BASE, READ_BUF, REPORT_EVERY_NS, ShardIo, Slab, Spill, closed_by,
+    failure_of, flush, interest, rearm, send, shrink,
 };
 use crate::workload::{
     config::{Mode, ServerShardConfig, ShardCommand},
@@ -97,11 +95,7 @@ struct Shard {
 }
 
 /// Runs one server shard until `Stop` (or its supervisor goes away).
-pub async fn run(
-    cfg: ServerShardConfig,
-    mut io: ShardIo,
-    open_in_process: Arc<AtomicU64>,
-) -> Result<()> {
+pub fn run(cfg: ServerShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU64>) -> Result<()> {
     let ep = Epoll::new().context("epoll_create1")?;
     let mut listeners = Vec::with_capacity(cfg.listen.len());
     for (i, addr) in cfg.listen.iter().enumerate() {
@@ -111,14 +105,11 @@ pub async fn run(
                 let msg = format!(
                     "cannot listen on {addr}: {e} (is another program on that port? choose --ports)"
                 );
-                let _ = io
-                    .sink
-                    .send(WorkerReport {
-                        shard: cfg.shard,
-                        fatal: Some(msg.clone()),
-                        ..Default::default()
-                    })
-                    .await;
+                let _ = io.sink.send(WorkerReport {
+                    shard: cfg.shard,
+                    fatal: Some(msg.clone()),
+                    ..Default::default()
+                });
                 anyhow::bail!(msg);
             }
         };
@@ -126,10 +117,8 @@ pub async fn run(
             .context("epoll_ctl listener")?;
         listeners.push(fd);
     }
-    // SAFETY: Epoll owns its fd, never closes or replaces it while alive, and always
-    // returns the same fd from as_raw_fd.
-    let afd = unsafe { AsyncFd::register_with_interest(ep, Interest::READABLE) }
-        .map_err(|e| anyhow::anyhow!("register epoll with tokio: {e}"))?;
+    ep.add(io.commands.fd(), EPOLLIN, COMMAND_TOKEN)
+        .context("epoll_ctl command source")?;
     let mut s = Shard {
         dec: Decoder::new(Role::Server, cfg.max_message),
         conns: Slab::with_capacity(cfg.cap as usize),
@@ -147,56 +136,73 @@ pub async fn run(
         cfg,
     };
     let mut events = Events::default();
-    let mut tick = tokio::time::interval(Duration::from_millis(REPORT_EVERY_MS));
+    let mut cmds = Vec::new();
     let mut last = WorkerReport {
         shard: s.cfg.shard,
         pid: std::process::id(),
         ..Default::default()
     };
-    s.report(&mut io, &mut last, true, false).await?;
-    loop {
-        tokio::select! {
-            cmd = io.commands.recv() => match cmd {
-                None | Some(ShardCommand::Stop) => break,
-                Some(ShardCommand::Push { id, started_unix_ns }) => s.start_push(id, started_unix_ns),
-                Some(ShardCommand::Close) => s.close_all(afd.get_ref()),
-                Some(ShardCommand::Start { .. }) => {}
-            },
-            _ = tick.tick() => {
-                s.resume_listeners(afd.get_ref());
-                s.report(&mut io, &mut last, false, false).await?;
+    s.report(&mut io, &mut last, true, false)?;
+    let mut next_tick = sys::monotonic_ns() + REPORT_EVERY_NS;
+    // A worker's config line may have arrived with commands behind it: look once at start.
+    let mut commands = true;
+    'run: loop {
+        // While a push is under way the loop never sleeps: it alternates event batches
+        // with push chunks.
+        let timeout = if s.push.is_some() {
+            0
+        } else {
+            sys::ms_until(sys::monotonic_ns(), next_tick)
+        };
+        ep.wait(&mut events, timeout).context("epoll_wait")?;
+        for i in 0..events.len() {
+            let (ev, tok) = events.get(i);
+            if tok == COMMAND_TOKEN {
+                commands = true;
+            } else if tok >= LISTENER_BASE {
+                s.accept_burst(&ep, (tok - LISTENER_BASE) as usize);
+            } else {
+                s.conn_event(&ep, tok, ev);
             }
-            _ = std::future::ready(()), if s.push.is_some() => {
-                s.push_step(afd.get_ref());
-                // Hand the CPU to the readers between chunks (sched_yield): with dozens of
-                // writer and reader processes on two cores, frames otherwise wait in socket
-                // buffers until the writers' slices end. Measured, 200k connections: fan-out
-                // 2.15 s → 1.69 s, per-message p99 70 ms → 9.8 ms.
-                std::thread::yield_now();
-            }
-            guard = afd.readable() => {
-                let mut guard = guard.context("epoll readiness")?;
-                if super::poll_batch(&mut guard, &mut events)? {
-                    let ep = guard.get_inner();
-                    for i in 0..events.len() {
-                        let (ev, tok) = events.get(i);
-                        if tok >= LISTENER_BASE {
-                            s.accept_burst(ep, (tok - LISTENER_BASE) as usize);
-                        } else {
-                            s.conn_event(ep, tok, ev);
-                        }
-                    }
+        }
+        let now = sys::monotonic_ns();
+        let tick = now >= next_tick;
+        if commands || tick {
+            commands = false;
+            io.commands.drain(&mut cmds);
+            for c in cmds.drain(..) {
+                match c {
+                    ShardCommand::Stop => break 'run,
+                    ShardCommand::Push {
+                        id,
+                        started_unix_ns,
+                    } => s.start_push(id, started_unix_ns),
+                    ShardCommand::Close => s.close_all(&ep),
+                    ShardCommand::Start { .. } => {}
                 }
             }
         }
+        if tick {
+            next_tick = now + REPORT_EVERY_NS;
+            s.resume_listeners(&ep);
+            s.report(&mut io, &mut last, false, false)?;
+        }
+        if s.push.is_some() {
+            s.push_step(&ep);
+            // Hand the CPU to the readers between chunks (sched_yield): with dozens of
+            // writer and reader processes on two cores, frames otherwise wait in socket
+            // buffers until the writers' slices end. Measured, 200k connections: fan-out
+            // 2.15 s → 1.69 s, per-message p99 70 ms → 9.8 ms.
+            std::thread::yield_now();
+        }
     }
-    s.close_all(afd.get_ref());
-    s.report(&mut io, &mut last, true, true).await?;
+    s.close_all(&ep);
+    s.report(&mut io, &mut last, true, true)?;
     Ok(())
 }
 
 impl Shard {
-    async fn report(
+    fn report(
         &mut self,
         io: &mut ShardIo,
         last: &mut WorkerReport,
@@ -227,7 +233,7 @@ impl Shard {
             ..Default::default()
         };
         last.counters = self.c;
-        io.sink.send(r).await.context("report to supervisor")
+        io.sink.send(r).context("report to supervisor")
     }
 
     fn warn(&mut self, msg: String) {
