@@ -102,6 +102,27 @@ fn ws_25k_sharded_exact_counts_push_and_echo() {
     let s = wait_for(sctl, "push written", LONG, |s| s.counters.pushes_sent == N);
     assert_eq!(s.pushes[0].count, N);
 
+    // The same broadcast with one server shard writing at a time: every shard must get
+    // its turn, so it still reaches exactly N.
+    let answer = control(sctl, "push 1").unwrap();
+    let ack: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(
+        (ack["push_id"].as_u64(), ack["writers"].as_u64()),
+        (Some(2), Some(1)),
+        "{answer}"
+    );
+    let c = wait_for(cctl, "paced push delivered", LONG, |s| {
+        s.counters.pushes_received == 2 * N
+    });
+    let second = c.pushes.iter().find(|p| p.push_id == 2).unwrap();
+    assert_eq!(second.count, N);
+    let s = wait_for(sctl, "paced push written", LONG, |s| {
+        s.counters.pushes_sent == 2 * N
+    });
+    assert_eq!(s.pushes.iter().find(|p| p.push_id == 2).unwrap().count, N);
+    let bad = control(sctl, "push many").unwrap();
+    assert!(bad.contains("\"error\"") && bad.contains("push 4"), "{bad}");
+
     control(cctl, "close").unwrap();
     let c = wait_for(cctl, "client closed", LONG, |s| s.phase == "closed");
     assert_eq!((c.counters.open, c.counters.closed.local_close), (0, N));

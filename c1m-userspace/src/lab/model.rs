@@ -117,6 +117,8 @@ pub struct RunConfig {
     pub sources: String,
     pub idle_s: f64,
     pub push_count: u32,
+    /// Server shards writing a push at once (0: all).
+    pub push_writers: u64,
     pub observer: bool,
     pub tuned: bool,
     pub command_line: String,

@@ -53,6 +53,10 @@ pub struct RunArgs {
     /// Broadcasts in the push phase (ws mode).
     #[arg(long, default_value_t = 1)]
     pub pushes: u32,
+    /// Server shards writing a push at once (0: all, the fastest fan-out; a few at a time
+    /// leaves CPU to the readers and cuts per-message latency).
+    #[arg(long, default_value_t = 0)]
+    pub push_writers: usize,
     /// Give up on the setup phase after this long (default: 3× the ramp plus 2 min).
     #[arg(long, value_parser = crate::workload::cli::parse_duration)]
     pub setup_timeout: Option<Duration>,
@@ -299,6 +303,7 @@ async fn run(args: RunArgs) -> Result<i32> {
             sources: sources.clone(),
             idle_s: args.idle.as_secs_f64(),
             push_count: args.pushes,
+            push_writers: args.push_writers as u64,
             observer: observer_wanted,
             tuned: tuning.as_ref().is_some_and(|t| !t.changed.is_empty()),
             command_line: std::env::args().collect::<Vec<_>>().join(" "),
@@ -827,9 +832,10 @@ impl Lab {
             self.begin("push");
             let mut notes = Vec::new();
             for _ in 0..args.pushes {
-                let answer = control::call(&self.server_ctl, "push")
-                    .await
-                    .context("asking the server to push")?;
+                let answer =
+                    control::call(&self.server_ctl, &format!("push {}", args.push_writers))
+                        .await
+                        .context("asking the server to push")?;
                 let push_id = serde_json::from_str::<serde_json::Value>(&answer)
                     .ok()
                     .and_then(|v| v.get("push_id")?.as_u64())

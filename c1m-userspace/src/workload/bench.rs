@@ -73,9 +73,11 @@ pub struct IdleFigures {
     pub connect_us: Percentiles,
 }
 
-/// Figures of the `push` scenario.
+/// Figures of one broadcast of the `push` scenario.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PushFigures {
+    /// Server shards writing at once (0: all).
+    pub writers: usize,
     pub connections: u64,
     pub received: u64,
     /// Broadcast start to the last frame received.
@@ -279,34 +281,50 @@ pub async fn bench_idle(a: &BenchArgs) -> Result<IdleFigures> {
     Ok(f)
 }
 
-/// N WebSocket connections and one broadcast push.
-pub async fn bench_push(a: &BenchArgs) -> Result<PushFigures> {
+/// N WebSocket connections and two broadcasts over them: all server shards writing at once
+/// (the seeds' way, fastest fan-out), then two shards per CPU at a time (readers get the
+/// CPU sooner, so per-message latency drops). Each push's histograms are its own: the
+/// second is the client's histogram after it minus the one before.
+pub async fn bench_push(a: &BenchArgs) -> Result<Vec<PushFigures>> {
     let n = a.connections;
     let p = Pair::start(a, "ws", n, &[]).await?;
     ramped(&p, a, n).await?;
     let open = settled(&p, a).await?;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    control::call(&p.sctl, "push").await?;
-    let c = wait_stats(&p.cctl, a.timeout, |s| s.counters.pushes_received >= open).await?;
-    let s = wait_stats(&p.sctl, a.timeout, |s| s.counters.pushes_sent >= open).await?;
-    let f = PushFigures {
-        connections: open,
-        received: c.counters.pushes_received,
-        last_received_s: c.pushes.first().map(|x| x.complete_s).unwrap_or(0.0),
-        last_written_s: s.pushes.first().map(|x| x.complete_s).unwrap_or(0.0),
-        per_message_us: c
-            .percentiles
-            .get("push_message_us")
-            .copied()
-            .unwrap_or_default(),
-        fanout_us: c
-            .percentiles
-            .get("push_fanout_us")
-            .copied()
-            .unwrap_or_default(),
-    };
+    let paced = 2 * std::thread::available_parallelism().map_or(1, |c| c.get());
+    let mut figures = Vec::new();
+    let mut before: Option<AppSnapshot> = None;
+    for writers in [0, paced] {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let answer = control::call(&p.sctl, &format!("push {writers}")).await?;
+        let id = serde_json::from_str::<serde_json::Value>(&answer)
+            .ok()
+            .and_then(|v| v.get("push_id")?.as_u64())
+            .with_context(|| format!("the server refused the push: {answer}"))?;
+        let done = |s: &AppSnapshot| s.pushes.iter().any(|x| x.push_id == id && x.count >= open);
+        let c = wait_stats(&p.cctl, a.timeout, done).await?;
+        let s = wait_stats(&p.sctl, a.timeout, done).await?;
+        let of = |snap: &AppSnapshot| snap.pushes.iter().find(|x| x.push_id == id).cloned();
+        let hist = |name: &str| -> Result<Percentiles> {
+            let mut h = c.histogram(name)?;
+            if let Some(b) = &before {
+                h.subtract(b.histogram(name)?)
+                    .with_context(|| format!("histogram {name} of push {id}"))?;
+            }
+            Ok(Percentiles::of(&h))
+        };
+        figures.push(PushFigures {
+            writers,
+            connections: open,
+            received: of(&c).map_or(0, |x| x.count),
+            last_received_s: of(&c).map_or(0.0, |x| x.complete_s),
+            last_written_s: of(&s).map_or(0.0, |x| x.complete_s),
+            per_message_us: hist("push_message_us")?,
+            fanout_us: hist("push_fanout_us")?,
+        });
+        before = Some(c);
+    }
     p.stop(n).await?;
-    Ok(f)
+    Ok(figures)
 }
 
 /// Back-to-back echo round trips on `echo_connections` connections.
@@ -367,8 +385,12 @@ fn print_idle(f: &IdleFigures) {
 }
 
 fn print_push(f: &PushFigures) {
+    let writers = match f.writers {
+        0 => "all server shards writing at once".to_owned(),
+        n => format!("{n} server shards writing at a time"),
+    };
     println!(
-        "== push: {} of {} connections received the frame (reference: 1M in 11–13 s, per-message p99 ≈ 0.2 s)",
+        "== push ({writers}): {} of {} connections received the frame (reference: 1M in 11–13 s, per-message p99 ≈ 0.2 s)",
         f.received, f.connections
     );
     println!(
@@ -412,7 +434,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
             print_idle(&bench_idle(&a).await?);
         }
         if want("push") {
-            print_push(&bench_push(&a).await?);
+            for f in bench_push(&a).await? {
+                print_push(&f);
+            }
         }
         if want("echo") {
             print_echo(&bench_echo(&a).await?);

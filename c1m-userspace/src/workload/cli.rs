@@ -46,6 +46,12 @@ pub struct ServerArgs {
     /// Broadcast a push to every WebSocket connection this often (e.g. 10s).
     #[arg(long, value_parser = parse_duration)]
     pub push_every: Option<Duration>,
+    /// Shards that write a push at once (0: all). All at once is the fastest fan-out; a
+    /// few at a time (e.g. 2 per CPU) leaves CPU to the readers on a shared box, so each
+    /// frame waits far less between write and read. `push N` on the control endpoint
+    /// overrides it per push.
+    #[arg(long, default_value_t = 0)]
+    pub push_writers: usize,
     /// Control endpoint: HOST:PORT on loopback, or a unix socket path.
     #[arg(long)]
     pub control: Option<String>,
@@ -296,6 +302,7 @@ pub fn run_server(a: ServerArgs) -> Result<()> {
         stats_json: a.stats_json,
         quiet: a.quiet,
         push_every: a.push_every,
+        push_writers: a.push_writers,
         duration: a.duration,
         stay: false,
         step: default_step(expected),
@@ -400,6 +407,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         stats_json: a.stats_json,
         quiet: a.quiet,
         push_every: None,
+        push_writers: 0,
         duration: match a.hold {
             Hold::For(d) => Some(d),
             Hold::Forever => None,

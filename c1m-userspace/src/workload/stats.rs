@@ -376,6 +376,9 @@ pub struct WorkerReport {
     pub timeline: Vec<(u32, u32)>,
     /// Pushes whose numbers changed since the last report (full current values).
     pub pushes: Vec<PushStat>,
+    /// Server: the push this shard just finished writing (the supervisor then starts the
+    /// push on a shard still waiting for it).
+    pub push_done: Option<u64>,
     /// A fatal error: the shard is exiting.
     pub fatal: Option<String>,
     /// One-line warnings (e.g. EMFILE reached), printed once by the supervisor.

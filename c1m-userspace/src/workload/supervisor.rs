@@ -48,6 +48,8 @@ pub struct Options {
     pub quiet: bool,
     /// Server: push schedule.
     pub push_every: Option<Duration>,
+    /// Server: shards writing a push at once (0: all).
+    pub push_writers: usize,
     /// Server: stop after this long. Client: hold this long after the ramp (None: until told).
     pub duration: Option<Duration>,
     /// Client: keep running after teardown until `stop`.
@@ -80,6 +82,12 @@ struct Supervisor {
     /// Stop was sent: exits are expected.
     stopping: bool,
     next_push: u64,
+    /// Shards waiting for a push, in order: (shard, push id, broadcast start).
+    push_queue: std::collections::VecDeque<(usize, u64, u64)>,
+    /// Shards writing a push now (at most `push_limit`).
+    pushing: std::collections::BTreeSet<usize>,
+    /// Shards that may write a push at once, as the newest push asked (0: all).
+    push_limit: usize,
     fatal: Option<String>,
     /// Warnings already printed.
     warned: std::collections::HashSet<String>,
@@ -128,6 +136,9 @@ pub async fn run(o: Options, plan: &Plan, configs: Vec<ShardConfig>) -> Result<A
         phase: "starting",
         stopping: false,
         next_push: 1,
+        push_queue: Default::default(),
+        pushing: Default::default(),
+        push_limit: 0,
         fatal: None,
         warned: Default::default(),
         o,
@@ -177,6 +188,12 @@ impl Supervisor {
                     s.cpu = (u, sy);
                 }
                 s.alive = false;
+                if self.pushing.remove(&(shard as usize)) {
+                    self.dispatch_pushes();
+                }
+                let Some(s) = self.shards.get_mut(shard as usize) else {
+                    return;
+                };
                 let lost = s.counters.open;
                 if !(stopping && s.closed_all) || why != "stopped" {
                     s.exit = Some(why.clone());
@@ -245,6 +262,9 @@ impl Supervisor {
         }
         for p in r.pushes {
             s.pushes.insert(p.push_id, p);
+        }
+        if r.push_done.is_some() && self.pushing.remove(&(r.shard as usize)) {
+            self.dispatch_pushes();
         }
         for (bin, n) in r.timeline {
             let bin = bin as usize;
@@ -431,7 +451,7 @@ impl Supervisor {
                 },
                 _ = print.tick(), if !self.o.quiet => println!("connections: {}", self.counters().open),
                 _ = push_tick.tick(), if self.o.push_every.is_some() && !self.stopping => {
-                    self.push();
+                    self.push(self.o.push_writers);
                 }
                 _ = sleep_until(deadline) => {
                     deadline = far;
@@ -491,15 +511,46 @@ impl Supervisor {
         Ok(snap)
     }
 
-    fn push(&mut self) -> (u64, u64) {
+    /// Starts a broadcast; `writers` shards write it at once (0: all), the others wait
+    /// their turn. All at once is the fastest fan-out; a few at a time leaves the CPU to
+    /// the readers, so a frame waits far less between write and read (measured at 1M on
+    /// two cores: all 68 shards 11.9–12.3 s, per-message p99 49–311 ms; 4 at a time
+    /// 14.5–15.1 s, p99 under 1 ms).
+    fn push(&mut self, writers: usize) -> (u64, u64) {
         let id = self.next_push;
         self.next_push += 1;
         let started = sys::realtime_ns();
-        self.broadcast(ShardCommand::Push {
-            id,
-            started_unix_ns: started,
-        });
+        for (i, _) in self.shards.iter().enumerate().filter(|(_, s)| s.alive) {
+            self.push_queue.push_back((i, id, started));
+        }
+        self.push_limit = writers;
+        self.dispatch_pushes();
         (id, started)
+    }
+
+    /// Starts queued pushes on shards that are not writing one, up to `push_limit` at once.
+    fn dispatch_pushes(&mut self) {
+        let max = match self.push_limit {
+            0 => usize::MAX,
+            n => n,
+        };
+        let mut i = 0;
+        while self.pushing.len() < max && i < self.push_queue.len() {
+            let (shard, id, started) = self.push_queue[i];
+            if self.pushing.contains(&shard) {
+                i += 1;
+                continue;
+            }
+            self.push_queue.remove(i);
+            let Some(s) = self.shards.get(shard).filter(|s| s.alive) else {
+                continue;
+            };
+            s.handle.send(ShardCommand::Push {
+                id,
+                started_unix_ns: started,
+            });
+            self.pushing.insert(shard);
+        }
     }
 
     fn close(&mut self) {
@@ -525,11 +576,17 @@ impl Supervisor {
             ("stats", _) => {
                 serde_json::to_string(&self.snapshot()).unwrap_or_else(|e| err_json(&e.to_string()))
             }
-            ("push", Side::Server) if self.o.mode == Mode::Ws => {
-                let (id, started) = self.push();
-                serde_json::json!({"push_id": id, "started_unix_ns": started}).to_string()
+            (line, Side::Server) if line == "push" || line.starts_with("push ") => {
+                match parse_push(line, self.o.push_writers) {
+                    Err(e) => err_json(&e),
+                    Ok(_) if self.o.mode != Mode::Ws => err_json("push needs --mode ws"),
+                    Ok(writers) => {
+                        let (id, started) = self.push(writers);
+                        serde_json::json!({"push_id": id, "started_unix_ns": started, "writers": writers})
+                            .to_string()
+                    }
+                }
             }
-            ("push", Side::Server) => err_json("push needs --mode ws"),
             ("close", Side::Client) => {
                 self.close();
                 serde_json::json!({"ok": "closing"}).to_string()
@@ -545,13 +602,26 @@ impl Supervisor {
                 "unknown command {other:?}; {} side knows: stats, {}stop",
                 side_name(side),
                 if side == Side::Server {
-                    "push, "
+                    "push [WRITERS], "
                 } else {
                     "close, "
                 }
             )),
         };
         let _ = req.reply.send(answer);
+    }
+}
+
+/// `push` or `push WRITERS` (shards writing at once, 0 for all) on the control endpoint.
+fn parse_push(line: &str, default: usize) -> Result<usize, String> {
+    match line.split_whitespace().collect::<Vec<_>>()[..] {
+        ["push"] => Ok(default),
+        ["push", n] => n.parse().map_err(|_| {
+            format!(
+                "push {n:?}: WRITERS is how many shards write at once (0 for all), e.g. `push 4`"
+            )
+        }),
+        _ => Err(format!("{line:?}: say `push` or `push WRITERS`")),
     }
 }
 
@@ -641,4 +711,23 @@ pub fn summary(s: &AppSnapshot) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_command_takes_an_optional_writer_count() {
+        assert_eq!(parse_push("push", 0), Ok(0));
+        assert_eq!(parse_push("push", 3), Ok(3));
+        assert_eq!(parse_push("push 4", 0), Ok(4));
+        assert!(
+            parse_push("push four", 0)
+                .unwrap_err()
+                .contains("e.g. `push 4`")
+        );
+        assert!(parse_push("push 1 2", 0).is_err());
+    }
 }

@@ -485,6 +485,7 @@ fn config() -> RunConfig {
         sources: "127.0.0.2-127.0.0.17".to_owned(),
         idle_s: 30.0,
         push_count: 3,
+        push_writers: 0,
         observer: true,
         tuned: true,
         command_line: "c1m run --connections 1000000 --rate 50000 --push 3 --tune".to_owned(),

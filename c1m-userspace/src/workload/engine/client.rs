@@ -227,6 +227,7 @@ impl Shard {
             hists,
             timeline,
             pushes,
+            push_done: None,
             warnings: mem::take(&mut self.warnings),
             fatal: None,
         };

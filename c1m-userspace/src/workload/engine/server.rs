@@ -88,6 +88,8 @@ struct Shard {
     dec: Decoder,
     open_in_process: Arc<AtomicU64>,
     push: Option<PushJob>,
+    /// A push finished since the last report.
+    push_done: Option<u64>,
     pushes: std::collections::BTreeMap<u64, PushStat>,
     dirty_pushes: BTreeSet<u64>,
     warnings: Vec<String>,
@@ -129,6 +131,7 @@ pub fn run(cfg: ServerShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU
         c: Counters::default(),
         open_in_process,
         push: None,
+        push_done: None,
         pushes: Default::default(),
         dirty_pushes: Default::default(),
         warnings: Vec::new(),
@@ -187,8 +190,12 @@ pub fn run(cfg: ServerShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU
             s.resume_listeners(&ep);
             s.report(&mut io, &mut last, false, false)?;
         }
-        if s.push.is_some() {
+        if let Some(id) = s.push.as_ref().map(|j| j.id) {
             s.push_step(&ep);
+            if s.push.is_none() {
+                s.push_done = Some(id);
+                s.report(&mut io, &mut last, true, false)?;
+            }
             // Hand the CPU to the readers between chunks (sched_yield): with dozens of
             // writer and reader processes on two cores, frames otherwise wait in socket
             // buffers until the writers' slices end. Measured, 200k connections: fan-out
@@ -229,6 +236,7 @@ impl Shard {
             ready: true,
             closed_all,
             pushes,
+            push_done: self.push_done.take(),
             warnings: mem::take(&mut self.warnings),
             ..Default::default()
         };
@@ -512,6 +520,7 @@ impl Shard {
     fn start_push(&mut self, id: u64, started_unix_ns: u64) {
         if self.cfg.mode != Mode::Ws {
             self.warn(format!("push {id} ignored: pushes need --mode ws"));
+            self.push_done = Some(id);
             return;
         }
         self.pushes.insert(
