@@ -54,6 +54,7 @@ pub fn run(args: ObserveArgs) -> Result<()> {
             args.interval
         );
     }
+    super::keep_up_under_load();
     let mut observer = Observer::start(args.observer_config())?;
     let stop = shutdown_flag()?;
     let started = Instant::now();
