@@ -51,11 +51,21 @@ async def main():
 asyncio.run(main())
 "#;
 
-#[test]
-fn python_websockets_client_against_c1m_server() {
-    require_python_websockets();
-    const N: u64 = 50;
-    let (port, ctl) = (20200u16, "127.0.0.1:20920");
+/// Reads the Python peer's `CLOSED <code>` lines: `n` of them, each with `code`.
+fn expect_close_codes(out: &mut impl BufRead, n: usize, code: u16) {
+    let want = format!("CLOSED {code}");
+    let codes: Vec<String> = (0..n)
+        .map(|_| {
+            let mut l = String::new();
+            out.read_line(&mut l).unwrap();
+            l.trim().to_owned()
+        })
+        .collect();
+    assert!(codes.iter().all(|c| *c == want), "{codes:?}");
+}
+
+/// `c1m server --mode ws` on one port, up and running.
+fn ws_server(port: u16, ctl: &str) -> Proc {
     let server = Proc::spawn(
         "c1m server",
         c1m().args([
@@ -70,6 +80,15 @@ fn python_websockets_client_against_c1m_server() {
         ]),
     );
     wait_for(ctl, "server up", T, |s| s.phase == "running");
+    server
+}
+
+#[test]
+fn python_websockets_client_against_c1m_server() {
+    require_python_websockets();
+    const N: u64 = 50;
+    let (port, ctl) = (20200u16, "127.0.0.1:20920");
+    let server = ws_server(port, ctl);
     let py = Proc::spawn(
         "python client",
         Command::new("python3").args(["-c", PY_CLIENT, &port.to_string(), ctl, &N.to_string()]),
@@ -95,6 +114,47 @@ fn python_websockets_client_against_c1m_server() {
     assert!(server.wait(T).status.success());
 }
 
+/// Python client that holds N connections until the server goes away, then prints the
+/// close code each one got.
+const PY_HOLDER: &str = r#"
+import asyncio, sys
+from websockets.asyncio.client import connect
+PORT, N = int(sys.argv[1]), int(sys.argv[2])
+async def main():
+    conns = [await connect(f"ws://127.0.0.1:{PORT}/") for _ in range(N)]
+    print("HELD", flush=True)
+    for ws in conns:
+        await asyncio.wait_for(ws.wait_closed(), 60)
+        print("CLOSED", ws.close_code, flush=True)
+asyncio.run(main())
+"#;
+
+#[test]
+fn c1m_server_stopping_says_going_away_to_a_python_client() {
+    require_python_websockets();
+    const N: usize = 20;
+    let (port, ctl) = (20201u16, "127.0.0.1:20921");
+    let server = ws_server(port, ctl);
+    let mut py = Command::new("python3")
+        .args(["-c", PY_HOLDER, &port.to_string(), &N.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(py.stdout.take().unwrap());
+    let _py = Proc {
+        child: Some(py),
+        name: "python holder",
+    };
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "HELD");
+    wait_for(ctl, "all open", T, |s| s.counters.ws_open == N as u64);
+    control(ctl, "stop").unwrap();
+    assert!(server.wait(T).status.success());
+    expect_close_codes(&mut out, N, 1001);
+}
+
 /// Python server: on connect it sends one push frame (id 7, its own timestamps), then
 /// echoes every message.
 const PY_SERVER: &str = r#"
@@ -104,8 +164,11 @@ PORT = int(sys.argv[1])
 async def handler(ws):
     now = time.time_ns()
     await ws.send(struct.pack(">QQQ", 7, now, time.time_ns()))
-    async for m in ws:
-        await ws.send(m)
+    try:
+        async for m in ws:
+            await ws.send(m)
+    finally:
+        print("CLOSED", ws.close_code, flush=True)
 async def main():
     async with serve(handler, "127.0.0.1", PORT, ping_interval=None):
         print("READY", flush=True)
@@ -125,9 +188,8 @@ fn c1m_client_against_python_websockets_server() {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(py.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let mut py_out = BufReader::new(py.stdout.take().unwrap());
+    py_out.read_line(&mut line).unwrap();
     let py = Proc {
         child: Some(py),
         name: "python server",
@@ -176,6 +238,8 @@ fn c1m_client_against_python_websockets_server() {
         (1, 7, N)
     );
     assert_eq!(s.percentiles["push_message_us"].count, N);
+    // The server saw every connection end with our close frame: 1000, not 1006.
+    expect_close_codes(&mut py_out, N as usize, 1000);
     let _ = std::fs::remove_file(&json);
     drop(py);
 }

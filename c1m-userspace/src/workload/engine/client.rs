@@ -352,8 +352,29 @@ impl Shard {
     fn close_all(&mut self) {
         self.closing = true;
         self.pending.clear();
-        for conn in self.conns.drain() {
+        let ws = self.cfg.mode == Mode::Ws;
+        for mut conn in self.conns.drain() {
             if conn.state == State::Open {
+                if ws {
+                    // RFC 6455 §7.1.2: say goodbye with a close frame (1000, normal), so a
+                    // peer records a clean close rather than 1006, abnormal. Best effort:
+                    // the socket is closed right after, without waiting for the reply.
+                    self.mask_ctr = self.mask_ctr.wrapping_add(1);
+                    let key = (splitmix64(self.mask_ctr) as u32).to_ne_bytes();
+                    self.out.clear();
+                    encode_frame(
+                        &mut self.out,
+                        Opcode::Close,
+                        &1000u16.to_be_bytes(),
+                        Some(key),
+                    );
+                    let _ = send(
+                        conn.fd.as_raw_fd(),
+                        &mut conn.spill,
+                        &self.out,
+                        &mut self.c.bytes_out,
+                    );
+                }
                 self.c.closed.local_close += 1;
             } else {
                 self.c.failures.aborted += 1;

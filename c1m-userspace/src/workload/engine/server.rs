@@ -385,15 +385,28 @@ impl Shard {
 
     fn close_all(&mut self, _ep: &Epoll) {
         let n = self.conns.len() as u64;
-        for conn in self.conns.drain() {
+        self.out.clear();
+        encode_frame(&mut self.out, Opcode::Close, &1001u16.to_be_bytes(), None);
+        for mut conn in self.conns.drain() {
             if conn.ws == WsState::Open {
                 self.c.ws_open -= 1;
+                // RFC 6455 §7.4.1: 1001, going away, so clients record a clean close
+                // rather than 1006. Best effort: the socket is closed right after.
+                let _ = send(
+                    conn.fd.as_raw_fd(),
+                    &mut conn.spill,
+                    &self.out,
+                    &mut self.c.bytes_out,
+                );
             }
         }
         self.c.open -= n;
         self.c.closed.local_close += n;
         self.open_in_process.fetch_sub(n, Ordering::Relaxed);
-        self.push = None;
+        // A push cut short is still over: the supervisor may start it elsewhere.
+        if let Some(job) = self.push.take() {
+            self.push_done = Some(job.id);
+        }
     }
 
     fn conn_event(&mut self, ep: &Epoll, tok: u64, ev: u32) {
