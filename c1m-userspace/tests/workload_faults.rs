@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use workload_util::{Proc, c1m, control, wait_for};
+use workload_util::{Proc, c1m, control, wait_for, ws_server};
 
 const T: Duration = Duration::from_secs(60);
 const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
@@ -143,6 +143,39 @@ fn malformed_input_gets_rfc_answers_and_is_counted() {
     );
     assert_eq!(st.counters.closed.protocol, 9);
     assert_eq!(st.counters.open, 1);
+    control(ctl, "stop").unwrap();
+    assert!(server.wait(T).status.success());
+}
+
+#[test]
+fn silent_and_stalled_handshakes_are_closed_at_the_timeout() {
+    let (port, ctl) = (20170u16, "127.0.0.1:20913");
+    let server = ws_server(port, ctl, &["--threads", "1", "--handshake-timeout", "1s"]);
+    // Four peers that say nothing, two that stop mid-request, one that completes.
+    let silent: Vec<TcpStream> = (0..4).map(|_| connect(port)).collect();
+    let stalled: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut s = connect(port);
+            s.write_all(b"GET / HTTP/1.1\r\nHost: h\r\n").unwrap();
+            s
+        })
+        .collect();
+    let good = upgraded(port);
+    wait_for(ctl, "overdue handshakes closed", T, |s| {
+        s.counters.closed.handshake_timeout == 6
+    });
+    // Past the completed one's own deadline too: it stays.
+    std::thread::sleep(Duration::from_millis(1500));
+    let s = wait_for(ctl, "stats", T, |_| true);
+    assert_eq!(s.counters.closed.handshake_timeout, 6);
+    assert_eq!((s.counters.open, s.counters.ws_open), (1, 1));
+    for peer in silent.into_iter().chain(stalled) {
+        assert!(
+            read_all(peer).is_empty(),
+            "a timed-out peer gets no answer, just the close"
+        );
+    }
+    drop(good);
     control(ctl, "stop").unwrap();
     assert!(server.wait(T).status.success());
 }

@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use workload_util::{Proc, c1m, control, require_python_websockets, wait_for};
+use workload_util::{Proc, c1m, control, require_python_websockets, wait_for, ws_server};
 
 const T: Duration = Duration::from_secs(90);
 
@@ -64,31 +64,12 @@ fn expect_close_codes(out: &mut impl BufRead, n: usize, code: u16) {
     assert!(codes.iter().all(|c| *c == want), "{codes:?}");
 }
 
-/// `c1m server --mode ws` on one port, up and running.
-fn ws_server(port: u16, ctl: &str) -> Proc {
-    let server = Proc::spawn(
-        "c1m server",
-        c1m().args([
-            "server",
-            "--mode",
-            "ws",
-            "--ports",
-            &port.to_string(),
-            "--quiet",
-            "--control",
-            ctl,
-        ]),
-    );
-    wait_for(ctl, "server up", T, |s| s.phase == "running");
-    server
-}
-
 #[test]
 fn python_websockets_client_against_c1m_server() {
     require_python_websockets();
     const N: u64 = 50;
     let (port, ctl) = (20200u16, "127.0.0.1:20920");
-    let server = ws_server(port, ctl);
+    let server = ws_server(port, ctl, &[]);
     let py = Proc::spawn(
         "python client",
         Command::new("python3").args(["-c", PY_CLIENT, &port.to_string(), ctl, &N.to_string()]),
@@ -134,7 +115,7 @@ fn c1m_server_stopping_says_going_away_to_a_python_client() {
     require_python_websockets();
     const N: usize = 20;
     let (port, ctl) = (20201u16, "127.0.0.1:20921");
-    let server = ws_server(port, ctl);
+    let server = ws_server(port, ctl, &[]);
     let mut py = Command::new("python3")
         .args(["-c", PY_HOLDER, &port.to_string(), &N.to_string()])
         .stdout(Stdio::piped())

@@ -64,6 +64,10 @@ pub struct ServerArgs {
     /// Largest WebSocket message accepted (bytes); larger ones are closed with 1009.
     #[arg(long, default_value_t = 1 << 20)]
     pub max_message: u64,
+    /// WebSocket: close a connection that has not finished its handshake this long after
+    /// accept, so silent or stalled peers cannot pin slots (0s: wait forever).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub handshake_timeout: Duration,
     /// listen() backlog per socket (the kernel caps it at net.core.somaxconn).
     #[arg(long, default_value_t = 65_535)]
     pub backlog: i32,
@@ -291,6 +295,7 @@ pub fn run_server(a: ServerArgs) -> Result<()> {
                 backlog: a.backlog,
                 cap: plan.cap,
                 max_message: a.max_message,
+                handshake_timeout_ms: a.handshake_timeout.as_millis() as u64,
             })
         })
         .collect();

@@ -37,6 +37,10 @@ pub struct ServerShardConfig {
     /// Most connections this shard's process may hold (its fd limit minus a reserve).
     pub cap: u64,
     pub max_message: u64,
+    /// WebSocket: close a connection whose handshake has not completed this long after
+    /// accept (0: never).
+    #[serde(default)]
+    pub handshake_timeout_ms: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

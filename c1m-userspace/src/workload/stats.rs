@@ -46,6 +46,8 @@ counter_set! {
         local_close,
         /// We closed it for a protocol violation (WebSocket 1002/1007/1009, bad handshake).
         protocol,
+        /// Server: the WebSocket handshake had not completed within `--handshake-timeout`.
+        handshake_timeout,
         /// Client only: an echo came back different from what was sent.
         echo_mismatch,
         /// Other I/O errors.

@@ -112,6 +112,22 @@ pub fn wait_for(
     );
 }
 
+/// `c1m server --mode ws` on one port with its control endpoint, up and running.
+#[allow(dead_code)] // not every test binary that includes this module starts one
+pub fn ws_server(port: u16, ctl: &str, extra: &[&str]) -> Proc {
+    let server = Proc::spawn(
+        "c1m server",
+        c1m()
+            .args(["server", "--mode", "ws", "--ports", &port.to_string()])
+            .args(["--quiet", "--control", ctl])
+            .args(extra),
+    );
+    wait_for(ctl, "server up", Duration::from_secs(60), |s| {
+        s.phase == "running"
+    });
+    server
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }

@@ -2,7 +2,7 @@
 //! and the hold / echo / WebSocket behaviour, including the broadcast push.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeSet, VecDeque},
     mem,
     os::fd::{AsRawFd, OwnedFd},
     sync::{
@@ -90,6 +90,10 @@ struct Shard {
     push: Option<PushJob>,
     /// A push finished since the last report.
     push_done: Option<u64>,
+    /// WebSocket connections in accept order with their handshake deadlines (monotonic
+    /// ns): one deadline for all, so the front is always the next to expire and the sweep
+    /// never scans connections that finished their handshake long ago.
+    handshakes: VecDeque<(u64, u64)>,
     pushes: std::collections::BTreeMap<u64, PushStat>,
     dirty_pushes: BTreeSet<u64>,
     warnings: Vec<String>,
@@ -132,6 +136,7 @@ pub fn run(cfg: ServerShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU
         open_in_process,
         push: None,
         push_done: None,
+        handshakes: VecDeque::new(),
         pushes: Default::default(),
         dirty_pushes: Default::default(),
         warnings: Vec::new(),
@@ -187,6 +192,7 @@ pub fn run(cfg: ServerShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU
         }
         if tick {
             next_tick = now + REPORT_EVERY_NS;
+            s.sweep_handshakes();
             s.resume_listeners(&ep);
             s.report(&mut io, &mut last, false, false)?;
         }
@@ -368,6 +374,32 @@ impl Shard {
         self.c.accepted += 1;
         self.c.open += 1;
         self.open_in_process.fetch_add(1, Ordering::Relaxed);
+        if ws == WsState::Handshake && self.cfg.handshake_timeout_ms > 0 {
+            let deadline = sys::monotonic_ns() + self.cfg.handshake_timeout_ms * 1_000_000;
+            self.handshakes.push_back((tok, deadline));
+        }
+    }
+
+    /// Closes connections whose handshake is overdue.
+    fn sweep_handshakes(&mut self) {
+        let now = sys::monotonic_ns();
+        while let Some(&(tok, deadline)) = self.handshakes.front() {
+            if deadline > now {
+                break;
+            }
+            self.handshakes.pop_front();
+            let overdue = self
+                .conns
+                .get_mut(tok)
+                .is_some_and(|c| c.ws == WsState::Handshake);
+            if overdue && self.close(tok) {
+                self.c.closed.handshake_timeout += 1;
+            }
+        }
+        if self.handshakes.is_empty() && self.handshakes.capacity() > 1024 {
+            // The ramp is over: give back what it needed.
+            self.handshakes.shrink_to_fit();
+        }
     }
 
     /// Removes a connection (closing its fd, which also drops it from the epoll set).
