@@ -253,12 +253,23 @@ pub struct Config {
     /// struct has no padding.
     pub netns_cookie_lo: u32,
     pub netns_cookie_hi: u32,
-    /// [start, end) code addresses of `tcp_v4_rcv` and `tcp_v6_rcv` from
-    /// /proc/kallsyms (0 when unknown). A `kfree_skb` of a listener's packet from
-    /// inside them is the drop that also bumped the listener's `sk_drops` without
-    /// being a listen drop (see listen_overflow.rs).
-    pub tcp_rcv_ranges: [u64; 4],
+    /// [start, end) code address pairs of the functions that add a packet they free to
+    /// its socket's `sk_drops` (see [`LISTENER_DROP_FUNCTIONS`]), from /proc/kallsyms
+    /// (0, 0 when unknown). A `kfree_skb` of a listener's packet from inside them bumped
+    /// the listener's `sk_drops` without being a listen drop (see listen_overflow.rs).
+    pub listener_drop_ranges: [u64; 2 * LISTENER_DROP_FUNCTIONS.len()],
 }
+
+/// Functions that call `sk_drops_add` on the socket of a packet they then free, for a
+/// listener: `tcp_v4_rcv`/`tcp_v6_rcv` (`discard_and_relse`, e.g. an overflowed final
+/// ACK) and `tcp_rcv_state_process` through `tcp_drop_reason` (e.g. a stray RST), which
+/// may or may not be inlined. The first is required, the others are used when present.
+pub const LISTENER_DROP_FUNCTIONS: [&str; 4] = [
+    "tcp_v4_rcv",
+    "tcp_v6_rcv",
+    "tcp_rcv_state_process",
+    "tcp_drop_reason",
+];
 
 impl Config {
     pub const DEFAULT: Self = Self {
@@ -269,7 +280,7 @@ impl Config {
         addr_filter: 0,
         netns_cookie_lo: 0,
         netns_cookie_hi: 0,
-        tcp_rcv_ranges: [0; 4],
+        listener_drop_ranges: [0; 2 * LISTENER_DROP_FUNCTIONS.len()],
     };
 }
 
@@ -334,7 +345,7 @@ pub struct ListenEvents {
     pub synack_retransmits: u64,
     /// Final ACKs dropped because the accept queue was full (`skb:kfree_skb`).
     pub overflow_acks: u64,
-    /// Packets of this listener freed from inside `tcp_v4_rcv`/`tcp_v6_rcv`: each one
+    /// Packets of this listener freed from inside [`LISTENER_DROP_FUNCTIONS`]: each one
     /// also counted once in `sk_drops` without being a listen drop.
     pub rcv_discards: u64,
 }
@@ -351,7 +362,7 @@ pub struct ClosedListener {
 const _: () = assert!(size_of::<ClosedListener>() == 8);
 const _: () = assert!(size_of::<KernelOffsets>() == 22 * 4);
 const _: () = assert!(size_of::<TracepointFields>() == 13 * 4);
-const _: () = assert!(size_of::<Config>() == 88 + 52 * hook::COUNT + 20 + 32);
+const _: () = assert!(size_of::<Config>() == 88 + 52 * hook::COUNT + 20 + 64);
 const _: () = assert!(size_of::<SockAgg>() == 48);
 const _: () = assert!(size_of::<ListenerRecord>() == 40);
 const _: () = assert!(size_of::<ListenEvents>() == 32);

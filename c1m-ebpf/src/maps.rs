@@ -10,11 +10,14 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap},
 };
 use aya_log_ebpf::error;
-use c1m_common::{ClosedListener, EVENT_SLOTS, ListenEvents, SOCK_AGG_SLOTS, SockAgg, TRANSITION_SLOTS};
+use c1m_common::{
+    ClosedListener, EVENT_SLOTS, ListenEvents, SOCK_AGG_SLOTS, SockAgg, TRANSITION_SLOTS,
+};
 
 /// side × old state × new state.
 #[map]
-pub static TRANSITIONS: PerCpuArray<u64> = PerCpuArray::with_max_entries(TRANSITION_SLOTS as u32, 0);
+pub static TRANSITIONS: PerCpuArray<u64> =
+    PerCpuArray::with_max_entries(TRANSITION_SLOTS as u32, 0);
 
 /// side × event (see `c1m_common::event`).
 #[map]
@@ -31,7 +34,8 @@ pub static WATCH_ADDRS: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
 
 /// Per listening port: children created, SYN-ACK retransmits, overflowed final ACKs.
 #[map]
-pub static LISTEN_EVENTS: PerCpuHashMap<u32, ListenEvents> = PerCpuHashMap::with_max_entries(16384, 0);
+pub static LISTEN_EVENTS: PerCpuHashMap<u32, ListenEvents> =
+    PerCpuHashMap::with_max_entries(16384, 0);
 
 /// Listener address -> its last `sk_drops`, written as it closes; user space drains it.
 #[map]
@@ -91,7 +95,10 @@ pub fn bump_listener<C: EbpfContext>(ctx: &C, port: u32, counter: ListenCounter)
     let Some(entry) = LISTEN_EVENTS.get_ptr_mut(port) else {
         bump(&MAP_ERRORS, 0);
         // Per error, never per event: the log ring would drop at C1M rates.
-        error!(ctx, "c1m: per-port listener map full, port {} not counted", port);
+        error!(
+            ctx,
+            "c1m: per-port listener map full, port {} not counted", port
+        );
         return;
     };
     // SAFETY: entry points to this CPU's value of a live map element.

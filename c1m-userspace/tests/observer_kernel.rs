@@ -313,6 +313,94 @@ fn accept_queue_overflows_equal_the_kernels_netstat_delta() {
     let _ = py.wait();
 }
 
+/// Sends a bare RST (no ACK) from 127.0.0.1:`src_port` to 127.0.0.1:`dst_port` through
+/// a raw socket: what a listener sees when a peer resets a connection it already closed.
+fn send_stray_rst(raw: i32, src_port: u16, dst_port: u16, seq: u32) {
+    let mut tcp = [0u8; 20];
+    tcp[0..2].copy_from_slice(&src_port.to_be_bytes());
+    tcp[2..4].copy_from_slice(&dst_port.to_be_bytes());
+    tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+    tcp[12] = 5 << 4; // data offset: 5 words
+    tcp[13] = 0x04; // RST
+    // Checksum over the IPv4 pseudo-header (127.0.0.1 → 127.0.0.1, TCP, 20 bytes) and the header.
+    let mut sum: u32 = 2 * (0x7f00 + 0x0001) + 6 + 20;
+    for w in tcp.chunks(2) {
+        sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    tcp[16..18].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    let dst = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: 0,
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes([127, 0, 0, 1]),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: tcp and dst are valid for the lengths given.
+    let n = unsafe {
+        libc::sendto(
+            raw,
+            tcp.as_ptr().cast(),
+            tcp.len(),
+            0,
+            (&dst as *const libc::sockaddr_in).cast(),
+            size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(n, 20, "sendto raw: {}", std::io::Error::last_os_error());
+}
+
+#[test]
+fn stray_resets_at_a_listener_are_not_accept_queue_overflows() {
+    if !root_or_skip("stray_resets_at_a_listener_are_not_accept_queue_overflows") {
+        return;
+    }
+    private_netns();
+    const PORT: u16 = 9004;
+    const RESETS: u64 = 50;
+    let listener = TcpListener::bind(("127.0.0.1", PORT)).expect("bind");
+    let mut obs = observer(&[PORT]);
+    settle(&mut obs, |v| v.listeners.iter().any(|l| l.port == PORT));
+    let overflows_before = netstat("TcpExtListenOverflows");
+    let drops_before = netstat("TcpExtListenDrops");
+    // SAFETY: plain socket(2); the fd is closed below.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_TCP) };
+    assert!(raw >= 0, "raw socket: {}", std::io::Error::last_os_error());
+    for i in 0..RESETS as u16 {
+        send_stray_rst(raw, 40_000 + i, PORT, 1000 + u32::from(i));
+    }
+    // SAFETY: raw is our open fd.
+    unsafe { libc::close(raw) };
+    let view = settle(&mut obs, |v| {
+        v.listeners
+            .iter()
+            .any(|l| l.port == PORT && l.sk_drops_delta == RESETS)
+    });
+    let l = view
+        .listeners
+        .iter()
+        .find(|l| l.port == PORT)
+        .expect("listener");
+    assert_eq!(
+        (l.sk_drops_delta, l.rcv_discards),
+        (RESETS, Some(RESETS)),
+        "each RST is dropped by the listener and added to sk_drops: {l:?}"
+    );
+    assert_eq!(
+        (
+            netstat("TcpExtListenOverflows") - overflows_before,
+            netstat("TcpExtListenDrops") - drops_before
+        ),
+        (0, 0),
+        "the kernel counts no listen drop"
+    );
+    assert_eq!(l.accept_queue_overflows, 0, "so neither do we: {l:?}");
+    drop(listener);
+}
+
 /// Slab bytes of the caches /proc/slabinfo can attribute to sockets alone.
 fn socket_slab_bytes() -> u64 {
     let slab = procfs::read_slabinfo().expect("/proc/slabinfo (root)");

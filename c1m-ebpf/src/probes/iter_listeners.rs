@@ -17,7 +17,9 @@ use crate::{config::cfg, kernel::read};
 #[unsafe(no_mangle)]
 #[unsafe(link_section = "iter/tcp")]
 pub extern "C" fn iter_listeners(ctx: *mut c_void) -> i32 {
-    let Some(it) = IterTcp::new(ctx) else { return 0 };
+    let Some(it) = IterTcp::new(ctx) else {
+        return 0;
+    };
     let Some(sk) = it.sock() else { return 0 };
     let state: u8 = read(sk, cfg!(offsets.skc_state)).unwrap_or(0);
     let mut record = ListenerRecord::default();

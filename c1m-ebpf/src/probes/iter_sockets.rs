@@ -15,7 +15,9 @@ const PROGRESS_EVERY: u64 = 65536;
 #[unsafe(no_mangle)]
 #[unsafe(link_section = "iter/tcp")]
 pub extern "C" fn iter_sockets(ctx: *mut c_void) -> i32 {
-    let Some(it) = IterTcp::new(ctx) else { return 0 };
+    let Some(it) = IterTcp::new(ctx) else {
+        return 0;
+    };
     if let Some(sk) = it.sock() {
         let _ = account(sk);
         // A read() that visits a million objects without output fails with EAGAIN;

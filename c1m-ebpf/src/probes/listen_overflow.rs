@@ -4,8 +4,10 @@
 //! The listener's `sk_drops` counts every listen drop once (`tcp_listendrop()`),
 //! but `tcp_v4_rcv` also bumps it when it discards a packet for the listener
 //! (`discard_and_relse`), e.g. a final ACK that overflowed the accept queue, which is
-//! then counted twice. Each such discard ends in `kfree_skb` with the listener as
-//! `rx_sk` and a location inside `tcp_v4_rcv`/`tcp_v6_rcv`; counting those gives
+//! then counted twice; so does `tcp_rcv_state_process` (via `tcp_drop_reason`) for a
+//! stray RST that reaches the listener, common when both ends of many connections
+//! close at once. Each such discard ends in `kfree_skb` with the listener as `rx_sk`
+//! and a location inside one of `LISTENER_DROP_FUNCTIONS`; counting those gives
 //! listen drops = Δsk_drops − discards, per port. An overflowed SYN is consumed
 //! (`consume_skb`), so it is counted once and needs nothing here. Measured on
 //! 6.18: 300 clients, backlog 8, TCP_DEFER_ACCEPT: Δsk_drops 1227, discards 54
@@ -49,12 +51,16 @@ fn try_kfree_skb(ctx: &TracePointContext) -> Option<()> {
     }
     let reason: u32 = field(ctx, f.reason)?;
     if reason == cfg!(offsets.drop_reason_listen_overflow) {
-        bump(&EVENTS, event_index(side::SERVER, event::LISTEN_OVERFLOW_ACK));
+        bump(
+            &EVENTS,
+            event_index(side::SERVER, event::LISTEN_OVERFLOW_ACK),
+        );
         bump_listener(ctx, u32::from(port), ListenCounter::OverflowAcks);
     }
     let location: u64 = field(ctx, f.location).unwrap_or(0);
-    let ranges = cfg!(tcp_rcv_ranges);
-    if (location >= ranges[0] && location < ranges[1]) || (location >= ranges[2] && location < ranges[3]) {
+    let r = cfg!(listener_drop_ranges);
+    let within = |i: usize| location >= r[2 * i] && location < r[2 * i + 1];
+    if within(0) || within(1) || within(2) || within(3) {
         bump_listener(ctx, u32::from(port), ListenCounter::RcvDiscards);
     }
     Some(())

@@ -60,11 +60,21 @@ pub fn inet_sock_set_state_btf(ctx: BtfTracePointContext) -> u32 {
 #[tracepoint]
 pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
     let f = fields(hook::SET_STATE);
-    let (Some(old), Some(new), Some(sk)) = (field::<i32>(&ctx, f.oldstate), field::<i32>(&ctx, f.newstate), field::<u64>(&ctx, f.sk))
-    else {
+    let (Some(old), Some(new), Some(sk)) = (
+        field::<i32>(&ctx, f.oldstate),
+        field::<i32>(&ctx, f.newstate),
+        field::<u64>(&ctx, f.sk),
+    ) else {
         return 0;
     };
-    let _ = on_set_state(&ctx, sk, old as u32, new as u32, || field(&ctx, f.protocol), || endpoints(&ctx, &f));
+    let _ = on_set_state(
+        &ctx,
+        sk,
+        old as u32,
+        new as u32,
+        || field(&ctx, f.protocol),
+        || endpoints(&ctx, &f),
+    );
     0
 }
 
@@ -88,7 +98,10 @@ fn on_set_state<C: EbpfContext>(
     }
     let (sport, dport, saddr, daddr) = endpoints()?;
     if new == tcp_state::LISTEN && learn_listener(sport) {
-        info!(ctx, "c1m: new listener on port {}, counted as server side", sport);
+        info!(
+            ctx,
+            "c1m: new listener on port {}, counted as server side", sport
+        );
     }
     if closing_listener {
         let drops: u32 = read(sk, cfg!(offsets.sk_drops)).unwrap_or(0);

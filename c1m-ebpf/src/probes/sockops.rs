@@ -67,7 +67,15 @@ fn try_sockops(ctx: &SockOpsContext) -> Option<()> {
         BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB => {
             // The child's birth (LISTEN -> SYN_RECV); its SYN_RECV -> ESTABLISHED
             // follows as a STATE_CB once flagged below.
-            count_transition(ctx, lport, rport, laddr, raddr, tcp_state::LISTEN, tcp_state::SYN_RECV);
+            count_transition(
+                ctx,
+                lport,
+                rport,
+                laddr,
+                raddr,
+                tcp_state::LISTEN,
+                tcp_state::SYN_RECV,
+            );
             flag(ctx);
         }
         // Births: the tracepoint counts CLOSE->LISTEN and CLOSE->SYN_SENT.

@@ -188,10 +188,10 @@ impl Observer {
             cfg.netns_cookie_lo = cookie as u32;
             cfg.netns_cookie_hi = (cookie >> 32) as u32;
         }
-        let rcv_ranges = procfs::tcp_rcv_ranges();
+        let rcv_ranges = procfs::listener_drop_ranges();
         let rcv_ranges_known = rcv_ranges.is_some();
         match rcv_ranges {
-            Some(r) => cfg.tcp_rcv_ranges = r,
+            Some(r) => cfg.listener_drop_ranges = r,
             None => unavailable.push(
                 "exact accept_queue_overflows: no tcp_v4_rcv address in /proc/kallsyms (needs root and \
                  kptr_restrict < 2); the figure may include a few non-listen drops"

@@ -4,6 +4,8 @@
 
 use std::{collections::HashMap, fs, path::Path};
 
+use c1m_common::LISTENER_DROP_FUNCTIONS;
+
 /// Bytes one object of a slab cache really occupies: the slab's pages divided by the
 /// objects per slab, so per-slab waste and metadata are included. Read from
 /// /sys/kernel/slab, which also resolves caches merged into another (those are missing
@@ -142,19 +144,27 @@ pub fn own_netns_inum() -> Option<u32> {
     s.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()
 }
 
-/// Code ranges [start, end) of `tcp_v4_rcv` and `tcp_v6_rcv` from /proc/kallsyms
-/// (end = the next symbol). `None` when addresses are hidden (not root, kptr_restrict).
-pub fn tcp_rcv_ranges() -> Option<[u64; 4]> {
-    parse_kallsyms_ranges(
+/// Code ranges [start, end) of [`LISTENER_DROP_FUNCTIONS`] from /proc/kallsyms (end =
+/// the next symbol), flattened as the eBPF config wants them. `None` when addresses are
+/// hidden (not root, kptr_restrict) or the first function is missing; the others are
+/// (0, 0) when absent (no IPv6; `tcp_drop_reason` inlined everywhere).
+pub fn listener_drop_ranges() -> Option<[u64; 2 * LISTENER_DROP_FUNCTIONS.len()]> {
+    let ranges = parse_kallsyms_ranges(
         &fs::read_to_string("/proc/kallsyms").ok()?,
-        &["tcp_v4_rcv", "tcp_v6_rcv"],
-    )
-    .map(|r| [r[0].0, r[0].1, r[1].0, r[1].1])
+        &LISTENER_DROP_FUNCTIONS,
+    )?;
+    let mut flat = [0; 2 * LISTENER_DROP_FUNCTIONS.len()];
+    for (i, (start, end)) in ranges.iter().enumerate() {
+        flat[2 * i] = *start;
+        flat[2 * i + 1] = *end;
+    }
+    Some(flat)
 }
 
-fn parse_kallsyms_ranges(text: &str, names: &[&str; 2]) -> Option<[(u64, u64); 2]> {
+/// The ranges of `names` in a kallsyms text; the first name is required.
+fn parse_kallsyms_ranges<const N: usize>(text: &str, names: &[&str; N]) -> Option<[(u64, u64); N]> {
     let mut addrs: Vec<u64> = Vec::new();
-    let mut found = [None, None];
+    let mut found = [None; N];
     for line in text.lines() {
         let mut cols = line.split_whitespace();
         let (Some(addr), Some(_kind), Some(name)) = (cols.next(), cols.next(), cols.next()) else {
@@ -180,10 +190,8 @@ fn parse_kallsyms_ranges(text: &str, names: &[&str; 2]) -> Option<[(u64, u64); 2
         let i = addrs.partition_point(|&a| a <= start);
         Some((start, *addrs.get(i)?))
     };
-    // tcp_v6_rcv is absent without IPv6: an empty range then.
-    let v4 = range(found[0]?)?;
-    let v6 = found[1].and_then(range).unwrap_or((0, 0));
-    Some([v4, v6])
+    found[0].and_then(range)?;
+    Some(found.map(|f| f.and_then(range).unwrap_or((0, 0))))
 }
 
 /// An open directory fd of the cgroup v2 root. Uses the existing mount; where this
@@ -273,9 +281,10 @@ mod tests {
     fn finds_function_ranges_in_kallsyms() {
         let text = "ffffffff82000000 T tcp_v4_rcv\nffffffff82000800 t __pfx_next\n\
                     ffffffff82001000 T tcp_v6_rcv\nffffffff82001100 t after\nffffffff82000100 t mid [mod]\n";
-        let r = parse_kallsyms_ranges(text, &["tcp_v4_rcv", "tcp_v6_rcv"]).unwrap();
+        let r = parse_kallsyms_ranges(text, &["tcp_v4_rcv", "tcp_v6_rcv", "absent"]).unwrap();
         assert_eq!(r[0], (0xffffffff82000000, 0xffffffff82000100));
         assert_eq!(r[1], (0xffffffff82001000, 0xffffffff82001100));
+        assert_eq!(r[2], (0, 0));
         assert!(
             parse_kallsyms_ranges("0000000000000000 T tcp_v4_rcv\n", &["tcp_v4_rcv", "x"])
                 .is_none()

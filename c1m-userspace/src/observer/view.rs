@@ -129,8 +129,10 @@ pub struct ListenerView {
     /// ... of which final ACKs (the client believes it is connected). `None` when
     /// `skb:kfree_skb` is missing; `accept_queue_overflows` is then raw Δ`sk_drops`.
     pub overflow_acks: Option<u64>,
-    /// Packets for the listener that `tcp_v4_rcv` discarded (they also count in
-    /// `sk_drops`); `None` when /proc/kallsyms gave no address for `tcp_v4_rcv`.
+    /// Packets for the listener that the kernel discarded and added to `sk_drops`
+    /// without a listen drop (`tcp_v4_rcv`'s discards, stray RSTs in
+    /// `tcp_rcv_state_process`); `None` when /proc/kallsyms gave no address for
+    /// `tcp_v4_rcv`.
     pub rcv_discards: Option<u64>,
     /// Raw Δ`sk_drops` of the listening sockets since attach.
     pub sk_drops_delta: u64,
