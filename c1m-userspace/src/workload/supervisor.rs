@@ -520,6 +520,9 @@ impl Supervisor {
         let id = self.next_push;
         self.next_push += 1;
         let started = sys::realtime_ns();
+        // A newer push supersedes shards' turns at an older one not yet begun, so a
+        // `--push-every` shorter than a fan-out cannot grow the queue without bound.
+        self.push_queue.clear();
         for (i, _) in self.shards.iter().enumerate().filter(|(_, s)| s.alive) {
             self.push_queue.push_back((i, id, started));
         }
