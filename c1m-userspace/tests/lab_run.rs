@@ -33,6 +33,16 @@ fn fresh_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// `c1m run ARGS --plain --ports 8000-8009 --out OUT`, not started yet.
+fn c1m_run(out: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_c1m"));
+    cmd.arg("run")
+        .args(args)
+        .args(["--plain", "--ports", "8000-8009", "--out"])
+        .arg(out);
+    cmd
+}
+
 /// The one run folder `c1m run --out parent` created.
 fn run_folder(parent: &Path) -> PathBuf {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(parent)
@@ -51,24 +61,12 @@ fn a_5000_connection_run_exports_everything_and_counts_agree() {
     }
     c1m::netns::enter_private().expect("private netns");
     let out = fresh_dir("run");
-    let result = Command::new(env!("CARGO_BIN_EXE_c1m"))
-        .args([
-            "run",
-            "-n",
-            "5000",
-            "--rate",
-            "5000",
-            "--idle",
-            "1s",
-            "--plain",
-            "--tune",
-            "--ports",
-            "8000-8009",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("c1m run");
+    let result = c1m_run(
+        &out,
+        &["-n", "5000", "--rate", "5000", "--idle", "1s", "--tune"],
+    )
+    .output()
+    .expect("c1m run");
     let stdout = String::from_utf8_lossy(&result.stdout);
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(
@@ -184,25 +182,14 @@ fn tune_restores_every_sysctl_it_changed_after_sigterm() {
     }
     let out = fresh_dir("tune");
     // A slow ramp keeps the run going while we signal it.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_c1m"))
-        .args([
-            "run",
-            "-n",
-            "20000",
-            "--rate",
-            "1000",
-            "--plain",
-            "--tune",
-            "--no-observer",
-            "--ports",
-            "8000-8009",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("c1m run");
+    let mut child = c1m_run(
+        &out,
+        &["-n", "20000", "--rate", "1000", "--tune", "--no-observer"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("c1m run");
     let deadline = Instant::now() + Duration::from_secs(30);
     while sysctl("net/core/somaxconn") == "128" {
         assert!(Instant::now() < deadline, "--tune never raised somaxconn");
@@ -232,21 +219,7 @@ fn top_attaches_to_a_running_lab_and_shows_both_views() {
     }
     c1m::netns::enter_private().expect("private netns");
     let out = fresh_dir("top");
-    let mut lab = Command::new(env!("CARGO_BIN_EXE_c1m"))
-        .args([
-            "run",
-            "-n",
-            "2000",
-            "--rate",
-            "4000",
-            "--idle",
-            "60s",
-            "--plain",
-            "--ports",
-            "8000-8009",
-        ])
-        .arg("--out")
-        .arg(&out)
+    let mut lab = c1m_run(&out, &["-n", "2000", "--rate", "4000", "--idle", "60s"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -51,6 +51,31 @@ async def main():
 asyncio.run(main())
 "#;
 
+/// Starts `python3 -c SCRIPT ARGS…` and waits for its first line, `ready`; its stdout
+/// stays readable for the lines that follow.
+fn python_peer(
+    name: &'static str,
+    script_and_args: &[&str],
+    ready: &str,
+) -> (Proc, BufReader<std::process::ChildStdout>) {
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .args(script_and_args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let py = Proc {
+        child: Some(child),
+        name,
+    };
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), ready, "{name} did not start");
+    (py, out)
+}
+
 /// Reads the Python peer's `CLOSED <code>` lines: `n` of them, each with `code`.
 fn expect_close_codes(out: &mut impl BufRead, n: usize, code: u16) {
     let want = format!("CLOSED {code}");
@@ -116,20 +141,11 @@ fn c1m_server_stopping_says_going_away_to_a_python_client() {
     const N: usize = 20;
     let (port, ctl) = (20201u16, "127.0.0.1:20921");
     let server = ws_server(port, ctl, &[]);
-    let mut py = Command::new("python3")
-        .args(["-c", PY_HOLDER, &port.to_string(), &N.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(py.stdout.take().unwrap());
-    let _py = Proc {
-        child: Some(py),
-        name: "python holder",
-    };
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "HELD");
+    let (_py, mut out) = python_peer(
+        "python holder",
+        &[PY_HOLDER, &port.to_string(), &N.to_string()],
+        "HELD",
+    );
     wait_for(ctl, "all open", T, |s| s.counters.ws_open == N as u64);
     control(ctl, "stop").unwrap();
     assert!(server.wait(T).status.success());
@@ -162,20 +178,7 @@ fn c1m_client_against_python_websockets_server() {
     require_python_websockets();
     const N: u64 = 200;
     let port = 20250u16;
-    let mut py = Command::new("python3")
-        .args(["-c", PY_SERVER, &port.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    let mut py_out = BufReader::new(py.stdout.take().unwrap());
-    py_out.read_line(&mut line).unwrap();
-    let py = Proc {
-        child: Some(py),
-        name: "python server",
-    };
-    assert_eq!(line.trim(), "READY");
+    let (py, mut py_out) = python_peer("python server", &[PY_SERVER, &port.to_string()], "READY");
     let json = std::env::temp_dir().join(format!("c1m-interop-{}.json", std::process::id()));
     let out = c1m()
         .args([

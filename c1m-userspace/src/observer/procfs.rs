@@ -190,8 +190,8 @@ fn parse_kallsyms_ranges<const N: usize>(text: &str, names: &[&str; N]) -> Optio
         let i = addrs.partition_point(|&a| a <= start);
         Some((start, *addrs.get(i)?))
     };
-    found[0].and_then(range)?;
-    Some(found.map(|f| f.and_then(range).unwrap_or((0, 0))))
+    let ranges = found.map(|f| f.and_then(range).unwrap_or((0, 0)));
+    (ranges[0] != (0, 0)).then_some(ranges)
 }
 
 /// An open directory fd of the cgroup v2 root. Uses the existing mount; where this

@@ -188,12 +188,6 @@ impl Supervisor {
                     s.cpu = (u, sy);
                 }
                 s.alive = false;
-                if self.pushing.remove(&(shard as usize)) {
-                    self.dispatch_pushes();
-                }
-                let Some(s) = self.shards.get_mut(shard as usize) else {
-                    return;
-                };
                 let lost = s.counters.open;
                 if !(stopping && s.closed_all) || why != "stopped" {
                     s.exit = Some(why.clone());
@@ -217,6 +211,10 @@ impl Supervisor {
                         s.handle.pid
                     );
                 }
+                // Its turn at a push is over: the next shard waiting may start.
+                if self.pushing.remove(&(shard as usize)) {
+                    self.dispatch_pushes();
+                }
             }
         }
     }
@@ -226,8 +224,11 @@ impl Supervisor {
             return;
         };
         // CPU time is read while the worker is alive: once it exits and is reaped, its
-        // /proc entry is gone (its last report comes just before that).
+        // /proc entry is gone. Its last report (teardown done, or fatal) comes just
+        // before that; the others need no read here, `snapshot` reads live workers when
+        // asked (up to 120 workers × 4 reports/s would be 480 /proc reads a second).
         if s.handle.process
+            && (r.closed_all || r.fatal.is_some())
             && let Some(c) = procstat::cpu_seconds(s.handle.pid)
         {
             s.cpu = c;

@@ -50,10 +50,8 @@ pub const READ_BUF: usize = 64 * 1024;
 
 /// How often a shard reports (if anything changed). The lab polls twice a second; 250 ms
 /// keeps the supervisor's view at most a quarter second old. Idle shards send nothing.
-pub const REPORT_EVERY_MS: u64 = 250;
-
-/// The report period in monotonic ns (the loop's tick deadline).
-pub const REPORT_EVERY_NS: u64 = REPORT_EVERY_MS * 1_000_000;
+/// In monotonic ns: the engine loop's tick deadline.
+pub const REPORT_EVERY_NS: u64 = 250_000_000;
 
 /// Unsent output past this is a peer not reading: close it rather than buffer without bound.
 pub const MAX_PENDING_OUT: usize = 4 * 1024 * 1024;
