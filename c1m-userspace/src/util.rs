@@ -5,6 +5,14 @@ use std::sync::{
     atomic::{AtomicBool, Ordering},
 };
 
+/// Wall-clock now, milliseconds since the Unix epoch (0 if the clock is before 1970).
+pub fn unix_ms_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
 /// A port list argument (`8000-8099`, `80,443`): one clap value holding many ports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortList(pub Vec<u16>);

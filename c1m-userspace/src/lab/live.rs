@@ -17,6 +17,7 @@ use anyhow::{Context, Result};
 
 use super::{
     export::hlog::IntervalRecorder,
+    figures::Figures,
     model::{LiveState, RunRecord},
     view::{plain, prometheus, tui::Tui},
 };
@@ -108,6 +109,7 @@ impl Live {
         kernel: Option<KernelView>,
         server: Option<AppSnapshot>,
         client: Option<AppSnapshot>,
+        figures: Figures,
         phase: &str,
     ) {
         for (side, snap) in [("server", &server), ("client", &client)] {
@@ -127,6 +129,7 @@ impl Live {
         state.kernel = kernel;
         state.server = server;
         state.client = client;
+        state.figures = figures;
         let skip = record.samples.len().saturating_sub(HISTORY);
         state.history = record.samples[skip..].to_vec();
         state.notes = record.warnings.clone();

@@ -2,10 +2,10 @@
 
 pub mod doctor;
 pub mod export;
+pub mod figures;
 pub mod live;
 pub mod model;
 pub mod run;
-mod sampler;
 pub mod summary;
 pub mod top;
 pub mod view;

@@ -3,11 +3,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::figures::{Figures, STALE_AFTER_S, Source};
 use crate::{observer::KernelView, workload::stats::AppSnapshot};
 
 /// One point of the per-second time series (`timeseries.csv`, the report's plots and
 /// the live view's history).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(default)]
 pub struct Sample {
     /// Seconds since the run started.
@@ -42,12 +43,49 @@ pub struct Sample {
     pub client_cpu_s: Option<f64>,
     pub observer_rss_bytes: Option<u64>,
     pub observer_cpu_s: Option<f64>,
+    /// CPU seconds per second of each side's own clock (1.0 = one core busy).
+    pub server_cpu_cores: Option<f64>,
+    pub client_cpu_cores: Option<f64>,
+    pub observer_cpu_cores: Option<f64>,
     /// /proc/meminfo MemAvailable.
     pub box_mem_available_bytes: u64,
+    /// How old each source's figures were at `t_s` (None: no such source). A figure
+    /// older than [`STALE_AFTER_S`](super::figures::STALE_AFTER_S) is stale: the report
+    /// leaves a gap for it.
+    pub kernel_age_s: Option<f64>,
+    pub kernel_walk_age_s: Option<f64>,
+    pub server_age_s: Option<f64>,
+    pub client_age_s: Option<f64>,
+    /// `kernel_socket_bytes` is derived (sockets now × bytes per socket at the last
+    /// walk) because the walk is stale.
+    pub kernel_socket_bytes_derived: bool,
+}
+
+impl Sample {
+    /// How old `source`'s figures were in this row.
+    pub fn age_s(&self, source: Source) -> Option<f64> {
+        match source {
+            Source::Kernel => self.kernel_age_s,
+            Source::KernelWalk => self.kernel_walk_age_s,
+            Source::Server => self.server_age_s,
+            Source::Client => self.client_age_s,
+        }
+    }
+
+    /// The headline setup rate of this row (see [`Figures::setup_per_s`]).
+    pub fn setup_per_s(&self) -> Option<f64> {
+        super::figures::headline_rate(self.client_connect_per_s, self.kernel_established_per_s)
+    }
+
+    /// False when `source` was stale in this row (rows from before ages were recorded
+    /// count as fresh).
+    pub fn fresh(&self, source: Source) -> bool {
+        self.age_s(source).is_none_or(|a| a <= STALE_AFTER_S)
+    }
 }
 
 /// CPU and memory of one process group over a phase.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(default)]
 pub struct ProcessUsage {
     pub cpu_user_s: f64,
@@ -57,7 +95,7 @@ pub struct ProcessUsage {
 }
 
 /// The kernel's count next to the application's, and why they differ when they do.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(default)]
 pub struct KernelVsApp {
     pub what: String,
@@ -68,7 +106,7 @@ pub struct KernelVsApp {
     pub explanation: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(default)]
 pub struct Phase {
     /// "setup", "idle", "push", "teardown".
@@ -89,7 +127,7 @@ pub struct Phase {
 }
 
 /// Facts about the box the run happened on.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(default)]
 pub struct Machine {
     pub hostname: String,
@@ -104,7 +142,7 @@ pub struct Machine {
 }
 
 /// How the run was asked for (the CLI flags, resolved).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(default)]
 pub struct RunConfig {
     pub connections: u64,
@@ -125,7 +163,7 @@ pub struct RunConfig {
 }
 
 /// Everything a run produced: `summary.json` is this struct.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct RunRecord {
     pub c1m_version: String,
@@ -146,7 +184,7 @@ pub struct RunRecord {
     pub warnings: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(default)]
 pub struct PerConnection {
     pub connections: u64,
@@ -167,6 +205,8 @@ pub struct LiveState {
     pub kernel: Option<KernelView>,
     pub server: Option<AppSnapshot>,
     pub client: Option<AppSnapshot>,
+    /// Every number the view shows, computed once from the three sources above.
+    pub figures: Figures,
     pub history: Vec<Sample>,
     pub notes: Vec<String>,
 }

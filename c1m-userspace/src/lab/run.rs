@@ -17,12 +17,12 @@ use tokio::process::Child;
 use super::view::format::count;
 use super::{
     doctor::{self, Status, Target, Tuning},
+    figures::{Figures, FiguresBuilder, Rows},
     live::{Live, LiveOutput},
     model::{Machine, PerConnection, Phase, ProcessUsage, RunConfig, RunRecord},
-    sampler::Sampler,
 };
 use crate::{
-    observer::{KernelView, Observer, ObserverConfig},
+    observer::{KernelView, ObserverHandle},
     workload::{control, stats::AppSnapshot},
 };
 
@@ -383,7 +383,8 @@ async fn run(args: RunArgs) -> Result<i32> {
         observer,
         kernel: None,
         live,
-        sampler: Sampler::new(Instant::now()),
+        figures: FiguresBuilder::new(),
+        rows: Rows::new(started_ms),
         server_ctl: server_ctl.clone(),
         client_ctl: client_ctl.clone(),
         last_server: None,
@@ -463,89 +464,6 @@ fn chrono_like_stamp(unix_ms: u64) -> String {
     )
 }
 
-/// A snapshot request: `true` asks for a fresh socket walk first.
-type SnapshotRequest = (bool, tokio::sync::oneshot::Sender<KernelView>);
-
-/// The observer's thread (aya is synchronous): it takes a snapshot whenever the lab
-/// asks, right after polling the app, so both views are of the same moment.
-pub struct ObserverHandle {
-    requests: std::sync::mpsc::Sender<SnapshotRequest>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl ObserverHandle {
-    pub fn start(ports: Vec<u16>) -> Result<Self> {
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (requests, incoming) = std::sync::mpsc::channel::<SnapshotRequest>();
-        let thread = std::thread::Builder::new()
-            .name("c1m-observer".into())
-            .spawn(move || {
-                crate::observer::keep_up_under_load();
-                let mut observer = match Observer::start(ObserverConfig {
-                    ports,
-                    ..ObserverConfig::default()
-                }) {
-                    Ok(o) => {
-                        let _ = ready_tx.send(Ok(()));
-                        o
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                        return;
-                    }
-                };
-                // Ends when the handle (the only sender) is dropped.
-                while let Ok((fresh, reply)) = incoming.recv() {
-                    let view = if fresh {
-                        observer.snapshot_fresh()
-                    } else {
-                        observer.snapshot()
-                    };
-                    if let Ok(view) = view {
-                        let _ = reply.send(view);
-                    }
-                }
-            })?;
-        match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Self {
-                requests,
-                thread: Some(thread),
-            }),
-            Ok(Err(e)) => {
-                let _ = thread.join();
-                Err(e.into())
-            }
-            Err(_) => bail!("the observer thread died while starting"),
-        }
-    }
-
-    pub async fn snapshot(&self) -> Option<KernelView> {
-        self.request(false).await
-    }
-
-    /// A snapshot after a full socket walk (memory figures of this moment).
-    pub async fn snapshot_fresh(&self) -> Option<KernelView> {
-        self.request(true).await
-    }
-
-    async fn request(&self, fresh: bool) -> Option<KernelView> {
-        self.start_request(fresh)?.await.ok().flatten()
-    }
-
-    /// Queues a snapshot request; the task ends with the view (a walk of 2M sockets takes
-    /// seconds, so it may outlive a tick of the live view).
-    fn start_request(&self, fresh: bool) -> Option<tokio::task::JoinHandle<Option<KernelView>>> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.requests.send((fresh, tx)).ok()?;
-        Some(tokio::spawn(async move {
-            tokio::time::timeout(Duration::from_secs(60), rx)
-                .await
-                .ok()?
-                .ok()
-        }))
-    }
-}
-
 /// The live view's period: it redraws twice a second.
 const TICK: Duration = Duration::from_millis(500);
 
@@ -592,17 +510,6 @@ impl<T: Send + 'static> Pending<T> {
     }
 }
 
-impl Drop for ObserverHandle {
-    fn drop(&mut self) {
-        // Close the channel, then wait for the thread to detach the programs.
-        let (dead, _) = std::sync::mpsc::channel();
-        self.requests = dead;
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// A phase being measured, with the CPU readings it started from.
 struct PhaseStart {
     phase: Phase,
@@ -617,7 +524,8 @@ struct Lab {
     observer: Option<ObserverHandle>,
     kernel: Option<KernelView>,
     live: Live,
-    sampler: Sampler,
+    figures: FiguresBuilder,
+    rows: Rows,
     server_ctl: String,
     client_ctl: String,
     last_server: Option<AppSnapshot>,
@@ -680,12 +588,19 @@ impl Lab {
             .as_ref()
             .map(|p| p.phase.name.clone())
             .unwrap_or_default();
-        if let Some(sample) = self.sampler.sample(
-            &phase,
+        let (own_user, own_sys) = own_cpu();
+        let figures = self.figures.build(
+            crate::util::unix_ms_now(),
             kernel.as_ref(),
             self.last_server.as_ref(),
             self.last_client.as_ref(),
-        ) {
+            Some(own_user + own_sys),
+            Some(doctor::mem_available()),
+        );
+        if let Some(sample) = self
+            .rows
+            .row(&figures, &phase, (own_rss(), own_user + own_sys))
+        {
             self.record.samples.push(sample);
         }
         self.live.observe(
@@ -693,6 +608,7 @@ impl Lab {
             kernel,
             self.last_server.clone(),
             self.last_client.clone(),
+            figures,
             &phase,
         );
         if self.last_write.elapsed() > Duration::from_secs(10) {
@@ -777,11 +693,13 @@ impl Lab {
             .and_then(|k| k.memory.as_ref())
             .map(|m| m.total.total_bytes);
         phase.box_mem_available_bytes = doctor::mem_available();
-        phase.kernel_vs_app = super::view::compare::kernel_vs_app(
+        phase.kernel_vs_app = Figures::of_sources(
+            crate::util::unix_ms_now(),
             kernel.as_ref(),
             self.last_server.as_ref(),
             self.last_client.as_ref(),
-        );
+        )
+        .kernel_vs_app;
         phase.notes = notes;
         // Figures per connection are taken when everything is held and idle.
         if phase.name == "idle" || phase.name == "setup" {

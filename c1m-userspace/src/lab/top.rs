@@ -7,12 +7,11 @@ use anyhow::{Result, bail};
 use clap::Args;
 
 use super::{
+    figures::{FiguresBuilder, Rows},
     live::{Live, LiveOutput},
     model::LiveState,
-    run::ObserverHandle,
-    sampler::Sampler,
 };
-use crate::{util::PortList, workload::control};
+use crate::{observer::ObserverHandle, util::PortList, workload::control};
 
 #[derive(Args, Debug, Clone)]
 pub struct TopArgs {
@@ -95,10 +94,7 @@ async fn top(mut args: TopArgs) -> Result<()> {
     }
     let observer = ObserverHandle::start(args.ports.clone().map(|p| p.0).unwrap_or_default())?;
     let started = Instant::now();
-    let started_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
+    let started_ms = crate::util::unix_ms_now();
     let mut live = Live::new(
         LiveOutput::choose(args.plain),
         args.metrics_addr,
@@ -106,7 +102,8 @@ async fn top(mut args: TopArgs) -> Result<()> {
         started_ms,
     )
     .await?;
-    let mut sampler = Sampler::new(started);
+    let mut figures = FiguresBuilder::new();
+    let mut rows = Rows::new(started_ms);
     let mut state = LiveState {
         title: "c1m top".to_owned(),
         phase: "watching".to_owned(),
@@ -120,11 +117,19 @@ async fn top(mut args: TopArgs) -> Result<()> {
         }
         state.elapsed_s = started.elapsed().as_secs_f64();
         state.target = state.client.as_ref().map(|c| c.target).unwrap_or(0);
-        if let Some(sample) = sampler.sample(
-            &state.phase,
+        let (own_user, own_sys) = super::run::own_cpu();
+        state.figures = figures.build(
+            crate::util::unix_ms_now(),
             state.kernel.as_ref(),
             state.server.as_ref(),
             state.client.as_ref(),
+            Some(own_user + own_sys),
+            Some(super::doctor::mem_available()),
+        );
+        if let Some(sample) = rows.row(
+            &state.figures,
+            &state.phase,
+            (super::run::own_rss(), own_user + own_sys),
         ) {
             state.history.push(sample);
             let excess = state.history.len().saturating_sub(600);

@@ -8,6 +8,7 @@ pub mod bpf_sys;
 pub mod btf;
 pub mod cli;
 mod gauges;
+mod handle;
 mod listeners;
 mod memory;
 pub mod offsets;
@@ -16,12 +17,13 @@ pub mod procfs;
 pub mod tracefs;
 pub mod view;
 mod walk;
+mod walker;
 
 use std::{
     collections::BTreeMap,
     net::Ipv4Addr,
     os::fd::{AsFd, OwnedFd},
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
 use aya::{
@@ -33,6 +35,7 @@ use c1m_common::{
     ClosedListener, Config, EVENT_SLOTS, ListenEvents, TRANSITION_SLOTS, event, event_index, hook,
     side, tcp_state, transition_index,
 };
+pub use handle::ObserverHandle;
 use thiserror::Error;
 pub use view::{KernelMemory, KernelView, ListenerView, SideMemory, SideView};
 
@@ -116,7 +119,7 @@ pub struct Observer {
     /// Kept alive: dropping it closes the log ring and breaks the programs' logging.
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     listener_link: OwnedFd,
-    socket_link: OwnedFd,
+    walker: walker::Walker,
     config: ObserverConfig,
     started: Instant,
     unavailable: Vec<String>,
@@ -290,6 +293,20 @@ impl Observer {
 
         let listener_link = attach_iter(&mut ebpf, "iter_listeners", &aya_btf)?;
         let socket_link = attach_iter(&mut ebpf, "iter_sockets", &aya_btf)?;
+        let sock_agg = Array::try_from(
+            ebpf.take_map("SOCK_AGG")
+                .ok_or_else(|| ObserverError::MissingProgram("map SOCK_AGG".to_owned()))?,
+        )
+        .map_err(map_err("SOCK_AGG"))?;
+        let transitions = walker::duplicate_per_cpu(
+            ebpf.map("TRANSITIONS").ok_or(ObserverError::NoObject)?,
+            "TRANSITIONS",
+        )?;
+        let walker = walker::Walker::start(walker::WalkerMaps {
+            socket_link,
+            sock_agg,
+            transitions,
+        })?;
 
         let memory = memory::MemoryModel::from_sys();
         unavailable.extend(memory.missing.iter().cloned());
@@ -299,7 +316,7 @@ impl Observer {
             ebpf,
             logger,
             listener_link,
-            socket_link,
+            walker,
             config,
             started: Instant::now(),
             unavailable,
@@ -317,7 +334,7 @@ impl Observer {
         let records = walk::listeners(observer.listener_link.as_fd())?;
         observer.listeners.observe(&records, true);
         observer.learn_listening_ports(&records)?;
-        observer.walk_sockets()?;
+        observer.walk_now()?;
         Ok(observer)
     }
 
@@ -325,15 +342,22 @@ impl Observer {
         &self.config
     }
 
-    /// Reads every map, walks the listeners (and all sockets when due), and returns
-    /// the kernel's view now.
-    /// [`Self::snapshot`] after a full socket walk, however recent the last one: for
-    /// figures that must be of this moment (the end of a lab phase).
+    /// [`Self::snapshot`] after a full socket walk started now, however recent the last
+    /// one: for figures that must be of this moment (the end of a lab phase).
     pub fn snapshot_fresh(&mut self) -> Result<KernelView, ObserverError> {
-        self.walk_sockets()?;
+        // A walk under way started before this moment: let it finish, then walk afresh.
+        if self.walker.busy() {
+            let r = self.walker.wait()?;
+            self.apply_walk(r);
+        }
+        self.walk_now()?;
         self.snapshot()
     }
 
+    /// Reads every counter map and walks the listeners (cheap: they come first and the
+    /// walk stops at the first non-listener), and returns the kernel's view now. Never
+    /// waits for a socket walk: one that is due is started on the walker thread, and one
+    /// that finished re-bases the gauges.
     pub fn snapshot(&mut self) -> Result<KernelView, ObserverError> {
         if let Some(logger) = self.logger.as_mut() {
             logger.flush();
@@ -343,16 +367,17 @@ impl Observer {
         let records = walk::listeners(self.listener_link.as_fd())?;
         self.listeners.observe(&records, false);
         self.learn_listening_ports(&records)?;
+        if let Some(r) = self.walker.try_take() {
+            self.apply_walk(r?);
+        }
         if self.walk_due() {
-            self.walk_sockets()?;
+            self.walker.request();
         }
         let counters = self.read_counters()?;
         let now = Instant::now();
         let mut view = KernelView {
-            unix_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0),
+            // The instant the counters (and so the gauges) describe.
+            unix_ms: crate::util::unix_ms_now(),
             uptime_s: self.started.elapsed().as_secs_f64(),
             unavailable: self.unavailable.clone(),
             map_errors: self.read_map_errors()?,
@@ -377,6 +402,7 @@ impl Observer {
             view.memory = Some(self.memory.compute(&walk.agg));
             view.walk = view::WalkInfo {
                 age_s: Some(walk.ended.elapsed().as_secs_f64()),
+                ended_unix_ms: walk.ended_unix_ms,
                 duration_ms: walk.duration.as_secs_f64() * 1000.0,
                 sockets_walked: walk.sockets,
                 walks: self.walks,
@@ -391,6 +417,9 @@ impl Observer {
     }
 
     fn walk_due(&self) -> bool {
+        if self.walker.busy() {
+            return false;
+        }
         let Some(last) = &self.last_walk else {
             return true;
         };
@@ -405,22 +434,30 @@ impl Observer {
         last.ended.elapsed() >= interval
     }
 
-    fn walk_sockets(&mut self) -> Result<(), ObserverError> {
-        let before = self.read_counters()?;
-        let walk = walk::sockets(self.socket_link.as_fd(), &mut self.ebpf)?;
-        let after = self.read_counters()?;
+    /// A walk started now, waited for (at attach, and at phase ends).
+    fn walk_now(&mut self) -> Result<(), ObserverError> {
+        let r = self.walker.wait()?;
+        self.apply_walk(r);
+        Ok(())
+    }
+
+    fn apply_walk(&mut self, r: walker::WalkResult) {
+        let walker::WalkResult {
+            walk,
+            transitions_before,
+            transitions_after,
+        } = r;
         // A socket that changed state while the walk passed it may be in both the walk
         // and the transitions: only a quiet walk may replace the gauges' base. Between
         // quiet walks the transitions (exact) carry the gauges; the states no
         // transition reaches are taken from every walk.
-        if before.transitions == after.transitions || self.last_walk.is_none() {
-            self.gauges.rebase(&walk.agg, before.transitions);
+        if transitions_before == transitions_after || self.last_walk.is_none() {
+            self.gauges.rebase(&walk.agg, transitions_before);
         } else {
             self.gauges.refresh_walk_only(&walk.agg);
         }
         self.last_walk = Some(walk);
         self.walks += 1;
-        Ok(())
     }
 
     /// With no ports given, every listening port counts as a server port; the
@@ -448,16 +485,11 @@ impl Observer {
 
     fn read_counters(&self) -> Result<Counters, ObserverError> {
         let sum = |name: &str, len: usize| -> Result<Vec<u64>, ObserverError> {
-            let map: PerCpuArray<&MapData, u64> =
-                PerCpuArray::try_from(self.ebpf.map(name).ok_or(ObserverError::NoObject)?)
-                    .map_err(map_err(name))?;
-            (0..len as u32)
-                .map(|i| {
-                    map.get(&i, 0)
-                        .map(|values| values.iter().sum())
-                        .map_err(map_err(name))
-                })
-                .collect()
+            walker::sum_per_cpu(
+                self.ebpf.map(name).ok_or(ObserverError::NoObject)?,
+                name,
+                len,
+            )
         };
         Ok(Counters {
             transitions: sum("TRANSITIONS", TRANSITION_SLOTS)?,
@@ -653,13 +685,6 @@ fn attach_iter(ebpf: &mut Ebpf, name: &str, btf: &aya::Btf) -> Result<OwnedFd, O
     p.load("tcp", btf).map_err(prog_err(&what))?;
     let fd = p.fd().map_err(prog_err(&what))?;
     bpf_sys::iter_link_create(fd.as_fd()).map_err(|source| ObserverError::Io { what, source })
-}
-
-/// Reads the Array map `name` entry by entry.
-fn read_array<T: aya::Pod>(ebpf: &Ebpf, name: &str) -> Result<Vec<T>, ObserverError> {
-    let map: Array<&MapData, T> =
-        Array::try_from(ebpf.map(name).ok_or(ObserverError::NoObject)?).map_err(map_err(name))?;
-    map.iter().map(|r| r.map_err(map_err(name))).collect()
 }
 
 /// An error and its sources on one line (aya's errors keep the errno in `source()`).

@@ -31,7 +31,7 @@ pub fn state_key(state: u32) -> String {
         .to_ascii_lowercase()
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct KernelView {
     /// Wall clock of the snapshot, milliseconds since the Unix epoch.
     pub unix_ms: u64,
@@ -78,7 +78,7 @@ impl KernelView {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct SideView {
     /// Gauge per state (keys from [`state_key`]).
     pub states: BTreeMap<String, i64>,
@@ -110,7 +110,7 @@ impl SideView {
 }
 
 /// One listening port (all listening sockets on it, e.g. a SO_REUSEPORT group).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct ListenerView {
     pub port: u16,
     /// Listening sockets on the port (several with SO_REUSEPORT).
@@ -141,7 +141,7 @@ pub struct ListenerView {
     pub synack_retransmits: Option<u64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct KernelMemory {
     pub server: SideMemory,
     pub client: SideMemory,
@@ -153,7 +153,7 @@ pub struct KernelMemory {
     pub slab_bytes_by_cache: BTreeMap<String, u64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct SideMemory {
     pub sockets: u64,
     pub full_sockets: u64,
@@ -176,10 +176,13 @@ pub struct SideMemory {
     pub bytes_per_socket: f64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct WalkInfo {
     /// Seconds since the last full socket walk ended (None before the first).
     pub age_s: Option<f64>,
+    /// Wall clock when that walk ended, ms since the Unix epoch: the instant the memory
+    /// figures describe.
+    pub ended_unix_ms: u64,
     pub duration_ms: f64,
     pub sockets_walked: u64,
     pub walks: u64,

@@ -6,17 +6,17 @@ use std::{
     time::{Duration, Instant},
 };
 
-use aya::{
-    Ebpf,
-    maps::{Array, MapData},
-};
+use aya::maps::{Array, MapData};
 use c1m_common::{ListenerRecord, RECORD_END, RECORD_LISTENER, SOCK_AGG_SLOTS, SockAgg};
 
-use super::{ObserverError, bpf_sys, map_err, read_array};
+use super::{ObserverError, bpf_sys, map_err};
 
 pub struct SocketWalk {
     pub agg: Vec<SockAgg>,
     pub ended: Instant,
+    /// Wall clock when the walk ended, ms since the Unix epoch: the instant its
+    /// counts and memory describe (as closely as a walk of many sockets can).
+    pub ended_unix_ms: u64,
     pub duration: Duration,
     pub sockets: u64,
 }
@@ -55,15 +55,13 @@ pub fn listeners(link: BorrowedFd<'_>) -> Result<Vec<ListenerRecord>, ObserverEr
 
 /// Walks every TCP socket of the namespace, aggregating counts and memory per
 /// (side, state) into `SOCK_AGG`.
-pub fn sockets(link: BorrowedFd<'_>, ebpf: &mut Ebpf) -> Result<SocketWalk, ObserverError> {
-    {
-        let mut agg: Array<&mut MapData, SockAgg> =
-            Array::try_from(ebpf.map_mut("SOCK_AGG").ok_or(ObserverError::NoObject)?)
-                .map_err(map_err("SOCK_AGG"))?;
-        for i in 0..SOCK_AGG_SLOTS as u32 {
-            agg.set(i, SockAgg::default(), 0)
-                .map_err(map_err("SOCK_AGG"))?;
-        }
+pub fn sockets(
+    link: BorrowedFd<'_>,
+    agg: &mut Array<MapData, SockAgg>,
+) -> Result<SocketWalk, ObserverError> {
+    for i in 0..SOCK_AGG_SLOTS as u32 {
+        agg.set(i, SockAgg::default(), 0)
+            .map_err(map_err("SOCK_AGG"))?;
     }
     let started = Instant::now();
     let mut file = bpf_sys::iter_create(link).map_err(io("opening the socket iterator"))?;
@@ -78,11 +76,15 @@ pub fn sockets(link: BorrowedFd<'_>, ebpf: &mut Ebpf) -> Result<SocketWalk, Obse
         }
     }
     let duration = started.elapsed();
-    let agg: Vec<SockAgg> = read_array(ebpf, "SOCK_AGG")?;
+    let agg: Vec<SockAgg> = agg
+        .iter()
+        .map(|r| r.map_err(map_err("SOCK_AGG")))
+        .collect::<Result<_, _>>()?;
     let sockets = agg.iter().map(|a| a.sockets).sum();
     Ok(SocketWalk {
         agg,
         ended: Instant::now(),
+        ended_unix_ms: crate::util::unix_ms_now(),
         duration,
         sockets,
     })

@@ -21,7 +21,7 @@ use thiserror::Error;
 macro_rules! counter_set {
     ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $field:ident),* $(,)? }) => {
         $(#[$m])*
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
         #[serde(default)]
         pub struct $name { $($(#[$fm])* pub $field: u64),* }
 
@@ -116,7 +116,9 @@ impl ProtocolErrors {
 
 /// One side's counters. Server and client share the type; fields that do not apply to a
 /// side stay 0, so the lab reads one schema.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(default)]
 pub struct Counters {
     /// Client: connects started.
@@ -269,7 +271,7 @@ pub fn decode_hist(s: &str) -> Result<Histogram<u64>, HistError> {
 
 /// The seed's latency table (count, min, max, mean, stddev, median, 75%, 95%, 98%, 99%,
 /// 99.9%), in µs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Percentiles {
     pub count: u64,
     pub min: u64,
@@ -325,7 +327,9 @@ impl Percentiles {
 }
 
 /// One push as one shard saw it. Server: frames written; client: frames received.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct PushStat {
     pub push_id: u64,
     /// CLOCK_REALTIME ns when the broadcast began (from the frame on the client).
@@ -360,11 +364,13 @@ pub const TIMELINE_BIN_MS: u64 = 10;
 /// What a shard sends its supervisor (a JSON line on a worker's stdout, or a channel
 /// message for a thread shard). Counters are cumulative; histograms, timeline and pushes
 /// are sent only when they changed.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct WorkerReport {
     pub shard: u32,
     pub pid: u32,
+    /// CLOCK_REALTIME ns when the shard read its counters for this report.
+    pub unix_ns: u64,
     pub counters: Counters,
     /// Client: every connection of this shard was attempted and none is in flight.
     pub ramp_done: bool,
@@ -388,7 +394,7 @@ pub struct WorkerReport {
 }
 
 /// One row of the setup-rate table.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SetupStep {
     /// Connections established at the end of this step (a multiple of the step size).
     pub connections: u64,
@@ -434,7 +440,7 @@ pub fn setup_steps(bins: &[u64], step: u64) -> Vec<SetupStep> {
 }
 
 /// A worker as the supervisor sees it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkerInfo {
     pub shard: u32,
     pub pid: u32,
@@ -447,7 +453,7 @@ pub struct WorkerInfo {
 }
 
 /// Push summary across all shards.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PushSummary {
     pub push_id: u64,
     pub started_unix_ns: u64,
@@ -484,7 +490,7 @@ impl From<PushStat> for PushSummary {
 ///   "pushes":[{"push_id":1,"started_unix_ns":…,"count":…,"first_unix_ns":…,"last_unix_ns":…,"complete_s":…}],
 ///   "rss_bytes":…,"rss_baseline_bytes":…,"rss_per_connection_bytes":…,"cpu_user_s":…,"cpu_sys_s":…,
 ///   "histograms":{"connect_us":"HISTFAAA…",…},"percentiles":{"connect_us":{"count":…,"p99":…},…}}`
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct AppSnapshot {
     /// "server" or "client".
@@ -493,6 +499,11 @@ pub struct AppSnapshot {
     pub mode: String,
     /// CLOCK_REALTIME ns when the snapshot was taken.
     pub unix_ns: u64,
+    /// CLOCK_REALTIME ns of the instant the counters describe: shards report every
+    /// 250 ms, so the sums are older than `unix_ns` (the mean over the live shards of
+    /// their last report, or of `unix_ns` - 250 ms for a shard with nothing new to say).
+    /// Rates and kernel-vs-app comparisons use this, not `unix_ns`.
+    pub counts_unix_ns: u64,
     pub uptime_s: f64,
     /// Client: "starting", "ramp", "hold", "closing", "closed". Server: "starting", "running", "stopping".
     pub phase: String,
@@ -519,7 +530,7 @@ pub struct AppSnapshot {
     pub percentiles: BTreeMap<String, Percentiles>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Workers {
     pub count: u32,
@@ -528,6 +539,15 @@ pub struct Workers {
 }
 
 impl AppSnapshot {
+    /// The instant the counters describe (`unix_ns` for snapshots that predate it).
+    pub fn counts_at_ns(&self) -> u64 {
+        if self.counts_unix_ns == 0 {
+            self.unix_ns
+        } else {
+            self.counts_unix_ns
+        }
+    }
+
     /// Decodes one of the histograms.
     pub fn histogram(&self, name: &str) -> Result<Histogram<u64>, HistError> {
         match self.histograms.get(name) {

@@ -69,6 +69,8 @@ struct ShardState {
     ramp_done: bool,
     closed_all: bool,
     cpu: (f64, f64),
+    /// When the shard read the counters of its last report (realtime ns).
+    reported_unix_ns: u64,
 }
 
 struct Supervisor {
@@ -128,6 +130,7 @@ pub async fn run(o: Options, plan: &Plan, configs: Vec<ShardConfig>) -> Result<A
                 ramp_done: false,
                 closed_all: false,
                 cpu: (0.0, 0.0),
+                reported_unix_ns: 0,
             })
             .collect(),
         timeline: Vec::new(),
@@ -250,6 +253,7 @@ impl Supervisor {
             self.fatal.get_or_insert_with(|| f.clone());
         }
         s.counters = r.counters;
+        s.reported_unix_ns = r.unix_ns;
         s.ready |= r.ready;
         s.ramp_done = r.ramp_done;
         s.closed_all = r.closed_all;
@@ -319,10 +323,18 @@ impl Supervisor {
         }
         let rss = self.rss();
         let open = counters.open;
+        let now_ns = sys::realtime_ns();
         AppSnapshot {
             side: side_name(self.o.side).to_owned(),
             mode: self.o.mode.name().to_owned(),
-            unix_ns: sys::realtime_ns(),
+            unix_ns: now_ns,
+            counts_unix_ns: counts_instant(
+                now_ns,
+                self.shards
+                    .iter()
+                    .filter(|s| s.alive)
+                    .map(|s| s.reported_unix_ns),
+            ),
             uptime_s: self.started.elapsed().as_secs_f64(),
             phase: self.phase.to_owned(),
             target: self.o.target,
@@ -717,10 +729,38 @@ pub fn summary(s: &AppSnapshot) -> String {
     out
 }
 
+/// The instant a sum over shards describes: the mean of each shard's. A shard reports
+/// every [`REPORT_EVERY_NS`] when its counters changed, so its counters are true as of its
+/// last report, or as of one period ago if it had nothing new to say since.
+fn counts_instant(now_ns: u64, reported: impl Iterator<Item = u64>) -> u64 {
+    let floor = now_ns.saturating_sub(super::engine::REPORT_EVERY_NS);
+    let (sum, n) = reported.fold((0u128, 0u128), |(sum, n), at| {
+        (sum + u128::from(at.max(floor).min(now_ns)), n + 1)
+    });
+    if n == 0 {
+        now_ns
+    } else {
+        u64::try_from(sum / n).unwrap_or(now_ns)
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // panics are the assertions in tests
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_describe_the_shards_last_reports() {
+        let period = super::super::engine::REPORT_EVERY_NS;
+        let now = 10 * period;
+        assert_eq!(counts_instant(now, std::iter::empty()), now);
+        // Fresh reports count as they are; a quiet shard counts as one period old.
+        assert_eq!(
+            counts_instant(now, [now - period / 2, 0].into_iter()),
+            now - period / 4 - period / 2
+        );
+        assert_eq!(counts_instant(now, [now].into_iter()), now);
+    }
 
     #[test]
     fn push_command_takes_an_optional_writer_count() {

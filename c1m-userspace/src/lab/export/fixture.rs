@@ -269,6 +269,15 @@ fn build(with_snapshots: bool) -> (RunRecord, Vec<(String, AppSnapshot)>) {
             open.saturating_sub(prev) as f64
         };
         let avail = MEM_TOTAL - (1 << 30) - server_rss - client_rss - OBSERVER_RSS - kernel_bytes;
+        // Rows are a second apart: CPU seconds gained since the last row are cores busy.
+        let cores = |now: f64, get: fn(&Sample) -> Option<f64>| {
+            samples.last().and_then(get).map(|before| now - before)
+        };
+        let (server_cores, client_cores, observer_cores) = (
+            cores(cpu.server, |s| s.server_cpu_s),
+            cores(cpu.client, |s| s.client_cpu_s),
+            cores(cpu.observer, |s| s.observer_cpu_s),
+        );
         samples.push(Sample {
             t_s: t as f64,
             unix_ms: START_UNIX_MS + t * 1000,
@@ -300,7 +309,15 @@ fn build(with_snapshots: bool) -> (RunRecord, Vec<(String, AppSnapshot)>) {
             client_cpu_s: Some(cpu.client),
             observer_rss_bytes: Some(OBSERVER_RSS),
             observer_cpu_s: Some(cpu.observer),
+            server_cpu_cores: server_cores,
+            client_cpu_cores: client_cores,
+            observer_cpu_cores: observer_cores,
             box_mem_available_bytes: avail,
+            kernel_age_s: Some(0.3),
+            kernel_walk_age_s: Some(0.7),
+            server_age_s: Some(0.2),
+            client_age_s: Some(0.2),
+            kernel_socket_bytes_derived: false,
         });
         if with_snapshots || t == END_S {
             let unix_ns = (START_UNIX_MS + t * 1000) * 1_000_000;
@@ -443,6 +460,7 @@ fn app_snapshot(
         side: side.to_owned(),
         mode: "ws".to_owned(),
         unix_ns,
+        counts_unix_ns: unix_ns,
         uptime_s: t as f64 + 0.5,
         phase: match (client, phase_at(t)) {
             (true, "setup") => "ramp",
@@ -685,6 +703,7 @@ fn kernel_view(samples: &[Sample]) -> KernelView {
             duration_ms: 310.5,
             sockets_walked: tw,
             walks: 36,
+            ..WalkInfo::default()
         },
         unavailable: vec!["skb:kfree_skb: no such tracepoint on this kernel".to_owned()],
         map_errors: 0,

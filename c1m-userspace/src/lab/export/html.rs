@@ -14,7 +14,10 @@ use super::{
     svg::{Band, Chart, Series, XAxis, YUnit},
 };
 use crate::{
-    lab::model::{RunRecord, Sample},
+    lab::{
+        figures::Source as Figure,
+        model::{RunRecord, Sample},
+    },
     workload::stats::{AppSnapshot, Percentiles},
 };
 
@@ -81,8 +84,12 @@ type Get = fn(&Sample) -> Option<f64>;
 
 enum Source {
     Value(Get),
-    /// d/dt of a cumulative value (CPU seconds → cores busy).
-    Rate(Get),
+}
+
+/// A stale figure (older than two ticks when its row was taken) is left out, so the
+/// chart shows a gap rather than an old value drawn as if it were current.
+fn fresh(s: &Sample, source: Figure, v: Option<f64>) -> Option<f64> {
+    v.filter(|_| s.fresh(source))
 }
 
 struct Line {
@@ -126,7 +133,7 @@ fn line(
 }
 
 fn time_charts() -> Vec<TimeChart> {
-    use Source::{Rate, Value};
+    use Source::Value;
     vec![
         TimeChart {
             id: "chart-conn-server",
@@ -135,12 +142,17 @@ fn time_charts() -> Vec<TimeChart> {
             y: YUnit::Count,
             y_label: "connections",
             lines: vec![
-                line("app open", SERVER, None, Value(|s| u(s.server_open))),
+                line(
+                    "app open",
+                    SERVER,
+                    None,
+                    Value(|s| fresh(s, Figure::Server, u(s.server_open))),
+                ),
                 line(
                     "kernel ESTABLISHED",
                     KERNEL_S,
                     Some("6 4"),
-                    Value(|s| i(s.kernel_server_established)),
+                    Value(|s| fresh(s, Figure::Kernel, i(s.kernel_server_established))),
                 ),
             ],
         },
@@ -151,18 +163,23 @@ fn time_charts() -> Vec<TimeChart> {
             y: YUnit::Count,
             y_label: "connections",
             lines: vec![
-                line("app open", CLIENT, None, Value(|s| u(s.client_open))),
+                line(
+                    "app open",
+                    CLIENT,
+                    None,
+                    Value(|s| fresh(s, Figure::Client, u(s.client_open))),
+                ),
                 line(
                     "kernel ESTABLISHED",
                     KERNEL_C,
                     Some("6 4"),
-                    Value(|s| i(s.kernel_client_established)),
+                    Value(|s| fresh(s, Figure::Kernel, i(s.kernel_client_established))),
                 ),
                 line(
                     "kernel TIME_WAIT (all sides)",
                     OBSERVER,
                     Some("2 3"),
-                    Value(|s| i(s.kernel_time_wait)),
+                    Value(|s| fresh(s, Figure::Kernel, i(s.kernel_time_wait))),
                 ),
             ],
         },
@@ -177,25 +194,25 @@ fn time_charts() -> Vec<TimeChart> {
                     "server accept-queue depth",
                     SERVER,
                     None,
-                    Value(|s| u(s.kernel_accept_queue_depth)),
+                    Value(|s| fresh(s, Figure::Kernel, u(s.kernel_accept_queue_depth))),
                 ),
                 line(
                     "server SYN_RECV",
                     KERNEL_S,
                     Some("6 4"),
-                    Value(|s| i(s.kernel_server_syn_recv)),
+                    Value(|s| fresh(s, Figure::Kernel, i(s.kernel_server_syn_recv))),
                 ),
                 line(
                     "client SYN_SENT",
                     CLIENT,
                     None,
-                    Value(|s| i(s.kernel_client_syn_sent)),
+                    Value(|s| fresh(s, Figure::Kernel, i(s.kernel_client_syn_sent))),
                 ),
                 line(
                     "accept-queue overflows",
                     "#dc2626",
                     Some("2 3"),
-                    Value(|s| u(s.kernel_accept_queue_overflows)),
+                    Value(|s| fresh(s, Figure::Kernel, u(s.kernel_accept_queue_overflows))),
                 ),
             ],
         },
@@ -210,13 +227,13 @@ fn time_charts() -> Vec<TimeChart> {
                     "client app connected/s",
                     CLIENT,
                     None,
-                    Value(|s| s.client_connect_per_s),
+                    Value(|s| fresh(s, Figure::Client, s.client_connect_per_s)),
                 ),
                 line(
                     "kernel reached ESTABLISHED/s",
                     KERNEL,
                     Some("6 4"),
-                    Value(|s| s.kernel_established_per_s),
+                    Value(|s| fresh(s, Figure::Kernel, s.kernel_established_per_s)),
                 ),
             ],
         },
@@ -231,19 +248,19 @@ fn time_charts() -> Vec<TimeChart> {
                     "server user space",
                     SERVER,
                     None,
-                    Value(|s| s.server_rss_per_connection_bytes),
+                    Value(|s| fresh(s, Figure::Server, s.server_rss_per_connection_bytes)),
                 ),
                 line(
                     "client user space",
                     CLIENT,
                     None,
-                    Value(|s| s.client_rss_per_connection_bytes),
+                    Value(|s| fresh(s, Figure::Client, s.client_rss_per_connection_bytes)),
                 ),
                 line(
                     "kernel per socket",
                     KERNEL,
                     Some("6 4"),
-                    Value(|s| s.kernel_bytes_per_socket),
+                    Value(|s| fresh(s, Figure::KernelWalk, s.kernel_bytes_per_socket)),
                 ),
             ],
         },
@@ -254,13 +271,23 @@ fn time_charts() -> Vec<TimeChart> {
             y: YUnit::Bytes,
             y_label: "bytes",
             lines: vec![
-                line("server RSS", SERVER, None, Value(|s| u(s.server_rss_bytes))),
-                line("client RSS", CLIENT, None, Value(|s| u(s.client_rss_bytes))),
+                line(
+                    "server RSS",
+                    SERVER,
+                    None,
+                    Value(|s| fresh(s, Figure::Server, u(s.server_rss_bytes))),
+                ),
+                line(
+                    "client RSS",
+                    CLIENT,
+                    None,
+                    Value(|s| fresh(s, Figure::Client, u(s.client_rss_bytes))),
+                ),
                 line(
                     "kernel socket memory",
                     KERNEL,
                     Some("6 4"),
-                    Value(|s| u(s.kernel_socket_bytes)),
+                    Value(|s| fresh(s, Figure::Kernel, u(s.kernel_socket_bytes))),
                 ),
                 line(
                     "observer RSS",
@@ -277,9 +304,19 @@ fn time_charts() -> Vec<TimeChart> {
             y: YUnit::Plain,
             y_label: "cores busy",
             lines: vec![
-                line("server", SERVER, None, Rate(|s| s.server_cpu_s)),
-                line("client", CLIENT, None, Rate(|s| s.client_cpu_s)),
-                line("observer", OBSERVER, None, Rate(|s| s.observer_cpu_s)),
+                line(
+                    "server",
+                    SERVER,
+                    None,
+                    Value(|s| fresh(s, Figure::Server, s.server_cpu_cores)),
+                ),
+                line(
+                    "client",
+                    CLIENT,
+                    None,
+                    Value(|s| fresh(s, Figure::Client, s.client_cpu_cores)),
+                ),
+                line("observer", OBSERVER, None, Value(|s| s.observer_cpu_cores)),
             ],
         },
     ]
@@ -288,17 +325,6 @@ fn time_charts() -> Vec<TimeChart> {
 fn points(samples: &[Sample], source: &Source) -> Vec<(f64, Option<f64>)> {
     match source {
         Source::Value(get) => samples.iter().map(|s| (s.t_s, get(s))).collect(),
-        Source::Rate(get) => samples
-            .windows(2)
-            .map(|w| {
-                let dt = w[1].t_s - w[0].t_s;
-                let rate = match (get(&w[0]), get(&w[1])) {
-                    (Some(a), Some(b)) if dt > 0.0 && b >= a => Some((b - a) / dt),
-                    _ => None,
-                };
-                (w[1].t_s, rate)
-            })
-            .collect(),
     }
 }
 

@@ -22,7 +22,7 @@ use super::format::count;
 use crate::{
     lab::model::KernelVsApp,
     observer::{KernelView, SideView},
-    workload::stats::AppSnapshot,
+    workload::{engine::REPORT_EVERY_NS, stats::AppSnapshot},
 };
 
 /// Row names (`KernelVsApp::what`).
@@ -88,6 +88,7 @@ fn server_open(k: Option<&KernelView>, app: Option<&AppSnapshot>) -> KernelVsApp
     }
     if let Some(k) = k {
         accept_queue_notes(k, &mut why.notes);
+        closing_note(&k.server, &mut why.notes);
     }
     why.finish(SERVER_OPEN, "server", kernel, app_n)
 }
@@ -138,6 +139,9 @@ fn client_open(k: Option<&KernelView>, app: Option<&AppSnapshot>) -> KernelVsApp
             "reset in the kernel, not yet noticed by the app?",
         );
     }
+    if let Some(k) = k {
+        closing_note(&k.client, &mut why.notes);
+    }
     why.finish(CLIENT_OPEN, "client", kernel, app_n)
 }
 
@@ -178,6 +182,36 @@ fn pending_text(n: &str, app: &AppSnapshot) -> String {
     } else {
         format!("{n} connected in the kernel, not yet seen by the app")
     }
+}
+
+/// Where closing connections are, per state, while any are actively closing (FIN_WAIT,
+/// CLOSING, LAST_ACK): at teardown this is where ESTABLISHED went. CLOSE_WAIT is a part
+/// of the row's difference already; TIME_WAIT alone is history, not news.
+fn closing_note(side: &SideView, notes: &mut Vec<String>) {
+    let active = [
+        tcp_state::FIN_WAIT1,
+        tcp_state::FIN_WAIT2,
+        tcp_state::CLOSING,
+        tcp_state::LAST_ACK,
+    ];
+    if active.iter().all(|&st| side.state(st) <= 0) {
+        return;
+    }
+    let parts: Vec<String> = active
+        .into_iter()
+        .chain([tcp_state::TIME_WAIT])
+        .filter_map(|st| {
+            let n = side.state(st);
+            (n > 0).then(|| {
+                format!(
+                    "{} {}",
+                    count(n.unsigned_abs()),
+                    tcp_state::NAMES[st as usize]
+                )
+            })
+        })
+        .collect();
+    notes.push(format!("closing in the kernel: {}", parts.join(", ")));
 }
 
 /// Connections in the accept queues now, over all watched listeners.
@@ -264,12 +298,15 @@ impl Skew {
     }
 }
 
-/// `None` when either reading has no timestamp.
+/// `None` when either reading has no timestamp. The app's counts are sums of shard
+/// reports taken within one report period ([`REPORT_EVERY_NS`]) around their mean
+/// instant, so a shard's reading may be half a period further from the kernel's.
 fn skew(k: &KernelView, a: &AppSnapshot, per_s: f64) -> Option<Skew> {
     if k.unix_ms == 0 || a.unix_ns == 0 {
         return None;
     }
-    let apart_s = (k.unix_ms as f64 / 1e3 - a.unix_ns as f64 / 1e9).abs();
+    let spread_s = REPORT_EVERY_NS as f64 / 2e9;
+    let apart_s = (k.unix_ms as f64 / 1e3 - a.counts_at_ns() as f64 / 1e9).abs() + spread_s;
     Some(Skew {
         apart_s,
         per_s: if per_s.is_finite() {
@@ -619,10 +656,41 @@ mod tests {
     }
 
     #[test]
+    fn app_counts_older_than_their_snapshot_are_not_unexplained() {
+        // A steady 2,000/s ramp: the snapshot is assembled at the kernel's instant, but its
+        // shard reports describe 220 ms earlier, so the kernel leads by ~450.
+        let (mut k, mut s, c) = agreeing();
+        s.unix_ns = T_MS * 1_000_000;
+        s.counts_unix_ns = (T_MS - 220) * 1_000_000;
+        k.server.transitions_per_s = 2_000.0;
+        set(&mut k.server, ESTABLISHED, 1450);
+        let rows = rows(&k, &s, &c);
+        let text = why(get(&rows, SERVER_OPEN));
+        assert!(text.contains("counted between the two readings"), "{text}");
+        assert!(!text.contains("unexplained"), "{text}");
+    }
+
+    #[test]
+    fn teardown_names_the_closing_states() {
+        let (mut k, s, mut c) = agreeing();
+        set(&mut k.client, ESTABLISHED, 600);
+        set(&mut k.client, tcp_state::FIN_WAIT2, 300);
+        set(&mut k.client, tcp_state::TIME_WAIT, 100);
+        c.counters.open = 600;
+        let rows = rows(&k, &s, &c);
+        let text = why(get(&rows, CLIENT_OPEN));
+        assert!(
+            text.contains("closing in the kernel: 300 FIN_WAIT2, 100 TIME_WAIT"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn residual_within_reading_skew_is_timing() {
         let (mut k, mut s, c) = agreeing();
-        // App read 250 ms after the kernel; the server side moves 20,000 transitions/s,
-        // so up to 7,500 (with slack) can change between the readings.
+        // App read 250 ms after the kernel, a shard's report up to 125 ms from the mean;
+        // the server side moves 20,000 transitions/s, so up to 11,250 (with slack) can
+        // change between the readings.
         s.unix_ns = (T_MS + 250) * 1_000_000;
         s.uptime_s = 100.25;
         k.server.transitions_per_s = 20_000.0;
@@ -632,14 +700,15 @@ mod tests {
         assert_eq!(
             why(get(&rows, SERVER_OPEN)),
             "app counts 5,000 more than the kernel: 5,000 more in the app: counted between the \
-             two readings (250 ms apart at 20,000/s)"
+             two readings (375 ms apart at 20,000/s)"
         );
         // Beyond what the rate allows: unexplained.
-        s.counters.open = 9000;
+        s.counters.open = 13_000;
         let rows = kernel_vs_app(Some(&k), Some(&s), Some(&c));
-        assert!(why(get(&rows, SERVER_OPEN)).contains("8,000 more in the app, unexplained"));
-        // Readings at the same instant never blame timing.
+        assert!(why(get(&rows, SERVER_OPEN)).contains("12,000 more in the app, unexplained"));
+        // Readings of the same instant of a side that is not moving never blame timing.
         s.unix_ns = T_MS * 1_000_000;
+        k.server.transitions_per_s = 0.0;
         s.counters.open = 1001;
         let rows = kernel_vs_app(Some(&k), Some(&s), Some(&c));
         assert!(why(get(&rows, SERVER_OPEN)).contains("1 more in the app, unexplained"));

@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 use c1m_common::tcp_state;
 
 use crate::{
-    lab::model::{LiveState, Sample},
+    lab::{
+        figures::Figures,
+        model::{LiveState, Sample},
+    },
     observer::{
         KernelMemory, KernelView, ListenerView, SideMemory, SideView, view::WalkInfo,
         view::state_key,
@@ -55,7 +58,7 @@ pub const SETUP_PER_S: f64 = 12_450.0;
 
 /// The demo state: server and client columns both full, observer attached.
 pub fn state() -> LiveState {
-    LiveState {
+    let mut state = LiveState {
         title: "c1m run".into(),
         phase: "setup".into(),
         target: TARGET,
@@ -65,7 +68,35 @@ pub fn state() -> LiveState {
         client: Some(client()),
         history: history(),
         notes: vec!["ramp: 12,500 connections/s up to 1,000,000".into()],
-    }
+        ..LiveState::default()
+    };
+    refigure(&mut state);
+    state
+}
+
+/// Recomputes the state's figures from its sources (after a test changed one), with the
+/// demo's rates where a source is there.
+pub fn refigure(state: &mut LiveState) {
+    let mut figures = Figures::of_sources(
+        UNIX_MS,
+        state.kernel.as_ref(),
+        state.server.as_ref(),
+        state.client.as_ref(),
+    );
+    let (k, s, c) = (
+        state.kernel.is_some(),
+        state.server.is_some(),
+        state.client.is_some(),
+    );
+    figures.client_connect_per_s = c.then_some(SETUP_PER_S);
+    figures.kernel_established_per_s = k.then_some(2.0 * SETUP_PER_S);
+    figures.setup_per_s = figures
+        .client_connect_per_s
+        .or(figures.kernel_established_per_s);
+    figures.server.cpu_cores = s.then_some(0.8);
+    figures.client.cpu_cores = c.then_some(0.9);
+    figures.mem_available_bytes = Some(17 << 30);
+    state.figures = figures;
 }
 
 fn states(pairs: &[(u32, i64)]) -> BTreeMap<String, i64> {
@@ -168,6 +199,7 @@ pub fn kernel() -> KernelView {
             duration_ms: 180.0,
             sockets_walked: total_sockets,
             walks: 49,
+            ended_unix_ms: UNIX_MS - 400,
         },
         unavailable: vec![UNAVAILABLE.to_owned()],
         map_errors: 0,

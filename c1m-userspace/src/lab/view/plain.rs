@@ -4,15 +4,14 @@
 //! bytes are in bytes, rates per second; `mismatch` lists the kernel-vs-app rows that
 //! differ (`none` when all agree, `n/a` when no row has both sides).
 
-use super::{
-    compare,
-    figures::{Figures, SideFigures},
-    format::NA,
+use super::format::NA;
+use crate::lab::{
+    figures::{SideFigures, Source},
+    model::LiveState,
 };
-use crate::lab::model::LiveState;
 
 /// The keys of every line, in order.
-pub const KEYS: [&str; 28] = [
+pub const KEYS: [&str; 29] = [
     "t_s",
     "phase",
     "target",
@@ -40,17 +39,14 @@ pub const KEYS: [&str; 28] = [
     "server_cpu_s",
     "client_cpu_s",
     "mem_available_bytes",
+    "stale",
     "mismatch",
 ];
 
 /// One line (no newline) with the key figures of both sides.
 pub fn line(state: &LiveState) -> String {
-    let f = Figures::of(state);
-    let rows = compare::kernel_vs_app(
-        state.kernel.as_ref(),
-        state.server.as_ref(),
-        state.client.as_ref(),
-    );
+    let f = &state.figures;
+    let rows = &f.kernel_vs_app;
     let compared: Vec<_> = rows
         .iter()
         .filter(|r| r.kernel.is_some() && r.app.is_some())
@@ -68,6 +64,22 @@ pub fn line(state: &LiveState) -> String {
         } else {
             differ.join(",")
         }
+    };
+    // Sources whose figures on this line are older than two ticks, with their age.
+    let stale: Vec<String> = Source::ALL
+        .into_iter()
+        .filter_map(|src| {
+            let r = f.readings.of(src).filter(|r| r.stale())?;
+            Some(format!("{}:{:.1}s", src.name(), r.age_s))
+        })
+        .collect();
+    let any_source = Source::ALL.iter().any(|&src| f.readings.of(src).is_some());
+    let stale = if !any_source {
+        NA.to_owned()
+    } else if stale.is_empty() {
+        "none".to_owned()
+    } else {
+        stale.join(",")
     };
     let (s, c): (&SideFigures, &SideFigures) = (&f.server, &f.client);
     let values: [String; KEYS.len()] = [
@@ -98,6 +110,7 @@ pub fn line(state: &LiveState) -> String {
         float(s.cpu_s, 2),
         float(c.cpu_s, 2),
         int(f.mem_available_bytes),
+        stale,
         mismatch,
     ];
     let mut out = String::with_capacity(600);
@@ -207,12 +220,27 @@ mod tests {
         s.kernel = None;
         s.client = None;
         s.history.clear();
+        demo::refigure(&mut s);
         let m: BTreeMap<_, _> = parse(&line(&s)).into_iter().collect();
         assert_eq!(m["server_app_open"], "600000");
         assert_eq!(m["server_kernel_established"], NA);
         assert_eq!(m["client_app_open"], NA);
         assert_eq!(m["accept_queue"], NA);
         assert_eq!(m["mismatch"], NA);
+        assert_eq!(m["stale"], "none");
+        // A source that stopped answering is named with its age.
+        let mut s = demo::state();
+        s.figures = crate::lab::figures::Figures::of_sources(
+            demo::UNIX_MS + 3_500,
+            s.kernel.as_ref(),
+            s.server.as_ref(),
+            s.client.as_ref(),
+        );
+        let m: BTreeMap<_, _> = parse(&line(&s)).into_iter().collect();
+        assert_eq!(
+            m["stale"],
+            "kernel:3.5s,kernel_walk:3.9s,server:3.5s,client:3.5s"
+        );
     }
 
     #[test]
@@ -227,6 +255,7 @@ mod tests {
             k.client.states.insert("established".into(), 600_300);
             k.client.states.insert("syn_sent".into(), 86);
         }
+        demo::refigure(&mut s);
         let m: BTreeMap<_, _> = parse(&line(&s)).into_iter().collect();
         assert_eq!(m["phase"], "tear_down___now");
         assert_eq!(m["mismatch"], "none");

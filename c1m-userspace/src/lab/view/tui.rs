@@ -33,12 +33,11 @@ use ratatui::{
     widgets::{Block, Cell, Paragraph, Row, Sparkline, Table, Wrap},
 };
 
-use super::{
-    compare,
-    figures::{self, Figures, SideFigures},
-    format::{self, NA},
+use super::format::{self, NA};
+use crate::lab::{
+    figures::{Figures, SideFigures, Source},
+    model::{KernelVsApp, LiveState},
 };
-use crate::lab::model::{KernelVsApp, LiveState};
 
 /// Below this size the full view cannot be read; a compact summary is drawn instead.
 pub const MIN_WIDTH: u16 = 60;
@@ -63,26 +62,50 @@ const WARN: Style = Style::new().fg(Color::Yellow);
 const LABEL: Style = Style::new().fg(Color::Gray);
 const NOTE: Style = Style::new().fg(Color::Gray).add_modifier(Modifier::ITALIC);
 const TITLE: Style = Style::new().add_modifier(Modifier::BOLD);
+/// A figure older than two ticks: dimmed, never shown as if fresh.
+const STALE: Style = Style::new()
+    .fg(Color::DarkGray)
+    .add_modifier(Modifier::CROSSED_OUT);
+
+/// The styles of one column's figures: each source's colour, or [`STALE`] when that
+/// source's figures are stale.
+#[derive(Clone, Copy)]
+struct Palette {
+    kernel: Style,
+    walk: Style,
+    app: Style,
+}
+
+impl Palette {
+    fn of(f: &Figures, app: Source) -> Palette {
+        let pick = |source, fresh| if f.stale(source) { STALE } else { fresh };
+        Palette {
+            kernel: pick(Source::Kernel, KERNEL),
+            walk: if f.kernel_memory_derived {
+                STALE
+            } else {
+                pick(Source::KernelWalk, KERNEL)
+            },
+            app: pick(app, APP),
+        }
+    }
+}
 
 /// Draws the whole live view into `frame`.
 pub fn render(frame: &mut Frame, state: &LiveState) {
     let area = frame.area();
-    let figures = Figures::of(state);
+    let figures = &state.figures;
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
-        compact(frame, area, state, &figures);
+        compact(frame, area, state, figures);
         return;
     }
-    let rows = compare::kernel_vs_app(
-        state.kernel.as_ref(),
-        state.server.as_ref(),
-        state.client.as_ref(),
-    );
+    let rows = &figures.kernel_vs_app;
     let warnings = warnings(state);
     let warn_h = warnings.len() as u16;
     // Fixed parts first; the kernel-vs-app rows get what their text needs and the setup
     // rate chart the rest (it is the first thing to go on a short terminal).
     let rest = area.height.saturating_sub(1 + warn_h + COLUMN_ROWS + 2 + 1);
-    let kva_need = kernel_vs_app_height(&rows, area.width);
+    let kva_need = kernel_vs_app_height(rows, area.width);
     let spark_h = if rest >= kva_need + SPARK_MIN {
         (rest - kva_need).min(SPARK_MAX)
     } else {
@@ -97,16 +120,16 @@ pub fn render(frame: &mut Frame, state: &LiveState) {
         Constraint::Length(1),
     ])
     .areas(area);
-    frame.render_widget(Paragraph::new(header_line(state, &figures)), header);
+    frame.render_widget(Paragraph::new(header_line(state, figures)), header);
     frame.render_widget(Paragraph::new(warnings), warn);
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(columns);
-    frame.render_widget(column(" server ", server_rows(&figures)), left);
-    frame.render_widget(column(" client ", client_rows(&figures)), right);
+    frame.render_widget(column(" server ", server_rows(figures)), left);
+    frame.render_widget(column(" client ", client_rows(figures)), right);
     if spark.height > 0 {
-        setup_rate(frame, spark, state, &figures);
+        setup_rate(frame, spark, state, figures);
     }
-    frame.render_widget(kernel_vs_app(&rows), kva);
+    frame.render_widget(kernel_vs_app(rows), kva);
     frame.render_widget(
         Paragraph::new(Line::from(vec![
             Span::styled(" q", TITLE),
@@ -160,6 +183,14 @@ fn header_line(state: &LiveState, f: &Figures) -> Line<'static> {
             "  box memory available {}",
             format::bytes(b as f64)
         )));
+    }
+    for source in Source::ALL {
+        if let Some(r) = f.readings.of(source).filter(|r| r.stale()) {
+            spans.push(Span::styled(
+                format!("  {} figures {:.1} s old", source.name(), r.age_s),
+                WARN,
+            ));
+        }
     }
     Line::from(spans)
 }
@@ -230,24 +261,31 @@ fn bytes(v: Option<f64>, style: Style) -> Span<'static> {
 }
 
 /// Figures shared by both columns, in the same rows: memory and CPU.
-fn common_rows(s: &SideFigures) -> [(&'static str, Span<'static>); 5] {
+fn common_rows(s: &SideFigures, p: Palette) -> [(&'static str, Span<'static>); 5] {
     [
-        ("transitions", per_s(s.transitions_per_s, KERNEL)),
+        ("transitions", per_s(s.transitions_per_s, p.kernel)),
         (
             "kernel per socket",
-            bytes(s.kernel_bytes_per_socket, KERNEL),
+            bytes(s.kernel_bytes_per_socket, p.walk),
         ),
         (
             "user per connection",
-            bytes(s.user_bytes_per_connection, APP),
+            bytes(s.user_bytes_per_connection, p.app),
         ),
-        ("resident memory", bytes(s.rss_bytes.map(|b| b as f64), APP)),
-        ("CPU user+sys", value(s.cpu_s.map(format::duration), APP)),
+        (
+            "resident memory",
+            bytes(s.rss_bytes.map(|b| b as f64), p.app),
+        ),
+        (
+            "CPU busy",
+            value(s.cpu_cores.map(|c| format!("{c:.2} cores")), p.app),
+        ),
     ]
 }
 
 fn server_rows(f: &Figures) -> Vec<(&'static str, Span<'static>)> {
     let s = &f.server;
+    let p = Palette::of(f, Source::Server);
     let queue = f.queue_depth.map(|d| {
         format!(
             "{} / {}",
@@ -262,23 +300,24 @@ fn server_rows(f: &Figures) -> Vec<(&'static str, Span<'static>)> {
     let overflow_style = if f.queue_overflows.is_some_and(|o| o > 0) {
         WARN
     } else {
-        KERNEL
+        p.kernel
     };
     let mut rows = vec![
-        ("app open", n_u(s.app_open, APP)),
-        ("kernel ESTABLISHED", n_i(s.kernel_established, KERNEL)),
-        ("kernel CLOSE_WAIT", n_i(s.kernel_close_wait, KERNEL)),
-        ("kernel SYN_RECV", n_i(s.kernel_syn_recv, KERNEL)),
-        ("accept queue / limit", value(queue, KERNEL)),
+        ("app open", n_u(s.app_open, p.app)),
+        ("kernel ESTABLISHED", n_i(s.kernel_established, p.kernel)),
+        ("kernel CLOSE_WAIT", n_i(s.kernel_close_wait, p.kernel)),
+        ("kernel SYN_RECV", n_i(s.kernel_syn_recv, p.kernel)),
+        ("accept queue / limit", value(queue, p.kernel)),
         ("queue overflows", value(overflows, overflow_style)),
-        ("app accepted total", n_u(s.app_total, APP)),
+        ("app accepted total", n_u(s.app_total, p.app)),
     ];
-    rows.extend(common_rows(s));
+    rows.extend(common_rows(s, p));
     rows
 }
 
 fn client_rows(f: &Figures) -> Vec<(&'static str, Span<'static>)> {
     let c = &f.client;
+    let p = Palette::of(f, Source::Client);
     let failures = c.app_failures.map(|n| {
         if c.app_failure_causes.is_empty() {
             format::count(n)
@@ -294,18 +333,18 @@ fn client_rows(f: &Figures) -> Vec<(&'static str, Span<'static>)> {
     let failure_style = if c.app_failures.is_some_and(|n| n > 0) {
         WARN
     } else {
-        APP
+        p.app
     };
     let mut rows = vec![
-        ("app open", n_u(c.app_open, APP)),
-        ("kernel ESTABLISHED", n_i(c.kernel_established, KERNEL)),
-        ("kernel SYN_SENT", n_i(c.kernel_syn_sent, KERNEL)),
-        ("app in flight", n_u(c.app_in_flight, APP)),
+        ("app open", n_u(c.app_open, p.app)),
+        ("kernel ESTABLISHED", n_i(c.kernel_established, p.kernel)),
+        ("kernel SYN_SENT", n_i(c.kernel_syn_sent, p.kernel)),
+        ("app in flight", n_u(c.app_in_flight, p.app)),
         ("app failures", value(failures, failure_style)),
-        ("setup rate", per_s(f.setup_per_s, APP)),
-        ("app connected total", n_u(c.app_total, APP)),
+        ("setup rate", per_s(f.setup_per_s, p.app)),
+        ("app connected total", n_u(c.app_total, p.app)),
     ];
-    rows.extend(common_rows(c));
+    rows.extend(common_rows(c, p));
     rows
 }
 
@@ -318,7 +357,7 @@ fn column(title: &'static str, rows: Vec<(&'static str, Span<'static>)>) -> Tabl
 }
 
 fn setup_rate(frame: &mut Frame, area: Rect, state: &LiveState, f: &Figures) {
-    let rates: Vec<Option<f64>> = state.history.iter().map(figures::setup_rate).collect();
+    let rates: Vec<Option<f64>> = state.history.iter().map(|s| s.setup_per_s()).collect();
     let peak = rates
         .iter()
         .flatten()

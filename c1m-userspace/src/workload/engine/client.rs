@@ -220,6 +220,7 @@ impl Shard {
         let r = WorkerReport {
             shard: self.cfg.shard,
             pid: std::process::id(),
+            unix_ns: sys::realtime_ns(),
             counters: self.c,
             ramp_done: self.ramp_done(),
             closed_all,

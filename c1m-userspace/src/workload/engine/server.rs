@@ -238,6 +238,7 @@ impl Shard {
         let r = WorkerReport {
             shard: self.cfg.shard,
             pid: std::process::id(),
+            unix_ns: sys::realtime_ns(),
             counters: self.c,
             ready: true,
             closed_all,
