@@ -28,12 +28,22 @@ const HISTORY: usize = 600;
 
 pub enum LiveOutput {
     Tui(Tui),
-    Plain { last: Option<Instant> },
+    Plain {
+        last: Option<Instant>,
+    },
+    /// One JSON object per second: the phase and the [`Figures`], as `c1m observe --json`.
+    Json {
+        last: Option<Instant>,
+    },
 }
 
 impl LiveOutput {
-    /// The TUI on a terminal unless `plain`; plain lines otherwise (CI, pipes).
-    pub fn choose(plain: bool) -> Self {
+    /// JSON lines when asked; else the TUI on a terminal unless `plain`; plain lines
+    /// otherwise (CI, pipes).
+    pub fn choose(plain: bool, json: bool) -> Self {
+        if json {
+            return LiveOutput::Json { last: None };
+        }
         if !plain && std::io::stdout().is_terminal() {
             match Tui::start() {
                 Ok(t) => return LiveOutput::Tui(t),
@@ -161,7 +171,20 @@ impl Live {
                 *last = Some(Instant::now());
                 println!("{}", plain::line(state));
             }
-            Some(LiveOutput::Plain { .. }) => {}
+            Some(LiveOutput::Json { last })
+                if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) =>
+            {
+                *last = Some(Instant::now());
+                let line = serde_json::json!({
+                    "t_s": state.elapsed_s,
+                    "phase": state.phase,
+                    "target": state.target,
+                    "figures": state.figures,
+                    "notes": state.notes,
+                });
+                println!("{line}");
+            }
+            Some(LiveOutput::Plain { .. } | LiveOutput::Json { .. }) => {}
             None => {}
         }
     }

@@ -81,6 +81,24 @@ pub struct RunArgs {
     /// Plain lines instead of the terminal UI, even on a terminal.
     #[arg(long)]
     pub plain: bool,
+    /// One JSON object per second (phase and every figure with its age) instead of the
+    /// terminal UI, as `c1m observe --json`.
+    #[arg(long, conflicts_with = "plain")]
+    pub json: bool,
+}
+
+/// A line for the user: stdout, or stderr when stdout carries `--json` lines.
+macro_rules! say {
+    ($json:expr, $($arg:tt)*) => {
+        if $json { eprintln!($($arg)*) } else { println!($($arg)*) }
+    };
+}
+
+/// [`say!`] without the newline.
+macro_rules! say_raw {
+    ($json:expr, $($arg:tt)*) => {
+        if $json { eprint!($($arg)*) } else { print!($($arg)*) }
+    };
 }
 
 /// Exit code of an interrupted run (files are complete, the run is not).
@@ -253,7 +271,8 @@ async fn run(args: RunArgs) -> Result<i32> {
         None => default_sources(connections, server_ports),
     };
     let observer_wanted = !args.no_observer;
-    println!(
+    say!(
+        args.json,
         "c1m run: {} connections ({reason}), {} conn/s, mode {}",
         count(connections),
         count(args.rate),
@@ -272,7 +291,7 @@ async fn run(args: RunArgs) -> Result<i32> {
     let tuning = if args.tune {
         let t = Tuning::apply(&checks).context("--tune")?;
         for c in &t.changed {
-            println!("tune: {} {} -> {}", c.name, c.old, c.new);
+            say!(args.json, "tune: {} {} -> {}", c.name, c.old, c.new);
         }
         checks = doctor::checks(&target);
         Some(t)
@@ -281,7 +300,8 @@ async fn run(args: RunArgs) -> Result<i32> {
     };
     let problems: Vec<&doctor::Check> = checks.iter().filter(|c| c.status != Status::Ok).collect();
     if !problems.is_empty() {
-        print!(
+        say_raw!(
+            args.json,
             "{}",
             doctor::table(&problems.iter().map(|c| (*c).clone()).collect::<Vec<_>>())
         );
@@ -302,7 +322,7 @@ async fn run(args: RunArgs) -> Result<i32> {
     let dir = args.out.join(chrono_like_stamp(started_ms));
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("creating the run folder {}", dir.display()))?;
-    println!("run folder: {}", dir.display());
+    say!(args.json, "run folder: {}", dir.display());
 
     let mut record = RunRecord {
         c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -371,7 +391,7 @@ async fn run(args: RunArgs) -> Result<i32> {
 
     let title = format!("c1m run: {} {} connections", args.mode, count(connections));
     let live = Live::new(
-        LiveOutput::choose(args.plain),
+        LiveOutput::choose(args.plain, args.json),
         args.metrics_addr,
         &title,
         started_ms,
@@ -434,8 +454,8 @@ async fn run(args: RunArgs) -> Result<i32> {
             eprintln!("c1m: could not restore sysctl {f}");
         }
     }
-    print!("{}", super::summary::text(&lab.record));
-    println!("run folder: {}", dir.display());
+    say_raw!(args.json, "{}", super::summary::text(&lab.record));
+    say!(args.json, "run folder: {}", dir.display());
     if let Err(e) = outcome {
         eprintln!("c1m run: {e:#}");
     }

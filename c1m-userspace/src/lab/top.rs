@@ -96,7 +96,7 @@ async fn top(mut args: TopArgs) -> Result<()> {
     let started = Instant::now();
     let started_ms = crate::util::unix_ms_now();
     let mut live = Live::new(
-        LiveOutput::choose(args.plain),
+        LiveOutput::choose(args.plain, false),
         args.metrics_addr,
         "c1m top",
         started_ms,

@@ -26,6 +26,7 @@ use tokio::{
 };
 
 use crate::{
+    lab::figures::Source,
     lab::model::LiveState,
     observer::{KernelView, view::GAUGE_STATES},
     workload::stats::{AppSnapshot, Percentiles},
@@ -124,17 +125,23 @@ fn run_metrics(x: &mut Exposition, state: &LiveState) {
     for (side, app) in sides(state) {
         f.sample(&[("side", side)], u64::from(app.is_some()));
     }
-    if let Some(last) = state
-        .history
-        .last()
-        .filter(|s| s.box_mem_available_bytes > 0)
-    {
+    if let Some(b) = state.figures.mem_available_bytes {
         x.family(
             "c1m_memory_available_bytes",
             Kind::Gauge,
             "Free memory of the box (/proc/meminfo MemAvailable).",
         )
-        .sample(&[], last.box_mem_available_bytes);
+        .sample(&[], b);
+    }
+    let f = x.family(
+        "c1m_figures_age_seconds",
+        Kind::Gauge,
+        "How old each source's figures are (stale past 1 s, two ticks of the live view).",
+    );
+    for source in Source::ALL {
+        if let Some(r) = state.figures.readings.of(source) {
+            f.sample(&[("source", source.name())], r.age_s);
+        }
     }
 }
 
