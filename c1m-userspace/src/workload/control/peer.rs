@@ -252,7 +252,12 @@ mod tests {
 
     #[test]
     fn loopback_addresses() {
-        for a in ["127.0.0.1:1", "127.9.9.9:1", "[::1]:1", "[::ffff:127.0.0.1]:1"] {
+        for a in [
+            "127.0.0.1:1",
+            "127.9.9.9:1",
+            "[::1]:1",
+            "[::ffff:127.0.0.1]:1",
+        ] {
             assert!(is_loopback(&a.parse().unwrap()), "{a}");
         }
         for a in ["0.0.0.0:1", "[::]:1", "10.0.0.1:1", "[::ffff:10.0.0.1]:1"] {
@@ -267,10 +272,7 @@ mod tests {
         let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (s, peer) = l.accept().unwrap();
         assert_eq!(peer, c.local_addr().unwrap());
-        assert_eq!(
-            tcp_peer_uid(s.local_addr().unwrap(), peer).unwrap(),
-            euid()
-        );
+        assert_eq!(tcp_peer_uid(s.local_addr().unwrap(), peer).unwrap(), euid());
         // A 4-tuple with no socket behind it is an error, never a uid.
         let gone: SocketAddr = "127.0.0.1:1".parse().unwrap();
         assert!(tcp_peer_uid(s.local_addr().unwrap(), gone).is_err());
@@ -285,9 +287,6 @@ mod tests {
         let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (s, peer) = l.accept().unwrap();
         assert_eq!(peer, c.local_addr().unwrap());
-        assert_eq!(
-            tcp_peer_uid(s.local_addr().unwrap(), peer).unwrap(),
-            euid()
-        );
+        assert_eq!(tcp_peer_uid(s.local_addr().unwrap(), peer).unwrap(), euid());
     }
 }

@@ -122,7 +122,10 @@ mod tests {
         fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
         let t = Token::generate().unwrap();
         t.write(&p).unwrap();
-        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         assert_eq!(Token::read(&p).unwrap().as_str(), t.as_str());
         fs::remove_dir_all(&dir).unwrap();
     }

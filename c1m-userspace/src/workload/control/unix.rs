@@ -20,7 +20,9 @@ pub enum SocketError {
         "control endpoint {0} is in use by a running process: stop that process, or give --control another path"
     )]
     Live(PathBuf),
-    #[error("control endpoint {0} exists and is not a socket: remove it, or give --control another path")]
+    #[error(
+        "control endpoint {0} exists and is not a socket: remove it, or give --control another path"
+    )]
     NotSocket(PathBuf),
     #[error("control endpoint {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
@@ -128,7 +130,7 @@ pub fn bind_private(path: &Path) -> Result<(UnixListener, SocketFile), SocketErr
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_err)?;
     }
     // SAFETY: fd is a bound socket.
-    if unsafe { libc::listen(fd.as_raw_fd(), 64) } != 0 {
+    if unsafe { libc::listen(fd.as_raw_fd(), super::BACKLOG as i32) } != 0 {
         return Err(io_err(io::Error::last_os_error()));
     }
     Ok((UnixListener::from(fd), file))
