@@ -5,8 +5,9 @@
 //! request over `NETLINK_SOCK_DIAG` with the exact 4-tuple (no `NLM_F_DUMP`) makes
 //! `inet_diag_find_one_icsk` look it up in the socket hash and answer `idiag_uid`.
 //! Why not `/proc/net/tcp{,6}`: it lists every socket of the namespace, so one lookup
-//! costs a walk of all of them — with the lab's 2M sockets that is a ~200 MB text
-//! file per control connection (measured: see `lookup_cost` in tests/control_endpoint.rs).
+//! costs a walk of all of them. Measured with 18,001 loopback sockets: reading it took
+//! 84 ms (2.7 MB of text), the exact sock_diag lookup 21 µs whatever the count; at the
+//! lab's 2M sockets the file would cost ~9 s and ~300 MB per control connection.
 
 use std::{
     io,
