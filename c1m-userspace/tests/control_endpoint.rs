@@ -77,48 +77,72 @@ fn probe_helper() {
         out.push_str(l);
         out.push('\n');
     }
-    let talk = |mut s: Box<dyn ReadWrite>, shut: &dyn Fn()| {
-        let _ = s.write_all(out.as_bytes());
-        shut();
-        let mut r = BufReader::new(s);
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match r.read_line(&mut line) {
-                Ok(0) => break println!("PROBE eof"),
-                Ok(_) => println!("PROBE {}", line.trim_end()),
-                Err(e) => break println!("PROBE read-error {e}"),
-            }
-        }
+    let mut s = match Conn::open(&ep) {
+        Ok(s) => s,
+        Err(e) => return println!("PROBE connect-error {:?}", e.kind()),
     };
-    let timeout = Some(Duration::from_secs(10));
-    if ep.contains('/') {
-        match UnixStream::connect(&ep) {
-            Ok(s) => {
-                s.set_read_timeout(timeout).unwrap();
-                let w = s.try_clone().unwrap();
-                talk(Box::new(s), &|| {
-                    let _ = w.shutdown(std::net::Shutdown::Write);
-                })
-            }
-            Err(e) => println!("PROBE connect-error {:?}", e.kind()),
-        }
-    } else {
-        match TcpStream::connect(&ep) {
-            Ok(s) => {
-                s.set_read_timeout(timeout).unwrap();
-                let w = s.try_clone().unwrap();
-                talk(Box::new(s), &|| {
-                    let _ = w.shutdown(std::net::Shutdown::Write);
-                })
-            }
-            Err(e) => println!("PROBE connect-error {:?}", e.kind()),
+    let _ = s.write_all(out.as_bytes());
+    s.shut_write();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match r.read_line(&mut line) {
+            Ok(0) => break println!("PROBE eof"),
+            Ok(_) => println!("PROBE {}", line.trim_end()),
+            Err(e) => break println!("PROBE read-error {e}"),
         }
     }
 }
 
-trait ReadWrite: Read + Write {}
-impl<T: Read + Write> ReadWrite for T {}
+/// A control connection over either transport, as the probe sees it.
+enum Conn {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Conn {
+    fn open(ep: &str) -> std::io::Result<Conn> {
+        let timeout = Some(Duration::from_secs(10));
+        Ok(if ep.contains('/') {
+            let s = UnixStream::connect(ep)?;
+            s.set_read_timeout(timeout)?;
+            Conn::Unix(s)
+        } else {
+            let s = TcpStream::connect(ep)?;
+            s.set_read_timeout(timeout)?;
+            Conn::Tcp(s)
+        })
+    }
+
+    fn shut_write(&self) {
+        let _ = match self {
+            Conn::Unix(s) => s.shutdown(std::net::Shutdown::Write),
+            Conn::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
+        };
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Unix(s) => s.read(b),
+            Conn::Tcp(s) => s.read(b),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Unix(s) => s.write(b),
+            Conn::Tcp(s) => s.write(b),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// Runs [`probe_helper`] in a child (`uid`: as that user; `netns`: inside that named
 /// namespace) and returns the lines it saw: the server's answers, then `eof`.
@@ -169,6 +193,15 @@ fn server(name: &'static str, port: u16, ctl: &str, extra: &[&str]) -> Proc {
             .args(["--max-conns", "100", "--quiet", "--control", ctl])
             .args(extra),
     )
+}
+
+/// [`server`] on a loopback TCP control endpoint, once it answers `stats`.
+fn tcp_server_up(name: &'static str, port: u16, ctl: &str) -> Proc {
+    let s = server(name, port, ctl, &[]);
+    wait_for(ctl, "server up", Duration::from_secs(30), |s| {
+        s.phase == "running"
+    });
+    s
 }
 
 fn wait_path(p: &str) {
@@ -223,14 +256,8 @@ fn non_owner_uid_is_refused_on_unix_and_loopback_tcp() {
     let dir = Dir::new("owner");
     let sock = dir.join("s.sock");
     let _unix = server("c1m server (unix)", 18601, &sock, &[]);
-    let _tcp = server("c1m server (tcp)", 18602, "127.0.0.1:18603", &[]);
+    let _tcp = tcp_server_up("c1m server (tcp)", 18602, "127.0.0.1:18603");
     wait_unix_running(&sock);
-    wait_for(
-        "127.0.0.1:18603",
-        "tcp server up",
-        Duration::from_secs(30),
-        |s| s.phase == "running",
-    );
 
     // The file itself keeps other users out...
     assert_eq!(
@@ -370,13 +397,7 @@ fn huge_line_is_refused_without_memory_growth() {
     if !root_or_skip("huge_line_is_refused_without_memory_growth") {
         return;
     }
-    let s = server("c1m server (huge line)", 18620, "127.0.0.1:18621", &[]);
-    wait_for(
-        "127.0.0.1:18621",
-        "server up",
-        Duration::from_secs(30),
-        |s| s.phase == "running",
-    );
+    let s = tcp_server_up("c1m server (huge line)", 18620, "127.0.0.1:18621");
     let pid = s.child.as_ref().unwrap().id();
     let before = vm_hwm_kib(pid);
 
@@ -428,13 +449,7 @@ fn partial_line_at_eof_is_not_run_and_errors_do_not_echo() {
     if !root_or_skip("partial_line_at_eof_is_not_run_and_errors_do_not_echo") {
         return;
     }
-    let _s = server("c1m server (partial)", 18630, "127.0.0.1:18631", &[]);
-    wait_for(
-        "127.0.0.1:18631",
-        "server up",
-        Duration::from_secs(30),
-        |s| s.phase == "running",
-    );
+    let _s = tcp_server_up("c1m server (partial)", 18630, "127.0.0.1:18631");
     let mut c = TcpStream::connect("127.0.0.1:18631").unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     c.write_all(&[b'x'; 4000]).unwrap();
@@ -452,19 +467,6 @@ fn partial_line_at_eof_is_not_run_and_errors_do_not_echo() {
     assert_eq!(stats("127.0.0.1:18631").unwrap().phase, "running");
 }
 
-fn raise_nofile() {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: r is a valid rlimit for both calls.
-    unsafe {
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
-        r.rlim_cur = r.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-    }
-}
-
 /// 10,000 idle control connections do not cost a data connection: a server sized for one
 /// process holds all 12,000 data connections, serves exactly 64 control sessions and
 /// tells the other 9,936 so.
@@ -473,7 +475,7 @@ fn idle_control_flood_costs_no_data_connections() {
     if !root_or_skip("idle_control_flood_costs_no_data_connections") {
         return;
     }
-    raise_nofile();
+    c1m::workload::limits::raise_nofile().unwrap();
     const IDLE: usize = 10_000;
     const DATA: u64 = 12_000;
     let _s = Proc::spawn(
