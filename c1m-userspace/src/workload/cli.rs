@@ -52,9 +52,15 @@ pub struct ServerArgs {
     /// overrides it per push.
     #[arg(long, default_value_t = 0)]
     pub push_writers: usize,
-    /// Control endpoint: HOST:PORT on loopback, or a unix socket path.
+    /// Control endpoint: a unix socket path (created 0600) or HOST:PORT. Only this
+    /// user or root may use it; an address other than loopback needs --control-token-file.
     #[arg(long)]
     pub control: Option<String>,
+    /// Write a fresh random token here (0600) and require `auth <token>` as the first line
+    /// of every control connection; needed to bind --control to a non-loopback address.
+    /// c1m's own calls read it from $C1M_CONTROL_TOKEN_FILE.
+    #[arg(long, requires = "control")]
+    pub control_token_file: Option<PathBuf>,
     /// Write the final stats snapshot (JSON) here at exit.
     #[arg(long)]
     pub stats_json: Option<PathBuf>,
@@ -124,9 +130,15 @@ pub struct ClientArgs {
     /// Shard threads when one process suffices (default: one per CPU).
     #[arg(long)]
     pub threads: Option<u64>,
-    /// Control endpoint: HOST:PORT on loopback, or a unix socket path.
+    /// Control endpoint: a unix socket path (created 0600) or HOST:PORT. Only this
+    /// user or root may use it; an address other than loopback needs --control-token-file.
     #[arg(long)]
     pub control: Option<String>,
+    /// Write a fresh random token here (0600) and require `auth <token>` as the first line
+    /// of every control connection; needed to bind --control to a non-loopback address.
+    /// c1m's own calls read it from $C1M_CONTROL_TOKEN_FILE.
+    #[arg(long, requires = "control")]
+    pub control_token_file: Option<PathBuf>,
     /// Write the final stats snapshot (JSON) here at exit.
     #[arg(long)]
     pub stats_json: Option<PathBuf>,
@@ -277,7 +289,7 @@ pub fn run_server(a: ServerArgs) -> Result<()> {
         bail!("no --addr to listen on");
     }
     let listeners = listen.len() as u64;
-    let one_process = nofile.soft.saturating_sub(listeners + limits::FD_RESERVE);
+    let one_process = limits::conn_cap(nofile, listeners, true);
     let expected = a.max_conns.unwrap_or(one_process);
     let plan = plan_server(
         expected,
@@ -304,6 +316,7 @@ pub fn run_server(a: ServerArgs) -> Result<()> {
         mode: a.mode,
         target: expected,
         control: a.control,
+        control_token_file: a.control_token_file,
         stats_json: a.stats_json,
         quiet: a.quiet,
         push_every: a.push_every,
@@ -409,6 +422,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         mode: a.mode,
         target: a.connections,
         control: a.control,
+        control_token_file: a.control_token_file,
         stats_json: a.stats_json,
         quiet: a.quiet,
         push_every: None,

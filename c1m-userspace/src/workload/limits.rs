@@ -49,10 +49,29 @@
 
 use std::io;
 
+use super::control;
+
 /// Descriptors every process keeps for itself: stdio, the epoll instances, tokio's
-/// eventfd and signal pipe, IPC pipes, the control endpoint, /proc reads. 64 is ~3× what
-/// a worker uses, so a burst of /proc or control connections never eats into connections.
+/// eventfd and signal pipe, IPC pipes, /proc reads. 64 is ~3× what a worker uses, so a
+/// burst of /proc reads never eats into connections.
 pub const FD_RESERVE: u64 = 64;
+
+/// Descriptors the process serving the control endpoint keeps for it on top: its
+/// listener, [`control::MAX_SESSIONS`] sessions, and one more for a connection accepted
+/// only to be told "too many" and closed. Reserved up front, so control connections
+/// (10,000 idle ones, say) never take a data connection's descriptor.
+pub const CONTROL_FDS: u64 = control::MAX_SESSIONS as u64 + 2;
+
+/// Connections one process may hold: RLIMIT_NOFILE less its listeners, the reserve every
+/// process keeps and, in the process that serves the control endpoint (the supervisor,
+/// which holds connections itself when it runs thread shards), the control reserve.
+pub fn conn_cap(nofile: NoFile, listeners: u64, serves_control: bool) -> u64 {
+    let control = if serves_control { CONTROL_FDS } else { 0 };
+    nofile
+        .soft
+        .saturating_sub(listeners + FD_RESERVE + control)
+        .max(1)
+}
 
 /// Target load per server worker as a fraction of its cap: measured shares spread ~6–7%
 /// around the mean with outliers at +13% (see the module docs).
@@ -129,9 +148,10 @@ pub fn plan_server(
     workers: u64,
     threads: u64,
 ) -> Plan {
-    let cap = nofile.soft.saturating_sub(listeners + FD_RESERVE).max(1);
     let why = format!("RLIMIT_NOFILE {} per process", nofile.soft);
-    if workers == 0 && expected <= cap {
+    let one = conn_cap(nofile, listeners, true);
+    if workers == 0 && expected <= one {
+        let cap = one;
         let t = threads.max(1);
         return Plan {
             processes: false,
@@ -145,6 +165,7 @@ pub fn plan_server(
             ),
         };
     }
+    let cap = conn_cap(nofile, listeners, false);
     let w = if workers > 0 {
         workers
     } else {
@@ -168,9 +189,10 @@ pub fn plan_server(
 
 /// Plans a client opening `n` connections.
 pub fn plan_client(n: u64, nofile: NoFile, workers: u64, threads: u64) -> Plan {
-    let cap = nofile.soft.saturating_sub(FD_RESERVE).max(1);
     let why = format!("RLIMIT_NOFILE {} per process", nofile.soft);
-    if workers == 0 && n <= cap {
+    let one = conn_cap(nofile, 0, true);
+    if workers == 0 && n <= one {
+        let cap = one;
         let t = threads.max(1).min(n.max(1));
         return Plan {
             processes: false,
@@ -183,6 +205,7 @@ pub fn plan_client(n: u64, nofile: NoFile, workers: u64, threads: u64) -> Plan {
             ),
         };
     }
+    let cap = conn_cap(nofile, 0, false);
     let w = if workers > 0 {
         workers
     } else {
@@ -240,6 +263,8 @@ mod tests {
     fn small_runs_stay_in_one_process() {
         let p = plan_server(10_000, 100, BOX, 0, 2);
         assert_eq!((p.processes, p.per_shard.len()), (false, 2));
+        // One process also serves the control endpoint: its sessions are reserved.
+        assert_eq!(p.cap, 20_000 - 100 - FD_RESERVE - CONTROL_FDS);
         let c = plan_client(25_000, BOX, 0, 2);
         assert_eq!((c.processes, c.per_shard), (true, vec![12_500, 12_500]));
         let forced = plan_client(100, BOX, 3, 2);

@@ -7,7 +7,7 @@
 //! | `engine`     | per-shard connection engines (epoll + slab inside a tokio task)      |
 //! | `shard`      | shards as threads or re-exec'd worker processes; the worker main     |
 //! | `supervisor` | aggregation, lifecycle, signals, `connections: N`, summary           |
-//! | `control`    | the line-protocol control endpoint (`stats`, `push`, `close`, `stop`)|
+//! | `control`    | the line-protocol control endpoint (`stats`, `push`, `close`, `stop`), owner-only|
 //! | `stats`      | counters, histograms, [`stats::AppSnapshot`]                          |
 //! | `limits`     | RLIMIT_NOFILE and the split decision (with the balance arithmetic)   |
 //! | `config`     | what a shard is told (JSON to workers)                               |

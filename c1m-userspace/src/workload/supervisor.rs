@@ -44,6 +44,8 @@ pub struct Options {
     pub mode: Mode,
     pub target: u64,
     pub control: Option<String>,
+    /// Require a token on the control endpoint, written here.
+    pub control_token_file: Option<PathBuf>,
     pub stats_json: Option<PathBuf>,
     pub quiet: bool,
     /// Server: push schedule.
@@ -412,11 +414,21 @@ impl Supervisor {
             println!("{}", self.split);
         }
         let (ctl_tx, mut ctl_rx) = mpsc::unbounded_channel::<Request>();
-        if let Some(ep) = &self.o.control {
-            control::serve(control::Endpoint::parse(ep), ctl_tx).await?;
-        } else {
-            drop(ctl_tx);
-        }
+        // Held until this returns: dropping it removes the socket and token files.
+        let _control = match &self.o.control {
+            Some(ep) => Some(
+                control::serve(
+                    control::Endpoint::parse(ep),
+                    self.o.control_token_file.as_deref(),
+                    ctl_tx,
+                )
+                .await?,
+            ),
+            None => {
+                drop(ctl_tx);
+                None
+            }
+        };
         self.wait_ready(rx).await?;
         // Settle briefly so the baseline includes what start-up touched (listeners, stacks).
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -615,7 +627,8 @@ impl Supervisor {
                 serde_json::json!({"ok": "stopping"}).to_string()
             }
             (other, _) => err_json(&format!(
-                "unknown command {other:?}; {} side knows: stats, {}stop",
+                "unknown command {:?}; {} side knows: stats, {}stop",
+                control::line::excerpt(other),
                 side_name(side),
                 if side == Side::Server {
                     "push [WRITERS], "
@@ -634,10 +647,14 @@ fn parse_push(line: &str, default: usize) -> Result<usize, String> {
         ["push"] => Ok(default),
         ["push", n] => n.parse().map_err(|_| {
             format!(
-                "push {n:?}: WRITERS is how many shards write at once (0 for all), e.g. `push 4`"
+                "push {:?}: WRITERS is how many shards write at once (0 for all), e.g. `push 4`",
+                control::line::excerpt(n)
             )
         }),
-        _ => Err(format!("{line:?}: say `push` or `push WRITERS`")),
+        _ => Err(format!(
+            "{:?}: say `push` or `push WRITERS`",
+            control::line::excerpt(line)
+        )),
     }
 }
 

@@ -276,12 +276,8 @@ impl Shard {
                         self.paused[li] = Some(sys::monotonic_ns() + EMFILE_PAUSE_MS * 1_000_000);
                         if !self.warned_emfile {
                             self.warned_emfile = true;
-                            self.warn(format!(
-                                "accept: {e} with {} connections open in this process (RLIMIT_NOFILE): \
-                                 start the server with a larger --max-conns so it shards over more workers, \
-                                 or raise `ulimit -n`",
-                                self.open_in_process.load(Ordering::Relaxed)
-                            ));
+                            let conns = self.open_in_process.load(Ordering::Relaxed);
+                            self.warn(emfile_warning(&e, conns, self.cfg.cap));
                         }
                     }
                     return;
@@ -301,7 +297,9 @@ impl Shard {
         self.listeners.clear();
         self.paused.clear();
         self.warn(format!(
-            "shard {} reached its cap of {} connections per process: it stopped listening, so              SO_REUSEPORT spreads new connections over the other workers (a larger --max-conns              gives every worker more room)",
+            "shard {} reached its cap of {} connections per process: it stopped listening, so \
+             SO_REUSEPORT spreads new connections over the other workers (a larger --max-conns \
+             gives every worker more room)",
             self.cfg.shard, self.cfg.cap
         ));
     }
@@ -724,6 +722,24 @@ pub fn ws_input(
                 return (data.len(), Action::CloseProtocol);
             }
         }
+    }
+}
+
+/// The warning for an accept that ran out of descriptors, naming what holds them. The
+/// cap was sized so that `cap` connections plus the reserves fit RLIMIT_NOFILE: running
+/// out below it means descriptors that are not data connections took the room.
+fn emfile_warning(e: &std::io::Error, conns: u64, cap: u64) -> String {
+    if conns < cap {
+        format!(
+            "accept: {e} with only {conns} of this process's {cap} connection slots in use: descriptors \
+             that are not data connections (files, pipes or sockets opened beside them) took the room \
+             the connections were sized for; a larger --max-conns or `ulimit -n` would not help"
+        )
+    } else {
+        format!(
+            "accept: {e} with {conns} connections open in this process (RLIMIT_NOFILE): start the \
+             server with a larger --max-conns so it shards over more workers, or raise `ulimit -n`"
+        )
     }
 }
 
