@@ -178,7 +178,7 @@ impl SideFigures {
                 .unwrap_or_default(),
             kernel_established: k.map(|s| s.state(tcp_state::ESTABLISHED)),
             kernel_syn_sent: k.map(|s| s.state(tcp_state::SYN_SENT)),
-            kernel_syn_recv: k.map(half_open),
+            kernel_syn_recv: k.map(SideView::half_open),
             kernel_close_wait: k.map(|s| s.state(tcp_state::CLOSE_WAIT)),
             kernel_time_wait: k.map(|s| s.state(tcp_state::TIME_WAIT)),
             kernel_closing: k
@@ -208,12 +208,6 @@ impl SideFigures {
             cpu_cores: None,
         }
     }
-}
-
-/// SYN_RECV plus request sockets: handshakes the server side has not finished.
-pub fn half_open(s: &SideView) -> i64 {
-    s.state(tcp_state::SYN_RECV)
-        .saturating_add(s.state(tcp_state::NEW_SYN_RECV))
 }
 
 /// Sockets of a side now, every state the gauges count.
@@ -314,10 +308,10 @@ impl Figures {
             server: server_f,
             client: client_f,
             listeners: kernel.map(|k| k.listeners.len()),
-            queue_depth: kernel.map(compare::queue_depth),
-            queue_limit: kernel.map(compare::queue_limit),
-            queue_overflows: kernel.map(compare::queue_overflows),
-            queue_overflow_acks: kernel.and_then(compare::queue_overflow_acks),
+            queue_depth: kernel.map(KernelView::queue_depth),
+            queue_limit: kernel.map(KernelView::queue_limit),
+            queue_overflows: kernel.map(KernelView::queue_overflows),
+            queue_overflow_acks: kernel.and_then(KernelView::queue_overflow_acks),
             kernel_socket_bytes,
             kernel_bytes_per_socket: total_mem
                 .filter(|m| m.sockets > 0)

@@ -98,14 +98,14 @@ pub fn run(args: ObserveArgs) -> Result<()> {
 pub fn plain_line(v: &KernelView) -> String {
     let s = &v.server;
     let c = &v.client;
-    let queue: u64 = v.listeners.iter().map(|l| l.queue_depth).sum();
-    let overflows: u64 = v.listeners.iter().map(|l| l.accept_queue_overflows).sum();
+    let queue = v.queue_depth();
+    let overflows = v.queue_overflows();
     let mut line = format!(
         "t={:.0}s server: est {} syn_recv {} close_wait {} time_wait {} | client: est {} syn_sent {} time_wait {} | \
          accept queue {} overflows {} | est/s {:.0}",
         v.uptime_s,
         s.state(tcp_state::ESTABLISHED),
-        s.state(tcp_state::SYN_RECV) + s.state(tcp_state::NEW_SYN_RECV),
+        s.half_open(),
         s.state(tcp_state::CLOSE_WAIT),
         s.state(tcp_state::TIME_WAIT),
         c.state(tcp_state::ESTABLISHED),

@@ -76,6 +76,35 @@ impl KernelView {
             .map(|s| self.side(s).state(state))
             .sum()
     }
+
+    /// Connections in the accept queues now, over all watched listeners.
+    pub fn queue_depth(&self) -> u64 {
+        saturating_sum(self.listeners.iter().map(|l| l.queue_depth))
+    }
+
+    /// Accept-queue limits, summed over all watched listeners.
+    pub fn queue_limit(&self) -> u64 {
+        saturating_sum(self.listeners.iter().map(|l| l.queue_limit))
+    }
+
+    /// Handshakes the watched listeners dropped since the observer attached: the
+    /// kernel's `TcpExtListenDrops` for those ports.
+    pub fn queue_overflows(&self) -> u64 {
+        saturating_sum(self.listeners.iter().map(|l| l.accept_queue_overflows))
+    }
+
+    /// Final-ACK drops among [`Self::queue_overflows`]; `None` when any listener cannot
+    /// tell.
+    pub fn queue_overflow_acks(&self) -> Option<u64> {
+        self.listeners
+            .iter()
+            .try_fold(0u64, |acc, l| Some(acc.saturating_add(l.overflow_acks?)))
+    }
+}
+
+/// Kernel figures are summed over listeners and must never panic.
+fn saturating_sum(it: impl Iterator<Item = u64>) -> u64 {
+    it.fold(0, u64::saturating_add)
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
@@ -98,6 +127,12 @@ pub struct SideView {
 impl SideView {
     pub fn state(&self, state: u32) -> i64 {
         self.states.get(&state_key(state)).copied().unwrap_or(0)
+    }
+
+    /// SYN_RECV plus request sockets (NEW_SYN_RECV): handshakes not finished.
+    pub fn half_open(&self) -> i64 {
+        self.state(tcp_state::SYN_RECV)
+            .saturating_add(self.state(tcp_state::NEW_SYN_RECV))
     }
 
     pub fn event(&self, index: u32) -> u64 {

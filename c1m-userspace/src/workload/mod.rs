@@ -4,7 +4,7 @@
 //! | module       | concern                                                              |
 //! |--------------|----------------------------------------------------------------------|
 //! | `ws`         | RFC 6455 codec: handshake and frames, pure, no I/O                    |
-//! | `engine`     | per-shard connection engines (epoll + slab inside a tokio task)      |
+//! | `engine`     | per-shard connection engines (a plain epoll loop over a slab, one thread)|
 //! | `shard`      | shards as threads or re-exec'd worker processes; the worker main     |
 //! | `supervisor` | aggregation, lifecycle, signals, `connections: N`, summary           |
 //! | `control`    | the line-protocol control endpoint (`stats`, `push`, `close`, `stop`), owner-only|

@@ -89,12 +89,7 @@ pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Gro
     let overflows = run
         .kernel
         .as_ref()
-        .map(|k| {
-            k.listeners
-                .iter()
-                .map(|l| l.accept_queue_overflows)
-                .sum::<u64>() as f64
-        })
+        .map(|k| k.queue_overflows() as f64)
         .or_else(|| peak(s, |x| x.kernel_accept_queue_overflows.map(|v| v as f64)));
     let failures = run
         .client

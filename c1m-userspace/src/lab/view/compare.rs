@@ -69,7 +69,7 @@ fn server_open(k: Option<&KernelView>, app: Option<&AppSnapshot>) -> KernelVsApp
     let app_n = app.map(|a| gauge(a.counters.open));
     let mut why = Why::default();
     if let (Some(k), Some(a), Some(kn), Some(an)) = (k, app, kernel, app_n) {
-        let queued = gauge(queue_depth(k));
+        let queued = gauge(k.queue_depth());
         let close_wait = k.server.state(tcp_state::CLOSE_WAIT).max(0);
         why.part(queued, |n| {
             format!("{n} established in the kernel, not yet accepted")
@@ -98,7 +98,7 @@ fn server_accepted(k: Option<&KernelView>, app: Option<&AppSnapshot>) -> KernelV
     let app_n = app.map(|a| gauge(a.counters.accepted));
     let mut why = Why::default();
     if let (Some(k), Some(a), Some(kn), Some(an)) = (k, app, kernel, app_n) {
-        let queued = gauge(queue_depth(k));
+        let queued = gauge(k.queue_depth());
         why.part(queued, |n| {
             format!("{n} established in the kernel, not yet accepted")
         });
@@ -214,37 +214,10 @@ fn closing_note(side: &SideView, notes: &mut Vec<String>) {
     notes.push(format!("closing in the kernel: {}", parts.join(", ")));
 }
 
-/// Connections in the accept queues now, over all watched listeners.
-pub fn queue_depth(k: &KernelView) -> u64 {
-    sum(k.listeners.iter().map(|l| l.queue_depth))
-}
-
-/// Accept-queue limits, summed over all watched listeners.
-pub fn queue_limit(k: &KernelView) -> u64 {
-    sum(k.listeners.iter().map(|l| l.queue_limit))
-}
-
-/// Handshakes the watched listeners dropped since the observer attached.
-pub fn queue_overflows(k: &KernelView) -> u64 {
-    sum(k.listeners.iter().map(|l| l.accept_queue_overflows))
-}
-
-/// Final-ACK drops among [`queue_overflows`]; `None` when any listener cannot tell.
-pub fn queue_overflow_acks(k: &KernelView) -> Option<u64> {
-    k.listeners
-        .iter()
-        .try_fold(0u64, |acc, l| Some(acc.saturating_add(l.overflow_acks?)))
-}
-
-/// A saturating sum: kernel figures are summed over listeners and must never panic.
-pub fn sum(it: impl Iterator<Item = u64>) -> u64 {
-    it.fold(0, u64::saturating_add)
-}
-
 fn accept_queue_notes(k: &KernelView, notes: &mut Vec<String>) {
-    let overflows = queue_overflows(k);
+    let overflows = k.queue_overflows();
     if overflows > 0 {
-        let acks = queue_overflow_acks(k);
+        let acks = k.queue_overflow_acks();
         let mut s = format!(
             "{} handshakes dropped since start: accept queue full",
             count(overflows)
