@@ -311,6 +311,7 @@ pub fn run_server(a: ServerArgs) -> Result<()> {
         duration: a.duration,
         stay: false,
         step: default_step(expected),
+        rate: 0.0,
     };
     runtime()?
         .block_on(supervisor::run(o, &plan, configs))
@@ -419,6 +420,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         },
         stay: a.stay,
         step: a.step.unwrap_or_else(|| default_step(a.connections)),
+        rate: a.rate,
     };
     let snap = runtime()?.block_on(supervisor::run(o, &plan, configs))?;
     client_verdict(&snap)
