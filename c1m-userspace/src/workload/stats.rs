@@ -486,8 +486,9 @@ pub struct SetupRate {
     pub asked_per_s: Option<f64>,
     /// Connections established by the end of the ramp (or so far, while it runs).
     pub connected: u64,
-    /// Seconds from the start of the ramp to its end (every connect done or failed, or
-    /// teardown began), or until now while it runs.
+    /// Seconds from the start of the ramp to the last connection established once the
+    /// ramp ended (every connect done or failed, or teardown began), or until now while it
+    /// runs.
     pub duration_s: f64,
     /// `connected / duration_s`.
     pub achieved_per_s: Option<f64>,
@@ -502,6 +503,14 @@ impl SetupRate {
             achieved_per_s: (duration_s > 0.0).then(|| connected as f64 / duration_s),
         }
     }
+}
+
+/// Seconds from the start of the ramp to the end of the timeline bin in which the last
+/// connection was established (None: none was). Exact to a bin (10 ms), where the
+/// supervisor learns that the ramp ended only at the shards' next report (up to 250 ms).
+pub fn last_connection_s(bins: &[u64]) -> Option<f64> {
+    let last = bins.iter().rposition(|&c| c > 0)?;
+    Some((last + 1) as f64 * TIMELINE_BIN_MS as f64 / 1000.0)
 }
 
 /// A worker as the supervisor sees it.
@@ -680,6 +689,17 @@ mod tests {
         assert!((steps[0].at_s - 0.25).abs() < 1e-9);
         assert!((steps[0].rate_per_s - 10_000.0).abs() < 1e-6);
         assert!((steps[5].rate_per_s - 5_000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn last_connection_is_the_end_of_the_last_busy_bin() {
+        assert_eq!(last_connection_s(&[]), None);
+        assert_eq!(last_connection_s(&[0, 0]), None);
+        assert_eq!(last_connection_s(&[3, 0, 5, 0, 0]), Some(0.03));
+        let r = SetupRate::new(500.0, 1000, 2.0);
+        assert_eq!((r.asked_per_s, r.achieved_per_s), (Some(500.0), Some(500.0)));
+        let unpaced = SetupRate::new(0.0, 10, 0.0);
+        assert_eq!((unpaced.asked_per_s, unpaced.achieved_per_s), (None, None));
     }
 
     #[test]

@@ -356,12 +356,12 @@ impl Supervisor {
             },
             setup_steps: stats::setup_steps(&self.timeline, self.o.step),
             setup_rate: self.ramp.map(|(began, ended)| {
-                let end = ended.unwrap_or_else(Instant::now);
-                stats::SetupRate::new(
-                    self.o.rate,
-                    counters.connected,
-                    end.duration_since(began).as_secs_f64(),
-                )
+                let duration_s = match ended {
+                    Some(end) => stats::last_connection_s(&self.timeline)
+                        .unwrap_or_else(|| end.duration_since(began).as_secs_f64()),
+                    None => began.elapsed().as_secs_f64(),
+                };
+                stats::SetupRate::new(self.o.rate, counters.connected, duration_s)
             }),
             pushes: pushes.into_values().map(PushSummary::from).collect(),
             rss_bytes: rss,
