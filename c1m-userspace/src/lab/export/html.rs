@@ -11,7 +11,7 @@ use super::{
     fmt::{bytes, count, esc, int, ms, num, secs, utc},
     hgrm::TICKS_PER_HALF_DISTANCE,
     histograms,
-    svg::{Band, Chart, Series, XAxis, YUnit},
+    svg::{Band, Chart, Series, XAxis, YScale, YUnit},
 };
 use crate::{
     lab::model::{RunRecord, Sample},
@@ -49,6 +49,7 @@ svg text{font-size:11px;fill:#374151}
 svg .ytick{text-anchor:end}svg .xtick{text-anchor:middle}
 svg .xlabel,svg .ylabel{text-anchor:middle;fill:#6b7280;font-size:11.5px}
 svg .nodata{text-anchor:middle;fill:#9ca3af;font-size:14px}
+svg .clipnote{text-anchor:end;fill:#6b7280;font-size:10.5px}
 .grid{stroke:#eef0f3}.frame{fill:none;stroke:#cfd4dc}
 .band{fill:#f3f4f6}.bandedge{stroke:#cbd5e1;stroke-dasharray:2 3}
 svg .bandlabel{fill:#94a3b8;font-size:10px;letter-spacing:.05em;text-transform:uppercase}
@@ -98,6 +99,7 @@ struct TimeChart {
     title: &'static str,
     note: &'static str,
     y: YUnit,
+    y_scale: YScale,
     y_label: &'static str,
     lines: Vec<Line>,
 }
@@ -133,6 +135,7 @@ fn time_charts() -> Vec<TimeChart> {
             title: "Server connections: kernel vs app",
             note: "app: connections the server holds; kernel: server-side sockets in ESTABLISHED (accepted or not)",
             y: YUnit::Count,
+            y_scale: YScale::Robust,
             y_label: "connections",
             lines: vec![
                 line("app open", SERVER, None, Value(|s| u(s.server_open))),
@@ -149,6 +152,7 @@ fn time_charts() -> Vec<TimeChart> {
             title: "Client connections: kernel vs app",
             note: "app: connections open (WebSocket: past the handshake); kernel: client-side sockets per state",
             y: YUnit::Count,
+            y_scale: YScale::Robust,
             y_label: "connections",
             lines: vec![
                 line("app open", CLIENT, None, Value(|s| u(s.client_open))),
@@ -171,6 +175,7 @@ fn time_charts() -> Vec<TimeChart> {
             title: "Handshakes in flight and the accept queue",
             note: "kernel: connections not yet established or not yet accepted; overflows: handshakes dropped because the accept queue was full (cumulative)",
             y: YUnit::Count,
+            y_scale: YScale::Robust,
             y_label: "sockets",
             lines: vec![
                 line(
@@ -204,6 +209,7 @@ fn time_charts() -> Vec<TimeChart> {
             title: "Connection setup rate",
             note: "new connections per second over each sampling interval",
             y: YUnit::Count,
+            y_scale: YScale::Robust,
             y_label: "connections / s",
             lines: vec![
                 line(
@@ -225,6 +231,7 @@ fn time_charts() -> Vec<TimeChart> {
             title: "Memory per connection",
             note: "user space: (RSS − RSS before the first connection) / open connections; kernel: socket memory / sockets",
             y: YUnit::Bytes,
+            y_scale: YScale::Log,
             y_label: "bytes per connection (kernel: per socket)",
             lines: vec![
                 line(
@@ -252,6 +259,7 @@ fn time_charts() -> Vec<TimeChart> {
             title: "Memory",
             note: "resident set of each process group, and kernel memory of the watched sockets",
             y: YUnit::Bytes,
+            y_scale: YScale::Robust,
             y_label: "bytes",
             lines: vec![
                 line("server RSS", SERVER, None, Value(|s| u(s.server_rss_bytes))),
@@ -275,6 +283,7 @@ fn time_charts() -> Vec<TimeChart> {
             title: "CPU",
             note: "CPU seconds (user + sys) per second of wall clock: 1.0 = one core busy",
             y: YUnit::Plain,
+            y_scale: YScale::Robust,
             y_label: "cores busy",
             lines: vec![
                 line("server", SERVER, None, Rate(|s| s.server_cpu_s)),
@@ -356,6 +365,7 @@ pub(crate) fn time_series_charts(runs: &[(&str, &RunRecord)]) -> Vec<Chart> {
                 x: XAxis::Seconds,
                 x_label: "seconds since the run started".to_owned(),
                 y: tc.y,
+                y_scale: tc.y_scale,
                 y_label: tc.y_label.to_owned(),
                 series,
                 bands: if single {
@@ -434,6 +444,8 @@ pub(crate) fn latency_charts(runs: &[(&str, &[RunHist])]) -> Vec<Chart> {
                 x_label: "percentile (log scale of 1/(1−p), as the HdrHistogram plotter)"
                     .to_owned(),
                 y: YUnit::Plain,
+                // The tail is the point of a latency distribution: never clipped.
+                y_scale: YScale::Full,
                 y_label: "latency (ms)".to_owned(),
                 series,
                 bands: Vec::new(),
