@@ -56,7 +56,10 @@ mod tests {
         }
         for s in ["abc", "", "-1", "3x", "1.5.2s", "inf", "NaN", "s"] {
             let e = parse(s).unwrap_err();
-            assert!(e.contains("is not a duration") && e.contains("1h30m"), "{s}: {e}");
+            assert!(
+                e.contains("is not a duration") && e.contains("1h30m"),
+                "{s}: {e}"
+            );
             assert_eq!(e.lines().count(), 1, "{e}");
         }
     }

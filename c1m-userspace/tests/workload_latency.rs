@@ -8,7 +8,7 @@ mod workload_util;
 
 use std::time::Duration;
 
-use c1m::workload::stats::{AppSnapshot, Percentiles};
+use c1m::workload::stats::{AppSnapshot, Percentiles, SETUP_LATENCY_PAIRS};
 use workload_util::{Proc, c1m, wait_for, ws_server};
 
 const LONG: Duration = Duration::from_secs(90);
@@ -46,12 +46,7 @@ fn show(what: &str, c: &AppSnapshot) {
         r.achieved_per_s.unwrap_or(0.0),
         r.duration_s
     );
-    for name in [
-        "connect_us",
-        "connect_from_schedule_us",
-        "ws_handshake_us",
-        "ws_open_from_schedule_us",
-    ] {
+    for name in SETUP_LATENCY_PAIRS.iter().flat_map(|(_, a, b)| [*a, *b]) {
         let p = pct(c, name);
         eprintln!(
             "  {name:<26} count {:>5} median {:>9} µs p99 {:>9} µs max {:>9} µs",
@@ -60,41 +55,45 @@ fn show(what: &str, c: &AppSnapshot) {
     }
 }
 
+/// Runs a WebSocket server on `port` and a client of `n` connections, waits for the ramp
+/// to end, and returns the client's snapshot with each setup latency pair (call-based,
+/// schedule-based) after checking both count exactly `n`.
+fn ramp(
+    port: u16,
+    n: u64,
+    extra: &[&str],
+    what: &str,
+) -> (AppSnapshot, Vec<(Percentiles, Percentiles)>) {
+    let ctl = |k: u16| format!("127.0.0.1:{}", 22900 + 2 * (port - 22000) + k);
+    let _server = ws_server(port, &ctl(0), &[]);
+    let _client = client(port, &ctl(1), n, &[&["--mode", "ws"], extra].concat());
+    let c = held(&ctl(1), n);
+    show(what, &c);
+    let pairs = SETUP_LATENCY_PAIRS
+        .iter()
+        .map(|(_, call, sched)| {
+            let (a, b) = (pct(&c, call), pct(&c, sched));
+            assert_eq!((a.count, b.count), (n, n), "{call} / {sched}");
+            (a, b)
+        })
+        .collect();
+    (c, pairs)
+}
+
 #[test]
 fn a_client_behind_its_pace_shows_the_wait_only_from_the_schedule() {
     // One shard, one connect or handshake in flight, asked for a million a second: every
     // WebSocket opens after the previous one, so the k-th waits for k - 1 whole opens
     // that its call-based latency never sees.
     const N: u64 = 3_000;
-    let _server = ws_server(22000, "127.0.0.1:22900", &[]);
-    let _client = client(
-        22000,
-        "127.0.0.1:22901",
-        N,
-        &[
-            "--mode",
-            "ws",
-            "--rate",
-            "1000000",
-            "--in-flight",
-            "1",
-            "--threads",
-            "1",
-        ],
-    );
-    let c = held("127.0.0.1:22901", N);
-    show("behind the pace", &c);
-    for (call, sched) in [
-        ("connect_us", "connect_from_schedule_us"),
-        ("ws_handshake_us", "ws_open_from_schedule_us"),
-    ] {
-        let (a, b) = (pct(&c, call), pct(&c, sched));
-        assert_eq!((a.count, b.count), (N, N), "{call} / {sched}");
+    let extra = ["--rate", "1000000", "--in-flight", "1", "--threads", "1"];
+    let (c, pairs) = ramp(22000, N, &extra, "behind the pace");
+    for (call, sched) in pairs {
         assert!(
-            b.p50 > 10 * a.p50.max(1),
-            "{sched} median {} µs should dwarf {call} median {} µs",
-            b.p50,
-            a.p50
+            sched.p50 > 10 * call.p50.max(1),
+            "median from the schedule {} µs should dwarf the one from the call, {} µs",
+            sched.p50,
+            call.p50
         );
     }
     let r = c.setup_rate.unwrap();
@@ -107,28 +106,16 @@ fn a_client_that_keeps_up_shows_both_latencies_close() {
     // 1,000 WebSocket connections at 500/s over 2 s: always a slot free, so a connect
     // starts within a pace tick (5 ms) of its schedule.
     const N: u64 = 1_000;
-    let _server = ws_server(22001, "127.0.0.1:22902", &[]);
-    let _client = client(
-        22001,
-        "127.0.0.1:22903",
-        N,
-        &["--mode", "ws", "--rate", "500", "--in-flight", "100"],
-    );
-    let c = held("127.0.0.1:22903", N);
-    show("keeping up", &c);
-    for (call, sched) in [
-        ("connect_us", "connect_from_schedule_us"),
-        ("ws_handshake_us", "ws_open_from_schedule_us"),
-    ] {
-        let (a, b) = (pct(&c, call), pct(&c, sched));
-        assert_eq!((a.count, b.count), (N, N), "{call} / {sched}");
+    let extra = ["--rate", "500", "--in-flight", "100"];
+    let (c, pairs) = ramp(22001, N, &extra, "keeping up");
+    for (call, sched) in pairs {
         // The pace tick plus slack for a shared two-core box, where the behind-the-pace
         // case above is hundreds of ms.
         assert!(
-            b.p50 < a.p50 + 50_000,
-            "{sched} median {} µs vs {call} median {} µs",
-            b.p50,
-            a.p50
+            sched.p50 < call.p50 + 50_000,
+            "median from the schedule {} µs vs from the call {} µs",
+            sched.p50,
+            call.p50
         );
     }
     let r = c.setup_rate.unwrap();

@@ -638,21 +638,26 @@ impl AppSnapshot {
 mod tests {
     use super::*;
 
+    /// 30,000 values up to `max`, recorded whole and split over three shards.
+    fn recorded(
+        new: fn() -> Result<Histogram<u64>, HistError>,
+        max: u64,
+    ) -> (Histogram<u64>, [Histogram<u64>; 3]) {
+        let mut whole = new().unwrap();
+        let mut parts = [new().unwrap(), new().unwrap(), new().unwrap()];
+        for i in 0..30_000u64 {
+            let v = 1 + (crate::workload::sys::splitmix64(i) % max);
+            whole.record(v).unwrap();
+            parts[(i % 3) as usize].record(v).unwrap();
+        }
+        (whole, parts)
+    }
+
     #[test]
     fn merged_histograms_equal_one_histogram() {
         // Three shards record disjoint slices of one sample set; merging their V2 blobs must
         // give exactly the histogram of the whole set (same counts in every bucket).
-        let mut whole = new_hist().unwrap();
-        let mut parts = [
-            new_hist().unwrap(),
-            new_hist().unwrap(),
-            new_hist().unwrap(),
-        ];
-        for i in 0..30_000u64 {
-            let v = 1 + (crate::workload::sys::splitmix64(i) % 5_000_000);
-            whole.record(v).unwrap();
-            parts[(i % 3) as usize].record(v).unwrap();
-        }
+        let (whole, parts) = recorded(new_hist, 5_000_000);
         let mut merged = new_hist().unwrap();
         for (i, p) in parts.iter().enumerate() {
             // Worker reports carry plain V2, snapshots V2-deflate: both decode alike.
@@ -672,17 +677,7 @@ mod tests {
         // Schedule histograms are 2-digit in the shards and merged into 3-digit ones:
         // three shards merged equal the whole set recorded coarse then merged, count for
         // count, and the percentiles stay within the coarse histogram's 1%.
-        let mut whole = new_coarse_hist().unwrap();
-        let mut parts = [
-            new_coarse_hist().unwrap(),
-            new_coarse_hist().unwrap(),
-            new_coarse_hist().unwrap(),
-        ];
-        for i in 0..30_000u64 {
-            let v = 1 + (crate::workload::sys::splitmix64(i) % 500_000_000);
-            whole.record(v).unwrap();
-            parts[(i % 3) as usize].record(v).unwrap();
-        }
+        let (whole, parts) = recorded(new_coarse_hist, 500_000_000);
         let mut merged = new_hist().unwrap();
         for p in &parts {
             merged
@@ -742,7 +737,10 @@ mod tests {
         assert_eq!(last_connection_s(&[0, 0]), None);
         assert_eq!(last_connection_s(&[3, 0, 5, 0, 0]), Some(0.03));
         let r = SetupRate::new(500.0, 1000, 2.0);
-        assert_eq!((r.asked_per_s, r.achieved_per_s), (Some(500.0), Some(500.0)));
+        assert_eq!(
+            (r.asked_per_s, r.achieved_per_s),
+            (Some(500.0), Some(500.0))
+        );
         let unpaced = SetupRate::new(0.0, 10, 0.0);
         assert_eq!((unpaced.asked_per_s, unpaced.achieved_per_s), (None, None));
     }

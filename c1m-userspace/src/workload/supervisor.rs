@@ -490,14 +490,18 @@ impl Supervisor {
                 self.stop();
             }
             if is_client {
-                if self.phase == "ramp" && self.shards.iter().filter(|s| s.alive).all(|s| s.ramp_done) {
+                if self.phase == "ramp"
+                    && self.shards.iter().filter(|s| s.alive).all(|s| s.ramp_done)
+                {
                     self.phase = "hold";
                     self.end_ramp();
                     if let Some(d) = self.o.duration {
                         deadline = tokio::time::Instant::now() + d;
                     }
                 }
-                if self.phase == "closing" && self.shards.iter().filter(|s| s.alive).all(|s| s.closed_all) {
+                if self.phase == "closing"
+                    && self.shards.iter().filter(|s| s.alive).all(|s| s.closed_all)
+                {
                     self.phase = "closed";
                     if !self.o.stay || signals > 0 {
                         self.stop();

@@ -238,7 +238,10 @@ mod tests {
         assert_eq!(get("Connections", "peak open, client app"), Some(1e6));
         assert_eq!(get("Connections", "accept-queue overflows"), Some(37.0));
         assert_eq!(get("Setup", "asked rate (--rate)"), Some(50_000.0));
-        assert_eq!(get("Setup", "achieved rate (connected / ramp)"), Some(50_000.0));
+        assert_eq!(
+            get("Setup", "achieved rate (connected / ramp)"),
+            Some(50_000.0)
+        );
         assert!(get("Latency: client connect_us", "99%").unwrap() > 0.0);
         assert_eq!(Unit::PerSecond.show(50_123.4), "50,123/s");
         assert_eq!(Unit::Micros.show(1234.0), "1.234 ms");

@@ -467,9 +467,8 @@ fn app_snapshot(
         workers,
         setup_steps: steps,
         // The ramp ends at 20 s (21 s after the run started).
-        setup_rate: (client && t >= 1).then(|| {
-            SetupRate::new(RATE as f64, counters.connected, (t.min(21) - 1) as f64)
-        }),
+        setup_rate: (client && t >= 1)
+            .then(|| SetupRate::new(RATE as f64, counters.connected, (t.min(21) - 1) as f64)),
         pushes,
         rss_bytes: rss,
         rss_baseline_bytes: base,

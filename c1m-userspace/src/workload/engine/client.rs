@@ -14,8 +14,8 @@ use std::{
 use anyhow::{Context, Result};
 
 use super::{
-    COMMAND_TOKEN, READ_BUF, pace, REPORT_EVERY_NS, ShardIo, Slab, Spill, closed_by, failure_of, flush,
-    interest, rearm, send, shrink,
+    COMMAND_TOKEN, READ_BUF, REPORT_EVERY_NS, ShardIo, Slab, Spill, closed_by, failure_of, flush,
+    interest, pace, rearm, send, shrink,
 };
 use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
