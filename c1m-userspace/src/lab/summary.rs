@@ -97,7 +97,7 @@ pub fn text(run: &RunRecord) -> String {
         if let Some(r) = &client.setup_rate {
             let _ = writeln!(
                 s,
-                "\nsetup rate: asked {}, achieved {:.0}/s ({} connected in {:.1} s)",
+                "\nsetup rate: asked {}, achieved {:.0}/s ({} connected in {:.2} s)",
                 r.asked_per_s
                     .map(|a| format!("{a:.0}/s"))
                     .unwrap_or_else(|| "unpaced".into()),
