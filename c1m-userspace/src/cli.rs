@@ -71,3 +71,54 @@ pub fn main() -> i32 {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::Cli;
+
+    /// Every duration flag of every subcommand: (argv before the flag, flag).
+    const DURATION_FLAGS: [(&[&str], &str); 13] = [
+        (&["run"], "--idle"),
+        (&["run"], "--setup-timeout"),
+        (&["top"], "--duration"),
+        (&["top"], "--interval"),
+        (&["observe"], "--duration"),
+        (&["observe"], "--interval"),
+        (&["bench"], "--echo-time"),
+        (&["bench"], "--timeout"),
+        (&["server"], "--push-every"),
+        (&["server"], "--handshake-timeout"),
+        (&["server"], "--duration"),
+        (&["client"], "--hold"),
+        (&["client"], "--connect-timeout"),
+    ];
+
+    #[test]
+    fn every_duration_flag_takes_one_syntax() {
+        for (cmd, flag) in DURATION_FLAGS {
+            let argv = |v: &'static str| {
+                let mut a = vec!["c1m"];
+                a.extend_from_slice(cmd);
+                a.extend([flag, v]);
+                a
+            };
+            for ok in ["3s", "1h30m", "500ms", "3"] {
+                if let Err(e) = Cli::try_parse_from(argv(ok)) {
+                    panic!("{cmd:?} {flag} {ok}: {e}");
+                }
+            }
+            let Err(e) = Cli::try_parse_from(argv("abc")) else {
+                panic!("{cmd:?} {flag} abc was accepted");
+            };
+            let text = e.to_string();
+            let line = text.lines().next().unwrap_or_default();
+            assert!(
+                line.contains(flag) && line.contains("e.g. 500ms, 3s, 2m, 1h30m"),
+                "{cmd:?} {flag}: {text}"
+            );
+        }
+    }
+}

@@ -48,7 +48,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "ws")]
     pub mode: String,
     /// Length of the idle phase.
-    #[arg(long, default_value = "10s", value_parser = crate::workload::cli::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
     pub idle: Duration,
     /// Broadcasts in the push phase (ws mode).
     #[arg(long, default_value_t = 1)]
@@ -58,7 +58,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0)]
     pub push_writers: usize,
     /// Give up on the setup phase after this long (default: 3× the ramp plus 2 min).
-    #[arg(long, value_parser = crate::workload::cli::parse_duration)]
+    #[arg(long, value_parser = crate::duration::parse)]
     pub setup_timeout: Option<Duration>,
     /// Connects in flight at once.
     #[arg(long, default_value_t = 2048)]

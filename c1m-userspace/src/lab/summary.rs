@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::model::RunRecord;
-use crate::workload::stats::{HIST_NAMES, Percentiles};
+use crate::workload::stats::{HIST_NAMES, Percentiles, SETUP_LATENCY_PAIRS};
 
 fn mib(bytes: u64) -> String {
     format!("{:.0} MiB", bytes as f64 / 1048576.0)
@@ -92,6 +92,36 @@ pub fn text(run: &RunRecord) -> String {
                     "  {:>10} connections at {:>7.1} s: {:>9.0} conn/s",
                     step.connections, step.at_s, step.rate_per_s
                 );
+            }
+        }
+        if let Some(r) = &client.setup_rate {
+            let _ = writeln!(
+                s,
+                "\nsetup rate: asked {}, achieved {:.0}/s ({} connected in {:.2} s)",
+                r.asked_per_s
+                    .map(|a| format!("{a:.0}/s"))
+                    .unwrap_or_else(|| "unpaced".into()),
+                r.achieved_per_s.unwrap_or(0.0),
+                r.connected,
+                r.duration_s
+            );
+            let ms = |v: u64| v as f64 / 1000.0;
+            for (what, call, sched) in SETUP_LATENCY_PAIRS {
+                for (from, name) in [("the call", call), ("the schedule", sched)] {
+                    if let Ok(h) = client.histogram(name)
+                        && !h.is_empty()
+                    {
+                        let p = Percentiles::of(&h);
+                        let _ = writeln!(
+                            s,
+                            "  {what}, from {from:<12} count={} median={:.3} ms p99={:.3} ms max={:.3} ms",
+                            p.count,
+                            ms(p.p50),
+                            ms(p.p99),
+                            ms(p.max)
+                        );
+                    }
+                }
             }
         }
         for p in &client.pushes {

@@ -36,10 +36,10 @@ pub struct TopArgs {
     #[arg(long)]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Stop after this long (default: until q / Ctrl-C).
-    #[arg(long, value_parser = crate::workload::cli::parse_duration)]
+    #[arg(long, value_parser = crate::duration::parse)]
     pub duration: Option<Duration>,
     /// Refresh interval.
-    #[arg(long, default_value = "500ms", value_parser = crate::workload::cli::parse_duration)]
+    #[arg(long, default_value = "500ms", value_parser = crate::duration::parse)]
     pub interval: Duration,
 }
 

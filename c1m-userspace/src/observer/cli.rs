@@ -28,11 +28,11 @@ pub struct ObserveArgs {
     /// One JSON object per line with every figure.
     #[arg(long)]
     pub json: bool,
-    /// Seconds between lines.
-    #[arg(long, default_value_t = 1.0)]
+    /// Time between lines (seconds; e.g. 500ms, 2s).
+    #[arg(long, default_value = "1s", value_parser = crate::duration::parse_secs)]
     pub interval: f64,
-    /// Stop after this many seconds (default: until Ctrl-C).
-    #[arg(long)]
+    /// Stop after this long (e.g. 3s, 2m; default: until Ctrl-C).
+    #[arg(long, value_parser = crate::duration::parse_secs)]
     pub duration: Option<f64>,
 }
 

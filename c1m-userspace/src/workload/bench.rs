@@ -38,7 +38,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 2_000)]
     pub echo_connections: u64,
     /// Measurement window for `echo`.
-    #[arg(long, default_value = "10s", value_parser = super::cli::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
     pub echo_time: Duration,
     /// Server ports (must be outside the ephemeral range 32768–60999).
     #[arg(long, default_value = "8000-8099")]
@@ -52,7 +52,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "127.0.0.1:7002")]
     pub client_control: String,
     /// Give up on a phase (ramp, push delivery) after this long.
-    #[arg(long, default_value = "300s", value_parser = super::cli::parse_duration)]
+    #[arg(long, default_value = "300s", value_parser = crate::duration::parse)]
     pub timeout: Duration,
 }
 

@@ -44,7 +44,7 @@ pub struct ServerArgs {
     #[arg(long)]
     pub threads: Option<u64>,
     /// Broadcast a push to every WebSocket connection this often (e.g. 10s).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = crate::duration::parse)]
     pub push_every: Option<Duration>,
     /// Shards that write a push at once (0: all). All at once is the fastest fan-out; a
     /// few at a time (e.g. 2 per CPU) leaves CPU to the readers on a shared box, so each
@@ -72,13 +72,13 @@ pub struct ServerArgs {
     pub max_message: u64,
     /// WebSocket: close a connection that has not finished its handshake this long after
     /// accept, so silent or stalled peers cannot pin slots (0s: wait forever).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
     pub handshake_timeout: Duration,
     /// listen() backlog per socket (the kernel caps it at net.core.somaxconn).
     #[arg(long, default_value_t = 65_535)]
     pub backlog: i32,
     /// Stop after this long (default: until `stop` or a signal).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = crate::duration::parse)]
     pub duration: Option<Duration>,
 }
 
@@ -119,7 +119,7 @@ pub struct ClientArgs {
     #[arg(long, default_value_t = 0)]
     pub echo_count: u64,
     /// Give up on a connect or handshake after this long (counted as timed_out).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
     pub connect_timeout: Duration,
     /// WebSocket request path.
     #[arg(long, default_value = "/")]
@@ -170,34 +170,11 @@ pub enum Hold {
     Forever,
 }
 
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, mult) = if let Some(v) = s.strip_suffix("ms") {
-        (v, 0.001)
-    } else if let Some(v) = s.strip_suffix('s') {
-        (v, 1.0)
-    } else if let Some(v) = s.strip_suffix('m') {
-        (v, 60.0)
-    } else if let Some(v) = s.strip_suffix('h') {
-        (v, 3600.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("not a duration: {s:?} (try 500ms, 10s, 2m)"))?;
-    if !(v.is_finite() && v >= 0.0) {
-        return Err(format!("not a duration: {s:?}"));
-    }
-    Ok(Duration::from_secs_f64(v * mult))
-}
-
 fn parse_hold(s: &str) -> Result<Hold, String> {
     if s == "forever" {
         Ok(Hold::Forever)
     } else {
-        parse_duration(s).map(Hold::For)
+        crate::duration::parse(s).map(Hold::For)
     }
 }
 
@@ -324,6 +301,7 @@ pub fn run_server(a: ServerArgs) -> Result<()> {
         duration: a.duration,
         stay: false,
         step: default_step(expected),
+        rate: 0.0,
     };
     runtime()?
         .block_on(supervisor::run(o, &plan, configs))
@@ -433,6 +411,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         },
         stay: a.stay,
         step: a.step.unwrap_or_else(|| default_step(a.connections)),
+        rate: a.rate,
     };
     let snap = runtime()?.block_on(supervisor::run(o, &plan, configs))?;
     client_verdict(&snap)
@@ -486,9 +465,11 @@ mod tests {
             vec![8000, 8001, 8002, 9000]
         );
         assert!(parse_ports("0").is_err());
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_hold("forever").unwrap(), Hold::Forever);
+        assert_eq!(
+            parse_hold("2m").unwrap(),
+            Hold::For(Duration::from_secs(120))
+        );
         assert_eq!(default_step(1_000_000), 100_000);
         assert_eq!(default_step(25_000), 2_500);
     }

@@ -171,16 +171,44 @@ impl Counters {
     }
 }
 
-/// Histogram names, in µs. `push_message_us`: receive time minus the stamp the server took
-/// when it wrote that connection's frame. `push_fanout_us`: receive time minus the stamp
-/// taken when the broadcast began (the seed's measure; its max is the time until the last
-/// connection had the push).
-pub const HIST_NAMES: [&str; 4] = [
+/// Histogram names, in µs.
+///
+/// Connection setup is timed twice, as wrk2 times requests: `connect_us` from the
+/// `connect()` call to the socket being established (service time), and
+/// `connect_from_schedule_us` from the instant the pace scheduled that connect (see
+/// `engine::pace`) to the same moment (response time, including the wait for an
+/// in-flight slot when the client falls behind its `--rate`). WebSocket mode does the
+/// same for the handshake: `ws_handshake_us` from the request written to a valid 101,
+/// `ws_open_from_schedule_us` from the scheduled instant to that 101. The schedule
+/// histograms stay empty when no `--rate` was asked (nothing was scheduled).
+///
+/// `push_message_us`: receive time minus the stamp the server took when it wrote that
+/// connection's frame. `push_fanout_us`: receive time minus the stamp taken when the
+/// broadcast began (the seed's measure; its max is the time until the last connection
+/// had the push).
+pub const HIST_NAMES: [&str; HISTS] = [
     "connect_us",
+    "connect_from_schedule_us",
+    "ws_handshake_us",
+    "ws_open_from_schedule_us",
     "echo_rtt_us",
     "push_message_us",
     "push_fanout_us",
 ];
+
+/// The setup latencies timed both ways: (what, from the call, from the schedule). Views
+/// show each pair side by side, next to the asked and achieved [`SetupRate`].
+pub const SETUP_LATENCY_PAIRS: [(&str, &str, &str); 2] = [
+    ("TCP connect", "connect_us", "connect_from_schedule_us"),
+    (
+        "WebSocket open (call: handshake request → 101)",
+        "ws_handshake_us",
+        "ws_open_from_schedule_us",
+    ),
+];
+
+/// How many histograms a client shard keeps.
+pub const HISTS: usize = 7;
 
 /// 1 µs to 1 hour at 3 significant digits: covers loopback RTTs and a SYN retransmitted for
 /// minutes, at 0.1% resolution, in ~190 KiB per histogram (touched lazily).
@@ -208,24 +236,52 @@ pub fn new_hist() -> Result<Histogram<u64>, HistError> {
     Ok(Histogram::new_with_bounds(1, HIST_MAX_US, 3)?)
 }
 
-/// The four histograms of one shard.
+/// The shard-side histograms timed from the schedule: 2 significant digits (1%), 1/8 of
+/// the counts array. Their values spread from µs to minutes when a client falls behind, so
+/// a 3-digit histogram ends up touching nearly all its 190 KiB in the shard and again in
+/// the supervisor's copy: measured with 15,000 WebSocket connections over two shards,
+/// the two schedule histograms at 3 digits cost +50 B per connection (227 → 277).
+/// 1% is finer than anything a queueing wait is read for. The supervisor merges them
+/// into [`new_hist`] histograms (exact: every recorded value is re-recorded), so views
+/// see one kind.
+pub fn new_coarse_hist() -> Result<Histogram<u64>, HistError> {
+    Ok(Histogram::new_with_bounds(1, HIST_MAX_US, 2)?)
+}
+
+/// The histograms of one client shard, indexed by the constants below ([`HIST_NAMES`]
+/// order). Each is ~190 KiB of address space but only the pages its values touch are
+/// resident.
 #[derive(Clone)]
 pub struct Hists {
-    pub h: [Histogram<u64>; 4],
+    pub h: [Histogram<u64>; HISTS],
     /// Total counts at the last report, to send only histograms that changed.
-    sent_len: [u64; 4],
+    sent_len: [u64; HISTS],
 }
 
 pub const CONNECT: usize = 0;
-pub const ECHO_RTT: usize = 1;
-pub const PUSH_MESSAGE: usize = 2;
-pub const PUSH_FANOUT: usize = 3;
+pub const CONNECT_FROM_SCHEDULE: usize = 1;
+pub const WS_HANDSHAKE: usize = 2;
+pub const WS_OPEN_FROM_SCHEDULE: usize = 3;
+pub const ECHO_RTT: usize = 4;
+pub const PUSH_MESSAGE: usize = 5;
+pub const PUSH_FANOUT: usize = 6;
 
 impl Hists {
     pub fn new() -> Result<Hists, HistError> {
+        // One `new_hist` each, not clones: a fresh histogram's counts are zeroed pages the
+        // kernel maps on first touch, a clone would copy (and so touch) all 190 KiB.
+        let h = [
+            new_hist()?,
+            new_coarse_hist()?,
+            new_hist()?,
+            new_coarse_hist()?,
+            new_hist()?,
+            new_hist()?,
+            new_hist()?,
+        ];
         Ok(Hists {
-            h: [new_hist()?, new_hist()?, new_hist()?, new_hist()?],
-            sent_len: [0; 4],
+            h,
+            sent_len: [0; HISTS],
         })
     }
 
@@ -439,6 +495,42 @@ pub fn setup_steps(bins: &[u64], step: u64) -> Vec<SetupStep> {
     out
 }
 
+/// A client's setup rate, asked vs achieved: the one definition the summary, the report
+/// and `c1m compare` read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default)]
+pub struct SetupRate {
+    /// `--rate`, connections per second (None: unpaced, as fast as `--in-flight` allows).
+    pub asked_per_s: Option<f64>,
+    /// Connections established by the end of the ramp (or so far, while it runs).
+    pub connected: u64,
+    /// Seconds from the start of the ramp to the last connection established once the
+    /// ramp ended (every connect done or failed, or teardown began), or until now while it
+    /// runs.
+    pub duration_s: f64,
+    /// `connected / duration_s`.
+    pub achieved_per_s: Option<f64>,
+}
+
+impl SetupRate {
+    pub fn new(asked_per_s: f64, connected: u64, duration_s: f64) -> SetupRate {
+        SetupRate {
+            asked_per_s: (asked_per_s > 0.0).then_some(asked_per_s),
+            connected,
+            duration_s,
+            achieved_per_s: (duration_s > 0.0).then(|| connected as f64 / duration_s),
+        }
+    }
+}
+
+/// Seconds from the start of the ramp to the end of the timeline bin in which the last
+/// connection was established (None: none was). Exact to a bin (10 ms), where the
+/// supervisor learns that the ramp ended only at the shards' next report (up to 250 ms).
+pub fn last_connection_s(bins: &[u64]) -> Option<f64> {
+    let last = bins.iter().rposition(|&c| c > 0)?;
+    Some((last + 1) as f64 * TIMELINE_BIN_MS as f64 / 1000.0)
+}
+
 /// A worker as the supervisor sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkerInfo {
@@ -487,6 +579,7 @@ impl From<PushStat> for PushSummary {
 ///   "split":"server: 57 workers × …","counters":{…Counters…},
 ///   "workers":{"count":57,"alive":57,"list":[{"shard":0,"pid":…,"kind":"process","alive":true,"open":…,"exit":null},…]},
 ///   "setup_steps":[{"connections":100000,"at_s":3.4,"step_s":3.4,"rate_per_s":29411.7},…],
+///   "setup_rate":{"asked_per_s":25000.0,"connected":1000000,"duration_s":128.7,"achieved_per_s":7772.0},
 ///   "pushes":[{"push_id":1,"started_unix_ns":…,"count":…,"first_unix_ns":…,"last_unix_ns":…,"complete_s":…}],
 ///   "rss_bytes":…,"rss_baseline_bytes":…,"rss_per_connection_bytes":…,"cpu_user_s":…,"cpu_sys_s":…,
 ///   "histograms":{"connect_us":"HISTFAAA…",…},"percentiles":{"connect_us":{"count":…,"p99":…},…}}`
@@ -514,6 +607,8 @@ pub struct AppSnapshot {
     pub counters: Counters,
     pub workers: Workers,
     pub setup_steps: Vec<SetupStep>,
+    /// Client: asked vs achieved setup rate (None on the server).
+    pub setup_rate: Option<SetupRate>,
     pub pushes: Vec<PushSummary>,
     /// Sum of VmRSS over the supervisor and all live workers.
     pub rss_bytes: u64,
@@ -563,21 +658,26 @@ impl AppSnapshot {
 mod tests {
     use super::*;
 
+    /// 30,000 values up to `max`, recorded whole and split over three shards.
+    fn recorded(
+        new: fn() -> Result<Histogram<u64>, HistError>,
+        max: u64,
+    ) -> (Histogram<u64>, [Histogram<u64>; 3]) {
+        let mut whole = new().unwrap();
+        let mut parts = [new().unwrap(), new().unwrap(), new().unwrap()];
+        for i in 0..30_000u64 {
+            let v = 1 + (crate::workload::sys::splitmix64(i) % max);
+            whole.record(v).unwrap();
+            parts[(i % 3) as usize].record(v).unwrap();
+        }
+        (whole, parts)
+    }
+
     #[test]
     fn merged_histograms_equal_one_histogram() {
         // Three shards record disjoint slices of one sample set; merging their V2 blobs must
         // give exactly the histogram of the whole set (same counts in every bucket).
-        let mut whole = new_hist().unwrap();
-        let mut parts = [
-            new_hist().unwrap(),
-            new_hist().unwrap(),
-            new_hist().unwrap(),
-        ];
-        for i in 0..30_000u64 {
-            let v = 1 + (crate::workload::sys::splitmix64(i) % 5_000_000);
-            whole.record(v).unwrap();
-            parts[(i % 3) as usize].record(v).unwrap();
-        }
+        let (whole, parts) = recorded(new_hist, 5_000_000);
         let mut merged = new_hist().unwrap();
         for (i, p) in parts.iter().enumerate() {
             // Worker reports carry plain V2, snapshots V2-deflate: both decode alike.
@@ -590,6 +690,29 @@ mod tests {
         }
         assert_eq!(merged, whole);
         assert_eq!(Percentiles::of(&merged), Percentiles::of(&whole));
+    }
+
+    #[test]
+    fn coarse_shard_histograms_merge_exactly() {
+        // Schedule histograms are 2-digit in the shards and merged into 3-digit ones:
+        // three shards merged equal the whole set recorded coarse then merged, count for
+        // count, and the percentiles stay within the coarse histogram's 1%.
+        let (whole, parts) = recorded(new_coarse_hist, 500_000_000);
+        let mut merged = new_hist().unwrap();
+        for p in &parts {
+            merged
+                .add(decode_hist(&encode_hist_plain(p).unwrap()).unwrap())
+                .unwrap();
+        }
+        let mut expected = new_hist().unwrap();
+        expected.add(&whole).unwrap();
+        assert_eq!(merged, expected);
+        assert_eq!(merged.len(), 30_000);
+        let (a, b) = (
+            merged.value_at_quantile(0.99) as f64,
+            whole.value_at_quantile(0.99) as f64,
+        );
+        assert!((a - b).abs() / b < 0.01, "{a} {b}");
     }
 
     #[test]
@@ -626,6 +749,20 @@ mod tests {
         assert!((steps[0].at_s - 0.25).abs() < 1e-9);
         assert!((steps[0].rate_per_s - 10_000.0).abs() < 1e-6);
         assert!((steps[5].rate_per_s - 5_000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn last_connection_is_the_end_of_the_last_busy_bin() {
+        assert_eq!(last_connection_s(&[]), None);
+        assert_eq!(last_connection_s(&[0, 0]), None);
+        assert_eq!(last_connection_s(&[3, 0, 5, 0, 0]), Some(0.03));
+        let r = SetupRate::new(500.0, 1000, 2.0);
+        assert_eq!(
+            (r.asked_per_s, r.achieved_per_s),
+            (Some(500.0), Some(500.0))
+        );
+        let unpaced = SetupRate::new(0.0, 10, 0.0);
+        assert_eq!((unpaced.asked_per_s, unpaced.achieved_per_s), (None, None));
     }
 
     #[test]

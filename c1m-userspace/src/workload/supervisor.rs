@@ -58,6 +58,8 @@ pub struct Options {
     pub stay: bool,
     /// Setup-rate table step.
     pub step: u64,
+    /// Client: `--rate`, conn/s (0: unpaced).
+    pub rate: f64,
 }
 
 struct ShardState {
@@ -81,6 +83,8 @@ struct Supervisor {
     shards: Vec<ShardState>,
     timeline: Vec<u64>,
     started: Instant,
+    /// Client: when the ramp began, and when it ended.
+    ramp: Option<(Instant, Option<Instant>)>,
     rss_baseline: u64,
     phase: &'static str,
     /// Stop was sent: exits are expected.
@@ -137,6 +141,7 @@ pub async fn run(o: Options, plan: &Plan, configs: Vec<ShardConfig>) -> Result<A
             .collect(),
         timeline: Vec::new(),
         started: Instant::now(),
+        ramp: None,
         rss_baseline: 0,
         phase: "starting",
         stopping: false,
@@ -364,6 +369,14 @@ impl Supervisor {
                     .collect(),
             },
             setup_steps: stats::setup_steps(&self.timeline, self.o.step),
+            setup_rate: self.ramp.map(|(began, ended)| {
+                let duration_s = match ended {
+                    Some(end) => stats::last_connection_s(&self.timeline)
+                        .unwrap_or_else(|| end.duration_since(began).as_secs_f64()),
+                    None => began.elapsed().as_secs_f64(),
+                };
+                stats::SetupRate::new(self.o.rate, counters.connected, duration_s)
+            }),
             pushes: pushes.into_values().map(PushSummary::from).collect(),
             rss_bytes: rss,
             rss_baseline_bytes: self.rss_baseline,
@@ -436,6 +449,7 @@ impl Supervisor {
         let is_client = self.o.side == Side::Client;
         if is_client {
             self.phase = "ramp";
+            self.ramp = Some((Instant::now(), None));
             self.broadcast(ShardCommand::Start {
                 t0_mono_ns: sys::monotonic_ns(),
             });
@@ -500,14 +514,18 @@ impl Supervisor {
                 self.stop();
             }
             if is_client {
-                let alive: Vec<&ShardState> = self.shards.iter().filter(|s| s.alive).collect();
-                if self.phase == "ramp" && alive.iter().all(|s| s.ramp_done) {
+                if self.phase == "ramp"
+                    && self.shards.iter().filter(|s| s.alive).all(|s| s.ramp_done)
+                {
                     self.phase = "hold";
+                    self.end_ramp();
                     if let Some(d) = self.o.duration {
                         deadline = tokio::time::Instant::now() + d;
                     }
                 }
-                if self.phase == "closing" && alive.iter().all(|s| s.closed_all) {
+                if self.phase == "closing"
+                    && self.shards.iter().filter(|s| s.alive).all(|s| s.closed_all)
+                {
                     self.phase = "closed";
                     if !self.o.stay || signals > 0 {
                         self.stop();
@@ -581,7 +599,15 @@ impl Supervisor {
         }
     }
 
+    /// The ramp's end, once: every connect done, or teardown cut it short.
+    fn end_ramp(&mut self) {
+        if let Some((_, ended @ None)) = &mut self.ramp {
+            *ended = Some(Instant::now());
+        }
+    }
+
     fn close(&mut self) {
+        self.end_ramp();
         if matches!(self.phase, "ramp" | "hold" | "starting") {
             self.phase = "closing";
             self.broadcast(ShardCommand::Close);

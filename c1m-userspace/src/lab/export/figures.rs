@@ -8,7 +8,7 @@ use super::{
 };
 use crate::{
     lab::model::{RunRecord, Sample},
-    workload::stats::Percentiles,
+    workload::stats::{Percentiles, SetupRate},
 };
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -65,20 +65,10 @@ pub(crate) fn peak(samples: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Op
         .reduce(f64::max)
 }
 
-/// Mean setup rate: the client's own step table when it has one (connections reached at
-/// the last step over the time it took), else the growth of `client_connected` over the
-/// setup phase's samples.
-pub(crate) fn setup_rate(run: &RunRecord) -> Option<f64> {
-    if let Some(last) = run.client.as_ref().and_then(|c| c.setup_steps.last())
-        && last.at_s > 0.0
-    {
-        return Some(last.connections as f64 / last.at_s);
-    }
-    let setup: Vec<&Sample> = run.samples.iter().filter(|s| s.phase == "setup").collect();
-    let (first, last) = (setup.first()?, setup.last()?);
-    let dt = last.t_s - first.t_s;
-    let dn = last.client_connected? as f64 - first.client_connected? as f64;
-    (dt > 0.0).then(|| dn / dt)
+/// The client's asked vs achieved setup rate, as the client computed it (see
+/// [`SetupRate`]): views read it, none recomputes it.
+pub(crate) fn setup_rate(run: &RunRecord) -> Option<SetupRate> {
+    run.client.as_ref()?.setup_rate
 }
 
 /// The run's key figures, grouped. `full_latency`: every percentile of the seeds' table
@@ -123,7 +113,16 @@ pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Gro
         title: "Setup".into(),
         figures: vec![
             fig("setup phase", setup.map(|p| p.duration_s), Unit::Seconds),
-            fig("mean rate", setup_rate(run), Unit::PerSecond),
+            fig(
+                "asked rate (--rate)",
+                setup_rate(run).and_then(|r| r.asked_per_s),
+                Unit::PerSecond,
+            ),
+            fig(
+                "achieved rate (connected / ramp)",
+                setup_rate(run).and_then(|r| r.achieved_per_s),
+                Unit::PerSecond,
+            ),
             fig(
                 "peak rate (1 s)",
                 peak(s, |x| x.client_connect_per_s),
@@ -233,8 +232,11 @@ mod tests {
         };
         assert_eq!(get("Connections", "peak open, client app"), Some(1e6));
         assert_eq!(get("Connections", "accept-queue overflows"), Some(37.0));
-        let rate = get("Setup", "mean rate").unwrap();
-        assert!((45_000.0..55_000.0).contains(&rate), "{rate}");
+        assert_eq!(get("Setup", "asked rate (--rate)"), Some(50_000.0));
+        assert_eq!(
+            get("Setup", "achieved rate (connected / ramp)"),
+            Some(50_000.0)
+        );
         assert!(get("Latency: client connect_us", "99%").unwrap() > 0.0);
         assert_eq!(Unit::PerSecond.show(50_123.4), "50,123/s");
         assert_eq!(Unit::Micros.show(1234.0), "1.234 ms");

@@ -18,8 +18,8 @@ use crate::{
     },
     workload::{
         stats::{
-            AppSnapshot, Counters, Percentiles, PushSummary, SetupStep, WorkerInfo, Workers,
-            encode_hist, new_hist,
+            AppSnapshot, Counters, Percentiles, PushSummary, SetupRate, SetupStep, WorkerInfo,
+            Workers, encode_hist, new_hist,
         },
         sys::splitmix64,
     },
@@ -41,7 +41,7 @@ const END_S: u64 = 72;
 const PUSH_AT_S: [u64; 3] = [52, 55, 58];
 
 /// The charts the fixture's report must show (every one with points).
-pub const FIXTURE_CHARTS: [&str; 10] = [
+pub const FIXTURE_CHARTS: [&str; 11] = [
     "chart-conn-server",
     "chart-conn-client",
     "chart-handshakes",
@@ -50,6 +50,7 @@ pub const FIXTURE_CHARTS: [&str; 10] = [
     "chart-memory",
     "chart-cpu",
     "chart-lat-client-connect_us",
+    "chart-lat-client-connect_from_schedule_us",
     "chart-lat-client-push_message_us",
     "chart-lat-client-push_fanout_us",
 ];
@@ -134,6 +135,7 @@ fn open_at(t: u64) -> u64 {
 /// per-message and fan-out latencies of each push.
 struct Hists {
     connect: Histogram<u64>,
+    connect_from_schedule: Histogram<u64>,
     push_message: Histogram<u64>,
     push_fanout: Histogram<u64>,
 }
@@ -143,6 +145,7 @@ impl Hists {
         let h = || new_hist().expect("constant histogram bounds");
         Hists {
             connect: h(),
+            connect_from_schedule: h(),
             push_message: h(),
             push_fanout: h(),
         }
@@ -161,8 +164,12 @@ impl Hists {
                 } else {
                     0.0
                 };
-                self.connect
-                    .saturating_record((base * (1.0 + 4.0 * unit(seed ^ 7).powi(8)) + tail) as u64);
+                let connect = (base * (1.0 + 4.0 * unit(seed ^ 7).powi(8)) + tail) as u64;
+                self.connect.saturating_record(connect);
+                // Keeping up with the pace: a connect waits at most a few ms for a slot.
+                let queued = (3_000.0 * unit(seed ^ 11).powi(4)) as u64;
+                self.connect_from_schedule
+                    .saturating_record(connect + queued);
             }
         }
         if PUSH_AT_S.contains(&t) {
@@ -184,6 +191,7 @@ impl Hists {
         let mut pct = BTreeMap::new();
         for (name, h) in [
             ("connect_us", &self.connect),
+            ("connect_from_schedule_us", &self.connect_from_schedule),
             ("push_message_us", &self.push_message),
             ("push_fanout_us", &self.push_fanout),
         ] {
@@ -476,6 +484,9 @@ fn app_snapshot(
         counters,
         workers,
         setup_steps: steps,
+        // The ramp ends at 20 s (21 s after the run started).
+        setup_rate: (client && t >= 1)
+            .then(|| SetupRate::new(RATE as f64, counters.connected, (t.min(21) - 1) as f64)),
         pushes,
         rss_bytes: rss,
         rss_baseline_bytes: base,

@@ -7,18 +7,18 @@ use serde_json::Value;
 
 use super::{
     ExportError, RunHist,
-    figures::{Group, key_figures},
+    figures::{Group, key_figures, setup_rate},
     fmt::{bytes, count, esc, int, ms, num, secs, utc},
     hgrm::TICKS_PER_HALF_DISTANCE,
     histograms,
-    svg::{Band, Chart, Series, XAxis, YUnit},
+    svg::{Band, Chart, Series, XAxis, YScale, YUnit},
 };
 use crate::{
     lab::{
         figures::Source as Figure,
         model::{RunRecord, Sample},
     },
-    workload::stats::{AppSnapshot, Percentiles},
+    workload::stats::{AppSnapshot, Percentiles, SETUP_LATENCY_PAIRS},
 };
 
 pub(crate) const CSS: &str = r#"
@@ -52,6 +52,7 @@ svg text{font-size:11px;fill:#374151}
 svg .ytick{text-anchor:end}svg .xtick{text-anchor:middle}
 svg .xlabel,svg .ylabel{text-anchor:middle;fill:#6b7280;font-size:11.5px}
 svg .nodata{text-anchor:middle;fill:#9ca3af;font-size:14px}
+svg .clipnote{text-anchor:end;fill:#6b7280;font-size:10.5px}
 .grid{stroke:#eef0f3}.frame{fill:none;stroke:#cfd4dc}
 .band{fill:#f3f4f6}.bandedge{stroke:#cbd5e1;stroke-dasharray:2 3}
 svg .bandlabel{fill:#94a3b8;font-size:10px;letter-spacing:.05em;text-transform:uppercase}
@@ -105,6 +106,7 @@ struct TimeChart {
     title: &'static str,
     note: &'static str,
     y: YUnit,
+    y_scale: YScale,
     y_label: &'static str,
     lines: Vec<Line>,
 }
@@ -140,6 +142,7 @@ fn time_charts() -> Vec<TimeChart> {
             title: "Server connections: kernel vs app",
             note: "app: connections the server holds; kernel: server-side sockets in ESTABLISHED (accepted or not)",
             y: YUnit::Count,
+            y_scale: YScale::Robust,
             y_label: "connections",
             lines: vec![
                 line(
@@ -161,6 +164,7 @@ fn time_charts() -> Vec<TimeChart> {
             title: "Client connections: kernel vs app",
             note: "app: connections open (WebSocket: past the handshake); kernel: client-side sockets per state",
             y: YUnit::Count,
+            y_scale: YScale::Robust,
             y_label: "connections",
             lines: vec![
                 line(
@@ -188,6 +192,7 @@ fn time_charts() -> Vec<TimeChart> {
             title: "Handshakes in flight and the accept queue",
             note: "kernel: connections not yet established or not yet accepted; overflows: handshakes dropped because the accept queue was full (cumulative)",
             y: YUnit::Count,
+            y_scale: YScale::Robust,
             y_label: "sockets",
             lines: vec![
                 line(
@@ -221,6 +226,7 @@ fn time_charts() -> Vec<TimeChart> {
             title: "Connection setup rate",
             note: "new connections per second over each sampling interval",
             y: YUnit::Count,
+            y_scale: YScale::Robust,
             y_label: "connections / s",
             lines: vec![
                 line(
@@ -242,6 +248,7 @@ fn time_charts() -> Vec<TimeChart> {
             title: "Memory per connection",
             note: "user space: (RSS − RSS before the first connection) / open connections; kernel: socket memory / sockets",
             y: YUnit::Bytes,
+            y_scale: YScale::Log,
             y_label: "bytes per connection (kernel: per socket)",
             lines: vec![
                 line(
@@ -269,6 +276,7 @@ fn time_charts() -> Vec<TimeChart> {
             title: "Memory",
             note: "resident set of each process group, and kernel memory of the watched sockets",
             y: YUnit::Bytes,
+            y_scale: YScale::Robust,
             y_label: "bytes",
             lines: vec![
                 line(
@@ -302,6 +310,7 @@ fn time_charts() -> Vec<TimeChart> {
             title: "CPU",
             note: "CPU seconds (user + sys) per second of wall clock: 1.0 = one core busy",
             y: YUnit::Plain,
+            y_scale: YScale::Robust,
             y_label: "cores busy",
             lines: vec![
                 line(
@@ -382,6 +391,7 @@ pub(crate) fn time_series_charts(runs: &[(&str, &RunRecord)]) -> Vec<Chart> {
                 x: XAxis::Seconds,
                 x_label: "seconds since the run started".to_owned(),
                 y: tc.y,
+                y_scale: tc.y_scale,
                 y_label: tc.y_label.to_owned(),
                 series,
                 bands: if single {
@@ -460,6 +470,8 @@ pub(crate) fn latency_charts(runs: &[(&str, &[RunHist])]) -> Vec<Chart> {
                 x_label: "percentile (log scale of 1/(1−p), as the HdrHistogram plotter)"
                     .to_owned(),
                 y: YUnit::Plain,
+                // The tail is the point of a latency distribution: never clipped.
+                y_scale: YScale::Full,
                 y_label: "latency (ms)".to_owned(),
                 series,
                 bands: Vec::new(),
@@ -634,6 +646,49 @@ fn kernel_vs_app_table(run: &RunRecord) -> String {
         }
     }
     out.push_str("</table>");
+    out
+}
+
+/// Setup latency timed from the `connect()` call and from the pace's schedule, side by
+/// side, under the asked and achieved setup rates: a client that fell behind its `--rate`
+/// shows it here as schedule-based latency far above call-based.
+fn setup_latency_table(run: &RunRecord, hists: &[RunHist]) -> String {
+    let mut out = String::new();
+    if let Some(r) = setup_rate(run) {
+        let _ = write!(
+            out,
+            "<p>Setup rate: asked <b>{}</b>, achieved <b>{}</b> ({} connected in {}).</p>",
+            opt(r.asked_per_s, |a| format!("{}/s", num(a, 0))),
+            opt(r.achieved_per_s, |a| format!("{}/s", num(a, 0))),
+            count(r.connected),
+            secs(r.duration_s)
+        );
+    }
+    let mut rows = String::new();
+    for (what, call, sched) in SETUP_LATENCY_PAIRS {
+        for (from, name) in [("from the call", call), ("from the schedule", sched)] {
+            let Some(h) = hists.iter().find(|h| h.side == "client" && h.name == name) else {
+                continue;
+            };
+            let p = Percentiles::of(&h.hist);
+            let _ = write!(
+                rows,
+                "<tr><td class=\"t\">{} <span class=\"mut\">({})</span></td><td class=\"t\">{from}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(what),
+                esc(name),
+                count(p.count),
+                ms(p.p50 as f64),
+                ms(p.p99 as f64),
+                ms(p.p999 as f64),
+                ms(p.max as f64)
+            );
+        }
+    }
+    if !rows.is_empty() {
+        out.push_str("<table class=\"wide\"><tr><th class=\"t\">setup latency (ms)</th><th class=\"t\">timed</th><th>count</th><th>median</th><th>99%</th><th>99.9%</th><th>max</th></tr>");
+        out.push_str(&rows);
+        out.push_str("</table><p class=\"mut\">From the call: the <code>connect()</code> call (or the handshake request) to success. From the schedule: the instant <code>--rate</code> scheduled that connection to the same success, so the wait for an in-flight slot counts (coordinated omission corrected, as wrk2 does). Unpaced runs have no schedule.</p>");
+    }
     out
 }
 
@@ -1015,6 +1070,7 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
         .iter()
         .map(|h| (format!("{} {}", h.side, h.name), Percentiles::of(&h.hist)))
         .collect();
+    b.push_str(&setup_latency_table(run, &hists));
     if rows.is_empty() {
         b.push_str("<p class=\"mut\">No latency was recorded in this run.</p>");
     } else {
@@ -1080,6 +1136,8 @@ mod tests {
             "412 established in the kernel, not yet accepted",
             "99.9%",
             "accept queue overflowed",
+            "Setup rate: asked <b>50,000/s</b>, achieved <b>50,000/s</b>",
+            "<td class=\"t\">from the schedule</td>",
         ] {
             assert!(html.contains(s), "{s}");
         }

@@ -307,7 +307,7 @@ mod tests {
         // Every histogram: its .hgrm parses back to exactly the source histogram's
         // distribution, its .hlog merges back to exactly the final histogram.
         let hists = histograms(&run).unwrap();
-        assert_eq!(hists.len(), 3);
+        assert_eq!(hists.len(), 4);
         for h in &hists {
             let stem = format!("{}-{}", h.side, h.name);
             let text = std::fs::read_to_string(dir.join(format!("{stem}.hgrm"))).unwrap();

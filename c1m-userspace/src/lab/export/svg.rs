@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::fmt::{esc, num};
+use super::fmt::{bytes, esc, num};
 
 const W: f64 = 680.0;
 const H: f64 = 270.0;
@@ -30,6 +30,24 @@ pub(crate) enum YUnit {
     Count,
     Bytes,
     Plain,
+}
+
+/// How the y axis fits the values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum YScale {
+    /// 0 to the largest value: for charts whose largest value is the point (a latency
+    /// distribution's tail).
+    Full,
+    /// 0 to at most twice the 95th percentile of the plotted values; points above are
+    /// drawn on the top edge, marked, and counted in a note. A start-up spike (RSS over a
+    /// handful of connections, a rate over a short interval) is 10–1000× what the run
+    /// holds and would flatten every other line; a real peak of a run is rarely more than
+    /// twice what it holds for 5% of its samples, so it stays on the axis.
+    Robust,
+    /// Logarithmic, powers of 4 for bytes (16 B, 64 B, … 4 KiB) and of 10 otherwise, with
+    /// the [`YScale::Robust`] top: for lines of different orders of magnitude (31 B of user
+    /// space beside 4 KiB of kernel per socket), which no linear axis shows both of.
+    Log,
 }
 
 #[derive(Debug, Clone)]
@@ -59,9 +77,47 @@ pub(crate) struct Chart {
     pub x: XAxis,
     pub x_label: String,
     pub y: YUnit,
+    pub y_scale: YScale,
     pub y_label: String,
     pub series: Vec<Series>,
     pub bands: Vec<Band>,
+}
+
+/// The y axis as drawn: its range, ticks (value, label) and whether it is logarithmic.
+struct YAxis {
+    lo: f64,
+    hi: f64,
+    log: bool,
+    ticks: Vec<(f64, String)>,
+}
+
+impl YAxis {
+    /// Fraction of the plot height of `y` (0 bottom, 1 top), clipped to the axis.
+    fn frac(&self, y: f64) -> f64 {
+        let f = if self.log {
+            (y.max(self.lo).log10() - self.lo.log10())
+                / (self.hi.log10() - self.lo.log10()).max(f64::MIN_POSITIVE)
+        } else {
+            (y - self.lo) / (self.hi - self.lo).max(f64::MIN_POSITIVE)
+        };
+        f.clamp(0.0, 1.0)
+    }
+}
+
+/// The value at quantile `q` of `v` (nearest rank), `v` sorted.
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len().max(1)) - 1;
+    v.get(i).copied().unwrap_or(0.0)
+}
+
+/// The top of a [`YScale::Robust`] axis for these values: their largest, or twice their
+/// 95th percentile if that is lower.
+pub(crate) fn robust_top(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|y| y.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    let max = v.last().copied().unwrap_or(0.0);
+    let p95 = quantile(&v, 0.95);
+    if p95 > 0.0 { max.min(2.0 * p95) } else { max }
 }
 
 impl Chart {
@@ -84,15 +140,95 @@ impl Chart {
             .collect()
     }
 
+    fn y_axis(&self, ys: &[f64]) -> YAxis {
+        if self.y_scale == YScale::Log {
+            let pos: Vec<f64> = ys.iter().copied().filter(|y| *y > 0.0).collect();
+            let base: f64 = if self.y == YUnit::Bytes { 4.0 } else { 10.0 };
+            let lo_v = pos.iter().copied().fold(f64::MAX, f64::min);
+            // Robust at the top as well: decades spent on a spike are decades taken from
+            // the lines the run holds.
+            let hi_v = robust_top(&pos);
+            let (a, mut b) = if pos.is_empty() {
+                (0, 1)
+            } else {
+                (
+                    (lo_v.log(base) + 1e-9).floor() as i32,
+                    (hi_v.log(base) - 1e-9).ceil() as i32,
+                )
+            };
+            if b <= a {
+                b = a + 1;
+            }
+            let ticks = (a..=b)
+                .map(|k| {
+                    let v = base.powi(k);
+                    let label = if self.y == YUnit::Bytes {
+                        bytes_tick(v)
+                    } else {
+                        num(v, decimals(&[v]))
+                    };
+                    (v, label)
+                })
+                .collect();
+            return YAxis {
+                lo: base.powi(a),
+                hi: base.powi(b),
+                log: true,
+                ticks,
+            };
+        }
+        let y0 = ys.iter().copied().fold(0.0f64, f64::min);
+        let mut y1 = match self.y_scale {
+            YScale::Robust => robust_top(ys),
+            _ => ys.iter().copied().fold(f64::MIN, f64::max),
+        };
+        if y1 <= y0 {
+            y1 = y0 + 1.0;
+        }
+        let (yscale, ysuffix) = match self.y {
+            YUnit::Bytes => bytes_scale(y1),
+            YUnit::Count => count_scale(y1),
+            YUnit::Plain => (1.0, ""),
+        };
+        let yt = nice_ticks(y0 / yscale, y1 / yscale, 5);
+        let ydec = decimals(&yt);
+        YAxis {
+            lo: yt.first().copied().unwrap_or(0.0) * yscale,
+            hi: yt.last().copied().unwrap_or(1.0) * yscale,
+            log: false,
+            ticks: yt
+                .iter()
+                .map(|v| {
+                    let label = if *v == 0.0 {
+                        "0".to_owned()
+                    } else {
+                        format!("{}{ysuffix}", num(*v, ydec))
+                    };
+                    (v * yscale, label)
+                })
+                .collect(),
+        }
+    }
+
     pub fn render(&self) -> String {
         let series = self.drawn();
+        let ys: Vec<f64> = series
+            .iter()
+            .flatten()
+            .filter(|p| p.0.is_finite() && p.1.is_finite())
+            .map(|p| p.1)
+            .collect();
+        let axis = self.y_axis(&ys);
+        let above: Vec<f64> = ys.iter().copied().filter(|y| *y > axis.hi).collect();
         let finite = |p: &&(f64, f64)| p.0.is_finite() && p.1.is_finite();
         let n: usize = series.iter().map(|s| s.iter().filter(finite).count()).sum();
         let mut out = String::new();
         let _ = write!(
             out,
-            "<figure class=\"chart\" id=\"{}\" data-points=\"{n}\"><figcaption><b>{}</b><span>{}</span></figcaption><div class=\"legend\">",
+            "<figure class=\"chart\" id=\"{}\" data-points=\"{n}\" data-y-min=\"{}\" data-y-max=\"{}\"><figcaption><b>{}</b><span>{}</span></figcaption><div class=\"legend\">",
             esc(&self.id),
+            axis.lo,
+            axis.hi,
             esc(&self.title),
             esc(&self.note)
         );
@@ -108,12 +244,10 @@ impl Chart {
         }
         out.push_str("</div>");
         let pts = series.iter().flatten().filter(finite);
-        let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, 0.0f64, f64::MIN);
-        for &(x, y) in pts {
+        let (mut x0, mut x1) = (f64::MAX, f64::MIN);
+        for &(x, _) in pts {
             x0 = x0.min(x);
             x1 = x1.max(x);
-            y0 = y0.min(y);
-            y1 = y1.max(y);
         }
         for b in &self.bands {
             x0 = x0.min(b.x0);
@@ -151,19 +285,6 @@ impl Chart {
                     .collect()
             }
         };
-        if y1 <= y0 {
-            y1 = y0 + 1.0;
-        }
-        let (yscale, ysuffix) = match self.y {
-            YUnit::Bytes => bytes_scale(y1),
-            YUnit::Count => count_scale(y1),
-            YUnit::Plain => (1.0, ""),
-        };
-        let yt = nice_ticks(y0 / yscale, y1 / yscale, 5);
-        let (yl, yh) = (
-            yt.first().copied().unwrap_or(0.0) * yscale,
-            yt.last().copied().unwrap_or(1.0) * yscale,
-        );
         let right = match self.x {
             XAxis::Seconds => RIGHT,
             XAxis::Percentile => RIGHT_PERCENTILE,
@@ -171,7 +292,7 @@ impl Chart {
         let pw = W - LEFT - right;
         let ph = H - TOP - BOTTOM;
         let sx = |x: f64| LEFT + (x - x0) / (x1 - x0).max(f64::MIN_POSITIVE) * pw;
-        let sy = |y: f64| TOP + ph - (y - yl) / (yh - yl).max(f64::MIN_POSITIVE) * ph;
+        let sy = |y: f64| TOP + ph - axis.frac(y) * ph;
         // Phase bands, behind everything.
         for (i, b) in self.bands.iter().enumerate() {
             let (a, z) = (sx(b.x0.max(x0)), sx(b.x1.min(x1)));
@@ -202,20 +323,15 @@ impl Chart {
             );
         }
         // Grid and tick labels.
-        let ydec = decimals(&yt);
-        for v in &yt {
-            let y = sy(v * yscale);
-            let label = if *v == 0.0 {
-                "0".to_owned()
-            } else {
-                format!("{}{ysuffix}", num(*v, ydec))
-            };
+        for (v, label) in &axis.ticks {
+            let y = sy(*v);
             let _ = write!(
                 out,
-                "<line class=\"grid\" x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" /><text class=\"ytick\" x=\"{:.1}\" y=\"{:.1}\">{label}</text>",
+                "<line class=\"grid\" x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" /><text class=\"ytick\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
                 W - right,
                 LEFT - 6.0,
                 y + 4.0,
+                esc(label)
             );
         }
         for (v, label) in &xticks {
@@ -243,8 +359,10 @@ impl Chart {
         for (s, pts) in self.series.iter().zip(&series).rev() {
             let mut d = String::new();
             let mut pen_up = true;
+            let mut marks = String::new();
             for &(x, y) in pts {
-                if !(x.is_finite() && y.is_finite()) {
+                // A log axis has no place for 0: a gap, like a missing sample.
+                if !(x.is_finite() && y.is_finite()) || (axis.log && y <= 0.0) {
                     pen_up = true;
                     continue;
                 }
@@ -256,6 +374,19 @@ impl Chart {
                     sy(y)
                 );
                 pen_up = false;
+                if y > axis.hi {
+                    // Clipped: drawn on the top edge, marked with a caret.
+                    let cx = sx(x);
+                    let _ = write!(
+                        marks,
+                        "<path class=\"clipped\" d=\"M{:.1} {:.1}L{cx:.1} {TOP:.1}L{:.1} {:.1}Z\" fill=\"{}\" />",
+                        cx - 3.5,
+                        TOP + 6.0,
+                        cx + 3.5,
+                        TOP + 6.0,
+                        s.color
+                    );
+                }
             }
             if d.is_empty() {
                 continue;
@@ -268,6 +399,7 @@ impl Chart {
                 dash_attr(s.dash),
                 esc(&s.label)
             );
+            out.push_str(&marks);
             // A lone point would be invisible as a path.
             if pts
                 .iter()
@@ -285,9 +417,35 @@ impl Chart {
                 );
             }
         }
+        if let Some(max) = above.iter().copied().reduce(f64::max) {
+            let v = match self.y {
+                YUnit::Bytes => bytes(max),
+                YUnit::Count => num(max, 0),
+                YUnit::Plain => num(max, 2),
+            };
+            let _ = write!(
+                out,
+                "<text class=\"clipnote\" x=\"{:.1}\" y=\"{:.1}\">▲ {} above the axis (up to {})</text>",
+                W - right - 4.0,
+                TOP + 16.0,
+                above.len(),
+                esc(&v)
+            );
+        }
         out.push_str("</svg></figure>");
         out
     }
+}
+
+/// A power of 4 bytes as a tick label: `16 B`, `4 KiB`, `256 MiB`.
+fn bytes_tick(v: f64) -> String {
+    let (x, unit) = match v {
+        v if v >= 1024.0 * 1024.0 * 1024.0 => (v / (1024.0 * 1024.0 * 1024.0), "GiB"),
+        v if v >= 1024.0 * 1024.0 => (v / (1024.0 * 1024.0), "MiB"),
+        v if v >= 1024.0 => (v / 1024.0, "KiB"),
+        v => (v, "B"),
+    };
+    format!("{} {unit}", num(x, decimals(&[x])))
 }
 
 fn dash_attr(d: Option<&str>) -> String {
@@ -400,6 +558,18 @@ mod tests {
     }
 
     #[test]
+    fn robust_top_ignores_a_spike_but_keeps_real_peaks() {
+        let mut v = vec![100.0; 60];
+        v.extend([5_000.0, 90_000.0]);
+        assert_eq!(robust_top(&v), 200.0);
+        // A peak held for more than 5% of the samples is the run's, not a spike.
+        let mut ramp: Vec<f64> = (0..50).map(f64::from).collect();
+        ramp.extend([400.0; 10]);
+        assert_eq!(robust_top(&ramp), 400.0);
+        assert_eq!(robust_top(&[]), 0.0);
+    }
+
+    #[test]
     fn chart_counts_points_and_breaks_gaps() {
         let c = Chart {
             id: "c".into(),
@@ -408,6 +578,7 @@ mod tests {
             x: XAxis::Seconds,
             x_label: "s".into(),
             y: YUnit::Count,
+            y_scale: YScale::Full,
             y_label: "n".into(),
             series: vec![Series {
                 label: "a".into(),

@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 
 use super::{
     COMMAND_TOKEN, READ_BUF, REPORT_EVERY_NS, ShardIo, Slab, Spill, closed_by, failure_of, flush,
-    interest, rearm, send, shrink,
+    interest, pace, rearm, send, shrink,
 };
 use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
@@ -46,7 +46,8 @@ struct Conn {
     /// Global connection index: derives the endpoints, the WebSocket key and echo payloads,
     /// so none of them is stored.
     g: u64,
-    /// Monotonic ns: connect start, then the current echo's send time.
+    /// Monotonic ns: the `connect()` call, then the WebSocket request, then the current
+    /// echo's send time. (The instant the pace scheduled the connect is derived from `g`.)
     t_ns: u64,
     /// Echo round trips done.
     seq: u32,
@@ -249,12 +250,8 @@ impl Shard {
         if !self.started || self.closing {
             return;
         }
-        let allowed = if self.cfg.rate > 0.0 {
-            let secs = sys::monotonic_ns().saturating_sub(self.t0_mono) as f64 / 1e9;
-            ((self.cfg.rate * secs) as u64 + 1).min(self.cfg.count)
-        } else {
-            self.cfg.count
-        };
+        let elapsed = sys::monotonic_ns().saturating_sub(self.t0_mono);
+        let allowed = pace::due(self.cfg.rate, self.cfg.count, elapsed);
         while self.next < allowed && self.c.in_flight < self.cfg.in_flight {
             let g = self.cfg.first + self.next * self.cfg.stride;
             self.next += 1;
@@ -418,6 +415,10 @@ impl Shard {
         };
         self.hists
             .record(stats::CONNECT, now.saturating_sub(conn.t_ns) / 1000);
+        if let Some(due) = scheduled(&self.cfg, self.t0_mono, conn.g) {
+            self.hists
+                .record(stats::CONNECT_FROM_SCHEDULE, now.saturating_sub(due) / 1000);
+        }
         let fd = conn.fd.as_raw_fd();
         if let Err(e) = ep.modify(fd, EPOLLIN, tok) {
             failure_of(&e, &mut self.c.failures);
@@ -445,6 +446,15 @@ impl Shard {
             return;
         };
         conn.state = State::Open;
+        if self.cfg.mode == Mode::Ws {
+            // `t_ns` is still the handshake request's: the echo that resets it comes after.
+            self.hists
+                .record(stats::WS_HANDSHAKE, now.saturating_sub(conn.t_ns) / 1000);
+            if let Some(due) = scheduled(&self.cfg, self.t0_mono, conn.g) {
+                self.hists
+                    .record(stats::WS_OPEN_FROM_SCHEDULE, now.saturating_sub(due) / 1000);
+            }
+        }
         self.c.in_flight -= 1;
         self.c.connected += 1;
         self.c.open += 1;
@@ -746,6 +756,10 @@ impl Shard {
         if let Some(conn) = self.conns.get_mut(tok)
             && let Err(e) = rearm(ep, &conn.fd, tok, before, &conn.spill)
         {
+            // Counted as opened first, as above, so `close_open` finds it counted.
+            if became_open {
+                self.opened(tok, sys::monotonic_ns());
+            }
             self.fail_or_close(tok, &e);
             return;
         }
@@ -785,6 +799,12 @@ impl Shard {
         });
         self.dirty_pushes.insert(id);
     }
+}
+
+/// Monotonic ns at which the pace scheduled the connect of global index `g` (None: unpaced).
+fn scheduled(cfg: &ClientShardConfig, t0_mono: u64, g: u64) -> Option<u64> {
+    let k = g.saturating_sub(cfg.first) / cfg.stride.max(1);
+    pace::scheduled_ns(cfg.rate, k).map(|at| t0_mono.saturating_add(at))
 }
 
 /// The Sec-WebSocket-Key of connection `g`: derived, not stored.

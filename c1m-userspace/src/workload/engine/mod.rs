@@ -27,6 +27,7 @@
 //! so a busy connection cannot starve the others and no ready list is needed.
 
 pub mod client;
+mod pace;
 pub mod server;
 
 use std::{
