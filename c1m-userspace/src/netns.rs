@@ -48,3 +48,12 @@ fn loopback_up() -> io::Result<()> {
 pub fn set_sysctl(path: &str, value: &str) -> io::Result<()> {
     std::fs::write(format!("/proc/sys/{path}"), value)
 }
+
+/// Whether any process is still in the namespace with nsfs inode `inode` (see
+/// `observer::procfs::own_netns_inum`): it dies with the last one.
+pub fn alive(inode: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    crate::workload::procstat::all_pids().into_iter().any(|pid| {
+        std::fs::metadata(format!("/proc/{pid}/ns/net")).is_ok_and(|m| m.ino() == u64::from(inode))
+    })
+}

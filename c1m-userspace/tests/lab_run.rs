@@ -11,7 +11,7 @@ use std::{
 use c1m::{
     lab::{
         export::{hgrm, schema},
-        model::RunRecord,
+        model::{Outcome, RunRecord},
     },
     observer::privileges,
 };
@@ -98,7 +98,7 @@ fn a_5000_connection_run_exports_everything_and_counts_agree() {
     schema::validate_summary(&json)
         .unwrap_or_else(|e| panic!("summary.json against its schema: {e:?}"));
     let run: RunRecord = serde_json::from_value(json).expect("a RunRecord");
-    assert_eq!(run.outcome, "complete");
+    assert_eq!(run.outcome, Outcome::Complete);
     assert_eq!(
         run.phases
             .iter()
@@ -207,7 +207,7 @@ fn tune_restores_every_sysctl_it_changed_after_sigterm() {
         &std::fs::read_to_string(run_folder(&out).join("summary.json")).expect("summary"),
     )
     .expect("RunRecord");
-    assert_eq!(run.outcome, "interrupted");
+    assert_eq!(run.outcome, Outcome::Interrupted);
     assert!(!run.samples.is_empty(), "what was measured is kept");
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -169,9 +169,12 @@ pub fn checks(target: &Target) -> Vec<Check> {
             (Ok(()), _) | (_, false) => Status::Ok,
             (Err(_), true) => Status::Fail,
         },
-        bpf.as_ref()
-            .err()
-            .map(|_| "run as root: sudo -E c1m …  (or --no-observer)".to_owned()),
+        match (&bpf, target.observer) {
+            (Err(missing), true) => Some(format!(
+                "the eBPF observer needs {missing}: sudo -E c1m …, or --no-observer"
+            )),
+            _ => None,
+        },
         "the kernel observer loads eBPF programs; sysctl tuning also needs root",
     ));
 
@@ -340,22 +343,35 @@ pub fn checks(target: &Target) -> Vec<Check> {
             (!btf).then(|| "a kernel built with CONFIG_DEBUG_INFO_BTF=y".to_owned()),
             "struct offsets for the eBPF programs come from it",
         ));
-        let tracefs = [
+        let readable = [
             "/sys/kernel/tracing/events",
             "/sys/kernel/debug/tracing/events",
         ]
         .iter()
         .any(|p| Path::new(p).is_dir());
+        // Mounted but mode 0700 is what a non-root user meets: the fix is root, not a mount.
+        let mounted = crate::observer::tracefs::mount_point();
         out.push(check(
             "tracefs",
-            if tracefs { "mounted" } else { "not mounted" }.to_owned(),
-            "mounted (c1m mounts it when root)".to_owned(),
-            if tracefs || root {
+            match (readable, &mounted) {
+                (true, _) => "mounted".to_owned(),
+                (false, Some(at)) => format!("mounted at {}, unreadable without root", at.display()),
+                (false, None) => "not mounted".to_owned(),
+            },
+            "readable (c1m mounts it when root)".to_owned(),
+            if readable || root {
                 Status::Ok
             } else {
                 Status::Fail
             },
-            (!tracefs).then(|| "mount -t tracefs tracefs /sys/kernel/tracing".to_owned()),
+            match (readable || root, &mounted) {
+                (true, _) => None,
+                (false, Some(_)) => Some("sudo -E c1m …, or --no-observer".to_owned()),
+                (false, None) => Some(
+                    "as root: mount -t tracefs tracefs /sys/kernel/tracing; or --no-observer"
+                        .to_owned(),
+                ),
+            },
             "tracepoint ids and record layouts",
         ));
         let cgroup2 = procfs::cgroup2_root();
@@ -472,7 +488,11 @@ impl Tuning {
     }
 
     fn save(&self) {
-        if let Ok(json) = serde_json::to_string_pretty(&self.changed) {
+        let file = RestoreFile {
+            netns: procfs::own_netns_inum(),
+            changed: self.changed.clone(),
+        };
+        if let Ok(json) = serde_json::to_string_pretty(&file) {
             let _ = std::fs::write(&self.restore_file, json);
         }
     }
@@ -494,6 +514,23 @@ impl Drop for Tuning {
             eprintln!("c1m: could not restore {f}");
         }
     }
+}
+
+/// What a tuned process changed, in which network namespace (somaxconn, the port range
+/// and the SYN backlog are per namespace: a value from a private one must not be put
+/// back into another).
+#[derive(Debug, Serialize, Deserialize)]
+struct RestoreFile {
+    netns: Option<u32>,
+    changed: Vec<Changed>,
+}
+
+/// A restore file as written now, or as a bare list (before namespaces were recorded).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AnyRestoreFile {
+    Current(RestoreFile),
+    Bare(Vec<Changed>),
 }
 
 fn restore_all(changed: &[Changed]) -> Vec<String> {
@@ -526,8 +563,22 @@ pub fn restore_orphans() -> Result<Vec<Changed>, TuneError> {
         let path = entry.path();
         let text = std::fs::read_to_string(&path)
             .map_err(|e| TuneError::RestoreFile(path.display().to_string(), e.to_string()))?;
-        let changed: Vec<Changed> = serde_json::from_str(&text)
+        let file: AnyRestoreFile = serde_json::from_str(&text)
             .map_err(|e| TuneError::RestoreFile(path.display().to_string(), e.to_string()))?;
+        let (netns, changed) = match file {
+            AnyRestoreFile::Current(f) => (f.netns, f.changed),
+            AnyRestoreFile::Bare(changed) => (None, changed),
+        };
+        let here = procfs::own_netns_inum();
+        if let Some(ns) = netns
+            && Some(ns) != here
+        {
+            // Another namespace's values: restored from inside it, or gone with it.
+            if !crate::netns::alive(ns) {
+                let _ = std::fs::remove_file(&path);
+            }
+            continue;
+        }
         let failed = restore_all(&changed);
         if !failed.is_empty() {
             return Err(TuneError::RestoreFile(
@@ -607,14 +658,27 @@ pub struct DoctorArgs {
 /// Runs `c1m doctor`; exit code 1 when a check fails.
 pub fn main(args: DoctorArgs) -> anyhow::Result<i32> {
     if args.restore {
+        let mut nothing = true;
+        for left in super::journal::leftovers() {
+            nothing = false;
+            println!("{}", left.describe());
+            let folder = left.journal.run_folder.clone();
+            for c in left.end() {
+                println!("ended {} pid {} (of {})", c.role.name(), c.proc.pid, folder.display());
+            }
+        }
         let restored = restore_orphans()?;
-        if restored.is_empty() {
+        nothing &= restored.is_empty();
+        if nothing {
             println!("nothing to restore");
         }
         for c in restored {
             println!("restored {} = {} (was {})", c.name, c.old, c.new);
         }
         return Ok(0);
+    }
+    for left in super::journal::leftovers() {
+        println!("leftover: {}", left.describe());
     }
     let server_ports = crate::workload::cli::parse_ports(&args.ports)?.len() as u64;
     let target = Target {

@@ -1,6 +1,6 @@
 //! `summary.schema.json` (hand-written, draft 2020-12) and a validator for the subset
 //! of JSON Schema it uses: `type`, `properties`, `required`, `additionalProperties`,
-//! `items`, `anyOf`, `minimum` and `$ref` to `#/$defs/…`. Any other keyword is an error,
+//! `items`, `anyOf`, `enum`, `minimum` and `$ref` to `#/$defs/…`. Any other keyword is an error,
 //! so the schema cannot use something this validator would silently ignore.
 //!
 //! Every object of the model is closed (`additionalProperties: false`) and requires all
@@ -66,6 +66,12 @@ fn check(root: &Value, s: &Value, v: &Value, at: &str, errors: &mut Vec<String>)
                 };
                 if !names.iter().any(|t| is_type(v, t)) {
                     errors.push(format!("{at}: expected {}, got {}", names.join(" or "), v));
+                }
+            }
+            "enum" => {
+                let allowed = kv.as_array().map(Vec::as_slice).unwrap_or_default();
+                if !allowed.contains(v) {
+                    errors.push(format!("{at}: {v} is not one of {kv}"));
                 }
             }
             "minimum" => {
@@ -212,6 +218,7 @@ mod tests {
             .unwrap()
             .remove("kernel_bytes");
         v["kernel"]["listeners"][0]["port"] = json!(1.5);
+        v["outcome"] = json!("fine");
         let errs = validate_summary(&v).unwrap_err();
         let has = |s: &str| errs.iter().any(|e| e.contains(s));
         assert!(
@@ -234,7 +241,8 @@ mod tests {
             has("/kernel/listeners/0/port: expected integer"),
             "{errs:?}"
         );
-        assert_eq!(errs.len(), 5, "{errs:?}");
+        assert!(has("/outcome: \"fine\" is not one of"), "{errs:?}");
+        assert_eq!(errs.len(), 6, "{errs:?}");
         let unknown = json!({"type": "string", "pattern": "x"});
         assert!(validate(&unknown, &json!("x")).unwrap_err()[0].contains("`pattern`"));
     }
