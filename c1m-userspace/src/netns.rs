@@ -52,8 +52,25 @@ pub fn set_sysctl(path: &str, value: &str) -> io::Result<()> {
 /// Whether any process is still in the namespace with nsfs inode `inode` (see
 /// `observer::procfs::own_netns_inum`): it dies with the last one.
 pub fn alive(inode: u32) -> bool {
+    all_alive().contains(&inode)
+}
+
+/// Every network namespace some thread is in now (nsfs inodes). Per thread: a thread
+/// that entered a private namespace (as tests do) is the only one in it.
+pub fn all_alive() -> std::collections::HashSet<u32> {
     use std::os::unix::fs::MetadataExt;
-    crate::workload::procstat::all_pids().into_iter().any(|pid| {
-        std::fs::metadata(format!("/proc/{pid}/ns/net")).is_ok_and(|m| m.ino() == u64::from(inode))
-    })
+    let mut out = std::collections::HashSet::new();
+    for pid in crate::workload::procstat::all_pids() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            if let Ok(m) = std::fs::metadata(task.path().join("ns/net"))
+                && let Ok(ino) = u32::try_from(m.ino())
+            {
+                out.insert(ino);
+            }
+        }
+    }
+    out
 }

@@ -83,9 +83,42 @@ fn lock_path(port: u16) -> Result<PathBuf, PortError> {
     Ok(dir.join(format!("port-{netns}-{port}.lock")))
 }
 
+/// Removes the lock files of network namespaces that no longer exist: nobody can
+/// listen there any more, so nobody can race for them (a private namespace per test
+/// would otherwise leave a file per port behind).
+fn sweep_dead_namespaces(dir: &std::path::Path, here: u32) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let files: Vec<(u32, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let ns = name.strip_prefix("port-")?.split_once('-')?.0.parse().ok()?;
+            Some((ns, e.path()))
+        })
+        .filter(|(ns, _)| *ns != here)
+        .collect();
+    if files.is_empty() {
+        return;
+    }
+    let live = crate::netns::all_alive();
+    for (ns, path) in files {
+        if !live.contains(&ns) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 /// Takes every port in `ports` for this process, or names the first holder. Call it
 /// before any socket binds; keep the result as long as the listeners live.
 pub fn lock(ports: &[u16], addrs: &[IpAddr]) -> Result<PortLocks, PortError> {
+    if let (Ok(dir), Some(here)) = (
+        crate::util::runtime_dir(),
+        crate::observer::procfs::own_netns_inum(),
+    ) {
+        sweep_dead_namespaces(&dir, here);
+    }
     let me = Holder {
         pid: std::process::id(),
         command_line: procstat::command_line(std::process::id()).unwrap_or_default(),
