@@ -81,7 +81,9 @@ pub fn die_with_parent(parent: u32) -> std::io::Result<()> {
     }
     // SAFETY: getppid has no preconditions.
     if unsafe { libc::getppid() } as u32 != parent {
-        return Err(std::io::Error::other("the parent exited before its child started"));
+        return Err(std::io::Error::other(
+            "the parent exited before its child started",
+        ));
     }
     Ok(())
 }

@@ -113,16 +113,22 @@ fn a_second_lab_on_the_same_ports_refuses_and_names_the_first() {
     c1m::netns::enter_private().expect("private netns");
     let (out_a, out_b) = (fresh_dir("first"), fresh_dir("second"));
     let ports = ["--ports", "21000-21003", "--mode", "hold"];
-    let a = c1m_run(&out_a, &[&["-n", "3000", "--idle", "4s"][..], &ports].concat())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("lab A");
+    let a = c1m_run(
+        &out_a,
+        &[&["-n", "3000", "--idle", "4s"][..], &ports].concat(),
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("lab A");
     let folder_a = wait_for_setup(&out_a);
 
-    let b = c1m_run(&out_b, &[&["-n", "3000", "--idle", "4s"][..], &ports].concat())
-        .output()
-        .expect("lab B");
+    let b = c1m_run(
+        &out_b,
+        &[&["-n", "3000", "--idle", "4s"][..], &ports].concat(),
+    )
+    .output()
+    .expect("lab B");
     let stderr = String::from_utf8_lossy(&b.stderr);
     assert_eq!(b.status.code(), Some(1), "B refuses: {stderr}");
     let line = format!(
@@ -179,7 +185,14 @@ fn kill_9_of_the_lab_takes_its_children_and_doctor_restores_the_rest() {
     let mut lab = c1m_run(
         &out,
         &[
-            "-n", "25000", "--idle", "60s", "--tune", "--mode", "hold", "--ports",
+            "-n",
+            "25000",
+            "--idle",
+            "60s",
+            "--tune",
+            "--mode",
+            "hold",
+            "--ports",
             "21100-21103",
         ],
     )
@@ -259,7 +272,14 @@ fn a_server_worker_killed_mid_idle_degrades_the_run() {
     let lab = c1m_run(
         &out,
         &[
-            "-n", "25000", "--idle", "8s", "--mode", "hold", "--ports", "21200-21203",
+            "-n",
+            "25000",
+            "--idle",
+            "8s",
+            "--mode",
+            "hold",
+            "--ports",
+            "21200-21203",
         ],
     )
     .stdout(Stdio::piped())
@@ -282,10 +302,11 @@ fn a_server_worker_killed_mid_idle_degrades_the_run() {
     let (code, stdout, stderr) = finish(lab);
     assert_eq!(code, Some(2), "degraded exits 2\n{stdout}\n{stderr}");
     assert!(
-        stderr.contains("c1m run: warning: server worker ") && stderr.contains(&format!(
-            "(pid {}) died (exited: signal: 9 (SIGKILL)); its connections are lost",
-            worker.proc.pid
-        )),
+        stderr.contains("c1m run: warning: server worker ")
+            && stderr.contains(&format!(
+                "(pid {}) died (exited: signal: 9 (SIGKILL)); its connections are lost",
+                worker.proc.pid
+            )),
         "warning on stderr:\n{stderr}"
     );
     assert!(
@@ -300,7 +321,13 @@ fn a_server_worker_killed_mid_idle_degrades_the_run() {
         "{:?}",
         run.warnings
     );
-    let lost = run.server.as_ref().expect("server").counters.closed.worker_lost;
+    let lost = run
+        .server
+        .as_ref()
+        .expect("server")
+        .counters
+        .closed
+        .worker_lost;
     assert!(lost > 0, "the lost connections are counted");
     assert!(
         run.warnings[1].starts_with(&format!("server: {lost} connections lost")),
@@ -322,7 +349,10 @@ fn bad_flags_are_refused_before_anything_starts() {
             &["-n", "0"][..],
             "invalid value '0' for '--connections <CONNECTIONS>'",
         ),
-        (&["--mode", "foo"][..], "invalid value 'foo' for '--mode <MODE>'"),
+        (
+            &["--mode", "foo"][..],
+            "invalid value 'foo' for '--mode <MODE>'",
+        ),
         (&["--ports", "9-1"][..], "empty port range"),
     ] {
         let out = fresh_dir("flags");
@@ -332,7 +362,10 @@ fn bad_flags_are_refused_before_anything_starts() {
         let first = stderr.lines().next().unwrap_or_default();
         assert!(first.contains(says), "{args:?}: {stderr}");
         if args[0] == "--mode" {
-            assert!(stderr.contains("[possible values: hold, echo, ws]"), "{stderr}");
+            assert!(
+                stderr.contains("[possible values: hold, echo, ws]"),
+                "{stderr}"
+            );
         }
         assert!(
             run_folders(&out).is_empty(),
@@ -367,6 +400,16 @@ fn summary_json_is_there_from_the_first_second() {
     );
     assert_eq!(run.outcome, Outcome::Running);
     assert_eq!(run.config.connections, 3000);
+    // Stopped once its server runs (the live view handles SIGTERM from then on).
+    let folder = run_folders(&out).remove(0);
+    wait_for("the server in the journal", Duration::from_secs(30), || {
+        let text = std::fs::read_to_string(folder.join(journal::FILE)).ok()?;
+        let j: Journal = serde_json::from_str(&text).ok()?;
+        j.children
+            .iter()
+            .any(|c| c.role == Role::Server)
+            .then_some(())
+    });
     // SAFETY: signalling the lab we started, by its pid.
     assert_eq!(unsafe { libc::kill(lab.id() as i32, libc::SIGTERM) }, 0);
     assert_eq!(lab.wait().expect("wait").code(), Some(130));

@@ -355,7 +355,9 @@ pub fn checks(target: &Target) -> Vec<Check> {
             "tracefs",
             match (readable, &mounted) {
                 (true, _) => "mounted".to_owned(),
-                (false, Some(at)) => format!("mounted at {}, unreadable without root", at.display()),
+                (false, Some(at)) => {
+                    format!("mounted at {}, unreadable without root", at.display())
+                }
                 (false, None) => "not mounted".to_owned(),
             },
             "readable (c1m mounts it when root)".to_owned(),
@@ -664,7 +666,12 @@ pub fn main(args: DoctorArgs) -> anyhow::Result<i32> {
             println!("{}", left.describe());
             let folder = left.journal.run_folder.clone();
             for c in left.end() {
-                println!("ended {} pid {} (of {})", c.role.name(), c.proc.pid, folder.display());
+                println!(
+                    "ended {} pid {} (of {})",
+                    c.role.name(),
+                    c.proc.pid,
+                    folder.display()
+                );
             }
         }
         let restored = restore_orphans()?;

@@ -237,7 +237,9 @@ pub fn lab_of(pid: u32) -> Option<Journal> {
         .filter_map(|e| {
             serde_json::from_str::<Journal>(&std::fs::read_to_string(e.path()).ok()?).ok()
         })
-        .find(|j| j.lab.alive() && (j.lab.pid == pid || j.children.iter().any(|c| c.proc.pid == pid)))
+        .find(|j| {
+            j.lab.alive() && (j.lab.pid == pid || j.children.iter().any(|c| c.proc.pid == pid))
+        })
 }
 
 #[cfg(test)]

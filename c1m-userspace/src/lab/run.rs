@@ -92,7 +92,6 @@ pub struct RunArgs {
     pub plain: bool,
 }
 
-
 pub fn main(args: RunArgs) -> Result<i32> {
     // The lab draws the view and polls both sides: like the observer, it must keep up
     // with the load it watches (its children are put back to the default weight).
@@ -352,10 +351,7 @@ async fn run(args: RunArgs) -> Result<i32> {
             doctor::table(&problems.iter().map(|c| (*c).clone()).collect::<Vec<_>>())
         );
     }
-    let failed: Vec<&doctor::Check> = checks
-        .iter()
-        .filter(|c| c.status == Status::Fail)
-        .collect();
+    let failed: Vec<&doctor::Check> = checks.iter().filter(|c| c.status == Status::Fail).collect();
     if !failed.is_empty() && !args.force {
         bail!("{}", preflight_failure(&failed));
     }
@@ -476,7 +472,9 @@ async fn run(args: RunArgs) -> Result<i32> {
     }
     lab.record.outcome = match &result {
         Err(e) => {
-            lab.record.warnings.insert(0, format!("the run failed: {e:#}"));
+            lab.record
+                .warnings
+                .insert(0, format!("the run failed: {e:#}"));
             Outcome::Failed
         }
         Ok(()) if lab.interrupted => Outcome::Interrupted,
@@ -1016,7 +1014,8 @@ impl Lab {
             .await;
         let mut notes = Vec::new();
         if let Err(e) = settled {
-            let w = format!("setup: kernel and app counts still differed 30 s after the ramp ({e:#})");
+            let w =
+                format!("setup: kernel and app counts still differed 30 s after the ramp ({e:#})");
             self.warn(w.clone());
             notes.push(w);
         }
@@ -1074,9 +1073,8 @@ impl Lab {
                             .and_then(|c| c.pushes.iter().find(|p| p.push_id == push_id))
                             .map(|p| p.count)
                             .unwrap_or(0);
-                        let w = format!(
-                            "push {push_id} reached {got} of {open} connections: {e:#}"
-                        );
+                        let w =
+                            format!("push {push_id} reached {got} of {open} connections: {e:#}");
                         self.warn(w.clone());
                         notes.push(w);
                     }

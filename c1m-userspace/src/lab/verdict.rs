@@ -93,7 +93,10 @@ mod tests {
         let s = snap(0, 10_217);
         let d = worker_deaths("server", &s);
         assert_eq!(d.len(), 1);
-        assert!(d[0].starts_with("server worker 1 (pid 11) died (signal: 9"), "{d:?}");
+        assert!(
+            d[0].starts_with("server worker 1 (pid 11) died (signal: 9"),
+            "{d:?}"
+        );
         let c = snap(3000, 0);
         let l = losses(3000, Some(&s), Some(&c));
         assert_eq!(l.len(), 1, "{l:?}");

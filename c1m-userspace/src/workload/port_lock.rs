@@ -94,7 +94,12 @@ fn sweep_dead_namespaces(dir: &std::path::Path, here: u32) {
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            let ns = name.strip_prefix("port-")?.split_once('-')?.0.parse().ok()?;
+            let ns = name
+                .strip_prefix("port-")?
+                .split_once('-')?
+                .0
+                .parse()
+                .ok()?;
             Some((ns, e.path()))
         })
         .filter(|(ns, _)| *ns != here)
