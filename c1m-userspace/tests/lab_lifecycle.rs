@@ -415,3 +415,53 @@ fn summary_json_is_there_from_the_first_second() {
     assert_eq!(lab.wait().expect("wait").code(), Some(130));
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn without_root_preflight_names_the_real_cause_and_the_fix_that_applies() {
+    use std::os::unix::process::CommandExt;
+    let out = fresh_dir("nonroot");
+    // Not `c1m_run`: that adds --no-observer, and the observer is the point here.
+    let mut cmd = {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_c1m"));
+        c.args([
+            "run",
+            "-n",
+            "100",
+            "--plain",
+            "--ports",
+            "21400-21403",
+            "--out",
+        ])
+        .arg(&out);
+        c
+    };
+    if privileges::is_root() {
+        cmd.uid(65534).gid(65534);
+    }
+    let result = cmd.output().expect("c1m run");
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert_eq!(result.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("preflight failed:"), "{stderr}");
+    assert!(
+        stderr.contains("privileges: uid 65534") || !privileges::is_root(),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("sudo -E c1m …, or --no-observer"),
+        "the fix that applies:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("--tune"),
+        "no sysctl failed, so --tune is no fix:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("tracefs: not mounted") || tracefs_unmounted(),
+        "tracefs is mounted, only unreadable:\n{stderr}"
+    );
+    assert!(run_folders(&out).is_empty(), "nothing started");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+fn tracefs_unmounted() -> bool {
+    c1m::observer::tracefs::mount_point().is_none()
+}

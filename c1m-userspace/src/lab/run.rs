@@ -38,7 +38,7 @@ use crate::{
 pub struct RunArgs {
     /// Connections to open and hold, at least 1 (default: 1,000,000, or what free
     /// memory allows).
-    #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(short = 'n', long, value_parser = crate::workload::cli::parse_connections)]
     pub connections: Option<u64>,
     /// Target setup rate, connections per second (the seeds ramped at 10,000/s).
     #[arg(long, default_value_t = 25_000)]
@@ -323,7 +323,12 @@ async fn run(args: RunArgs) -> Result<i32> {
     );
 
     // Preflight.
-    doctor::restore_orphans().context("restoring sysctls left by a killed tuned run")?;
+    // Not this run's problem (and not root's business to fail a user's run over).
+    if let Err(e) = doctor::restore_orphans() {
+        eprintln!(
+            "c1m: sysctls left by a killed tuned run stay as they are ({e}); fix: sudo c1m doctor --restore"
+        );
+    }
     for left in super::journal::leftovers() {
         eprintln!("c1m: leftover: {}", left.describe());
     }

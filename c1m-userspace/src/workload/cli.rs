@@ -85,7 +85,7 @@ pub struct ClientArgs {
     #[arg(long, default_value = "8000-8099")]
     pub ports: String,
     /// Connections to open (at least 1).
-    #[arg(short = 'n', long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(short = 'n', long, default_value_t = 1000, value_parser = parse_connections)]
     pub connections: u64,
     /// Target setup rate in connections per second (0: as fast as --in-flight allows).
     #[arg(long, default_value_t = 0.0)]
@@ -179,6 +179,15 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("not a duration: {s:?}"));
     }
     Ok(Duration::from_secs_f64(v * mult))
+}
+
+/// A connection count: a run of 0 connections has nothing to hold or measure.
+pub fn parse_connections(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) => Err("at least 1 connection is needed".to_owned()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("not a count: {s:?} (e.g. 100000)")),
+    }
 }
 
 fn parse_hold(s: &str) -> Result<Hold, String> {
