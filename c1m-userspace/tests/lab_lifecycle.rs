@@ -17,29 +17,14 @@ use c1m::{
     observer::privileges,
     workload::procstat,
 };
+use lab_util::{fresh_dir, root_or_skip, run_folders, set_low, sysctl};
 
-fn root_or_skip(test: &str) -> bool {
-    if privileges::is_root() {
-        return true;
-    }
-    eprintln!("SKIP {test}: needs root (private netns, sysctls); run `sudo -E cargo xtask test`");
-    false
-}
+mod lab_util;
 
-fn fresh_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("c1m-life-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-/// `c1m run ARGS --plain --no-observer --out OUT`, not started yet.
+/// `c1m run ARGS --no-observer --plain --out OUT`, not started yet.
 fn c1m_run(out: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_c1m"));
-    cmd.arg("run")
-        .args(args)
-        .args(["--plain", "--no-observer", "--out"])
-        .arg(out);
+    let mut cmd = lab_util::c1m_run(out, args);
+    cmd.arg("--no-observer");
     cmd
 }
 
@@ -48,17 +33,6 @@ fn c1m(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("c1m")
-}
-
-/// The run folders under `parent`.
-fn run_folders(parent: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(parent)
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_dir())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Polls (bounded) until `f` gives a value.
@@ -159,13 +133,6 @@ fn gone(pid: u32, start: u64) -> bool {
     !procstat::alive(pid, start)
 }
 
-fn sysctl(name: &str) -> String {
-    std::fs::read_to_string(format!("/proc/sys/{name}"))
-        .expect("sysctl")
-        .trim()
-        .to_owned()
-}
-
 #[test]
 fn kill_9_of_the_lab_takes_its_children_and_doctor_restores_the_rest() {
     if !root_or_skip("kill_9_of_the_lab_takes_its_children_and_doctor_restores_the_rest") {
@@ -177,9 +144,7 @@ fn kill_9_of_the_lab_takes_its_children_and_doctor_restores_the_rest() {
         ("net/core/somaxconn", "128"),
         ("net/ipv4/tcp_max_syn_backlog", "128"),
     ];
-    for (name, value) in low {
-        c1m::netns::set_sysctl(name, value).expect("set sysctl");
-    }
+    set_low(&low);
     let out = fresh_dir("kill9");
     // 25,000 connections: past RLIMIT_NOFILE (20,000 here), so both sides have workers.
     let mut lab = c1m_run(
