@@ -572,15 +572,23 @@ pub fn restore_orphans() -> Result<Vec<Changed>, TuneError> {
             AnyRestoreFile::Bare(changed) => (None, changed),
         };
         let here = procfs::own_netns_inum();
-        if let Some(ns) = netns
-            && Some(ns) != here
-        {
-            // Another namespace's values: restored from inside it, or gone with it.
-            if !crate::netns::alive(ns) {
-                let _ = std::fs::remove_file(&path);
+        let (changed, elsewhere) = match netns {
+            Some(ns) if Some(ns) != here => {
+                // Another namespace's own values are restored from inside it, or went
+                // with it; the box-wide ones (fs.file-max) are restored from anywhere.
+                let (theirs, global): (Vec<Changed>, Vec<Changed>) =
+                    changed.into_iter().partition(|c| per_netns(&c.name));
+                let keep = RestoreFile {
+                    netns,
+                    changed: theirs,
+                };
+                (
+                    global,
+                    (!keep.changed.is_empty() && crate::netns::alive(ns)).then_some(keep),
+                )
             }
-            continue;
-        }
+            _ => (changed, None),
+        };
         let failed = restore_all(&changed);
         if !failed.is_empty() {
             return Err(TuneError::RestoreFile(
@@ -588,15 +596,39 @@ pub fn restore_orphans() -> Result<Vec<Changed>, TuneError> {
                 failed.join(", "),
             ));
         }
-        let _ = std::fs::remove_file(&path);
+        match elsewhere {
+            Some(keep) => {
+                if let Ok(json) = serde_json::to_string_pretty(&keep) {
+                    let _ = std::fs::write(&path, json);
+                }
+            }
+            None => {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
         restored.extend(changed);
     }
     Ok(restored)
 }
 
+/// Whether a sysctl has a value per network namespace (`net.core.somaxconn` and the
+/// `net.ipv4` ones --tune sets) rather than one for the box (`fs.*`, and the conntrack
+/// table size, writable only from the first namespace).
+fn per_netns(name: &str) -> bool {
+    name == "net.core.somaxconn" || name.starts_with("net.ipv4.")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_network_sysctls_belong_to_a_namespace() {
+        assert!(per_netns("net.core.somaxconn"));
+        assert!(per_netns("net.ipv4.ip_local_port_range"));
+        assert!(!per_netns("fs.file-max"));
+        assert!(!per_netns("net.netfilter.nf_conntrack_max"));
+    }
 
     #[test]
     fn memory_budget_is_both_ends_with_head_room() {
