@@ -43,6 +43,15 @@ pub enum PortError {
         stop_hint(holder)
     )]
     Taken { port: u16, holder: Holder },
+    #[error(
+        "port {port} is not held by this worker's supervisor (pid {owner}) but by {}: not joining its listeners",
+        holder.as_ref().map(|h| h.to_string()).unwrap_or_else(|| "nobody".to_owned())
+    )]
+    NotOwner {
+        port: u16,
+        owner: u32,
+        holder: Option<Holder>,
+    },
     #[error("port lock {path}: {source}")]
     Io {
         path: PathBuf,
@@ -63,7 +72,7 @@ impl PortError {
     pub fn holder(&self) -> Option<(u16, &Holder)> {
         match self {
             PortError::Taken { port, holder } => Some((*port, holder)),
-            PortError::Io { .. } => None,
+            PortError::Io { .. } | PortError::NotOwner { .. } => None,
         }
     }
 }
@@ -169,6 +178,33 @@ pub fn lock(ports: &[u16], addrs: &[IpAddr]) -> Result<PortLocks, PortError> {
     Ok(PortLocks { _files: files })
 }
 
+/// A worker's check before it binds: every port is locked, and by `owner` (its
+/// supervisor), so a worker joins only the SO_REUSEPORT groups its own supervisor owns.
+pub fn verify_owner(ports: &[u16], owner: u32) -> Result<(), PortError> {
+    for &port in ports {
+        let path = lock_path(port)?;
+        let holder: Option<Holder> = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok());
+        let held = File::open(&path).is_ok_and(|f| {
+            // SAFETY: flock on an fd we own; a lock we get is let go when `f` closes.
+            let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+            rc != 0
+        });
+        match holder {
+            Some(h) if held && h.pid == owner => {}
+            other => {
+                return Err(PortError::NotOwner {
+                    port,
+                    owner,
+                    holder: other.filter(|_| held),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Whether `ports` could be taken now (they are let go at once): for a preflight.
 pub fn check(ports: &[u16], addrs: &[IpAddr]) -> Result<(), PortError> {
     lock(ports, addrs).map(drop)
@@ -272,8 +308,12 @@ mod tests {
         let (port, holder) = e.holder().unwrap();
         assert_eq!((port, holder.pid), (21001, std::process::id()));
         assert!(e.to_string().contains("use other --ports"), "{e}");
+        verify_owner(&[21000, 21001], std::process::id()).unwrap();
+        assert!(verify_owner(&[21000], std::process::id() + 1).is_err());
         drop(first);
         check(&[21000, 21001], &lo).unwrap();
+        let e = verify_owner(&[21000], std::process::id()).unwrap_err();
+        assert!(e.to_string().contains("but by nobody"), "{e}");
     }
 
     #[test]

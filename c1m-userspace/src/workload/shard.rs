@@ -191,6 +191,12 @@ pub fn worker_main() -> Result<()> {
     // not be left in a buffer the engine never reads.
     let (first, rest) = read_first_line(&mut RawStdin)?;
     let cfg: ShardConfig = serde_json::from_slice(&first).context("parse worker config")?;
+    if let ShardConfig::Server(c) = &cfg {
+        let mut ports: Vec<u16> = c.listen.iter().map(|a| a.port()).collect();
+        ports.sort_unstable();
+        ports.dedup();
+        super::port_lock::verify_owner(&ports, std::os::unix::process::parent_id())?;
+    }
     sys::set_nonblocking(0).context("stdin non-blocking")?;
     let io = ShardIo {
         commands: Commands::Stdin { pending: rest },
