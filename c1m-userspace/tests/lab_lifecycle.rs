@@ -430,3 +430,24 @@ fn without_root_preflight_names_the_real_cause_and_the_fix_that_applies() {
 fn tracefs_unmounted() -> bool {
     c1m::observer::tracefs::mount_point().is_none()
 }
+
+#[test]
+fn a_server_refuses_a_port_another_program_listens_on_and_names_it() {
+    if !root_or_skip("a_server_refuses_a_port_another_program_listens_on_and_names_it") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    // Not c1m: a plain listener of this test process.
+    let _other = std::net::TcpListener::bind("127.0.0.1:21500").expect("bind");
+    let out = c1m(&["server", "--ports", "21500-21501", "--duration", "1s"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "port 21500 is taken: pid {} (",
+            std::process::id()
+        )),
+        "names the holder:\n{stderr}"
+    );
+    assert!(stderr.contains("use other --ports, or stop it"), "{stderr}");
+}

@@ -6,11 +6,12 @@
 //! argv it built back with the child's parser before it starts anything: a bad value is
 //! reported by the same code that would have rejected it in the child.
 
-use std::{ffi::OsString, time::Duration};
+use std::{ffi::OsString, path::Path, time::Duration};
 
 use clap::{Args, Command, FromArgMatches};
 use thiserror::Error;
 
+use super::run::RunArgs;
 use crate::workload::cli::{ClientArgs, Hold, ServerArgs};
 
 #[derive(Debug, Error)]
@@ -191,6 +192,55 @@ pub fn parse<T: Args + FromArgMatches>(argv: &[OsString]) -> Result<T, ChildArgs
 /// `T` with every default, as an empty command line gives it.
 pub fn defaults<T: Args + FromArgMatches>(sub: &str) -> Result<T, ChildArgsError> {
     parse(&[OsString::from(sub)])
+}
+
+/// The server and client of a run as typed arguments: built and checked by the
+/// children's own parsers before anything starts.
+pub struct ChildPlan {
+    pub server: ServerArgs,
+    pub client: ClientArgs,
+}
+
+impl ChildPlan {
+    pub fn new(args: &RunArgs, n: u64, sources: &str, dir: &Path) -> anyhow::Result<Self> {
+        let mut server: ServerArgs = defaults("server")?;
+        server.addrs = vec![args.addr.clone()];
+        server.ports = args.ports.to_string();
+        server.mode = args.mode;
+        server.max_conns = Some(n);
+        server.control = Some(dir.join("server.sock").display().to_string());
+        server.stats_json = Some(dir.join("server-final.json"));
+        server.quiet = true;
+        let mut client: ClientArgs = defaults("client")?;
+        client.hosts = vec![args.addr.clone()];
+        client.ports = args.ports.to_string();
+        client.connections = n;
+        client.rate = args.rate as f64;
+        client.in_flight = args.in_flight;
+        client.hold = Hold::Forever;
+        client.sources = vec![sources.to_owned()];
+        client.mode = args.mode;
+        client.control = Some(dir.join("client.sock").display().to_string());
+        client.stats_json = Some(dir.join("client-final.json"));
+        client.stay = true;
+        client.quiet = true;
+        let plan = ChildPlan { server, client };
+        // The children's parsers and checks, now: a bad value is named before any child
+        // starts, by the code that would have refused it in the child.
+        let _: ServerArgs = parse(&plan.server_argv()?)?;
+        let _: ClientArgs = parse(&plan.client_argv()?)?;
+        plan.server.listen()?;
+        plan.client.endpoints()?;
+        Ok(plan)
+    }
+
+    pub fn server_argv(&self) -> anyhow::Result<Vec<OsString>> {
+        Ok(server_argv(&self.server)?)
+    }
+
+    pub fn client_argv(&self) -> anyhow::Result<Vec<OsString>> {
+        Ok(client_argv(&self.client)?)
+    }
 }
 
 #[cfg(test)]

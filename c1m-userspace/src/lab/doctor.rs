@@ -430,6 +430,22 @@ pub fn table(checks: &[Check]) -> String {
     s
 }
 
+/// One line per failed check, each with the fix that applies to it.
+pub fn failure_line(failed: &[&Check]) -> String {
+    let mut s = String::from("preflight failed:");
+    for c in failed {
+        s.push_str(&format!("\n  {}: {}", c.name, c.current));
+        if let Some(fix) = &c.fix {
+            s.push_str(&format!(" (fix: {fix})"));
+        }
+    }
+    if failed.iter().any(|c| c.tune.is_some()) {
+        s.push_str("\n  --tune sets the sysctls above for this run and restores them after");
+    }
+    s.push_str("\n  --force starts anyway");
+    s
+}
+
 #[derive(Debug, Error)]
 pub enum TuneError {
     #[error("setting {name} to {value}: {source} (needs root)")]

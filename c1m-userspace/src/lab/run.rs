@@ -16,7 +16,7 @@ use tokio::process::Child;
 
 use super::view::format::count;
 use super::{
-    child_args,
+    child_args::ChildPlan,
     doctor::{self, Status, Target, Tuning},
     journal::{JournalFile, Role},
     live::{Live, LiveOutput},
@@ -26,12 +26,7 @@ use super::{
 use crate::{
     observer::{KernelView, Observer, ObserverConfig},
     util::PortList,
-    workload::{
-        cli::{ClientArgs, Hold, ServerArgs},
-        config::Mode,
-        control,
-        stats::AppSnapshot,
-    },
+    workload::{config::Mode, control, stats::AppSnapshot},
 };
 
 #[derive(Args, Debug, Clone)]
@@ -237,55 +232,6 @@ fn spawn_c1m(argv: &[std::ffi::OsString], log: &Path) -> Result<Child> {
     cmd.spawn().context("starting a c1m child process")
 }
 
-/// The server and client of a run as typed arguments: built and checked by the
-/// children's own parsers before anything starts.
-struct ChildPlan {
-    server: ServerArgs,
-    client: ClientArgs,
-}
-
-impl ChildPlan {
-    fn new(args: &RunArgs, n: u64, sources: &str, dir: &Path) -> Result<Self> {
-        let mut server: ServerArgs = child_args::defaults("server")?;
-        server.addrs = vec![args.addr.clone()];
-        server.ports = args.ports.to_string();
-        server.mode = args.mode;
-        server.max_conns = Some(n);
-        server.control = Some(dir.join("server.sock").display().to_string());
-        server.stats_json = Some(dir.join("server-final.json"));
-        server.quiet = true;
-        let mut client: ClientArgs = child_args::defaults("client")?;
-        client.hosts = vec![args.addr.clone()];
-        client.ports = args.ports.to_string();
-        client.connections = n;
-        client.rate = args.rate as f64;
-        client.in_flight = args.in_flight;
-        client.hold = Hold::Forever;
-        client.sources = vec![sources.to_owned()];
-        client.mode = args.mode;
-        client.control = Some(dir.join("client.sock").display().to_string());
-        client.stats_json = Some(dir.join("client-final.json"));
-        client.stay = true;
-        client.quiet = true;
-        let plan = ChildPlan { server, client };
-        // The children's parsers and checks, now: a bad value is named before any child
-        // starts, by the code that would have refused it in the child.
-        let _: ServerArgs = child_args::parse(&plan.server_argv()?)?;
-        let _: ClientArgs = child_args::parse(&plan.client_argv()?)?;
-        plan.server.listen()?;
-        plan.client.endpoints()?;
-        Ok(plan)
-    }
-
-    fn server_argv(&self) -> Result<Vec<std::ffi::OsString>> {
-        Ok(child_args::server_argv(&self.server)?)
-    }
-
-    fn client_argv(&self) -> Result<Vec<std::ffi::OsString>> {
-        Ok(child_args::client_argv(&self.client)?)
-    }
-}
-
 async fn stats(endpoint: &str) -> Option<AppSnapshot> {
     stats_within(endpoint, Duration::from_secs(5)).await
 }
@@ -358,7 +304,7 @@ async fn run(args: RunArgs) -> Result<i32> {
     }
     let failed: Vec<&doctor::Check> = checks.iter().filter(|c| c.status == Status::Fail).collect();
     if !failed.is_empty() && !args.force {
-        bail!("{}", preflight_failure(&failed));
+        bail!("{}", doctor::failure_line(&failed));
     }
 
     std::fs::create_dir_all(&dir)
@@ -503,22 +449,6 @@ async fn run(args: RunArgs) -> Result<i32> {
         eprintln!("c1m run: {}", lab.record.outcome);
     }
     Ok(lab.record.outcome.exit_code())
-}
-
-/// One line per failed check, each with the fix that applies to it.
-fn preflight_failure(failed: &[&doctor::Check]) -> String {
-    let mut s = String::from("preflight failed:");
-    for c in failed {
-        s.push_str(&format!("\n  {}: {}", c.name, c.current));
-        if let Some(fix) = &c.fix {
-            s.push_str(&format!(" (fix: {fix})"));
-        }
-    }
-    if failed.iter().any(|c| c.tune.is_some()) {
-        s.push_str("\n  --tune sets the sysctls above for this run and restores them after");
-    }
-    s.push_str("\n  --force starts anyway");
-    s
 }
 
 /// `20261130-001502` in UTC, without a date crate.
