@@ -50,7 +50,14 @@ fn exit_code(result: anyhow::Result<i32>) -> i32 {
 
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    // Bad flags exit 1 (clap's own 2 would read as `c1m run`'s "degraded").
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 1 } else { 0 };
+        }
+    };
     let result = match cli.command {
         Command::Observe(args) => crate::observer::cli::run(args),
         Command::Doctor(args) => return exit_code(crate::lab::doctor::main(args)),

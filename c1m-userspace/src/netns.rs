@@ -48,3 +48,29 @@ fn loopback_up() -> io::Result<()> {
 pub fn set_sysctl(path: &str, value: &str) -> io::Result<()> {
     std::fs::write(format!("/proc/sys/{path}"), value)
 }
+
+/// Whether any process is still in the namespace with nsfs inode `inode` (see
+/// `observer::procfs::own_netns_inum`): it dies with the last one.
+pub fn alive(inode: u32) -> bool {
+    all_alive().contains(&inode)
+}
+
+/// Every network namespace some thread is in now (nsfs inodes). Per thread: a thread
+/// that entered a private namespace (as tests do) is the only one in it.
+pub fn all_alive() -> std::collections::HashSet<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = std::collections::HashSet::new();
+    for pid in crate::workload::procstat::all_pids() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            if let Ok(m) = std::fs::metadata(task.path().join("ns/net"))
+                && let Ok(ino) = u32::try_from(m.ino())
+            {
+                out.insert(ino);
+            }
+        }
+    }
+    out
+}

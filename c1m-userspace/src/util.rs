@@ -17,6 +17,33 @@ pub fn unix_ms_now() -> u64 {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortList(pub Vec<u16>);
 
+/// Ranges where the ports are consecutive: `8000-8099,9000`, as `parse_ports` reads it.
+impl std::fmt::Display for PortList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut first = true;
+        let mut i = 0;
+        while i < self.0.len() {
+            let lo = self.0[i];
+            let mut hi = lo;
+            while i + 1 < self.0.len() && self.0[i + 1] == hi.saturating_add(1) {
+                i += 1;
+                hi = self.0[i];
+            }
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            if lo == hi {
+                write!(f, "{lo}")?;
+            } else {
+                write!(f, "{lo}-{hi}")?;
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+}
+
 impl std::str::FromStr for PortList {
     type Err = String;
 
@@ -26,6 +53,47 @@ impl std::str::FromStr for PortList {
         ports.dedup();
         Ok(PortList(ports))
     }
+}
+
+/// Where c1m keeps state that outlives one process but not a reboot (port locks, lab
+/// journals): /run/c1m as root, else $XDG_RUNTIME_DIR/c1m, else /tmp/c1m-UID. Created
+/// on first use.
+pub fn runtime_dir() -> std::io::Result<std::path::PathBuf> {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let candidates = [
+        (uid == 0).then(|| std::path::PathBuf::from("/run/c1m")),
+        std::env::var_os("XDG_RUNTIME_DIR").map(|d| std::path::Path::new(&d).join("c1m")),
+        Some(std::env::temp_dir().join(format!("c1m-{uid}"))),
+    ];
+    let mut last = std::io::Error::other("no runtime directory");
+    for dir in candidates.into_iter().flatten() {
+        match std::fs::create_dir_all(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// Between fork and exec of a child: have the kernel SIGKILL it when its parent dies,
+/// so a `kill -9` of the parent leaves no child holding connections. The signal fires
+/// when the parent *thread* that forked exits: callers spawn from the main thread (the
+/// lab's `block_on`, the supervisor's current-thread runtime), which lives as long as
+/// the process. `parent` is the parent's pid taken before the fork: if it already died,
+/// the child belongs to another process by now and must not start.
+pub fn die_with_parent(parent: u32) -> std::io::Result<()> {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of the calling task.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: getppid has no preconditions.
+    if unsafe { libc::getppid() } as u32 != parent {
+        return Err(std::io::Error::other(
+            "the parent exited before its child started",
+        ));
+    }
+    Ok(())
 }
 
 /// A flag set by SIGINT or SIGTERM, for synchronous loops.
@@ -61,5 +129,8 @@ mod tests {
         assert!("0".parse::<PortList>().is_err());
         assert!("70000".parse::<PortList>().is_err());
         assert!("".parse::<PortList>().is_err());
+        assert_eq!(p.to_string(), "80,443,8000-8002");
+        let q: PortList = "21000-21003,21005".parse().unwrap();
+        assert_eq!(q.to_string().parse::<PortList>().unwrap(), q);
     }
 }

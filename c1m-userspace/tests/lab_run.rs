@@ -3,53 +3,17 @@
 //! sysctls and ports are its own. Without root each test says SKIP loudly.
 
 use std::{
-    path::{Path, PathBuf},
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
-use c1m::{
-    lab::{export::hgrm, model::RunRecord},
-    observer::privileges,
+use c1m::lab::{
+    export::hgrm,
+    model::{Outcome, RunRecord},
 };
+use lab_util::{c1m_run, fresh_dir, root_or_skip, run_folder, set_low, sysctl};
 
-fn root_or_skip(test: &str) -> bool {
-    if privileges::is_root() {
-        return true;
-    }
-    eprintln!(
-        "SKIP {test}: needs root (eBPF observer, private netns); run `sudo -E cargo xtask test`"
-    );
-    false
-}
-
-fn fresh_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("c1m-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-/// `c1m run ARGS --plain --ports 8000-8009 --out OUT`, not started yet.
-fn c1m_run(out: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_c1m"));
-    cmd.arg("run")
-        .args(args)
-        .args(["--plain", "--ports", "8000-8009", "--out"])
-        .arg(out);
-    cmd
-}
-
-/// The one run folder `c1m run --out parent` created.
-fn run_folder(parent: &Path) -> PathBuf {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(parent)
-        .expect("out dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    assert_eq!(dirs.len(), 1, "one run folder in {}", parent.display());
-    dirs.remove(0)
-}
+mod lab_util;
 
 #[test]
 fn a_5000_connection_run_exports_everything_and_counts_agree() {
@@ -60,7 +24,17 @@ fn a_5000_connection_run_exports_everything_and_counts_agree() {
     let out = fresh_dir("run");
     let result = c1m_run(
         &out,
-        &["-n", "5000", "--rate", "5000", "--idle", "1s", "--tune"],
+        &[
+            "--ports",
+            "8000-8009",
+            "-n",
+            "5000",
+            "--rate",
+            "5000",
+            "--idle",
+            "1s",
+            "--tune",
+        ],
     )
     .output()
     .expect("c1m run");
@@ -107,7 +81,7 @@ fn a_5000_connection_run_exports_everything_and_counts_agree() {
         "summary.json against its schema: {errors:#?}"
     );
     let run: RunRecord = serde_json::from_value(json).expect("a RunRecord");
-    assert_eq!(run.outcome, "complete");
+    assert_eq!(run.outcome, Outcome::Complete);
     assert_eq!(
         run.phases
             .iter()
@@ -166,14 +140,6 @@ fn a_5000_connection_run_exports_everything_and_counts_agree() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
-fn sysctl(name: &str) -> String {
-    std::fs::read_to_string(format!("/proc/sys/{name}"))
-        .expect("sysctl")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 #[test]
 fn tune_restores_every_sysctl_it_changed_after_sigterm() {
     if !root_or_skip("tune_restores_every_sysctl_it_changed_after_sigterm") {
@@ -186,14 +152,21 @@ fn tune_restores_every_sysctl_it_changed_after_sigterm() {
         ("net/ipv4/tcp_max_syn_backlog", "128"),
         ("net/ipv4/ip_local_port_range", "40000 40099"),
     ];
-    for (name, value) in low {
-        c1m::netns::set_sysctl(name, value).expect("set sysctl");
-    }
+    set_low(&low);
     let out = fresh_dir("tune");
     // A slow ramp keeps the run going while we signal it.
     let mut child = c1m_run(
         &out,
-        &["-n", "20000", "--rate", "1000", "--tune", "--no-observer"],
+        &[
+            "--ports",
+            "8000-8009",
+            "-n",
+            "20000",
+            "--rate",
+            "1000",
+            "--tune",
+            "--no-observer",
+        ],
     )
     .stdout(Stdio::null())
     .stderr(Stdio::null())
@@ -216,7 +189,7 @@ fn tune_restores_every_sysctl_it_changed_after_sigterm() {
         &std::fs::read_to_string(run_folder(&out).join("summary.json")).expect("summary"),
     )
     .expect("RunRecord");
-    assert_eq!(run.outcome, "interrupted");
+    assert_eq!(run.outcome, Outcome::Interrupted);
     assert!(!run.samples.is_empty(), "what was measured is kept");
     let _ = std::fs::remove_dir_all(&out);
 }
@@ -228,11 +201,23 @@ fn top_attaches_to_a_running_lab_and_shows_both_views() {
     }
     c1m::netns::enter_private().expect("private netns");
     let out = fresh_dir("top");
-    let mut lab = c1m_run(&out, &["-n", "2000", "--rate", "4000", "--idle", "60s"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("c1m run");
+    let mut lab = c1m_run(
+        &out,
+        &[
+            "--ports",
+            "8000-8009",
+            "-n",
+            "2000",
+            "--rate",
+            "4000",
+            "--idle",
+            "60s",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("c1m run");
     // Wait for the idle phase: the run folder's summary says so.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

@@ -169,9 +169,12 @@ pub fn checks(target: &Target) -> Vec<Check> {
             (Ok(()), _) | (_, false) => Status::Ok,
             (Err(_), true) => Status::Fail,
         },
-        bpf.as_ref()
-            .err()
-            .map(|_| "run as root: sudo -E c1m …  (or --no-observer)".to_owned()),
+        match (&bpf, target.observer) {
+            (Err(missing), true) => Some(format!(
+                "the eBPF observer needs {missing}: sudo -E c1m …, or --no-observer"
+            )),
+            _ => None,
+        },
         "the kernel observer loads eBPF programs; sysctl tuning also needs root",
     ));
 
@@ -340,22 +343,37 @@ pub fn checks(target: &Target) -> Vec<Check> {
             (!btf).then(|| "a kernel built with CONFIG_DEBUG_INFO_BTF=y".to_owned()),
             "struct offsets for the eBPF programs come from it",
         ));
-        let tracefs = [
+        let readable = [
             "/sys/kernel/tracing/events",
             "/sys/kernel/debug/tracing/events",
         ]
         .iter()
         .any(|p| Path::new(p).is_dir());
+        // Mounted but mode 0700 is what a non-root user meets: the fix is root, not a mount.
+        let mounted = crate::observer::tracefs::mount_point();
         out.push(check(
             "tracefs",
-            if tracefs { "mounted" } else { "not mounted" }.to_owned(),
-            "mounted (c1m mounts it when root)".to_owned(),
-            if tracefs || root {
+            match (readable, &mounted) {
+                (true, _) => "mounted".to_owned(),
+                (false, Some(at)) => {
+                    format!("mounted at {}, unreadable without root", at.display())
+                }
+                (false, None) => "not mounted".to_owned(),
+            },
+            "readable (c1m mounts it when root)".to_owned(),
+            if readable || root {
                 Status::Ok
             } else {
                 Status::Fail
             },
-            (!tracefs).then(|| "mount -t tracefs tracefs /sys/kernel/tracing".to_owned()),
+            match (readable || root, &mounted) {
+                (true, _) => None,
+                (false, Some(_)) => Some("sudo -E c1m …, or --no-observer".to_owned()),
+                (false, None) => Some(
+                    "as root: mount -t tracefs tracefs /sys/kernel/tracing; or --no-observer"
+                        .to_owned(),
+                ),
+            },
             "tracepoint ids and record layouts",
         ));
         let cgroup2 = procfs::cgroup2_root();
@@ -409,6 +427,22 @@ pub fn table(checks: &[Check]) -> String {
             s.push_str(&format!("      {:<30} fix: {fix}\n", ""));
         }
     }
+    s
+}
+
+/// One line per failed check, each with the fix that applies to it.
+pub fn failure_line(failed: &[&Check]) -> String {
+    let mut s = String::from("preflight failed:");
+    for c in failed {
+        s.push_str(&format!("\n  {}: {}", c.name, c.current));
+        if let Some(fix) = &c.fix {
+            s.push_str(&format!(" (fix: {fix})"));
+        }
+    }
+    if failed.iter().any(|c| c.tune.is_some()) {
+        s.push_str("\n  --tune sets the sysctls above for this run and restores them after");
+    }
+    s.push_str("\n  --force starts anyway");
     s
 }
 
@@ -472,7 +506,11 @@ impl Tuning {
     }
 
     fn save(&self) {
-        if let Ok(json) = serde_json::to_string_pretty(&self.changed) {
+        let file = RestoreFile {
+            netns: procfs::own_netns_inum(),
+            changed: self.changed.clone(),
+        };
+        if let Ok(json) = serde_json::to_string_pretty(&file) {
             let _ = std::fs::write(&self.restore_file, json);
         }
     }
@@ -494,6 +532,23 @@ impl Drop for Tuning {
             eprintln!("c1m: could not restore {f}");
         }
     }
+}
+
+/// What a tuned process changed, in which network namespace (somaxconn, the port range
+/// and the SYN backlog are per namespace: a value from a private one must not be put
+/// back into another).
+#[derive(Debug, Serialize, Deserialize)]
+struct RestoreFile {
+    netns: Option<u32>,
+    changed: Vec<Changed>,
+}
+
+/// A restore file as written now, or as a bare list (before namespaces were recorded).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AnyRestoreFile {
+    Current(RestoreFile),
+    Bare(Vec<Changed>),
 }
 
 fn restore_all(changed: &[Changed]) -> Vec<String> {
@@ -526,8 +581,30 @@ pub fn restore_orphans() -> Result<Vec<Changed>, TuneError> {
         let path = entry.path();
         let text = std::fs::read_to_string(&path)
             .map_err(|e| TuneError::RestoreFile(path.display().to_string(), e.to_string()))?;
-        let changed: Vec<Changed> = serde_json::from_str(&text)
+        let file: AnyRestoreFile = serde_json::from_str(&text)
             .map_err(|e| TuneError::RestoreFile(path.display().to_string(), e.to_string()))?;
+        let (netns, changed) = match file {
+            AnyRestoreFile::Current(f) => (f.netns, f.changed),
+            AnyRestoreFile::Bare(changed) => (None, changed),
+        };
+        let here = procfs::own_netns_inum();
+        let (changed, elsewhere) = match netns {
+            Some(ns) if Some(ns) != here => {
+                // Another namespace's own values are restored from inside it, or went
+                // with it; the box-wide ones (fs.file-max) are restored from anywhere.
+                let (theirs, global): (Vec<Changed>, Vec<Changed>) =
+                    changed.into_iter().partition(|c| per_netns(&c.name));
+                let keep = RestoreFile {
+                    netns,
+                    changed: theirs,
+                };
+                (
+                    global,
+                    (!keep.changed.is_empty() && crate::netns::alive(ns)).then_some(keep),
+                )
+            }
+            _ => (changed, None),
+        };
         let failed = restore_all(&changed);
         if !failed.is_empty() {
             return Err(TuneError::RestoreFile(
@@ -535,15 +612,39 @@ pub fn restore_orphans() -> Result<Vec<Changed>, TuneError> {
                 failed.join(", "),
             ));
         }
-        let _ = std::fs::remove_file(&path);
+        match elsewhere {
+            Some(keep) => {
+                if let Ok(json) = serde_json::to_string_pretty(&keep) {
+                    let _ = std::fs::write(&path, json);
+                }
+            }
+            None => {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
         restored.extend(changed);
     }
     Ok(restored)
 }
 
+/// Whether a sysctl has a value per network namespace (`net.core.somaxconn` and the
+/// `net.ipv4` ones --tune sets) rather than one for the box (`fs.*`, and the conntrack
+/// table size, writable only from the first namespace).
+fn per_netns(name: &str) -> bool {
+    name == "net.core.somaxconn" || name.starts_with("net.ipv4.")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_network_sysctls_belong_to_a_namespace() {
+        assert!(per_netns("net.core.somaxconn"));
+        assert!(per_netns("net.ipv4.ip_local_port_range"));
+        assert!(!per_netns("fs.file-max"));
+        assert!(!per_netns("net.netfilter.nf_conntrack_max"));
+    }
 
     #[test]
     fn memory_budget_is_both_ends_with_head_room() {
@@ -607,14 +708,32 @@ pub struct DoctorArgs {
 /// Runs `c1m doctor`; exit code 1 when a check fails.
 pub fn main(args: DoctorArgs) -> anyhow::Result<i32> {
     if args.restore {
+        let mut nothing = true;
+        for left in super::journal::leftovers() {
+            nothing = false;
+            println!("{}", left.describe());
+            let folder = left.journal.run_folder.clone();
+            for c in left.end() {
+                println!(
+                    "ended {} pid {} (of {})",
+                    c.role.name(),
+                    c.proc.pid,
+                    folder.display()
+                );
+            }
+        }
         let restored = restore_orphans()?;
-        if restored.is_empty() {
+        nothing &= restored.is_empty();
+        if nothing {
             println!("nothing to restore");
         }
         for c in restored {
             println!("restored {} = {} (was {})", c.name, c.old, c.new);
         }
         return Ok(0);
+    }
+    for left in super::journal::leftovers() {
+        println!("leftover: {}", left.describe());
     }
     let server_ports = crate::workload::cli::parse_ports(&args.ports)?.len() as u64;
     let target = Target {

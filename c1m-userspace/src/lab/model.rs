@@ -162,6 +162,71 @@ pub struct RunConfig {
     pub command_line: String,
 }
 
+/// How a run ended. The JSON names are lower case; each has its exit code.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Still going (a summary.json written mid-run, or left by a killed lab).
+    #[default]
+    Running,
+    /// Every phase done, nothing lost.
+    Complete,
+    /// Every phase ran, but something was lost or timed out: see `warnings`.
+    Degraded,
+    /// The run stopped on an error (the first warning says which).
+    Failed,
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Running => "running",
+            Outcome::Complete => "complete",
+            Outcome::Degraded => "degraded",
+            Outcome::Failed => "failed",
+            Outcome::Interrupted => "interrupted",
+        }
+    }
+
+    /// The exit code of `c1m run` (README, "Exit codes").
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Outcome::Complete => 0,
+            Outcome::Running | Outcome::Failed => 1,
+            Outcome::Degraded => 2,
+            Outcome::Interrupted => 130,
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Reads the names above, and the `failed: …` strings of runs recorded before the enum.
+impl<'de> Deserialize<'de> for Outcome {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(match s.as_str() {
+            "running" => Outcome::Running,
+            "complete" => Outcome::Complete,
+            "degraded" => Outcome::Degraded,
+            "interrupted" => Outcome::Interrupted,
+            s if s == "failed" || s.starts_with("failed:") => Outcome::Failed,
+            other => {
+                return Err(serde::de::Error::unknown_variant(
+                    other,
+                    &["running", "complete", "degraded", "failed", "interrupted"],
+                ));
+            }
+        })
+    }
+}
+
 /// Everything a run produced: `summary.json` is this struct.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
@@ -169,8 +234,8 @@ pub struct RunRecord {
     pub c1m_version: String,
     pub started_unix_ms: u64,
     pub ended_unix_ms: u64,
-    /// "complete", "interrupted" (Ctrl-C/SIGTERM) or "failed: …".
-    pub outcome: String,
+    /// How the run ended (`running` while it goes on).
+    pub outcome: Outcome,
     pub config: RunConfig,
     pub machine: Machine,
     pub phases: Vec<Phase>,

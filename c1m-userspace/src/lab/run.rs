@@ -16,27 +16,31 @@ use tokio::process::Child;
 
 use super::view::format::count;
 use super::{
+    child_args::ChildPlan,
     doctor::{self, Status, Target, Tuning},
     figures::{Figures, FiguresBuilder, Rows},
+    journal::{JournalFile, Role},
     live::{Live, LiveOutput},
-    model::{Machine, PerConnection, Phase, ProcessUsage, RunConfig, RunRecord},
+    model::{Machine, Outcome, PerConnection, Phase, ProcessUsage, RunConfig, RunRecord},
 };
 use crate::{
     observer::{KernelView, ObserverHandle},
-    workload::{control, stats::AppSnapshot},
+    util::PortList,
+    workload::{config::Mode, control, stats::AppSnapshot},
 };
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// Connections to open and hold (default: 1,000,000, or what free memory allows).
-    #[arg(short = 'n', long)]
+    /// Connections to open and hold, at least 1 (default: 1,000,000, or what free
+    /// memory allows).
+    #[arg(short = 'n', long, value_parser = crate::workload::cli::parse_connections)]
     pub connections: Option<u64>,
     /// Target setup rate, connections per second (the seeds ramped at 10,000/s).
     #[arg(long, default_value_t = 25_000)]
     pub rate: u64,
     /// Server ports (the Netty 1M test listened on 100).
     #[arg(long, default_value = "8000-8099")]
-    pub ports: String,
+    pub ports: PortList,
     /// Server address(es).
     #[arg(long, default_value = "127.0.0.1")]
     pub addr: String,
@@ -45,8 +49,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub source: Option<String>,
     /// Workload: hold (TCP), echo, or ws (WebSocket with broadcast push, as the seeds).
-    #[arg(long, default_value = "ws")]
-    pub mode: String,
+    #[arg(long, value_enum, default_value_t = Mode::Ws)]
+    pub mode: Mode,
     /// Length of the idle phase.
     #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
     pub idle: Duration,
@@ -101,9 +105,6 @@ macro_rules! say_raw {
     };
 }
 
-/// Exit code of an interrupted run (files are complete, the run is not).
-pub const EXIT_INTERRUPTED: i32 = 130;
-
 pub fn main(args: RunArgs) -> Result<i32> {
     // The lab draws the view and polls both sides: like the observer, it must keep up
     // with the load it watches (its children are put back to the default weight).
@@ -155,10 +156,6 @@ fn resolve_target(asked: Option<u64>) -> (u64, String) {
             )
         }
     }
-}
-
-fn port_count(ports: &str) -> Result<u64> {
-    Ok(crate::workload::cli::parse_ports(ports)?.len() as u64)
 }
 
 /// Enough source addresses that every connection finds a port: each (source, server
@@ -228,21 +225,26 @@ impl Drop for Children {
     }
 }
 
-fn spawn_c1m(args: &[String], log: &Path) -> Result<Child> {
+/// Starts `c1m ARGV…` with its output in `log`. Called from the lab's main thread (the
+/// `block_on` of [`main`]), which lives as long as the lab: the child's death signal
+/// is tied to the thread that forked it.
+fn spawn_c1m(argv: &[std::ffi::OsString], log: &Path) -> Result<Child> {
     let exe = std::env::current_exe().context("locating the c1m binary")?;
     let log = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let mut cmd = tokio::process::Command::new(exe);
-    cmd.args(args)
+    cmd.args(argv)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
         .kill_on_drop(true);
-    // SAFETY: setpriority is async-signal-safe and touches no memory; the workload runs
-    // at the default weight, not the lab's raised one.
+    let lab = std::process::id();
+    // SAFETY: setpriority, prctl and getppid are async-signal-safe and touch no memory;
+    // the workload runs at the default weight, not the lab's raised one, and dies with
+    // the lab (a `kill -9` of the lab left server, client and workers running).
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::setpriority(libc::PRIO_PROCESS, 0, 0);
-            Ok(())
+            crate::util::die_with_parent(lab)
         });
     }
     cmd.spawn().context("starting a c1m child process")
@@ -261,8 +263,9 @@ async fn stats_within(endpoint: &str, limit: Duration) -> Option<AppSnapshot> {
 }
 
 async fn run(args: RunArgs) -> Result<i32> {
+    // Everything the user said is checked before anything starts or is written.
     let (connections, reason) = resolve_target(args.connections);
-    let server_ports = port_count(&args.ports)?;
+    let server_ports = args.ports.0.len() as u64;
     let (sources, source_count) = match &args.source {
         Some(s) => (
             s.clone(),
@@ -270,17 +273,30 @@ async fn run(args: RunArgs) -> Result<i32> {
         ),
         None => default_sources(connections, server_ports),
     };
+    let started_ms = now_ms();
+    let dir = args.out.join(chrono_like_stamp(started_ms));
+    let plan = ChildPlan::new(&args, connections, &sources, &dir)?;
+    let listen_addrs = crate::workload::cli::parse_addrs(&plan.server.addrs)?;
+    super::ports::preflight(&args.ports.0, &listen_addrs)?;
     let observer_wanted = !args.no_observer;
     say!(
         args.json,
         "c1m run: {} connections ({reason}), {} conn/s, mode {}",
         count(connections),
         count(args.rate),
-        args.mode
+        args.mode.name()
     );
 
     // Preflight.
-    doctor::restore_orphans().context("restoring sysctls left by a killed tuned run")?;
+    // Not this run's problem (and not root's business to fail a user's run over).
+    if let Err(e) = doctor::restore_orphans() {
+        eprintln!(
+            "c1m: sysctls left by a killed tuned run stay as they are ({e}); fix: sudo c1m doctor --restore"
+        );
+    }
+    for left in super::journal::leftovers() {
+        eprintln!("c1m: leftover: {}", left.describe());
+    }
     let target = Target {
         connections,
         server_ports,
@@ -306,34 +322,31 @@ async fn run(args: RunArgs) -> Result<i32> {
             doctor::table(&problems.iter().map(|c| (*c).clone()).collect::<Vec<_>>())
         );
     }
-    let failed: Vec<&str> = checks
-        .iter()
-        .filter(|c| c.status == Status::Fail)
-        .map(|c| c.name.as_str())
-        .collect();
+    let failed: Vec<&doctor::Check> = checks.iter().filter(|c| c.status == Status::Fail).collect();
     if !failed.is_empty() && !args.force {
-        bail!(
-            "preflight failed ({}): fix it as shown above, add --tune for the sysctls, or pass --force",
-            failed.join(", ")
-        );
+        bail!("{}", doctor::failure_line(&failed));
     }
 
-    let started_ms = now_ms();
-    let dir = args.out.join(chrono_like_stamp(started_ms));
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("creating the run folder {}", dir.display()))?;
     say!(args.json, "run folder: {}", dir.display());
+    // Before any child: what a `kill -9` of this process would leave, and where.
+    let mut journal = JournalFile::create(
+        &dir,
+        tuning.as_ref().map(|t| t.changed.as_slice()).unwrap_or(&[]),
+    )
+    .with_context(|| format!("writing the journal in {}", dir.display()))?;
 
     let mut record = RunRecord {
         c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
         started_unix_ms: started_ms,
-        outcome: "running".to_owned(),
+        outcome: Outcome::Running,
         config: RunConfig {
             connections,
             connections_reason: reason,
             rate_per_s: args.rate,
-            mode: args.mode.clone(),
-            ports: args.ports.clone(),
+            mode: args.mode.name().to_owned(),
+            ports: args.ports.to_string(),
             server_addrs: args.addr.clone(),
             sources: sources.clone(),
             idle_s: args.idle.as_secs_f64(),
@@ -346,10 +359,12 @@ async fn run(args: RunArgs) -> Result<i32> {
         machine: machine(),
         ..RunRecord::default()
     };
+    // A summary from the first second: even a `kill -9` leaves a parseable one.
+    super::export::write_run(&dir, &record)
+        .with_context(|| format!("writing the run folder {}", dir.display()))?;
 
     let observer = if observer_wanted {
-        let ports = crate::workload::cli::parse_ports(&args.ports)?;
-        match ObserverHandle::start(ports) {
+        match ObserverHandle::start(args.ports.0.clone()) {
             Ok(handle) => Some(handle),
             Err(e) => {
                 let w = format!("kernel observer unavailable: {e:#}");
@@ -362,34 +377,12 @@ async fn run(args: RunArgs) -> Result<i32> {
         None
     };
 
-    let server_ctl = dir.join("server.sock").display().to_string();
-    let client_ctl = dir.join("client.sock").display().to_string();
-    let mode = args.mode.clone();
-    let server = spawn_c1m(
-        &[
-            "server".into(),
-            "--mode".into(),
-            mode.clone(),
-            "--ports".into(),
-            args.ports.clone(),
-            "--addr".into(),
-            args.addr.clone(),
-            "--max-conns".into(),
-            connections.to_string(),
-            "--control".into(),
-            server_ctl.clone(),
-            "--stats-json".into(),
-            dir.join("server-final.json").display().to_string(),
-            "--quiet".into(),
-        ],
-        &dir.join("server.log"),
-    )?;
-    let children = Children {
-        server,
-        client: None,
-    };
-
-    let title = format!("c1m run: {} {} connections", args.mode, count(connections));
+    let title = format!(
+        "c1m run: {} {} connections",
+        args.mode.name(),
+        count(connections)
+    );
+    // Before the server: a bad --metrics-addr fails the command before anything starts.
     let live = Live::new(
         LiveOutput::choose(args.plain, args.json),
         args.metrics_addr,
@@ -397,6 +390,17 @@ async fn run(args: RunArgs) -> Result<i32> {
         started_ms,
     )
     .await?;
+    let server_ctl = plan.server.control.clone().unwrap_or_default();
+    let client_ctl = plan.client.control.clone().unwrap_or_default();
+    let server = spawn_c1m(&plan.server_argv()?, &dir.join("server.log"))?;
+    if let Some(pid) = server.id() {
+        journal.add(Role::Server, pid)?;
+    }
+    let children = Children {
+        server,
+        client: None,
+    };
+
     let mut lab = Lab {
         record,
         dir: dir.clone(),
@@ -416,9 +420,10 @@ async fn run(args: RunArgs) -> Result<i32> {
         interrupted: false,
         last_write: Instant::now(),
         children: Some(children),
+        journal: Some(journal),
     };
 
-    let outcome = lab.drive(&args, connections, &sources).await;
+    let result = lab.drive(&args, connections, &plan).await;
     // Teardown whatever is still up, whatever happened.
     let _ = control::call(&client_ctl, "stop").await;
     let _ = control::call(&server_ctl, "stop").await;
@@ -434,19 +439,19 @@ async fn run(args: RunArgs) -> Result<i32> {
     lab.live.stop();
 
     lab.record.ended_unix_ms = now_ms();
-    let code = match &outcome {
-        Ok(()) if lab.interrupted => {
-            lab.record.outcome = "interrupted".to_owned();
-            EXIT_INTERRUPTED
-        }
-        Ok(()) => {
-            lab.record.outcome = "complete".to_owned();
-            0
-        }
+    if result.is_ok() && !lab.interrupted {
+        lab.conclude(connections);
+    }
+    lab.record.outcome = match &result {
         Err(e) => {
-            lab.record.outcome = format!("failed: {e:#}");
-            1
+            lab.record
+                .warnings
+                .insert(0, format!("the run failed: {e:#}"));
+            Outcome::Failed
         }
+        Ok(()) if lab.interrupted => Outcome::Interrupted,
+        Ok(()) if !lab.record.warnings.is_empty() => Outcome::Degraded,
+        Ok(()) => Outcome::Complete,
     };
     lab.write_exports()?;
     if let Some(mut t) = tuning {
@@ -454,12 +459,17 @@ async fn run(args: RunArgs) -> Result<i32> {
             eprintln!("c1m: could not restore sysctl {f}");
         }
     }
+    drop(lab.journal.take());
     say_raw!(args.json, "{}", super::summary::text(&lab.record));
     say!(args.json, "run folder: {}", dir.display());
-    if let Err(e) = outcome {
-        eprintln!("c1m run: {e:#}");
+    // Bad news on stderr too, where scripts and CI look for it.
+    for w in &lab.record.warnings {
+        eprintln!("c1m run: warning: {w}");
     }
-    Ok(code)
+    if lab.record.outcome != Outcome::Complete {
+        eprintln!("c1m run: {}", lab.record.outcome);
+    }
+    Ok(lab.record.outcome.exit_code())
 }
 
 /// `20261130-001502` in UTC, without a date crate.
@@ -557,6 +567,8 @@ struct Lab {
     interrupted: bool,
     last_write: Instant,
     children: Option<Children>,
+    /// What a `kill -9` would leave: children and workers are added as they start.
+    journal: Option<JournalFile>,
 }
 
 impl Lab {
@@ -732,8 +744,31 @@ impl Lab {
         self.record.phases.push(phase);
     }
 
-    /// Fails with the child's last words when the server or the client has exited.
+    /// Fails with the child's last words when the server or the client has exited;
+    /// warns of a worker that died; journals workers as they appear.
     fn check_children(&mut self) -> Result<()> {
+        let tearing_down = self
+            .phase_start
+            .as_ref()
+            .is_some_and(|p| p.phase.name == "teardown");
+        let mut news = Vec::new();
+        for (side, role, snap) in [
+            ("server", Role::ServerWorker, &self.last_server),
+            ("client", Role::ClientWorker, &self.last_client),
+        ] {
+            let Some(snap) = snap else { continue };
+            if let Some(journal) = self.journal.as_mut() {
+                for w in snap.workers.list.iter().filter(|w| w.kind == "process") {
+                    journal.add(role, w.pid)?;
+                }
+            }
+            if !tearing_down {
+                news.extend(super::verdict::worker_deaths(side, snap));
+            }
+        }
+        for w in news {
+            self.warn(w);
+        }
         let Some(children) = self.children.as_mut() else {
             return Ok(());
         };
@@ -758,6 +793,21 @@ impl Lab {
             );
         }
         Ok(())
+    }
+
+    /// Records bad news once: summary.json, the live view's notes, the report's top
+    /// line and, at the end, stderr; any warning makes the run "degraded".
+    fn warn(&mut self, w: String) {
+        if !self.record.warnings.contains(&w) {
+            self.record.warnings.push(w);
+        }
+    }
+
+    /// The run's losses, from the last snapshots, as warnings.
+    fn conclude(&mut self, n: u64) {
+        for w in super::verdict::losses(n, self.last_server.as_ref(), self.last_client.as_ref()) {
+            self.warn(w);
+        }
     }
 
     /// Ticks until `done` holds for the latest snapshots, the deadline passes (error)
@@ -799,7 +849,7 @@ impl Lab {
         }
     }
 
-    async fn drive(&mut self, args: &RunArgs, n: u64, sources: &str) -> Result<()> {
+    async fn drive(&mut self, args: &RunArgs, n: u64, plan: &ChildPlan) -> Result<()> {
         // Server up?
         self.begin("setup");
         if !self
@@ -810,34 +860,10 @@ impl Lab {
         {
             return Ok(());
         }
-        let client = spawn_c1m(
-            &[
-                "client".into(),
-                "--mode".into(),
-                args.mode.clone(),
-                "--host".into(),
-                args.addr.clone(),
-                "--ports".into(),
-                args.ports.clone(),
-                "-n".into(),
-                n.to_string(),
-                "--rate".into(),
-                args.rate.to_string(),
-                "--in-flight".into(),
-                args.in_flight.to_string(),
-                "--hold".into(),
-                "forever".into(),
-                "--source".into(),
-                sources.to_owned(),
-                "--control".into(),
-                self.client_ctl.clone(),
-                "--stats-json".into(),
-                self.dir.join("client-final.json").display().to_string(),
-                "--stay".into(),
-                "--quiet".into(),
-            ],
-            &self.dir.join("client.log"),
-        )?;
+        let client = spawn_c1m(&plan.client_argv()?, &self.dir.join("client.log"))?;
+        if let (Some(pid), Some(journal)) = (client.id(), self.journal.as_mut()) {
+            journal.add(Role::Client, pid)?;
+        }
         if let Some(c) = self.children.as_mut() {
             c.client = Some(client);
         }
@@ -860,10 +886,15 @@ impl Lab {
             .wait_for("settling", Duration::from_secs(30), counts_agree)
             .await;
         let mut notes = Vec::new();
-        if settled.is_err() {
-            notes.push("kernel and app counts still differed 30 s after the ramp".to_owned());
+        if let Err(e) = settled {
+            let w =
+                format!("setup: kernel and app counts still differed 30 s after the ramp ({e:#})");
+            self.warn(w.clone());
+            notes.push(w);
         }
         self.end(notes).await;
+        // Each phase on disk as it ends: a reader of the run folder sees it at once.
+        self.write_exports()?;
         if self.interrupted {
             return Ok(());
         }
@@ -874,10 +905,12 @@ impl Lab {
             if !self.tick().await? {
                 return Ok(());
             }
+            self.check_children()?;
         }
         self.end(Vec::new()).await;
+        self.write_exports()?;
 
-        if args.mode == "ws" && args.pushes > 0 {
+        if args.mode == Mode::Ws && args.pushes > 0 {
             self.begin("push");
             let mut notes = Vec::new();
             for _ in 0..args.pushes {
@@ -906,10 +939,22 @@ impl Lab {
                 match reached {
                     Ok(true) => {}
                     Ok(false) => return Ok(()),
-                    Err(e) => notes.push(format!("push {push_id}: {e:#}")),
+                    Err(e) => {
+                        let got = self
+                            .last_client
+                            .as_ref()
+                            .and_then(|c| c.pushes.iter().find(|p| p.push_id == push_id))
+                            .map(|p| p.count)
+                            .unwrap_or(0);
+                        let w =
+                            format!("push {push_id} reached {got} of {open} connections: {e:#}");
+                        self.warn(w.clone());
+                        notes.push(w);
+                    }
                 }
             }
             self.end(notes).await;
+            self.write_exports()?;
         }
 
         self.begin("teardown");
@@ -921,7 +966,11 @@ impl Lab {
             .await;
         let notes = match done {
             Ok(_) => Vec::new(),
-            Err(e) => vec![format!("{e:#}")],
+            Err(e) => {
+                let w = format!("teardown: {e:#}");
+                self.warn(w.clone());
+                vec![w]
+            }
         };
         self.end(notes).await;
         Ok(())

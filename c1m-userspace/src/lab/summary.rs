@@ -17,11 +17,20 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
 pub fn text(run: &RunRecord) -> String {
     let mut s = String::new();
     let c = &run.config;
+    // Bad news first: the top line says how many warnings, and they follow it.
+    let warned = match run.warnings.len() {
+        0 => String::new(),
+        1 => " (1 warning)".to_owned(),
+        n => format!(" ({n} warnings)"),
+    };
     let _ = writeln!(
         s,
-        "\n== c1m run: {} — {} connections, {} mode, {} conn/s target ==",
+        "\n== c1m run: {}{warned} — {} connections, {} mode, {} conn/s target ==",
         run.outcome, c.connections, c.mode, c.rate_per_s
     );
+    for w in &run.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
     let _ = writeln!(
         s,
         "{:<9} {:>7} {:>16} {:>16} {:>14} {:>10} {:>10} {:>11} {:>10}",
@@ -74,12 +83,17 @@ pub fn text(run: &RunRecord) -> String {
         }
     }
     let pc = &run.per_connection;
+    // A side that lost a worker has no honest figure: its memory left with the worker.
+    let user = |v: Option<f64>| match v {
+        Some(v) => format!("{} B", v.round()),
+        None => "n/a".to_owned(),
+    };
     let _ = writeln!(
         s,
-        "\nper connection ({} held): server user {} B, client user {} B, kernel {} B ({} B per socket)",
+        "\nper connection ({} held): server user {}, client user {}, kernel {} B ({} B per socket)",
         pc.connections,
-        opt(pc.server_user_bytes.map(|v| v.round())),
-        opt(pc.client_user_bytes.map(|v| v.round())),
+        user(pc.server_user_bytes),
+        user(pc.client_user_bytes),
         opt(pc.kernel_bytes.map(|v| v.round())),
         opt(pc.kernel_bytes_per_socket.map(|v| v.round())),
     );
@@ -145,9 +159,6 @@ pub fn text(run: &RunRecord) -> String {
                 );
             }
         }
-    }
-    for w in &run.warnings {
-        let _ = writeln!(s, "warning: {w}");
     }
     s
 }

@@ -15,6 +15,10 @@ pub enum TracefsError {
         "tracefs is not mounted and mounting it failed ({0}); fix: mount -t tracefs tracefs /sys/kernel/tracing"
     )]
     Mount(std::io::Error),
+    #[error(
+        "tracefs is mounted at {0} but unreadable without root; fix: sudo -E c1m …, or --no-observer"
+    )]
+    Unreadable(PathBuf),
     #[error("tracepoint {0} does not exist on this kernel")]
     NoTracepoint(String),
     #[error("tracepoint {0} has no field {1}")]
@@ -31,6 +35,9 @@ pub fn ensure_mounted() -> Result<PathBuf, TracefsError> {
         if Path::new(dir).join("events").is_dir() {
             return Ok(PathBuf::from(dir));
         }
+    }
+    if let Some(mounted) = mount_point() {
+        return Err(TracefsError::Unreadable(mounted));
     }
     let target = std::ffi::CString::new(TRACEFS)
         .map_err(|e| TracefsError::Mount(std::io::Error::other(e)))?;
@@ -49,6 +56,17 @@ pub fn ensure_mounted() -> Result<PathBuf, TracefsError> {
         return Err(TracefsError::Mount(std::io::Error::last_os_error()));
     }
     Ok(PathBuf::from(TRACEFS))
+}
+
+/// Where tracefs is mounted, from /proc/self/mounts (readable by anyone, unlike the
+/// tracing directory itself, which is root's only: mode 0700).
+pub fn mount_point() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let (_, at, fstype) = (f.next()?, f.next()?, f.next()?);
+        (fstype == "tracefs").then(|| PathBuf::from(at))
+    })
 }
 
 /// `name -> (offset, size)` of every field of a tracepoint's record.

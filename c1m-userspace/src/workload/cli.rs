@@ -90,8 +90,8 @@ pub struct ClientArgs {
     /// Server ports, used round robin: a range (8000-8099), a list or one port.
     #[arg(long, default_value = "8000-8099")]
     pub ports: String,
-    /// Connections to open.
-    #[arg(short = 'n', long, default_value_t = 1000)]
+    /// Connections to open (at least 1).
+    #[arg(short = 'n', long, default_value_t = 1000, value_parser = parse_connections)]
     pub connections: u64,
     /// Target setup rate in connections per second (0: as fast as --in-flight allows).
     #[arg(long, default_value_t = 0.0)]
@@ -168,6 +168,15 @@ pub struct WorkerArgs {
 pub enum Hold {
     For(Duration),
     Forever,
+}
+
+/// A connection count: a run of 0 connections has nothing to hold or measure.
+pub fn parse_connections(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) => Err("at least 1 connection is needed".to_owned()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("not a count: {s:?} (e.g. 100000)")),
+    }
 }
 
 fn parse_hold(s: &str) -> Result<Hold, String> {
@@ -258,13 +267,24 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("tokio runtime")
 }
 
+impl ServerArgs {
+    /// Every (address, port) to listen on: the checks `c1m run` also makes before it
+    /// starts anything.
+    pub fn listen(&self) -> Result<Vec<SocketAddr>> {
+        let listen = product(&parse_addrs(&self.addrs)?, &parse_ports(&self.ports)?);
+        if listen.is_empty() {
+            bail!("no --addr to listen on");
+        }
+        Ok(listen)
+    }
+}
+
 /// `c1m server`.
 pub fn run_server(a: ServerArgs) -> Result<()> {
+    let listen = a.listen()?;
+    // Before any shard binds, and held until the last one is gone.
+    let _ports = super::port_lock::lock(&parse_ports(&a.ports)?, &parse_addrs(&a.addrs)?)?;
     let nofile = limits::raise_nofile().context("RLIMIT_NOFILE")?;
-    let listen = product(&parse_addrs(&a.addrs)?, &parse_ports(&a.ports)?);
-    if listen.is_empty() {
-        bail!("no --addr to listen on");
-    }
     let listeners = listen.len() as u64;
     let one_process = limits::conn_cap(nofile, listeners, true);
     let expected = a.max_conns.unwrap_or(one_process);
@@ -312,40 +332,64 @@ fn default_step(n: u64) -> u64 {
     n.div_ceil(10).clamp(1, 100_000)
 }
 
+/// Where a client connects from and to, checked.
+pub struct ClientEndpoints {
+    pub targets: Vec<SocketAddr>,
+    pub sources: Vec<IpAddr>,
+    pub source_ports: Option<(u16, u16)>,
+}
+
+impl ClientArgs {
+    /// Targets, sources and source ports: the checks `c1m run` also makes before it
+    /// starts anything.
+    pub fn endpoints(&self) -> Result<ClientEndpoints> {
+        let targets = product(&parse_addrs(&self.hosts)?, &parse_ports(&self.ports)?);
+        if targets.is_empty() {
+            bail!("no --host to connect to");
+        }
+        let sources = parse_addrs(&self.sources)?;
+        if sources.iter().any(|s| s.is_ipv4() != targets[0].is_ipv4()) {
+            bail!("--source and --host must be the same address family");
+        }
+        let source_ports = match &self.source_ports {
+            None => None,
+            Some(s) => {
+                let p = parse_ports(s)?;
+                let (lo, hi) = (
+                    p.iter().copied().min().unwrap_or(1),
+                    p.iter().copied().max().unwrap_or(1),
+                );
+                if sources.is_empty() {
+                    bail!("--source-ports needs --source addresses to bind");
+                }
+                let room = sources.len() as u64 * (u64::from(hi - lo) + 1);
+                if room < self.connections {
+                    bail!(
+                        "{} connections need {} (source address, port) pairs but --source × --source-ports gives {room}: \
+                         add --source addresses or widen --source-ports",
+                        self.connections,
+                        self.connections
+                    );
+                }
+                Some((lo, hi))
+            }
+        };
+        Ok(ClientEndpoints {
+            targets,
+            sources,
+            source_ports,
+        })
+    }
+}
+
 /// `c1m client`.
 pub fn run_client(a: ClientArgs) -> Result<()> {
+    let ClientEndpoints {
+        targets,
+        sources,
+        source_ports,
+    } = a.endpoints()?;
     let nofile = limits::raise_nofile().context("RLIMIT_NOFILE")?;
-    let targets = product(&parse_addrs(&a.hosts)?, &parse_ports(&a.ports)?);
-    if targets.is_empty() {
-        bail!("no --host to connect to");
-    }
-    let sources = parse_addrs(&a.sources)?;
-    if sources.iter().any(|s| s.is_ipv4() != targets[0].is_ipv4()) {
-        bail!("--source and --host must be the same address family");
-    }
-    let source_ports = match &a.source_ports {
-        None => None,
-        Some(s) => {
-            let p = parse_ports(s)?;
-            let (lo, hi) = (
-                p.iter().copied().min().unwrap_or(1),
-                p.iter().copied().max().unwrap_or(1),
-            );
-            if sources.is_empty() {
-                bail!("--source-ports needs --source addresses to bind");
-            }
-            let room = sources.len() as u64 * (u64::from(hi - lo) + 1);
-            if room < a.connections {
-                bail!(
-                    "{} connections need {} (source address, port) pairs but --source × --source-ports gives {room}: \
-                     add --source addresses or widen --source-ports",
-                    a.connections,
-                    a.connections
-                );
-            }
-            Some((lo, hi))
-        }
-    };
     if source_ports.is_none()
         && let Some(eph) = limits::ephemeral_ports()
     {

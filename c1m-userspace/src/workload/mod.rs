@@ -11,6 +11,7 @@
 //! | `stats`      | counters, histograms, [`stats::AppSnapshot`]                          |
 //! | `limits`     | RLIMIT_NOFILE and the split decision (with the balance arithmetic)   |
 //! | `config`     | what a shard is told (JSON to workers)                               |
+//! | `port_lock`  | one owner per port: a flock per port, a listener check in the kernel |
 //! | `sockopt`    | SO_REUSEPORT listeners, IP_BIND_ADDRESS_NO_PORT connects             |
 //! | `sys`        | epoll, clocks, read/write/accept wrappers                            |
 //! | `procstat`   | RSS and CPU time from /proc                                          |
@@ -23,6 +24,7 @@ pub mod config;
 pub mod control;
 pub mod engine;
 pub mod limits;
+pub mod port_lock;
 pub mod procstat;
 pub mod shard;
 pub mod sockopt;

@@ -24,6 +24,57 @@ pub fn cpu_seconds(pid: u32) -> Option<(f64, f64)> {
     Some((ut / hz, st / hz))
 }
 
+/// Fields of /proc/PID/stat after the command name: `state` is index 0 (field 3 of
+/// stat(5)), so field N is index N - 3.
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 1..];
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
+/// When `pid` started, in clock ticks since boot (field 22): with the pid it names one
+/// process for good, so a pid reused by another process is never mistaken for it.
+/// None if it is gone or a zombie (exited, waiting to be reaped).
+pub fn start_time(pid: u32) -> Option<u64> {
+    let f = stat_fields(pid)?;
+    if f.first().map(String::as_str) == Some("Z") {
+        return None;
+    }
+    f.get(19)?.parse().ok()
+}
+
+/// Whether the process `pid` that started at `start` still runs.
+pub fn alive(pid: u32, start: u64) -> bool {
+    start_time(pid) == Some(start)
+}
+
+/// The parent of `pid`.
+pub fn parent(pid: u32) -> Option<u32> {
+    stat_fields(pid)?.get(1)?.parse().ok()
+}
+
+/// The command line of `pid`, arguments joined by spaces.
+pub fn command_line(pid: u32) -> Option<String> {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<String> = raw
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    Some(args.join(" "))
+}
+
+/// Every process id now.
+pub fn all_pids() -> Vec<u32> {
+    fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // panics are the assertions in tests
 mod tests {
@@ -36,5 +87,11 @@ mod tests {
         let (u, s) = cpu_seconds(me).unwrap();
         assert!(u >= 0.0 && s >= 0.0);
         assert_eq!(rss_bytes(u32::MAX), None);
+        let start = start_time(me).unwrap();
+        assert!(alive(me, start));
+        assert!(!alive(me, start + 1));
+        assert_eq!(parent(me), Some(std::os::unix::process::parent_id()));
+        assert!(command_line(me).unwrap().len() > 1);
+        assert!(all_pids().contains(&me));
     }
 }

@@ -331,6 +331,7 @@ impl Supervisor {
         let rss = self.rss();
         let open = counters.open;
         let now_ns = sys::realtime_ns();
+        let lost = counters.closed.worker_lost > 0;
         AppSnapshot {
             side: side_name(self.o.side).to_owned(),
             mode: self.o.mode.name().to_owned(),
@@ -380,7 +381,9 @@ impl Supervisor {
             pushes: pushes.into_values().map(PushSummary::from).collect(),
             rss_bytes: rss,
             rss_baseline_bytes: self.rss_baseline,
-            rss_per_connection_bytes: (open > 0)
+            // A lost worker took its memory and its share of the baseline with it: no
+            // figure is better than a wrong one (it read 0 B).
+            rss_per_connection_bytes: (open > 0 && !lost)
                 .then(|| rss.saturating_sub(self.rss_baseline) as f64 / open as f64),
             cpu_user_s: cpu_u,
             cpu_sys_s: cpu_s,

@@ -92,7 +92,7 @@ pub(crate) fn config_diff(a: &RunRecord, b: &RunRecord) -> Vec<(String, String, 
     let facts = |r: &RunRecord| {
         let mut rows = vec![
             ("c1m_version".to_owned(), r.c1m_version.clone()),
-            ("outcome".to_owned(), r.outcome.clone()),
+            ("outcome".to_owned(), r.outcome.to_string()),
         ];
         for (prefix, v) in [
             ("config", serde_json::to_value(&r.config)),
@@ -214,7 +214,7 @@ pub(crate) fn html(names: [&str; 2], a: &RunRecord, b: &RunRecord) -> Result<Str
             RUN_COLORS[i],
             esc(name),
             esc(&headline(r)),
-            esc(&r.outcome)
+            esc(r.outcome.name())
         );
     }
     body.push_str("</header><h2>Config and machine differences</h2>");

@@ -363,7 +363,7 @@ fn build(with_snapshots: bool) -> (RunRecord, Vec<(String, AppSnapshot)>) {
         c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
         started_unix_ms: START_UNIX_MS,
         ended_unix_ms: START_UNIX_MS + END_S * 1000 + 420,
-        outcome: "complete".to_owned(),
+        outcome: crate::lab::model::Outcome::Complete,
         config: config(),
         machine: machine(),
         phases: phases(&samples),

@@ -16,7 +16,7 @@ use super::{
 use crate::{
     lab::{
         figures::Source as Figure,
-        model::{RunRecord, Sample},
+        model::{Outcome, RunRecord, Sample},
     },
     workload::stats::{AppSnapshot, Percentiles, SETUP_LATENCY_PAIRS},
 };
@@ -939,13 +939,13 @@ fn kernel_tables(run: &RunRecord) -> String {
     out
 }
 
-fn outcome_badge(outcome: &str) -> String {
+fn outcome_badge(outcome: Outcome) -> String {
     let class = match outcome {
-        "complete" => "ok",
-        o if o.starts_with("interrupted") => "mid",
-        _ => "bad",
+        Outcome::Complete => "ok",
+        Outcome::Interrupted | Outcome::Degraded | Outcome::Running => "mid",
+        Outcome::Failed => "bad",
     };
-    format!("<span class=\"badge {class}\">{}</span>", esc(outcome))
+    format!("<span class=\"badge {class}\">{outcome}</span>")
 }
 
 /// Links to the run folder's other files (relative: they sit beside the report).
@@ -1017,7 +1017,7 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
         b,
         "<header><h1>c1m run · {} {}</h1><div class=\"sub\">{} → {} ({}) · c1m {} · {} · Linux {} · {} CPUs · {} RAM</div>",
         esc(&headline(run)),
-        outcome_badge(&run.outcome),
+        outcome_badge(run.outcome),
         utc(run.started_unix_ms),
         utc(run.ended_unix_ms),
         secs(dur),

@@ -14,7 +14,7 @@
 //! again and again during a run is how a Ctrl-C or a crashed worker still leaves
 //! complete files of what was measured.
 
-mod atomic;
+pub(crate) mod atomic;
 pub mod cli;
 mod compare;
 mod figures;

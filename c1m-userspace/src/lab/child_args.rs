@@ -1,0 +1,312 @@
+//! The command lines of the lab's children, built from the clap structs that parse them.
+//!
+//! Each builder destructures its struct field by field, so adding or renaming a field
+//! fails to compile here; the flag for a field is looked up in clap's own definition by
+//! the field's id, so renaming a flag changes both ends at once. The lab parses the
+//! argv it built back with the child's parser before it starts anything: a bad value is
+//! reported by the same code that would have rejected it in the child.
+
+use std::{ffi::OsString, path::Path, time::Duration};
+
+use clap::{Args, Command, FromArgMatches};
+use thiserror::Error;
+
+use super::run::RunArgs;
+use crate::workload::cli::{ClientArgs, Hold, ServerArgs};
+
+#[derive(Debug, Error)]
+pub enum ChildArgsError {
+    /// A builder names a field clap does not know (caught by the round-trip tests).
+    #[error("no flag for field `{0}` in `c1m {1}`")]
+    UnknownField(&'static str, &'static str),
+    #[error("{0}")]
+    Invalid(#[from] clap::Error),
+}
+
+/// An argv under construction for subcommand `sub` whose flags are defined by `T`.
+struct Argv {
+    sub: &'static str,
+    cmd: Command,
+    out: Vec<OsString>,
+    error: Option<ChildArgsError>,
+}
+
+impl Argv {
+    fn new<T: Args>(sub: &'static str) -> Self {
+        Argv {
+            sub,
+            cmd: T::augment_args(Command::new("c1m")),
+            out: vec![sub.into()],
+            error: None,
+        }
+    }
+
+    fn long(&mut self, id: &'static str) -> Option<String> {
+        let long = self
+            .cmd
+            .get_arguments()
+            .find(|a| a.get_id() == id)
+            .and_then(|a| a.get_long())
+            .map(|l| format!("--{l}"));
+        if long.is_none() {
+            self.error
+                .get_or_insert(ChildArgsError::UnknownField(id, self.sub));
+        }
+        long
+    }
+
+    fn value(&mut self, id: &'static str, v: impl Into<OsString>) {
+        if let Some(flag) = self.long(id) {
+            self.out.push(flag.into());
+            self.out.push(v.into());
+        }
+    }
+
+    fn opt<V: Into<OsString>>(&mut self, id: &'static str, v: Option<V>) {
+        if let Some(v) = v {
+            self.value(id, v);
+        }
+    }
+
+    fn flag(&mut self, id: &'static str, on: bool) {
+        if on && let Some(flag) = self.long(id) {
+            self.out.push(flag.into());
+        }
+    }
+
+    fn finish(self) -> Result<Vec<OsString>, ChildArgsError> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(self.out),
+        }
+    }
+}
+
+/// A duration as `parse_duration` reads it back exactly.
+fn duration(d: Duration) -> String {
+    format!("{}s", d.as_secs_f64())
+}
+
+/// `c1m server …` for `a`.
+pub fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsError> {
+    let ServerArgs {
+        addrs,
+        ports,
+        mode,
+        max_conns,
+        workers,
+        threads,
+        push_every,
+        push_writers,
+        control,
+        control_token_file,
+        stats_json,
+        quiet,
+        max_message,
+        handshake_timeout,
+        backlog,
+        duration: stop_after,
+    } = a;
+    let mut v = Argv::new::<ServerArgs>("server");
+    v.value("addrs", addrs.join(","));
+    v.value("ports", ports);
+    v.value("mode", mode.name());
+    v.opt("max_conns", max_conns.map(|n| n.to_string()));
+    v.value("workers", workers.to_string());
+    v.opt("threads", threads.map(|n| n.to_string()));
+    v.opt("push_every", push_every.map(duration));
+    v.value("push_writers", push_writers.to_string());
+    v.opt("control", control.as_ref());
+    v.opt("control_token_file", control_token_file.as_ref());
+    v.opt("stats_json", stats_json.as_ref());
+    v.flag("quiet", *quiet);
+    v.value("max_message", max_message.to_string());
+    v.value("handshake_timeout", duration(*handshake_timeout));
+    v.value("backlog", backlog.to_string());
+    v.opt("duration", stop_after.map(duration));
+    v.finish()
+}
+
+/// `c1m client …` for `a`.
+pub fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsError> {
+    let ClientArgs {
+        hosts,
+        ports,
+        connections,
+        rate,
+        in_flight,
+        hold,
+        sources,
+        source_ports,
+        mode,
+        payload_size,
+        echo_count,
+        connect_timeout,
+        path,
+        workers,
+        threads,
+        control,
+        control_token_file,
+        stats_json,
+        quiet,
+        stay,
+        step,
+        max_message,
+    } = a;
+    let mut v = Argv::new::<ClientArgs>("client");
+    v.value("hosts", hosts.join(","));
+    v.value("ports", ports);
+    v.value("connections", connections.to_string());
+    v.value("rate", rate.to_string());
+    v.value("in_flight", in_flight.to_string());
+    v.value(
+        "hold",
+        match hold {
+            Hold::Forever => "forever".to_owned(),
+            Hold::For(d) => duration(*d),
+        },
+    );
+    if !sources.is_empty() {
+        v.value("sources", sources.join(","));
+    }
+    v.opt("source_ports", source_ports.as_ref());
+    v.value("mode", mode.name());
+    v.value("payload_size", payload_size.to_string());
+    v.value("echo_count", echo_count.to_string());
+    v.value("connect_timeout", duration(*connect_timeout));
+    v.value("path", path);
+    v.value("workers", workers.to_string());
+    v.opt("threads", threads.map(|n| n.to_string()));
+    v.opt("control", control.as_ref());
+    v.opt("control_token_file", control_token_file.as_ref());
+    v.opt("stats_json", stats_json.as_ref());
+    v.flag("quiet", *quiet);
+    v.flag("stay", *stay);
+    v.opt("step", step.map(|n| n.to_string()));
+    v.value("max_message", max_message.to_string());
+    v.finish()
+}
+
+/// `T` as its parser fills it from `argv` (the subcommand name first).
+pub fn parse<T: Args + FromArgMatches>(argv: &[OsString]) -> Result<T, ChildArgsError> {
+    let m = T::augment_args(Command::new("c1m")).try_get_matches_from(argv)?;
+    Ok(T::from_arg_matches(&m)?)
+}
+
+/// `T` with every default, as an empty command line gives it.
+pub fn defaults<T: Args + FromArgMatches>(sub: &str) -> Result<T, ChildArgsError> {
+    parse(&[OsString::from(sub)])
+}
+
+/// The server and client of a run as typed arguments: built and checked by the
+/// children's own parsers before anything starts.
+pub struct ChildPlan {
+    pub server: ServerArgs,
+    pub client: ClientArgs,
+}
+
+impl ChildPlan {
+    pub fn new(args: &RunArgs, n: u64, sources: &str, dir: &Path) -> anyhow::Result<Self> {
+        let mut server: ServerArgs = defaults("server")?;
+        server.addrs = vec![args.addr.clone()];
+        server.ports = args.ports.to_string();
+        server.mode = args.mode;
+        server.max_conns = Some(n);
+        server.control = Some(dir.join("server.sock").display().to_string());
+        server.stats_json = Some(dir.join("server-final.json"));
+        server.quiet = true;
+        let mut client: ClientArgs = defaults("client")?;
+        client.hosts = vec![args.addr.clone()];
+        client.ports = args.ports.to_string();
+        client.connections = n;
+        client.rate = args.rate as f64;
+        client.in_flight = args.in_flight;
+        client.hold = Hold::Forever;
+        client.sources = vec![sources.to_owned()];
+        client.mode = args.mode;
+        client.control = Some(dir.join("client.sock").display().to_string());
+        client.stats_json = Some(dir.join("client-final.json"));
+        client.stay = true;
+        client.quiet = true;
+        let plan = ChildPlan { server, client };
+        // The children's parsers and checks, now: a bad value is named before any child
+        // starts, by the code that would have refused it in the child.
+        let _: ServerArgs = parse(&plan.server_argv()?)?;
+        let _: ClientArgs = parse(&plan.client_argv()?)?;
+        plan.server.listen()?;
+        plan.client.endpoints()?;
+        Ok(plan)
+    }
+
+    pub fn server_argv(&self) -> anyhow::Result<Vec<OsString>> {
+        Ok(server_argv(&self.server)?)
+    }
+
+    pub fn client_argv(&self) -> anyhow::Result<Vec<OsString>> {
+        Ok(client_argv(&self.client)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::config::Mode;
+
+    fn server() -> ServerArgs {
+        let mut a: ServerArgs = defaults("server").unwrap();
+        a.addrs = vec!["127.0.0.1".into(), "127.0.0.2-127.0.0.3".into()];
+        a.ports = "9000-9009".into();
+        a.mode = Mode::Ws;
+        a.max_conns = Some(3000);
+        a.threads = Some(3);
+        a.push_every = Some(Duration::from_millis(1500));
+        a.control = Some("/tmp/x/server.sock".into());
+        a.stats_json = Some("/tmp/x/server-final.json".into());
+        a.quiet = true;
+        a.duration = Some(Duration::from_secs(90));
+        a
+    }
+
+    fn client() -> ClientArgs {
+        let mut a: ClientArgs = defaults("client").unwrap();
+        a.connections = 25_000;
+        a.rate = 25_000.0;
+        a.hold = Hold::Forever;
+        a.sources = vec!["127.0.0.2-127.0.0.4".into()];
+        a.source_ports = Some("40000-40999".into());
+        a.mode = Mode::Echo;
+        a.connect_timeout = Duration::from_millis(250);
+        a.control = Some("/tmp/x/client.sock".into());
+        a.stats_json = Some("/tmp/x/client-final.json".into());
+        a.quiet = true;
+        a.stay = true;
+        a.step = Some(500);
+        a
+    }
+
+    #[test]
+    fn server_args_survive_the_round_trip() {
+        let a = server();
+        let back: ServerArgs = parse(&server_argv(&a).unwrap()).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{a:?}"));
+    }
+
+    #[test]
+    fn client_args_survive_the_round_trip() {
+        let a = client();
+        let back: ClientArgs = parse(&client_argv(&a).unwrap()).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{a:?}"));
+        let mut forever_not = client();
+        forever_not.hold = Hold::For(Duration::from_secs(30));
+        let back: ClientArgs = parse(&client_argv(&forever_not).unwrap()).unwrap();
+        assert_eq!(back.hold, Hold::For(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn the_childs_parser_rejects_what_the_child_would() {
+        let mut a = client();
+        a.connections = 0;
+        let e = parse::<ClientArgs>(&client_argv(&a).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("--connections"), "{e}");
+    }
+}

@@ -1,0 +1,330 @@
+//! One owner per port. Every shard of a server binds every port with SO_REUSEPORT, and
+//! the kernel lets any process of the same user join such a group: a second server on
+//! the same ports would silently take a share of the first one's connections. So a
+//! server takes an exclusive lock per port (a flock on a file under the runtime
+//! directory, keyed by network namespace, since ports are per namespace) before any
+//! shard binds, and holds it for its lifetime; the kernel releases it when the process
+//! dies, however it dies. A listener of any other program is found by a plain bind
+//! without SO_REUSEPORT, which the kernel refuses while anyone listens on the port.
+
+use std::{
+    fs::File,
+    io::{BufRead, BufReader, Write},
+    net::{IpAddr, SocketAddr},
+    os::fd::AsRawFd,
+    path::PathBuf,
+};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use super::procstat;
+
+/// Who holds a port.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Holder {
+    pub pid: u32,
+    pub command_line: String,
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.pid == 0 {
+            return f.write_str("a process c1m cannot see (another user or namespace)");
+        }
+        write!(f, "pid {} ({})", self.pid, self.command_line)
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum PortError {
+    #[error(
+        "port {port} is taken: {holder} listens on it; use other --ports, or stop it{}",
+        stop_hint(holder)
+    )]
+    Taken { port: u16, holder: Holder },
+    #[error(
+        "port {port} is not held by this worker's supervisor (pid {owner}) but by {}: not joining its listeners",
+        holder.as_ref().map(|h| h.to_string()).unwrap_or_else(|| "nobody".to_owned())
+    )]
+    NotOwner {
+        port: u16,
+        owner: u32,
+        holder: Option<Holder>,
+    },
+    #[error("port lock {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn stop_hint(h: &Holder) -> String {
+    if h.pid == 0 {
+        String::new()
+    } else {
+        format!(" (kill {})", h.pid)
+    }
+}
+
+impl PortError {
+    /// The holder, when the port is taken.
+    pub fn holder(&self) -> Option<(u16, &Holder)> {
+        match self {
+            PortError::Taken { port, holder } => Some((*port, holder)),
+            PortError::Io { .. } | PortError::NotOwner { .. } => None,
+        }
+    }
+}
+
+/// The ports this process owns; dropping it (or dying) lets them go.
+#[derive(Debug)]
+pub struct PortLocks {
+    _files: Vec<File>,
+}
+
+fn lock_path(port: u16) -> Result<PathBuf, PortError> {
+    let dir = crate::util::runtime_dir().map_err(|source| PortError::Io {
+        path: PathBuf::from("runtime directory"),
+        source,
+    })?;
+    let netns = crate::observer::procfs::own_netns_inum().unwrap_or(0);
+    Ok(dir.join(format!("port-{netns}-{port}.lock")))
+}
+
+/// Removes the lock files of network namespaces that no longer exist: nobody can
+/// listen there any more, so nobody can race for them (a private namespace per test
+/// would otherwise leave a file per port behind).
+fn sweep_dead_namespaces(dir: &std::path::Path, here: u32) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let files: Vec<(u32, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let ns = name
+                .strip_prefix("port-")?
+                .split_once('-')?
+                .0
+                .parse()
+                .ok()?;
+            Some((ns, e.path()))
+        })
+        .filter(|(ns, _)| *ns != here)
+        .collect();
+    if files.is_empty() {
+        return;
+    }
+    let live = crate::netns::all_alive();
+    for (ns, path) in files {
+        if !live.contains(&ns) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Takes every port in `ports` for this process, or names the first holder. Call it
+/// before any socket binds; keep the result as long as the listeners live.
+pub fn lock(ports: &[u16], addrs: &[IpAddr]) -> Result<PortLocks, PortError> {
+    if let (Ok(dir), Some(here)) = (
+        crate::util::runtime_dir(),
+        crate::observer::procfs::own_netns_inum(),
+    ) {
+        sweep_dead_namespaces(&dir, here);
+    }
+    let me = Holder {
+        pid: std::process::id(),
+        command_line: procstat::command_line(std::process::id()).unwrap_or_default(),
+    };
+    let mut files = Vec::with_capacity(ports.len());
+    for &port in ports {
+        let path = lock_path(port)?;
+        let io = |source| PortError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        // SAFETY: flock on an fd we own; LOCK_NB makes it return at once.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(io(err));
+            }
+            let holder = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|s| serde_json::from_str(&s).ok())
+                .unwrap_or_default();
+            return Err(PortError::Taken { port, holder });
+        }
+        file.set_len(0).map_err(io)?;
+        let json = serde_json::to_vec(&me).unwrap_or_default();
+        file.write_all(&json).map_err(io)?;
+        files.push(file);
+    }
+    for &port in ports {
+        for &addr in addrs {
+            if let Some(holder) = kernel_listener(SocketAddr::new(addr, port)) {
+                return Err(PortError::Taken { port, holder });
+            }
+        }
+    }
+    Ok(PortLocks { _files: files })
+}
+
+/// A worker's check before it binds: every port is locked, and by `owner` (its
+/// supervisor), so a worker joins only the SO_REUSEPORT groups its own supervisor owns.
+pub fn verify_owner(ports: &[u16], owner: u32) -> Result<(), PortError> {
+    for &port in ports {
+        let path = lock_path(port)?;
+        let holder: Option<Holder> = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok());
+        let held = File::open(&path).is_ok_and(|f| {
+            // SAFETY: flock on an fd we own; a lock we get is let go when `f` closes.
+            let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+            rc != 0
+        });
+        match holder {
+            Some(h) if held && h.pid == owner => {}
+            other => {
+                return Err(PortError::NotOwner {
+                    port,
+                    owner,
+                    holder: other.filter(|_| held),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `ports` could be taken now (they are let go at once): for a preflight.
+pub fn check(ports: &[u16], addrs: &[IpAddr]) -> Result<(), PortError> {
+    lock(ports, addrs).map(drop)
+}
+
+/// Someone else listening on `addr`, found by a bind without SO_REUSEPORT (refused with
+/// EADDRINUSE while a listener holds the port; SO_REUSEADDR lets TIME_WAIT leftovers
+/// pass). Named from /proc when it is; a holder with pid 0 when not visible.
+fn kernel_listener(addr: SocketAddr) -> Option<Holder> {
+    let socket = std::net::TcpListener::bind(addr);
+    match socket {
+        Ok(_) => None,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            Some(listener_owner(addr.port()).unwrap_or_default())
+        }
+        // Not an address of this box (or no permission for it): the server says so.
+        Err(_) => None,
+    }
+}
+
+/// The process holding a listening socket on `port`: its inode from /proc/net/tcp{,6},
+/// then the process with that socket among its fds.
+fn listener_owner(port: u16) -> Option<Holder> {
+    let mut inodes = Vec::new();
+    // thread-self: a thread moved into a private namespace reads that one.
+    for table in ["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"] {
+        let Ok(f) = File::open(table) else { continue };
+        for line in BufReader::new(f).lines().skip(1).map_while(Result::ok) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) = (cols.get(1), cols.get(3), cols.get(9))
+            else {
+                continue;
+            };
+            // Listeners are listed first: stop at the first other socket, so a box
+            // holding a million connections is not read line by line.
+            if *state != "0A" {
+                break;
+            }
+            let local_port = local
+                .rsplit_once(':')
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+            if local_port == Some(port) {
+                inodes.push(format!("socket:[{inode}]"));
+            }
+        }
+    }
+    if inodes.is_empty() {
+        return None;
+    }
+    for pid in procstat::all_pids() {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if std::fs::read_link(fd.path())
+                .is_ok_and(|l| inodes.iter().any(|i| l.as_os_str() == i.as_str()))
+            {
+                return Some(owner_of(pid));
+            }
+        }
+    }
+    None
+}
+
+/// A c1m worker's listener belongs to its supervisor: name that.
+fn owner_of(pid: u32) -> Holder {
+    let line = procstat::command_line(pid).unwrap_or_default();
+    let pid = match procstat::parent(pid) {
+        Some(parent) if line.contains(" worker ") || line.ends_with(" worker") => parent,
+        _ => pid,
+    };
+    Holder {
+        pid,
+        command_line: procstat::command_line(pid).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use super::*;
+
+    /// Ports are per network namespace: a private one keeps this test's ports its own.
+    fn private_or_skip() -> bool {
+        if crate::observer::privileges::is_root() && crate::netns::enter_private().is_ok() {
+            return true;
+        }
+        eprintln!("SKIP port_lock test: needs root for a private network namespace");
+        false
+    }
+
+    #[test]
+    fn a_second_owner_is_refused_and_named_until_the_first_lets_go() {
+        if !private_or_skip() {
+            return;
+        }
+        let lo = [IpAddr::V4(Ipv4Addr::LOCALHOST)];
+        let first = lock(&[21000, 21001], &lo).unwrap();
+        let e = lock(&[21001], &lo).unwrap_err();
+        let (port, holder) = e.holder().unwrap();
+        assert_eq!((port, holder.pid), (21001, std::process::id()));
+        assert!(e.to_string().contains("use other --ports"), "{e}");
+        verify_owner(&[21000, 21001], std::process::id()).unwrap();
+        assert!(verify_owner(&[21000], std::process::id() + 1).is_err());
+        drop(first);
+        check(&[21000, 21001], &lo).unwrap();
+        let e = verify_owner(&[21000], std::process::id()).unwrap_err();
+        assert!(e.to_string().contains("but by nobody"), "{e}");
+    }
+
+    #[test]
+    fn a_listener_of_another_program_is_found_in_the_kernel() {
+        if !private_or_skip() {
+            return;
+        }
+        let lo = [IpAddr::V4(Ipv4Addr::LOCALHOST)];
+        let _other = std::net::TcpListener::bind("127.0.0.1:21010").unwrap();
+        let e = check(&[21010], &lo).unwrap_err();
+        let (port, holder) = e.holder().unwrap();
+        assert_eq!((port, holder.pid), (21010, std::process::id()));
+    }
+}

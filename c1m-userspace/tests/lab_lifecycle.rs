@@ -1,0 +1,453 @@
+//! The lab's lifecycle as a hostile user meets it: two labs on the same ports, a
+//! `kill -9` of the lab, a worker killed mid-idle, bad flags, and the run folder's
+//! summary from the first second. Root tests run c1m in a private network namespace
+//! (its own ports and per-namespace sysctls) and say SKIP loudly without root.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+use c1m::{
+    lab::{
+        journal::{self, Journal, Role},
+        model::{Outcome, RunRecord},
+    },
+    observer::privileges,
+    workload::procstat,
+};
+use lab_util::{fresh_dir, root_or_skip, run_folders, set_low, sysctl};
+
+mod lab_util;
+
+/// `c1m run ARGS --no-observer --plain --out OUT`, not started yet.
+fn c1m_run(out: &Path, args: &[&str]) -> Command {
+    let mut cmd = lab_util::c1m_run(out, args);
+    cmd.arg("--no-observer");
+    cmd
+}
+
+fn c1m(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_c1m"))
+        .args(args)
+        .output()
+        .expect("c1m")
+}
+
+/// Polls (bounded) until `f` gives a value.
+fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn summary(folder: &Path) -> Option<RunRecord> {
+    serde_json::from_str(&std::fs::read_to_string(folder.join("summary.json")).ok()?).ok()
+}
+
+/// The lab's run folder once its setup phase is on disk.
+fn wait_for_setup(out: &Path) -> PathBuf {
+    wait_for("the setup phase", Duration::from_secs(90), || {
+        let folder = run_folders(out).into_iter().next()?;
+        let run = summary(&folder)?;
+        run.phases
+            .iter()
+            .any(|p| p.name == "setup")
+            .then_some(folder)
+    })
+}
+
+fn journal_of(folder: &Path) -> Journal {
+    serde_json::from_str(
+        &std::fs::read_to_string(folder.join(journal::FILE)).expect("journal.json"),
+    )
+    .expect("a journal")
+}
+
+fn finish(child: Child) -> (Option<i32>, String, String) {
+    let out = child.wait_with_output().expect("wait");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_second_lab_on_the_same_ports_refuses_and_names_the_first() {
+    if !root_or_skip("a_second_lab_on_the_same_ports_refuses_and_names_the_first") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let (out_a, out_b) = (fresh_dir("first"), fresh_dir("second"));
+    let ports = ["--ports", "21000-21003", "--mode", "hold"];
+    let a = c1m_run(
+        &out_a,
+        &[&["-n", "3000", "--idle", "4s"][..], &ports].concat(),
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("lab A");
+    let folder_a = wait_for_setup(&out_a);
+
+    let b = c1m_run(
+        &out_b,
+        &[&["-n", "3000", "--idle", "4s"][..], &ports].concat(),
+    )
+    .output()
+    .expect("lab B");
+    let stderr = String::from_utf8_lossy(&b.stderr);
+    assert_eq!(b.status.code(), Some(1), "B refuses: {stderr}");
+    let line = format!(
+        "port 21000 is taken by another c1m lab: pid {} (run folder {})",
+        a.id(),
+        std::path::absolute(&folder_a).expect("path").display()
+    );
+    assert!(stderr.contains(&line), "names lab A:\n{stderr}");
+    assert!(stderr.contains("use other --ports"), "{stderr}");
+    assert!(
+        run_folders(&out_b).is_empty(),
+        "B started nothing and wrote nothing"
+    );
+
+    let (code, stdout, stderr) = finish(a);
+    assert_eq!(code, Some(0), "A completes untouched\n{stdout}\n{stderr}");
+    let run = summary(&folder_a).expect("A's summary");
+    assert_eq!(run.outcome, Outcome::Complete, "{:?}", run.warnings);
+    assert!(run.warnings.is_empty(), "{:?}", run.warnings);
+    let server = run.server.expect("server snapshot");
+    assert_eq!(server.counters.accepted, 3000, "A got all its connections");
+    let _ = std::fs::remove_dir_all(&out_a);
+    let _ = std::fs::remove_dir_all(&out_b);
+}
+
+/// Gone, or a zombie waiting for init: either way it holds nothing.
+fn gone(pid: u32, start: u64) -> bool {
+    !procstat::alive(pid, start)
+}
+
+#[test]
+fn kill_9_of_the_lab_takes_its_children_and_doctor_restores_the_rest() {
+    if !root_or_skip("kill_9_of_the_lab_takes_its_children_and_doctor_restores_the_rest") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    // Per-namespace sysctls, low so that --tune raises them.
+    let low = [
+        ("net/core/somaxconn", "128"),
+        ("net/ipv4/tcp_max_syn_backlog", "128"),
+    ];
+    set_low(&low);
+    let out = fresh_dir("kill9");
+    // 25,000 connections: past RLIMIT_NOFILE (20,000 here), so both sides have workers.
+    let mut lab = c1m_run(
+        &out,
+        &[
+            "-n",
+            "25000",
+            "--idle",
+            "60s",
+            "--tune",
+            "--mode",
+            "hold",
+            "--ports",
+            "21100-21103",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("c1m run");
+    let folder = wait_for_setup(&out);
+    assert_eq!(sysctl("net/core/somaxconn"), "4096", "--tune applied");
+    let journal = journal_of(&folder);
+    let roles: Vec<Role> = journal.children.iter().map(|c| c.role).collect();
+    for role in [
+        Role::Server,
+        Role::Client,
+        Role::ServerWorker,
+        Role::ClientWorker,
+    ] {
+        assert!(roles.contains(&role), "{role:?} in the journal: {roles:?}");
+    }
+
+    lab.kill().expect("kill -9");
+    let _ = lab.wait();
+    let killed = Instant::now();
+    for c in &journal.children {
+        wait_for(
+            &format!("{} pid {} to end", c.role.name(), c.proc.pid),
+            Duration::from_secs(30),
+            || gone(c.proc.pid, c.proc.start_time).then_some(()),
+        );
+    }
+    eprintln!(
+        "all {} children ended {:.2} s after the kill",
+        journal.children.len(),
+        killed.elapsed().as_secs_f64()
+    );
+    // The run folder keeps what was measured: a summary that parses.
+    assert_eq!(
+        summary(&folder).expect("summary.json").outcome,
+        Outcome::Running
+    );
+
+    let doctor = c1m(&["doctor", "-n", "10", "--no-observer"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    let abs = std::path::absolute(&folder).expect("path");
+    assert!(
+        text.contains(&format!(
+            "leftover: lab pid {} (run folder {}) ended without cleaning up",
+            journal.lab.pid,
+            abs.display()
+        )),
+        "doctor names the leftovers:\n{text}"
+    );
+    assert!(text.contains("net.core.somaxconn 4096 (was 128)"), "{text}");
+    assert!(text.contains("clean up: c1m doctor --restore"), "{text}");
+
+    let restore = c1m(&["doctor", "--restore"]);
+    let text = String::from_utf8_lossy(&restore.stdout);
+    assert!(restore.status.success(), "{text}");
+    for (name, value) in low {
+        assert_eq!(sysctl(name), value, "{name} restored:\n{text}");
+    }
+    let again = c1m(&["doctor", "-n", "10", "--no-observer"]);
+    assert!(
+        !String::from_utf8_lossy(&again.stdout).contains(&abs.display().to_string()),
+        "the journal is gone once restored"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_server_worker_killed_mid_idle_degrades_the_run() {
+    if !root_or_skip("a_server_worker_killed_mid_idle_degrades_the_run") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let out = fresh_dir("worker");
+    let lab = c1m_run(
+        &out,
+        &[
+            "-n",
+            "25000",
+            "--idle",
+            "8s",
+            "--mode",
+            "hold",
+            "--ports",
+            "21200-21203",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("c1m run");
+    let folder = wait_for_setup(&out);
+    let worker = journal_of(&folder)
+        .children
+        .into_iter()
+        .find(|c| c.role == Role::ServerWorker)
+        .expect("a server worker in the journal");
+    assert!(worker.proc.alive());
+    // SAFETY: a worker of the lab we started, checked alive by pid and start time.
+    assert_eq!(
+        unsafe { libc::kill(worker.proc.pid as i32, libc::SIGKILL) },
+        0
+    );
+
+    let (code, stdout, stderr) = finish(lab);
+    assert_eq!(code, Some(2), "degraded exits 2\n{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("c1m run: warning: server worker ")
+            && stderr.contains(&format!(
+                "(pid {}) died (exited: signal: 9 (SIGKILL)); its connections are lost",
+                worker.proc.pid
+            )),
+        "warning on stderr:\n{stderr}"
+    );
+    assert!(
+        stdout.contains("== c1m run: degraded (2 warnings)"),
+        "top line:\n{stdout}"
+    );
+    let run = summary(&folder).expect("summary.json");
+    assert_eq!(run.outcome, Outcome::Degraded);
+    assert_eq!(run.warnings.len(), 2, "{:?}", run.warnings);
+    assert!(
+        run.warnings[0].starts_with("server worker"),
+        "{:?}",
+        run.warnings
+    );
+    let lost = run
+        .server
+        .as_ref()
+        .expect("server")
+        .counters
+        .closed
+        .worker_lost;
+    assert!(lost > 0, "the lost connections are counted");
+    assert!(
+        run.warnings[1].starts_with(&format!("server: {lost} connections lost")),
+        "{:?}",
+        run.warnings
+    );
+    assert_eq!(
+        run.per_connection.server_user_bytes, None,
+        "no per-connection server memory once a worker took its share away"
+    );
+    assert!(stdout.contains("server user n/a"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn bad_flags_are_refused_before_anything_starts() {
+    for (args, says) in [
+        (
+            &["-n", "0"][..],
+            "invalid value '0' for '--connections <CONNECTIONS>'",
+        ),
+        (
+            &["--mode", "foo"][..],
+            "invalid value 'foo' for '--mode <MODE>'",
+        ),
+        (&["--ports", "9-1"][..], "empty port range"),
+    ] {
+        let out = fresh_dir("flags");
+        let result = c1m_run(&out, args).output().expect("c1m run");
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert_eq!(result.status.code(), Some(1), "{args:?}: {stderr}");
+        let first = stderr.lines().next().unwrap_or_default();
+        assert!(first.contains(says), "{args:?}: {stderr}");
+        if args[0] == "--mode" {
+            assert!(
+                stderr.contains("[possible values: hold, echo, ws]"),
+                "{stderr}"
+            );
+        }
+        assert!(
+            run_folders(&out).is_empty(),
+            "{args:?}: no run folder, no server.log"
+        );
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
+#[test]
+fn summary_json_is_there_from_the_first_second() {
+    if !root_or_skip("summary_json_is_there_from_the_first_second") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let out = fresh_dir("early");
+    let started = Instant::now();
+    let mut lab = c1m_run(
+        &out,
+        &["-n", "3000", "--idle", "30s", "--ports", "21300-21303"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("c1m run");
+    let run = wait_for("summary.json", Duration::from_secs(30), || {
+        summary(&run_folders(&out).into_iter().next()?)
+    });
+    eprintln!(
+        "summary.json parsed {:.2} s after the start",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(run.outcome, Outcome::Running);
+    assert_eq!(run.config.connections, 3000);
+    // Stopped once its server runs (the live view handles SIGTERM from then on).
+    let folder = run_folders(&out).remove(0);
+    wait_for("the server in the journal", Duration::from_secs(30), || {
+        let text = std::fs::read_to_string(folder.join(journal::FILE)).ok()?;
+        let j: Journal = serde_json::from_str(&text).ok()?;
+        j.children
+            .iter()
+            .any(|c| c.role == Role::Server)
+            .then_some(())
+    });
+    // SAFETY: signalling the lab we started, by its pid.
+    assert_eq!(unsafe { libc::kill(lab.id() as i32, libc::SIGTERM) }, 0);
+    assert_eq!(lab.wait().expect("wait").code(), Some(130));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn without_root_preflight_names_the_real_cause_and_the_fix_that_applies() {
+    use std::os::unix::process::CommandExt;
+    let out = fresh_dir("nonroot");
+    // Not `c1m_run`: that adds --no-observer, and the observer is the point here.
+    let mut cmd = {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_c1m"));
+        c.args([
+            "run",
+            "-n",
+            "100",
+            "--plain",
+            "--ports",
+            "21400-21403",
+            "--out",
+        ])
+        .arg(&out);
+        c
+    };
+    if privileges::is_root() {
+        cmd.uid(65534).gid(65534);
+    }
+    let result = cmd.output().expect("c1m run");
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert_eq!(result.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("preflight failed:"), "{stderr}");
+    assert!(
+        stderr.contains("privileges: uid 65534") || !privileges::is_root(),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("sudo -E c1m …, or --no-observer"),
+        "the fix that applies:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("--tune"),
+        "no sysctl failed, so --tune is no fix:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("tracefs: not mounted") || tracefs_unmounted(),
+        "tracefs is mounted, only unreadable:\n{stderr}"
+    );
+    assert!(run_folders(&out).is_empty(), "nothing started");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+fn tracefs_unmounted() -> bool {
+    c1m::observer::tracefs::mount_point().is_none()
+}
+
+#[test]
+fn a_server_refuses_a_port_another_program_listens_on_and_names_it() {
+    if !root_or_skip("a_server_refuses_a_port_another_program_listens_on_and_names_it") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    // Not c1m: a plain listener of this test process.
+    let _other = std::net::TcpListener::bind("127.0.0.1:21500").expect("bind");
+    let out = c1m(&["server", "--ports", "21500-21501", "--duration", "1s"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "port 21500 is taken: pid {} (",
+            std::process::id()
+        )),
+        "names the holder:\n{stderr}"
+    );
+    assert!(stderr.contains("use other --ports, or stop it"), "{stderr}");
+}

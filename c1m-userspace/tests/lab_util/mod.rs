@@ -1,0 +1,73 @@
+//! Helpers for the lab's integration tests: run the built `c1m run` into a fresh folder,
+//! find its run folder, read sysctls. Root tests skip loudly without root.
+#![allow(dead_code)] // each test binary uses a subset
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use c1m::observer::privileges;
+
+/// True as root; otherwise prints why `test` is skipped.
+pub fn root_or_skip(test: &str) -> bool {
+    if privileges::is_root() {
+        return true;
+    }
+    eprintln!(
+        "SKIP {test}: needs root (eBPF observer, private netns, sysctls); run `sudo -E cargo xtask test`"
+    );
+    false
+}
+
+/// An empty folder under the temp dir, unique to this test process.
+pub fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("c1m-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// `c1m run ARGS --plain --out OUT`, not started yet.
+pub fn c1m_run(out: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_c1m"));
+    cmd.arg("run")
+        .args(args)
+        .args(["--plain", "--out"])
+        .arg(out);
+    cmd
+}
+
+/// The run folders `c1m run --out parent` created.
+pub fn run_folders(parent: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(parent)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The one run folder `c1m run --out parent` created.
+pub fn run_folder(parent: &Path) -> PathBuf {
+    let mut dirs = run_folders(parent);
+    assert_eq!(dirs.len(), 1, "one run folder in {}", parent.display());
+    dirs.remove(0)
+}
+
+/// A sysctl of this thread's network namespace, whitespace normalised.
+pub fn sysctl(name: &str) -> String {
+    std::fs::read_to_string(format!("/proc/sys/{name}"))
+        .expect("sysctl")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Sets per-namespace sysctls low, so that `--tune` must raise them.
+pub fn set_low(sysctls: &[(&str, &str)]) {
+    for (name, value) in sysctls {
+        c1m::netns::set_sysctl(name, value).expect("set sysctl");
+    }
+}
