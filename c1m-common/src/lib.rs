@@ -64,7 +64,8 @@ pub mod event {
     pub const RESET_SENT: u32 = 1;
     /// `tcp:tcp_receive_reset`.
     pub const RESET_RECEIVED: u32 = 2;
-    /// `tcp:tcp_retransmit_skb`.
+    /// Retransmitted segments, all kinds (the sum of [`super::retransmit`]'s kinds;
+    /// user space fills it, the programs count per kind in `RETRANSMITS`).
     pub const RETRANSMIT: u32 = 3;
     /// `sock:sock_exceed_buf_limit` for TCP (the kernel gives no socket: side OTHER).
     pub const EXCEED_BUF_LIMIT: u32 = 4;
@@ -81,6 +82,53 @@ pub mod event {
         "listen_overflow_acks",
     ];
 }
+
+/// Kinds of retransmitted segments: indices into the per-side `RETRANSMITS` counters.
+/// The kinds before [`retransmit::KINDS`] partition the kernel's `RetransSegs` (for
+/// full sockets); `SPURIOUS_DSACK` is counted apart and is not part of that sum.
+pub mod retransmit {
+    /// Sent by the tail-loss-probe timer (`tcp_send_loss_probe`, `TCPLossProbes`).
+    pub const TAIL_LOSS_PROBE: u32 = 0;
+    /// Sent by the retransmission timer (`tcp_retransmit_timer`, `TCPTimeouts`); SYN
+    /// retransmits are these.
+    pub const TIMEOUT: u32 = 1;
+    /// Sent while recovering from a timeout (`TCP_CA_Loss`): the kernel's
+    /// `TCPSlowStartRetrans`.
+    pub const SLOW_START: u32 = 2;
+    /// Sent by fast retransmit / recovery outside `TCP_CA_Loss`: `TCPFastRetrans`.
+    pub const FAST: u32 = 3;
+    /// The kind could not be read (a field this kernel's BTF lacks, or a failed read).
+    pub const OTHER: u32 = 4;
+    /// Number of kinds that sum to the total.
+    pub const KINDS: usize = 5;
+    /// Segments the peer reported received twice (DSACK), summed from `tcp_sock.dsack_dups`
+    /// as each watched socket closes: retransmits that were not needed.
+    pub const SPURIOUS_DSACK: u32 = 5;
+    pub const COUNT: usize = 6;
+    pub const NAMES: [&str; COUNT] = [
+        "tail_loss_probes",
+        "timeouts",
+        "slow_start",
+        "fast",
+        "other",
+        "spurious_dsack",
+    ];
+}
+
+/// Number of entries of the per-CPU retransmit counters: side × kind.
+pub const RETRANSMIT_SLOTS: usize = side::COUNT * retransmit::COUNT;
+
+#[inline(always)]
+pub const fn retransmit_index(side: u32, kind: u32) -> u32 {
+    side * retransmit::COUNT as u32 + kind
+}
+
+/// `icsk_pending` while the tail-loss-probe timer runs: `tcp_write_timer_handler` leaves
+/// it set for `ICSK_TIME_LOSS_PROBE` and clears it (0) before `tcp_retransmit_timer`.
+/// A `#define`, so not in BTF.
+/// https://github.com/torvalds/linux/blob/v6.18/include/net/inet_connection_sock.h (ICSK_TIME_LOSS_PROBE 5)
+/// https://github.com/torvalds/linux/blob/v6.18/net/ipv4/tcp_timer.c (tcp_write_timer_handler)
+pub const ICSK_TIME_LOSS_PROBE: u8 = 5;
 
 /// Number of entries of the per-CPU transition matrix: side × old state × new state.
 pub const TRANSITION_SLOTS: usize = side::COUNT * tcp_state::COUNT * tcp_state::COUNT;
@@ -145,7 +193,19 @@ pub struct KernelOffsets {
     /// `struct tcp_sock.bpf_sock_ops_cb_flags` (u8): tells the tracepoint which
     /// sockets the sock_ops program already counts.
     pub tcp_bpf_cb_flags: u32,
-    pub _pad: u32,
+    /// `inet_connection_sock.icsk_pending` (u8), from the start of the socket: which
+    /// write timer runs (tells a tail-loss probe and a timeout from other retransmits).
+    pub icsk_pending: u32,
+    /// Byte holding the `icsk_ca_state` bitfield, and the field's shift and mask in it.
+    pub icsk_ca_state_byte: u32,
+    pub icsk_ca_state_shift: u32,
+    pub icsk_ca_state_mask: u32,
+    /// Value of `TCP_CA_Loss` in this kernel's `enum tcp_ca_state`.
+    pub ca_state_loss: u32,
+    /// Value of `TCP_CA_Recovery`.
+    pub ca_state_recovery: u32,
+    /// `tcp_sock.dsack_dups` (u32): segments the peer DSACKed.
+    pub tcp_dsack_dups: u32,
 }
 
 impl KernelOffsets {
@@ -171,7 +231,13 @@ impl KernelOffsets {
         drop_reason_listen_overflow: OFFSET_UNKNOWN,
         sk_protocol: OFFSET_UNKNOWN,
         tcp_bpf_cb_flags: OFFSET_UNKNOWN,
-        _pad: 0,
+        icsk_pending: OFFSET_UNKNOWN,
+        icsk_ca_state_byte: OFFSET_UNKNOWN,
+        icsk_ca_state_shift: 0,
+        icsk_ca_state_mask: 0,
+        ca_state_loss: OFFSET_UNKNOWN,
+        ca_state_recovery: OFFSET_UNKNOWN,
+        tcp_dsack_dups: OFFSET_UNKNOWN,
     };
 }
 
@@ -201,6 +267,9 @@ pub struct TracepointFields {
     /// 1 when the ports sit inside a `struct sockaddr` (network byte order), 0 when
     /// they are `__u16` fields the tracepoint already converted to host order.
     pub ports_be: u32,
+    /// `int err` of `tcp:tcp_retransmit_skb` (v6.18 fires it for failed attempts too).
+    pub err: u32,
+    pub _pad: u32,
 }
 
 impl TracepointFields {
@@ -218,6 +287,8 @@ impl TracepointFields {
         location: OFFSET_UNKNOWN,
         name: OFFSET_UNKNOWN,
         ports_be: 0,
+        err: OFFSET_UNKNOWN,
+        _pad: 0,
     };
 }
 
@@ -293,6 +364,8 @@ pub mod settings {
 
 /// `BPF_SOCK_OPS_STATE_CB_FLAG` from the kernel UAPI.
 pub const SOCK_OPS_STATE_CB_FLAG: u32 = 1 << 2;
+/// `BPF_SOCK_OPS_RETRANS_CB_FLAG` from the kernel UAPI.
+pub const SOCK_OPS_RETRANS_CB_FLAG: u32 = 1 << 1;
 
 /// Sums over the sockets of one (side, state), filled by the socket iterator.
 #[repr(C)]
@@ -360,9 +433,9 @@ pub struct ClosedListener {
 }
 
 const _: () = assert!(size_of::<ClosedListener>() == 8);
-const _: () = assert!(size_of::<KernelOffsets>() == 22 * 4);
-const _: () = assert!(size_of::<TracepointFields>() == 13 * 4);
-const _: () = assert!(size_of::<Config>() == 88 + 52 * hook::COUNT + 20 + 64);
+const _: () = assert!(size_of::<KernelOffsets>() == 28 * 4);
+const _: () = assert!(size_of::<TracepointFields>() == 15 * 4);
+const _: () = assert!(size_of::<Config>() == 112 + 60 * hook::COUNT + 20 + 64);
 const _: () = assert!(size_of::<SockAgg>() == 48);
 const _: () = assert!(size_of::<ListenerRecord>() == 40);
 const _: () = assert!(size_of::<ListenEvents>() == 32);

@@ -5,6 +5,7 @@ mod iter_ctx;
 mod iter_listeners;
 mod iter_sockets;
 mod listen_overflow;
+mod retransmit;
 mod set_state;
 mod sockops;
 mod tcp_events;
@@ -18,7 +19,7 @@ use crate::{
     watch::classify,
 };
 
-/// Counts one state change of a socket with these endpoints, if watched.
+/// Counts one state change of a socket with these endpoints, if watched; returns its side.
 #[inline(always)]
 fn count_transition<C: EbpfContext>(
     ctx: &C,
@@ -28,7 +29,7 @@ fn count_transition<C: EbpfContext>(
     raddr: u32,
     old: u32,
     new: u32,
-) -> Option<()> {
+) -> Option<u32> {
     if old as usize >= tcp_state::COUNT || new as usize >= tcp_state::COUNT {
         return None;
     }
@@ -37,5 +38,5 @@ fn count_transition<C: EbpfContext>(
     if old == tcp_state::LISTEN && new == tcp_state::SYN_RECV {
         bump_listener(ctx, u32::from(lport), ListenCounter::Children);
     }
-    Some(())
+    Some(side)
 }

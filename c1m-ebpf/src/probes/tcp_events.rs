@@ -1,5 +1,5 @@
-//! Handshake and error signals: SYN-ACK retransmits, resets sent and received,
-//! retransmitted segments. Counted per side.
+//! Handshake and error signals: SYN-ACK retransmits, resets sent and received.
+//! Counted per side. (Retransmitted segments: retransmit.rs.)
 
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use c1m_common::{event, event_index, hook};
@@ -44,11 +44,5 @@ pub fn tcp_send_reset(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn tcp_receive_reset(ctx: TracePointContext) -> u32 {
     let _ = count(&ctx, hook::RECEIVE_RESET, event::RESET_RECEIVED);
-    0
-}
-
-#[tracepoint]
-pub fn tcp_retransmit_skb(ctx: TracePointContext) -> u32 {
-    let _ = count(&ctx, hook::RETRANSMIT_SKB, event::RETRANSMIT);
     0
 }

@@ -187,7 +187,14 @@ pub const HOOKS: [HookLayout; c1m_common::hook::COUNT] = [
     HookLayout {
         category: "tcp",
         name: "tcp_retransmit_skb",
-        build: socket_fields,
+        // `err` since v6.10, when it began to fire for failed attempts too; without it
+        // every call is a sent segment, as before.
+        build: |f| {
+            Ok(TracepointFields {
+                err: optional(f, "err", 4),
+                ..socket_fields(f)?
+            })
+        },
     },
     HookLayout {
         category: "skb",
