@@ -72,7 +72,13 @@ pub mod event {
     /// `skb:kfree_skb` with reason `TCP_LISTEN_OVERFLOW`: a final handshake ACK dropped
     /// because the listener's accept queue was full.
     pub const LISTEN_OVERFLOW_ACK: u32 = 5;
-    pub const COUNT: usize = 6;
+    /// A handshake that failed: SYN_SENT or SYN_RECV -> CLOSE through `tcp_done()` (a
+    /// reset, or the SYN retries ran out), the kernel's `Tcp AttemptFails`. Told from
+    /// an application's close()/shutdown() by `sk_shutdown`, which those set before
+    /// the state changes and `tcp_done()` only after.
+    /// https://github.com/torvalds/linux/blob/v6.18/net/ipv4/tcp.c (tcp_done, __tcp_close)
+    pub const ATTEMPT_FAIL: u32 = 6;
+    pub const COUNT: usize = 7;
     pub const NAMES: [&str; COUNT] = [
         "synack_retransmits",
         "resets_sent",
@@ -80,6 +86,7 @@ pub mod event {
         "retransmits",
         "exceed_buf_limit",
         "listen_overflow_acks",
+        "attempt_fails",
     ];
 }
 
@@ -206,6 +213,9 @@ pub struct KernelOffsets {
     pub ca_state_recovery: u32,
     /// `tcp_sock.dsack_dups` (u32): segments the peer DSACKed.
     pub tcp_dsack_dups: u32,
+    /// `struct sock.sk_shutdown` (u8).
+    pub sk_shutdown: u32,
+    pub _pad: u32,
 }
 
 impl KernelOffsets {
@@ -238,6 +248,8 @@ impl KernelOffsets {
         ca_state_loss: OFFSET_UNKNOWN,
         ca_state_recovery: OFFSET_UNKNOWN,
         tcp_dsack_dups: OFFSET_UNKNOWN,
+        sk_shutdown: OFFSET_UNKNOWN,
+        _pad: 0,
     };
 }
 
@@ -433,9 +445,9 @@ pub struct ClosedListener {
 }
 
 const _: () = assert!(size_of::<ClosedListener>() == 8);
-const _: () = assert!(size_of::<KernelOffsets>() == 28 * 4);
+const _: () = assert!(size_of::<KernelOffsets>() == 30 * 4);
 const _: () = assert!(size_of::<TracepointFields>() == 15 * 4);
-const _: () = assert!(size_of::<Config>() == 112 + 60 * hook::COUNT + 20 + 64);
+const _: () = assert!(size_of::<Config>() == 120 + 60 * hook::COUNT + 20 + 64);
 const _: () = assert!(size_of::<SockAgg>() == 48);
 const _: () = assert!(size_of::<ListenerRecord>() == 40);
 const _: () = assert!(size_of::<ListenEvents>() == 32);

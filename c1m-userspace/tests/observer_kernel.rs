@@ -604,7 +604,11 @@ fn a_missing_hook_is_named_and_its_figures_are_unavailable_not_zero() {
 /// kernel's counters and c1m's are read a moment apart, so a row may lag a snapshot.
 fn settle_audit(obs: &mut Observer, done: impl Fn(&KernelView) -> bool) -> (KernelView, Audit) {
     let view = settle(obs, |v| {
-        done(v) && audit::audit(v).rows.iter().all(|r| r.agrees)
+        done(v)
+            && audit::audit(v)
+                .rows
+                .iter()
+                .all(|r| r.agrees || r.figure == audit::Figure::Timeouts)
     });
     let a = audit::audit(&view);
     eprintln!("{}", a.text_table());
@@ -774,7 +778,21 @@ fn the_audit_agrees_on_every_row_when_the_accept_queue_overflows() {
         .find(|r| r.figure == audit::Figure::ListenOverflows)
         .expect("row");
     assert!(overflows.kernel > 300, "{overflows:?}");
-    assert_every_row_agrees(&a);
+    // TCPTimeouts also counts request sockets' SYN-ACK timers that resent nothing
+    // (TCP_DEFER_ACCEPT holds back acked ones, and expiries resend nothing), which no
+    // hook reports: it is the one row that may only be explained here.
+    let (timeouts, rest): (Vec<_>, Vec<_>) = a
+        .rows
+        .iter()
+        .partition(|r| r.figure == audit::Figure::Timeouts);
+    for r in rest {
+        assert_eq!(r.verdict, audit::Verdict::Agrees, "{r:?}");
+    }
+    let t = timeouts[0];
+    assert!(
+        t.agrees || (t.verdict == audit::Verdict::Explained && t.c1m < t.kernel),
+        "{t:?}"
+    );
 }
 
 #[test]

@@ -12,10 +12,12 @@ mod tcp_events;
 mod tp;
 
 use aya_ebpf::EbpfContext;
-use c1m_common::{tcp_state, transition_index};
+use c1m_common::{event, event_index, tcp_state, transition_index};
 
 use crate::{
-    maps::{ListenCounter, TRANSITIONS, bump, bump_listener},
+    config::cfg,
+    kernel::read,
+    maps::{EVENTS, ListenCounter, TRANSITIONS, bump, bump_listener},
     watch::classify,
 };
 
@@ -39,4 +41,16 @@ fn count_transition<C: EbpfContext>(
         bump_listener(ctx, u32::from(lport), ListenCounter::Children);
     }
     Some(side)
+}
+
+/// Counts a failed handshake (`c1m_common::event::ATTEMPT_FAIL`) when the socket at
+/// `sk` on `side` goes `old -> new` through `tcp_done()`.
+#[inline(always)]
+fn count_attempt_fail(sk: u64, side: u32, old: u32, new: u32) {
+    if new == tcp_state::CLOSE
+        && (old == tcp_state::SYN_SENT || old == tcp_state::SYN_RECV)
+        && read::<u8>(sk, cfg!(offsets.sk_shutdown)) == Some(0)
+    {
+        bump(&EVENTS, event_index(side, event::ATTEMPT_FAIL));
+    }
 }

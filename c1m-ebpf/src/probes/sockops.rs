@@ -19,7 +19,7 @@ use aya_ebpf::{
 };
 use c1m_common::{SOCK_OPS_RETRANS_CB_FLAG, SOCK_OPS_STATE_CB_FLAG, tcp_state};
 
-use super::{count_transition, retransmit};
+use super::{count_attempt_fail, count_transition, retransmit};
 use crate::{config::cfg, watch::classify};
 
 const AF_INET: u32 = 2;
@@ -70,6 +70,7 @@ fn try_sockops(ctx: &SockOpsContext) -> Option<()> {
                 && let Some(sk) = tcp_sock(ctx)
             {
                 retransmit::count_dsacks(sk, side);
+                count_attempt_fail(sk, side, old, new);
             }
         }
         BPF_SOCK_OPS_RETRANS_CB => {

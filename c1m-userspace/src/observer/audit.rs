@@ -97,7 +97,7 @@ impl Figure {
         match self {
             Figure::ActiveOpens => "CLOSE->SYN_SENT",
             Figure::PassiveOpens => "LISTEN->SYN_RECV (children)",
-            Figure::AttemptFails => "SYN_SENT->CLOSE + SYN_RECV->CLOSE",
+            Figure::AttemptFails => "attempt_fails (SYN_SENT/SYN_RECV->CLOSE in tcp_done)",
             Figure::EstabResets => "ESTABLISHED->CLOSE + CLOSE_WAIT->CLOSE",
             Figure::OutRsts => "resets_sent",
             Figure::RetransSegs => "retransmits.total + synack_retransmits",
@@ -142,9 +142,7 @@ impl Figure {
         match self {
             Figure::ActiveOpens => transitions(&[(st::CLOSE, st::SYN_SENT)]),
             Figure::PassiveOpens => transitions(&[(st::LISTEN, st::SYN_RECV)]),
-            Figure::AttemptFails => {
-                transitions(&[(st::SYN_SENT, st::CLOSE), (st::SYN_RECV, st::CLOSE)])
-            }
+            Figure::AttemptFails => events(event::ATTEMPT_FAIL),
             Figure::EstabResets => {
                 transitions(&[(st::ESTABLISHED, st::CLOSE), (st::CLOSE_WAIT, st::CLOSE)])
             }
@@ -179,8 +177,9 @@ impl Figure {
                  resent data",
             ),
             Figure::Timeouts => Some(
-                "a timeout that gave up on the connection, or whose retransmit the local \
-                 stack refused, resent nothing",
+                "a timer that fired and resent nothing: it gave up on the connection, the \
+                 local stack refused the retransmit, or a request socket's SYN-ACK timer \
+                 expired it or (TCP_DEFER_ACCEPT) chose not to resend",
             ),
             Figure::DsackRecvSegs => Some(
                 "c1m adds a connection's DSACKed segments when it closes: connections still \
@@ -195,8 +194,8 @@ impl Figure {
         match self {
             Figure::ActiveOpens => Some("a connect() that failed before its SYN left"),
             Figure::AttemptFails => Some(
-                "a connecting socket closed by its application (close() in SYN_SENT) reaches \
-                 CLOSE without tcp_done()",
+                "a connect() that failed after its state change, or a connect(AF_UNSPEC) \
+                 disconnect, leaves SYN_SENT without tcp_done() and with sk_shutdown 0",
             ),
             Figure::Timeouts => Some(
                 "a timeout with a zero receive window resends without counting TCPTimeouts",

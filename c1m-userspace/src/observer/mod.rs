@@ -134,6 +134,8 @@ pub struct Observer {
     /// The kernel's counters at attach, and the namespace they belong to (a snapshot
     /// taken by a thread of another namespace reads another MIB: not comparable).
     mib_base: Result<(mib::MibCounters, Option<u32>), String>,
+    /// No `sock.sk_shutdown` offset: failed handshakes can't be told from closes.
+    attempt_fails_unknown: bool,
 }
 
 /// Raw counter totals read from the maps.
@@ -172,6 +174,7 @@ impl Observer {
         if o.tcp_dsack_dups == c1m_common::OFFSET_UNKNOWN {
             unavailable.push("retransmits.spurious_dsack: no tcp_sock.dsack_dups".to_owned());
         }
+        let attempt_fails_unknown = o.sk_shutdown == c1m_common::OFFSET_UNKNOWN;
         let tracing = tracefs::ensure_mounted()?;
 
         let mut cfg = Config::DEFAULT;
@@ -336,6 +339,7 @@ impl Observer {
             previous: None,
             rcv_ranges_known,
             mib_base,
+            attempt_fails_unknown,
         };
         // Baselines: listeners' drop counters as they are now, and the sockets that
         // already exist, so every later figure is "since attach".
@@ -632,6 +636,7 @@ impl Observer {
             event::RESET_RECEIVED => hook::RECEIVE_RESET,
             event::RETRANSMIT => hook::RETRANSMIT_SKB,
             event::EXCEED_BUF_LIMIT => hook::EXCEED_BUF_LIMIT,
+            event::ATTEMPT_FAIL => return self.attempt_fails_unknown,
             _ => hook::KFREE_SKB,
         };
         self.hook_missing(hook_index)

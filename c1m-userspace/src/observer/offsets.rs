@@ -53,6 +53,7 @@ pub fn resolve(btf: &Btf) -> ResolvedOffsets {
         want(&mut o.sk_wmem_alloc, "sock", &["sk_wmem_alloc"], 4);
         want(&mut o.sk_socket, "sock", &["sk_socket"], 8);
         want(&mut o.sk_protocol, "sock", &["sk_protocol"], 2);
+        want(&mut o.sk_shutdown, "sock", &["sk_shutdown"], 1);
         want(
             &mut o.tcp_bpf_cb_flags,
             "tcp_sock",
