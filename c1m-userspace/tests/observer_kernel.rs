@@ -834,3 +834,45 @@ fn connections_outside_the_watched_ports_are_explained_not_hidden() {
     assert_eq!(a.unexplained().count(), 0, "{}", a.text_table());
     drop(keep);
 }
+
+#[test]
+fn observe_audit_prints_the_audit_at_exit() {
+    if !root_or_skip("observe_audit_prints_the_audit_at_exit") {
+        return;
+    }
+    private_netns();
+    const PORT: u16 = 9011;
+    let listener = TcpListener::bind(("127.0.0.1", PORT)).expect("bind");
+    // Connects while c1m watches: 0.6 s in, for 0.4 s.
+    let connector = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(600));
+        let mut keep = Vec::new();
+        for _ in 0..50 {
+            keep.push(TcpStream::connect(("127.0.0.1", PORT)).expect("connect"));
+            keep.push(listener.accept().expect("accept").0);
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+        keep
+    });
+    let out = Command::new(env!("CARGO_BIN_EXE_c1m"))
+        .args(["observe", "--json", "--audit", "--duration", "1.5"])
+        .output()
+        .expect("c1m");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().expect("lines");
+    let v: serde_json::Value = serde_json::from_str(last).expect("JSON");
+    let a: Audit = serde_json::from_value(v["audit"].clone()).expect("the last line is the audit");
+    let opens = a
+        .rows
+        .iter()
+        .find(|r| r.figure == audit::Figure::ActiveOpens)
+        .expect("row");
+    assert_eq!((opens.c1m, opens.kernel), (50, 50), "{}", a.text_table());
+    assert_eq!(a.unexplained().count(), 0, "{}", a.text_table());
+    drop(connector.join().expect("connector"));
+}

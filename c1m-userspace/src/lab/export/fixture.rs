@@ -347,6 +347,7 @@ fn build(with_snapshots: bool) -> (RunRecord, Vec<(String, AppSnapshot)>) {
         machine: machine(),
         phases: phases(&samples),
         kernel: Some(kernel_view(&samples)),
+        audit: Some(crate::observer::audit::audit(&kernel_view(&samples))),
         server,
         client,
         per_connection: PerConnection {

@@ -15,6 +15,7 @@ use super::{
 };
 use crate::{
     lab::model::{RunRecord, Sample},
+    observer::audit::Verdict,
     workload::stats::{AppSnapshot, Percentiles},
 };
 
@@ -611,6 +612,37 @@ fn kernel_vs_app_table(run: &RunRecord) -> String {
     out
 }
 
+/// Each audited figure: c1m's, the kernel's MIB counter, and why they differ.
+fn audit_table(run: &RunRecord) -> String {
+    let Some(a) = &run.audit else {
+        return "<p>No audit: the kernel observer did not run.</p>".to_owned();
+    };
+    if let Some(why) = &a.unavailable {
+        return format!("<p>No audit: {}</p>", esc(why));
+    }
+    let mut out = String::from(
+        "<table class=\"wide\"><tr><th class=\"t\">kernel counter (Δ since attach)</th><th class=\"t\">c1m's figure</th><th>c1m</th><th>kernel</th><th>agree</th><th class=\"t\">why they differ</th></tr>",
+    );
+    for r in &a.rows {
+        let verdict = match r.verdict {
+            Verdict::Agrees => "<span class=\"yes\">✓</span>",
+            Verdict::Explained => "<span class=\"no\">✗</span> explained",
+            Verdict::Unexplained => "<span class=\"no\">✗ unexplained</span>",
+        };
+        let _ = write!(
+            out,
+            "<tr><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{}</td><td>{}</td><td>{verdict}</td><td class=\"wrap\">{}</td></tr>",
+            esc(r.figure.mib_name()),
+            esc(r.figure.c1m_definition()),
+            int(i128::from(r.c1m)),
+            int(i128::from(r.kernel)),
+            esc(&r.explanation)
+        );
+    }
+    out.push_str("</table>");
+    out
+}
+
 /// The seeds' latency table, one row per histogram, in ms.
 pub(crate) fn latency_table(rows: &[(String, Percentiles)]) -> String {
     let mut out = String::from(
@@ -1002,6 +1034,8 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
     b.push_str(&counters_table(run));
     b.push_str("<h2 id=\"kernel\">Kernel</h2>");
     b.push_str(&kernel_tables(run));
+    b.push_str("<h2 id=\"audit\">c1m against the kernel's own counters</h2>");
+    b.push_str(&audit_table(run));
     b.push_str("<h2 id=\"config\">Config and machine</h2><div class=\"cols\"><div><h3>Config</h3>");
     b.push_str(&kv_table(&json_rows(&run.config)));
     b.push_str("</div><div><h3>Machine</h3>");
@@ -1054,6 +1088,8 @@ mod tests {
             "412 established in the kernel, not yet accepted",
             "99.9%",
             "accept queue overflowed",
+            "id=\"audit\"",
+            "TcpExt TCPLossProbes",
         ] {
             assert!(html.contains(s), "{s}");
         }
