@@ -660,7 +660,7 @@ fn retransmits_equal_retrans_segs_one_spurious_probe_per_connection() {
                 libc::IPPROTO_TCP,
                 libc::TCP_QUICKACK,
                 (&raw const off).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                size_of::<libc::c_int>() as libc::socklen_t,
             )
         };
         assert_eq!(rc, 0, "TCP_QUICKACK");
@@ -710,7 +710,10 @@ fn retransmits_equal_retrans_segs_one_spurious_probe_per_connection() {
         r.total >= N as u64,
         "the scenario must probe every connection: {r:?}"
     );
-    assert_eq!(r.tail_loss_probes, mib.loss_probes, "every probe resent data");
+    assert_eq!(
+        r.tail_loss_probes, mib.loss_probes,
+        "every probe resent data"
+    );
     assert_eq!(r.spurious_dsack, mib.dsack_recv_segs);
     assert_eq!(
         view.client.retransmits.total, r.total,
@@ -816,7 +819,9 @@ fn connections_outside_the_watched_ports_are_explained_not_hidden() {
         keep.push(other.accept().expect("accept").0);
     }
     let view = settle(&mut obs, |v| {
-        v.client.transition(tcp_state::SYN_SENT, tcp_state::ESTABLISHED) == 300
+        v.client
+            .transition(tcp_state::SYN_SENT, tcp_state::ESTABLISHED)
+            == 300
     });
     let a = audit::audit(&view);
     eprintln!("{}", a.text_table());

@@ -413,7 +413,11 @@ async fn run(args: RunArgs) -> Result<i32> {
     lab.live.stop();
 
     lab.record.ended_unix_ms = now_ms();
-    lab.record.audit = lab.record.kernel.as_ref().map(crate::observer::audit::audit);
+    lab.record.audit = lab
+        .record
+        .kernel
+        .as_ref()
+        .map(crate::observer::audit::audit);
     let code = match &outcome {
         Ok(()) if lab.interrupted => {
             lab.record.outcome = "interrupted".to_owned();

@@ -197,9 +197,9 @@ impl Figure {
                 "a connect() that failed after its state change, or a connect(AF_UNSPEC) \
                  disconnect, leaves SYN_SENT without tcp_done() and with sk_shutdown 0",
             ),
-            Figure::Timeouts => Some(
-                "a timeout with a zero receive window resends without counting TCPTimeouts",
-            ),
+            Figure::Timeouts => {
+                Some("a timeout with a zero receive window resends without counting TCPTimeouts")
+            }
             Figure::FastRetrans | Figure::SlowStartRetrans => Some(
                 "a retransmit whose transmit failed counts in RetransSegs (and here) but not \
                  in this counter",
@@ -364,7 +364,6 @@ fn row(figure: Figure, c1m: u64, kernel: u64, scope: Scope) -> AuditRow {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -405,7 +404,10 @@ mod tests {
                 probes,
             ),
             server: side_with(
-                &[((st::LISTEN, st::SYN_RECV), n), ((st::CLOSE_WAIT, st::CLOSE), 3)],
+                &[
+                    ((st::LISTEN, st::SYN_RECV), n),
+                    ((st::CLOSE_WAIT, st::CLOSE), 3),
+                ],
                 Retransmits::default(),
             ),
             listeners: vec![ListenerView {
@@ -463,7 +465,10 @@ mod tests {
         let r = row_of(&a, Figure::ActiveOpens);
         assert_eq!((r.c1m, r.kernel, r.agrees), (2000, 2500, false));
         assert_eq!(r.verdict, Verdict::Explained);
-        assert!(r.explanation.starts_with("500 fewer: the kernel counts every socket"));
+        assert!(
+            r.explanation
+                .starts_with("500 fewer: the kernel counts every socket")
+        );
     }
 
     #[test]

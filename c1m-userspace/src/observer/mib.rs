@@ -127,7 +127,11 @@ Tcp: 1 200 120000 -1 19 2 3 7 0 2783 1750 11 0 15 0\n";
             "ListenDrops",
         ];
         let values: Vec<String> = (1..=names.len()).map(|v| v.to_string()).collect();
-        format!("TcpExt: {}\nTcpExt: {}\n", names.join(" "), values.join(" "))
+        format!(
+            "TcpExt: {}\nTcpExt: {}\n",
+            names.join(" "),
+            values.join(" ")
+        )
     }
 
     #[test]
@@ -136,7 +140,12 @@ Tcp: 1 200 120000 -1 19 2 3 7 0 2783 1750 11 0 15 0\n";
         pairs.extend(parse_netstat(&netstat_text()));
         let c = MibCounters::from_pairs(&pairs).expect("all present");
         assert_eq!(
-            (c.active_opens, c.passive_opens, c.attempt_fails, c.estab_resets),
+            (
+                c.active_opens,
+                c.passive_opens,
+                c.attempt_fails,
+                c.estab_resets
+            ),
             (19, 2, 3, 7)
         );
         assert_eq!((c.retrans_segs, c.out_rsts), (11, 15));
@@ -147,7 +156,10 @@ Tcp: 1 200 120000 -1 19 2 3 7 0 2783 1750 11 0 15 0\n";
     fn a_missing_counter_is_named() {
         let pairs = parse_netstat(SNMP_TEXT);
         let err = MibCounters::from_pairs(&pairs).expect_err("TcpExt missing");
-        assert_eq!(err.to_string(), "the kernel's counters have no TcpExtTCPLossProbes");
+        assert_eq!(
+            err.to_string(),
+            "the kernel's counters have no TcpExtTCPLossProbes"
+        );
     }
 
     #[test]

@@ -162,8 +162,13 @@ impl Observer {
             .map(|m| format!("kernel field: {m}"))
             .collect();
         let o = &resolved.offsets;
-        if [o.icsk_pending, o.icsk_ca_state_byte, o.ca_state_loss, o.ca_state_recovery]
-            .contains(&c1m_common::OFFSET_UNKNOWN)
+        if [
+            o.icsk_pending,
+            o.icsk_ca_state_byte,
+            o.ca_state_loss,
+            o.ca_state_recovery,
+        ]
+        .contains(&c1m_common::OFFSET_UNKNOWN)
         {
             unavailable.push(
                 "retransmit kinds (tail-loss probe, timeout, slow start, fast): every retransmit \

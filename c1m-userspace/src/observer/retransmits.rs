@@ -1,6 +1,7 @@
 //! Retransmits in words: what a pattern of kinds means for a run (pure, no I/O).
 
 use super::view::Retransmits;
+use crate::lab::export::fmt::count as group;
 
 /// One sentence on what sent the retransmits and why, per connection, e.g.
 /// "1.0 retransmit per connection (2,000): 2,000 tail-loss probes (a segment waited
@@ -46,7 +47,7 @@ pub fn explain(r: &Retransmits, connections: u64) -> String {
         (r.other, "of unknown kind", "this kernel hides the kind"),
     ];
     kinds.retain(|k| k.0 > 0);
-    kinds.sort_by(|a, b| b.0.cmp(&a.0));
+    kinds.sort_by_key(|k| std::cmp::Reverse(k.0));
     let parts: Vec<String> = kinds
         .iter()
         .map(|(n, name, why)| format!("{} {name} ({why})", group(*n)))
@@ -63,19 +64,6 @@ pub fn explain(r: &Retransmits, connections: u64) -> String {
         ));
     }
     text
-}
-
-/// 12345 -> "12,345".
-fn group(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
