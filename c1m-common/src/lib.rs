@@ -215,6 +215,10 @@ pub struct KernelOffsets {
     pub tcp_dsack_dups: u32,
     /// `struct sock.sk_shutdown` (u8).
     pub sk_shutdown: u32,
+    /// `sk_buff.dev` and `net_device.nd_net.net`: the namespace of a packet a reset
+    /// answers when there is no socket (sk-less resets carry only the packet).
+    pub skb_dev: u32,
+    pub dev_nd_net: u32,
     pub _pad: u32,
 }
 
@@ -249,6 +253,8 @@ impl KernelOffsets {
         ca_state_recovery: OFFSET_UNKNOWN,
         tcp_dsack_dups: OFFSET_UNKNOWN,
         sk_shutdown: OFFSET_UNKNOWN,
+        skb_dev: OFFSET_UNKNOWN,
+        dev_nd_net: OFFSET_UNKNOWN,
         _pad: 0,
     };
 }
@@ -281,7 +287,8 @@ pub struct TracepointFields {
     pub ports_be: u32,
     /// `int err` of `tcp:tcp_retransmit_skb` (v6.18 fires it for failed attempts too).
     pub err: u32,
-    pub _pad: u32,
+    /// `const void *skbaddr` of `tcp:tcp_send_reset`.
+    pub skb: u32,
 }
 
 impl TracepointFields {
@@ -300,7 +307,7 @@ impl TracepointFields {
         name: OFFSET_UNKNOWN,
         ports_be: 0,
         err: OFFSET_UNKNOWN,
-        _pad: 0,
+        skb: OFFSET_UNKNOWN,
     };
 }
 
@@ -445,9 +452,9 @@ pub struct ClosedListener {
 }
 
 const _: () = assert!(size_of::<ClosedListener>() == 8);
-const _: () = assert!(size_of::<KernelOffsets>() == 30 * 4);
+const _: () = assert!(size_of::<KernelOffsets>() == 32 * 4);
 const _: () = assert!(size_of::<TracepointFields>() == 15 * 4);
-const _: () = assert!(size_of::<Config>() == 120 + 60 * hook::COUNT + 20 + 64);
+const _: () = assert!(size_of::<Config>() == 128 + 60 * hook::COUNT + 20 + 64);
 const _: () = assert!(size_of::<SockAgg>() == 48);
 const _: () = assert!(size_of::<ListenerRecord>() == 40);
 const _: () = assert!(size_of::<ListenEvents>() == 32);

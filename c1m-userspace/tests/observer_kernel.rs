@@ -600,6 +600,16 @@ fn a_missing_hook_is_named_and_its_figures_are_unavailable_not_zero() {
     drop(listener);
 }
 
+/// `n` connections to `listener` (on `port`), each as (client, server) ends.
+fn connect_pairs(listener: &TcpListener, port: u16, n: usize) -> Vec<(TcpStream, TcpStream)> {
+    (0..n)
+        .map(|_| {
+            let client = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            (client, listener.accept().expect("accept").0)
+        })
+        .collect()
+}
+
 /// Snapshots until the audit of the view has no unexplained row (or 15 s pass): the
 /// kernel's counters and c1m's are read a moment apart, so a row may lag a snapshot.
 fn settle_audit(obs: &mut Observer, done: impl Fn(&KernelView) -> bool) -> (KernelView, Audit) {
@@ -647,16 +657,14 @@ fn retransmits_equal_retrans_segs_one_spurious_probe_per_connection() {
     // No ports: every socket of the namespace, the kernel counters' own scope.
     let mut obs = observer(&[]);
     let listener = TcpListener::bind(("127.0.0.1", PORT)).expect("bind");
-    let mut pairs = Vec::with_capacity(N);
-    for _ in 0..N {
-        let mut client = TcpStream::connect(("127.0.0.1", PORT)).expect("connect");
-        let server = listener.accept().expect("accept").0;
+    let mut pairs = connect_pairs(&listener, PORT, N);
+    for (client, server) in &mut pairs {
         client.set_nodelay(true).expect("nodelay");
         let off: libc::c_int = 0;
         // SAFETY: a valid socket fd and a c_int option value of the right size.
         let rc = unsafe {
             libc::setsockopt(
-                std::os::fd::AsRawFd::as_raw_fd(&server),
+                std::os::fd::AsRawFd::as_raw_fd(&*server),
                 libc::IPPROTO_TCP,
                 libc::TCP_QUICKACK,
                 (&raw const off).cast(),
@@ -666,7 +674,6 @@ fn retransmits_equal_retrans_segs_one_spurious_probe_per_connection() {
         assert_eq!(rc, 0, "TCP_QUICKACK");
         client.write_all(b"GET / HTTP").expect("write");
         client.write_all(b"/1.1\r\n\r\n").expect("write");
-        pairs.push((client, server));
     }
     // The server answers after ~300 ms, long after every probe.
     std::thread::sleep(Duration::from_millis(300));
@@ -732,12 +739,8 @@ fn the_audit_agrees_on_every_row_for_2000_connections_opened_and_closed() {
     const PORT: u16 = 9007;
     let mut obs = observer(&[]);
     let listener = TcpListener::bind(("127.0.0.1", PORT)).expect("bind");
-    let mut pairs = Vec::with_capacity(N);
-    for _ in 0..N {
-        let client = TcpStream::connect(("127.0.0.1", PORT)).expect("connect");
-        pairs.push((client, listener.accept().expect("accept").0));
-    }
-    let (clients, servers): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
+    let (clients, servers): (Vec<_>, Vec<_>) =
+        connect_pairs(&listener, PORT, N).into_iter().unzip();
     drop(clients);
     std::thread::sleep(Duration::from_millis(300));
     drop(servers);
@@ -809,15 +812,8 @@ fn connections_outside_the_watched_ports_are_explained_not_hidden() {
     let mut obs = observer(&[WATCHED]);
     let watched = TcpListener::bind(("127.0.0.1", WATCHED)).expect("bind");
     let other = TcpListener::bind(("127.0.0.1", OTHER)).expect("bind");
-    let mut keep = Vec::new();
-    for _ in 0..300 {
-        keep.push(TcpStream::connect(("127.0.0.1", WATCHED)).expect("connect"));
-        keep.push(watched.accept().expect("accept").0);
-    }
-    for _ in 0..200 {
-        keep.push(TcpStream::connect(("127.0.0.1", OTHER)).expect("connect"));
-        keep.push(other.accept().expect("accept").0);
-    }
+    let mut keep = connect_pairs(&watched, WATCHED, 300);
+    keep.extend(connect_pairs(&other, OTHER, 200));
     let view = settle(&mut obs, |v| {
         v.client
             .transition(tcp_state::SYN_SENT, tcp_state::ESTABLISHED)
@@ -851,11 +847,7 @@ fn observe_audit_prints_the_audit_at_exit() {
     // Connects while c1m watches: 0.6 s in, for 0.4 s.
     let connector = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(600));
-        let mut keep = Vec::new();
-        for _ in 0..50 {
-            keep.push(TcpStream::connect(("127.0.0.1", PORT)).expect("connect"));
-            keep.push(listener.accept().expect("accept").0);
-        }
+        let keep = connect_pairs(&listener, PORT, 50);
         std::thread::sleep(Duration::from_millis(1500));
         keep
     });

@@ -6,7 +6,7 @@ use c1m_common::{event, event_index, hook};
 
 use super::tp::{endpoints, field, fields};
 use crate::{
-    kernel::in_watched_netns,
+    kernel::{in_watched_netns, skb_in_watched_netns},
     maps::{EVENTS, ListenCounter, bump, bump_listener},
     watch::classify,
 };
@@ -15,10 +15,15 @@ use crate::{
 #[inline(always)]
 fn count(ctx: &TracePointContext, hook_index: usize, event: u32) -> Option<u16> {
     let f = fields(hook_index);
-    // Resets may be sent for packets without a socket: no namespace to check then,
-    // and the ports come from the packet.
+    // Resets may be sent for packets without a socket: the packet's device then says
+    // which namespace it is (else every namespace's would count), and the ports come
+    // from the packet.
     let sk: u64 = field(ctx, f.sk).unwrap_or(0);
-    if sk != 0 && !in_watched_netns(sk) {
+    if sk != 0 {
+        if !in_watched_netns(sk) {
+            return None;
+        }
+    } else if !skb_in_watched_netns(field(ctx, f.skb).unwrap_or(0)) {
         return None;
     }
     let (sport, dport, saddr, daddr) = endpoints(ctx, &f)?;

@@ -54,6 +54,8 @@ pub fn resolve(btf: &Btf) -> ResolvedOffsets {
         want(&mut o.sk_socket, "sock", &["sk_socket"], 8);
         want(&mut o.sk_protocol, "sock", &["sk_protocol"], 2);
         want(&mut o.sk_shutdown, "sock", &["sk_shutdown"], 1);
+        want(&mut o.skb_dev, "sk_buff", &["dev"], 8);
+        want(&mut o.dev_nd_net, "net_device", &["nd_net", "net"], 8);
         want(
             &mut o.tcp_bpf_cb_flags,
             "tcp_sock",

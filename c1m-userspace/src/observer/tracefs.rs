@@ -170,6 +170,7 @@ pub const HOOKS: [HookLayout; c1m_common::hook::COUNT] = [
             let daddr = need(f, "daddr", 28)?;
             Ok(TracepointFields {
                 sk: need(f, "skaddr", 8)?,
+                skb: optional(f, "skbaddr", 8),
                 sport: saddr + 2,
                 dport: daddr + 2,
                 saddr: saddr + 4,
