@@ -413,9 +413,9 @@ async fn run(args: RunArgs) -> Result<i32> {
     lab.live.stop();
 
     lab.record.ended_unix_ms = now_ms();
+    // The last kernel view (the teardown's end, taken afresh) against the kernel's counters.
     lab.record.audit = lab
-        .record
-        .kernel
+        .kernel_view()
         .as_ref()
         .map(crate::observer::audit::audit);
     let code = match &outcome {
