@@ -38,8 +38,8 @@ pub fn kind(sk: u64) -> u32 {
     ) else {
         return retransmit::OTHER;
     };
-    let ca = (u32::from(byte) >> cfg!(offsets.icsk_ca_state_shift))
-        & cfg!(offsets.icsk_ca_state_mask);
+    let ca =
+        (u32::from(byte) >> cfg!(offsets.icsk_ca_state_shift)) & cfg!(offsets.icsk_ca_state_mask);
     let loss = cfg!(offsets.ca_state_loss);
     if pending == 0 {
         // Only tcp_retransmit_timer runs with no write timer pending and data out.
