@@ -64,14 +64,21 @@ pub mod event {
     pub const RESET_SENT: u32 = 1;
     /// `tcp:tcp_receive_reset`.
     pub const RESET_RECEIVED: u32 = 2;
-    /// `tcp:tcp_retransmit_skb`.
+    /// Retransmitted segments, all kinds (the sum of [`super::retransmit`]'s kinds;
+    /// user space fills it, the programs count per kind in `RETRANSMITS`).
     pub const RETRANSMIT: u32 = 3;
     /// `sock:sock_exceed_buf_limit` for TCP (the kernel gives no socket: side OTHER).
     pub const EXCEED_BUF_LIMIT: u32 = 4;
     /// `skb:kfree_skb` with reason `TCP_LISTEN_OVERFLOW`: a final handshake ACK dropped
     /// because the listener's accept queue was full.
     pub const LISTEN_OVERFLOW_ACK: u32 = 5;
-    pub const COUNT: usize = 6;
+    /// A handshake that failed: SYN_SENT or SYN_RECV -> CLOSE through `tcp_done()` (a
+    /// reset, or the SYN retries ran out), the kernel's `Tcp AttemptFails`. Told from
+    /// an application's close()/shutdown() by `sk_shutdown`, which those set before
+    /// the state changes and `tcp_done()` only after.
+    /// https://github.com/torvalds/linux/blob/v6.18/net/ipv4/tcp.c (tcp_done, __tcp_close)
+    pub const ATTEMPT_FAIL: u32 = 6;
+    pub const COUNT: usize = 7;
     pub const NAMES: [&str; COUNT] = [
         "synack_retransmits",
         "resets_sent",
@@ -79,8 +86,56 @@ pub mod event {
         "retransmits",
         "exceed_buf_limit",
         "listen_overflow_acks",
+        "attempt_fails",
     ];
 }
+
+/// Kinds of retransmitted segments: indices into the per-side `RETRANSMITS` counters.
+/// The kinds before [`retransmit::KINDS`] partition the kernel's `RetransSegs` (for
+/// full sockets); `SPURIOUS_DSACK` is counted apart and is not part of that sum.
+pub mod retransmit {
+    /// Sent by the tail-loss-probe timer (`tcp_send_loss_probe`, `TCPLossProbes`).
+    pub const TAIL_LOSS_PROBE: u32 = 0;
+    /// Sent by the retransmission timer (`tcp_retransmit_timer`, `TCPTimeouts`); SYN
+    /// retransmits are these.
+    pub const TIMEOUT: u32 = 1;
+    /// Sent while recovering from a timeout (`TCP_CA_Loss`): the kernel's
+    /// `TCPSlowStartRetrans`.
+    pub const SLOW_START: u32 = 2;
+    /// Sent by fast retransmit / recovery outside `TCP_CA_Loss`: `TCPFastRetrans`.
+    pub const FAST: u32 = 3;
+    /// The kind could not be read (a field this kernel's BTF lacks, or a failed read).
+    pub const OTHER: u32 = 4;
+    /// Number of kinds that sum to the total.
+    pub const KINDS: usize = 5;
+    /// Segments the peer reported received twice (DSACK), summed from `tcp_sock.dsack_dups`
+    /// as each watched socket closes: retransmits that were not needed.
+    pub const SPURIOUS_DSACK: u32 = 5;
+    pub const COUNT: usize = 6;
+    pub const NAMES: [&str; COUNT] = [
+        "tail_loss_probes",
+        "timeouts",
+        "slow_start",
+        "fast",
+        "other",
+        "spurious_dsack",
+    ];
+}
+
+/// Number of entries of the per-CPU retransmit counters: side × kind.
+pub const RETRANSMIT_SLOTS: usize = side::COUNT * retransmit::COUNT;
+
+#[inline(always)]
+pub const fn retransmit_index(side: u32, kind: u32) -> u32 {
+    side * retransmit::COUNT as u32 + kind
+}
+
+/// `icsk_pending` while the tail-loss-probe timer runs: `tcp_write_timer_handler` leaves
+/// it set for `ICSK_TIME_LOSS_PROBE` and clears it (0) before `tcp_retransmit_timer`.
+/// A `#define`, so not in BTF.
+/// https://github.com/torvalds/linux/blob/v6.18/include/net/inet_connection_sock.h (ICSK_TIME_LOSS_PROBE 5)
+/// https://github.com/torvalds/linux/blob/v6.18/net/ipv4/tcp_timer.c (tcp_write_timer_handler)
+pub const ICSK_TIME_LOSS_PROBE: u8 = 5;
 
 /// Number of entries of the per-CPU transition matrix: side × old state × new state.
 pub const TRANSITION_SLOTS: usize = side::COUNT * tcp_state::COUNT * tcp_state::COUNT;
@@ -145,6 +200,25 @@ pub struct KernelOffsets {
     /// `struct tcp_sock.bpf_sock_ops_cb_flags` (u8): tells the tracepoint which
     /// sockets the sock_ops program already counts.
     pub tcp_bpf_cb_flags: u32,
+    /// `inet_connection_sock.icsk_pending` (u8), from the start of the socket: which
+    /// write timer runs (tells a tail-loss probe and a timeout from other retransmits).
+    pub icsk_pending: u32,
+    /// Byte holding the `icsk_ca_state` bitfield, and the field's shift and mask in it.
+    pub icsk_ca_state_byte: u32,
+    pub icsk_ca_state_shift: u32,
+    pub icsk_ca_state_mask: u32,
+    /// Value of `TCP_CA_Loss` in this kernel's `enum tcp_ca_state`.
+    pub ca_state_loss: u32,
+    /// Value of `TCP_CA_Recovery`.
+    pub ca_state_recovery: u32,
+    /// `tcp_sock.dsack_dups` (u32): segments the peer DSACKed.
+    pub tcp_dsack_dups: u32,
+    /// `struct sock.sk_shutdown` (u8).
+    pub sk_shutdown: u32,
+    /// `sk_buff.dev` and `net_device.nd_net.net`: the namespace of a packet a reset
+    /// answers when there is no socket (sk-less resets carry only the packet).
+    pub skb_dev: u32,
+    pub dev_nd_net: u32,
     pub _pad: u32,
 }
 
@@ -171,6 +245,16 @@ impl KernelOffsets {
         drop_reason_listen_overflow: OFFSET_UNKNOWN,
         sk_protocol: OFFSET_UNKNOWN,
         tcp_bpf_cb_flags: OFFSET_UNKNOWN,
+        icsk_pending: OFFSET_UNKNOWN,
+        icsk_ca_state_byte: OFFSET_UNKNOWN,
+        icsk_ca_state_shift: 0,
+        icsk_ca_state_mask: 0,
+        ca_state_loss: OFFSET_UNKNOWN,
+        ca_state_recovery: OFFSET_UNKNOWN,
+        tcp_dsack_dups: OFFSET_UNKNOWN,
+        sk_shutdown: OFFSET_UNKNOWN,
+        skb_dev: OFFSET_UNKNOWN,
+        dev_nd_net: OFFSET_UNKNOWN,
         _pad: 0,
     };
 }
@@ -201,6 +285,10 @@ pub struct TracepointFields {
     /// 1 when the ports sit inside a `struct sockaddr` (network byte order), 0 when
     /// they are `__u16` fields the tracepoint already converted to host order.
     pub ports_be: u32,
+    /// `int err` of `tcp:tcp_retransmit_skb` (v6.18 fires it for failed attempts too).
+    pub err: u32,
+    /// `const void *skbaddr` of `tcp:tcp_send_reset`.
+    pub skb: u32,
 }
 
 impl TracepointFields {
@@ -218,6 +306,8 @@ impl TracepointFields {
         location: OFFSET_UNKNOWN,
         name: OFFSET_UNKNOWN,
         ports_be: 0,
+        err: OFFSET_UNKNOWN,
+        skb: OFFSET_UNKNOWN,
     };
 }
 
@@ -293,6 +383,8 @@ pub mod settings {
 
 /// `BPF_SOCK_OPS_STATE_CB_FLAG` from the kernel UAPI.
 pub const SOCK_OPS_STATE_CB_FLAG: u32 = 1 << 2;
+/// `BPF_SOCK_OPS_RETRANS_CB_FLAG` from the kernel UAPI.
+pub const SOCK_OPS_RETRANS_CB_FLAG: u32 = 1 << 1;
 
 /// Sums over the sockets of one (side, state), filled by the socket iterator.
 #[repr(C)]
@@ -360,9 +452,9 @@ pub struct ClosedListener {
 }
 
 const _: () = assert!(size_of::<ClosedListener>() == 8);
-const _: () = assert!(size_of::<KernelOffsets>() == 22 * 4);
-const _: () = assert!(size_of::<TracepointFields>() == 13 * 4);
-const _: () = assert!(size_of::<Config>() == 88 + 52 * hook::COUNT + 20 + 64);
+const _: () = assert!(size_of::<KernelOffsets>() == 32 * 4);
+const _: () = assert!(size_of::<TracepointFields>() == 15 * 4);
+const _: () = assert!(size_of::<Config>() == 128 + 60 * hook::COUNT + 20 + 64);
 const _: () = assert!(size_of::<SockAgg>() == 48);
 const _: () = assert!(size_of::<ListenerRecord>() == 40);
 const _: () = assert!(size_of::<ListenEvents>() == 32);

@@ -35,3 +35,18 @@ pub fn netns_inum(sk: u64) -> Option<u32> {
     let net: u64 = read(sk, cfg!(offsets.skc_net))?;
     read(net, cfg!(offsets.net_ns_inum))
 }
+
+/// Whether the packet at `skb` arrived in the network namespace being watched (by its
+/// device's namespace): for events that carry a packet but no socket.
+#[inline(always)]
+pub fn skb_in_watched_netns(skb: u64) -> bool {
+    let want = cfg!(netns_inum);
+    if want == 0 {
+        return true;
+    }
+    let inum = read::<u64>(skb, cfg!(offsets.skb_dev))
+        .and_then(|dev| read::<u64>(dev, cfg!(offsets.dev_nd_net)))
+        .and_then(|net| read::<u32>(net, cfg!(offsets.net_ns_inum)));
+    // Fail closed, as for sockets.
+    inum == Some(want)
+}

@@ -11,7 +11,8 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::error;
 use c1m_common::{
-    ClosedListener, EVENT_SLOTS, ListenEvents, SOCK_AGG_SLOTS, SockAgg, TRANSITION_SLOTS,
+    ClosedListener, EVENT_SLOTS, ListenEvents, RETRANSMIT_SLOTS, SOCK_AGG_SLOTS, SockAgg,
+    TRANSITION_SLOTS,
 };
 
 /// side × old state × new state.
@@ -22,6 +23,11 @@ pub static TRANSITIONS: PerCpuArray<u64> =
 /// side × event (see `c1m_common::event`).
 #[map]
 pub static EVENTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(EVENT_SLOTS as u32, 0);
+
+/// side × retransmit kind (see `c1m_common::retransmit`), in segments.
+#[map]
+pub static RETRANSMITS: PerCpuArray<u64> =
+    PerCpuArray::with_max_entries(RETRANSMIT_SLOTS as u32, 0);
 
 /// Watched ports (host order). With the ports filter off, user space and the
 /// set-state hook fill it with listening ports, which decide a socket's side.
@@ -63,16 +69,26 @@ pub fn setting(bit: u32) -> bool {
 /// program bumps the same slot (cgroup programs have no recursion guard).
 #[inline(always)]
 fn add(slot: *mut u64) {
+    add_n(slot, 1);
+}
+
+#[inline(always)]
+fn add_n(slot: *mut u64, n: u64) {
     // SAFETY: `slot` points into a map value that outlives this program run. The
     // bpfel target exposes no `AtomicU64::fetch_add`; the intrinsic lowers to BPF's
     // atomic add.
-    unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(slot, 1) };
+    unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(slot, n) };
 }
 
 #[inline(always)]
 pub fn bump(map: &PerCpuArray<u64>, index: u32) {
+    bump_by(map, index, 1);
+}
+
+#[inline(always)]
+pub fn bump_by(map: &PerCpuArray<u64>, index: u32, n: u64) {
     if let Some(slot) = map.get_ptr_mut(index) {
-        add(slot);
+        add_n(slot, n);
     }
 }
 

@@ -5,20 +5,23 @@ mod iter_ctx;
 mod iter_listeners;
 mod iter_sockets;
 mod listen_overflow;
+mod retransmit;
 mod set_state;
 mod sockops;
 mod tcp_events;
 mod tp;
 
 use aya_ebpf::EbpfContext;
-use c1m_common::{tcp_state, transition_index};
+use c1m_common::{event, event_index, tcp_state, transition_index};
 
 use crate::{
-    maps::{ListenCounter, TRANSITIONS, bump, bump_listener},
+    config::cfg,
+    kernel::read,
+    maps::{EVENTS, ListenCounter, TRANSITIONS, bump, bump_listener},
     watch::classify,
 };
 
-/// Counts one state change of a socket with these endpoints, if watched.
+/// Counts one state change of a socket with these endpoints, if watched; returns its side.
 #[inline(always)]
 fn count_transition<C: EbpfContext>(
     ctx: &C,
@@ -28,7 +31,7 @@ fn count_transition<C: EbpfContext>(
     raddr: u32,
     old: u32,
     new: u32,
-) -> Option<()> {
+) -> Option<u32> {
     if old as usize >= tcp_state::COUNT || new as usize >= tcp_state::COUNT {
         return None;
     }
@@ -37,5 +40,17 @@ fn count_transition<C: EbpfContext>(
     if old == tcp_state::LISTEN && new == tcp_state::SYN_RECV {
         bump_listener(ctx, u32::from(lport), ListenCounter::Children);
     }
-    Some(())
+    Some(side)
+}
+
+/// Counts a failed handshake (`c1m_common::event::ATTEMPT_FAIL`) when the socket at
+/// `sk` on `side` goes `old -> new` through `tcp_done()`.
+#[inline(always)]
+fn count_attempt_fail(sk: u64, side: u32, old: u32, new: u32) {
+    if new == tcp_state::CLOSE
+        && (old == tcp_state::SYN_SENT || old == tcp_state::SYN_RECV)
+        && read::<u8>(sk, cfg!(offsets.sk_shutdown)) == Some(0)
+    {
+        bump(&EVENTS, event_index(side, event::ATTEMPT_FAIL));
+    }
 }

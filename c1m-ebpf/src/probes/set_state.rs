@@ -23,7 +23,7 @@ use aya_log_ebpf::info;
 use c1m_common::{ClosedListener, SOCK_OPS_STATE_CB_FLAG, hook, settings, tcp_state};
 
 use super::{
-    count_transition,
+    count_attempt_fail, count_transition, retransmit,
     tp::{endpoints, field, fields},
 };
 use crate::{
@@ -114,7 +114,12 @@ fn on_set_state<C: EbpfContext>(
             return None;
         }
     }
-    count_transition(ctx, sport, dport, saddr, daddr, old, new)
+    let side = count_transition(ctx, sport, dport, saddr, daddr, old, new)?;
+    if new == tcp_state::CLOSE {
+        retransmit::count_dsacks(sk, side);
+        count_attempt_fail(sk, side, old, new);
+    }
+    Some(())
 }
 
 #[inline(always)]

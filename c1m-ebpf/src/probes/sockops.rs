@@ -1,23 +1,25 @@
-//! sock_ops on the root cgroup: the lossless path for state transitions. A socket is
-//! flagged for `BPF_SOCK_OPS_STATE_CB` when it listens, connects or is accepted;
-//! from then on every `tcp_set_state()` on it calls this program, outside the
-//! tracepoint's recursion guard (see set_state.rs for why that matters).
+//! sock_ops on the root cgroup: the lossless path for state transitions and
+//! retransmits. A socket is flagged for `BPF_SOCK_OPS_STATE_CB` and
+//! `BPF_SOCK_OPS_RETRANS_CB` when it listens, connects or is accepted; from then on
+//! every `tcp_set_state()` and every retransmit on it calls this program, outside the
+//! tracepoint's recursion guard (see set_state.rs and retransmit.rs for why that matters).
 //! https://github.com/torvalds/linux/blob/v6.18/include/net/tcp.h (tcp_call_bpf)
 //! https://github.com/torvalds/linux/blob/v6.18/net/ipv4/tcp.c (tcp_set_state -> BPF_SOCK_OPS_STATE_CB)
 
 use aya_ebpf::{
     EbpfContext,
     bindings::{
-        BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB, BPF_SOCK_OPS_STATE_CB, BPF_SOCK_OPS_TCP_CONNECT_CB,
-        BPF_SOCK_OPS_TCP_LISTEN_CB,
+        BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB, BPF_SOCK_OPS_RETRANS_CB, BPF_SOCK_OPS_STATE_CB,
+        BPF_SOCK_OPS_TCP_CONNECT_CB, BPF_SOCK_OPS_TCP_LISTEN_CB,
     },
-    helpers::generated::bpf_get_netns_cookie,
+    cty::c_void,
+    helpers::generated::{bpf_get_netns_cookie, bpf_skc_to_tcp_sock},
     macros::sock_ops,
     programs::SockOpsContext,
 };
-use c1m_common::{SOCK_OPS_STATE_CB_FLAG, tcp_state};
+use c1m_common::{SOCK_OPS_RETRANS_CB_FLAG, SOCK_OPS_STATE_CB_FLAG, tcp_state};
 
-use super::count_transition;
+use super::{count_attempt_fail, count_transition, retransmit};
 use crate::{config::cfg, watch::classify};
 
 const AF_INET: u32 = 2;
@@ -34,6 +36,7 @@ pub fn c1m_sock_ops(ctx: SockOpsContext) -> u32 {
 fn try_sockops(ctx: &SockOpsContext) -> Option<()> {
     let op = ctx.op();
     if op != BPF_SOCK_OPS_STATE_CB
+        && op != BPF_SOCK_OPS_RETRANS_CB
         && op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB
         && op != BPF_SOCK_OPS_TCP_CONNECT_CB
         && op != BPF_SOCK_OPS_TCP_LISTEN_CB
@@ -58,11 +61,25 @@ fn try_sockops(ctx: &SockOpsContext) -> Option<()> {
         (0, 0)
     };
     // Unwatched sockets are neither counted nor flagged (no STATE_CB cost).
-    classify(lport, rport, laddr, raddr)?;
+    let side = classify(lport, rport, laddr, raddr)?;
     match op {
         BPF_SOCK_OPS_STATE_CB => {
             let (old, new) = (ctx.arg(0), ctx.arg(1));
             count_transition(ctx, lport, rport, laddr, raddr, old, new);
+            if new == tcp_state::CLOSE
+                && let Some(sk) = tcp_sock(ctx)
+            {
+                retransmit::count_dsacks(sk, side);
+                count_attempt_fail(sk, side, old, new);
+            }
+        }
+        BPF_SOCK_OPS_RETRANS_CB => {
+            // args: seq, segs, err. RetransSegs was already raised by segs, err or not.
+            let segs = u64::from(ctx.arg(1));
+            match tcp_sock(ctx) {
+                Some(sk) => retransmit::count(sk, side, segs),
+                None => retransmit::count(0, side, segs),
+            }
         }
         BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB => {
             // The child's birth (LISTEN -> SYN_RECV); its SYN_RECV -> ESTABLISHED
@@ -86,5 +103,22 @@ fn try_sockops(ctx: &SockOpsContext) -> Option<()> {
 
 #[inline(always)]
 fn flag(ctx: &SockOpsContext) {
-    let _ = ctx.set_cb_flags((ctx.cb_flags() | SOCK_OPS_STATE_CB_FLAG) as i32);
+    let flags = ctx.cb_flags() | SOCK_OPS_STATE_CB_FLAG | SOCK_OPS_RETRANS_CB_FLAG;
+    let _ = ctx.set_cb_flags(flags as i32);
+}
+
+/// The context's socket as a plain kernel address to read at BTF offsets: the
+/// verifier forbids arithmetic on `ctx->sk` itself, not on the `tcp_sock` the
+/// `bpf_skc_to_tcp_sock` helper returns for it.
+#[inline(always)]
+fn tcp_sock(ctx: &SockOpsContext) -> Option<u64> {
+    // SAFETY: ctx.ops points to the program's context; `sk` is a pointer field the
+    // verifier lets us load (NULL unless the socket is a full one).
+    let sk = unsafe { (*ctx.ops).__bindgen_anon_2.sk };
+    if sk.is_null() {
+        return None;
+    }
+    // SAFETY: the helper checks the socket's type and returns NULL for non-TCP ones.
+    let tp = unsafe { bpf_skc_to_tcp_sock(sk as *mut c_void) };
+    if tp.is_null() { None } else { Some(tp as u64) }
 }

@@ -1,12 +1,12 @@
-//! Handshake and error signals: SYN-ACK retransmits, resets sent and received,
-//! retransmitted segments. Counted per side.
+//! Handshake and error signals: SYN-ACK retransmits, resets sent and received.
+//! Counted per side. (Retransmitted segments: retransmit.rs.)
 
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use c1m_common::{event, event_index, hook};
 
 use super::tp::{endpoints, field, fields};
 use crate::{
-    kernel::in_watched_netns,
+    kernel::{in_watched_netns, skb_in_watched_netns},
     maps::{EVENTS, ListenCounter, bump, bump_listener},
     watch::classify,
 };
@@ -15,10 +15,15 @@ use crate::{
 #[inline(always)]
 fn count(ctx: &TracePointContext, hook_index: usize, event: u32) -> Option<u16> {
     let f = fields(hook_index);
-    // Resets may be sent for packets without a socket: no namespace to check then,
-    // and the ports come from the packet.
+    // Resets may be sent for packets without a socket: the packet's device then says
+    // which namespace it is (else every namespace's would count), and the ports come
+    // from the packet.
     let sk: u64 = field(ctx, f.sk).unwrap_or(0);
-    if sk != 0 && !in_watched_netns(sk) {
+    if sk != 0 {
+        if !in_watched_netns(sk) {
+            return None;
+        }
+    } else if !skb_in_watched_netns(field(ctx, f.skb).unwrap_or(0)) {
         return None;
     }
     let (sport, dport, saddr, daddr) = endpoints(ctx, &f)?;
@@ -44,11 +49,5 @@ pub fn tcp_send_reset(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn tcp_receive_reset(ctx: TracePointContext) -> u32 {
     let _ = count(&ctx, hook::RECEIVE_RESET, event::RESET_RECEIVED);
-    0
-}
-
-#[tracepoint]
-pub fn tcp_retransmit_skb(ctx: TracePointContext) -> u32 {
-    let _ = count(&ctx, hook::RETRANSMIT_SKB, event::RETRANSMIT);
     0
 }

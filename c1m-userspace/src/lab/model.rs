@@ -4,7 +4,10 @@
 use serde::{Deserialize, Serialize};
 
 use super::figures::{Figures, STALE_AFTER_S, Source};
-use crate::{observer::KernelView, workload::stats::AppSnapshot};
+use crate::{
+    observer::{KernelView, audit::Audit},
+    workload::stats::AppSnapshot,
+};
 
 /// One point of the per-second time series (`timeseries.csv`, the report's plots and
 /// the live view's history).
@@ -246,6 +249,8 @@ pub struct RunRecord {
     pub client: Option<AppSnapshot>,
     /// Per-connection figures at the end of the idle phase.
     pub per_connection: PerConnection,
+    /// The last kernel view's figures against the kernel's own counters (observer/audit.rs).
+    pub audit: Option<Audit>,
     pub warnings: Vec<String>,
 }
 

@@ -439,6 +439,11 @@ async fn run(args: RunArgs) -> Result<i32> {
     lab.live.stop();
 
     lab.record.ended_unix_ms = now_ms();
+    // The last kernel view (the teardown's end, taken afresh) against the kernel's counters.
+    lab.record.audit = lab
+        .kernel_view()
+        .as_ref()
+        .map(crate::observer::audit::audit);
     if result.is_ok() && !lab.interrupted {
         lab.conclude(connections);
     }

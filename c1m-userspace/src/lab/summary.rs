@@ -160,5 +160,13 @@ pub fn text(run: &RunRecord) -> String {
             }
         }
     }
+    if let Some(audit) = &run.audit {
+        let _ = write!(
+            s,
+            "\nc1m against the kernel's own counters (since attach, {:?} scope):\n{}",
+            audit.scope,
+            audit.text_table()
+        );
+    }
     s
 }

@@ -286,6 +286,35 @@ impl Btf {
         })
     }
 
+    /// Bit offset and width of the bitfield at the end of `path` inside struct `outer`
+    /// (the steps before it must be whole members).
+    pub fn bitfield(&self, outer: &str, path: &[&str]) -> Result<(u32, u32), BtfError> {
+        let (last, inner) = path
+            .split_last()
+            .ok_or_else(|| BtfError::NoMember(outer.to_owned(), String::new()))?;
+        let mut id = *self
+            .structs_by_name
+            .get(outer)
+            .ok_or_else(|| BtfError::NoStruct(outer.to_owned()))?;
+        let mut bits = 0u32;
+        for step in inner {
+            let (offset, member) = self
+                .find_member(id, step)
+                .ok_or_else(|| BtfError::NoMember(outer.to_owned(), path.join(".")))?;
+            bits += offset;
+            id = member.ty;
+        }
+        let (offset, member) = self
+            .find_member(id, last)
+            .ok_or_else(|| BtfError::NoMember(outer.to_owned(), path.join(".")))?;
+        let width = if member.bitfield_size != 0 {
+            member.bitfield_size
+        } else {
+            self.size_of(member.ty) * 8
+        };
+        Ok((bits + offset, width))
+    }
+
     /// Value of enumerator `name` in any enum of the kernel.
     pub fn enum_value(&self, name: &str) -> Option<i64> {
         self.types

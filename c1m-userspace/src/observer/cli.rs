@@ -34,6 +34,11 @@ pub struct ObserveArgs {
     /// Stop after this long (e.g. 3s, 2m; default: until Ctrl-C).
     #[arg(long, value_parser = crate::duration::parse_secs)]
     pub duration: Option<f64>,
+    /// At exit, print c1m's figures against the kernel's own counters (/proc/net/snmp,
+    /// /proc/net/netstat) since start, and why they differ (with --json: one last line
+    /// `{"audit": …}`).
+    #[arg(long)]
+    pub audit: bool,
 }
 
 impl ObserveArgs {
@@ -48,6 +53,24 @@ impl ObserveArgs {
 }
 
 pub fn run(args: ObserveArgs) -> Result<()> {
+    let mut observer = start(&args)?;
+    let watched = watch(&args, &mut observer);
+    if args.audit {
+        // Afresh: the last line's view may be an interval old.
+        let view = observer.snapshot().context("reading the kernel's view")?;
+        let audit = super::audit::audit(&view);
+        let text = if args.json {
+            serde_json::to_string(&serde_json::json!({ "audit": audit }))?
+        } else {
+            audit.text_table()
+        };
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", text.trim_end());
+    }
+    watched
+}
+
+fn start(args: &ObserveArgs) -> Result<Observer> {
     if !(args.interval > 0.0 && args.interval.is_finite()) {
         anyhow::bail!(
             "--interval must be a positive number of seconds, got {}",
@@ -55,7 +78,11 @@ pub fn run(args: ObserveArgs) -> Result<()> {
         );
     }
     super::keep_up_under_load();
-    let mut observer = Observer::start(args.observer_config())?;
+    Ok(Observer::start(args.observer_config())?)
+}
+
+/// Prints a line per interval until the duration ends, Ctrl-C, or the reader leaves.
+fn watch(args: &ObserveArgs, observer: &mut Observer) -> Result<()> {
     let stop = shutdown_flag()?;
     let started = Instant::now();
     let interval = Duration::from_secs_f64(args.interval);

@@ -4,6 +4,7 @@
 //! How a number travels: a tracepoint program bumps a per-CPU counter; [`Observer::snapshot`]
 //! sums the CPUs, adds the latest socket walk, and hands out a `KernelView`.
 
+pub mod audit;
 pub mod bpf_sys;
 pub mod btf;
 pub mod cli;
@@ -11,9 +12,11 @@ mod gauges;
 mod handle;
 mod listeners;
 mod memory;
+pub mod mib;
 pub mod offsets;
 pub mod privileges;
 pub mod procfs;
+pub mod retransmits;
 pub mod tracefs;
 pub mod view;
 mod walk;
@@ -32,12 +35,12 @@ use aya::{
     programs::{BtfTracePoint, CgroupAttachMode, Iter, SockOps, TracePoint},
 };
 use c1m_common::{
-    ClosedListener, Config, EVENT_SLOTS, ListenEvents, TRANSITION_SLOTS, event, event_index, hook,
-    side, tcp_state, transition_index,
+    ClosedListener, Config, EVENT_SLOTS, ListenEvents, RETRANSMIT_SLOTS, TRANSITION_SLOTS, event,
+    event_index, hook, retransmit, retransmit_index, side, tcp_state, transition_index,
 };
 pub use handle::ObserverHandle;
 use thiserror::Error;
-pub use view::{KernelMemory, KernelView, ListenerView, SideMemory, SideView};
+pub use view::{KernelMemory, KernelView, ListenerView, Retransmits, Scope, SideMemory, SideView};
 
 use self::{btf::BtfError, tracefs::TracefsError};
 
@@ -131,6 +134,11 @@ pub struct Observer {
     walks: u64,
     previous: Option<(Instant, Counters)>,
     rcv_ranges_known: bool,
+    /// The kernel's counters at attach, and the namespace they belong to (a snapshot
+    /// taken by a thread of another namespace reads another MIB: not comparable).
+    mib_base: Result<(mib::MibCounters, Option<u32>), String>,
+    /// No `sock.sk_shutdown` offset: failed handshakes can't be told from closes.
+    attempt_fails_unknown: bool,
 }
 
 /// Raw counter totals read from the maps.
@@ -138,6 +146,7 @@ pub struct Observer {
 struct Counters {
     transitions: Vec<u64>,
     events: Vec<u64>,
+    retransmits: Vec<u64>,
 }
 
 impl Observer {
@@ -155,6 +164,25 @@ impl Observer {
             .iter()
             .map(|m| format!("kernel field: {m}"))
             .collect();
+        let o = &resolved.offsets;
+        if [
+            o.icsk_pending,
+            o.icsk_ca_state_byte,
+            o.ca_state_loss,
+            o.ca_state_recovery,
+        ]
+        .contains(&c1m_common::OFFSET_UNKNOWN)
+        {
+            unavailable.push(
+                "retransmit kinds (tail-loss probe, timeout, slow start, fast): every retransmit \
+                 counts as `other` (kernel fields above missing)"
+                    .to_owned(),
+            );
+        }
+        if o.tcp_dsack_dups == c1m_common::OFFSET_UNKNOWN {
+            unavailable.push("retransmits.spurious_dsack: no tcp_sock.dsack_dups".to_owned());
+        }
+        let attempt_fails_unknown = o.sk_shutdown == c1m_common::OFFSET_UNKNOWN;
         let tracing = tracefs::ensure_mounted()?;
 
         let mut cfg = Config::DEFAULT;
@@ -285,8 +313,9 @@ impl Observer {
                     .map_err(map_err("SETTINGS"))?;
             }
             Err(e) => unavailable.push(format!(
-                "exact transition counts under load: sock_ops not attached ({}); the tracepoint \
-                 alone skips runs nested in a softirq (see hook_misses)",
+                "exact transition and retransmit counts under load: sock_ops not attached ({}); \
+                 the tracepoints alone skip runs nested in a softirq, and count a retransmit \
+                 as one segment",
                 error_chain(&e)
             )),
         }
@@ -312,6 +341,9 @@ impl Observer {
         unavailable.extend(memory.missing.iter().cloned());
 
         let listener_filter = config.ports.clone();
+        let mib_base = mib::read()
+            .map(|c| (c, procfs::own_netns_inum()))
+            .map_err(|e| e.to_string());
         let mut observer = Self {
             ebpf,
             logger,
@@ -328,6 +360,8 @@ impl Observer {
             walks: 0,
             previous: None,
             rcv_ranges_known,
+            mib_base,
+            attempt_fails_unknown,
         };
         // Baselines: listeners' drop counters as they are now, and the sockets that
         // already exist, so every later figure is "since attach".
@@ -381,8 +415,15 @@ impl Observer {
             uptime_s: self.started.elapsed().as_secs_f64(),
             unavailable: self.unavailable.clone(),
             map_errors: self.read_map_errors()?,
+            scope: self.scope(),
             ..KernelView::default()
         };
+        match self.read_mib() {
+            Ok(delta) => view.mib = Some(delta),
+            Err(why) => view
+                .unavailable
+                .push(format!("the kernel's own counters (audit): {why}")),
+        }
         let elapsed = self
             .previous
             .as_ref()
@@ -410,6 +451,30 @@ impl Observer {
         }
         self.previous = Some((now, counters));
         Ok(view)
+    }
+
+    fn scope(&self) -> Scope {
+        if self.config.all_netns {
+            Scope::AllNamespaces
+        } else if self.config.ports.is_empty() && self.config.addrs.is_empty() {
+            Scope::Namespace
+        } else {
+            Scope::WatchedPorts
+        }
+    }
+
+    /// The MIB's movement since attach, read now in the calling thread's namespace.
+    fn read_mib(&self) -> Result<mib::MibDelta, String> {
+        let (base, netns) = self.mib_base.as_ref().map_err(Clone::clone)?;
+        if procfs::own_netns_inum() != *netns {
+            return Err(
+                "this snapshot was taken by a thread of another network namespace than the \
+                 observer's start"
+                    .to_owned(),
+            );
+        }
+        let now = mib::read().map_err(|e| e.to_string())?;
+        Ok(mib::MibDelta::new(&now, base))
     }
 
     fn hook_missing(&self, index: usize) -> bool {
@@ -494,6 +559,7 @@ impl Observer {
         Ok(Counters {
             transitions: sum("TRANSITIONS", TRANSITION_SLOTS)?,
             events: sum("EVENTS", EVENT_SLOTS)?,
+            retransmits: sum("RETRANSMITS", RETRANSMIT_SLOTS)?,
         })
     }
 
@@ -583,8 +649,14 @@ impl Observer {
                 self.gauges.value(s, state, &now.transitions),
             );
         }
+        let mut kinds = [0u64; retransmit::COUNT];
+        for (kind, slot) in kinds.iter_mut().enumerate() {
+            *slot = now.retransmits[retransmit_index(s, kind as u32) as usize];
+        }
+        v.retransmits = Retransmits::from_kinds(&kinds);
         for (index, name) in event::NAMES.iter().enumerate() {
-            if !self.event_missing(index as u32) {
+            // Retransmits live in `v.retransmits` (sock_ops and the tracepoint both).
+            if index as u32 != event::RETRANSMIT && !self.event_missing(index as u32) {
                 v.events.insert(
                     (*name).to_owned(),
                     now.events[event_index(s, index as u32) as usize],
@@ -601,6 +673,7 @@ impl Observer {
             event::RESET_RECEIVED => hook::RECEIVE_RESET,
             event::RETRANSMIT => hook::RETRANSMIT_SKB,
             event::EXCEED_BUF_LIMIT => hook::EXCEED_BUF_LIMIT,
+            event::ATTEMPT_FAIL => return self.attempt_fails_unknown,
             _ => hook::KFREE_SKB,
         };
         self.hook_missing(hook_index)
@@ -614,7 +687,9 @@ fn hook_figures(index: usize) -> &'static str {
         hook::RETRANSMIT_SYNACK => "synack_retransmits",
         hook::SEND_RESET => "resets_sent",
         hook::RECEIVE_RESET => "resets_received",
-        hook::RETRANSMIT_SKB => "retransmits",
+        hook::RETRANSMIT_SKB => {
+            "retransmits of sockets born before attach (sock_ops counts the others)"
+        }
         hook::KFREE_SKB => {
             "listen_overflow_acks (accept_queue_overflows falls back to raw sk_drops)"
         }

@@ -53,14 +53,45 @@ pub fn resolve(btf: &Btf) -> ResolvedOffsets {
         want(&mut o.sk_wmem_alloc, "sock", &["sk_wmem_alloc"], 4);
         want(&mut o.sk_socket, "sock", &["sk_socket"], 8);
         want(&mut o.sk_protocol, "sock", &["sk_protocol"], 2);
+        want(&mut o.sk_shutdown, "sock", &["sk_shutdown"], 1);
+        want(&mut o.skb_dev, "sk_buff", &["dev"], 8);
+        want(&mut o.dev_nd_net, "net_device", &["nd_net", "net"], 8);
         want(
             &mut o.tcp_bpf_cb_flags,
             "tcp_sock",
             &["bpf_sock_ops_cb_flags"],
             1,
         );
+        want(
+            &mut o.icsk_pending,
+            "tcp_sock",
+            &["inet_conn", "icsk_pending"],
+            1,
+        );
+        want(&mut o.tcp_dsack_dups, "tcp_sock", &["dsack_dups"], 4);
         want(&mut o.socket_file, "socket", &["file"], 8);
         want(&mut o.file_f_ep, "file", &["f_ep"], 8);
+    }
+    // `__u8 icsk_ca_state:5` shares a byte with other flags: read the byte, then shift
+    // and mask. Only a field inside one byte is supported (as on every kernel so far).
+    match btf.bitfield("tcp_sock", &["inet_conn", "icsk_ca_state"]) {
+        Ok((bit, width)) if width < 8 && bit % 8 + width <= 8 => {
+            o.icsk_ca_state_byte = bit / 8;
+            o.icsk_ca_state_shift = bit % 8;
+            o.icsk_ca_state_mask = (1 << width) - 1;
+        }
+        Ok((bit, width)) => missing.push(format!(
+            "tcp_sock.inet_conn.icsk_ca_state is {width} bits at bit {bit}, expected inside one byte"
+        )),
+        Err(e) => missing.push(e.to_string()),
+    }
+    match btf.enum_value("TCP_CA_Loss") {
+        Some(v) => o.ca_state_loss = v as u32,
+        None => missing.push("enum value TCP_CA_Loss not in kernel BTF".to_owned()),
+    }
+    match btf.enum_value("TCP_CA_Recovery") {
+        Some(v) => o.ca_state_recovery = v as u32,
+        None => missing.push("enum value TCP_CA_Recovery not in kernel BTF".to_owned()),
     }
     match btf.enum_value("SKB_DROP_REASON_TCP_LISTEN_OVERFLOW") {
         Some(v) => o.drop_reason_listen_overflow = v as u32,

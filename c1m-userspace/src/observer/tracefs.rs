@@ -188,6 +188,7 @@ pub const HOOKS: [HookLayout; c1m_common::hook::COUNT] = [
             let daddr = need(f, "daddr", 28)?;
             Ok(TracepointFields {
                 sk: need(f, "skaddr", 8)?,
+                skb: optional(f, "skbaddr", 8),
                 sport: saddr + 2,
                 dport: daddr + 2,
                 saddr: saddr + 4,
@@ -205,7 +206,14 @@ pub const HOOKS: [HookLayout; c1m_common::hook::COUNT] = [
     HookLayout {
         category: "tcp",
         name: "tcp_retransmit_skb",
-        build: socket_fields,
+        // `err` since v6.10, when it began to fire for failed attempts too; without it
+        // every call is a sent segment, as before.
+        build: |f| {
+            Ok(TracepointFields {
+                err: optional(f, "err", 4),
+                ..socket_fields(f)?
+            })
+        },
     },
     HookLayout {
         category: "skb",

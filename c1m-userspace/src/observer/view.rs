@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use c1m_common::{event, side, tcp_state};
 use serde::{Deserialize, Serialize};
 
+use super::mib::MibDelta;
+
 /// The states shown as gauges. CLOSE is left out: closed sockets are in no hash table,
 /// so no walk can count them.
 pub const GAUGE_STATES: [u32; 11] = [
@@ -51,6 +53,27 @@ pub struct KernelView {
     pub unavailable: Vec<String>,
     /// Counter updates lost because a kernel map was full (should stay 0).
     pub map_errors: u64,
+    /// Which sockets the figures cover, next to the kernel's own counters' scope (the
+    /// whole network namespace): what the audit needs to explain a difference.
+    pub scope: Scope,
+    /// The kernel's own TCP counters (`/proc/net/snmp`, `/proc/net/netstat`) moved since
+    /// attach, read with this view; `None` when unreadable (see `unavailable`).
+    pub mib: Option<MibDelta>,
+}
+
+/// Which sockets c1m counts.
+#[derive(
+    Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Every TCP socket of the observer's network namespace: the MIB's own scope.
+    #[default]
+    Namespace,
+    /// Only sockets on watched ports (or addresses) of the namespace.
+    WatchedPorts,
+    /// Every network namespace of the host (the MIB covers one).
+    AllNamespaces,
 }
 
 impl KernelView {
@@ -68,6 +91,15 @@ impl KernelView {
             side::CLIENT => &mut self.client,
             _ => &mut self.other,
         }
+    }
+
+    /// Retransmits of every side.
+    pub fn retransmits(&self) -> Retransmits {
+        [&self.server, &self.client, &self.other]
+            .iter()
+            .fold(Retransmits::default(), |acc, s| {
+                Retransmits::sum(&acc, &s.retransmits)
+            })
     }
 
     /// Sum over the sides of one state's gauge.
@@ -120,8 +152,11 @@ pub struct SideView {
     /// client side, SYN_RECV->ESTABLISHED on the server side).
     pub established_total: u64,
     pub established_per_s: f64,
-    /// Handshake and error signals since attach (names from `c1m_common::event`).
+    /// Handshake and error signals since attach (names from `c1m_common::event`;
+    /// retransmits are in `retransmits`).
     pub events: BTreeMap<String, u64>,
+    /// Retransmitted segments since attach, by kind.
+    pub retransmits: Retransmits,
 }
 
 impl SideView {
@@ -135,12 +170,81 @@ impl SideView {
             .saturating_add(self.state(tcp_state::NEW_SYN_RECV))
     }
 
+    /// Transitions `old -> new` counted since attach.
+    pub fn transition(&self, old: u32, new: u32) -> u64 {
+        self.transitions
+            .get(&transition_key(old, new))
+            .copied()
+            .unwrap_or(0)
+    }
+
     pub fn event(&self, index: u32) -> u64 {
+        if index == event::RETRANSMIT {
+            return self.retransmits.total;
+        }
         event::NAMES
             .get(index as usize)
             .and_then(|n| self.events.get(*n))
             .copied()
             .unwrap_or(0)
+    }
+}
+
+/// JSON key of one transition (`established->close`).
+pub fn transition_key(old: u32, new: u32) -> String {
+    format!("{}->{}", state_key(old), state_key(new))
+}
+
+/// Retransmitted segments of one side since attach, as the kernel's `RetransSegs`
+/// counts them (segments, not calls), by what sent them. The kinds sum to `total`;
+/// `spurious_dsack` is apart: segments the peer reported as duplicates (DSACK), i.e.
+/// retransmits that were not needed, summed as each connection closes.
+#[derive(
+    Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq,
+)]
+pub struct Retransmits {
+    pub total: u64,
+    /// Sent by the tail-loss-probe timer: the last segment stayed unacknowledged for
+    /// ~2 RTT (+200 ms with one segment out). Only probes that resent data: the
+    /// kernel's `TCPLossProbes` also counts probes that sent new data.
+    pub tail_loss_probes: u64,
+    /// Sent by the retransmission timer (RTO), SYN retransmits included.
+    pub timeouts: u64,
+    /// Resent while recovering from a timeout (the kernel's `TCPSlowStartRetrans`).
+    pub slow_start: u64,
+    /// Fast retransmit / recovery on duplicate ACKs or SACKs (`TCPFastRetrans`).
+    pub fast: u64,
+    /// Kind unknown: a field this kernel's BTF lacks, or a socket that vanished.
+    pub other: u64,
+    pub spurious_dsack: u64,
+}
+
+impl Retransmits {
+    /// From the per-kind counters (indexed by `c1m_common::retransmit`).
+    pub fn from_kinds(k: &[u64; c1m_common::retransmit::COUNT]) -> Self {
+        use c1m_common::retransmit as r;
+        let kinds = &k[..r::KINDS];
+        Self {
+            total: kinds.iter().sum(),
+            tail_loss_probes: k[r::TAIL_LOSS_PROBE as usize],
+            timeouts: k[r::TIMEOUT as usize],
+            slow_start: k[r::SLOW_START as usize],
+            fast: k[r::FAST as usize],
+            other: k[r::OTHER as usize],
+            spurious_dsack: k[r::SPURIOUS_DSACK as usize],
+        }
+    }
+
+    pub fn sum(a: &Self, b: &Self) -> Self {
+        Self {
+            total: a.total + b.total,
+            tail_loss_probes: a.tail_loss_probes + b.tail_loss_probes,
+            timeouts: a.timeouts + b.timeouts,
+            slow_start: a.slow_start + b.slow_start,
+            fast: a.fast + b.fast,
+            other: a.other + b.other,
+            spurious_dsack: a.spurious_dsack + b.spurious_dsack,
+        }
     }
 }
 

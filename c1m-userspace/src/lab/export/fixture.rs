@@ -13,8 +13,12 @@ use crate::{
     lab::model::{
         KernelVsApp, Machine, PerConnection, Phase, ProcessUsage, RunConfig, RunRecord, Sample,
     },
-    observer::view::{
-        KernelMemory, KernelView, ListenerView, SideMemory, SideView, WalkInfo, state_key,
+    observer::{
+        mib::{MibCounters, MibDelta},
+        view::{
+            KernelMemory, KernelView, ListenerView, Retransmits, Scope, SideMemory, SideView,
+            WalkInfo, state_key,
+        },
     },
     workload::{
         stats::{
@@ -368,6 +372,7 @@ fn build(with_snapshots: bool) -> (RunRecord, Vec<(String, AppSnapshot)>) {
         machine: machine(),
         phases: phases(&samples),
         kernel: Some(kernel_view(&samples)),
+        audit: Some(crate::observer::audit::audit(&kernel_view(&samples))),
         server,
         client,
         per_connection: PerConnection {
@@ -646,6 +651,15 @@ fn side_view(established: i64, time_wait: i64, est_total: u64) -> SideView {
         established_total: est_total,
         established_per_s: 0.0,
         events: [("synack_retransmit".to_owned(), 1_812)].into(),
+        retransmits: Retransmits {
+            total: est_total / 100,
+            tail_loss_probes: est_total / 200,
+            timeouts: est_total / 400,
+            slow_start: 0,
+            fast: est_total / 400,
+            other: 0,
+            spurious_dsack: est_total / 200,
+        },
     }
 }
 
@@ -718,5 +732,22 @@ fn kernel_view(samples: &[Sample]) -> KernelView {
         },
         unavailable: vec!["skb:kfree_skb: no such tracepoint on this kernel".to_owned()],
         map_errors: 0,
+        scope: Scope::WatchedPorts,
+        mib: Some(MibDelta {
+            unix_ms: last.unix_ms,
+            since_attach: MibCounters {
+                active_opens: CONNS + 12,
+                passive_opens: CONNS + 12,
+                estab_resets: 40,
+                out_rsts: 45,
+                retrans_segs: CONNS / 50 + 2 * 1_812,
+                loss_probes: CONNS / 100,
+                timeouts: CONNS / 200 + 2 * 1_812,
+                fast_retrans: CONNS / 200,
+                listen_overflows: 37,
+                listen_drops: 37,
+                ..MibCounters::default()
+            },
+        }),
     }
 }

@@ -18,6 +18,7 @@ use crate::{
         figures::Source as Figure,
         model::{Outcome, RunRecord, Sample},
     },
+    observer::audit::Verdict,
     workload::stats::{AppSnapshot, Percentiles, SETUP_LATENCY_PAIRS},
 };
 
@@ -692,6 +693,37 @@ fn setup_latency_table(run: &RunRecord, hists: &[RunHist]) -> String {
     out
 }
 
+/// Each audited figure: c1m's, the kernel's MIB counter, and why they differ.
+fn audit_table(run: &RunRecord) -> String {
+    let Some(a) = &run.audit else {
+        return "<p>No audit: the kernel observer did not run.</p>".to_owned();
+    };
+    if let Some(why) = &a.unavailable {
+        return format!("<p>No audit: {}</p>", esc(why));
+    }
+    let mut out = String::from(
+        "<table class=\"wide\"><tr><th class=\"t\">kernel counter (Δ since attach)</th><th class=\"t\">c1m's figure</th><th>c1m</th><th>kernel</th><th>agree</th><th class=\"t\">why they differ</th></tr>",
+    );
+    for r in &a.rows {
+        let verdict = match r.verdict {
+            Verdict::Agrees => "<span class=\"yes\">✓</span>",
+            Verdict::Explained => "<span class=\"no\">✗</span> explained",
+            Verdict::Unexplained => "<span class=\"no\">✗ unexplained</span>",
+        };
+        let _ = write!(
+            out,
+            "<tr><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{}</td><td>{}</td><td>{verdict}</td><td class=\"wrap\">{}</td></tr>",
+            esc(r.figure.mib_name()),
+            esc(r.figure.c1m_definition()),
+            int(i128::from(r.c1m)),
+            int(i128::from(r.kernel)),
+            esc(&r.explanation)
+        );
+    }
+    out.push_str("</table>");
+    out
+}
+
 /// The seeds' latency table, one row per histogram, in ms.
 pub(crate) fn latency_table(rows: &[(String, Percentiles)]) -> String {
     let mut out = String::from(
@@ -1084,6 +1116,8 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
     b.push_str(&counters_table(run));
     b.push_str("<h2 id=\"kernel\">Kernel</h2>");
     b.push_str(&kernel_tables(run));
+    b.push_str("<h2 id=\"audit\">c1m against the kernel's own counters</h2>");
+    b.push_str(&audit_table(run));
     b.push_str("<h2 id=\"config\">Config and machine</h2><div class=\"cols\"><div><h3>Config</h3>");
     b.push_str(&kv_table(&json_rows(&run.config)));
     b.push_str("</div><div><h3>Machine</h3>");
@@ -1138,6 +1172,8 @@ mod tests {
             "accept queue overflowed",
             "Setup rate: asked <b>50,000/s</b>, achieved <b>50,000/s</b>",
             "<td class=\"t\">from the schedule</td>",
+            "id=\"audit\"",
+            "TcpExt TCPLossProbes",
         ] {
             assert!(html.contains(s), "{s}");
         }

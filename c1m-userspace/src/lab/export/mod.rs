@@ -20,7 +20,7 @@ mod compare;
 mod figures;
 #[doc(hidden)]
 pub mod fixture;
-mod fmt;
+pub(crate) mod fmt;
 pub mod hgrm;
 pub mod hlog;
 mod html;

@@ -152,6 +152,7 @@ pub fn kernel() -> KernelView {
             established_total: SERVER_ACCEPTED + QUEUE_DEPTH,
             established_per_s: 12_400.0,
             events: [("synack_retransmits".to_owned(), 12)].into(),
+            retransmits: Default::default(),
         },
         client: SideView {
             states: states(&[
@@ -165,6 +166,7 @@ pub fn kernel() -> KernelView {
             established_total: 600_359,
             established_per_s: SETUP_PER_S,
             events: BTreeMap::new(),
+            retransmits: Default::default(),
         },
         other: SideView::default(),
         listeners: (8000..8010)
@@ -203,6 +205,8 @@ pub fn kernel() -> KernelView {
         },
         unavailable: vec![UNAVAILABLE.to_owned()],
         map_errors: 0,
+        scope: Default::default(),
+        mib: None,
     }
 }
 
