@@ -21,8 +21,8 @@ fn count(ctx: &TracePointContext, hook_index: usize, event: u32) -> Option<u16> 
     if sk != 0 && !in_watched_netns(sk) {
         return None;
     }
-    let (sport, dport, saddr, daddr) = endpoints(ctx, &f)?;
-    let side = classify(sport, dport, saddr, daddr)?;
+    let (sport, dport, addrs) = endpoints(ctx, &f)?;
+    let side = classify(sport, dport, &addrs)?;
     bump(&EVENTS, event_index(side, event));
     Some(sport)
 }
