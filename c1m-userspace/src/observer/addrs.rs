@@ -52,10 +52,16 @@ mod tests {
             vec![u32::from_ne_bytes([127, 0, 0, 1])],
             "127.0.0.1 and ::ffff:127.0.0.1 are one key"
         );
-        let mut want = vec![Ipv6Addr::LOCALHOST.octets(), "fd00::2".parse::<Ipv6Addr>().unwrap().octets()];
+        let mut want = vec![
+            Ipv6Addr::LOCALHOST.octets(),
+            "fd00::2".parse::<Ipv6Addr>().unwrap().octets(),
+        ];
         want.sort_unstable();
         assert_eq!(keys.v6, want);
-        assert_eq!(keys.v6[0][15], 1, "::1 is its in6_addr bytes, network order");
+        assert_eq!(
+            keys.v6[0][15], 1,
+            "::1 is its in6_addr bytes, network order"
+        );
     }
 
     #[test]

@@ -140,8 +140,14 @@ mod tests {
 
     #[test]
     fn addr_takes_ipv6_ipv4_and_mapped_addresses() {
-        let cmd = Cmd::try_parse_from(["observe", "--addr", "::1,127.0.0.1", "--addr", "::ffff:10.0.0.1"])
-            .unwrap();
+        let cmd = Cmd::try_parse_from([
+            "observe",
+            "--addr",
+            "::1,127.0.0.1",
+            "--addr",
+            "::ffff:10.0.0.1",
+        ])
+        .unwrap();
         let want: Vec<IpAddr> = ["::1", "127.0.0.1", "::ffff:10.0.0.1"]
             .iter()
             .map(|a| a.parse().unwrap())

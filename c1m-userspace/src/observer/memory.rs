@@ -53,7 +53,11 @@ impl MemoryModel {
         let v6 = procfs::slab_object_footprint(V6.full).is_some();
         for cache in [V4.full, V4.time_wait, V4.request]
             .into_iter()
-            .chain(v6.then_some([V6.full, V6.time_wait, V6.request]).into_iter().flatten())
+            .chain(
+                v6.then_some([V6.full, V6.time_wait, V6.request])
+                    .into_iter()
+                    .flatten(),
+            )
             .chain(WITH_FILE)
             .chain(IN_EPOLL)
             .chain(BIND_BUCKETS)

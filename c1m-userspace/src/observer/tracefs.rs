@@ -253,10 +253,7 @@ mod tests {
             (fields.saddr, fields.daddr, fields.protocol, fields.ports_be),
             (32, 36, 30, 0)
         );
-        assert_eq!(
-            (fields.family, fields.saddr6, fields.daddr6),
-            (28, 40, 56)
-        );
+        assert_eq!((fields.family, fields.saddr6, fields.daddr6), (28, 40, 56));
     }
 
     #[test]
