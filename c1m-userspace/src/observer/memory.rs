@@ -188,6 +188,53 @@ mod tests {
 
     use super::*;
 
+    fn model(footprints: &[(&str, u64)]) -> MemoryModel {
+        MemoryModel {
+            footprints: footprints
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), *v))
+                .collect(),
+            missing: vec![],
+        }
+    }
+
+    #[test]
+    fn ipv6_sockets_are_sized_with_the_tcpv6_caches() {
+        let model = model(&[
+            ("TCP", 2000),
+            ("TCPv6", 2100),
+            ("tw_sock_TCP", 200),
+            ("tw_sock_TCPv6", 210),
+            ("request_sock_TCP", 300),
+            ("request_sock_TCPv6", 310),
+        ]);
+        let mut agg = vec![SockAgg::default(); SOCK_AGG_SLOTS];
+        let mut set = |state, sockets, v6_sockets| {
+            let a = &mut agg[sock_agg_index(side::SERVER, state) as usize];
+            a.sockets = sockets;
+            a.v6_sockets = v6_sockets;
+        };
+        set(tcp_state::ESTABLISHED, 10, 4);
+        set(tcp_state::LISTEN, 1, 1);
+        set(tcp_state::TIME_WAIT, 3, 3);
+        set(tcp_state::NEW_SYN_RECV, 2, 1);
+        let m = model.compute(&agg);
+        let by = |c: &str| m.slab_bytes_by_cache.get(c).copied();
+        assert_eq!(by("TCP"), Some(6 * 2000));
+        assert_eq!(by("TCPv6"), Some(5 * 2100), "4 established + the listener");
+        assert_eq!(by("tw_sock_TCP"), None);
+        assert_eq!(by("tw_sock_TCPv6"), Some(3 * 210));
+        assert_eq!(by("request_sock_TCP"), Some(300));
+        assert_eq!(by("request_sock_TCPv6"), Some(310));
+        assert_eq!(m.server.ipv6_sockets, 9);
+        assert_eq!(m.total.ipv6_sockets, 9);
+        assert_eq!(m.server.sockets, 16);
+        assert_eq!(
+            m.server.slab_bytes_derived,
+            6 * 2000 + 5 * 2100 + 3 * 210 + 300 + 310
+        );
+    }
+
     #[test]
     fn derives_slab_bytes_from_counts() {
         let model = MemoryModel {
