@@ -12,7 +12,7 @@ use std::{
 };
 
 use c1m::observer::{KernelView, Observer, ObserverConfig, privileges, procfs};
-use c1m_common::tcp_state;
+use c1m_common::{event, tcp_state};
 
 fn root_or_skip(test: &str) -> bool {
     if privileges::is_root() {
@@ -800,4 +800,39 @@ fn an_address_filter_on_ipv6_loopback_counts_v6_and_ignores_v4_on_the_same_port(
         (m4.total.sockets - m4.total.ipv6_sockets) + (m6.total.sockets - m6.total.ipv6_sockets)
     );
     assert_eq!(v6.map_errors + v4.map_errors, 0);
+}
+
+#[test]
+fn resets_on_a_closed_ipv6_port_are_counted_by_the_ipv6_filter_only() {
+    if !root_or_skip("resets_on_a_closed_ipv6_port_are_counted_by_the_ipv6_filter_only") {
+        return;
+    }
+    private_netns();
+    const PORT: u16 = 9009;
+    const V6: u64 = 5;
+    const V4: u64 = 3;
+    let addr6 = v6_loopback(PORT);
+    let mut obs6 = observer_on(&[PORT], &["::1"]);
+    let mut obs4 = observer_on(&[PORT], &["127.0.0.1"]);
+    // Nothing listens: each SYN is answered by a reset from the packet (no socket,
+    // addresses in the record's sockaddrs), which the connecting socket receives.
+    for _ in 0..V6 {
+        assert!(TcpStream::connect(addr6).is_err());
+    }
+    for _ in 0..V4 {
+        assert!(TcpStream::connect(("127.0.0.1", PORT)).is_err());
+    }
+    let (sent, received) = (event::RESET_SENT, event::RESET_RECEIVED);
+    for (obs, n, name) in [(&mut obs6, V6, "::1"), (&mut obs4, V4, "127.0.0.1")] {
+        let view = settle(obs, |v| {
+            v.server.event(sent) == n && v.client.event(received) == n
+        });
+        assert_eq!(view.server.event(sent), n, "{name}: resets sent");
+        assert_eq!(view.client.event(received), n, "{name}: resets received");
+        assert_eq!(
+            view.server.event(received) + view.client.event(sent),
+            0,
+            "{name}"
+        );
+    }
 }
