@@ -11,7 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use c1m::observer::{KernelView, Observer, ObserverConfig, privileges, procfs};
+use c1m::observer::{KernelMemory, KernelView, Observer, ObserverConfig, privileges, procfs};
 use c1m_common::{event, tcp_state};
 
 fn root_or_skip(test: &str) -> bool {
@@ -22,8 +22,14 @@ fn root_or_skip(test: &str) -> bool {
     false
 }
 
-fn private_netns() {
+/// As root, moves the test's thread into a private network namespace and says yes;
+/// otherwise says SKIP and no.
+fn root_in_private_netns(test: &str) -> bool {
+    if !root_or_skip(test) {
+        return false;
+    }
     c1m::netns::enter_private().expect("unshare(CLONE_NEWNET): needs root");
+    true
 }
 
 fn observer(ports: &[u16]) -> Observer {
@@ -80,10 +86,9 @@ fn count_ss_established(port: u16) -> usize {
 
 #[test]
 fn transitions_and_established_gauge_are_exact_for_2000_connections() {
-    if !root_or_skip("transitions_and_established_gauge_are_exact_for_2000_connections") {
+    if !root_in_private_netns("transitions_and_established_gauge_are_exact_for_2000_connections") {
         return;
     }
-    private_netns();
     const N: usize = 2000;
     const PORT: u16 = 9000;
     let mut obs = observer(&[PORT]);
@@ -192,10 +197,9 @@ fn wait_line(child: &mut Child, want: &str) {
 
 #[test]
 fn a_python_server_is_observed() {
-    if !root_or_skip("a_python_server_is_observed") {
+    if !root_in_private_netns("a_python_server_is_observed") {
         return;
     }
-    private_netns();
     const N: usize = 500;
     const PORT: u16 = 9001;
     let mut obs = observer(&[PORT]);
@@ -266,10 +270,9 @@ fn netstat(key: &str) -> u64 {
 
 #[test]
 fn accept_queue_overflows_equal_the_kernels_netstat_delta() {
-    if !root_or_skip("accept_queue_overflows_equal_the_kernels_netstat_delta") {
+    if !root_in_private_netns("accept_queue_overflows_equal_the_kernels_netstat_delta") {
         return;
     }
-    private_netns();
     const PORT: u16 = 9002;
     let mut obs = observer(&[PORT]);
     let mut py = python(PY_OVERFLOW, &[PORT.to_string(), "300".to_owned()]);
@@ -364,10 +367,9 @@ fn send_stray_rst(raw: i32, src_port: u16, dst_port: u16, seq: u32) {
 
 #[test]
 fn stray_resets_at_a_listener_are_not_accept_queue_overflows() {
-    if !root_or_skip("stray_resets_at_a_listener_are_not_accept_queue_overflows") {
+    if !root_in_private_netns("stray_resets_at_a_listener_are_not_accept_queue_overflows") {
         return;
     }
-    private_netns();
     const PORT: u16 = 9004;
     const RESETS: u64 = 50;
     let listener = TcpListener::bind(("127.0.0.1", PORT)).expect("bind");
@@ -437,6 +439,52 @@ fn slab_bytes(caches: &[&str]) -> u64 {
         .sum()
 }
 
+/// The kernel's own account of what sockets made after [`KernelCounters::take`] cost:
+/// the caches /proc/slabinfo can attribute to them, plus TCP buffer pages (sockstat).
+struct KernelCounters {
+    caches: &'static [&'static str],
+    slab: u64,
+    mem_pages: u64,
+}
+
+impl KernelCounters {
+    fn take(caches: &'static [&'static str]) -> Self {
+        // Let sockets freed by earlier tests leave the slabs (RCU) first.
+        std::thread::sleep(Duration::from_secs(1));
+        Self {
+            caches,
+            slab: slab_bytes(caches),
+            mem_pages: procfs::read_sockstat().expect("sockstat").mem_pages,
+        }
+    }
+
+    /// How far our figure for the same caches plus buffers is from the kernel's
+    /// deltas since `take`, as a fraction; printed with the bytes per socket.
+    fn error_of(&self, m: &KernelMemory, label: &str) -> f64 {
+        let slab_delta = slab_bytes(self.caches).saturating_sub(self.slab);
+        let mem_delta = procfs::read_sockstat()
+            .expect("sockstat")
+            .mem_pages
+            .saturating_sub(self.mem_pages)
+            * procfs::page_size();
+        let ours: u64 = self
+            .caches
+            .iter()
+            .filter_map(|c| m.slab_bytes_by_cache.get(*c))
+            .sum::<u64>()
+            + m.total.buffer_bytes;
+        let kernel = slab_delta + mem_delta;
+        let error = (ours as f64 - kernel as f64).abs() / kernel as f64;
+        eprintln!(
+            "{label} kernel memory: ours {ours} B vs slabinfo+sockstat {kernel} B ({:.2}% off); total {} B = {:.0} B/socket",
+            error * 100.0,
+            m.total.total_bytes,
+            m.total.bytes_per_socket
+        );
+        error
+    }
+}
+
 const PY_HOLDER: &str = r#"
 import socket, sys, select
 ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -451,17 +499,15 @@ sys.stdin.read()
 
 #[test]
 fn kernel_memory_of_10000_idle_connections_matches_slabinfo_and_sockstat() {
-    if !root_or_skip("kernel_memory_of_10000_idle_connections_matches_slabinfo_and_sockstat") {
+    if !root_in_private_netns(
+        "kernel_memory_of_10000_idle_connections_matches_slabinfo_and_sockstat",
+    ) {
         return;
     }
-    private_netns();
     const N: usize = 10_000;
     const PORT: u16 = 9003;
     let mut obs = observer(&[PORT]);
-    // Let sockets freed by earlier tests leave the slabs (RCU) before the baseline.
-    std::thread::sleep(Duration::from_secs(1));
-    let slab_before = slab_bytes(&V4_SOCKET_CACHES);
-    let mem_before = procfs::read_sockstat().expect("sockstat").mem_pages;
+    let before = KernelCounters::take(&V4_SOCKET_CACHES);
     let mut server = python(PY_HOLDER, &[PORT.to_string(), N.to_string()]);
     wait_line(&mut server, "ready");
     let mut clients = Vec::with_capacity(N);
@@ -472,33 +518,10 @@ fn kernel_memory_of_10000_idle_connections_matches_slabinfo_and_sockstat() {
     let view = settle(&mut obs, |v| {
         v.total(tcp_state::ESTABLISHED) == 2 * N as i64 && v.walk.age_s.is_some_and(|a| a < 0.5)
     });
-    let slab_delta = slab_bytes(&V4_SOCKET_CACHES).saturating_sub(slab_before);
-    let mem_delta = procfs::read_sockstat()
-        .expect("sockstat")
-        .mem_pages
-        .saturating_sub(mem_before)
-        * procfs::page_size();
     let m = view.memory.expect("memory figures");
     assert_eq!(m.total.sockets, 2 * N as u64 + 1);
-    // Compare like with like: the caches slabinfo can attribute, plus buffers.
-    let ours: u64 = V4_SOCKET_CACHES
-        .iter()
-        .filter_map(|c| m.slab_bytes_by_cache.get(*c))
-        .sum::<u64>()
-        + m.total.buffer_bytes;
-    let kernel = slab_delta + mem_delta;
-    let error = (ours as f64 - kernel as f64).abs() / kernel as f64;
-    eprintln!(
-        "kernel memory: ours {ours} B vs slabinfo+sockstat {kernel} B ({:.1}% off); total {} B = {:.0} B/socket",
-        error * 100.0,
-        m.total.total_bytes,
-        m.total.bytes_per_socket
-    );
-    assert!(
-        error < 0.10,
-        "ours {ours} vs kernel {kernel}: {:.1}% apart",
-        error * 100.0
-    );
+    let error = before.error_of(&m, "IPv4");
+    assert!(error < 0.10, "{:.1}% apart", error * 100.0);
     assert!(m.total.bytes_per_socket > 2000.0 && m.total.bytes_per_socket < 8000.0);
     drop(clients);
     let _ = server.kill();
@@ -632,41 +655,23 @@ fn v6_loopback(port: u16) -> std::net::SocketAddr {
 
 #[test]
 fn ipv6_gauge_and_kernel_memory_of_2000_idle_connections_match_slabinfo_and_sockstat6() {
-    if !root_or_skip(
+    if !root_in_private_netns(
         "ipv6_gauge_and_kernel_memory_of_2000_idle_connections_match_slabinfo_and_sockstat6",
     ) {
         return;
     }
-    private_netns();
     const N: usize = 2000;
     const PORT: u16 = 9006;
     let addr = v6_loopback(PORT);
     let mut obs = observer(&[PORT]);
-    // Let sockets freed by earlier tests leave the slabs (RCU) before the baseline.
-    std::thread::sleep(Duration::from_secs(1));
-    let slab_before = slab_bytes(&V6_SOCKET_CACHES);
-    let tcpv6_before = slab_bytes(&["TCPv6"]);
-    let mem_before = procfs::read_sockstat().expect("sockstat").mem_pages;
+    let before = KernelCounters::take(&V6_SOCKET_CACHES);
+    let tcpv6_before = KernelCounters::take(&["TCPv6"]);
     let inuse6_before = procfs::read_sockstat6_tcp_inuse().expect("sockstat6");
     let listener = TcpListener::bind(addr).expect("bind [::1]");
-    let mut clients = Vec::with_capacity(N);
-    let mut servers = Vec::with_capacity(N);
-    for _ in 0..N {
-        clients.push(TcpStream::connect(addr).expect("connect [::1]"));
-        servers.push(listener.accept().expect("accept").0);
-    }
+    let _held = connect_n(&listener, &addr.to_string(), N);
     let view = settle(&mut obs, |v| {
         v.total(tcp_state::ESTABLISHED) == 2 * N as i64 && v.walk.age_s.is_some_and(|a| a < 0.5)
     });
-    let slab_delta = slab_bytes(&V6_SOCKET_CACHES).saturating_sub(slab_before);
-    let tcpv6_delta = slab_bytes(&["TCPv6"]).saturating_sub(tcpv6_before);
-    let mem_delta = procfs::read_sockstat()
-        .expect("sockstat")
-        .mem_pages
-        .saturating_sub(mem_before)
-        * procfs::page_size();
-    let inuse6 = procfs::read_sockstat6_tcp_inuse().expect("sockstat6") - inuse6_before;
-
     assert_eq!(view.server.state(tcp_state::ESTABLISHED), N as i64);
     assert_eq!(view.client.state(tcp_state::ESTABLISHED), N as i64);
     assert_eq!(view.server.established_total, N as u64);
@@ -675,6 +680,7 @@ fn ipv6_gauge_and_kernel_memory_of_2000_idle_connections_match_slabinfo_and_sock
     // Every socket, listener included, is an IPv6 one, and the kernel agrees.
     assert_eq!(m.total.sockets, 2 * N as u64 + 1);
     assert_eq!(m.total.ipv6_sockets, m.total.sockets);
+    let inuse6 = procfs::read_sockstat6_tcp_inuse().expect("sockstat6") - inuse6_before;
     assert_eq!(inuse6, m.total.ipv6_sockets, "sockstat6 TCP6 inuse delta");
     let footprint = procfs::slab_object_footprint("TCPv6").expect("TCPv6 slab cache");
     assert_eq!(
@@ -687,40 +693,15 @@ fn ipv6_gauge_and_kernel_memory_of_2000_idle_connections_match_slabinfo_and_sock
         None,
         "no IPv4 object counted"
     );
-    let tcpv6_error =
-        (m.slab_bytes_by_cache["TCPv6"] as f64 - tcpv6_delta as f64).abs() / tcpv6_delta as f64;
-    // Compare like with like: the caches slabinfo can attribute, plus buffers.
-    let ours: u64 = V6_SOCKET_CACHES
-        .iter()
-        .filter_map(|c| m.slab_bytes_by_cache.get(*c))
-        .sum::<u64>()
-        + m.total.buffer_bytes;
-    let kernel = slab_delta + mem_delta;
-    let error = (ours as f64 - kernel as f64).abs() / kernel as f64;
-    eprintln!(
-        "IPv6 kernel memory: ours {ours} B vs slabinfo+sockstat {kernel} B ({:.2}% off; TCPv6 alone {:.2}% off); \
-         total {} B = {:.0} B/socket",
-        error * 100.0,
-        tcpv6_error * 100.0,
-        m.total.total_bytes,
-        m.total.bytes_per_socket
-    );
-    assert!(
-        tcpv6_error < 0.01,
-        "TCPv6: ours {} vs slabinfo {tcpv6_delta}",
-        m.slab_bytes_by_cache["TCPv6"]
-    );
     // TCPv6 is ours alone; inodes and files are shared with every process on the
     // box, so their delta carries others' churn (measured here: 0.04-0.10% off).
-    assert!(
-        error < 0.03,
-        "ours {ours} vs kernel {kernel}: {:.2}% apart",
-        error * 100.0
-    );
-    drop((clients, servers, listener));
+    let error = tcpv6_before.error_of(&m, "TCPv6 alone:");
+    assert!(error < 0.01, "TCPv6: {:.2}% apart", error * 100.0);
+    let error = before.error_of(&m, "IPv6");
+    assert!(error < 0.03, "{:.2}% apart", error * 100.0);
 }
 
-/// `n` connections to `addr`, accepted on `listener`: (client ends, server ends).
+/// `n` connections to `addr`, accepted on `listener`: both ends of each.
 fn connect_n(listener: &TcpListener, addr: &str, n: usize) -> Vec<TcpStream> {
     let mut ends = Vec::with_capacity(2 * n);
     for _ in 0..n {
@@ -732,11 +713,11 @@ fn connect_n(listener: &TcpListener, addr: &str, n: usize) -> Vec<TcpStream> {
 
 #[test]
 fn an_address_filter_on_ipv6_loopback_counts_v6_and_ignores_v4_on_the_same_port() {
-    if !root_or_skip("an_address_filter_on_ipv6_loopback_counts_v6_and_ignores_v4_on_the_same_port")
-    {
+    if !root_in_private_netns(
+        "an_address_filter_on_ipv6_loopback_counts_v6_and_ignores_v4_on_the_same_port",
+    ) {
         return;
     }
-    private_netns();
     const P: u16 = 9007;
     const Q: u16 = 9008;
     const V6: usize = 40;
@@ -804,10 +785,9 @@ fn an_address_filter_on_ipv6_loopback_counts_v6_and_ignores_v4_on_the_same_port(
 
 #[test]
 fn resets_on_a_closed_ipv6_port_are_counted_by_the_ipv6_filter_only() {
-    if !root_or_skip("resets_on_a_closed_ipv6_port_are_counted_by_the_ipv6_filter_only") {
+    if !root_in_private_netns("resets_on_a_closed_ipv6_port_are_counted_by_the_ipv6_filter_only") {
         return;
     }
-    private_netns();
     const PORT: u16 = 9009;
     const V6: u64 = 5;
     const V4: u64 = 3;
