@@ -219,6 +219,16 @@ pub struct KernelOffsets {
     /// answers when there is no socket (sk-less resets carry only the packet).
     pub skb_dev: u32,
     pub dev_nd_net: u32,
+    /// `struct sock_common.skc_v6_daddr`/`skc_v6_rcv_saddr` (`struct in6_addr`): an
+    /// IPv6 socket's addresses, also in time-wait and request sockets, which start
+    /// with a `sock_common`.
+    pub skc_v6_daddr: u32,
+    pub skc_v6_rcv_saddr: u32,
+    /// `struct request_sock.rsk_ops` and `struct request_sock_ops.family`: the family
+    /// of a request socket's ops, which decides its slab cache and which of its
+    /// addresses are set (its `skc_family` is the listener's).
+    pub rsk_ops: u32,
+    pub rsk_ops_family: u32,
     pub _pad: u32,
 }
 
@@ -255,6 +265,10 @@ impl KernelOffsets {
         sk_shutdown: OFFSET_UNKNOWN,
         skb_dev: OFFSET_UNKNOWN,
         dev_nd_net: OFFSET_UNKNOWN,
+        skc_v6_daddr: OFFSET_UNKNOWN,
+        skc_v6_rcv_saddr: OFFSET_UNKNOWN,
+        rsk_ops: OFFSET_UNKNOWN,
+        rsk_ops_family: OFFSET_UNKNOWN,
         _pad: 0,
     };
 }
@@ -272,6 +286,9 @@ pub struct TracepointFields {
     /// Local and remote IPv4 address (network byte order).
     pub saddr: u32,
     pub daddr: u32,
+    /// Local and remote IPv6 address (16 bytes), read when `family` is `AF_INET6`.
+    pub saddr6: u32,
+    pub daddr6: u32,
     pub oldstate: u32,
     pub newstate: u32,
     pub family: u32,
@@ -298,6 +315,8 @@ impl TracepointFields {
         dport: OFFSET_UNKNOWN,
         saddr: OFFSET_UNKNOWN,
         daddr: OFFSET_UNKNOWN,
+        saddr6: OFFSET_UNKNOWN,
+        daddr6: OFFSET_UNKNOWN,
         oldstate: OFFSET_UNKNOWN,
         newstate: OFFSET_UNKNOWN,
         family: OFFSET_UNKNOWN,
@@ -335,8 +354,8 @@ pub struct Config {
     /// 1: only sockets whose local or remote port is in `WATCH_PORTS`.
     /// 0: every TCP socket; listening ports (learnt) decide the side.
     pub ports_filter: u32,
-    /// 1: server-side sockets must have a local IPv4 address in `WATCH_ADDRS`,
-    /// client-side ones a remote address in it.
+    /// 1: server-side sockets must have a local address in `WATCH_ADDRS` (IPv4 and
+    /// IPv4-mapped) or `WATCH_ADDRS6` (IPv6), client-side ones a remote address there.
     pub addr_filter: u32,
     /// Network namespace cookie (`SO_NETNS_COOKIE`) for the sock_ops program, which
     /// cannot read the inode number; 0 with `netns_inum` 0. Split in two u32 so the
@@ -386,11 +405,20 @@ pub const SOCK_OPS_STATE_CB_FLAG: u32 = 1 << 2;
 /// `BPF_SOCK_OPS_RETRANS_CB_FLAG` from the kernel UAPI.
 pub const SOCK_OPS_RETRANS_CB_FLAG: u32 = 1 << 1;
 
+/// Address families as the kernel numbers them (`include/linux/socket.h`).
+pub mod family {
+    pub const AF_INET: u16 = 2;
+    pub const AF_INET6: u16 = 10;
+}
+
 /// Sums over the sockets of one (side, state), filled by the socket iterator.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SockAgg {
     pub sockets: u64,
+    /// ... of which IPv6 sockets (objects of the `TCPv6` caches, even when they carry
+    /// an IPv4-mapped address).
+    pub v6_sockets: u64,
     /// `sk_rmem_alloc`: bytes in the receive queue (skb truesize).
     pub rmem_alloc: u64,
     /// `sk_wmem_queued`: bytes queued for sending, not yet acknowledged.
@@ -452,10 +480,10 @@ pub struct ClosedListener {
 }
 
 const _: () = assert!(size_of::<ClosedListener>() == 8);
-const _: () = assert!(size_of::<KernelOffsets>() == 32 * 4);
-const _: () = assert!(size_of::<TracepointFields>() == 15 * 4);
-const _: () = assert!(size_of::<Config>() == 128 + 60 * hook::COUNT + 20 + 64);
-const _: () = assert!(size_of::<SockAgg>() == 48);
+const _: () = assert!(size_of::<KernelOffsets>() == 36 * 4);
+const _: () = assert!(size_of::<TracepointFields>() == 17 * 4);
+const _: () = assert!(size_of::<Config>() == 144 + 68 * hook::COUNT + 20 + 64);
+const _: () = assert!(size_of::<SockAgg>() == 56);
 const _: () = assert!(size_of::<ListenerRecord>() == 40);
 const _: () = assert!(size_of::<ListenEvents>() == 32);
 

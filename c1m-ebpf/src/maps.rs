@@ -34,9 +34,15 @@ pub static RETRANSMITS: PerCpuArray<u64> =
 #[map]
 pub static WATCH_PORTS: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
 
-/// Watched IPv4 addresses (network order), used when `Config::addr_filter` is 1.
+/// Watched IPv4 addresses (network order), used when `Config::addr_filter` is 1;
+/// also the IPv4 addresses of IPv4-mapped IPv6 sockets.
 #[map]
 pub static WATCH_ADDRS: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
+
+/// Watched IPv6 addresses (the 16 bytes of `struct in6_addr`), used likewise. Two
+/// maps, not one of 16-byte keys, so an IPv4 socket's lookup costs what it did.
+#[map]
+pub static WATCH_ADDRS6: HashMap<[u32; 4], u32> = HashMap::with_max_entries(65536, 0);
 
 /// Per listening port: children created, SYN-ACK retransmits, overflowed final ACKs.
 #[map]

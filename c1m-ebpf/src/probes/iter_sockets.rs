@@ -4,10 +4,15 @@
 
 use core::ffi::c_void;
 
-use c1m_common::{sock_agg_index, tcp_state};
+use c1m_common::{family::AF_INET6, sock_agg_index, tcp_state};
 
 use super::iter_ctx::IterTcp;
-use crate::{config::cfg, kernel::read, maps::SOCK_AGG, watch::classify};
+use crate::{
+    config::cfg,
+    kernel::{SockAddrs, read, request_family},
+    maps::SOCK_AGG,
+    watch::classify,
+};
 
 /// Sockets between progress bytes: far below bpf_iter's 1,000,000 objects per read.
 const PROGRESS_EVERY: u64 = 65536;
@@ -37,13 +42,23 @@ fn account(sk: u64) -> Option<()> {
     }
     let lport: u16 = read(sk, cfg!(offsets.skc_num))?;
     let rport = u16::from_be(read(sk, cfg!(offsets.skc_dport))?);
-    let laddr: u32 = read(sk, cfg!(offsets.skc_rcv_saddr)).unwrap_or(0);
-    let raddr: u32 = read(sk, cfg!(offsets.skc_daddr)).unwrap_or(0);
-    let side = classify(lport, rport, laddr, raddr)?;
+    // The family of the object: it decides the slab cache (a dual-stack socket with an
+    // IPv4-mapped address is still a TCPv6 object, and so is its time-wait socket)
+    // and which addresses are set.
+    // https://github.com/torvalds/linux/blob/v6.18/net/ipv4/inet_timewait_sock.c (inet_twsk_alloc: sk_prot_creator's twsk_slab, tw_family = sk_family)
+    let family: u16 = if state == tcp_state::NEW_SYN_RECV {
+        request_family(sk)?
+    } else {
+        read(sk, cfg!(offsets.skc_family))?
+    };
+    let side = classify(lport, rport, &SockAddrs::with_family(sk, family))?;
     let agg = SOCK_AGG.get_ptr_mut(sock_agg_index(side, state))?;
     // SAFETY: array slot; walks are serialised by user space (one reader).
     let agg = unsafe { &mut *agg };
     agg.sockets += 1;
+    if family == AF_INET6 {
+        agg.v6_sockets += 1;
+    }
     // Time-wait and request sockets are mini sockets: no buffers, no file.
     if state == tcp_state::TIME_WAIT || state == tcp_state::NEW_SYN_RECV {
         return Some(());

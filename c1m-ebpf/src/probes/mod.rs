@@ -18,24 +18,21 @@ use crate::{
     config::cfg,
     kernel::read,
     maps::{EVENTS, ListenCounter, TRANSITIONS, bump, bump_listener},
-    watch::classify,
 };
 
-/// Counts one state change of a socket with these endpoints, if watched; returns its side.
+/// Counts one state change of a watched socket on `side` (see `watch::classify`);
+/// returns the side.
 #[inline(always)]
 fn count_transition<C: EbpfContext>(
     ctx: &C,
+    side: u32,
     lport: u16,
-    rport: u16,
-    laddr: u32,
-    raddr: u32,
     old: u32,
     new: u32,
 ) -> Option<u32> {
     if old as usize >= tcp_state::COUNT || new as usize >= tcp_state::COUNT {
         return None;
     }
-    let side = classify(lport, rport, laddr, raddr)?;
     bump(&TRANSITIONS, transition_index(side, old, new));
     if old == tcp_state::LISTEN && new == tcp_state::SYN_RECV {
         bump_listener(ctx, u32::from(lport), ListenCounter::Children);

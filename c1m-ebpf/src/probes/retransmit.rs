@@ -102,8 +102,8 @@ fn try_retransmit_skb(ctx: &TracePointContext) -> Option<()> {
     if counted_by_sockops(sk) || !in_watched_netns(sk) {
         return None;
     }
-    let (sport, dport, saddr, daddr) = endpoints(ctx, &f)?;
-    let side = classify(sport, dport, saddr, daddr)?;
+    let (sport, dport, addrs) = endpoints(ctx, &f)?;
+    let side = classify(sport, dport, &addrs)?;
     count(sk, side, 1);
     Some(())
 }

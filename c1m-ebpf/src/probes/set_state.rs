@@ -28,9 +28,9 @@ use super::{
 };
 use crate::{
     config::cfg,
-    kernel::{in_watched_netns, read},
+    kernel::{SockAddrs, in_watched_netns, read},
     maps::{LISTEN_CLOSED, setting},
-    watch::learn_listener,
+    watch::{Addrs, classify, learn_listener},
 };
 
 const IPPROTO_TCP: u16 = 6;
@@ -49,9 +49,7 @@ pub fn inet_sock_set_state_btf(ctx: BtfTracePointContext) -> u32 {
         || {
             let sport: u16 = read(sk, cfg!(offsets.skc_num))?;
             let dport = u16::from_be(read(sk, cfg!(offsets.skc_dport))?);
-            let saddr: u32 = read(sk, cfg!(offsets.skc_rcv_saddr)).unwrap_or(0);
-            let daddr: u32 = read(sk, cfg!(offsets.skc_daddr)).unwrap_or(0);
-            Some((sport, dport, saddr, daddr))
+            Some((sport, dport, SockAddrs::of(sk)))
         },
     );
     0
@@ -79,13 +77,13 @@ pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
 }
 
 #[inline(always)]
-fn on_set_state<C: EbpfContext>(
+fn on_set_state<C: EbpfContext, A: Addrs>(
     ctx: &C,
     sk: u64,
     old: u32,
     new: u32,
     protocol: impl FnOnce() -> Option<u16>,
-    endpoints: impl FnOnce() -> Option<(u16, u16, u32, u32)>,
+    endpoints: impl FnOnce() -> Option<(u16, u16, A)>,
 ) -> Option<()> {
     let closing_listener = old == tcp_state::LISTEN && new == tcp_state::CLOSE;
     // Fast path first: most calls are for sockets the sock_ops program counts.
@@ -96,7 +94,7 @@ fn on_set_state<C: EbpfContext>(
     if protocol()? != IPPROTO_TCP || !in_watched_netns(sk) {
         return None;
     }
-    let (sport, dport, saddr, daddr) = endpoints()?;
+    let (sport, dport, addrs) = endpoints()?;
     if new == tcp_state::LISTEN && learn_listener(sport) {
         info!(
             ctx,
@@ -114,7 +112,8 @@ fn on_set_state<C: EbpfContext>(
             return None;
         }
     }
-    let side = count_transition(ctx, sport, dport, saddr, daddr, old, new)?;
+    let side = classify(sport, dport, &addrs)?;
+    count_transition(ctx, side, sport, old, new)?;
     if new == tcp_state::CLOSE {
         retransmit::count_dsacks(sk, side);
         count_attempt_fail(sk, side, old, new);

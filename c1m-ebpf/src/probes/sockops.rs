@@ -17,13 +17,42 @@ use aya_ebpf::{
     macros::sock_ops,
     programs::SockOpsContext,
 };
-use c1m_common::{SOCK_OPS_RETRANS_CB_FLAG, SOCK_OPS_STATE_CB_FLAG, tcp_state};
+use c1m_common::{
+    SOCK_OPS_RETRANS_CB_FLAG, SOCK_OPS_STATE_CB_FLAG,
+    family::{AF_INET, AF_INET6},
+    tcp_state,
+};
 
 use super::{count_attempt_fail, count_transition, retransmit};
-use crate::{config::cfg, watch::classify};
+use crate::{
+    config::cfg,
+    watch::{Addrs, Ip, classify},
+};
 
-const AF_INET: u32 = 2;
-const AF_INET6: u32 = 10;
+/// The socket's addresses from the context (the verifier turns these loads into
+/// reads of the socket); an IPv6 socket's come from `local_ip6`/`remote_ip6`.
+/// https://github.com/torvalds/linux/blob/v6.18/net/core/filter.c (sock_ops_convert_ctx_access: local_ip6, remote_ip6)
+struct OpsAddrs<'a>(&'a SockOpsContext);
+
+impl Addrs for OpsAddrs<'_> {
+    #[inline(always)]
+    fn local(&self) -> Option<Ip> {
+        Some(if self.0.family() == u32::from(AF_INET6) {
+            Ip::v6(self.0.local_ip6())
+        } else {
+            Ip::V4(self.0.local_ip4())
+        })
+    }
+
+    #[inline(always)]
+    fn remote(&self) -> Option<Ip> {
+        Some(if self.0.family() == u32::from(AF_INET6) {
+            Ip::v6(self.0.remote_ip6())
+        } else {
+            Ip::V4(self.0.remote_ip4())
+        })
+    }
+}
 
 #[sock_ops]
 pub fn c1m_sock_ops(ctx: SockOpsContext) -> u32 {
@@ -44,7 +73,7 @@ fn try_sockops(ctx: &SockOpsContext) -> Option<()> {
         return None;
     }
     let family = ctx.family();
-    if family != AF_INET && family != AF_INET6 {
+    if family != u32::from(AF_INET) && family != u32::from(AF_INET6) {
         return None;
     }
     let want = u64::from(cfg!(netns_cookie_lo)) | (u64::from(cfg!(netns_cookie_hi)) << 32);
@@ -55,17 +84,12 @@ fn try_sockops(ctx: &SockOpsContext) -> Option<()> {
     let lport = ctx.local_port() as u16;
     // remote_port holds the network-order port in its upper 16 bits on little endian.
     let rport = u16::from_be((ctx.remote_port() >> 16) as u16);
-    let (laddr, raddr) = if family == AF_INET {
-        (ctx.local_ip4(), ctx.remote_ip4())
-    } else {
-        (0, 0)
-    };
     // Unwatched sockets are neither counted nor flagged (no STATE_CB cost).
-    let side = classify(lport, rport, laddr, raddr)?;
+    let side = classify(lport, rport, &OpsAddrs(ctx))?;
     match op {
         BPF_SOCK_OPS_STATE_CB => {
             let (old, new) = (ctx.arg(0), ctx.arg(1));
-            count_transition(ctx, lport, rport, laddr, raddr, old, new);
+            count_transition(ctx, side, lport, old, new);
             if new == tcp_state::CLOSE
                 && let Some(sk) = tcp_sock(ctx)
             {
@@ -84,15 +108,7 @@ fn try_sockops(ctx: &SockOpsContext) -> Option<()> {
         BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB => {
             // The child's birth (LISTEN -> SYN_RECV); its SYN_RECV -> ESTABLISHED
             // follows as a STATE_CB once flagged below.
-            count_transition(
-                ctx,
-                lport,
-                rport,
-                laddr,
-                raddr,
-                tcp_state::LISTEN,
-                tcp_state::SYN_RECV,
-            );
+            count_transition(ctx, side, lport, tcp_state::LISTEN, tcp_state::SYN_RECV);
             flag(ctx);
         }
         // Births: the tracepoint counts CLOSE->LISTEN and CLOSE->SYN_SENT.

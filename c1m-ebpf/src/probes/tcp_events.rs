@@ -26,8 +26,8 @@ fn count(ctx: &TracePointContext, hook_index: usize, event: u32) -> Option<u16> 
     } else if !skb_in_watched_netns(field(ctx, f.skb).unwrap_or(0)) {
         return None;
     }
-    let (sport, dport, saddr, daddr) = endpoints(ctx, &f)?;
-    let side = classify(sport, dport, saddr, daddr)?;
+    let (sport, dport, addrs) = endpoints(ctx, &f)?;
+    let side = classify(sport, dport, &addrs)?;
     bump(&EVENTS, event_index(side, event));
     Some(sport)
 }

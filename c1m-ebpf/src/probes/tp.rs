@@ -1,9 +1,12 @@
 //! Reading classic tracepoint records at the offsets the loader parsed from tracefs.
 
 use aya_ebpf::programs::TracePointContext;
-use c1m_common::TracepointFields;
+use c1m_common::{TracepointFields, family::AF_INET6};
 
-use crate::config::{cfg, known};
+use crate::{
+    config::{cfg, known},
+    watch::{Addrs, Ip},
+};
 
 /// The field offsets of hook `index` (see `c1m_common::hook`).
 #[inline(always)]
@@ -18,16 +21,49 @@ pub fn field<T>(ctx: &TracePointContext, offset: u32) -> Option<T> {
     unsafe { ctx.read_at::<T>(offset).ok() }
 }
 
-/// Local port, remote port (host order) and IPv4 addresses of the event's socket.
+/// A record's addresses: the IPv4 fields, or the IPv6 ones when `family` says so
+/// (the kernel fills only those for an IPv6 socket).
+/// https://github.com/torvalds/linux/blob/v6.18/include/trace/events/net_probe_common.h (TP_STORE_ADDRS, TP_STORE_ADDR_PORTS)
+pub struct TpAddrs<'a> {
+    ctx: &'a TracePointContext,
+    f: &'a TracepointFields,
+}
+
+impl TpAddrs<'_> {
+    #[inline(always)]
+    fn addr(&self, v4: u32, v6: u32) -> Option<Ip> {
+        // Records without a family field are IPv4-only.
+        if field::<u16>(self.ctx, self.f.family) == Some(AF_INET6) {
+            Some(Ip::v6(field(self.ctx, v6)?))
+        } else {
+            Some(Ip::V4(field(self.ctx, v4)?))
+        }
+    }
+}
+
+impl Addrs for TpAddrs<'_> {
+    #[inline(always)]
+    fn local(&self) -> Option<Ip> {
+        self.addr(self.f.saddr, self.f.saddr6)
+    }
+
+    #[inline(always)]
+    fn remote(&self) -> Option<Ip> {
+        self.addr(self.f.daddr, self.f.daddr6)
+    }
+}
+
+/// Local port, remote port (host order) and the addresses of the event's socket.
 #[inline(always)]
-pub fn endpoints(ctx: &TracePointContext, f: &TracepointFields) -> Option<(u16, u16, u32, u32)> {
+pub fn endpoints<'a>(
+    ctx: &'a TracePointContext,
+    f: &'a TracepointFields,
+) -> Option<(u16, u16, TpAddrs<'a>)> {
     let mut sport: u16 = field(ctx, f.sport)?;
     let mut dport: u16 = field(ctx, f.dport)?;
     if f.ports_be != 0 {
         sport = u16::from_be(sport);
         dport = u16::from_be(dport);
     }
-    let saddr: u32 = field(ctx, f.saddr).unwrap_or(0);
-    let daddr: u32 = field(ctx, f.daddr).unwrap_or(0);
-    Some((sport, dport, saddr, daddr))
+    Some((sport, dport, TpAddrs { ctx, f }))
 }

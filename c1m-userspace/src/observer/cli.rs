@@ -2,7 +2,7 @@
 
 use std::{
     io::{IsTerminal, Write},
-    net::Ipv4Addr,
+    net::IpAddr,
     time::{Duration, Instant},
 };
 
@@ -19,9 +19,10 @@ pub struct ObserveArgs {
     /// with a listener then count as server side).
     #[arg(long)]
     pub ports: Option<PortList>,
-    /// Only sockets on these IPv4 addresses (server: bound to, client: connected to).
+    /// Only sockets on these addresses, IPv4 or IPv6, e.g. `127.0.0.1,::1` (server:
+    /// bound to, client: connected to; `::ffff:a.b.c.d` is the same as `a.b.c.d`).
     #[arg(long, value_delimiter = ',')]
-    pub addr: Vec<Ipv4Addr>,
+    pub addr: Vec<IpAddr>,
     /// Count sockets of every network namespace, not only this one.
     #[arg(long)]
     pub all_netns: bool,
@@ -150,4 +151,43 @@ pub fn plain_line(v: &KernelView) -> String {
         ));
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        args: ObserveArgs,
+    }
+
+    #[test]
+    fn addr_takes_ipv6_ipv4_and_mapped_addresses() {
+        let cmd = Cmd::try_parse_from([
+            "observe",
+            "--addr",
+            "::1,127.0.0.1",
+            "--addr",
+            "::ffff:10.0.0.1",
+        ])
+        .unwrap();
+        let want: Vec<IpAddr> = ["::1", "127.0.0.1", "::ffff:10.0.0.1"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        assert_eq!(cmd.args.observer_config().addrs, want);
+    }
+
+    #[test]
+    fn a_bad_addr_is_named() {
+        let err = Cmd::try_parse_from(["observe", "--addr", "::1,localhost"])
+            .err()
+            .expect("localhost is not an address")
+            .to_string();
+        assert!(err.contains("localhost") && err.contains("--addr"), "{err}");
+    }
 }

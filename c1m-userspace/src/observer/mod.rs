@@ -4,6 +4,7 @@
 //! How a number travels: a tracepoint program bumps a per-CPU counter; [`Observer::snapshot`]
 //! sums the CPUs, adds the latest socket walk, and hands out a `KernelView`.
 
+mod addrs;
 pub mod audit;
 pub mod bpf_sys;
 pub mod btf;
@@ -24,7 +25,7 @@ mod walker;
 
 use std::{
     collections::BTreeMap,
-    net::Ipv4Addr,
+    net::IpAddr,
     os::fd::{AsFd, OwnedFd},
     time::{Duration, Instant},
 };
@@ -102,8 +103,9 @@ pub struct ObserverConfig {
     /// that have a listener decide the side.
     pub ports: Vec<u16>,
     /// With addresses, server-side sockets must be bound to one of them and
-    /// client-side sockets connected to one.
-    pub addrs: Vec<Ipv4Addr>,
+    /// client-side sockets connected to one. IPv4, IPv6, and IPv4-mapped IPv6
+    /// (the same as its IPv4 address: it matches dual-stack sockets' mapped peers).
+    pub addrs: Vec<IpAddr>,
     /// Count sockets of every network namespace, not only the observer's own.
     pub all_netns: bool,
     /// Fixed interval between full socket walks; `None` adapts it so walks cost at
@@ -247,14 +249,23 @@ impl Observer {
                     .map_err(map_err("WATCH_PORTS"))?;
             }
         }
+        let keys = addrs::watch_keys(&config.addrs);
         {
-            let mut addrs: BpfHashMap<_, u32, u32> =
+            let mut map: BpfHashMap<_, u32, u32> =
                 BpfHashMap::try_from(ebpf.map_mut("WATCH_ADDRS").ok_or(ObserverError::NoObject)?)
                     .map_err(map_err("WATCH_ADDRS"))?;
-            for addr in &config.addrs {
-                addrs
-                    .insert(u32::from_ne_bytes(addr.octets()), 1, 0)
-                    .map_err(map_err("WATCH_ADDRS"))?;
+            for key in keys.v4 {
+                map.insert(key, 1, 0).map_err(map_err("WATCH_ADDRS"))?;
+            }
+        }
+        {
+            let mut map: BpfHashMap<_, [u8; 16], u32> = BpfHashMap::try_from(
+                ebpf.map_mut("WATCH_ADDRS6")
+                    .ok_or(ObserverError::NoObject)?,
+            )
+            .map_err(map_err("WATCH_ADDRS6"))?;
+            for key in keys.v6 {
+                map.insert(key, 1, 0).map_err(map_err("WATCH_ADDRS6"))?;
             }
         }
 

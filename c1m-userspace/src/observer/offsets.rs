@@ -32,6 +32,15 @@ pub fn resolve(btf: &Btf) -> ResolvedOffsets {
         want(&mut o.skc_dport, "sock_common", &["skc_dport"], 2);
         want(&mut o.skc_rcv_saddr, "sock_common", &["skc_rcv_saddr"], 4);
         want(&mut o.skc_daddr, "sock_common", &["skc_daddr"], 4);
+        want(&mut o.skc_v6_daddr, "sock_common", &["skc_v6_daddr"], 16);
+        want(
+            &mut o.skc_v6_rcv_saddr,
+            "sock_common",
+            &["skc_v6_rcv_saddr"],
+            16,
+        );
+        want(&mut o.rsk_ops, "request_sock", &["rsk_ops"], 8);
+        want(&mut o.rsk_ops_family, "request_sock_ops", &["family"], 4);
         want(&mut o.skc_net, "sock_common", &["skc_net", "net"], 8);
         want(&mut o.net_ns_inum, "net", &["ns", "inum"], 4);
         want(&mut o.sk_ack_backlog, "sock", &["sk_ack_backlog"], 4);

@@ -137,6 +137,18 @@ pub fn read_sockstat() -> Option<TcpSockstat> {
     parse_sockstat(&fs::read_to_string("/proc/thread-self/net/sockstat").ok()?)
 }
 
+/// /proc/net/sockstat6's `TCP6: inuse N`: hashed IPv6 TCP sockets of the namespace
+/// (sockstat's `TCP: inuse` counts only IPv4 ones; both share `mem` and `alloc`).
+pub fn parse_sockstat6_tcp_inuse(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("TCP6:"))?;
+    let mut cols = line.split_whitespace().skip_while(|c| *c != "inuse");
+    cols.nth(1)?.parse().ok()
+}
+
+pub fn read_sockstat6_tcp_inuse() -> Option<u64> {
+    parse_sockstat6_tcp_inuse(&fs::read_to_string("/proc/thread-self/net/sockstat6").ok()?)
+}
+
 /// Inode number of the calling thread's network namespace (`net:[4026531840]`).
 pub fn own_netns_inum() -> Option<u32> {
     let link = fs::read_link("/proc/thread-self/ns/net").ok()?;
@@ -306,5 +318,12 @@ mod tests {
             })
         );
         assert_eq!(parse_sockstat("garbage"), None);
+    }
+
+    #[test]
+    fn parses_sockstat6() {
+        let text = "TCP6: inuse 4001\nUDP6: inuse 0\nFRAG6: inuse 0 memory 0\n";
+        assert_eq!(parse_sockstat6_tcp_inuse(text), Some(4001));
+        assert_eq!(parse_sockstat6_tcp_inuse("UDP6: inuse 3\n"), None);
     }
 }

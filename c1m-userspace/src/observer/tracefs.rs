@@ -134,7 +134,8 @@ fn optional(fields: &HashMap<String, (u32, u32)>, name: &str, size: u32) -> u32 
     }
 }
 
-/// sport/dport as host-order `__u16` fields, saddr/daddr as `__u8[4]`.
+/// sport/dport as host-order `__u16` fields, saddr/daddr as `__u8[4]`, and
+/// saddr_v6/daddr_v6 as `__u8[16]` (filled instead for an IPv6 socket).
 fn socket_fields(f: &HashMap<String, (u32, u32)>) -> Result<TracepointFields, &'static str> {
     Ok(TracepointFields {
         sk: need(f, "skaddr", 8)?,
@@ -142,6 +143,8 @@ fn socket_fields(f: &HashMap<String, (u32, u32)>) -> Result<TracepointFields, &'
         dport: need(f, "dport", 2)?,
         saddr: optional(f, "saddr", 4),
         daddr: optional(f, "daddr", 4),
+        saddr6: optional(f, "saddr_v6", 16),
+        daddr6: optional(f, "daddr_v6", 16),
         family: optional(f, "family", 2),
         ..TracepointFields::UNKNOWN
     })
@@ -182,7 +185,9 @@ pub const HOOKS: [HookLayout; c1m_common::hook::COUNT] = [
         category: "tcp",
         name: "tcp_send_reset",
         // Since 6.10 the record holds whole sockaddrs (local first, even when built
-        // from the packet): ports at +2 in network order, IPv4 address at +4.
+        // from the packet): the family at +0, ports at +2 in network order, an IPv4
+        // address at +4 (`sockaddr_in`), an IPv6 one at +8 (`sockaddr_in6`).
+        // https://github.com/torvalds/linux/blob/v6.18/include/uapi/linux/in6.h (struct sockaddr_in6)
         build: |f| {
             let saddr = need(f, "saddr", 28)?;
             let daddr = need(f, "daddr", 28)?;
@@ -191,8 +196,11 @@ pub const HOOKS: [HookLayout; c1m_common::hook::COUNT] = [
                 skb: optional(f, "skbaddr", 8),
                 sport: saddr + 2,
                 dport: daddr + 2,
+                family: saddr,
                 saddr: saddr + 4,
                 daddr: daddr + 4,
+                saddr6: saddr + 8,
+                daddr6: daddr + 8,
                 ports_be: 1,
                 ..TracepointFields::UNKNOWN
             })
@@ -253,7 +261,9 @@ mod tests {
         \tfield:__u16 family;\toffset:28;\tsize:2;\tsigned:0;\n\
         \tfield:__u16 protocol;\toffset:30;\tsize:2;\tsigned:0;\n\
         \tfield:__u8 saddr[4];\toffset:32;\tsize:4;\tsigned:0;\n\
-        \tfield:__u8 daddr[4];\toffset:36;\tsize:4;\tsigned:0;\n\nprint fmt: \"x\"\n";
+        \tfield:__u8 daddr[4];\toffset:36;\tsize:4;\tsigned:0;\n\
+        \tfield:__u8 saddr_v6[16];\toffset:40;\tsize:16;\tsigned:0;\n\
+        \tfield:__u8 daddr_v6[16];\toffset:56;\tsize:16;\tsigned:0;\n\nprint fmt: \"x\"\n";
 
     #[test]
     fn parses_a_format_file() {
@@ -269,6 +279,7 @@ mod tests {
             (fields.saddr, fields.daddr, fields.protocol, fields.ports_be),
             (32, 36, 30, 0)
         );
+        assert_eq!((fields.family, fields.saddr6, fields.daddr6), (28, 40, 56));
     }
 
     #[test]

@@ -295,6 +295,10 @@ pub struct KernelMemory {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct SideMemory {
     pub sockets: u64,
+    /// ... of which IPv6 sockets (dual-stack ones with an IPv4-mapped address too),
+    /// sized with the `TCPv6` caches.
+    #[serde(default)]
+    pub ipv6_sockets: u64,
     pub full_sockets: u64,
     pub time_wait_sockets: u64,
     pub request_sockets: u64,
@@ -302,7 +306,7 @@ pub struct SideMemory {
     pub with_file: u64,
     /// ... of which registered with epoll.
     pub in_epoll: u64,
-    /// Derived: socket counts × slab object size (socket object, plus inode, file and
+    /// Derived: socket counts × slab object size (socket object of its family's cache, plus inode, file and
     /// dentry for sockets with a file, plus epoll item and wait entry when in epoll,
     /// plus the port's bind buckets for client sockets).
     pub slab_bytes_derived: u64,

@@ -668,6 +668,7 @@ fn side_memory(sockets: u64, tw: u64) -> SideMemory {
     let slab = full * 3_200 + tw * 256;
     SideMemory {
         sockets,
+        ipv6_sockets: 0,
         full_sockets: full,
         time_wait_sockets: tw,
         request_sockets: 0,
