@@ -259,6 +259,9 @@ pub struct Figures {
     pub mem_available_bytes: Option<u64>,
     /// The kernel's counts beside the app's, with the reasons they differ.
     pub kernel_vs_app: Vec<KernelVsApp>,
+    /// What the retransmits since attach were, in words; `None` without a kernel view
+    /// or while there are none.
+    pub retransmits: Option<String>,
 }
 
 impl Figures {
@@ -319,6 +322,9 @@ impl Figures {
                 .filter(|v| v.is_finite()),
             kernel_memory_derived: derive && kernel_socket_bytes.is_some(),
             kernel_vs_app: compare::kernel_vs_app(kernel, server, client),
+            retransmits: kernel
+                .filter(|k| k.retransmits().total > 0)
+                .map(KernelView::retransmits_explained),
             ..Figures::default()
         }
     }
@@ -421,12 +427,8 @@ impl FiguresBuilder {
                 .push(s.unix_ns / 1_000_000, s.cpu_user_s + s.cpu_sys_s);
         }
         if let Some(k) = kernel {
-            let established = if k.client.established_total > 0 {
-                k.client.established_total
-            } else {
-                k.server.established_total
-            };
-            self.kernel_established.push(k.unix_ms, established as f64);
+            self.kernel_established
+                .push(k.unix_ms, k.connections_established() as f64);
         }
         if let Some(cpu) = observer_cpu_s {
             self.observer_cpu.push(now_unix_ms, cpu);

@@ -160,6 +160,9 @@ pub fn text(run: &RunRecord) -> String {
             }
         }
     }
+    if let Some(k) = &run.kernel {
+        let _ = writeln!(s, "\nretransmits: {}", k.retransmits_explained());
+    }
     if let Some(audit) = &run.audit {
         let _ = write!(
             s,

@@ -102,6 +102,21 @@ impl KernelView {
             })
     }
 
+    /// Connections that reached ESTABLISHED since attach: the client side's count when
+    /// c1m watches a client, else the server side's (each connection counted once).
+    pub fn connections_established(&self) -> u64 {
+        if self.client.established_total > 0 {
+            self.client.established_total
+        } else {
+            self.server.established_total
+        }
+    }
+
+    /// What the retransmits since attach were, in words (see [`super::retransmits`]).
+    pub fn retransmits_explained(&self) -> String {
+        super::retransmits::explain(&self.retransmits(), self.connections_established())
+    }
+
     /// Sum over the sides of one state's gauge.
     pub fn total(&self, state: u32) -> i64 {
         (0..side::COUNT as u32)

@@ -1117,6 +1117,13 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
     b.push_str("<h2 id=\"kernel\">Kernel</h2>");
     b.push_str(&kernel_tables(run));
     b.push_str("<h2 id=\"audit\">c1m against the kernel's own counters</h2>");
+    if let Some(k) = &run.kernel {
+        let _ = write!(
+            b,
+            "<p>Retransmits: {}.</p>",
+            esc(&k.retransmits_explained())
+        );
+    }
     b.push_str(&audit_table(run));
     b.push_str("<h2 id=\"config\">Config and machine</h2><div class=\"cols\"><div><h3>Config</h3>");
     b.push_str(&kv_table(&json_rows(&run.config)));

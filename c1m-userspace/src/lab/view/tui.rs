@@ -218,6 +218,9 @@ fn warnings(state: &LiveState) -> Vec<Line<'static>> {
             }
         }
     }
+    if let Some(r) = &state.figures.retransmits {
+        all.push((NOTE, format!("retransmits: {r}")));
+    }
     for n in &state.notes {
         all.push((NOTE, format!("note: {n}")));
     }
