@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod fmt;
 pub mod lab;
 pub mod netns;
 pub mod observer;

@@ -14,13 +14,13 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use tokio::process::Child;
 
-use super::view::format::count;
 use super::{
     doctor::{self, Status, Target, Tuning},
     figures::{Figures, FiguresBuilder, Rows},
     live::{Live, LiveOutput},
     model::{Machine, PerConnection, Phase, ProcessUsage, RunConfig, RunRecord},
 };
+use crate::fmt::count;
 use crate::{
     observer::{KernelView, ObserverHandle},
     workload::{control, stats::AppSnapshot},

@@ -33,7 +33,7 @@ use ratatui::{
     widgets::{Block, Cell, Clear, Paragraph, Row, Sparkline, Table, Wrap},
 };
 
-use super::format::{self, NA};
+use crate::fmt::{self, NA};
 use crate::lab::{
     figures::{Figures, SideFigures, Source},
     model::{KernelVsApp, LiveState},
@@ -303,7 +303,7 @@ fn header_line(state: &LiveState, f: &Figures, width: u16) -> Line<'static> {
             1,
             vec![
                 Span::raw("  elapsed "),
-                Span::styled(format::duration(state.elapsed_s), TITLE),
+                Span::styled(fmt::duration(state.elapsed_s), TITLE),
             ],
         ),
         Piece::new(
@@ -312,7 +312,7 @@ fn header_line(state: &LiveState, f: &Figures, width: u16) -> Line<'static> {
                 Span::raw("  target "),
                 Span::styled(
                     if state.target > 0 {
-                        format::count(state.target)
+                        fmt::count(state.target)
                     } else {
                         NA.to_owned()
                     },
@@ -335,7 +335,7 @@ fn header_line(state: &LiveState, f: &Figures, width: u16) -> Line<'static> {
             5,
             vec![Span::raw(format!(
                 "  box memory available {}",
-                format::bytes(b as f64)
+                fmt::bytes(b as f64)
             ))],
         ));
     }
@@ -416,7 +416,7 @@ fn warnings(state: &LiveState) -> Vec<(Style, String)> {
                     WARN,
                     format!(
                         "{} kernel counter updates lost: a map was full",
-                        format::count(k.map_errors)
+                        fmt::count(k.map_errors)
                     ),
                 ));
             }
@@ -443,19 +443,19 @@ fn value(v: Option<String>, style: Style) -> Span<'static> {
 }
 
 fn n_u(v: Option<u64>, style: Style) -> Span<'static> {
-    value(v.map(format::count), style)
+    value(v.map(fmt::count), style)
 }
 
 fn n_i(v: Option<i64>, style: Style) -> Span<'static> {
-    value(v.map(format::signed), style)
+    value(v.map(fmt::signed), style)
 }
 
 fn per_s(v: Option<f64>, style: Style) -> Span<'static> {
-    value(v.map(|r| format!("{}/s", format::whole(r))), style)
+    value(v.map(|r| format!("{}/s", fmt::whole(r))), style)
 }
 
 fn bytes(v: Option<f64>, style: Style) -> Span<'static> {
-    value(v.map(format::bytes), style)
+    value(v.map(fmt::bytes), style)
 }
 
 /// Figures shared by both columns, in the same rows: memory and CPU.
@@ -487,13 +487,13 @@ fn server_rows(f: &Figures) -> Vec<(&'static str, Span<'static>)> {
     let queue = f.queue_depth.map(|d| {
         format!(
             "{} / {}",
-            format::count(d),
-            f.queue_limit.map_or_else(|| NA.to_owned(), format::count)
+            fmt::count(d),
+            f.queue_limit.map_or_else(|| NA.to_owned(), fmt::count)
         )
     });
     let overflows = f.queue_overflows.map(|o| match f.queue_overflow_acks {
-        Some(a) if a > 0 => format!("{} ({} final ACKs)", format::count(o), format::count(a)),
-        _ => format::count(o),
+        Some(a) if a > 0 => format!("{} ({} final ACKs)", fmt::count(o), fmt::count(a)),
+        _ => fmt::count(o),
     });
     let overflow_style = if f.queue_overflows.is_some_and(|o| o > 0) {
         WARN
@@ -518,14 +518,14 @@ fn client_rows(f: &Figures) -> Vec<(&'static str, Span<'static>)> {
     let p = Palette::of(f, Source::Client);
     let failures = c.app_failures.map(|n| {
         if c.app_failure_causes.is_empty() {
-            format::count(n)
+            fmt::count(n)
         } else {
             let causes: Vec<String> = c
                 .app_failure_causes
                 .iter()
-                .map(|(cause, n)| format!("{cause} {}", format::count(*n)))
+                .map(|(cause, n)| format!("{cause} {}", fmt::count(*n)))
                 .collect();
-            format!("{} ({})", format::count(n), causes.join(", "))
+            format!("{} ({})", fmt::count(n), causes.join(", "))
         }
     });
     let failure_style = if c.app_failures.is_some_and(|n| n > 0) {
@@ -573,9 +573,9 @@ fn setup_rate(frame: &mut Frame, area: Rect, state: &LiveState, f: &Figures) {
         Span::raw(format!(
             "now {}  peak {}  over {} ",
             f.setup_per_s
-                .map_or_else(|| NA.to_owned(), |r| format!("{}/s", format::whole(r))),
-            peak.map_or_else(|| NA.to_owned(), |r| format!("{}/s", format::whole(r))),
-            format::duration(state.history.len() as f64),
+                .map_or_else(|| NA.to_owned(), |r| format!("{}/s", fmt::whole(r))),
+            peak.map_or_else(|| NA.to_owned(), |r| format!("{}/s", fmt::whole(r))),
+            fmt::duration(state.history.len() as f64),
         )),
     ]);
     let block = Block::bordered().title(title);
@@ -715,9 +715,9 @@ fn kernel_vs_app(rows: &[KernelVsApp], area: Rect) -> Paragraph<'static> {
             Span::styled(format!(" {mark} "), mark_style.add_modifier(Modifier::BOLD)),
             Span::styled(format!("{:<18}", r.what), TITLE),
             Span::raw(" kernel "),
-            value(r.kernel.map(format::signed), KERNEL),
+            value(r.kernel.map(fmt::signed), KERNEL),
             Span::raw("  app "),
-            value(r.app.map(format::signed), APP),
+            value(r.app.map(fmt::signed), APP),
         ]));
         let style = if r.agree { LABEL } else { WARN };
         for (i, text) in e.iter().take(g).enumerate() {
@@ -854,7 +854,7 @@ fn compact(frame: &mut Frame, area: Rect, state: &LiveState, f: &Figures) {
             } else {
                 &state.phase
             },
-            format::duration(state.elapsed_s)
+            fmt::duration(state.elapsed_s)
         )),
         side("server", &f.server),
         side("client", &f.client),
