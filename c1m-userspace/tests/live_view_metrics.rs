@@ -123,7 +123,12 @@ async fn scrape_over_a_real_socket() {
         .unwrap()
         .counters
         .open = 600_001;
-    r.state.lock().unwrap().kernel = None;
+    {
+        // No observer: no kernel view, and so no kernel figures.
+        let mut state = r.state.lock().unwrap();
+        state.kernel = None;
+        demo::refigure(&mut state);
+    }
     let resp = request(r.addr, "GET /metrics HTTP/1.0\r\n\r\n").await;
     let (_, body) = split(&resp);
     assert_eq!(

@@ -143,6 +143,7 @@ fn both_columns_show_the_right_numbers() {
 fn without_observer_kernel_figures_are_na_not_zero() {
     let mut state = demo::state();
     state.kernel = None;
+    demo::refigure(&mut state);
     let lines = screen(&state, W, H);
     let dump = lines.join("\n");
     println!("{dump}");
@@ -188,6 +189,7 @@ fn before_the_client_starts_its_column_is_na() {
     let mut state = demo::state();
     state.client = None;
     state.history.clear();
+    demo::refigure(&mut state);
     let lines = screen(&state, W, H);
     let dump = lines.join("\n");
     let (l, r) = row(&lines, "app open");
@@ -309,8 +311,8 @@ fn help_overlay_explains_the_rows() {
                 "kernel what the eBPF observer sees",
                 "SYN_RECV server: half-open",
                 "stale: the source is older than 1 s",
-                "derived kernel memory between walks",
-                "q or Ctrl-C: quit ?: this help on and off",
+                "derived memory between walks",
+                "keys q or Ctrl-C: quit ?: this help on and off",
             ] {
                 assert!(text.contains(want), "{w}x{h}: missing {want:?}:\n{dump}");
             }

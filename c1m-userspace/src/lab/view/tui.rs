@@ -743,9 +743,10 @@ fn kernel_vs_app(rows: &[KernelVsApp], area: Rect) -> Paragraph<'static> {
 
 /// What the help overlay says: every row of the view, the marks and the keys.
 const HELP: &[(&str, &str)] = &[
+    ("keys", "q or Ctrl-C: quit    ?: this help on and off"),
     (
-        "",
-        "Two columns, one per side: the server accepts, the client connects.",
+        "columns",
+        "one per side: the server accepts, the client connects",
     ),
     ("app", "the c1m process's own count (green)"),
     ("kernel", "what the eBPF observer sees in the kernel (cyan)"),
@@ -789,11 +790,9 @@ const HELP: &[(&str, &str)] = &[
     ),
     (
         "derived",
-        "kernel memory between walks: sockets now x bytes per",
+        "memory between walks: sockets now x last bytes/socket",
     ),
-    ("", "socket at the last walk; shown dimmed"),
     ("n/a", "the source is not there (never shown as 0)"),
-    ("keys", "q or Ctrl-C: quit    ?: this help on and off"),
 ];
 
 /// The help overlay, over the middle of `area`.
