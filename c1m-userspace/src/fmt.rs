@@ -156,14 +156,23 @@ pub fn ms(us: f64) -> String {
 
 /// Unix ms as `2026-01-01 00:00:00 UTC`.
 pub fn utc(unix_ms: u64) -> String {
+    let ((y, m, d), (h, min, sec)) = civil(unix_ms);
+    format!("{y:04}-{m:02}-{d:02} {h:02}:{min:02}:{sec:02} UTC")
+}
+
+/// Unix ms as `20260101-000000` (UTC), for names of run directories.
+pub fn stamp(unix_ms: u64) -> String {
+    let ((y, m, d), (h, min, sec)) = civil(unix_ms);
+    format!("{y:04}{m:02}{d:02}-{h:02}{min:02}{sec:02}")
+}
+
+/// Unix ms as a UTC date and time of day.
+fn civil(unix_ms: u64) -> ((i64, u32, u32), (u64, u64, u64)) {
     let secs = unix_ms / 1000;
     let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
+    (
+        civil_from_days(days as i64),
+        (rem / 3600, rem % 3600 / 60, rem % 60),
     )
 }
 
@@ -179,19 +188,6 @@ pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-/// Unix ms as `20260101-000000` (UTC), for names of run directories.
-pub fn stamp(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 #[cfg(test)]

@@ -754,11 +754,9 @@ fn counts_instant(now_ns: u64, reported: impl Iterator<Item = u64>) -> u64 {
     let (sum, n) = reported.fold((0u128, 0u128), |(sum, n), at| {
         (sum + u128::from(at.max(floor).min(now_ns)), n + 1)
     });
-    if n == 0 {
-        now_ns
-    } else {
-        u64::try_from(sum / n).unwrap_or(now_ns)
-    }
+    sum.checked_div(n)
+        .and_then(|mean| u64::try_from(mean).ok())
+        .unwrap_or(now_ns)
 }
 
 #[cfg(test)]

@@ -893,8 +893,9 @@ pub struct Tui {
     terminal: Terminal<CrosstermBackend<Stdout>>,
     /// Whether the help overlay is on (`?` toggles it).
     help: bool,
-    /// The state last drawn, to redraw at once when a key changes the view.
-    last: Option<LiveState>,
+    /// The state last drawn, to redraw at once when a key changes the view (boxed: a
+    /// `LiveState` is large and `Tui` sits in an enum beside small variants).
+    last: Option<Box<LiveState>>,
 }
 
 impl Tui {
@@ -936,7 +937,7 @@ impl Tui {
         let help = self.help;
         self.terminal
             .draw(|frame| render_view(frame, state, help))?;
-        self.last = Some(state.clone());
+        self.last = Some(Box::new(state.clone()));
         Ok(())
     }
 

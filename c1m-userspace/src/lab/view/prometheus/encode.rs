@@ -127,6 +127,10 @@ fn escape_help(s: &str) -> String {
     s.replace('\\', "\\\\").replace('\n', "\\n")
 }
 
+/// A strict reader of the text exposition format, for tests (here and in
+/// `tests/live_view_metrics.rs`): checks every line's syntax, HELP and TYPE before the
+/// samples of each family, families contiguous and declared once, and every series
+/// (name plus label set) unique. Returns the samples as (name, sorted labels, value).
 pub mod check {
     use std::collections::{BTreeMap, BTreeSet};
 

@@ -228,11 +228,6 @@ fn http(
     out
 }
 
-/// A strict reader of the text exposition format, for tests (here and in
-/// `tests/live_view_metrics.rs`): checks every line's syntax, HELP and TYPE before the
-/// samples of each family, families contiguous and declared once, and every series
-/// (name plus label set) unique. Returns the samples as (name, sorted labels, value).
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // panics are the assertions in tests
 mod tests {
