@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod cli;
 pub mod duration;
+pub mod fmt;
 pub mod lab;
 pub mod netns;
 pub mod observer;

@@ -1,9 +1,9 @@
 //! The live view in a real terminal: tmux (160x50, a private server) runs this test binary
 //! as a helper process that starts the `Tui` on the demo state; `capture-pane` reads the
 //! screen; `send-keys q` quits. Checks: both columns with the right numbers, a resize
-//! redraws at the new size, quitting leaves the alternate screen and raw mode (`stty`
-//! shows `icanon` again), and a panic restores the terminal *before* its message is
-//! printed, so the message stays readable on the normal screen.
+//! redraws at the new size, `?` toggles the help, quitting leaves the alternate screen
+//! and raw mode (`stty` shows `icanon` again), and a panic restores the terminal *before*
+//! its message is printed, so the message stays readable on the normal screen.
 //!
 //! Needs tmux: `cargo xtask test` installs it; without it these tests fail and say so.
 #![allow(clippy::unwrap_used)] // panics are the assertions in tests
@@ -181,6 +181,18 @@ fn live_view_in_tmux_shows_both_columns_and_restores_the_terminal() {
     });
     let (l, r) = halves(&screen, "kernel ESTABLISHED", 50);
     assert!(l.contains("600,407") && r.contains("600,349"), "{screen}");
+
+    // `?` shows the help over the view and keeps it across redraws; `?` again hides it.
+    tmux.run(&["send-keys", "-t", "lv", "?"]);
+    let screen = tmux.wait_for("the help", |s| s.contains("help: ? closes"));
+    assert!(
+        screen.contains("stale: the source is older than 1 s"),
+        "{screen}"
+    );
+    tmux.run(&["send-keys", "-t", "lv", "?"]);
+    tmux.wait_for("the help to close", |s| {
+        !s.contains("help: ? closes") && s.contains("kernel ESTABLISHED")
+    });
 
     tmux.run(&["send-keys", "-t", "lv", "q"]);
     let screen = tmux.wait_for("the helper to exit", |s| s.contains("HELPER-DONE"));

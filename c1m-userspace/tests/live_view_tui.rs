@@ -143,6 +143,7 @@ fn both_columns_show_the_right_numbers() {
 fn without_observer_kernel_figures_are_na_not_zero() {
     let mut state = demo::state();
     state.kernel = None;
+    demo::refigure(&mut state);
     let lines = screen(&state, W, H);
     let dump = lines.join("\n");
     println!("{dump}");
@@ -188,6 +189,7 @@ fn before_the_client_starts_its_column_is_na() {
     let mut state = demo::state();
     state.client = None;
     state.history.clear();
+    demo::refigure(&mut state);
     let lines = screen(&state, W, H);
     let dump = lines.join("\n");
     let (l, r) = row(&lines, "app open");
@@ -236,4 +238,86 @@ fn a_standard_80x24_terminal_keeps_both_columns() {
     let mid = line.char_indices().nth(40).map_or(line.len(), |(i, _)| i);
     let (l, r) = line.split_at(mid);
     assert!(l.contains("600,407") && r.contains("600,349"), "{dump}");
+}
+
+/// Every region of the full view at the common sizes: header (whole pieces only), both
+/// columns, the kernel-vs-app rows (cut with "…" and a count when short of lines), the
+/// footer; larger terminals add the setup-rate chart.
+#[test]
+fn every_region_at_common_sizes() {
+    for (w, h) in [(60, 18), (80, 24), (100, 30), (200, 60)] {
+        let lines = screen(&demo::state(), w, h);
+        let dump = lines.join("\n");
+        println!("{w}x{h}\n{dump}");
+        let header = lines[0].trim_end();
+        assert!(header.starts_with(" c1m run   phase setup"), "{dump}");
+        // Header pieces are whole: each one that starts also ends.
+        for (piece, whole) in [
+            ("elapsed", "elapsed 49.0 s"),
+            ("target", "target 1,000,000"),
+            ("(60", "(60.0% open)"),
+            ("box memory", "box memory available"),
+        ] {
+            assert!(
+                !header.contains(piece) || header.contains(whole),
+                "{piece:?} cut in {header:?}"
+            );
+        }
+        let line = lines.iter().find(|l| l.contains(" server ")).unwrap();
+        assert!(line.contains(" client "), "{dump}");
+        let est = lines
+            .iter()
+            .find(|l| l.contains("kernel ESTABLISHED"))
+            .unwrap();
+        assert!(est.contains("600,407") && est.contains("600,349"), "{dump}");
+        let text = flat(&lines);
+        assert!(text.contains("kernel vs app"), "{dump}");
+        assert!(
+            text.contains("≠ server open kernel 600,407 app 600,000"),
+            "{dump}"
+        );
+        assert!(
+            text.contains("≠ client open kernel 600,349 app 600,300"),
+            "{dump}"
+        );
+        let footer = lines[usize::from(h) - 1].trim_end();
+        assert!(footer.starts_with(" q or Ctrl-C: quit  ?: help"), "{dump}");
+        let cut = text.contains("more lines: enlarge the terminal");
+        assert_eq!(cut, w < 200, "{w}x{h}: {dump}");
+        if cut {
+            assert!(text.contains('…'), "{dump}");
+        }
+        assert_eq!(
+            text.contains("setup rate, connections/s"),
+            h >= 60,
+            "{w}x{h}: {dump}"
+        );
+    }
+}
+
+/// `?` draws the help over the view; every row of the view is explained in it.
+#[test]
+fn help_overlay_explains_the_rows() {
+    use c1m::lab::view::tui::text_screen_view;
+    for (w, h) in [(80, 24), (100, 30), (60, 18), (200, 60)] {
+        let lines = text_screen_view(&demo::state(), w, h, true);
+        let text = flat(&lines);
+        let dump = lines.join("\n");
+        println!("{dump}");
+        assert!(text.contains("help: ? closes"), "{dump}");
+        if w >= 80 {
+            for want in [
+                "app the c1m process's own count",
+                "kernel what the eBPF observer sees",
+                "SYN_RECV server: half-open",
+                "stale: the source is older than 1 s",
+                "derived memory between walks",
+                "keys q or Ctrl-C: quit ?: this help on and off",
+            ] {
+                assert!(text.contains(want), "{w}x{h}: missing {want:?}:\n{dump}");
+            }
+        }
+    }
+    let off = text_screen_view(&demo::state(), 80, 24, false).join("\n");
+    assert!(!off.contains("help: ? closes"), "{off}");
 }

@@ -121,10 +121,6 @@ pub fn nofile_limits() -> (u64, u64) {
     (rl.rlim_cur, rl.rlim_max)
 }
 
-fn human(bytes: u64) -> String {
-    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
-}
-
 fn check(
     name: &str,
     current: String,
@@ -313,10 +309,14 @@ pub fn checks(target: &Target) -> Vec<Check> {
     let fit = connections_that_fit(available);
     out.push(check(
         "memory",
-        format!("{} available of {}", human(available), human(mem_total())),
+        format!(
+            "{} available of {}",
+            crate::fmt::bytes(available as f64),
+            crate::fmt::bytes(mem_total() as f64)
+        ),
         format!(
             "{} for {n} connections (~{} B each, both ends)",
-            human(need),
+            crate::fmt::bytes(need as f64),
             bytes_per_connection()
         ),
         if available >= need {
@@ -325,7 +325,10 @@ pub fn checks(target: &Target) -> Vec<Check> {
             Status::Fail
         },
         (available < need).then(|| format!("--connections {fit}")),
-        &format!("{} allows ~{fit} connections", human(available)),
+        &format!(
+            "{} allows ~{fit} connections",
+            crate::fmt::bytes(available as f64)
+        ),
     ));
 
     if target.observer {

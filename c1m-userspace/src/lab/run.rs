@@ -14,7 +14,6 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use tokio::process::Child;
 
-use super::view::format::count;
 use super::{
     child_args::ChildPlan,
     doctor::{self, Status, Target, Tuning},
@@ -23,6 +22,7 @@ use super::{
     live::{Live, LiveOutput},
     model::{Machine, Outcome, PerConnection, Phase, ProcessUsage, RunConfig, RunRecord},
 };
+use crate::fmt::count;
 use crate::{
     observer::{KernelView, ObserverHandle},
     util::PortList,
@@ -274,7 +274,7 @@ async fn run(args: RunArgs) -> Result<i32> {
         None => default_sources(connections, server_ports),
     };
     let started_ms = now_ms();
-    let dir = args.out.join(chrono_like_stamp(started_ms));
+    let dir = args.out.join(crate::fmt::stamp(started_ms));
     let plan = ChildPlan::new(&args, connections, &sources, &dir)?;
     let listen_addrs = crate::workload::cli::parse_addrs(&plan.server.addrs)?;
     super::ports::preflight(&args.ports.0, &listen_addrs)?;
@@ -475,28 +475,6 @@ async fn run(args: RunArgs) -> Result<i32> {
         eprintln!("c1m run: {}", lab.record.outcome);
     }
     Ok(lab.record.outcome.exit_code())
-}
-
-/// `20261130-001502` in UTC, without a date crate.
-fn chrono_like_stamp(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 /// The live view's period: it redraws twice a second.
@@ -1085,8 +1063,8 @@ mod tests {
 
     #[test]
     fn stamps_are_utc_calendar_times() {
-        assert_eq!(chrono_like_stamp(0), "19700101-000000");
-        assert_eq!(chrono_like_stamp(1_795_998_541_000), "20261130-002901");
+        assert_eq!(crate::fmt::stamp(0), "19700101-000000");
+        assert_eq!(crate::fmt::stamp(1_795_998_541_000), "20261130-002901");
     }
 
     #[test]

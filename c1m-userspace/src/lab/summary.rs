@@ -4,11 +4,10 @@
 use std::fmt::Write as _;
 
 use super::model::RunRecord;
-use crate::workload::stats::{HIST_NAMES, Percentiles, SETUP_LATENCY_PAIRS};
-
-fn mib(bytes: u64) -> String {
-    format!("{:.0} MiB", bytes as f64 / 1048576.0)
-}
+use crate::{
+    fmt::bytes,
+    workload::stats::{HIST_NAMES, Percentiles, SETUP_LATENCY_PAIRS},
+};
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "n/a".to_owned())
@@ -53,12 +52,12 @@ pub fn text(run: &RunRecord) -> String {
             format!("{:.1}/{:.1}", p.server.cpu_user_s, p.server.cpu_sys_s),
             format!("{:.1}/{:.1}", p.client.cpu_user_s, p.client.cpu_sys_s),
             format!("{:.1}/{:.1}", p.observer.cpu_user_s, p.observer.cpu_sys_s),
-            mib(p.server.rss_bytes),
-            mib(p.client.rss_bytes),
+            bytes(p.server.rss_bytes as f64),
+            bytes(p.client.rss_bytes as f64),
             p.kernel_socket_bytes
-                .map(mib)
+                .map(|b| bytes(b as f64))
                 .unwrap_or_else(|| "n/a".into()),
-            mib(p.box_mem_available_bytes),
+            bytes(p.box_mem_available_bytes as f64),
         );
     }
     let _ = writeln!(s, "\nkernel vs app at the end of each phase:");

@@ -145,8 +145,8 @@ pub fn plain_line(v: &KernelView) -> String {
     );
     if let Some(m) = &v.memory {
         line.push_str(&format!(
-            " | kernel mem {:.1} MiB ({:.0} B/socket)",
-            m.total.total_bytes as f64 / 1048576.0,
+            " | kernel mem {} ({:.0} B/socket)",
+            crate::fmt::bytes(m.total.total_bytes as f64),
             m.total.bytes_per_socket
         ));
     }

@@ -736,9 +736,9 @@ pub fn summary(s: &AppSnapshot) -> String {
     ));
     if let Some(b) = s.rss_per_connection_bytes {
         out.push_str(&format!(
-            "rss {:.1} MiB (baseline {:.1} MiB): {b:.0} bytes per open connection\n",
-            s.rss_bytes as f64 / 1048576.0,
-            s.rss_baseline_bytes as f64 / 1048576.0
+            "rss {} (baseline {}): {b:.0} bytes per open connection\n",
+            crate::fmt::bytes(s.rss_bytes as f64),
+            crate::fmt::bytes(s.rss_baseline_bytes as f64)
         ));
     }
     out.push_str(&format!(

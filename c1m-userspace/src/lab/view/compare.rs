@@ -18,7 +18,7 @@ use std::cmp::Ordering;
 
 use c1m_common::tcp_state;
 
-use super::format::count;
+use crate::fmt::{count, int, whole};
 use crate::{
     lab::model::KernelVsApp,
     observer::{KernelView, SideView},
@@ -335,7 +335,7 @@ impl Why {
                 "{} more in the {more_in}: counted between the two readings ({:.0} ms apart at {}/s)",
                 count(n),
                 s.apart_s * 1e3,
-                super::format::whole(s.per_s)
+                whole(s.per_s)
             ),
             _ => format!("{} more in the {more_in}, unexplained: {suspect}", count(n)),
         };
@@ -349,11 +349,9 @@ impl Why {
                 let d = i128::from(k) - i128::from(a);
                 let head = match d.cmp(&0) {
                     Ordering::Greater => {
-                        Some(format!("kernel counts {} more than the app", count128(d)))
+                        Some(format!("kernel counts {} more than the app", int(d)))
                     }
-                    Ordering::Less => {
-                        Some(format!("app counts {} more than the kernel", count128(-d)))
-                    }
+                    Ordering::Less => Some(format!("app counts {} more than the kernel", int(-d))),
                     Ordering::Equal => (!self.parts.is_empty()).then(|| "equal on balance".into()),
                 };
                 if let Some(head) = head {
@@ -389,10 +387,6 @@ fn join_sentences(sentences: &[String]) -> String {
         out.push_str(s);
     }
     out
-}
-
-fn count128(d: i128) -> String {
-    count(u64::try_from(d).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@
 
 pub mod compare;
 pub mod demo;
-pub mod format;
 pub mod plain;
 pub mod prometheus;
 pub mod tui;

@@ -4,7 +4,7 @@
 //! bytes are in bytes, rates per second; `mismatch` lists the kernel-vs-app rows that
 //! differ (`none` when all agree, `n/a` when no row has both sides).
 
-use super::format::NA;
+use crate::fmt::NA;
 use crate::lab::{
     figures::{SideFigures, Source},
     model::LiveState,

@@ -30,10 +30,10 @@ use ratatui::{
     layout::{Constraint, Layout, Rect},
     style::{Color, Modifier, Style},
     text::{Line, Span},
-    widgets::{Block, Cell, Paragraph, Row, Sparkline, Table, Wrap},
+    widgets::{Block, Cell, Clear, Paragraph, Row, Sparkline, Table, Wrap},
 };
 
-use super::format::{self, NA};
+use crate::fmt::{self, NA};
 use crate::lab::{
     figures::{Figures, SideFigures, Source},
     model::{KernelVsApp, LiveState},
@@ -45,6 +45,8 @@ pub const MIN_HEIGHT: u16 = 18;
 
 /// Rows in each side's column (both columns have the same number, so rows line up).
 const COLUMN_ROWS: u16 = 12;
+/// The rows a short terminal keeps: the counts (memory and CPU rows go first).
+const COLUMN_MIN_ROWS: u16 = 7;
 /// Width of the label cell in the columns.
 const LABEL_WIDTH: u16 = 20;
 /// At most this many warning lines; the rest are counted in the last one.
@@ -91,61 +93,185 @@ impl Palette {
     }
 }
 
-/// Draws the whole live view into `frame`.
+/// Draws the whole live view into `frame`, without the help overlay.
 pub fn render(frame: &mut Frame, state: &LiveState) {
+    render_view(frame, state, false);
+}
+
+/// Draws the live view and, when `help` is on, the help overlay above it.
+pub fn render_view(frame: &mut Frame, state: &LiveState, help: bool) {
     let area = frame.area();
     let figures = &state.figures;
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         compact(frame, area, state, figures);
-        return;
-    }
-    let rows = &figures.kernel_vs_app;
-    let warnings = warnings(state);
-    let warn_h = warnings.len() as u16;
-    // Fixed parts first; the kernel-vs-app rows get what their text needs and the setup
-    // rate chart the rest (it is the first thing to go on a short terminal).
-    let rest = area.height.saturating_sub(1 + warn_h + COLUMN_ROWS + 2 + 1);
-    let kva_need = kernel_vs_app_height(rows, area.width);
-    let spark_h = if rest >= kva_need + SPARK_MIN {
-        (rest - kva_need).min(SPARK_MAX)
     } else {
-        0
+        full(frame, area, state, figures);
+    }
+    if help {
+        help_overlay(frame, area);
+    }
+}
+
+/// Heights of the regions of the full view, from what the terminal has: every region gets
+/// its minimum first (so 80×24 shows them all), then the spare lines go, in order, to the
+/// columns' lower rows, the warnings, the kernel-vs-app explanations and the chart.
+struct Heights {
+    warn: u16,
+    columns: u16,
+    spark: u16,
+    kva: u16,
+}
+
+fn heights(area: Rect, rows: &[KernelVsApp], warnings: usize) -> Heights {
+    let mut spare = area.height.saturating_sub(2); // header and footer
+    // Up to `want` lines, or none when fewer than `at_least` are left.
+    let mut take = |at_least: u16, want: u16| {
+        if spare < at_least {
+            return 0;
+        }
+        let got = want.min(spare);
+        spare -= got;
+        got
     };
+    let row_count = u16::try_from(rows.len()).unwrap_or(u16::MAX);
+    let mut columns = take(0, COLUMN_MIN_ROWS + 2);
+    let mut kva = take(0, row_count.max(1) + 2);
+    let warnings = u16::try_from(warnings).unwrap_or(u16::MAX);
+    let mut warn = take(0, warnings.min(1));
+    columns += take(0, COLUMN_ROWS - COLUMN_MIN_ROWS);
+    warn += take(0, warnings.saturating_sub(warn));
+    kva += take(
+        0,
+        kernel_vs_app_height(rows, area.width).saturating_sub(kva),
+    );
+    let spark = take(SPARK_MIN, SPARK_MAX);
+    kva += take(0, u16::MAX); // whatever is left: the explanations may wrap a line more
+    Heights {
+        warn,
+        columns,
+        spark,
+        kva,
+    }
+}
+
+fn full(frame: &mut Frame, area: Rect, state: &LiveState, figures: &Figures) {
+    let rows = &figures.kernel_vs_app;
+    let mut warnings = warnings(state);
+    let h = heights(area, rows, warnings.len());
+    fit_warnings(&mut warnings, usize::from(h.warn), area.width);
+    let warnings = warning_lines(warnings);
     let [header, warn, columns, spark, kva, footer] = Layout::vertical([
         Constraint::Length(1),
-        Constraint::Length(warn_h),
-        Constraint::Length(COLUMN_ROWS + 2),
-        Constraint::Length(spark_h),
-        Constraint::Fill(1),
+        Constraint::Length(h.warn),
+        Constraint::Length(h.columns),
+        Constraint::Length(h.spark),
+        Constraint::Length(h.kva),
         Constraint::Length(1),
     ])
     .areas(area);
-    frame.render_widget(Paragraph::new(header_line(state, figures)), header);
+    frame.render_widget(
+        Paragraph::new(header_line(state, figures, area.width)),
+        header,
+    );
     frame.render_widget(Paragraph::new(warnings), warn);
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(columns);
-    frame.render_widget(column(" server ", server_rows(figures)), left);
-    frame.render_widget(column(" client ", client_rows(figures)), right);
+    frame.render_widget(column(" server ", server_rows(figures), left.width), left);
+    frame.render_widget(column(" client ", client_rows(figures), right.width), right);
     if spark.height > 0 {
         setup_rate(frame, spark, state, figures);
     }
-    frame.render_widget(kernel_vs_app(rows), kva);
-    frame.render_widget(
-        Paragraph::new(Line::from(vec![
-            Span::styled(" q", TITLE),
-            Span::raw(" or "),
-            Span::styled("Ctrl-C", TITLE),
-            Span::raw(": quit   "),
-            Span::styled("app", APP),
-            Span::raw(" = the c1m process's own count, "),
-            Span::styled("kernel", KERNEL),
-            Span::raw(" = the eBPF observer's"),
-        ])),
-        footer,
-    );
+    frame.render_widget(kernel_vs_app(rows, kva), kva);
+    frame.render_widget(Paragraph::new(footer_line(area.width)), footer);
 }
 
-fn header_line(state: &LiveState, f: &Figures) -> Line<'static> {
+/// A piece of a one-line header or footer: shown whole or not at all (never cut
+/// mid-word), by `priority` (0 first) while the line has room, in its place in the line.
+struct Piece {
+    priority: u8,
+    spans: Vec<Span<'static>>,
+}
+
+impl Piece {
+    fn new(priority: u8, spans: Vec<Span<'static>>) -> Piece {
+        Piece { priority, spans }
+    }
+
+    fn width(&self) -> usize {
+        self.spans.iter().map(Span::width).sum()
+    }
+}
+
+/// The pieces that fit in `width`, most important first, in their order in the line.
+fn fit_line(pieces: Vec<Piece>, width: u16) -> Line<'static> {
+    let mut order: Vec<usize> = (0..pieces.len()).collect();
+    order.sort_by_key(|&i| pieces[i].priority);
+    let mut left = usize::from(width);
+    let mut keep = vec![false; pieces.len()];
+    for i in order {
+        let w = pieces[i].width();
+        if w <= left {
+            left -= w;
+            keep[i] = true;
+        }
+    }
+    Line::from(
+        pieces
+            .into_iter()
+            .zip(keep)
+            .filter(|(_, k)| *k)
+            .flat_map(|(p, _)| p.spans)
+            .collect::<Vec<_>>(),
+    )
+}
+
+fn footer_line(width: u16) -> Line<'static> {
+    let keys = || {
+        [
+            Piece::new(
+                0,
+                vec![
+                    Span::styled(" q", TITLE),
+                    Span::raw(" or "),
+                    Span::styled("Ctrl-C", TITLE),
+                    Span::raw(": quit"),
+                ],
+            ),
+            Piece::new(
+                0,
+                vec![
+                    Span::raw("  "),
+                    Span::styled("?", TITLE),
+                    Span::raw(": help"),
+                ],
+            ),
+        ]
+    };
+    let legend = |app: &'static str, kernel: &'static str| {
+        Piece::new(
+            1,
+            vec![
+                Span::raw("   "),
+                Span::styled("app", APP),
+                Span::raw(app),
+                Span::styled("kernel", KERNEL),
+                Span::raw(kernel),
+            ],
+        )
+    };
+    let long = legend(" = the c1m process's own count, ", " = the eBPF observer's");
+    let fits = keys().iter().map(Piece::width).sum::<usize>() + long.width() <= usize::from(width);
+    let legend = if fits {
+        long
+    } else {
+        legend(" = c1m's count, ", " = eBPF's")
+    };
+    let mut pieces: Vec<Piece> = keys().into();
+    pieces.push(legend);
+    fit_line(pieces, width)
+}
+
+fn header_line(state: &LiveState, f: &Figures, width: u16) -> Line<'static> {
     let title = if state.title.is_empty() {
         "c1m"
     } else {
@@ -156,47 +282,125 @@ fn header_line(state: &LiveState, f: &Figures) -> Line<'static> {
     } else {
         &state.phase
     };
-    let mut spans = vec![
-        Span::styled(format!(" {title} "), TITLE.add_modifier(Modifier::REVERSED)),
-        Span::raw("  phase "),
-        Span::styled(phase.to_owned(), TITLE),
-        Span::raw("  elapsed "),
-        Span::styled(format::duration(state.elapsed_s), TITLE),
-        Span::raw("  target "),
-        Span::styled(
-            if state.target > 0 {
-                format::count(state.target)
-            } else {
-                NA.to_owned()
-            },
-            TITLE,
+    // Title and phase come from the run: keep them short enough to leave room.
+    let room = usize::from(width / 4).max(8);
+    let mut pieces = vec![
+        Piece::new(
+            0,
+            vec![Span::styled(
+                format!(" {} ", ellipsis(&one_line(title), room)),
+                TITLE.add_modifier(Modifier::REVERSED),
+            )],
+        ),
+        Piece::new(
+            0,
+            vec![
+                Span::raw("  phase "),
+                Span::styled(ellipsis(&one_line(phase), room), TITLE),
+            ],
+        ),
+        Piece::new(
+            1,
+            vec![
+                Span::raw("  elapsed "),
+                Span::styled(fmt::duration(state.elapsed_s), TITLE),
+            ],
+        ),
+        Piece::new(
+            3,
+            vec![
+                Span::raw("  target "),
+                Span::styled(
+                    if state.target > 0 {
+                        fmt::count(state.target)
+                    } else {
+                        NA.to_owned()
+                    },
+                    TITLE,
+                ),
+            ],
         ),
     ];
     if let (Some(open), true) = (f.client.app_open.or(f.server.app_open), state.target > 0) {
-        spans.push(Span::raw(format!(
-            "  ({:.1}% open)",
-            open as f64 * 100.0 / state.target as f64
-        )));
+        pieces.push(Piece::new(
+            4,
+            vec![Span::raw(format!(
+                "  ({:.1}% open)",
+                open as f64 * 100.0 / state.target as f64
+            ))],
+        ));
     }
     if let Some(b) = f.mem_available_bytes {
-        spans.push(Span::raw(format!(
-            "  box memory available {}",
-            format::bytes(b as f64)
-        )));
+        pieces.push(Piece::new(
+            5,
+            vec![Span::raw(format!(
+                "  box memory available {}",
+                fmt::bytes(b as f64)
+            ))],
+        ));
     }
+    // A stale source matters more than the target: the figures below are old.
     for source in Source::ALL {
         if let Some(r) = f.readings.of(source).filter(|r| r.stale()) {
-            spans.push(Span::styled(
-                format!("  {} figures {:.1} s old", source.name(), r.age_s),
-                WARN,
+            pieces.push(Piece::new(
+                2,
+                vec![Span::styled(
+                    format!("  {} figures {:.1} s old", source.name(), r.age_s),
+                    WARN,
+                )],
             ));
         }
     }
-    Line::from(spans)
+    fit_line(pieces, width)
+}
+
+/// `text` on one line: line breaks and tabs become spaces.
+fn one_line(text: &str) -> String {
+    text.replace(['\n', '\r', '\t'], " ")
+}
+
+/// `text` cut to `max` characters, the last one "…" when something was cut.
+fn ellipsis(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// Keeps `lines` within `max` lines (the last one counting the rest) and `width` columns.
+fn fit_warnings(lines: &mut Vec<(Style, String)>, max: usize, width: u16) {
+    if max == 1 && lines.len() > 1 {
+        let more = lines.len() - 1;
+        lines.truncate(1);
+        // The count goes first so a long warning cannot push it off the line.
+        lines[0].1 = format!("(+{more} more) {}", lines[0].1);
+    } else if lines.len() > max {
+        let more = lines.len() + 1 - max.max(1);
+        lines.truncate(max.saturating_sub(1));
+        lines.push((WARN, format!("… and {more} more")));
+        lines.truncate(max);
+    }
+    for (_, text) in lines.iter_mut() {
+        *text = ellipsis(text, usize::from(width.saturating_sub(3)));
+    }
+}
+
+fn warning_lines(lines: Vec<(Style, String)>) -> Vec<Line<'static>> {
+    lines
+        .into_iter()
+        .map(|(style, text)| {
+            Line::from(vec![
+                Span::styled(if style == NOTE { " · " } else { " ⚠ " }, style),
+                Span::styled(text, style),
+            ])
+        })
+        .collect()
 }
 
 /// The `unavailable` list and other things the user should know, one line each.
-fn warnings(state: &LiveState) -> Vec<Line<'static>> {
+fn warnings(state: &LiveState) -> Vec<(Style, String)> {
     let mut all: Vec<(Style, String)> = Vec::new();
     match &state.kernel {
         None => all.push((
@@ -212,7 +416,7 @@ fn warnings(state: &LiveState) -> Vec<Line<'static>> {
                     WARN,
                     format!(
                         "{} kernel counter updates lost: a map was full",
-                        format::count(k.map_errors)
+                        fmt::count(k.map_errors)
                     ),
                 ));
             }
@@ -225,18 +429,12 @@ fn warnings(state: &LiveState) -> Vec<Line<'static>> {
         all.push((NOTE, format!("note: {n}")));
     }
     if all.len() > MAX_WARNINGS {
-        let more = all.len() - (MAX_WARNINGS - 1);
-        all.truncate(MAX_WARNINGS - 1);
-        all.push((WARN, format!("… and {more} more")));
+        fit_warnings(&mut all, MAX_WARNINGS, u16::MAX);
     }
-    all.into_iter()
-        .map(|(style, text)| {
-            Line::from(vec![
-                Span::styled(if style == NOTE { " · " } else { " ⚠ " }, style),
-                Span::styled(text.replace(['\n', '\r'], " "), style),
-            ])
-        })
-        .collect()
+    for (_, text) in all.iter_mut() {
+        *text = one_line(text);
+    }
+    all
 }
 
 /// A value cell: the text in the source's colour, or a dim "n/a".
@@ -248,19 +446,19 @@ fn value(v: Option<String>, style: Style) -> Span<'static> {
 }
 
 fn n_u(v: Option<u64>, style: Style) -> Span<'static> {
-    value(v.map(format::count), style)
+    value(v.map(fmt::count), style)
 }
 
 fn n_i(v: Option<i64>, style: Style) -> Span<'static> {
-    value(v.map(format::signed), style)
+    value(v.map(fmt::signed), style)
 }
 
 fn per_s(v: Option<f64>, style: Style) -> Span<'static> {
-    value(v.map(|r| format!("{}/s", format::whole(r))), style)
+    value(v.map(|r| format!("{}/s", fmt::whole(r))), style)
 }
 
 fn bytes(v: Option<f64>, style: Style) -> Span<'static> {
-    value(v.map(format::bytes), style)
+    value(v.map(fmt::bytes), style)
 }
 
 /// Figures shared by both columns, in the same rows: memory and CPU.
@@ -292,13 +490,13 @@ fn server_rows(f: &Figures) -> Vec<(&'static str, Span<'static>)> {
     let queue = f.queue_depth.map(|d| {
         format!(
             "{} / {}",
-            format::count(d),
-            f.queue_limit.map_or_else(|| NA.to_owned(), format::count)
+            fmt::count(d),
+            f.queue_limit.map_or_else(|| NA.to_owned(), fmt::count)
         )
     });
     let overflows = f.queue_overflows.map(|o| match f.queue_overflow_acks {
-        Some(a) if a > 0 => format!("{} ({} final ACKs)", format::count(o), format::count(a)),
-        _ => format::count(o),
+        Some(a) if a > 0 => format!("{} ({} final ACKs)", fmt::count(o), fmt::count(a)),
+        _ => fmt::count(o),
     });
     let overflow_style = if f.queue_overflows.is_some_and(|o| o > 0) {
         WARN
@@ -323,14 +521,14 @@ fn client_rows(f: &Figures) -> Vec<(&'static str, Span<'static>)> {
     let p = Palette::of(f, Source::Client);
     let failures = c.app_failures.map(|n| {
         if c.app_failure_causes.is_empty() {
-            format::count(n)
+            fmt::count(n)
         } else {
             let causes: Vec<String> = c
                 .app_failure_causes
                 .iter()
-                .map(|(cause, n)| format!("{cause} {}", format::count(*n)))
+                .map(|(cause, n)| format!("{cause} {}", fmt::count(*n)))
                 .collect();
-            format!("{} ({})", format::count(n), causes.join(", "))
+            format!("{} ({})", fmt::count(n), causes.join(", "))
         }
     });
     let failure_style = if c.app_failures.is_some_and(|n| n > 0) {
@@ -351,10 +549,17 @@ fn client_rows(f: &Figures) -> Vec<(&'static str, Span<'static>)> {
     rows
 }
 
-fn column(title: &'static str, rows: Vec<(&'static str, Span<'static>)>) -> Table<'static> {
-    let rows = rows
-        .into_iter()
-        .map(|(label, v)| Row::new([Cell::from(Span::styled(label, LABEL)), Cell::from(v)]));
+fn column(
+    title: &'static str,
+    rows: Vec<(&'static str, Span<'static>)>,
+    width: u16,
+) -> Table<'static> {
+    // Borders, the label and the gap between cells; a value that does not fit ends in "…".
+    let room = usize::from(width.saturating_sub(2 + LABEL_WIDTH + 1));
+    let rows = rows.into_iter().map(|(label, v)| {
+        let v = Span::styled(ellipsis(&v.content, room), v.style);
+        Row::new([Cell::from(Span::styled(label, LABEL)), Cell::from(v)])
+    });
     Table::new(rows, [Constraint::Length(LABEL_WIDTH), Constraint::Fill(1)])
         .block(Block::bordered().title(Span::styled(title, TITLE)))
 }
@@ -371,9 +576,9 @@ fn setup_rate(frame: &mut Frame, area: Rect, state: &LiveState, f: &Figures) {
         Span::raw(format!(
             "now {}  peak {}  over {} ",
             f.setup_per_s
-                .map_or_else(|| NA.to_owned(), |r| format!("{}/s", format::whole(r))),
-            peak.map_or_else(|| NA.to_owned(), |r| format!("{}/s", format::whole(r))),
-            format::duration(state.history.len() as f64),
+                .map_or_else(|| NA.to_owned(), |r| format!("{}/s", fmt::whole(r))),
+            peak.map_or_else(|| NA.to_owned(), |r| format!("{}/s", fmt::whole(r))),
+            fmt::duration(state.history.len() as f64),
         )),
     ]);
     let block = Block::bordered().title(title);
@@ -401,32 +606,109 @@ fn setup_rate(frame: &mut Frame, area: Rect, state: &LiveState, f: &Figures) {
     );
 }
 
-/// Lines the kernel-vs-app block needs at this width, borders included (an estimate:
-/// word wrapping may take a line more per explanation, which is counted).
+/// Lines the kernel-vs-app block needs at this width to show everything, borders
+/// included.
 fn kernel_vs_app_height(rows: &[KernelVsApp], width: u16) -> u16 {
-    let inner = usize::from(width.saturating_sub(2)).max(1);
+    let text = explain_width(width);
     let lines: usize = rows
         .iter()
-        .map(|r| {
-            1 + r.explanation.as_ref().map_or(0, |e| {
-                (EXPLAIN_INDENT.len() + e.chars().count()).div_ceil(inner) + 1
-            })
-        })
+        .map(|r| 1 + r.explanation.as_deref().map_or(0, |e| wrap(e, text).len()))
         .sum();
     u16::try_from(lines.max(1) + 2).unwrap_or(u16::MAX)
 }
 
-fn kernel_vs_app(rows: &[KernelVsApp]) -> Paragraph<'static> {
-    let block = Block::bordered().title(Span::styled(" kernel vs app ", TITLE));
+/// Columns an explanation's text has: the block's inside less the indentation.
+fn explain_width(width: u16) -> usize {
+    usize::from(width.saturating_sub(2))
+        .saturating_sub(EXPLAIN_INDENT.len())
+        .max(1)
+}
+
+/// `text` broken into lines of at most `width` characters, between words where it can.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in one_line(text).split_whitespace() {
+        let mut word: String = word.to_owned();
+        loop {
+            let used = line.chars().count();
+            let need = word.chars().count() + usize::from(used > 0);
+            if used + need <= width {
+                if used > 0 {
+                    line.push(' ');
+                }
+                line.push_str(&word);
+                break;
+            }
+            if used > 0 {
+                lines.push(std::mem::take(&mut line));
+                continue;
+            }
+            // A word longer than a line: cut it.
+            let head: String = word.chars().take(width).collect();
+            word = word.chars().skip(width).collect();
+            lines.push(head);
+            if word.is_empty() {
+                break;
+            }
+        }
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// The kernel-vs-app rows in `area`: every row's headline when they fit, then as much of
+/// each explanation as the lines allow (each at least one line, cut with "…"); the title
+/// counts the lines left out.
+fn kernel_vs_app(rows: &[KernelVsApp], area: Rect) -> Paragraph<'static> {
+    let title = |hidden: usize| {
+        let mut spans = vec![Span::styled(" kernel vs app ", TITLE)];
+        if hidden > 0 {
+            spans.push(Span::styled(
+                format!("… {hidden} more lines: enlarge the terminal "),
+                MISSING,
+            ));
+        }
+        Line::from(spans)
+    };
     if rows.is_empty() {
         return Paragraph::new(Span::styled(
             "nothing to compare yet: no kernel view and no app stats",
             MISSING,
         ))
-        .block(block);
+        .block(Block::bordered().title(title(0)));
+    }
+    let room = usize::from(area.height.saturating_sub(2));
+    let text_width = explain_width(area.width);
+    let explained: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            r.explanation
+                .as_deref()
+                .map_or_else(Vec::new, |e| wrap(e, text_width))
+        })
+        .collect();
+    let total: usize = explained.iter().map(|e| 1 + e.len()).sum();
+    // How many lines of each explanation are shown: one each first, then in row order.
+    let shown_rows = rows.len().min(room);
+    let mut left = room - shown_rows;
+    let mut give = vec![0usize; shown_rows];
+    for round in 0..2 {
+        for (g, e) in give.iter_mut().zip(&explained) {
+            let want = if round == 0 {
+                e.len().min(1)
+            } else {
+                e.len() - *g
+            };
+            let got = want.min(left);
+            *g += got;
+            left -= got;
+        }
     }
     let mut lines = Vec::new();
-    for r in rows {
+    for ((r, e), &g) in rows.iter().zip(&explained).zip(&give) {
         let (mark, mark_style) = match (r.kernel, r.app) {
             (Some(_), Some(_)) if r.agree => ("=", APP),
             (Some(_), Some(_)) => ("≠", WARN),
@@ -436,20 +718,119 @@ fn kernel_vs_app(rows: &[KernelVsApp]) -> Paragraph<'static> {
             Span::styled(format!(" {mark} "), mark_style.add_modifier(Modifier::BOLD)),
             Span::styled(format!("{:<18}", r.what), TITLE),
             Span::raw(" kernel "),
-            value(r.kernel.map(format::signed), KERNEL),
+            value(r.kernel.map(fmt::signed), KERNEL),
             Span::raw("  app "),
-            value(r.app.map(format::signed), APP),
+            value(r.app.map(fmt::signed), APP),
         ]));
-        if let Some(e) = &r.explanation {
+        let style = if r.agree { LABEL } else { WARN };
+        for (i, text) in e.iter().take(g).enumerate() {
+            let text = if i + 1 == g && g < e.len() {
+                // Cut here: say so on the line itself.
+                let mut t = ellipsis(text, text_width.saturating_sub(1));
+                if !t.ends_with('…') {
+                    t.push('…');
+                }
+                t
+            } else {
+                text.clone()
+            };
             lines.push(Line::from(Span::styled(
-                format!("{EXPLAIN_INDENT}{}", e.replace(['\n', '\r'], " ")),
-                if r.agree { LABEL } else { WARN },
+                format!("{EXPLAIN_INDENT}{text}"),
+                style,
             )));
         }
     }
-    Paragraph::new(lines)
-        .block(block)
-        .wrap(Wrap { trim: false })
+    let hidden = total - lines.len();
+    Paragraph::new(lines).block(Block::bordered().title(title(hidden)))
+}
+
+/// What the help overlay says: every row of the view, the marks and the keys.
+const HELP: &[(&str, &str)] = &[
+    ("keys", "q or Ctrl-C: quit    ?: this help on and off"),
+    (
+        "columns",
+        "one per side: the server accepts, the client connects",
+    ),
+    ("app", "the c1m process's own count (green)"),
+    ("kernel", "what the eBPF observer sees in the kernel (cyan)"),
+    ("ESTABLISHED", "handshake done, the connection is open"),
+    ("SYN_SENT", "client: SYN sent, waiting for the SYN-ACK"),
+    (
+        "SYN_RECV",
+        "server: half-open handshakes (request sockets too)",
+    ),
+    ("CLOSE_WAIT", "the peer closed, the app has not noticed yet"),
+    (
+        "accept queue",
+        "connections done in the kernel, not yet accepted",
+    ),
+    (
+        "queue overflows",
+        "handshakes dropped since start: accept queue full",
+    ),
+    (
+        "in flight",
+        "connects and WebSocket handshakes not finished",
+    ),
+    ("failures", "connections that never opened, by cause"),
+    ("setup rate", "connections established per second"),
+    ("transitions", "TCP state changes per second"),
+    (
+        "kernel per socket",
+        "kernel memory per socket, from the socket walk",
+    ),
+    (
+        "user per connection",
+        "(resident memory - baseline) / open connections",
+    ),
+    (
+        "= ≠ ?",
+        "kernel vs app: agree, differ (why below), one missing",
+    ),
+    (
+        "dimmed, crossed",
+        "stale: the source is older than 1 s (age in header)",
+    ),
+    (
+        "derived",
+        "memory between walks: sockets now x last bytes/socket",
+    ),
+    ("n/a", "the source is not there (never shown as 0)"),
+];
+
+/// The help overlay, over the middle of `area`.
+fn help_overlay(frame: &mut Frame, area: Rect) {
+    let label_w = HELP
+        .iter()
+        .map(|(l, _)| l.chars().count())
+        .max()
+        .unwrap_or(0);
+    let lines: Vec<Line> = HELP
+        .iter()
+        .map(|(label, text)| {
+            Line::from(vec![
+                Span::styled(format!(" {label:<label_w$}  "), TITLE),
+                Span::raw(*text),
+            ])
+        })
+        .collect();
+    let want_w = lines.iter().map(Line::width).max().unwrap_or(0) + 3;
+    let want_h = lines.len() + 2;
+    let w = u16::try_from(want_w).unwrap_or(u16::MAX).min(area.width);
+    let h = u16::try_from(want_h).unwrap_or(u16::MAX).min(area.height);
+    let popup = Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    };
+    frame.render_widget(Clear, popup);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::bordered().title(Span::styled(" help: ? closes ", TITLE))),
+        popup,
+    );
 }
 
 /// The view for a terminal too small for the columns: the two key rows and a hint.
@@ -475,7 +856,7 @@ fn compact(frame: &mut Frame, area: Rect, state: &LiveState, f: &Figures) {
             } else {
                 &state.phase
             },
-            format::duration(state.elapsed_s)
+            fmt::duration(state.elapsed_s)
         )),
         side("server", &f.server),
         side("client", &f.client),
@@ -490,8 +871,13 @@ fn compact(frame: &mut Frame, area: Rect, state: &LiveState, f: &Figures) {
 /// The view as plain text, `width` × `height` cells, one string per row (styles dropped):
 /// for tests, and for printing one frame without a terminal (e.g. a `--once` snapshot).
 pub fn text_screen(state: &LiveState, width: u16, height: u16) -> Vec<String> {
+    text_screen_view(state, width, height, false)
+}
+
+/// [`text_screen`] with the help overlay on or off.
+pub fn text_screen_view(state: &LiveState, width: u16, height: u16, help: bool) -> Vec<String> {
     let Ok(mut terminal) = Terminal::new(TestBackend::new(width, height));
-    let Ok(_) = terminal.draw(|frame| render(frame, state));
+    let Ok(_) = terminal.draw(|frame| render_view(frame, state, help));
     let buffer = terminal.backend().buffer();
     (0..height)
         .map(|y| (0..width).map(|x| buffer[(x, y)].symbol()).collect())
@@ -508,6 +894,11 @@ static PANIC_HOOK: Once = Once::new();
 /// terminal. One at a time per process.
 pub struct Tui {
     terminal: Terminal<CrosstermBackend<Stdout>>,
+    /// Whether the help overlay is on (`?` toggles it).
+    help: bool,
+    /// The state last drawn, to redraw at once when a key changes the view (boxed: a
+    /// `LiveState` is large and `Tui` sits in an enum beside small variants).
+    last: Option<Box<LiveState>>,
 }
 
 impl Tui {
@@ -532,7 +923,11 @@ impl Tui {
             execute!(io::stdout(), EnterAlternateScreen, Hide)?;
             let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
             terminal.clear()?;
-            Ok(Tui { terminal })
+            Ok(Tui {
+                terminal,
+                help: false,
+                last: None,
+            })
         })();
         if started.is_err() {
             restore_terminal();
@@ -542,13 +937,17 @@ impl Tui {
 
     /// Draws one frame (only the cells that changed reach the terminal).
     pub fn draw(&mut self, state: &LiveState) -> io::Result<()> {
-        self.terminal.draw(|frame| render(frame, state))?;
+        let help = self.help;
+        self.terminal
+            .draw(|frame| render_view(frame, state, help))?;
+        self.last = Some(Box::new(state.clone()));
         Ok(())
     }
 
-    /// Waits up to `timeout` for a key: `true` for q or Ctrl-C (raw mode turns Ctrl-C
-    /// into a key, not a SIGINT). Returns early, `false`, when the terminal was resized,
-    /// so the caller redraws at once; use it as the loop's pause.
+    /// Waits up to `timeout` for keys and acts on them: `true` for quit (q or Ctrl-C; raw
+    /// mode turns Ctrl-C into a key, not a SIGINT); `?` toggles the help and redraws.
+    /// Returns early, `false`, when the terminal was resized, so the caller redraws at
+    /// once; use it as the loop's pause.
     pub fn poll_quit(&mut self, timeout: Duration) -> io::Result<bool> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -557,7 +956,16 @@ impl Tui {
                 return Ok(false);
             }
             match event::read()? {
-                Event::Key(k) if is_quit(&k) => return Ok(true),
+                Event::Key(k) => match key_action(&k) {
+                    Some(Action::Quit) => return Ok(true),
+                    Some(Action::ToggleHelp) => {
+                        self.help = !self.help;
+                        if let Some(state) = self.last.take() {
+                            self.draw(&state)?;
+                        }
+                    }
+                    None => {}
+                },
                 Event::Resize(..) => {
                     self.terminal.autoresize()?;
                     return Ok(false);
@@ -577,14 +985,28 @@ impl Drop for Tui {
     }
 }
 
-/// q, Q or Ctrl-C, on press (not on release, where terminals report it).
-pub fn is_quit(k: &KeyEvent) -> bool {
-    k.kind != KeyEventKind::Release
-        && match k.code {
-            KeyCode::Char('q' | 'Q') => true,
-            KeyCode::Char('c' | 'C') => k.modifiers.contains(KeyModifiers::CONTROL),
-            _ => false,
+/// What a key asks of the live view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// q, Q or Ctrl-C.
+    Quit,
+    /// `?`: the help overlay on or off.
+    ToggleHelp,
+}
+
+/// The one place keys are read, on press (not on release, where terminals report it).
+pub fn key_action(k: &KeyEvent) -> Option<Action> {
+    if k.kind == KeyEventKind::Release {
+        return None;
+    }
+    match k.code {
+        KeyCode::Char('q' | 'Q') => Some(Action::Quit),
+        KeyCode::Char('c' | 'C') if k.modifiers.contains(KeyModifiers::CONTROL) => {
+            Some(Action::Quit)
         }
+        KeyCode::Char('?') => Some(Action::ToggleHelp),
+        _ => None,
+    }
 }
 
 /// Leaves the alternate screen and raw mode, once, whoever calls first (drop or panic).
@@ -659,7 +1081,7 @@ mod tests {
     }
 
     #[test]
-    fn quit_keys() {
+    fn keys() {
         let key = |code, modifiers, kind| KeyEvent {
             code,
             modifiers,
@@ -667,31 +1089,36 @@ mod tests {
             state: KeyEventState::NONE,
         };
         let press = KeyEventKind::Press;
-        assert!(is_quit(&key(KeyCode::Char('q'), KeyModifiers::NONE, press)));
-        assert!(is_quit(&key(
-            KeyCode::Char('Q'),
-            KeyModifiers::SHIFT,
-            press
-        )));
-        assert!(is_quit(&key(
-            KeyCode::Char('c'),
-            KeyModifiers::CONTROL,
-            press
-        )));
-        assert!(!is_quit(&key(
-            KeyCode::Char('c'),
-            KeyModifiers::NONE,
-            press
-        )));
-        assert!(!is_quit(&key(
-            KeyCode::Char('x'),
-            KeyModifiers::NONE,
-            press
-        )));
-        assert!(!is_quit(&key(
-            KeyCode::Char('q'),
-            KeyModifiers::NONE,
-            KeyEventKind::Release
-        )));
+        let none = KeyModifiers::NONE;
+        let quit = Some(Action::Quit);
+        assert_eq!(key_action(&key(KeyCode::Char('q'), none, press)), quit);
+        assert_eq!(
+            key_action(&key(KeyCode::Char('Q'), KeyModifiers::SHIFT, press)),
+            quit
+        );
+        assert_eq!(
+            key_action(&key(KeyCode::Char('c'), KeyModifiers::CONTROL, press)),
+            quit
+        );
+        assert_eq!(
+            key_action(&key(KeyCode::Char('?'), KeyModifiers::SHIFT, press)),
+            Some(Action::ToggleHelp)
+        );
+        assert_eq!(key_action(&key(KeyCode::Char('c'), none, press)), None);
+        assert_eq!(key_action(&key(KeyCode::Char('x'), none, press)), None);
+        assert_eq!(
+            key_action(&key(KeyCode::Char('q'), none, KeyEventKind::Release)),
+            None
+        );
+    }
+
+    #[test]
+    fn wrap_breaks_between_words_and_cuts_long_ones() {
+        assert_eq!(wrap("aa bb cc", 5), ["aa bb", "cc"]);
+        assert_eq!(wrap("abcdefgh", 3), ["abc", "def", "gh"]);
+        assert_eq!(wrap("a\nb", 10), ["a b"]);
+        assert!(wrap("", 4).is_empty());
+        assert_eq!(ellipsis("abcdef", 4), "abc…");
+        assert_eq!(ellipsis("abc", 4), "abc");
     }
 }

@@ -1,0 +1,647 @@
+//! `--metrics-addr ADDR`: the live state in the Prometheus text exposition format
+//! (version 0.0.4), served by a tiny HTTP/1.1 server on a tokio listener.
+//!
+//! Conventions: one prefix `c1m_`; base units (`_seconds`, `_bytes`); `_total` for
+//! counters; labels `side` (server, client, other), `source` (kernel, app), `state`,
+//! `port` (listeners), `cause`; never a label per connection, so the number of series is
+//! bounded whatever the connection count. A figure whose source is missing is left out
+//! (no series), never exported as 0. Latencies are summaries built from the app's
+//! percentiles (quantiles 0.5 … 0.999, `_sum`, `_count`).
+//!
+//! Three files: this one says what is exported, from [`LiveState`] and its
+//! [`Figures`](crate::lab::figures::Figures); [`encode`] writes the text format (and
+//! holds the checker tests use); [`http`] binds, serves and answers.
+
+mod encode;
+mod http;
+
+use c1m_common::{side, tcp_state};
+
+use self::encode::{Exposition, Kind};
+pub use self::{
+    encode::check,
+    http::{CONTENT_TYPE, FLAG, bind, flag_error, parse_addr, respond, serve, serve_listener},
+};
+use crate::{
+    lab::figures::Source,
+    lab::model::LiveState,
+    observer::{KernelView, view::GAUGE_STATES},
+    workload::stats::{AppSnapshot, Percentiles},
+};
+
+/// Latency histograms (µs in the app) and their metric names (seconds).
+const LATENCIES: [(&str, &str, &str); 4] = [
+    (
+        "connect_us",
+        "c1m_connect_latency_seconds",
+        "Time from connect() to an open connection (WebSocket: the 101), per connection.",
+    ),
+    (
+        "echo_rtt_us",
+        "c1m_echo_rtt_seconds",
+        "Echo round-trip time, verified byte for byte.",
+    ),
+    (
+        "push_message_us",
+        "c1m_push_latency_seconds",
+        "Push receive time minus the time the server wrote that connection's frame.",
+    ),
+    (
+        "push_fanout_us",
+        "c1m_push_fanout_seconds",
+        "Push receive time minus the time the broadcast began.",
+    ),
+];
+
+const QUANTILES: [&str; 6] = ["0.5", "0.75", "0.95", "0.98", "0.99", "0.999"];
+
+/// The whole exposition for one scrape.
+pub fn render(state: &LiveState) -> String {
+    let mut x = Exposition::default();
+    run_metrics(&mut x, state);
+    app_metrics(&mut x, state);
+    if let Some(k) = &state.kernel {
+        kernel_metrics(&mut x, k);
+    }
+    latency_metrics(&mut x, state);
+    x.finish()
+}
+
+fn sides(state: &LiveState) -> [(&'static str, Option<&AppSnapshot>); 2] {
+    [
+        ("server", state.server.as_ref()),
+        ("client", state.client.as_ref()),
+    ]
+}
+
+fn run_metrics(x: &mut Exposition, state: &LiveState) {
+    x.family(
+        "c1m_run_info",
+        Kind::Gauge,
+        "The lab's current phase (value always 1).",
+    )
+    .sample(&[("phase", &state.phase)], 1u64);
+    if state.target > 0 {
+        x.family(
+            "c1m_target_connections",
+            Kind::Gauge,
+            "Connections the run aims to hold.",
+        )
+        .sample(&[], state.target);
+    }
+    x.family(
+        "c1m_elapsed_seconds",
+        Kind::Gauge,
+        "Seconds since the run started.",
+    )
+    .sample(&[], state.elapsed_s);
+    x.family(
+        "c1m_kernel_view_available",
+        Kind::Gauge,
+        "1 when the kernel observer is running (kernel series present), else 0.",
+    )
+    .sample(&[], u64::from(state.kernel.is_some()));
+    let f = x.family(
+        "c1m_app_stats_available",
+        Kind::Gauge,
+        "1 when the side's c1m stats are read (app series present), else 0.",
+    );
+    for (side, app) in sides(state) {
+        f.sample(&[("side", side)], u64::from(app.is_some()));
+    }
+    if let Some(b) = state.figures.mem_available_bytes {
+        x.family(
+            "c1m_memory_available_bytes",
+            Kind::Gauge,
+            "Free memory of the box (/proc/meminfo MemAvailable).",
+        )
+        .sample(&[], b);
+    }
+    let f = x.family(
+        "c1m_figures_age_seconds",
+        Kind::Gauge,
+        "How old each source's figures are (stale past 1 s, two ticks of the live view).",
+    );
+    for source in Source::ALL {
+        if let Some(r) = state.figures.readings.of(source) {
+            f.sample(&[("source", source.name())], r.age_s);
+        }
+    }
+}
+
+fn app_metrics(x: &mut Exposition, state: &LiveState) {
+    let f = x.family(
+        "c1m_connections_open",
+        Kind::Gauge,
+        "Open connections: the app's own count, or the kernel's ESTABLISHED sockets.",
+    );
+    for (side, app) in sides(state) {
+        if let Some(a) = app {
+            f.sample(&[("side", side), ("source", "app")], a.counters.open);
+        }
+        if let Some(k) = &state.kernel {
+            let n = k.side(side_index(side)).state(tcp_state::ESTABLISHED);
+            f.sample(&[("side", side), ("source", "kernel")], n);
+        }
+    }
+    let f = x.family(
+        "c1m_connections_established_total",
+        Kind::Counter,
+        "Connections that opened: app (server accepted, client connected) since it \
+         started; kernel (reached ESTABLISHED) since the observer attached.",
+    );
+    for (side, app) in sides(state) {
+        if let Some(a) = app {
+            let n = if side == "server" {
+                a.counters.accepted
+            } else {
+                a.counters.connected
+            };
+            f.sample(&[("side", side), ("source", "app")], n);
+        }
+        if let Some(k) = &state.kernel {
+            let n = k.side(side_index(side)).established_total;
+            f.sample(&[("side", side), ("source", "kernel")], n);
+        }
+    }
+    if let Some(c) = &state.client {
+        x.family(
+            "c1m_connections_in_flight",
+            Kind::Gauge,
+            "Client connects and handshakes not finished.",
+        )
+        .sample(&[("side", "client")], c.counters.in_flight);
+        x.family(
+            "c1m_connect_attempts_total",
+            Kind::Counter,
+            "Client connects started.",
+        )
+        .sample(&[("side", "client")], c.counters.attempted);
+    }
+    let present: Vec<_> = sides(state)
+        .into_iter()
+        .filter_map(|(s, a)| Some((s, a?)))
+        .collect();
+    let f = x.family(
+        "c1m_connect_failures_total",
+        Kind::Counter,
+        "Connections that never opened, by cause (client: connect or handshake; server: accept).",
+    );
+    for (side, a) in &present {
+        for (cause, n) in a.counters.failures.iter() {
+            f.sample(&[("side", side), ("cause", cause)], n);
+        }
+    }
+    let f = x.family(
+        "c1m_connections_closed_total",
+        Kind::Counter,
+        "Open connections that ended, by cause.",
+    );
+    for (side, a) in &present {
+        for (cause, n) in a.counters.closed.iter() {
+            f.sample(&[("side", side), ("cause", cause)], n);
+        }
+    }
+    let f = x.family(
+        "c1m_protocol_errors_total",
+        Kind::Counter,
+        "Protocol violations seen, by the answer the RFC prescribes.",
+    );
+    for (side, a) in &present {
+        for (cause, n) in a.counters.protocol_errors.iter() {
+            f.sample(&[("side", side), ("cause", cause)], n);
+        }
+    }
+    let f = x.family(
+        "c1m_received_bytes_total",
+        Kind::Counter,
+        "Bytes the app read.",
+    );
+    for (side, a) in &present {
+        f.sample(&[("side", side)], a.counters.bytes_in);
+    }
+    let f = x.family(
+        "c1m_sent_bytes_total",
+        Kind::Counter,
+        "Bytes the app wrote.",
+    );
+    for (side, a) in &present {
+        f.sample(&[("side", side)], a.counters.bytes_out);
+    }
+    let f = x.family(
+        "c1m_push_frames_total",
+        Kind::Counter,
+        "Push frames: written by the server, received by the client.",
+    );
+    for (side, a) in &present {
+        let n = if *side == "server" {
+            a.counters.pushes_sent
+        } else {
+            a.counters.pushes_received
+        };
+        f.sample(&[("side", side)], n);
+    }
+    let f = x.family(
+        "c1m_workers_alive",
+        Kind::Gauge,
+        "Worker shards alive (of c1m_workers).",
+    );
+    for (side, a) in &present {
+        f.sample(&[("side", side)], a.workers.alive);
+    }
+    let f = x.family("c1m_workers", Kind::Gauge, "Worker shards started.");
+    for (side, a) in &present {
+        f.sample(&[("side", side)], a.workers.count);
+    }
+    let f = x.family(
+        "c1m_process_resident_bytes",
+        Kind::Gauge,
+        "Resident memory of the side's processes (supervisor plus live workers).",
+    );
+    for (side, a) in &present {
+        if a.rss_bytes > 0 {
+            f.sample(&[("side", side)], a.rss_bytes);
+        }
+    }
+    if let Some(rss) = state.history.last().and_then(|s| s.observer_rss_bytes) {
+        f.sample(&[("side", "observer")], rss);
+    }
+    let f = x.family(
+        "c1m_user_bytes_per_connection",
+        Kind::Gauge,
+        "(Resident memory - memory before any connection) / open connections.",
+    );
+    for (side, a) in &present {
+        if let Some(b) = a.rss_per_connection_bytes {
+            f.sample(&[("side", side)], b);
+        }
+    }
+    let f = x.family(
+        "c1m_process_cpu_seconds_total",
+        Kind::Counter,
+        "CPU time of the side's processes, by mode.",
+    );
+    for (side, a) in &present {
+        f.sample(&[("side", side), ("mode", "user")], a.cpu_user_s);
+        f.sample(&[("side", side), ("mode", "system")], a.cpu_sys_s);
+    }
+}
+
+fn side_index(name: &str) -> u32 {
+    match name {
+        "server" => side::SERVER,
+        "client" => side::CLIENT,
+        _ => side::OTHER,
+    }
+}
+
+fn kernel_metrics(x: &mut Exposition, k: &KernelView) {
+    let f = x.family(
+        "c1m_tcp_sockets",
+        Kind::Gauge,
+        "Watched TCP sockets per side and state, as the kernel counts them.",
+    );
+    for (i, side) in side::NAMES.iter().enumerate() {
+        let sv = k.side(i as u32);
+        for state in GAUGE_STATES {
+            let name = crate::observer::view::state_key(state);
+            f.sample(&[("side", side), ("state", &name)], sv.state(state));
+        }
+    }
+    let f = x.family(
+        "c1m_tcp_transitions_total",
+        Kind::Counter,
+        "TCP state transitions of watched sockets since the observer attached.",
+    );
+    for (i, side) in side::NAMES.iter().enumerate() {
+        f.sample(&[("side", side)], k.side(i as u32).transitions_total);
+    }
+    let f = x.family(
+        "c1m_tcp_events_total",
+        Kind::Counter,
+        "Handshake and error signals of watched sockets since the observer attached.",
+    );
+    for (i, side) in side::NAMES.iter().enumerate() {
+        for (e, event) in c1m_common::event::NAMES.iter().enumerate() {
+            f.sample(
+                &[("side", side), ("event", event)],
+                k.side(i as u32).event(e as u32),
+            );
+        }
+    }
+    let f = x.family(
+        "c1m_accept_queue_depth",
+        Kind::Gauge,
+        "Connections waiting in the port's accept queues (established, not yet accepted).",
+    );
+    for l in &k.listeners {
+        f.sample(&[("port", &l.port.to_string())], l.queue_depth);
+    }
+    let f = x.family(
+        "c1m_accept_queue_limit",
+        Kind::Gauge,
+        "Accept queue limits of the port's listeners, summed (listen backlog, capped by somaxconn).",
+    );
+    for l in &k.listeners {
+        f.sample(&[("port", &l.port.to_string())], l.queue_limit);
+    }
+    let f = x.family(
+        "c1m_accept_queue_overflows_total",
+        Kind::Counter,
+        "Handshakes the port's listeners dropped since the observer attached, mostly because \
+         the accept queue was full (the kernel's ListenDrops for this port).",
+    );
+    for l in &k.listeners {
+        f.sample(&[("port", &l.port.to_string())], l.accept_queue_overflows);
+    }
+    let f = x.family(
+        "c1m_accept_queue_overflow_acks_total",
+        Kind::Counter,
+        "Final handshake ACKs dropped by a full accept queue: those clients believe they are connected.",
+    );
+    for l in &k.listeners {
+        if let Some(n) = l.overflow_acks {
+            f.sample(&[("port", &l.port.to_string())], n);
+        }
+    }
+    let f = x.family(
+        "c1m_listen_sockets",
+        Kind::Gauge,
+        "Listening sockets on the port (several with SO_REUSEPORT).",
+    );
+    for l in &k.listeners {
+        f.sample(&[("port", &l.port.to_string())], l.sockets);
+    }
+    if let Some(m) = &k.memory {
+        let mems = [
+            ("server", &m.server),
+            ("client", &m.client),
+            ("other", &m.other),
+        ];
+        let f = x.family(
+            "c1m_kernel_socket_bytes",
+            Kind::Gauge,
+            "Kernel memory of the side's watched sockets (slab objects plus buffers), at the last socket walk.",
+        );
+        for (side, sm) in mems {
+            f.sample(&[("side", side)], sm.total_bytes);
+        }
+        let f = x.family(
+            "c1m_kernel_socket_buffer_bytes",
+            Kind::Gauge,
+            "Receive, send and forward-allocated buffer bytes of the side's watched sockets.",
+        );
+        for (side, sm) in mems {
+            f.sample(&[("side", side)], sm.buffer_bytes);
+        }
+        let f = x.family(
+            "c1m_kernel_sockets",
+            Kind::Gauge,
+            "Watched sockets seen by the last socket walk.",
+        );
+        for (side, sm) in mems {
+            f.sample(&[("side", side)], sm.sockets);
+        }
+    }
+    if let Some(age) = k.walk.age_s {
+        x.family(
+            "c1m_kernel_walk_age_seconds",
+            Kind::Gauge,
+            "Seconds since the last full socket walk ended.",
+        )
+        .sample(&[], age);
+    }
+    x.family(
+        "c1m_kernel_walk_duration_seconds",
+        Kind::Gauge,
+        "Duration of the last full socket walk.",
+    )
+    .sample(&[], k.walk.duration_ms / 1e3);
+    x.family(
+        "c1m_kernel_map_errors_total",
+        Kind::Counter,
+        "Counter updates lost because a kernel map was full (should stay 0).",
+    )
+    .sample(&[], k.map_errors);
+    x.family(
+        "c1m_kernel_unavailable_figures",
+        Kind::Gauge,
+        "Figures this kernel cannot give (missing hooks or fields); see the live view.",
+    )
+    .sample(&[], k.unavailable.len());
+}
+
+fn latency_metrics(x: &mut Exposition, state: &LiveState) {
+    for (hist, name, help) in LATENCIES {
+        let f = x.family(name, Kind::Summary, help);
+        for (side, app) in sides(state) {
+            let Some(p) = app.and_then(|a| a.percentiles.get(hist)) else {
+                continue;
+            };
+            for (q, v) in QUANTILES.iter().zip(quantile_values(p)) {
+                let v = if p.count == 0 {
+                    f64::NAN
+                } else {
+                    v as f64 / 1e6
+                };
+                f.sample(&[("side", side), ("quantile", q)], v);
+            }
+            f.sample_suffixed("_sum", &[("side", side)], p.mean * p.count as f64 / 1e6);
+            f.sample_suffixed("_count", &[("side", side)], p.count);
+        }
+    }
+}
+
+fn quantile_values(p: &Percentiles) -> [u64; 6] {
+    [p.p50, p.p75, p.p95, p.p98, p.p99, p.p999]
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::{check::parse, *};
+    use crate::lab::view::demo;
+
+    fn find(series: &[check::Series], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        series
+            .iter()
+            .find(|(n, l, _)| {
+                n == name
+                    && l.len() == labels.len()
+                    && labels
+                        .iter()
+                        .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+            })
+            .map(|s| s.2)
+    }
+
+    #[test]
+    fn demo_exposition_is_valid_and_complete() {
+        let text = render(&demo::state());
+        let series = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        for (name, labels, _) in &series {
+            assert!(name.starts_with("c1m_"), "{name}");
+            for k in labels.keys() {
+                assert!(
+                    [
+                        "side", "source", "state", "port", "cause", "event", "mode", "quantile",
+                        "phase"
+                    ]
+                    .contains(&k.as_str()),
+                    "unexpected label {k} on {name}"
+                );
+            }
+        }
+        let v = |name: &str, labels: &[(&str, &str)]| {
+            find(&series, name, labels).unwrap_or_else(|| panic!("no {name}{labels:?}\n{text}"))
+        };
+        assert_eq!(
+            v(
+                "c1m_connections_open",
+                &[("side", "server"), ("source", "app")]
+            ),
+            600_000.0
+        );
+        assert_eq!(
+            v(
+                "c1m_connections_open",
+                &[("side", "server"), ("source", "kernel")]
+            ),
+            demo::SERVER_KERNEL_ESTABLISHED as f64
+        );
+        assert_eq!(
+            v(
+                "c1m_connections_open",
+                &[("side", "client"), ("source", "kernel")]
+            ),
+            demo::CLIENT_KERNEL_ESTABLISHED as f64
+        );
+        assert_eq!(
+            v(
+                "c1m_tcp_sockets",
+                &[("side", "client"), ("state", "syn_sent")]
+            ),
+            37.0
+        );
+        assert_eq!(
+            v(
+                "c1m_tcp_sockets",
+                &[("side", "server"), ("state", "close_wait")]
+            ),
+            5.0
+        );
+        assert_eq!(
+            v("c1m_tcp_transitions_total", &[("side", "server")]),
+            1_801_000.0
+        );
+        assert_eq!(v("c1m_accept_queue_depth", &[("port", "8001")]), 212.0);
+        assert_eq!(
+            v("c1m_accept_queue_overflows_total", &[("port", "8003")]),
+            37.0
+        );
+        assert_eq!(
+            v("c1m_accept_queue_overflow_acks_total", &[("port", "8003")]),
+            30.0
+        );
+        assert_eq!(
+            v("c1m_kernel_socket_bytes", &[("side", "server")]),
+            ((demo::SERVER_KERNEL_ESTABLISHED + 15) as u64 * demo::SERVER_BYTES_PER_SOCKET) as f64
+        );
+        assert_eq!(
+            v("c1m_process_resident_bytes", &[("side", "client")]),
+            demo::CLIENT_RSS_BYTES as f64
+        );
+        assert_eq!(
+            v(
+                "c1m_connect_failures_total",
+                &[("side", "client"), ("cause", "refused")]
+            ),
+            3.0
+        );
+        assert_eq!(
+            v(
+                "c1m_connect_latency_seconds",
+                &[("side", "client"), ("quantile", "0.99")]
+            ),
+            0.0024
+        );
+        assert_eq!(
+            v("c1m_connect_latency_seconds_count", &[("side", "client")]),
+            demo::CLIENT_CONNECTED as f64
+        );
+        assert_eq!(v("c1m_run_info", &[("phase", "setup")]), 1.0);
+        assert_eq!(v("c1m_kernel_view_available", &[]), 1.0);
+        assert_eq!(v("c1m_memory_available_bytes", &[]), (17u64 << 30) as f64);
+        assert!(text.contains("# TYPE c1m_connect_latency_seconds summary\n"));
+        assert!(text.contains("# TYPE c1m_accept_queue_overflows_total counter\n"));
+    }
+
+    #[test]
+    fn missing_sources_leave_series_out() {
+        let text = render(&LiveState::default());
+        let series = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(find(&series, "c1m_kernel_view_available", &[]), Some(0.0));
+        assert_eq!(
+            find(&series, "c1m_app_stats_available", &[("side", "client")]),
+            Some(0.0)
+        );
+        for (name, ..) in &series {
+            assert!(
+                !name.starts_with("c1m_connections") && !name.starts_with("c1m_tcp_"),
+                "{name} without a source\n{text}"
+            );
+        }
+        // Server only: server app series, no kernel ones, no client ones.
+        let mut s = demo::state();
+        s.kernel = None;
+        s.client = None;
+        let text = render(&s);
+        let series = parse(&text).unwrap();
+        assert!(
+            find(
+                &series,
+                "c1m_connections_open",
+                &[("side", "server"), ("source", "app")]
+            )
+            .is_some()
+        );
+        assert!(
+            find(
+                &series,
+                "c1m_connections_open",
+                &[("side", "server"), ("source", "kernel")]
+            )
+            .is_none()
+        );
+        assert!(!text.contains("side=\"client\",source"));
+        assert!(!text.contains("c1m_accept_queue"));
+    }
+
+    #[test]
+    fn empty_histograms_are_nan_quantiles_and_label_values_are_escaped() {
+        let mut s = demo::state();
+        s.phase = "a \"quoted\"\\phase\nwith newline".into();
+        if let Some(c) = s.client.as_mut() {
+            c.percentiles
+                .insert("push_fanout_us".into(), Percentiles::default());
+        }
+        let text = render(&s);
+        let series = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let q = find(
+            &series,
+            "c1m_push_fanout_seconds",
+            &[("side", "client"), ("quantile", "0.5")],
+        );
+        assert!(q.unwrap().is_nan());
+        assert_eq!(
+            find(
+                &series,
+                "c1m_push_fanout_seconds_count",
+                &[("side", "client")]
+            ),
+            Some(0.0)
+        );
+        assert!(series.iter().any(|(n, l, _)| n == "c1m_run_info"
+            && l.get("phase").map(String::as_str) == Some("a \"quoted\"\\phase\nwith newline")));
+    }
+}
