@@ -12,7 +12,7 @@ use clap::{Args, Command, FromArgMatches};
 use thiserror::Error;
 
 use super::run::RunArgs;
-use crate::workload::cli::{ClientArgs, Hold, ServerArgs};
+use crate::workload::cli::{ClientArgs, CommonArgs, Hold, ServerArgs};
 
 #[derive(Debug, Error)]
 pub enum ChildArgsError {
@@ -87,6 +87,22 @@ fn duration(d: Duration) -> String {
     format!("{}s", d.as_secs_f64())
 }
 
+/// The flags server and client share, appended to either's argv.
+fn common_argv(v: &mut Argv, c: &CommonArgs) {
+    let CommonArgs {
+        threads,
+        control,
+        control_token_file,
+        stats_json,
+        quiet,
+    } = c;
+    v.opt("threads", threads.map(|n| n.to_string()));
+    v.opt("control", control.as_ref());
+    v.opt("control_token_file", control_token_file.as_ref());
+    v.opt("stats_json", stats_json.as_ref());
+    v.flag("quiet", *quiet);
+}
+
 /// `c1m server …` for `a`.
 pub fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsError> {
     let ServerArgs {
@@ -95,13 +111,9 @@ pub fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsError> {
         mode,
         max_conns,
         workers,
-        threads,
         push_every,
         push_writers,
-        control,
-        control_token_file,
-        stats_json,
-        quiet,
+        common,
         max_message,
         handshake_timeout,
         backlog,
@@ -113,13 +125,9 @@ pub fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsError> {
     v.value("mode", mode.name());
     v.opt("max_conns", max_conns.map(|n| n.to_string()));
     v.value("workers", workers.to_string());
-    v.opt("threads", threads.map(|n| n.to_string()));
     v.opt("push_every", push_every.map(duration));
     v.value("push_writers", push_writers.to_string());
-    v.opt("control", control.as_ref());
-    v.opt("control_token_file", control_token_file.as_ref());
-    v.opt("stats_json", stats_json.as_ref());
-    v.flag("quiet", *quiet);
+    common_argv(&mut v, common);
     v.value("max_message", max_message.to_string());
     v.value("handshake_timeout", duration(*handshake_timeout));
     v.value("backlog", backlog.to_string());
@@ -144,11 +152,7 @@ pub fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsError> {
         connect_timeout,
         path,
         workers,
-        threads,
-        control,
-        control_token_file,
-        stats_json,
-        quiet,
+        common,
         stay,
         step,
         max_message,
@@ -176,11 +180,7 @@ pub fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsError> {
     v.value("connect_timeout", duration(*connect_timeout));
     v.value("path", path);
     v.value("workers", workers.to_string());
-    v.opt("threads", threads.map(|n| n.to_string()));
-    v.opt("control", control.as_ref());
-    v.opt("control_token_file", control_token_file.as_ref());
-    v.opt("stats_json", stats_json.as_ref());
-    v.flag("quiet", *quiet);
+    common_argv(&mut v, common);
     v.flag("stay", *stay);
     v.opt("step", step.map(|n| n.to_string()));
     v.value("max_message", max_message.to_string());
@@ -212,9 +212,9 @@ impl ChildPlan {
         server.ports = args.ports.to_string();
         server.mode = args.mode;
         server.max_conns = Some(n);
-        server.control = Some(dir.join("server.sock").display().to_string());
-        server.stats_json = Some(dir.join("server-final.json"));
-        server.quiet = true;
+        server.common.control = Some(dir.join("server.sock").display().to_string());
+        server.common.stats_json = Some(dir.join("server-final.json"));
+        server.common.quiet = true;
         let mut client: ClientArgs = defaults("client")?;
         client.hosts = vec![args.addr.clone()];
         client.ports = args.ports.to_string();
@@ -224,10 +224,10 @@ impl ChildPlan {
         client.hold = Hold::Forever;
         client.sources = vec![sources.to_owned()];
         client.mode = args.mode;
-        client.control = Some(dir.join("client.sock").display().to_string());
-        client.stats_json = Some(dir.join("client-final.json"));
+        client.common.control = Some(dir.join("client.sock").display().to_string());
+        client.common.stats_json = Some(dir.join("client-final.json"));
         client.stay = true;
-        client.quiet = true;
+        client.common.quiet = true;
         let plan = ChildPlan { server, client };
         // The children's parsers and checks, now: a bad value is named before any child
         // starts, by the code that would have refused it in the child.
@@ -258,11 +258,11 @@ mod tests {
         a.ports = "9000-9009".into();
         a.mode = Mode::Ws;
         a.max_conns = Some(3000);
-        a.threads = Some(3);
+        a.common.threads = Some(3);
         a.push_every = Some(Duration::from_millis(1500));
-        a.control = Some("/tmp/x/server.sock".into());
-        a.stats_json = Some("/tmp/x/server-final.json".into());
-        a.quiet = true;
+        a.common.control = Some("/tmp/x/server.sock".into());
+        a.common.stats_json = Some("/tmp/x/server-final.json".into());
+        a.common.quiet = true;
         a.duration = Some(Duration::from_secs(90));
         a
     }
@@ -276,9 +276,9 @@ mod tests {
         a.source_ports = Some("40000-40999".into());
         a.mode = Mode::Echo;
         a.connect_timeout = Duration::from_millis(250);
-        a.control = Some("/tmp/x/client.sock".into());
-        a.stats_json = Some("/tmp/x/client-final.json".into());
-        a.quiet = true;
+        a.common.control = Some("/tmp/x/client.sock".into());
+        a.common.stats_json = Some("/tmp/x/client-final.json".into());
+        a.common.quiet = true;
         a.stay = true;
         a.step = Some(500);
         a

@@ -390,8 +390,8 @@ async fn run(args: RunArgs) -> Result<i32> {
         started_ms,
     )
     .await?;
-    let server_ctl = plan.server.control.clone().unwrap_or_default();
-    let client_ctl = plan.client.control.clone().unwrap_or_default();
+    let server_ctl = plan.server.common.control.clone().unwrap_or_default();
+    let client_ctl = plan.client.common.control.clone().unwrap_or_default();
     let server = spawn_c1m(&plan.server_argv()?, &dir.join("server.log"))?;
     if let Some(pid) = server.id() {
         journal.add(Role::Server, pid)?;

@@ -22,6 +22,29 @@ use super::{
 /// addresses than one box can use.
 const MAX_RANGE: u64 = 65_536;
 
+/// The flags `c1m server` and `c1m client` share, word for word.
+#[derive(Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// Shard threads when one process suffices (default: one per CPU).
+    #[arg(long)]
+    pub threads: Option<u64>,
+    /// Control endpoint: a unix socket path (created 0600) or HOST:PORT. Only this
+    /// user or root may use it; an address other than loopback needs --control-token-file.
+    #[arg(long)]
+    pub control: Option<String>,
+    /// Write a fresh random token here (0600) and require `auth <token>` as the first line
+    /// of every control connection; needed to bind --control to a non-loopback address.
+    /// c1m's own calls read it from $C1M_CONTROL_TOKEN_FILE.
+    #[arg(long, requires = "control")]
+    pub control_token_file: Option<PathBuf>,
+    /// Write the final stats snapshot (JSON) here at exit.
+    #[arg(long)]
+    pub stats_json: Option<PathBuf>,
+    /// Do not print `connections: N` every 2 s, nor the summary.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
     /// Addresses to listen on: comma-separated, IPv4 ranges allowed (127.0.0.1-127.0.0.4).
@@ -40,9 +63,6 @@ pub struct ServerArgs {
     /// Force this many worker processes (0: decide from --max-conns and the fd limit).
     #[arg(long, default_value_t = 0)]
     pub workers: u64,
-    /// Shard threads when one process suffices (default: one per CPU).
-    #[arg(long)]
-    pub threads: Option<u64>,
     /// Broadcast a push to every WebSocket connection this often (e.g. 10s).
     #[arg(long, value_parser = crate::duration::parse)]
     pub push_every: Option<Duration>,
@@ -52,21 +72,8 @@ pub struct ServerArgs {
     /// overrides it per push.
     #[arg(long, default_value_t = 0)]
     pub push_writers: usize,
-    /// Control endpoint: a unix socket path (created 0600) or HOST:PORT. Only this
-    /// user or root may use it; an address other than loopback needs --control-token-file.
-    #[arg(long)]
-    pub control: Option<String>,
-    /// Write a fresh random token here (0600) and require `auth <token>` as the first line
-    /// of every control connection; needed to bind --control to a non-loopback address.
-    /// c1m's own calls read it from $C1M_CONTROL_TOKEN_FILE.
-    #[arg(long, requires = "control")]
-    pub control_token_file: Option<PathBuf>,
-    /// Write the final stats snapshot (JSON) here at exit.
-    #[arg(long)]
-    pub stats_json: Option<PathBuf>,
-    /// Do not print `connections: N` every 2 s, nor the summary.
-    #[arg(long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Largest WebSocket message accepted (bytes); larger ones are closed with 1009.
     #[arg(long, default_value_t = 1 << 20)]
     pub max_message: u64,
@@ -127,24 +134,8 @@ pub struct ClientArgs {
     /// Force this many worker processes (0: decide from -n and the fd limit).
     #[arg(long, default_value_t = 0)]
     pub workers: u64,
-    /// Shard threads when one process suffices (default: one per CPU).
-    #[arg(long)]
-    pub threads: Option<u64>,
-    /// Control endpoint: a unix socket path (created 0600) or HOST:PORT. Only this
-    /// user or root may use it; an address other than loopback needs --control-token-file.
-    #[arg(long)]
-    pub control: Option<String>,
-    /// Write a fresh random token here (0600) and require `auth <token>` as the first line
-    /// of every control connection; needed to bind --control to a non-loopback address.
-    /// c1m's own calls read it from $C1M_CONTROL_TOKEN_FILE.
-    #[arg(long, requires = "control")]
-    pub control_token_file: Option<PathBuf>,
-    /// Write the final stats snapshot (JSON) here at exit.
-    #[arg(long)]
-    pub stats_json: Option<PathBuf>,
-    /// Do not print `connections: N` every 2 s, nor the summary.
-    #[arg(long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// After teardown, keep answering the control endpoint until `stop`.
     #[arg(long)]
     pub stay: bool,
@@ -293,7 +284,7 @@ pub fn run_server(a: ServerArgs) -> Result<()> {
         listeners,
         nofile,
         a.workers,
-        a.threads.unwrap_or_else(cpus),
+        a.common.threads.unwrap_or_else(cpus),
     );
     let configs = (0..plan.per_shard.len() as u32)
         .map(|shard| {
@@ -312,10 +303,10 @@ pub fn run_server(a: ServerArgs) -> Result<()> {
         side: Side::Server,
         mode: a.mode,
         target: expected,
-        control: a.control,
-        control_token_file: a.control_token_file,
-        stats_json: a.stats_json,
-        quiet: a.quiet,
+        control: a.common.control,
+        control_token_file: a.common.control_token_file,
+        stats_json: a.common.stats_json,
+        quiet: a.common.quiet,
         push_every: a.push_every,
         push_writers: a.push_writers,
         duration: a.duration,
@@ -407,7 +398,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         a.connections,
         nofile,
         a.workers,
-        a.threads.unwrap_or_else(cpus),
+        a.common.threads.unwrap_or_else(cpus),
     );
     let shards = plan.per_shard.len() as u64;
     let mut seed = [0u8; 8];
@@ -443,10 +434,10 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         side: Side::Client,
         mode: a.mode,
         target: a.connections,
-        control: a.control,
-        control_token_file: a.control_token_file,
-        stats_json: a.stats_json,
-        quiet: a.quiet,
+        control: a.common.control,
+        control_token_file: a.common.control_token_file,
+        stats_json: a.common.stats_json,
+        quiet: a.common.quiet,
         push_every: None,
         push_writers: 0,
         duration: match a.hold {

@@ -2,7 +2,7 @@
 //! echo (verified byte for byte) or WebSocket (handshake, pushes, echo).
 
 use std::{
-    collections::{BTreeMap, BTreeSet, VecDeque},
+    collections::{BTreeMap, VecDeque},
     mem,
     os::fd::{AsRawFd, OwnedFd},
     sync::{
@@ -14,14 +14,16 @@ use std::{
 use anyhow::{Context, Result};
 
 use super::{
-    COMMAND_TOKEN, READ_BUF, REPORT_EVERY_NS, ShardIo, Slab, Spill, closed_by, failure_of, flush,
-    interest, pace, rearm, send, shrink,
+    COMMAND_TOKEN, READ_BUF, ShardIo, Sink, Slab, Spill, closed_by, failure_of, flush, interest,
+    pace, rearm, send,
+    shard_loop::{self, Engine, Extra, Reporter},
+    shrink,
 };
 use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
     sockopt::{self, Connecting},
-    stats::{self, Counters, Hists, PushStat, TIMELINE_BIN_MS, WorkerReport},
-    sys::{self, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, Epoll, Events, splitmix64},
+    stats::{self, Counters, Hists, PushStat, TIMELINE_BIN_MS},
+    sys::{self, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, Epoll, splitmix64},
     ws::{
         Decoder, Event, Opcode, Role,
         frame::encode_frame,
@@ -77,11 +79,12 @@ struct Shard {
     /// Attempts in start order, for the connect/handshake timeout: the sweep looks only at
     /// the front, not at every connection (a full scan cost O(connections) 4× a second).
     pending: VecDeque<(u64, u64)>,
-    pushes: BTreeMap<u64, PushStat>,
-    dirty_pushes: BTreeSet<u64>,
-    warnings: Vec<String>,
+    rep: Reporter,
     warned: u32,
     open_in_process: Arc<AtomicU64>,
+    /// Connects are paced this turn (decided before the wait), and the next pace tick.
+    pacing: bool,
+    next_pace: u64,
 }
 
 /// Runs one client shard: waits for `Start`, ramps, holds until `Close`/`Stop`.
@@ -110,81 +113,82 @@ pub fn run(cfg: ClientShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU
         mask_ctr: cfg.seed ^ u64::from(cfg.shard).rotate_left(40),
         timeline: BTreeMap::new(),
         pending: VecDeque::new(),
-        pushes: BTreeMap::new(),
-        dirty_pushes: BTreeSet::new(),
-        warnings: Vec::new(),
+        rep: Reporter::new(cfg.shard),
         warned: 0,
         open_in_process,
+        pacing: false,
+        next_pace: 0,
         cfg,
     };
-    let mut events = Events::default();
-    let mut cmds = Vec::new();
-    let mut last = Counters::default();
-    s.report(&mut io, &mut last, true, false)?;
-    let mut next_tick = sys::monotonic_ns() + REPORT_EVERY_NS;
-    let mut next_pace = 0;
-    // A worker's config line may have arrived with commands behind it: look once at start.
-    let mut commands = true;
-    'run: loop {
-        let pacing = s.started && !s.closing && s.next < s.cfg.count && s.cfg.rate > 0.0;
-        let deadline = if pacing {
-            next_tick.min(next_pace)
+    shard_loop::run(&mut s, &ep, &mut io)
+}
+
+impl Engine for Shard {
+    fn wait_ms(&mut self, next_tick: u64) -> i32 {
+        self.pacing =
+            self.started && !self.closing && self.next < self.cfg.count && self.cfg.rate > 0.0;
+        let deadline = if self.pacing {
+            next_tick.min(self.next_pace)
         } else {
             next_tick
         };
-        ep.wait(&mut events, sys::ms_until(sys::monotonic_ns(), deadline))
-            .context("epoll_wait")?;
-        let mut io_events = false;
-        for i in 0..events.len() {
-            let (ev, tok) = events.get(i);
-            if tok == COMMAND_TOKEN {
-                commands = true;
-            } else {
-                io_events = true;
-                s.conn_event(&ep, tok, ev);
+        sys::ms_until(sys::monotonic_ns(), deadline)
+    }
+
+    #[inline]
+    fn event(&mut self, ep: &Epoll, tok: u64, ev: u32) {
+        self.conn_event(ep, tok, ev);
+    }
+
+    fn after_events(&mut self, ep: &Epoll) {
+        self.pump(ep);
+    }
+
+    fn command(&mut self, ep: &Epoll, c: ShardCommand, sink: &mut Sink) -> Result<()> {
+        match c {
+            ShardCommand::Start { t0_mono_ns } => {
+                self.t0_mono = t0_mono_ns;
+                self.started = true;
+                self.pump(ep);
             }
-        }
-        if io_events {
-            s.pump(&ep);
-        }
-        let now = sys::monotonic_ns();
-        let tick = now >= next_tick;
-        if commands || tick {
-            commands = false;
-            io.commands.drain(&mut cmds);
-            for c in mem::take(&mut cmds) {
-                match c {
-                    ShardCommand::Stop => break 'run,
-                    ShardCommand::Start { t0_mono_ns } => {
-                        s.t0_mono = t0_mono_ns;
-                        s.started = true;
-                        s.pump(&ep);
-                    }
-                    ShardCommand::Close => {
-                        s.close_all();
-                        s.report(&mut io, &mut last, true, true)?;
-                    }
-                    ShardCommand::Push { .. } => {}
-                }
+            ShardCommand::Close => {
+                Shard::close_all(self);
+                self.report(sink, true, true)?;
             }
+            ShardCommand::Push { .. } | ShardCommand::Stop => {}
         }
-        if tick {
-            next_tick = now + REPORT_EVERY_NS;
-            s.sweep_timeouts();
-            s.pump(&ep);
-            let closed_all = s.closing && s.conns.is_empty();
-            s.report(&mut io, &mut last, false, closed_all)?;
-        }
-        if pacing && now >= next_pace {
+        Ok(())
+    }
+
+    fn tick(&mut self, ep: &Epoll) -> bool {
+        self.sweep_timeouts();
+        self.pump(ep);
+        self.closing && self.conns.is_empty()
+    }
+
+    fn turn_end(&mut self, ep: &Epoll, now: u64, _sink: &mut Sink) -> Result<()> {
+        if self.pacing && now >= self.next_pace {
             // Missed pace ticks are skipped, not caught up: `pump` works from the rate and
             // the elapsed time, so one call starts everything that is due.
-            next_pace = now + PACE_NS;
-            s.pump(&ep);
+            self.next_pace = now + PACE_NS;
+            self.pump(ep);
         }
+        Ok(())
     }
-    s.close_all();
-    s.report(&mut io, &mut last, true, true)?;
-    Ok(())
+
+    fn close_all(&mut self, _ep: &Epoll) {
+        Shard::close_all(self);
+    }
+
+    fn report(&mut self, sink: &mut Sink, force: bool, closed_all: bool) -> Result<()> {
+        let x = Extra {
+            ramp_done: self.ramp_done(),
+            hists: self.hists.changed_blobs()?,
+            timeline: mem::take(&mut self.timeline).into_iter().collect(),
+            push_done: None,
+        };
+        self.rep.send(sink, &self.c, x, force, closed_all)
+    }
 }
 
 impl Shard {
@@ -192,56 +196,12 @@ impl Shard {
         self.started && self.next >= self.cfg.count && self.c.in_flight == 0
     }
 
-    fn report(
-        &mut self,
-        io: &mut ShardIo,
-        last: &mut Counters,
-        force: bool,
-        closed_all: bool,
-    ) -> Result<()> {
-        let hists = self.hists.changed_blobs()?;
-        let pushes: Vec<PushStat> = mem::take(&mut self.dirty_pushes)
-            .iter()
-            .filter_map(|id| self.pushes.get(id).copied())
-            .collect();
-        while self.pushes.len() > 64 {
-            self.pushes.pop_first();
-        }
-        let timeline: Vec<(u32, u32)> = mem::take(&mut self.timeline).into_iter().collect();
-        let changed = force
-            || self.c != *last
-            || !hists.is_empty()
-            || !pushes.is_empty()
-            || !timeline.is_empty()
-            || !self.warnings.is_empty();
-        if !changed {
-            return Ok(());
-        }
-        *last = self.c;
-        let r = WorkerReport {
-            shard: self.cfg.shard,
-            pid: std::process::id(),
-            unix_ns: sys::realtime_ns(),
-            counters: self.c,
-            ramp_done: self.ramp_done(),
-            closed_all,
-            ready: true,
-            hists,
-            timeline,
-            pushes,
-            push_done: None,
-            warnings: mem::take(&mut self.warnings),
-            fatal: None,
-        };
-        io.sink.send(r).context("report to supervisor")
-    }
-
     /// One warning line per kind of failure (bit per kind), so a storm of EADDRNOTAVAIL
     /// is one clear message, not a million.
     fn warn_once(&mut self, bit: u32, msg: impl FnOnce() -> String) {
         if self.warned & bit == 0 {
             self.warned |= bit;
-            self.warnings.push(msg());
+            self.rep.warnings.push(msg());
         }
     }
 
@@ -785,7 +745,7 @@ impl Shard {
             .record(stats::PUSH_MESSAGE, now.saturating_sub(written) / 1000);
         self.hists
             .record(stats::PUSH_FANOUT, now.saturating_sub(started) / 1000);
-        let e = self.pushes.entry(id).or_insert(PushStat {
+        let e = self.rep.pushes.entry(id).or_insert(PushStat {
             push_id: id,
             started_unix_ns: started,
             ..Default::default()
@@ -797,7 +757,7 @@ impl Shard {
             first_unix_ns: now,
             last_unix_ns: now,
         });
-        self.dirty_pushes.insert(id);
+        self.rep.dirty_pushes.insert(id);
     }
 }
 

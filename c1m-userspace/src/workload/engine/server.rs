@@ -2,7 +2,7 @@
 //! and the hold / echo / WebSocket behaviour, including the broadcast push.
 
 use std::{
-    collections::{BTreeSet, VecDeque},
+    collections::VecDeque,
     mem,
     os::fd::{AsRawFd, OwnedFd},
     sync::{
@@ -14,14 +14,16 @@ use std::{
 use anyhow::{Context, Result};
 
 use super::{
-    COMMAND_TOKEN, LISTENER_BASE, READ_BUF, REPORT_EVERY_NS, ShardIo, Slab, Spill, closed_by,
-    failure_of, flush, interest, rearm, send, shrink,
+    COMMAND_TOKEN, LISTENER_BASE, READ_BUF, ShardIo, Sink, Slab, Spill, closed_by, failure_of,
+    flush, interest, rearm, send,
+    shard_loop::{self, Engine, Extra, Reporter},
+    shrink,
 };
 use crate::workload::{
     config::{Mode, ServerShardConfig, ShardCommand},
     sockopt,
-    stats::{Counters, PushStat, WorkerReport},
-    sys::{self, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, Epoll, Events},
+    stats::{Counters, PushStat},
+    sys::{self, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, Epoll},
     ws::{self, Decoder, Event, Fragment, Opcode, Role, frame::encode_frame, handshake},
 };
 
@@ -94,15 +96,14 @@ struct Shard {
     /// ns): one deadline for all, so the front is always the next to expire and the sweep
     /// never scans connections that finished their handshake long ago.
     handshakes: VecDeque<(u64, u64)>,
-    pushes: std::collections::BTreeMap<u64, PushStat>,
-    dirty_pushes: BTreeSet<u64>,
-    warnings: Vec<String>,
+    rep: Reporter,
     warned_emfile: bool,
 }
 
 /// Runs one server shard until `Stop` (or its supervisor goes away).
 pub fn run(cfg: ServerShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU64>) -> Result<()> {
     let ep = Epoll::new().context("epoll_create1")?;
+    let rep = Reporter::new(cfg.shard);
     let mut listeners = Vec::with_capacity(cfg.listen.len());
     for (i, addr) in cfg.listen.iter().enumerate() {
         let fd = match sockopt::listener(addr, cfg.backlog) {
@@ -111,11 +112,7 @@ pub fn run(cfg: ServerShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU
                 let msg = format!(
                     "cannot listen on {addr}: {e} (is another program on that port? choose --ports)"
                 );
-                let _ = io.sink.send(WorkerReport {
-                    shard: cfg.shard,
-                    fatal: Some(msg.clone()),
-                    ..Default::default()
-                });
+                rep.fatal(&mut io.sink, msg.clone());
                 anyhow::bail!(msg);
             }
         };
@@ -137,70 +134,57 @@ pub fn run(cfg: ServerShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU
         push: None,
         push_done: None,
         handshakes: VecDeque::new(),
-        pushes: Default::default(),
-        dirty_pushes: Default::default(),
-        warnings: Vec::new(),
+        rep,
         warned_emfile: false,
         cfg,
     };
-    let mut events = Events::default();
-    let mut cmds = Vec::new();
-    let mut last = WorkerReport {
-        shard: s.cfg.shard,
-        pid: std::process::id(),
-        ..Default::default()
-    };
-    s.report(&mut io, &mut last, true, false)?;
-    let mut next_tick = sys::monotonic_ns() + REPORT_EVERY_NS;
-    // A worker's config line may have arrived with commands behind it: look once at start.
-    let mut commands = true;
-    'run: loop {
+    shard_loop::run(&mut s, &ep, &mut io)
+}
+
+impl Engine for Shard {
+    fn wait_ms(&mut self, next_tick: u64) -> i32 {
         // While a push is under way the loop never sleeps: it alternates event batches
         // with push chunks.
-        let timeout = if s.push.is_some() {
+        if self.push.is_some() {
             0
         } else {
             sys::ms_until(sys::monotonic_ns(), next_tick)
-        };
-        ep.wait(&mut events, timeout).context("epoll_wait")?;
-        for i in 0..events.len() {
-            let (ev, tok) = events.get(i);
-            if tok == COMMAND_TOKEN {
-                commands = true;
-            } else if tok >= LISTENER_BASE {
-                s.accept_burst(&ep, (tok - LISTENER_BASE) as usize);
-            } else {
-                s.conn_event(&ep, tok, ev);
-            }
         }
-        let now = sys::monotonic_ns();
-        let tick = now >= next_tick;
-        if commands || tick {
-            commands = false;
-            io.commands.drain(&mut cmds);
-            for c in cmds.drain(..) {
-                match c {
-                    ShardCommand::Stop => break 'run,
-                    ShardCommand::Push {
-                        id,
-                        started_unix_ns,
-                    } => s.start_push(id, started_unix_ns),
-                    ShardCommand::Close => s.close_all(&ep),
-                    ShardCommand::Start { .. } => {}
-                }
-            }
+    }
+
+    #[inline]
+    fn event(&mut self, ep: &Epoll, tok: u64, ev: u32) {
+        if tok >= LISTENER_BASE {
+            self.accept_burst(ep, (tok - LISTENER_BASE) as usize);
+        } else {
+            self.conn_event(ep, tok, ev);
         }
-        if tick {
-            next_tick = now + REPORT_EVERY_NS;
-            s.sweep_handshakes();
-            s.resume_listeners(&ep);
-            s.report(&mut io, &mut last, false, false)?;
+    }
+
+    fn command(&mut self, ep: &Epoll, c: ShardCommand, _sink: &mut Sink) -> Result<()> {
+        match c {
+            ShardCommand::Push {
+                id,
+                started_unix_ns,
+            } => self.start_push(id, started_unix_ns),
+            ShardCommand::Close => self.close_all(ep),
+            ShardCommand::Start { .. } | ShardCommand::Stop => {}
         }
-        if let Some(id) = s.push.as_ref().map(|j| j.id) {
-            s.push_step(&ep);
-            if s.push.is_none() {
-                s.push_done = Some(id);
-                s.report(&mut io, &mut last, true, false)?;
+        Ok(())
+    }
+
+    fn tick(&mut self, ep: &Epoll) -> bool {
+        self.sweep_handshakes();
+        self.resume_listeners(ep);
+        false
+    }
+
+    fn turn_end(&mut self, ep: &Epoll, _now: u64, sink: &mut Sink) -> Result<()> {
+        if let Some(id) = self.push.as_ref().map(|j| j.id) {
+            self.push_step(ep);
+            if self.push.is_none() {
+                self.push_done = Some(id);
+                self.report(sink, true, false)?;
             }
             // Hand the CPU to the readers between chunks (sched_yield): with dozens of
             // writer and reader processes on two cores, frames otherwise wait in socket
@@ -208,51 +192,25 @@ pub fn run(cfg: ServerShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU
             // 2.15 s → 1.69 s, per-message p99 70 ms → 9.8 ms.
             std::thread::yield_now();
         }
+        Ok(())
     }
-    s.close_all(&ep);
-    s.report(&mut io, &mut last, true, true)?;
-    Ok(())
+
+    fn close_all(&mut self, ep: &Epoll) {
+        Shard::close_all(self, ep);
+    }
+
+    fn report(&mut self, sink: &mut Sink, force: bool, closed_all: bool) -> Result<()> {
+        let x = Extra {
+            push_done: self.push_done.take(),
+            ..Default::default()
+        };
+        self.rep.send(sink, &self.c, x, force, closed_all)
+    }
 }
 
 impl Shard {
-    fn report(
-        &mut self,
-        io: &mut ShardIo,
-        last: &mut WorkerReport,
-        force: bool,
-        closed_all: bool,
-    ) -> Result<()> {
-        let pushes: Vec<PushStat> = mem::take(&mut self.dirty_pushes)
-            .iter()
-            .filter_map(|id| self.pushes.get(id).copied())
-            .collect();
-        // Keep the last few pushes only: a schedule of `--push-every 1s` for a day must not grow.
-        while self.pushes.len() > 64 {
-            self.pushes.pop_first();
-        }
-        let changed =
-            force || self.c != last.counters || !pushes.is_empty() || !self.warnings.is_empty();
-        if !changed {
-            return Ok(());
-        }
-        let r = WorkerReport {
-            shard: self.cfg.shard,
-            pid: std::process::id(),
-            unix_ns: sys::realtime_ns(),
-            counters: self.c,
-            ready: true,
-            closed_all,
-            pushes,
-            push_done: self.push_done.take(),
-            warnings: mem::take(&mut self.warnings),
-            ..Default::default()
-        };
-        last.counters = self.c;
-        io.sink.send(r).context("report to supervisor")
-    }
-
     fn warn(&mut self, msg: String) {
-        self.warnings.push(msg);
+        self.rep.warnings.push(msg);
     }
 
     fn accept_burst(&mut self, ep: &Epoll, li: usize) {
@@ -567,7 +525,7 @@ impl Shard {
             self.push_done = Some(id);
             return;
         }
-        self.pushes.insert(
+        self.rep.pushes.insert(
             id,
             PushStat {
                 push_id: id,
@@ -575,7 +533,7 @@ impl Shard {
                 ..Default::default()
             },
         );
-        self.dirty_pushes.insert(id);
+        self.rep.dirty_pushes.insert(id);
         self.push = Some(PushJob {
             id,
             started_unix_ns,
@@ -635,7 +593,7 @@ impl Shard {
         }
         if written > 0 {
             self.c.pushes_sent += written;
-            let p = self.pushes.entry(id).or_insert(PushStat {
+            let p = self.rep.pushes.entry(id).or_insert(PushStat {
                 push_id: id,
                 started_unix_ns: started,
                 ..Default::default()
@@ -647,7 +605,7 @@ impl Shard {
                 first_unix_ns: first,
                 last_unix_ns: lastw,
             });
-            self.dirty_pushes.insert(id);
+            self.rep.dirty_pushes.insert(id);
         }
     }
 }

@@ -1,0 +1,179 @@
+//! The frame both engines run in: one `epoll_wait` per turn, the command source under
+//! [`COMMAND_TOKEN`], a report tick every [`REPORT_EVERY_NS`], a final report at `Stop`;
+//! and the one [`Reporter`] that builds a [`WorkerReport`] only when there is news.
+//!
+//! The engine is a generic parameter, not a trait object: the per-event call is
+//! monomorphized and inlined as before, so the hot path gains no indirection.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    mem,
+};
+
+use anyhow::{Context, Result};
+
+use super::{COMMAND_TOKEN, REPORT_EVERY_NS, ShardIo, Sink};
+use crate::workload::{
+    config::ShardCommand,
+    stats::{Counters, PushStat, WorkerReport},
+    sys::{self, Epoll, Events},
+};
+
+/// Pushes a shard remembers: a schedule of `--push-every 1s` for a day must not grow.
+const PUSHES_KEPT: usize = 64;
+
+/// The per-engine parts of the loop.
+pub trait Engine {
+    /// `epoll_wait` timeout (ms) for this turn, given the next report tick (monotonic ns).
+    fn wait_ms(&mut self, next_tick: u64) -> i32;
+    /// One event on anything but the command source: the hot path.
+    fn event(&mut self, ep: &Epoll, tok: u64, ev: u32);
+    /// After a batch that held at least one such event.
+    fn after_events(&mut self, _ep: &Epoll) {}
+    /// A command other than `Stop`.
+    fn command(&mut self, ep: &Epoll, c: ShardCommand, sink: &mut Sink) -> Result<()>;
+    /// Housekeeping at a report tick, before its report; returns that report's `closed_all`.
+    fn tick(&mut self, ep: &Epoll) -> bool;
+    /// Last step of every turn (`now`: monotonic ns, read after the events).
+    fn turn_end(&mut self, _ep: &Epoll, _now: u64, _sink: &mut Sink) -> Result<()> {
+        Ok(())
+    }
+    /// Closes every connection (at `Stop`).
+    fn close_all(&mut self, ep: &Epoll);
+    /// Reports if anything changed (or `force`).
+    fn report(&mut self, sink: &mut Sink, force: bool, closed_all: bool) -> Result<()>;
+}
+
+/// Runs `e` until `Stop` (or its supervisor goes away), then closes everything and sends
+/// the final report. The command source must already be in `ep` under [`COMMAND_TOKEN`].
+pub fn run<E: Engine>(e: &mut E, ep: &Epoll, io: &mut ShardIo) -> Result<()> {
+    let mut events = Events::default();
+    let mut cmds = Vec::new();
+    e.report(&mut io.sink, true, false)?;
+    let mut next_tick = sys::monotonic_ns() + REPORT_EVERY_NS;
+    // A worker's config line may have arrived with commands behind it: look once at start.
+    let mut commands = true;
+    'run: loop {
+        ep.wait(&mut events, e.wait_ms(next_tick))
+            .context("epoll_wait")?;
+        let mut io_events = false;
+        for i in 0..events.len() {
+            let (ev, tok) = events.get(i);
+            if tok == COMMAND_TOKEN {
+                commands = true;
+            } else {
+                io_events = true;
+                e.event(ep, tok, ev);
+            }
+        }
+        if io_events {
+            e.after_events(ep);
+        }
+        let now = sys::monotonic_ns();
+        let tick = now >= next_tick;
+        if commands || tick {
+            commands = false;
+            io.commands.drain(&mut cmds);
+            for c in cmds.drain(..) {
+                match c {
+                    ShardCommand::Stop => break 'run,
+                    c => e.command(ep, c, &mut io.sink)?,
+                }
+            }
+        }
+        if tick {
+            next_tick = now + REPORT_EVERY_NS;
+            let closed_all = e.tick(ep);
+            e.report(&mut io.sink, false, closed_all)?;
+        }
+        e.turn_end(ep, now, &mut io.sink)?;
+    }
+    e.close_all(ep);
+    e.report(&mut io.sink, true, true)?;
+    Ok(())
+}
+
+/// What only one engine reports, taken fresh for each report.
+#[derive(Default)]
+pub struct Extra {
+    pub ramp_done: bool,
+    pub hists: BTreeMap<String, String>,
+    pub timeline: Vec<(u32, u32)>,
+    pub push_done: Option<u64>,
+}
+
+/// The report state both engines keep: what was last sent, pushes, warnings.
+pub struct Reporter {
+    shard: u32,
+    last: Counters,
+    pub pushes: BTreeMap<u64, PushStat>,
+    /// Pushes whose numbers changed since the last report.
+    pub dirty_pushes: BTreeSet<u64>,
+    pub warnings: Vec<String>,
+}
+
+impl Reporter {
+    pub fn new(shard: u32) -> Reporter {
+        Reporter {
+            shard,
+            last: Counters::default(),
+            pushes: BTreeMap::new(),
+            dirty_pushes: BTreeSet::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Sends `c` and `x` if anything changed since the last report (or `force`).
+    pub fn send(
+        &mut self,
+        sink: &mut Sink,
+        c: &Counters,
+        x: Extra,
+        force: bool,
+        closed_all: bool,
+    ) -> Result<()> {
+        let pushes: Vec<PushStat> = mem::take(&mut self.dirty_pushes)
+            .iter()
+            .filter_map(|id| self.pushes.get(id).copied())
+            .collect();
+        while self.pushes.len() > PUSHES_KEPT {
+            self.pushes.pop_first();
+        }
+        let changed = force
+            || *c != self.last
+            || !x.hists.is_empty()
+            || !pushes.is_empty()
+            || !x.timeline.is_empty()
+            || x.push_done.is_some()
+            || !self.warnings.is_empty();
+        if !changed {
+            return Ok(());
+        }
+        self.last = *c;
+        let r = WorkerReport {
+            shard: self.shard,
+            pid: std::process::id(),
+            unix_ns: sys::realtime_ns(),
+            counters: *c,
+            ramp_done: x.ramp_done,
+            closed_all,
+            ready: true,
+            hists: x.hists,
+            timeline: x.timeline,
+            pushes,
+            push_done: x.push_done,
+            warnings: mem::take(&mut self.warnings),
+            fatal: None,
+        };
+        sink.send(r).context("report to supervisor")
+    }
+
+    /// The shard cannot run: tell the supervisor why before returning the error.
+    pub fn fatal(&self, sink: &mut Sink, msg: String) {
+        let _ = sink.send(WorkerReport {
+            shard: self.shard,
+            fatal: Some(msg),
+            ..Default::default()
+        });
+    }
+}
