@@ -11,8 +11,8 @@ use std::{
 
 use c1m::{
     lab::{
-        journal::{self, Journal, Role},
         model::{Outcome, RunRecord},
+        run::journal::{self, Journal, Role},
     },
     observer::privileges,
     workload::procstat,

@@ -712,7 +712,7 @@ pub struct DoctorArgs {
 pub fn main(args: DoctorArgs) -> anyhow::Result<i32> {
     if args.restore {
         let mut nothing = true;
-        for left in super::journal::leftovers() {
+        for left in super::run::journal::leftovers() {
             nothing = false;
             println!("{}", left.describe());
             let folder = left.journal.run_folder.clone();
@@ -735,7 +735,7 @@ pub fn main(args: DoctorArgs) -> anyhow::Result<i32> {
         }
         return Ok(0);
     }
-    for left in super::journal::leftovers() {
+    for left in super::run::journal::leftovers() {
         println!("leftover: {}", left.describe());
     }
     let server_ports = crate::workload::cli::parse_ports(&args.ports)?.len() as u64;

@@ -1,15 +1,23 @@
-//! `c1m run`, `c1m doctor`, `c1m top`, the live view and the run exports.
+//! `c1m run`, `c1m doctor`, `c1m top`, the live view and the run exports. One home per
+//! concern:
+//!
+//! | module    | concern                                                               |
+//! |-----------|-----------------------------------------------------------------------|
+//! | `run`     | the run's orchestration: phases, children's argv, journal, port owners |
+//! | `figures` | the figures of one instant, computed once from kernel and app views    |
+//! | `live`    | driving the live outputs each tick (TUI, plain, JSON, Prometheus)      |
+//! | `view`    | the live views themselves, each reading `figures`                     |
+//! | `export`  | the run folder: summary.json, CSV, histograms, report.html, compare    |
+//! | `model`   | what a run records (`RunRecord`, `Sample`, phases, outcome)            |
+//! | `doctor`  | preflight, `--tune`, leftovers and `--restore`                         |
+//! | `top`     | the live view for a server already running                            |
 
-pub mod child_args;
 pub mod doctor;
 pub mod export;
 pub mod figures;
-pub mod journal;
 pub mod live;
 pub mod model;
-mod ports;
 pub mod run;
 pub mod summary;
 pub mod top;
-mod verdict;
 pub mod view;

@@ -189,8 +189,9 @@ impl Figure {
         }
     }
 
-    /// Why c1m may count more than the kernel for this figure.
-    fn more_because(self) -> Option<&'static str> {
+    /// Why c1m may count more than the kernel for this figure, given the kernel's
+    /// counters (a reason that names another counter holds only if that counter shows it).
+    fn more_because(self, m: &MibCounters) -> Option<&'static str> {
         match self {
             Figure::ActiveOpens => Some("a connect() that failed before its SYN left"),
             Figure::AttemptFails => Some(
@@ -208,7 +209,7 @@ impl Figure {
                 "dsack_dups also counts DSACKs for data never retransmitted, which the kernel \
                  discards",
             ),
-            Figure::ListenOverflows => Some(
+            Figure::ListenOverflows if m.listen_drops > m.listen_overflows => Some(
                 "accept_queue_overflows is the kernel's ListenDrops, which also counts \
                  handshakes dropped for want of memory or a route",
             ),
@@ -304,7 +305,7 @@ pub fn audit(view: &KernelView) -> Audit {
     };
     let rows = Figure::ALL
         .iter()
-        .map(|&f| row(f, f.c1m(view), f.kernel(&mib.since_attach), view.scope))
+        .map(|&f| row(f, f.c1m(view), &mib.since_attach, view.scope))
         .collect();
     Audit {
         scope: view.scope,
@@ -314,7 +315,8 @@ pub fn audit(view: &KernelView) -> Audit {
     }
 }
 
-fn row(figure: Figure, c1m: u64, kernel: u64, scope: Scope) -> AuditRow {
+fn row(figure: Figure, c1m: u64, mib: &MibCounters, scope: Scope) -> AuditRow {
+    let kernel = figure.kernel(mib);
     let (verdict, explanation) = if c1m == kernel {
         (Verdict::Agrees, String::new())
     } else if c1m < kernel {
@@ -345,7 +347,7 @@ fn row(figure: Figure, c1m: u64, kernel: u64, scope: Scope) -> AuditRow {
                      only the observer's"
                 ),
             )
-        } else if let Some(why) = figure.more_because() {
+        } else if let Some(why) = figure.more_because(mib) {
             (Verdict::Explained, format!("{diff} more: {why}"))
         } else {
             (
@@ -468,6 +470,39 @@ mod tests {
         assert!(
             r.explanation
                 .starts_with("500 fewer: the kernel counts every socket")
+        );
+    }
+
+    #[test]
+    fn more_overflows_than_the_kernel_drops_is_unexplained() {
+        // Seen at 1M: c1m 2 accept-queue overflows, the kernel 0 ListenOverflows and 0
+        // ListenDrops. "ListenDrops also counts other drops" can't explain that.
+        let kernel = MibCounters {
+            listen_overflows: 0,
+            listen_drops: 0,
+            ..kernel_of_2000()
+        };
+        let mut view = run_of_2000(Scope::Namespace, kernel);
+        if let Some(l) = view.listeners.first_mut() {
+            l.accept_queue_overflows += 2;
+        }
+        let a = audit(&view);
+        let r = row_of(&a, Figure::ListenOverflows);
+        assert_eq!(r.verdict, Verdict::Unexplained, "{r:?}");
+        // With drops beyond the overflows in the kernel, the same surplus is explained.
+        let kernel = MibCounters {
+            listen_overflows: 0,
+            listen_drops: 2,
+            ..kernel_of_2000()
+        };
+        let mut view = run_of_2000(Scope::Namespace, kernel);
+        if let Some(l) = view.listeners.first_mut() {
+            l.accept_queue_overflows += 2;
+        }
+        let a = audit(&view);
+        assert_eq!(
+            row_of(&a, Figure::ListenOverflows).verdict,
+            Verdict::Explained
         );
     }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::doctor::Changed;
+use crate::lab::doctor::Changed;
 use crate::workload::procstat;
 
 /// The journal's name in the run folder.
@@ -123,10 +123,10 @@ impl JournalFile {
 
     fn write(&self) -> std::io::Result<()> {
         let json = serde_json::to_vec_pretty(&self.journal).map_err(std::io::Error::other)?;
-        super::export::atomic::write_atomic(&self.journal.run_folder.join(FILE), &json)
+        crate::lab::export::atomic::write_atomic(&self.journal.run_folder.join(FILE), &json)
             .map_err(std::io::Error::other)?;
         if let Some(p) = &self.well_known {
-            super::export::atomic::write_atomic(p, &json).map_err(std::io::Error::other)?;
+            crate::lab::export::atomic::write_atomic(p, &json).map_err(std::io::Error::other)?;
         }
         Ok(())
     }

@@ -4,6 +4,11 @@
 //! connection), teardown. Live view while it runs; a run folder with every export
 //! after it, rewritten as it goes so Ctrl-C or a crash loses nothing measured.
 
+pub mod child_args;
+pub mod journal;
+mod ports;
+mod verdict;
+
 use std::{
     path::{Path, PathBuf},
     process::Stdio,
@@ -14,11 +19,13 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use tokio::process::Child;
 
-use super::{
+use self::{
     child_args::ChildPlan,
+    journal::{JournalFile, Role},
+};
+use super::{
     doctor::{self, Status, Target, Tuning},
     figures::{Figures, FiguresBuilder, Rows},
-    journal::{JournalFile, Role},
     live::{Live, LiveOutput},
     model::{Machine, Outcome, PerConnection, Phase, ProcessUsage, RunConfig, RunRecord},
 };
@@ -277,7 +284,7 @@ async fn run(args: RunArgs) -> Result<i32> {
     let dir = args.out.join(crate::fmt::stamp(started_ms));
     let plan = ChildPlan::new(&args, connections, &sources, &dir)?;
     let listen_addrs = crate::workload::cli::parse_addrs(&plan.server.addrs)?;
-    super::ports::preflight(&args.ports.0, &listen_addrs)?;
+    ports::preflight(&args.ports.0, &listen_addrs)?;
     let observer_wanted = !args.no_observer;
     say!(
         args.json,
@@ -294,7 +301,7 @@ async fn run(args: RunArgs) -> Result<i32> {
             "c1m: sysctls left by a killed tuned run stay as they are ({e}); fix: sudo c1m doctor --restore"
         );
     }
-    for left in super::journal::leftovers() {
+    for left in journal::leftovers() {
         eprintln!("c1m: leftover: {}", left.describe());
     }
     let target = Target {
@@ -746,7 +753,7 @@ impl Lab {
                 }
             }
             if !tearing_down {
-                news.extend(super::verdict::worker_deaths(side, snap));
+                news.extend(verdict::worker_deaths(side, snap));
             }
         }
         for w in news {
@@ -788,7 +795,7 @@ impl Lab {
 
     /// The run's losses, from the last snapshots, as warnings.
     fn conclude(&mut self, n: u64) {
-        for w in super::verdict::losses(n, self.last_server.as_ref(), self.last_client.as_ref()) {
+        for w in verdict::losses(n, self.last_server.as_ref(), self.last_client.as_ref()) {
             self.warn(w);
         }
     }

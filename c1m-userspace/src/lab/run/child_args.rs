@@ -11,7 +11,7 @@ use std::{ffi::OsString, path::Path, time::Duration};
 use clap::{Args, Command, FromArgMatches};
 use thiserror::Error;
 
-use super::run::RunArgs;
+use super::RunArgs;
 use crate::workload::cli::{ClientArgs, CommonArgs, Hold, ServerArgs};
 
 #[derive(Debug, Error)]
