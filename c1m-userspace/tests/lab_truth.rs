@@ -4,31 +4,16 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Child, Stdio},
     time::{Duration, Instant},
 };
 
-use c1m::{
-    lab::{figures::STALE_AFTER_S, model::RunRecord},
-    observer::privileges,
-};
+use c1m::lab::{figures::STALE_AFTER_S, model::RunRecord};
+use lab_util::{c1m_run, fresh_dir, root_or_skip, run_folder};
+
+mod lab_util;
 
 const RATE: f64 = 2_000.0;
-
-fn root_or_skip(test: &str) -> bool {
-    if privileges::is_root() {
-        return true;
-    }
-    eprintln!("SKIP {test}: needs root (eBPF observer, private netns, cgroups)");
-    false
-}
-
-fn fresh_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("c1m-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
 
 /// A cgroup v1 (or v2) CPU limit for one process, removed when dropped.
 struct CpuLimit {
@@ -86,11 +71,7 @@ fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
 }
 
 fn run_record(out: &Path) -> RunRecord {
-    let dir = std::fs::read_dir(out)
-        .expect("out")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.is_dir())
-        .expect("a run folder");
+    let dir = run_folder(out);
     serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).expect("summary"))
         .expect("a RunRecord")
 }
@@ -103,14 +84,23 @@ fn a_starved_observer_keeps_the_kernel_column_moving_and_says_when_it_is_stale()
     }
     c1m::netns::enter_private().expect("private netns");
     let out = fresh_dir("truth");
-    let mut lab = Command::new(env!("CARGO_BIN_EXE_c1m"))
-        .args(["run", "-n", "24000", "--rate", "2000", "--idle", "1s"])
-        .args(["--plain", "--ports", "23000-23003", "--out"])
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("c1m run");
+    let mut lab = c1m_run(
+        &out,
+        &[
+            "-n",
+            "24000",
+            "--rate",
+            "2000",
+            "--idle",
+            "1s",
+            "--ports",
+            "23000-23003",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("c1m run");
     // Once server and client are up (both are children of the lab, started before
     // the ramp), the lab's process alone (observer, walker, ticks) gets 5% of a core.
     let until = Instant::now() + Duration::from_secs(60);
