@@ -1,7 +1,7 @@
 //! Retransmits in words: what a pattern of kinds means for a run (pure, no I/O).
 
 use super::view::Retransmits;
-use crate::lab::export::fmt::count as group;
+use crate::fmt::count as group;
 
 /// One sentence on what sent the retransmits and why, per connection, e.g.
 /// "1.0 retransmit per connection (2,000): 2,000 tail-loss probes (a segment waited

@@ -1032,36 +1032,12 @@ fn usage(before: Option<&AppSnapshot>, after: Option<&AppSnapshot>) -> ProcessUs
 
 /// User and system CPU seconds of this process (the observer and the orchestration).
 pub fn own_cpu() -> (f64, f64) {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return (0.0, 0.0);
-    };
-    // Fields after the ")" of comm: state is field 3; utime 14, stime 15.
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-        return (0.0, 0.0);
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    let get = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-            / hz
-    };
-    (get(11), get(12))
+    crate::workload::procstat::cpu_seconds(std::process::id()).unwrap_or((0.0, 0.0))
 }
 
+/// Resident memory of this process, bytes.
 pub fn own_rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
+    crate::workload::procstat::rss_bytes(std::process::id()).unwrap_or(0)
 }
 
 #[cfg(test)]
