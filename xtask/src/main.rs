@@ -81,7 +81,8 @@ fn test(extra: &[String]) -> Result<()> {
              *** Run `sudo -E cargo xtask test` to run them.                                   ***\n"
         );
     }
-    let mut args = vec!["test", "--release", "--workspace"];
+    // Every test binary runs even after one fails: a CI log names all failures at once.
+    let mut args = vec!["test", "--release", "--workspace", "--no-fail-fast"];
     args.extend(extra.iter().map(String::as_str));
     util::cargo(&args)
 }
