@@ -8,5 +8,6 @@ pub mod fmt;
 pub mod lab;
 pub mod netns;
 pub mod observer;
+pub mod priority;
 pub mod util;
 pub mod workload;

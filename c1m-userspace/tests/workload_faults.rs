@@ -374,3 +374,105 @@ fn dead_worker_is_reported_and_its_connections_lost() {
     assert!(err.contains("counted as lost"), "{err}");
     let _ = client.wait(T);
 }
+
+/// The nice value of one thread, from /proc (field 19 of its stat line).
+fn nice_of(pid: u32, tid: u32) -> i64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).unwrap();
+    let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
+    after_comm.split(' ').nth(16).unwrap().parse().unwrap()
+}
+
+/// Every thread of a process and its name.
+fn threads_of(pid: u32) -> Vec<(u32, String)> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let tid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            Some((tid, comm.trim().to_owned()))
+        })
+        .collect()
+}
+
+/// A supervisor reads its shards' reports at a raised weight (at 1M a default-weight
+/// client supervisor read 50 workers' reports up to 43 s late), while what makes the load
+/// runs at the default: worker processes, and shard threads in a one-process run.
+#[test]
+fn supervisors_watch_above_the_load_their_shards_make() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP supervisors_watch_above_the_load_their_shards_make: needs root");
+        return;
+    }
+    let (ctl, cctl) = ("127.0.0.1:20915", "127.0.0.1:20916");
+    let server = Proc::spawn(
+        "server",
+        c1m().args([
+            "server",
+            "--ports",
+            "20185",
+            "--quiet",
+            "--workers",
+            "2",
+            "--control",
+            ctl,
+        ]),
+    );
+    let s = wait_for(ctl, "server up", T, |s| s.phase == "running");
+    let client = Proc::spawn(
+        "client",
+        c1m().args([
+            "client",
+            "--ports",
+            "20185",
+            "-n",
+            "20",
+            "--hold",
+            "forever",
+            "--quiet",
+            "--stay",
+            "--control",
+            cctl,
+        ]),
+    );
+    let c = wait_for(cctl, "client holding", T, |s| s.counters.connected == 20);
+    let server_pid = server.child.as_ref().unwrap().id();
+    let client_pid = client.child.as_ref().unwrap().id();
+    assert_eq!(nice_of(server_pid, server_pid), -10, "server supervisor");
+    assert_eq!(nice_of(client_pid, client_pid), -10, "client supervisor");
+    let workers: Vec<_> = s
+        .workers
+        .list
+        .iter()
+        .filter(|w| w.kind == "process")
+        .collect();
+    assert_eq!(workers.len(), 2, "{:?}", s.workers);
+    for w in workers {
+        for (tid, name) in threads_of(w.pid) {
+            assert_eq!(
+                nice_of(w.pid, tid),
+                0,
+                "server worker {} thread {name}",
+                w.pid
+            );
+        }
+    }
+    assert!(
+        c.workers.list.iter().all(|w| w.kind == "thread"),
+        "{:?}",
+        c.workers
+    );
+    let shards: Vec<_> = threads_of(client_pid)
+        .into_iter()
+        .filter(|(_, name)| name.starts_with("c1m-shard"))
+        .collect();
+    assert!(!shards.is_empty());
+    for (tid, name) in shards {
+        assert_eq!(nice_of(client_pid, tid), 0, "client {name}");
+    }
+    control(cctl, "stop").unwrap();
+    client.wait(T);
+    control(ctl, "stop").unwrap();
+    server.wait(T);
+}

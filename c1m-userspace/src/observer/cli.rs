@@ -78,7 +78,7 @@ fn start(args: &ObserveArgs) -> Result<Observer> {
             args.interval
         );
     }
-    super::keep_up_under_load();
+    crate::priority::watcher();
     Ok(Observer::start(args.observer_config())?)
 }
 

@@ -24,7 +24,7 @@ impl ObserverHandle {
         let thread = std::thread::Builder::new()
             .name("c1m-observer".into())
             .spawn(move || {
-                super::keep_up_under_load();
+                crate::priority::watcher();
                 let mut observer = match Observer::start(ObserverConfig {
                     ports,
                     ..ObserverConfig::default()

@@ -774,23 +774,6 @@ fn attach_iter(ebpf: &mut Ebpf, name: &str, btf: &aya::Btf) -> Result<OwnedFd, O
 }
 
 /// An error and its sources on one line (aya's errors keep the errno in `source()`).
-/// The nice value of the thread that reads the kernel's view.
-pub const OBSERVER_NICE: i32 = -10;
-
-/// Raises the calling thread's scheduling weight (nice -10, ~9× a default thread's share),
-/// for the threads that watch a load rather than make it (observer, lab). The load can be ~120 busy processes on two cores, where a default-weight
-/// thread gets under 2% of a core and a walk of 600k sockets (~0.6 s of CPU) took 40 s.
-/// The walks' CPU stays the same (they are paced to ~2% of a core); they just finish
-/// while their figures are still current. Without the privilege to do it, nothing changes.
-pub fn keep_up_under_load() {
-    // SAFETY: gettid and setpriority take plain integers and touch no memory of ours;
-    // with PRIO_PROCESS, a thread id names that thread alone on Linux.
-    unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, OBSERVER_NICE);
-    }
-}
-
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();

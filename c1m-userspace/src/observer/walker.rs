@@ -47,7 +47,7 @@ impl Walker {
         let thread = std::thread::Builder::new()
             .name("c1m-walker".into())
             .spawn(move || {
-                super::keep_up_under_load();
+                crate::priority::watcher();
                 let WalkerMaps {
                     socket_link,
                     mut sock_agg,

@@ -93,6 +93,7 @@ pub fn spawn_thread(
     std::thread::Builder::new()
         .name(format!("c1m-shard-{shard}"))
         .spawn(move || {
+            crate::priority::load();
             let why = match run_engine(cfg, io, open) {
                 Ok(()) => "stopped".to_owned(),
                 Err(e) => format!("error: {e:#}"),
@@ -127,9 +128,13 @@ pub async fn spawn_process(
     // A worker must not outlive its supervisor (a `kill -9` of it left workers holding
     // 30,000 connections): stdin EOF only reaches a worker that reads it.
     let supervisor = std::process::id();
-    // SAFETY: die_with_parent only calls prctl and getppid, both async-signal-safe.
+    // SAFETY: setpriority, prctl and getppid are async-signal-safe. A worker makes the
+    // load: it runs at the default weight, not its supervisor's raised one.
     unsafe {
-        cmd.pre_exec(move || crate::util::die_with_parent(supervisor));
+        cmd.pre_exec(move || {
+            crate::priority::load();
+            crate::util::die_with_parent(supervisor)
+        });
     }
     let mut child = cmd.spawn().context("start worker process")?;
     let pid = child.id().unwrap_or(0);

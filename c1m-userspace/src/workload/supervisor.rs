@@ -112,6 +112,9 @@ const SHARD_GRACE: Duration = Duration::from_secs(30);
 
 /// Runs one side to completion.
 pub async fn run(o: Options, plan: &Plan, configs: Vec<ShardConfig>) -> Result<AppSnapshot> {
+    // The supervisor watches its shards (their reports, the control endpoint); the shards
+    // it starts go back to the default weight.
+    crate::priority::watcher();
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
     let open = Arc::new(AtomicU64::new(0));
     let mut handles = Vec::with_capacity(configs.len());

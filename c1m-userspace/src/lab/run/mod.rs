@@ -115,10 +115,10 @@ macro_rules! say_raw {
 pub fn main(args: RunArgs) -> Result<i32> {
     // The lab draws the view and polls both sides: like the observer, it must keep up
     // with the load it watches (its children are put back to the default weight).
-    crate::observer::keep_up_under_load();
+    crate::priority::watcher();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .on_thread_start(crate::observer::keep_up_under_load)
+        .on_thread_start(crate::priority::watcher)
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
@@ -250,7 +250,7 @@ fn spawn_c1m(argv: &[std::ffi::OsString], log: &Path) -> Result<Child> {
     // the lab (a `kill -9` of the lab left server, client and workers running).
     unsafe {
         cmd.pre_exec(move || {
-            libc::setpriority(libc::PRIO_PROCESS, 0, 0);
+            crate::priority::load();
             crate::util::die_with_parent(lab)
         });
     }
