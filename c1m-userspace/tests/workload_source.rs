@@ -103,7 +103,8 @@ ip link set lo up
 sysctl -q -w net.ipv4.tcp_syncookies=0
 python3 -c 'import socket,time; s=socket.socket(); s.bind(("127.0.0.1",21001)); s.listen(1); time.sleep(30)' &
 PY=$!
-sleep 0.5
+# Until it listens (port 21001 = 0x5209, state 0A), without a probe taking a queue slot.
+for i in $(seq 1 200); do grep -q ':5209 00000000:0000 0A' /proc/net/tcp && break; sleep 0.05; done
 {bin} client --ports 21001 -n 20 --connect-timeout 1s --hold 0s --quiet --stats-json {j}
 echo "rc=$?"
 kill $PY
