@@ -50,7 +50,7 @@ pub fn exec_c1m(args: &[String]) -> Result<()> {
     run(Command::new(c1m_binary()).args(args))
 }
 
-fn have(program: &str) -> bool {
+pub fn have(program: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {program}")])
         .output()
