@@ -7,11 +7,13 @@
 //! | `figures` | the figures of one instant, computed once from kernel and app views    |
 //! | `live`    | driving the live outputs each tick (TUI, plain, JSON, Prometheus)      |
 //! | `view`    | the live views themselves, each reading `figures`                     |
-//! | `export`  | the run folder: summary.json, CSV, histograms, report.html, compare    |
+//! | `export`  | the run folder: summary.json, CSV, histograms, report.html             |
+//! | `compare` | any number of runs side by side, repeats with their spread             |
 //! | `model`   | what a run records (`RunRecord`, `Sample`, phases, outcome)            |
 //! | `doctor`  | preflight, `--tune`, leftovers and `--restore`                         |
 //! | `top`     | the live view for a server already running                            |
 
+pub mod compare;
 pub mod doctor;
 pub mod export;
 pub mod figures;
