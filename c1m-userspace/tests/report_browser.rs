@@ -177,10 +177,13 @@ fn compare_page_renders_in_chromium() {
         dir: p.to_path_buf(),
         name: n.to_owned(),
     };
-    let code = compare::cli::main(compare::cli::CompareArgs {
-        runs: vec![spec(&a, "A"), spec(&b, "B")],
-        out: out.clone(),
-    })
+    let code = compare::cli::run(
+        compare::cli::CompareArgs {
+            runs: vec![spec(&a, "A"), spec(&b, "B")],
+            out: out.clone(),
+        },
+        &mut std::io::sink(),
+    )
     .unwrap();
     assert_eq!(code, 0);
     let page = out.join(compare::HTML);

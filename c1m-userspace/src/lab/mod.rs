@@ -12,6 +12,7 @@
 //! | `model`   | what a run records (`RunRecord`, `Sample`, phases, outcome)            |
 //! | `doctor`  | preflight, `--tune`, leftovers and `--restore`                         |
 //! | `top`     | the live view for a server already running                            |
+//! | `servers` | the servers `--servers` compares: start command, push trigger, format  |
 
 pub mod compare;
 pub mod doctor;
@@ -20,6 +21,7 @@ pub mod figures;
 pub mod live;
 pub mod model;
 pub mod run;
+pub mod servers;
 pub mod summary;
 pub mod top;
 pub mod view;

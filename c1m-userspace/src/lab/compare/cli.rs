@@ -1,7 +1,7 @@
 //! The `c1m compare` command line: exit 0 with the table printed and the folder
 //! written; exit 2 with one line naming the path and the fix when an input is bad.
 
-use std::{io::Write as _, path::PathBuf};
+use std::{io::Write, path::PathBuf};
 
 use anyhow::{Context as _, Result};
 use clap::Args;
@@ -29,6 +29,11 @@ fn parse_spec(s: &str) -> Result<input::RunSpec, String> {
 
 /// Prints the comparison and writes its folder; returns the exit code.
 pub fn main(args: CompareArgs) -> Result<i32> {
+    run(args, &mut std::io::stdout().lock())
+}
+
+/// [`main`], printing to `out`.
+pub fn run(args: CompareArgs, out: &mut dyn Write) -> Result<i32> {
     let runs = match input::load_all(&args.runs) {
         Ok(runs) => runs,
         Err(e) => {
@@ -41,7 +46,6 @@ pub fn main(args: CompareArgs) -> Result<i32> {
     let config = config::differences(&runs, &names);
     let written = files::write(&args.out, &runs, &names, &config, &rows)
         .with_context(|| format!("compare: writing {}", args.out.display()))?;
-    let mut out = std::io::stdout().lock();
     let _ = out.write_all(text::render(&runs, &names, &config, &rows).as_bytes());
     let _ = writeln!(out);
     for p in written {
@@ -59,21 +63,30 @@ mod tests {
     #[test]
     fn compare_writes_the_folder_and_bad_input_exits_2() {
         let dir = fixture::test_dir("compare-cli");
-        let run = fixture::sample_run();
+        let sample = fixture::sample_run();
         let (a, b) = (dir.join("a"), dir.join("b"));
-        write_run(&a, &run).unwrap();
-        write_run(&b, &run).unwrap();
+        write_run(&a, &sample).unwrap();
+        write_run(&b, &sample).unwrap();
         let out = dir.join("cmp");
         let spec = |p: &std::path::Path, n: &str| input::RunSpec {
             dir: p.to_owned(),
             name: n.into(),
         };
-        let code = main(CompareArgs {
-            runs: vec![spec(&a, "x"), spec(&b, "x"), spec(&a, "y")],
-            out: out.clone(),
-        })
+        let mut text = Vec::new();
+        let code = run(
+            CompareArgs {
+                runs: vec![spec(&a, "x"), spec(&b, "x"), spec(&a, "y")],
+                out: out.clone(),
+            },
+            &mut text,
+        )
         .unwrap();
         assert_eq!(code, 0);
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.contains("  x: 2 runs\n") && text.contains("  y: 1 run\n"),
+            "{text}"
+        );
         for f in [files::CSV, files::JSON, files::HTML] {
             assert!(out.join(f).exists(), "{f}");
         }
