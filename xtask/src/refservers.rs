@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use crate::util::{have, is_root, root, run};
+use crate::util::{have, is_root, python_websockets, root, run};
 
 /// Debian's Go keeps gorilla/websocket here; with `GO111MODULE=off` this is a GOPATH and
 /// the build needs no network.
@@ -75,18 +75,7 @@ impl Server {
         match self {
             Server::Python => {
                 apt_if_missing(&[("python3", "python3"), ("pip3", "python3-pip")])?;
-                if !python_has_websockets() {
-                    eprintln!("xtask: installing Python `websockets` (pip)");
-                    run(Command::new("python3").args([
-                        "-m",
-                        "pip",
-                        "install",
-                        "--quiet",
-                        "--disable-pip-version-check",
-                        "websockets>=13",
-                    ]))?;
-                }
-                Ok(())
+                python_websockets()
             }
             Server::Node => apt_if_missing(&[("node", "nodejs"), ("npm", "npm")]),
             Server::Go => {
@@ -208,13 +197,6 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
     fs::copy(from, to)
         .map(drop)
         .with_context(|| format!("copy {} to {}", from.display(), to.display()))
-}
-
-fn python_has_websockets() -> bool {
-    Command::new("python3")
-        .args(["-c", "import websockets.asyncio.server"])
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 fn netty_classpath() -> Result<String> {

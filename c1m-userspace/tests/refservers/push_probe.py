@@ -16,23 +16,15 @@ import time
 from websockets.asyncio.client import connect
 
 
-def parse_ports(spec):
-    ports = []
-    for part in spec.split(","):
-        lo, _, hi = part.partition("-")
-        ports.extend(range(int(lo), int(hi or lo) + 1))
-    return ports
-
-
 async def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--ports", required=True)
+    p.add_argument("--ports", required=True, help="comma-separated list: 20000,20001")
     p.add_argument("-n", type=int, default=200)
     p.add_argument("--pid", type=int, required=True, help="server PID to signal")
     p.add_argument("--timeout", type=float, default=20.0)
     a = p.parse_args()
-    ports = parse_ports(a.ports)
+    ports = [int(p) for p in a.ports.split(",")]
     conns = [
         await asyncio.wait_for(
             connect(f"ws://{a.host}:{ports[i % len(ports)]}/probe/{i}", compression=None,

@@ -6,7 +6,7 @@ use std::{io::Write, path::PathBuf};
 use anyhow::{Context as _, Result};
 use clap::Args;
 
-use super::{config, files, input, table, text};
+use super::{Comparison, files, input, text};
 
 /// Exit code for input that is not a set of comparable run folders.
 pub const EXIT_BAD_INPUT: i32 = 2;
@@ -41,12 +41,10 @@ pub fn run(args: CompareArgs, out: &mut dyn Write) -> Result<i32> {
             return Ok(EXIT_BAD_INPUT);
         }
     };
-    let names = table::names(&runs);
-    let rows = table::rows(&runs).context("compare")?;
-    let config = config::differences(&runs, &names);
-    let written = files::write(&args.out, &runs, &names, &config, &rows)
+    let cmp = Comparison::of(runs).context("compare")?;
+    let written = files::write(&args.out, &cmp)
         .with_context(|| format!("compare: writing {}", args.out.display()))?;
-    let _ = out.write_all(text::render(&runs, &names, &config, &rows).as_bytes());
+    let _ = out.write_all(text::render(&cmp).as_bytes());
     let _ = writeln!(out);
     for p in written {
         let _ = writeln!(out, "wrote {}", p.display());

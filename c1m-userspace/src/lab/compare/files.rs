@@ -10,6 +10,7 @@ use std::{
 use serde::Serialize;
 
 use super::{
+    Comparison,
     input::LoadedRun,
     table::{Row, show},
     text::{LATENCY_COLUMNS, latency_tables},
@@ -54,18 +55,12 @@ struct SetupDifference<'a> {
 }
 
 /// Writes the three files into `dir` (created if needed); returns their paths.
-pub fn write(
-    dir: &Path,
-    runs: &[LoadedRun],
-    names: &[String],
-    config: &[(String, Vec<String>)],
-    rows: &[Row],
-) -> Result<Vec<PathBuf>, ExportError> {
+pub fn write(dir: &Path, cmp: &Comparison) -> Result<Vec<PathBuf>, ExportError> {
     std::fs::create_dir_all(dir).map_err(ExportError::io(dir))?;
     let files = [
-        (CSV, csv(rows)?),
-        (JSON, json(runs, names, config, rows)?),
-        (HTML, html(runs, names, config, rows)?),
+        (CSV, csv(&cmp.rows)?),
+        (JSON, json(cmp)?),
+        (HTML, html(cmp)?),
     ];
     let mut written = Vec::new();
     for (name, text) in files {
@@ -104,12 +99,8 @@ fn csv(rows: &[Row]) -> Result<String, ExportError> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-fn json(
-    runs: &[LoadedRun],
-    names: &[String],
-    config: &[(String, Vec<String>)],
-    rows: &[Row],
-) -> Result<String, ExportError> {
+fn json(cmp: &Comparison) -> Result<String, ExportError> {
+    let (runs, names, config, rows) = (&cmp.runs, &cmp.names, &cmp.config, &cmp.rows);
     let doc = Document {
         c1m_version: env!("CARGO_PKG_VERSION"),
         names,
@@ -135,12 +126,8 @@ fn json(
     })
 }
 
-fn html(
-    runs: &[LoadedRun],
-    names: &[String],
-    config: &[(String, Vec<String>)],
-    rows: &[Row],
-) -> Result<String, ExportError> {
+fn html(cmp: &Comparison) -> Result<String, ExportError> {
+    let (runs, names, config, rows) = (&cmp.runs, &cmp.names, &cmp.config, &cmp.rows);
     let color = |name: &str| names.iter().position(|n| n == name).unwrap_or(0);
     let label = |r: &LoadedRun| {
         let repeats = runs.iter().filter(|x| x.spec.name == r.spec.name).count();

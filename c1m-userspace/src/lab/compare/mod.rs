@@ -20,3 +20,27 @@ pub(crate) mod table;
 mod text;
 
 pub use files::{CSV, HTML, JSON};
+
+/// Everything the views of a comparison read, computed once.
+pub struct Comparison {
+    pub runs: Vec<input::LoadedRun>,
+    /// Setup names in the order they first appear.
+    pub names: Vec<String>,
+    /// Setup facts that differ: (key, value per name).
+    pub config: Vec<(String, Vec<String>)>,
+    pub rows: Vec<table::Row>,
+}
+
+impl Comparison {
+    pub fn of(runs: Vec<input::LoadedRun>) -> Result<Comparison, crate::lab::export::ExportError> {
+        let names = table::names(&runs);
+        let rows = table::rows(&runs)?;
+        let config = config::differences(&runs, &names);
+        Ok(Comparison {
+            runs,
+            names,
+            config,
+            rows,
+        })
+    }
+}

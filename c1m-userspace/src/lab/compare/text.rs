@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use super::{
+    Comparison,
     input::LoadedRun,
     table::{LATENCY_PREFIX, Row, Spread, show},
 };
@@ -66,12 +67,8 @@ fn aligned(table: &[Vec<String>], indent: &str) -> String {
     out
 }
 
-pub fn render(
-    runs: &[LoadedRun],
-    names: &[String],
-    config: &[(String, Vec<String>)],
-    rows: &[Row],
-) -> String {
+pub fn render(cmp: &Comparison) -> String {
+    let (runs, names, config, rows) = (&cmp.runs, &cmp.names, &cmp.config, &cmp.rows);
     let mut out = String::from("Runs\n");
     for n in names {
         let mine: Vec<&LoadedRun> = runs.iter().filter(|r| r.spec.name == *n).collect();
