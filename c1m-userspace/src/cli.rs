@@ -21,8 +21,9 @@ pub enum Command {
     Run(crate::lab::run::RunArgs),
     /// Regenerate a run folder's report.html (and derived files) from its summary.json.
     Report(crate::lab::export::cli::ReportArgs),
-    /// Put two runs side by side.
-    Compare(crate::lab::export::cli::CompareArgs),
+    /// Put any number of runs side by side (`RUN_DIR=NAME`; a shared name = repeats,
+    /// shown with their spread); writes compare.csv, compare.json, compare.html.
+    Compare(crate::lab::compare::cli::CompareArgs),
     /// Check every limit a run of this size meets: value found, value needed, the fix.
     Doctor(crate::lab::doctor::DoctorArgs),
     /// The live view for a server already running (kernel side; app side for c1m).
@@ -64,7 +65,7 @@ pub fn main() -> i32 {
         Command::Run(args) => return exit_code(crate::lab::run::main(args)),
         Command::Top(args) => crate::lab::top::main(args),
         Command::Report(args) => crate::lab::export::cli::run_report(args),
-        Command::Compare(args) => crate::lab::export::cli::run_compare(args),
+        Command::Compare(args) => return exit_code(crate::lab::compare::cli::main(args)),
         Command::Bench(args) => crate::bench::run(args),
         Command::Server(args) => crate::workload::cli::run_server(args),
         Command::Client(args) => crate::workload::cli::run_client(args),

@@ -1,4 +1,4 @@
-//! `report.html` and `c1m compare --html` opened in headless Chromium (Debian's
+//! `report.html` and `c1m compare`'s compare.html opened in headless Chromium (Debian's
 //! `chromium` package): a screenshot is taken, and every chart is present in the DOM with
 //! `data-points` > 0 and SVG paths that hold points. No root needed; no network.
 #![allow(clippy::unwrap_used)] // panics are the assertions
@@ -10,10 +10,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use c1m::lab::export::{
-    cli::{CompareArgs, run_compare},
-    fixture::{self, FIXTURE_CHARTS},
-    write_run,
+use c1m::lab::{
+    compare::{self, input::RunSpec},
+    export::{
+        fixture::{self, FIXTURE_CHARTS},
+        write_run,
+    },
 };
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -170,13 +172,21 @@ fn compare_page_renders_in_chromium() {
         s.server_rss_per_connection_bytes = s.server_rss_per_connection_bytes.map(|v| v * 0.8);
     }
     write_run(&b, &other).unwrap();
-    let page = a.join("compare.html");
-    run_compare(CompareArgs {
-        run_a: a.to_path_buf(),
-        run_b: b.to_path_buf(),
-        html: Some(page.clone()),
-    })
+    let out = a.join("cmp");
+    let spec = |p: &Path, n: &str| RunSpec {
+        dir: p.to_path_buf(),
+        name: n.to_owned(),
+    };
+    let code = compare::cli::run(
+        compare::cli::CompareArgs {
+            runs: vec![spec(&a, "A"), spec(&b, "B")],
+            out: out.clone(),
+        },
+        &mut std::io::sink(),
+    )
     .unwrap();
+    assert_eq!(code, 0);
+    let page = out.join(compare::HTML);
     screenshot(&page);
     let dom = chromium(&page, &["--dump-dom".to_owned()]);
     assert_charts(&dom, &FIXTURE_CHARTS);

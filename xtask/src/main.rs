@@ -3,6 +3,7 @@
 
 mod bench;
 mod ebpf;
+mod refservers;
 mod util;
 
 use anyhow::Result;
@@ -37,6 +38,9 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Install the reference servers' runtimes when missing (apt, npm, pip) and build
+    /// each into target/reference-servers/<name>/run (see reference-servers/PROTOCOL.md).
+    ReferenceServers,
     /// Build everything and run the benchmarks, printing their figures.
     Bench {
         /// Benchmark names to run (default: all). `--list` shows them.
@@ -60,6 +64,7 @@ fn main() -> Result<()> {
             util::exec_c1m(&args)
         }
         Command::Test { args } => test(&args),
+        Command::ReferenceServers => refservers::build_all(),
         Command::Bench { args } => {
             build_all()?;
             bench::run(&args)
@@ -75,6 +80,8 @@ fn build_all() -> Result<()> {
 fn test(extra: &[String]) -> Result<()> {
     build_all()?;
     util::test_prerequisites()?;
+    // tests/reference_servers.rs starts them; a fresh CI machine gets them here.
+    refservers::build_all()?;
     if !util::is_root() {
         eprintln!(
             "\n*** NOT ROOT: the eBPF tests will SKIP (they need CAP_BPF and CAP_NET_ADMIN). ***\n\

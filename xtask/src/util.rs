@@ -50,7 +50,7 @@ pub fn exec_c1m(args: &[String]) -> Result<()> {
     run(Command::new(c1m_binary()).args(args))
 }
 
-fn have(program: &str) -> bool {
+pub fn have(program: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {program}")])
         .output()
@@ -93,21 +93,26 @@ fn debian_prerequisites() -> Result<()> {
 /// Third-party peers and tools the tests use, installed when missing.
 pub fn test_prerequisites() -> Result<()> {
     debian_prerequisites()?;
+    python_websockets()
+}
+
+/// Python's `websockets` with its asyncio API (13 or newer): the interop tests' peer
+/// and the Python reference server.
+pub fn python_websockets() -> Result<()> {
     let have = Command::new("python3")
-        .args(["-c", "import websockets"])
+        .args(["-c", "import websockets.asyncio.server"])
         .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !have {
-        eprintln!("xtask: installing Python `websockets` for the interop tests");
-        run(Command::new("python3").args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "websockets",
-        ]))?;
+        .is_ok_and(|o| o.status.success());
+    if have {
+        return Ok(());
     }
-    Ok(())
+    eprintln!("xtask: installing Python `websockets` (pip)");
+    run(Command::new("python3").args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "websockets>=13",
+    ]))
 }

@@ -7,17 +7,21 @@
 //! | `figures` | the figures of one instant, computed once from kernel and app views    |
 //! | `live`    | driving the live outputs each tick (TUI, plain, JSON, Prometheus)      |
 //! | `view`    | the live views themselves, each reading `figures`                     |
-//! | `export`  | the run folder: summary.json, CSV, histograms, report.html, compare    |
+//! | `export`  | the run folder: summary.json, CSV, histograms, report.html             |
+//! | `compare` | any number of runs side by side, repeats with their spread             |
 //! | `model`   | what a run records (`RunRecord`, `Sample`, phases, outcome)            |
 //! | `doctor`  | preflight, `--tune`, leftovers and `--restore`                         |
 //! | `top`     | the live view for a server already running                            |
+//! | `servers` | the servers `--servers` compares: start command, push trigger, format  |
 
+pub mod compare;
 pub mod doctor;
 pub mod export;
 pub mod figures;
 pub mod live;
 pub mod model;
 pub mod run;
+pub mod servers;
 pub mod summary;
 pub mod top;
 pub mod view;

@@ -1,16 +1,12 @@
-//! `c1m report RUN_DIR` and `c1m compare RUN_A RUN_B`: read run folders back and
-//! regenerate or compare. The lead's `cli.rs` routes to [`run_report`] and
-//! [`run_compare`].
+//! `c1m report RUN_DIR`: read a run folder back and regenerate its derived files
+//! (`c1m compare` lives in `lab::compare`).
 
-use std::{
-    io::Write as _,
-    path::{Path, PathBuf},
-};
+use std::{io::Write as _, path::PathBuf};
 
 use anyhow::{Result, anyhow};
 use clap::Args;
 
-use super::{ExportOptions, HgrmUnit, atomic::write_atomic, compare, load_run, write_derived_with};
+use super::{ExportOptions, HgrmUnit, load_run, write_derived_with};
 
 #[derive(Args, Debug, Clone)]
 pub struct ReportArgs {
@@ -22,17 +18,6 @@ pub struct ReportArgs {
     /// as wrk2 prints them); the µs files are always written.
     #[arg(long, value_enum)]
     pub unit: Option<HgrmUnit>,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct CompareArgs {
-    /// First run folder (A).
-    pub run_a: PathBuf,
-    /// Second run folder (B); deltas are B − A, and % change is relative to A.
-    pub run_b: PathBuf,
-    /// Also write a side-by-side HTML page with both runs' charts overlaid.
-    #[arg(long, value_name = "OUT")]
-    pub html: Option<PathBuf>,
 }
 
 /// Regenerates the derived files of a run folder; prints the paths written.
@@ -48,30 +33,6 @@ pub fn run_report(args: ReportArgs) -> Result<()> {
         let _ = writeln!(out, "{}", p.display());
     }
     Ok(())
-}
-
-/// Prints two runs side by side; with `--html`, writes the overlay page too.
-pub fn run_compare(args: CompareArgs) -> Result<()> {
-    let fail = |e: super::ExportError| anyhow!("compare: {e}");
-    let a = load_run(&args.run_a).map_err(fail)?;
-    let b = load_run(&args.run_b).map_err(fail)?;
-    let names = [name(&args.run_a), name(&args.run_b)];
-    let names = [names[0].as_str(), names[1].as_str()];
-    let text = compare::text(names, &a, &b).map_err(fail)?;
-    if let Some(out) = &args.html {
-        let page = compare::html(names, &a, &b).map_err(fail)?;
-        write_atomic(out, page.as_bytes()).map_err(fail)?;
-    }
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(text.as_bytes());
-    if let Some(out) = &args.html {
-        let _ = writeln!(stdout, "\nwrote {}", out.display());
-    }
-    Ok(())
-}
-
-fn name(p: &Path) -> String {
-    p.display().to_string()
 }
 
 #[cfg(test)]
@@ -94,22 +55,21 @@ mod tests {
         assert!(msg.contains("nope/summary.json not found: pass a run folder written by c1m run (c1m-runs/<timestamp>/)"), "{msg}");
         // Not JSON: names the file and says what to pass.
         std::fs::write(dir.join("summary.json"), "{").unwrap();
-        let err = run_compare(CompareArgs {
-            run_a: dir.to_path_buf(),
-            run_b: dir.to_path_buf(),
-            html: None,
+        let err = run_report(ReportArgs {
+            run_dir: dir.to_path_buf(),
+            unit: None,
         })
         .unwrap_err();
         let msg = format!("{err:#}");
         assert!(
-            msg.starts_with("compare: ") && msg.contains("not a c1m run summary"),
+            msg.starts_with("report: ") && msg.contains("not a c1m run summary"),
             "{msg}"
         );
         assert!(!msg.contains('\n'), "{msg}");
     }
 
     #[test]
-    fn report_regenerates_and_compare_writes_html() {
+    fn report_regenerates() {
         let dir = fixture::test_dir("cli-report");
         let run = fixture::sample_run();
         write_run(&dir, &run).unwrap();
@@ -121,18 +81,5 @@ mod tests {
         .unwrap();
         assert!(dir.join("report.html").exists());
         assert!(dir.join("client-connect_ms.hgrm").exists());
-        let out = dir.join("cmp/compare.html");
-        std::fs::create_dir_all(dir.join("cmp")).unwrap();
-        run_compare(CompareArgs {
-            run_a: dir.to_path_buf(),
-            run_b: dir.to_path_buf(),
-            html: Some(out.clone()),
-        })
-        .unwrap();
-        assert!(
-            std::fs::read_to_string(out)
-                .unwrap()
-                .contains("chart-conn-server")
-        );
     }
 }

@@ -22,6 +22,17 @@ pub(crate) enum Unit {
 }
 
 impl Unit {
+    /// The unit's name in compare.csv and compare.json.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Count => "count",
+            Unit::PerSecond => "per_s",
+            Unit::Bytes => "bytes",
+            Unit::Micros => "us",
+            Unit::Seconds => "s",
+        }
+    }
+
     pub fn show(self, v: f64) -> String {
         match self {
             Unit::Count => count(v.max(0.0).round() as u64),

@@ -77,8 +77,10 @@ const KERNEL_S: &str = "#1e3a8a";
 const KERNEL_C: &str = "#7c2d12";
 const KERNEL: &str = "#111827";
 const OBSERVER: &str = "#6b7280";
-/// Run A and run B in `c1m compare --html`.
-pub(crate) const RUN_COLORS: [&str; 2] = ["#2563eb", "#ea580c"];
+/// One color per compared setup in `c1m compare` (repeats of a setup share its color).
+pub(crate) const RUN_COLORS: [&str; 8] = [
+    "#2563eb", "#ea580c", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777",
+];
 /// Line styles that tell the lines of one run apart when color is the run's.
 const COMPARE_DASH: [Option<&str>; 4] = [None, Some("6 4"), Some("2 3"), Some("9 3 2 3")];
 
@@ -362,15 +364,15 @@ fn phase_bands(samples: &[Sample]) -> Vec<Band> {
         .collect()
 }
 
-/// The time charts for one run (its own colors) or several (one color per run, line
-/// styles per figure, labels prefixed with the run's name).
-pub(crate) fn time_series_charts(runs: &[(&str, &RunRecord)]) -> Vec<Chart> {
+/// The time charts for one run (its own colors) or several: (label, color index into
+/// [`RUN_COLORS`], run); line styles tell the figures apart, labels carry the run's.
+pub(crate) fn time_series_charts(runs: &[(&str, usize, &RunRecord)]) -> Vec<Chart> {
     let single = runs.len() == 1;
     time_charts()
         .into_iter()
         .map(|tc| {
             let mut series = Vec::new();
-            for (r, (name, run)) in runs.iter().enumerate() {
+            for (name, color, run) in runs {
                 for (k, l) in tc.lines.iter().enumerate() {
                     series.push(Series {
                         label: if single {
@@ -378,7 +380,11 @@ pub(crate) fn time_series_charts(runs: &[(&str, &RunRecord)]) -> Vec<Chart> {
                         } else {
                             format!("{name}: {}", l.label)
                         },
-                        color: if single { l.color } else { RUN_COLORS[r % 2] },
+                        color: if single {
+                            l.color
+                        } else {
+                            RUN_COLORS[color % RUN_COLORS.len()]
+                        },
                         dash: if single { l.dash } else { COMPARE_DASH[k % 4] },
                         width: l.width,
                         points: points(&run.samples, &l.source),
@@ -396,7 +402,7 @@ pub(crate) fn time_series_charts(runs: &[(&str, &RunRecord)]) -> Vec<Chart> {
                 y_label: tc.y_label.to_owned(),
                 series,
                 bands: if single {
-                    phase_bands(&runs[0].1.samples)
+                    phase_bands(&runs[0].2.samples)
                 } else {
                     Vec::new()
                 },
@@ -419,10 +425,11 @@ fn distribution(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, Option<f64>)> {
         .collect()
 }
 
-/// One latency chart per (side, histogram) present in any of the runs.
-pub(crate) fn latency_charts(runs: &[(&str, &[RunHist])]) -> Vec<Chart> {
+/// One latency chart per (side, histogram) present in any of the runs: (label, color
+/// index into [`RUN_COLORS`], histograms).
+pub(crate) fn latency_charts(runs: &[(&str, usize, &[RunHist])]) -> Vec<Chart> {
     let mut keys: Vec<(&str, &str)> = Vec::new();
-    for (_, hs) in runs {
+    for (_, _, hs) in runs {
         for h in *hs {
             if !keys.contains(&(h.side, h.name)) {
                 keys.push((h.side, h.name));
@@ -433,7 +440,7 @@ pub(crate) fn latency_charts(runs: &[(&str, &[RunHist])]) -> Vec<Chart> {
         .map(|(side, name)| {
             let mut series = Vec::new();
             let mut notes = Vec::new();
-            for (r, (run_name, hs)) in runs.iter().enumerate() {
+            for (run_name, color, hs) in runs {
                 let Some(h) = hs.iter().find(|h| h.side == side && h.name == name) else {
                     continue;
                 };
@@ -452,7 +459,7 @@ pub(crate) fn latency_charts(runs: &[(&str, &[RunHist])]) -> Vec<Chart> {
                 series.push(Series {
                     label: format!("{prefix}{side} {name}"),
                     color: if runs.len() > 1 {
-                        RUN_COLORS[r % 2]
+                        RUN_COLORS[color % RUN_COLORS.len()]
                     } else if side == "server" {
                         SERVER
                     } else {
@@ -1010,7 +1017,7 @@ fn files_list(hists: &[RunHist]) -> String {
         );
     }
     out.push_str(
-        "</ul><p>Regenerate this page (and the files derived from summary.json) with <code>c1m report &lt;this folder&gt;</code>; compare two runs with <code>c1m compare &lt;run A&gt; &lt;run B&gt; --html out.html</code>.</p>",
+        "</ul><p>Regenerate this page (and the files derived from summary.json) with <code>c1m report &lt;this folder&gt;</code>; compare runs with <code>c1m compare &lt;run&gt;[=name] &lt;run&gt;[=name] …</code>.</p>",
     );
     out
 }
@@ -1086,10 +1093,10 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
     groups.retain(|g| !g.title.starts_with("CPU")); // the phase table has it
     b.push_str(&cards(&groups));
     b.push_str("<h2 id=\"charts\">Over time</h2><div class=\"charts\">");
-    for c in time_series_charts(&[("run", run)]) {
+    for c in time_series_charts(&[("run", 0, run)]) {
         b.push_str(&c.render());
     }
-    for c in latency_charts(&[("run", &hists)]) {
+    for c in latency_charts(&[("run", 0, &hists)]) {
         b.push_str(&c.render());
     }
     b.push_str("</div>");

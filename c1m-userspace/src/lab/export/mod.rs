@@ -16,14 +16,13 @@
 
 pub(crate) mod atomic;
 pub mod cli;
-mod compare;
-mod figures;
+pub(crate) mod figures;
 #[doc(hidden)]
 pub mod fixture;
 pub(crate) mod fmt;
 pub mod hgrm;
 pub mod hlog;
-mod html;
+pub(crate) mod html;
 pub mod schema;
 mod svg;
 mod timeseries;

@@ -1,0 +1,241 @@
+//! The comparison folder: `compare.csv` (one line per figure and name), `compare.json`
+//! (the runs and every row with its spread) and `compare.html` (every run's charts
+//! overlaid, one color per name, and the tables).
+
+use std::{
+    fmt::Write as _,
+    path::{Path, PathBuf},
+};
+
+use serde::Serialize;
+
+use super::{
+    Comparison,
+    input::LoadedRun,
+    table::{Row, show},
+    text::{LATENCY_COLUMNS, latency_tables},
+};
+use crate::lab::{
+    export::{
+        ExportError,
+        atomic::write_atomic,
+        fmt::esc,
+        histograms,
+        html::{RUN_COLORS, headline, latency_charts, page, time_series_charts},
+    },
+    model::Outcome,
+};
+
+pub const CSV: &str = "compare.csv";
+pub const JSON: &str = "compare.json";
+pub const HTML: &str = "compare.html";
+
+#[derive(Serialize)]
+struct RunEntry<'a> {
+    name: &'a str,
+    dir: String,
+    outcome: Outcome,
+    connections: u64,
+    started_unix_ms: u64,
+}
+
+#[derive(Serialize)]
+struct Document<'a> {
+    c1m_version: &'static str,
+    names: &'a [String],
+    runs: Vec<RunEntry<'a>>,
+    setup_differences: Vec<SetupDifference<'a>>,
+    rows: &'a [Row],
+}
+
+#[derive(Serialize)]
+struct SetupDifference<'a> {
+    key: &'a str,
+    values: &'a [String],
+}
+
+/// Writes the three files into `dir` (created if needed); returns their paths.
+pub fn write(dir: &Path, cmp: &Comparison) -> Result<Vec<PathBuf>, ExportError> {
+    std::fs::create_dir_all(dir).map_err(ExportError::io(dir))?;
+    let files = [
+        (CSV, csv(&cmp.rows)?),
+        (JSON, json(cmp)?),
+        (HTML, html(cmp)?),
+    ];
+    let mut written = Vec::new();
+    for (name, text) in files {
+        let path = dir.join(name);
+        write_atomic(&path, text.as_bytes())?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+fn csv(rows: &[Row]) -> Result<String, ExportError> {
+    let mut w = ::csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "group", "figure", "unit", "name", "n", "mean", "sd", "min", "max", "spread",
+    ])?;
+    let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+    for r in rows {
+        for c in &r.cells {
+            w.write_record([
+                r.group.as_str(),
+                r.figure.as_str(),
+                r.unit_name,
+                c.name.as_str(),
+                &c.n.to_string(),
+                &num(c.mean),
+                &num(c.sd),
+                &num(c.min),
+                &num(c.max),
+                &r.spread(),
+            ])?;
+        }
+    }
+    let bytes = w
+        .into_inner()
+        .map_err(|e| ExportError::Csv(e.into_error().into()))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+fn json(cmp: &Comparison) -> Result<String, ExportError> {
+    let (runs, names, config, rows) = (&cmp.runs, &cmp.names, &cmp.config, &cmp.rows);
+    let doc = Document {
+        c1m_version: env!("CARGO_PKG_VERSION"),
+        names,
+        runs: runs
+            .iter()
+            .map(|r| RunEntry {
+                name: &r.spec.name,
+                dir: r.spec.dir.display().to_string(),
+                outcome: r.run.outcome,
+                connections: r.run.config.connections,
+                started_unix_ms: r.run.started_unix_ms,
+            })
+            .collect(),
+        setup_differences: config
+            .iter()
+            .map(|(key, values)| SetupDifference { key, values })
+            .collect(),
+        rows,
+    };
+    serde_json::to_string_pretty(&doc).map_err(|error| ExportError::Encode {
+        what: "the comparison",
+        error,
+    })
+}
+
+fn html(cmp: &Comparison) -> Result<String, ExportError> {
+    let (runs, names, config, rows) = (&cmp.runs, &cmp.names, &cmp.config, &cmp.rows);
+    let color = |name: &str| names.iter().position(|n| n == name).unwrap_or(0);
+    let label = |r: &LoadedRun| {
+        let repeats = runs.iter().filter(|x| x.spec.name == r.spec.name).count();
+        if repeats == 1 {
+            r.spec.name.clone()
+        } else {
+            let k = runs
+                .iter()
+                .filter(|x| x.spec.name == r.spec.name)
+                .position(|x| std::ptr::eq(x, r))
+                .unwrap_or(0);
+            format!("{} #{}", r.spec.name, k + 1)
+        }
+    };
+    let labels: Vec<String> = runs.iter().map(label).collect();
+    let mut body = String::from("<header><h1>c1m compare</h1>");
+    for (r, l) in runs.iter().zip(&labels) {
+        let _ = write!(
+            body,
+            "<div><span class=\"badge\" style=\"background:{};color:#fff\">{}</span> <code>{}</code> <span class=\"sub\">{} · {}</span></div>",
+            RUN_COLORS[color(&r.spec.name) % RUN_COLORS.len()],
+            esc(l),
+            esc(&r.spec.dir.display().to_string()),
+            esc(&headline(&r.run)),
+            esc(r.run.outcome.name())
+        );
+    }
+    body.push_str("</header><h2>Setup differences (first run of each name)</h2>");
+    if config.is_empty() {
+        body.push_str("<p class=\"mut\">None.</p>");
+    } else {
+        body.push_str("<table class=\"wide\"><tr><th class=\"t\">key</th>");
+        for n in names {
+            let _ = write!(body, "<th class=\"t\">{}</th>", esc(n));
+        }
+        body.push_str("</tr>");
+        for (k, values) in config {
+            let _ = write!(body, "<tr><td class=\"t\">{}</td>", esc(k));
+            for v in values {
+                let _ = write!(body, "<td class=\"wrap\">{}</td>", esc(v));
+            }
+            body.push_str("</tr>");
+        }
+        body.push_str("</table>");
+    }
+    body.push_str("<h2>Charts (one color per name; line styles tell the figures apart)</h2><div class=\"charts\">");
+    let series: Vec<(&str, usize, &crate::lab::model::RunRecord)> = runs
+        .iter()
+        .zip(&labels)
+        .map(|(r, l)| (l.as_str(), color(&r.spec.name), &r.run))
+        .collect();
+    for c in time_series_charts(&series) {
+        body.push_str(&c.render());
+    }
+    let hists = runs
+        .iter()
+        .map(|r| histograms(&r.run))
+        .collect::<Result<Vec<_>, _>>()?;
+    let lat: Vec<(&str, usize, &[crate::lab::export::RunHist])> = runs
+        .iter()
+        .zip(&labels)
+        .zip(&hists)
+        .map(|((r, l), h)| (l.as_str(), color(&r.spec.name), h.as_slice()))
+        .collect();
+    for c in latency_charts(&lat) {
+        body.push_str(&c.render());
+    }
+    body.push_str("</div><h2>Key figures (mean ± sd over repeats)</h2><table class=\"wide\"><tr><th class=\"t\">figure</th>");
+    for n in names {
+        let _ = write!(body, "<th>{}</th>", esc(n));
+    }
+    body.push_str("<th>spread</th></tr>");
+    let mut group = "";
+    for r in rows.iter().filter(|r| !r.is_latency()) {
+        if r.group != group {
+            group = &r.group;
+            let _ = write!(
+                body,
+                "<tr><th class=\"t\" colspan=\"{}\">{}</th></tr>",
+                names.len() + 2,
+                esc(group)
+            );
+        }
+        let _ = write!(body, "<tr><td class=\"t\">{}</td>", esc(&r.figure));
+        for c in &r.cells {
+            let _ = write!(body, "<td>{}</td>", esc(&show(r.unit, c)));
+        }
+        let _ = write!(body, "<td>{}</td></tr>", esc(&r.spread()));
+    }
+    body.push_str("</table><h2>Latency (ms), the seeds' table (mean±sd over repeats)</h2><table class=\"wide\"><tr><th class=\"t\">histogram</th>");
+    for (h, _) in LATENCY_COLUMNS {
+        let _ = write!(body, "<th>{}</th>", esc(h));
+    }
+    body.push_str("</tr>");
+    for (title, lines) in latency_tables(rows, names) {
+        for (n, cells) in lines {
+            let _ = write!(body, "<tr><td class=\"t\">{}: {}</td>", esc(n), esc(title));
+            for c in cells {
+                let _ = write!(body, "<td>{}</td>", esc(&c));
+            }
+            body.push_str("</tr>");
+        }
+    }
+    let _ = write!(
+        body,
+        "</table><footer>Generated by c1m {} from {} runs' summary.json; compare.csv and compare.json beside this page hold every value.</footer>",
+        env!("CARGO_PKG_VERSION"),
+        runs.len()
+    );
+    Ok(page("c1m compare", &body))
+}

@@ -1,0 +1,191 @@
+//! `RUN_DIR[=NAME]` arguments and reading the run folders they name. Every failure is
+//! one line naming the path and the fix (`c1m compare` exits 2 on it).
+
+use std::{
+    path::{Path, PathBuf},
+    str::FromStr,
+};
+
+use thiserror::Error;
+
+use crate::lab::{
+    export::{ExportError, SUMMARY, load_run},
+    model::RunRecord,
+};
+
+/// Keys a `summary.json` of any c1m version has; a JSON file without them is not one.
+const REQUIRED_KEYS: [&str; 3] = ["c1m_version", "config", "phases"];
+
+#[derive(Debug, Error)]
+pub enum InputError {
+    #[error("no runs given: pass run folders, e.g. c1m compare c1m-runs/A=go c1m-runs/B=node")]
+    NoRuns,
+    #[error("{arg}: empty name after '=': write RUN_DIR=NAME or just RUN_DIR")]
+    EmptyName { arg: String },
+    #[error("{}: no such folder: pass a run folder written by c1m run (c1m-runs/<timestamp>/)", .0.display())]
+    Missing(PathBuf),
+    #[error(
+        "{}: summary.json lacks {missing}: not a c1m run summary (schema mismatch); pass a run folder written by c1m run, or regenerate it with c1m report",
+        path.display()
+    )]
+    Schema { path: PathBuf, missing: String },
+    #[error("{0}")]
+    Load(#[from] ExportError),
+}
+
+/// One `RUN_DIR[=NAME]` argument. Runs that share a name are repeats of one setup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunSpec {
+    pub dir: PathBuf,
+    /// Given after `=`, else the folder's own name.
+    pub name: String,
+}
+
+impl FromStr for RunSpec {
+    type Err = InputError;
+
+    fn from_str(arg: &str) -> Result<Self, InputError> {
+        // The last '=' splits: a folder name may hold one, a run name may not.
+        let (dir, name) = match arg.rsplit_once('=') {
+            Some((_, "")) => {
+                return Err(InputError::EmptyName {
+                    arg: arg.to_owned(),
+                });
+            }
+            Some((dir, name)) => (PathBuf::from(dir), name.to_owned()),
+            None => {
+                let dir = PathBuf::from(arg);
+                let name = folder_name(&dir);
+                (dir, name)
+            }
+        };
+        Ok(RunSpec { dir, name })
+    }
+}
+
+fn folder_name(dir: &Path) -> String {
+    dir.components()
+        .next_back()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .filter(|n| n != "." && !n.is_empty())
+        .unwrap_or_else(|| dir.display().to_string())
+}
+
+/// One run read back, with the name it is compared under.
+#[derive(Debug, Clone)]
+pub struct LoadedRun {
+    pub spec: RunSpec,
+    pub run: RunRecord,
+}
+
+/// Reads every run; the first bad one ends it.
+pub fn load_all(specs: &[RunSpec]) -> Result<Vec<LoadedRun>, InputError> {
+    if specs.is_empty() {
+        return Err(InputError::NoRuns);
+    }
+    specs
+        .iter()
+        .map(|spec| {
+            check_shape(&spec.dir)?;
+            Ok(LoadedRun {
+                spec: spec.clone(),
+                run: load_run(&spec.dir)?,
+            })
+        })
+        .collect()
+}
+
+/// The folder exists and its summary.json carries the keys every version writes
+/// (`RunRecord` reads missing keys as defaults, so `{}` would otherwise compare as zeros).
+fn check_shape(dir: &Path) -> Result<(), InputError> {
+    if !dir.is_dir() {
+        return Err(InputError::Missing(dir.to_owned()));
+    }
+    let path = dir.join(SUMMARY);
+    let Ok(bytes) = std::fs::read(&path) else {
+        // load_run names the missing summary and the fix.
+        return Ok(());
+    };
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_slice(&bytes) else {
+        return Ok(());
+    };
+    let missing: Vec<&str> = REQUIRED_KEYS
+        .into_iter()
+        .filter(|k| !map.contains_key(*k))
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(InputError::Schema {
+            path,
+            missing: missing.join(", "),
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::lab::export::{fixture, write_run};
+
+    #[test]
+    fn specs_take_the_folder_name_unless_named() {
+        let s: RunSpec = "c1m-runs/2026-11-30T10:00:00Z=go".parse().unwrap();
+        assert_eq!(s.dir, PathBuf::from("c1m-runs/2026-11-30T10:00:00Z"));
+        assert_eq!(s.name, "go");
+        let s: RunSpec = "c1m-runs/abc/".parse().unwrap();
+        assert_eq!(s.name, "abc");
+        let s: RunSpec = "x=a=b".parse().unwrap();
+        assert_eq!((s.dir, s.name), (PathBuf::from("x=a"), "b".to_owned()));
+        let e = "runs/a=".parse::<RunSpec>().unwrap_err().to_string();
+        assert!(e.starts_with("runs/a=: empty name"), "{e}");
+    }
+
+    #[test]
+    fn each_bad_input_is_one_line_naming_the_path() {
+        let dir = fixture::test_dir("compare-input");
+        let load = |p: &Path| {
+            load_all(&[RunSpec {
+                dir: p.to_owned(),
+                name: "x".into(),
+            }])
+            .unwrap_err()
+            .to_string()
+        };
+        let missing = dir.join("nope");
+        let e = load(&missing);
+        assert_eq!(
+            e,
+            format!(
+                "{}: no such folder: pass a run folder written by c1m run (c1m-runs/<timestamp>/)",
+                missing.display()
+            )
+        );
+        let empty = dir.join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        assert!(load(&empty).contains("summary.json not found: pass a run folder"));
+        let other = dir.join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join(SUMMARY), r#"{"name": "not ours"}"#).unwrap();
+        let e = load(&other);
+        assert!(
+            e.contains("summary.json lacks c1m_version, config, phases: not a c1m run summary (schema mismatch)"),
+            "{e}"
+        );
+        std::fs::write(other.join(SUMMARY), "{").unwrap();
+        assert!(load(&other).contains("not a c1m run summary"));
+        for e in [load(&missing), load(&empty), load(&other)] {
+            assert!(!e.contains('\n'), "{e}");
+        }
+        assert_eq!(load_all(&[]).unwrap_err().to_string().lines().count(), 1);
+        let good = dir.join("good");
+        write_run(&good, &fixture::sample_run()).unwrap();
+        let runs = load_all(&[RunSpec {
+            dir: good,
+            name: "x".into(),
+        }])
+        .unwrap();
+        assert_eq!(runs.len(), 1);
+    }
+}

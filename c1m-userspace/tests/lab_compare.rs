@@ -1,0 +1,145 @@
+//! `c1m compare` on real runs: two `c1m run -n 2000` folders compared as two setups and
+//! as repeats of one (exact counts in the table and in compare.csv), and every kind of
+//! bad input exiting 2 with one line that names the path. Root: the runs happen in a
+//! private network namespace; without root the test says SKIP loudly.
+
+use std::{path::Path, process::Command};
+
+use lab_util::{c1m_run, fresh_dir, root_or_skip, run_folders};
+
+mod lab_util;
+
+fn compare(args: &[String], out: &Path) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_c1m"))
+        .arg("compare")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("c1m compare");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// The text line of a key figure, whitespace collapsed.
+fn line(text: &str, figure: &str) -> String {
+    text.lines()
+        .find(|l| l.trim_start().starts_with(figure))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| panic!("no `{figure}` line in\n{text}"))
+}
+
+#[test]
+fn two_real_runs_compare_with_exact_counts() {
+    if !root_or_skip("two_real_runs_compare_with_exact_counts") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let dir = fresh_dir("compare");
+    let runs = dir.join("runs");
+    for _ in 0..2 {
+        let st = c1m_run(
+            &runs,
+            &[
+                "--ports",
+                "8000-8003",
+                "-n",
+                "2000",
+                "--rate",
+                "2000",
+                "--idle",
+                "1s",
+            ],
+        )
+        .status()
+        .expect("c1m run");
+        assert_eq!(st.code(), Some(0), "c1m run -n 2000");
+    }
+    let mut folders = run_folders(&runs);
+    folders.sort();
+    assert_eq!(folders.len(), 2);
+    let arg = |p: &Path, n: &str| format!("{}={n}", p.display());
+
+    // Two setups, one run each.
+    let out = dir.join("two");
+    let (code, text, err) = compare(&[arg(&folders[0], "a"), arg(&folders[1], "b")], &out);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(line(&text, "target"), "target 2,000 2,000 same");
+    assert_eq!(
+        line(&text, "peak open, server app"),
+        "peak open, server app 2,000 2,000 same"
+    );
+    assert_eq!(
+        line(&text, "peak ESTABLISHED, server kernel"),
+        "peak ESTABLISHED, server kernel 2,000 2,000 same"
+    );
+    assert_eq!(line(&text, "client failures"), "client failures 0 0 same");
+    for name in ["a", "b"] {
+        // The latency table: connect_us has one value per connection.
+        let row = text
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("client connect_us "))
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no connect_us row for {name}\n{text}"));
+        assert_eq!(row.split_whitespace().nth(1), Some("2,000"), "{row}");
+    }
+    for f in ["compare.csv", "compare.json", "compare.html"] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+
+    // The same two folders as repeats of one setup: n = 2 in compare.csv.
+    let out = dir.join("repeats");
+    let (code, text, err) = compare(&[arg(&folders[0], "r"), arg(&folders[1], "r")], &out);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("  r: 2 runs\n"), "{text}");
+    let csv = std::fs::read_to_string(out.join("compare.csv")).unwrap();
+    assert!(
+        csv.lines().any(
+            |l| l == "Connections,peak open, client app,count,r,2,2000,0,2000,2000,"
+                || l == "Connections,\"peak open, client app\",count,r,2,2000,0,2000,2000,"
+        ),
+        "{csv}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
+    assert_eq!(json["runs"].as_array().map(Vec::len), Some(2));
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    let dir = fresh_dir("compare-bad");
+    let not_run = dir.join("not-a-run");
+    std::fs::create_dir_all(&not_run).unwrap();
+    let foreign = dir.join("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("summary.json"), r#"{"version": 3}"#).unwrap();
+    let missing = dir.join("missing");
+    let cases = [
+        (
+            missing.clone(),
+            "no such folder: pass a run folder written by c1m run",
+        ),
+        (
+            not_run.clone(),
+            "summary.json not found: pass a run folder written by c1m run",
+        ),
+        (foreign.clone(), "not a c1m run summary (schema mismatch)"),
+    ];
+    for (path, want) in cases {
+        let (code, out, err) = compare(&[path.display().to_string()], &dir.join("out"));
+        assert_eq!(code, 2, "{}: {err}", path.display());
+        assert_eq!(out, "");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("c1m compare: ") && err.contains(&*path.display().to_string()),
+            "{err}"
+        );
+        assert!(err.contains(want), "{err}");
+    }
+    let (code, _, err) = compare(&[format!("{}=", missing.display())], &dir.join("out"));
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("empty name after '='"), "{err}");
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Reference WebSocket server (Python, websockets): see ../PROTOCOL.md."""
+
+import argparse
+import asyncio
+import os
+import resource
+import signal
+import struct
+import time
+
+from websockets.asyncio.server import broadcast, serve
+
+
+def parse_ports(spec):
+    ports = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        ports.extend(range(int(lo), int(hi or lo) + 1))
+    return ports
+
+
+async def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--host", default=os.environ.get("C1M_HOST", "127.0.0.1"))
+    p.add_argument("--ports", default=os.environ.get("C1M_PORTS", "8000-8099"))
+    args = p.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+    clients = set()
+
+    async def handler(ws):
+        clients.add(ws)
+        try:
+            async for message in ws:
+                await ws.send(message)
+        finally:
+            clients.discard(ws)
+
+    def push():
+        stamp = struct.pack("<Q", time.time_ns() // 1000)
+        broadcast(clients, stamp)
+
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGUSR1, push)
+    stop = loop.create_future()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.cancel)
+
+    servers = [
+        await serve(handler, args.host, port, compression=None, ping_interval=None, backlog=4096
+        )
+        for port in parse_ports(args.ports)
+    ]
+    print(f"listening: {args.host}:{args.ports}", flush=True)
+
+    async def report():
+        while True:
+            await asyncio.sleep(2)
+            print(f"connections: {len(clients)}", flush=True)
+
+    reporter = asyncio.create_task(report())
+    try:
+        await stop
+    except asyncio.CancelledError:
+        pass
+    reporter.cancel()
+    for s in servers:
+        s.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
