@@ -26,7 +26,7 @@ pub mod hlog;
 mod html;
 pub mod schema;
 mod svg;
-mod timeseries;
+pub(crate) mod timeseries;
 
 use std::{
     io,

@@ -181,7 +181,7 @@ fn default_sources(connections: u64, server_ports: u64) -> (String, u64) {
     )
 }
 
-fn machine() -> Machine {
+pub(crate) fn machine() -> Machine {
     let (soft, hard) = doctor::nofile_limits();
     let mut sysctls = std::collections::BTreeMap::new();
     for name in [
