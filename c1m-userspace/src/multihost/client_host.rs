@@ -15,7 +15,7 @@ use crate::{
     lab::{
         export::{self, IntervalRecorder},
         figures::{FiguresBuilder, Rows},
-        model::{Outcome, RunConfig, RunRecord},
+        model::{Outcome, RunConfig, RunRecord, Sample},
     },
     workload::stats::AppSnapshot,
 };
@@ -30,11 +30,18 @@ pub struct HostFolder {
     rows: Rows,
     intervals: IntervalRecorder,
     last_write: Instant,
+    /// The server's ports: this host's kernel count is of connections to them.
+    server_ports: Vec<u16>,
 }
 
 impl HostFolder {
     /// Creates `dir` and writes a first summary, so a killed client leaves a readable one.
-    pub fn create(dir: &Path, config: RunConfig, host: HostInfo) -> Result<HostFolder> {
+    pub fn create(
+        dir: &Path,
+        config: RunConfig,
+        host: HostInfo,
+        server_ports: Vec<u16>,
+    ) -> Result<HostFolder> {
         let started = crate::util::unix_ms_now();
         let record = RunRecord {
             c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -51,15 +58,22 @@ impl HostFolder {
             rows: Rows::new(started),
             intervals: IntervalRecorder::new(started),
             last_write: Instant::now(),
+            server_ports,
         };
         export::write_run(&f.dir, &f.record)
             .with_context(|| format!("writing the run folder {}", dir.display()))?;
         Ok(f)
     }
 
+    /// The server ports whose connections this host's kernel count covers.
+    pub fn server_ports(&self) -> Vec<u16> {
+        self.server_ports.clone()
+    }
+
     /// Takes one snapshot: a time-series row (figures computed as the lab computes them)
-    /// and the histograms' next interval.
-    pub fn observe(&mut self, snap: &AppSnapshot) {
+    /// and the histograms' next interval. `kernel_established`: this host's kernel count
+    /// of ESTABLISHED connections to the server, read just before.
+    pub fn observe(&mut self, snap: &AppSnapshot, kernel_established: Option<i64>) {
         let now = crate::util::unix_ms_now();
         let f = self.figures.build(
             now,
@@ -74,7 +88,10 @@ impl HostFolder {
             self.rows
                 .row(&f, &snap.phase, (crate::lab::run::own_rss(), own.0 + own.1))
         {
-            self.record.samples.push(row);
+            self.record.samples.push(Sample {
+                kernel_client_established: kernel_established,
+                ..row
+            });
         }
         if let Err(e) = self.intervals.observe("client", snap) {
             eprintln!("c1m client: interval log: {e}");
@@ -103,7 +120,8 @@ impl HostFolder {
 
     /// The last snapshot, the outcome and any warnings; writes everything.
     pub fn finish(mut self, last: &AppSnapshot, warnings: Vec<String>) -> Result<()> {
-        self.observe(last);
+        let kernel = crate::multihost::peers::client_established(&self.server_ports);
+        self.observe(last, Some(kernel));
         self.record.ended_unix_ms = crate::util::unix_ms_now();
         self.record.outcome = if warnings.is_empty() {
             Outcome::Complete

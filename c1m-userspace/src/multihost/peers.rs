@@ -8,19 +8,39 @@ use std::{collections::BTreeMap, net::IpAddr};
 /// TCP_ESTABLISHED as `/proc/net/tcp` writes it (`st` column, hex).
 const ESTABLISHED: &str = "01";
 
-/// ESTABLISHED connections per peer address whose local port is in `ports`.
-pub fn by_peer(ports: &[u16]) -> BTreeMap<IpAddr, u64> {
+/// Which end of a connection the watched ports are on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// Server side: the local port is a server port.
+    Server,
+    /// Client side: the remote port is.
+    Client,
+}
+
+/// ESTABLISHED connections per peer address whose `end` port is in `ports`.
+pub fn by_peer_at(ports: &[u16], end: End) -> BTreeMap<IpAddr, u64> {
     let mut out = BTreeMap::new();
     for (file, v6) in [("/proc/net/tcp", false), ("/proc/net/tcp6", true)] {
         if let Ok(text) = std::fs::read_to_string(file) {
-            count(&text, v6, ports, &mut out);
+            count(&text, v6, ports, end, &mut out);
         }
     }
     out
 }
 
+/// Server side: the client hosts this host sees.
+pub fn by_peer(ports: &[u16]) -> BTreeMap<IpAddr, u64> {
+    by_peer_at(ports, End::Server)
+}
+
+/// Client side: this host's ESTABLISHED connections to the server's ports, as its
+/// kernel counts them.
+pub fn client_established(server_ports: &[u16]) -> i64 {
+    by_peer_at(server_ports, End::Client).values().sum::<u64>() as i64
+}
+
 /// Counts the lines of one `/proc/net/tcp{,6}` text.
-pub fn count(text: &str, v6: bool, ports: &[u16], out: &mut BTreeMap<IpAddr, u64>) {
+pub fn count(text: &str, v6: bool, ports: &[u16], end: End, out: &mut BTreeMap<IpAddr, u64>) {
     for line in text.lines().skip(1) {
         let f: Vec<&str> = line.split_whitespace().collect();
         let (Some(local), Some(remote), Some(st)) = (f.get(1), f.get(2), f.get(3)) else {
@@ -29,7 +49,11 @@ pub fn count(text: &str, v6: bool, ports: &[u16], out: &mut BTreeMap<IpAddr, u64
         if *st != ESTABLISHED {
             continue;
         }
-        let Some(port) = local
+        let watched = match end {
+            End::Server => local,
+            End::Client => remote,
+        };
+        let Some(port) = watched
             .rsplit_once(':')
             .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
         else {
@@ -99,7 +123,7 @@ mod tests {
            4: 0100000A:0050 03004D0A:9C43 01 0\n\
            5: 00000000:1F40 00000000:0000 0A 0\n";
         let mut out = BTreeMap::new();
-        count(text, false, &[8000], &mut out);
+        count(text, false, &[8000], End::Server, &mut out);
         assert_eq!(out.len(), 2);
         assert_eq!(out[&IpAddr::from([10, 77, 0, 2])], 2);
         assert_eq!(out[&IpAddr::from([10, 77, 0, 3])], 1);
@@ -110,6 +134,7 @@ mod tests {
             "h\n 0: 00000000000000000000000000000000:1F40 0000000000000000FFFF0000 02004D0A:1 01\n",
             true,
             &[8000],
+            End::Server,
             &mut m,
         );
         assert!(m.is_empty(), "malformed line skipped");
@@ -117,8 +142,13 @@ mod tests {
             "h\n 0: 00000000000000000000000000000000:1F40 0000000000000000FFFF000002004D0A:1 01\n",
             true,
             &[8000],
+            End::Server,
             &mut m,
         );
         assert_eq!(m[&IpAddr::from([10, 77, 0, 2])], 1);
+        // From the client's end: the remote port is the server's.
+        let mut c = BTreeMap::new();
+        count(text, false, &[0x9C41], End::Client, &mut c);
+        assert_eq!(c.values().sum::<u64>(), 2);
     }
 }

@@ -520,7 +520,10 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
                 ..Default::default()
             };
             Some(crate::multihost::client_host::HostFolder::create(
-                dir, config, host,
+                dir,
+                config,
+                host,
+                parse_ports(&a.ports)?,
             )?)
         }
     };
@@ -554,7 +557,14 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         let writer = folder.map(|mut f| {
             tokio::spawn(async move {
                 while let Some(s) = samples_rx.recv().await {
-                    f.observe(&s);
+                    // The socket table read grows with the connections: off this thread.
+                    let ports = f.server_ports();
+                    let kernel = tokio::task::spawn_blocking(move || {
+                        crate::multihost::peers::client_established(&ports)
+                    })
+                    .await
+                    .ok();
+                    f.observe(&s, kernel);
                 }
                 f
             })

@@ -410,6 +410,12 @@ async fn run(args: RunArgs) -> Result<i32> {
             command_line: std::env::args().collect::<Vec<_>>().join(" "),
         },
         machine: machine(),
+        host: external.then(|| crate::multihost::model::HostInfo {
+            role: crate::multihost::model::HostRole::Server,
+            hostname: machine().hostname,
+            label: machine().hostname,
+            ..Default::default()
+        }),
         ..RunRecord::default()
     };
     // A summary from the first second: even a `kill -9` leaves a parseable one.
