@@ -76,6 +76,9 @@ pub enum MergeError {
     Write { path: PathBuf, error: String },
 }
 
+/// One interval of a host's log: (start ns on the server's clock, length ns, values).
+type Interval = (u64, u64, Histogram<u64>);
+
 /// One client host's folder, read.
 struct Host {
     dir: PathBuf,
@@ -84,7 +87,7 @@ struct Host {
     /// Histograms summed from the host's .hlog intervals.
     hists: BTreeMap<&'static str, Histogram<u64>>,
     /// (absolute start ns on the server's clock, length ns, histogram) per name.
-    intervals: BTreeMap<&'static str, Vec<(u64, u64, Histogram<u64>)>>,
+    intervals: BTreeMap<&'static str, Vec<Interval>>,
     offset_ns: i64,
 }
 
@@ -197,14 +200,14 @@ pub fn merge(a: &MergeArgs) -> Result<RunRecord, MergeError> {
     let mut seen: BTreeMap<u64, PathBuf> = BTreeMap::new();
     for dir in &a.client_dirs {
         let h = read_host(dir)?;
-        if let Some(i) = h.run.host.as_ref().and_then(|h| h.shard_index) {
-            if let Some(other) = seen.insert(i, dir.clone()) {
-                return Err(MergeError::Duplicate {
-                    path: dir.clone(),
-                    other,
-                    index: i,
-                });
-            }
+        if let Some(i) = h.run.host.as_ref().and_then(|h| h.shard_index)
+            && let Some(other) = seen.insert(i, dir.clone())
+        {
+            return Err(MergeError::Duplicate {
+                path: dir.clone(),
+                other,
+                index: i,
+            });
         }
         hosts.push(h);
     }
@@ -478,7 +481,7 @@ fn write(a: &MergeArgs, run: &RunRecord, hosts: &[Host]) -> Result<(), MergeErro
     }
     let base_ns = run.started_unix_ms.saturating_mul(1_000_000);
     for name in HIST_NAMES {
-        let mut all: Vec<&(u64, u64, Histogram<u64>)> = hosts
+        let mut all: Vec<&Interval> = hosts
             .iter()
             .flat_map(|h| h.intervals[name].iter())
             .collect();
