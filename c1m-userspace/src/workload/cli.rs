@@ -2,7 +2,7 @@
 //! they become shard configs and a supervisor run.
 
 use std::{
-    net::{IpAddr, Ipv4Addr, SocketAddr},
+    net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs},
     path::PathBuf,
     time::Duration,
 };
@@ -230,11 +230,22 @@ pub fn parse_addrs(items: &[String]) -> Result<Vec<IpAddr>> {
                 bail!("address range {item:?} is empty or larger than {MAX_RANGE}");
             }
             out.extend((a..=b).map(|v| IpAddr::V4(Ipv4Addr::from(v))));
+        } else if let Ok(a) = item.parse() {
+            out.push(a);
         } else {
-            out.push(
-                item.parse()
-                    .with_context(|| format!("bad address {item:?}"))?,
-            );
+            // A name (a Kubernetes Service): every address it resolves to, in order.
+            let found: Vec<IpAddr> = (item, 0)
+                .to_socket_addrs()
+                .map(|it| it.map(|sa| sa.ip()).collect())
+                .unwrap_or_default();
+            if found.is_empty() {
+                bail!("bad address {item:?}: neither an address nor a name that resolves");
+            }
+            for a in found {
+                if !out.contains(&a) {
+                    out.push(a);
+                }
+            }
         }
     }
     Ok(out)
@@ -428,7 +439,8 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         );
     }
     let clock = match &a.hosts_run.clock_from {
-        Some(ep) => Some(rt.block_on(clock_offset(ep))?),
+        // Also the wait for the server host: its endpoint answers once it is up.
+        Some(ep) => Some(rt.block_on(clock_offset_when_up(ep))?),
         None => None,
     };
     let ClientEndpoints {
@@ -592,6 +604,26 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         f.finish(&snap, warnings)?;
     }
     verdict
+}
+
+/// How long a client host waits for the server host's control endpoint to come up
+/// (pods of a Kubernetes run start in any order).
+const SERVER_UP_WITHIN: Duration = Duration::from_secs(120);
+
+/// [`clock_offset`], retried once a second until the endpoint answers.
+async fn clock_offset_when_up(ep: &str) -> Result<crate::multihost::clock::ClockOffset> {
+    let until = tokio::time::Instant::now() + SERVER_UP_WITHIN;
+    loop {
+        match clock_offset(ep).await {
+            Ok(c) => return Ok(c),
+            Err(e) if tokio::time::Instant::now() >= until => {
+                return Err(e.context(format!(
+                    "the server host's control endpoint did not answer within {SERVER_UP_WITHIN:?}: is `c1m run --clients external` running there?"
+                )));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
 }
 
 /// The clock offset to the server host, said as the client sees it.
