@@ -311,6 +311,12 @@ fn two_client_hosts_merge_exactly_into_one_run() {
         assert!(h.clock_offset_ns.is_some() && h.clock_bound_ns.is_some());
     }
     assert!(mh.clock_bound_ns.is_some(), "{}", mh.clock_note);
+    for h in &mh.hosts {
+        eprintln!(
+            "{}: clock offset {:?} ns, bound {:?} ns, p99 push {:?} µs",
+            h.label, h.clock_offset_ns, h.clock_bound_ns, h.push_message_p99_us
+        );
+    }
     // Every client received the push.
     for s in &shards {
         let c = s.client.as_ref().expect("client");
