@@ -333,6 +333,7 @@ fn two_client_hosts_merge_exactly_into_one_run() {
         assert_eq!(in_summary, sum, "{name}");
     }
     assert_eq!(hlog_total(&merged.join("client-connect_us.hlog")), TOTAL);
-    assert!(merged.join("report.html").exists());
+    let report = std::fs::read_to_string(merged.join("report.html")).expect("report");
+    assert!(report.contains("Client hosts") && report.contains("client-1"));
     let _ = std::fs::remove_dir_all(&dir);
 }
