@@ -36,6 +36,9 @@ pub enum Command {
     Server(crate::workload::cli::ServerArgs),
     /// Open N connections at a paced rate, hold them, then close them.
     Client(crate::workload::cli::ClientArgs),
+    /// Join a multi-host run: the server host's folder and each client host's, into one
+    /// run folder with the files and report of a one-box run (exit 2: bad input).
+    Merge(crate::multihost::merge::MergeArgs),
     /// A shard of `server` or `client` in its own process (started by them).
     #[command(hide = true)]
     Worker(crate::workload::cli::WorkerArgs),
@@ -63,6 +66,7 @@ pub fn main() -> i32 {
         Command::Observe(args) => crate::observer::cli::run(args),
         Command::Doctor(args) => return exit_code(crate::lab::doctor::main(args)),
         Command::Run(args) => return exit_code(crate::lab::run::main(args)),
+        Command::Merge(args) => return exit_code(crate::multihost::merge::main(args)),
         Command::Top(args) => crate::lab::top::main(args),
         Command::Report(args) => crate::lab::export::cli::run_report(args),
         Command::Compare(args) => return exit_code(crate::lab::compare::cli::main(args)),

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod duration;
 pub mod fmt;
 pub mod lab;
+pub mod multihost;
 pub mod netns;
 pub mod observer;
 pub mod priority;

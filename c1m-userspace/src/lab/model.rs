@@ -252,6 +252,10 @@ pub struct RunRecord {
     /// The last kernel view's figures against the kernel's own counters (observer/audit.rs).
     pub audit: Option<Audit>,
     pub warnings: Vec<String>,
+    /// Multi-host runs: the host this folder was written on (None: a one-box run).
+    pub host: Option<crate::multihost::model::HostInfo>,
+    /// A merged multi-host run (`c1m merge`): the per-host breakdown and clock bound.
+    pub multihost: Option<crate::multihost::model::Merged>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]

@@ -2,7 +2,7 @@
 //! they become shard configs and a supervisor run.
 
 use std::{
-    net::{IpAddr, Ipv4Addr, SocketAddr},
+    net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs},
     path::PathBuf,
     time::Duration,
 };
@@ -145,6 +145,35 @@ pub struct ClientArgs {
     /// Largest WebSocket message accepted (bytes).
     #[arg(long, default_value_t = 1 << 20)]
     pub max_message: u64,
+    #[command(flatten)]
+    pub hosts_run: HostsArgs,
+}
+
+/// A client host of a run spread over several (the server's host runs
+/// `c1m run --clients external`; `c1m merge` joins the folders).
+#[derive(Args, Debug, Clone, Default)]
+pub struct HostsArgs {
+    /// This host's share, I/N (0-based): -n, --rate, --in-flight and --source are totals over
+    /// all N hosts and this host takes its part. Default: $JOB_COMPLETION_INDEX of
+    /// $C1M_SHARDS when the index is set (a Kubernetes Indexed Job). Once sharded, the
+    /// client also ends when the server has closed all its connections.
+    #[arg(long, value_parser = crate::multihost::share::parse_shard)]
+    pub shard: Option<crate::multihost::share::ShardOf>,
+    /// Begin the ramp at this wall-clock instant (RFC 3339, 2026-11-30T15:00:00Z, or
+    /// unix seconds), so every host ramps together and the sum ramps at --rate.
+    #[arg(long, value_parser = crate::multihost::share::parse_start_at)]
+    pub start_at: Option<std::time::SystemTime>,
+    /// Write this host's run folder here (summary.json, timeseries.csv, .hgrm, .hlog),
+    /// for `c1m merge`.
+    #[arg(long)]
+    pub run_dir: Option<PathBuf>,
+    /// The server host's control endpoint (HOST:PORT): the clock offset to it is
+    /// measured before and after the run, and push latencies are corrected by it.
+    #[arg(long)]
+    pub clock_from: Option<String>,
+    /// Name of this host in the merged breakdown (default: the hostname).
+    #[arg(long)]
+    pub host_label: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -201,11 +230,22 @@ pub fn parse_addrs(items: &[String]) -> Result<Vec<IpAddr>> {
                 bail!("address range {item:?} is empty or larger than {MAX_RANGE}");
             }
             out.extend((a..=b).map(|v| IpAddr::V4(Ipv4Addr::from(v))));
+        } else if let Ok(a) = item.parse() {
+            out.push(a);
         } else {
-            out.push(
-                item.parse()
-                    .with_context(|| format!("bad address {item:?}"))?,
-            );
+            // A name (a Kubernetes Service): every address it resolves to, in order.
+            let found: Vec<IpAddr> = (item, 0)
+                .to_socket_addrs()
+                .map(|it| it.map(|sa| sa.ip()).collect())
+                .unwrap_or_default();
+            if found.is_empty() {
+                bail!("bad address {item:?}: neither an address nor a name that resolves");
+            }
+            for a in found {
+                if !out.contains(&a) {
+                    out.push(a);
+                }
+            }
         }
     }
     Ok(out)
@@ -313,6 +353,9 @@ pub fn run_server(a: ServerArgs) -> Result<()> {
         stay: false,
         step: default_step(expected),
         rate: 0.0,
+        start_at_unix_ns: None,
+        end_when_peer_closes: false,
+        samples: None,
     };
     runtime()?
         .block_on(supervisor::run(o, &plan, configs))
@@ -375,6 +418,31 @@ impl ClientArgs {
 
 /// `c1m client`.
 pub fn run_client(a: ClientArgs) -> Result<()> {
+    let rt = runtime()?;
+    let shard = crate::multihost::share::resolve(a.hosts_run.shard, |k| std::env::var(k).ok())?;
+    let mut a = a;
+    let total = a.connections;
+    if let Some(s) = shard {
+        // This host's part of the totals; everything below sees only its share.
+        let all = parse_addrs(&a.sources)?;
+        a.rate = s.rate(a.rate, total)?;
+        a.connections = s.connections(total)?;
+        a.sources = s.sources(&all)?.iter().map(IpAddr::to_string).collect();
+        a.in_flight = (a.in_flight / s.count).max(1);
+        println!(
+            "c1m client: shard {}/{}: {} of {total} connections, {:.0} conn/s, {} source address(es)",
+            s.index,
+            s.count,
+            a.connections,
+            a.rate,
+            a.sources.len()
+        );
+    }
+    let clock = match &a.hosts_run.clock_from {
+        // Also the wait for the server host: its endpoint answers once it is up.
+        Some(ep) => Some(rt.block_on(clock_offset_when_up(ep))?),
+        None => None,
+    };
     let ClientEndpoints {
         targets,
         sources,
@@ -427,9 +495,50 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
                 host: "localhost".into(),
                 max_message: a.max_message,
                 seed,
+                clock_offset_ns: clock.map(|c| c.offset_ns).unwrap_or(0),
             })
         })
         .collect();
+    let (samples_tx, mut samples_rx) = tokio::sync::mpsc::unbounded_channel();
+    let folder = match &a.hosts_run.run_dir {
+        None => None,
+        Some(dir) => {
+            let host = crate::multihost::model::HostInfo {
+                role: crate::multihost::model::HostRole::Client,
+                hostname: crate::lab::run::machine().hostname,
+                label: a
+                    .hosts_run
+                    .host_label
+                    .clone()
+                    .unwrap_or_else(|| crate::lab::run::machine().hostname),
+                shard_index: shard.map(|s| s.index),
+                shard_count: shard.map(|s| s.count),
+                connections_total: Some(total),
+                clock,
+                clock_end: None,
+            };
+            let config = crate::lab::model::RunConfig {
+                connections: a.connections,
+                connections_reason: match shard {
+                    Some(s) => format!("shard {}/{} of {total}", s.index, s.count),
+                    None => "asked".to_owned(),
+                },
+                rate_per_s: a.rate.round() as u64,
+                mode: a.mode.name().to_owned(),
+                ports: a.ports.clone(),
+                server_addrs: a.hosts.join(","),
+                sources: a.sources.join(","),
+                command_line: std::env::args().collect::<Vec<_>>().join(" "),
+                ..Default::default()
+            };
+            Some(crate::multihost::client_host::HostFolder::create(
+                dir,
+                config,
+                host,
+                parse_ports(&a.ports)?,
+            )?)
+        }
+    };
     let o = Options {
         side: Side::Client,
         mode: a.mode,
@@ -447,9 +556,86 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         stay: a.stay,
         step: a.step.unwrap_or_else(|| default_step(a.connections)),
         rate: a.rate,
+        start_at_unix_ns: a.hosts_run.start_at.map(|t| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0)
+        }),
+        end_when_peer_closes: shard.is_some(),
+        samples: folder.is_some().then_some(samples_tx),
     };
-    let snap = runtime()?.block_on(supervisor::run(o, &plan, configs))?;
-    client_verdict(&snap)
+    let snap = rt.block_on(async {
+        // The folder takes each second's snapshot beside the run.
+        let writer = folder.map(|mut f| {
+            tokio::spawn(async move {
+                while let Some(s) = samples_rx.recv().await {
+                    // The socket table read grows with the connections: off this thread.
+                    let ports = f.server_ports();
+                    let kernel = tokio::task::spawn_blocking(move || {
+                        crate::multihost::peers::client_established(&ports)
+                    })
+                    .await
+                    .ok();
+                    f.observe(&s, kernel);
+                }
+                f
+            })
+        });
+        let snap = supervisor::run(o, &plan, configs).await;
+        let folder = match writer {
+            Some(w) => Some(w.await.context("the run folder's writer")?),
+            None => None,
+        };
+        anyhow::Ok((snap, folder))
+    })?;
+    let (snap, folder) = snap;
+    let snap = snap?;
+    let verdict = client_verdict(&snap);
+    if let Some(mut f) = folder {
+        if let (Some(ep), Some(h)) = (&a.hosts_run.clock_from, f.host_mut()) {
+            // Again at the end: the difference is the drift over the run.
+            h.clock_end = rt.block_on(clock_offset(ep)).ok();
+        }
+        let warnings = verdict
+            .as_ref()
+            .err()
+            .map(|e| vec![format!("{e:#}")])
+            .unwrap_or_default();
+        f.finish(&snap, warnings)?;
+    }
+    verdict
+}
+
+/// How long a client host waits for the server host's control endpoint to come up
+/// (pods of a Kubernetes run start in any order).
+const SERVER_UP_WITHIN: Duration = Duration::from_secs(120);
+
+/// [`clock_offset`], retried once a second until the endpoint answers.
+async fn clock_offset_when_up(ep: &str) -> Result<crate::multihost::clock::ClockOffset> {
+    let until = tokio::time::Instant::now() + SERVER_UP_WITHIN;
+    loop {
+        match clock_offset(ep).await {
+            Ok(c) => return Ok(c),
+            Err(e) if tokio::time::Instant::now() >= until => {
+                return Err(e.context(format!(
+                    "the server host's control endpoint did not answer within {SERVER_UP_WITHIN:?}: is `c1m run --clients external` running there?"
+                )));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+}
+
+/// The clock offset to the server host, said as the client sees it.
+async fn clock_offset(ep: &str) -> Result<crate::multihost::clock::ClockOffset> {
+    let c = crate::multihost::clock::measure(ep, Duration::from_secs(10)).await?;
+    println!(
+        "c1m client: clock offset to {ep}: {:+.3} ms ± {:.3} ms (min RTT of {} round trips)",
+        c.offset_ns as f64 / 1e6,
+        c.uncertainty_ns as f64 / 1e6,
+        c.round_trips
+    );
+    Ok(c)
 }
 
 /// A client run fails (non-zero exit) if any connection failed or any echo came back wrong,

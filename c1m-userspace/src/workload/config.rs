@@ -72,6 +72,10 @@ pub struct ClientShardConfig {
     pub max_message: u64,
     /// Seed for WebSocket keys and masks (per run, so keys differ between runs).
     pub seed: u64,
+    /// The server host's clock minus this one's (multihost/clock.rs): push latencies
+    /// compare the server's stamp with this host's clock, corrected by it.
+    #[serde(default)]
+    pub clock_offset_ns: i64,
 }
 
 impl ClientShardConfig {
@@ -151,6 +155,7 @@ mod tests {
             host: "h".into(),
             max_message: 1,
             seed: 0,
+            clock_offset_ns: 0,
         }
     }
 

@@ -60,6 +60,14 @@ pub struct Options {
     pub step: u64,
     /// Client: `--rate`, conn/s (0: unpaced).
     pub rate: f64,
+    /// Client: begin the ramp at this wall-clock instant (CLOCK_REALTIME ns), so the
+    /// hosts of a multi-host run ramp together.
+    pub start_at_unix_ns: Option<u64>,
+    /// Client: end once every connection is closed after the ramp (the server closed
+    /// them: a multi-host run's teardown is the server's).
+    pub end_when_peer_closes: bool,
+    /// A snapshot every second, for a client host's run folder.
+    pub samples: Option<mpsc::UnboundedSender<AppSnapshot>>,
 }
 
 struct ShardState {
@@ -458,6 +466,13 @@ impl Supervisor {
         tokio::time::sleep(Duration::from_millis(200)).await;
         self.rss_baseline = self.rss();
         let is_client = self.o.side == Side::Client;
+        if is_client && let Some(at) = self.o.start_at_unix_ns {
+            let wait = at.saturating_sub(sys::realtime_ns());
+            if !self.o.quiet {
+                println!("waiting {:.1} s for --start-at", wait as f64 / 1e9);
+            }
+            tokio::time::sleep(Duration::from_nanos(wait)).await;
+        }
         if is_client {
             self.phase = "ramp";
             self.ramp = Some((Instant::now(), None));
@@ -471,6 +486,7 @@ impl Supervisor {
         let mut sigterm = signal(SignalKind::terminate()).context("SIGTERM handler")?;
         let mut print = tokio::time::interval(PRINT_EVERY);
         print.tick().await;
+        let mut sample = tokio::time::interval(Duration::from_secs(1));
         let far = tokio::time::Instant::now() + Duration::from_secs(86400 * 365);
         let mut push_tick =
             tokio::time::interval(self.o.push_every.unwrap_or(Duration::from_secs(86400)));
@@ -500,6 +516,12 @@ impl Supervisor {
                     None => ctl_open = false,
                 },
                 _ = print.tick(), if !self.o.quiet => println!("connections: {}", self.counters().open),
+                _ = sample.tick(), if self.o.samples.is_some() => {
+                    let snap = self.snapshot();
+                    if let Some(tx) = &self.o.samples {
+                        let _ = tx.send(snap);
+                    }
+                }
                 _ = push_tick.tick(), if self.o.push_every.is_some() && !self.stopping => {
                     self.push(self.o.push_writers);
                 }
@@ -532,6 +554,13 @@ impl Supervisor {
                     self.end_ramp();
                     if let Some(d) = self.o.duration {
                         deadline = tokio::time::Instant::now() + d;
+                    }
+                }
+                if self.o.end_when_peer_closes && self.phase == "hold" {
+                    let c = self.counters();
+                    if c.open == 0 && c.in_flight == 0 {
+                        // The server closed every connection: nothing left to hold.
+                        self.close();
                     }
                 }
                 if self.phase == "closing"
@@ -656,6 +685,13 @@ impl Supervisor {
                 self.close();
                 serde_json::json!({"ok": "closing"}).to_string()
             }
+            ("close", Side::Server) => {
+                // Teardown by the server, for clients on other hosts: every shard
+                // closes its connections and keeps reporting.
+                self.phase = "closing";
+                self.broadcast(ShardCommand::Close);
+                serde_json::json!({"ok": "closing"}).to_string()
+            }
             ("stop", _) => {
                 if side == Side::Client {
                     self.close();
@@ -668,9 +704,9 @@ impl Supervisor {
                 control::line::excerpt(other),
                 side_name(side),
                 if side == Side::Server {
-                    "push [WRITERS], "
+                    "push [WRITERS], close, time, "
                 } else {
-                    "close, "
+                    "close, time, "
                 }
             )),
         };

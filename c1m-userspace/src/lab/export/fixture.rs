@@ -387,6 +387,8 @@ fn build(with_snapshots: bool) -> (RunRecord, Vec<(String, AppSnapshot)>) {
             "client: 1,812 connect() calls took over 1 s (SYN retransmitted): see connect_us above 1,000 ms".to_owned(),
         ],
         samples,
+        host: None,
+        multihost: None,
     };
     (run, snaps_out)
 }

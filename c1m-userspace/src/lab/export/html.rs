@@ -627,6 +627,34 @@ fn phase_table(run: &RunRecord) -> String {
     out
 }
 
+/// A merged multi-host run: one row per client host, and how far the clocks agree.
+fn hosts_table(m: &crate::multihost::model::Merged) -> String {
+    let mut out = format!(
+        "<p class=\"sub\">{}</p><table class=\"wide\"><tr><th class=\"t\">host</th><th>shard</th><th>asked</th><th>connected</th><th>failures</th><th>kernel ESTABLISHED</th><th>setup conn/s</th><th>connect p99 µs</th><th>push p99 µs</th><th>pushes received</th><th>clock offset µs</th><th>± µs</th></tr>",
+        esc(&m.clock_note)
+    );
+    for h in &m.hosts {
+        let _ = write!(
+            out,
+            "<tr><td class=\"t\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&h.label),
+            opt(h.shard_index, |v| int(i128::from(v))),
+            int(i128::from(h.connections_asked)),
+            int(i128::from(h.connected)),
+            int(i128::from(h.failures)),
+            opt(h.kernel_client_established, |v| int(i128::from(v))),
+            opt(h.setup_rate_per_s, |v| int(v.round() as i128)),
+            opt(h.connect_p99_us, |v| int(i128::from(v))),
+            opt(h.push_message_p99_us, |v| int(i128::from(v))),
+            int(i128::from(h.pushes_received)),
+            opt(h.clock_offset_ns, |v| format!("{:.1}", v as f64 / 1e3)),
+            opt(h.clock_bound_ns, |v| format!("{:.1}", v as f64 / 1e3)),
+        );
+    }
+    out.push_str("</table>");
+    out
+}
+
 fn kernel_vs_app_table(run: &RunRecord) -> String {
     let mut out = String::from(
         "<table class=\"wide\"><tr><th class=\"t\">phase</th><th class=\"t\">what</th><th>kernel</th><th>app</th><th>kernel − app</th><th>agree</th><th class=\"t\">why they differ</th></tr>",
@@ -1104,6 +1132,10 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
     b.push_str(&phase_table(run));
     b.push_str("<h2 id=\"kva\">Kernel vs app, at the end of each phase</h2>");
     b.push_str(&kernel_vs_app_table(run));
+    if let Some(m) = &run.multihost {
+        b.push_str("<h2 id=\"hosts\">Client hosts</h2>");
+        b.push_str(&hosts_table(m));
+    }
     b.push_str("<h2 id=\"latency\">Latency</h2>");
     let rows: Vec<(String, Percentiles)> = hists
         .iter()

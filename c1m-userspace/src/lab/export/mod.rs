@@ -25,7 +25,7 @@ pub mod hlog;
 pub(crate) mod html;
 pub mod schema;
 mod svg;
-mod timeseries;
+pub(crate) mod timeseries;
 
 use std::{
     io,

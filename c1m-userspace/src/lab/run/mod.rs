@@ -5,6 +5,7 @@
 //! after it, rewritten as it goes so Ctrl-C or a crash loses nothing measured.
 
 pub mod child_args;
+mod ctl;
 pub mod journal;
 mod ports;
 mod verdict;
@@ -21,6 +22,7 @@ use tokio::process::Child;
 
 use self::{
     child_args::ChildPlan,
+    ctl::Ctl,
     journal::{JournalFile, Role},
 };
 use super::{
@@ -33,7 +35,7 @@ use crate::fmt::count;
 use crate::{
     observer::{KernelView, ObserverHandle},
     util::PortList,
-    workload::{config::Mode, control, stats::AppSnapshot},
+    workload::{config::Mode, stats::AppSnapshot},
 };
 
 #[derive(Args, Debug, Clone)]
@@ -96,7 +98,32 @@ pub struct RunArgs {
     /// terminal UI, as `c1m observe --json`.
     #[arg(long, conflicts_with = "plain")]
     pub json: bool,
+    /// Where the clients run: `local` (this box) or `external` (other hosts running
+    /// `c1m client --shard I/N`; this box runs the server and the observer, waits for
+    /// --expect connections, pushes and closes them; `c1m merge` joins the folders).
+    #[arg(long, value_enum, default_value_t = Clients::Local)]
+    pub clients: Clients,
+    /// External clients: the connections to wait for (the clients' -n over all hosts).
+    #[arg(long, required_if_eq("clients", "external"), value_parser = crate::workload::cli::parse_connections)]
+    pub expect: Option<u64>,
+    /// External clients: the server's control endpoint HOST:PORT, which client hosts
+    /// name in --clock-from (`time` is open, anything else needs the token the server
+    /// writes to the run folder's server.token). Default: the first --addr, port 7999.
+    #[arg(long)]
+    pub control_addr: Option<String>,
 }
+
+/// Where a run's clients are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Clients {
+    /// `c1m run` starts the client on this box.
+    Local,
+    /// Client hosts connect from outside; the run waits for them.
+    External,
+}
+
+/// The server's control port for external clients, when --control-addr is not given.
+pub const EXTERNAL_CONTROL_PORT: u16 = 7999;
 
 /// A line for the user: stdout, or stderr when stdout carries `--json` lines.
 macro_rules! say {
@@ -181,7 +208,7 @@ fn default_sources(connections: u64, server_ports: u64) -> (String, u64) {
     )
 }
 
-fn machine() -> Machine {
+pub(crate) fn machine() -> Machine {
     let (soft, hard) = doctor::nofile_limits();
     let mut sysctls = std::collections::BTreeMap::new();
     for name in [
@@ -257,12 +284,12 @@ fn spawn_c1m(argv: &[std::ffi::OsString], log: &Path) -> Result<Child> {
     cmd.spawn().context("starting a c1m child process")
 }
 
-async fn stats(endpoint: &str) -> Option<AppSnapshot> {
-    stats_within(endpoint, Duration::from_secs(5)).await
+async fn stats(ctl: &Ctl) -> Option<AppSnapshot> {
+    stats_within(ctl, Duration::from_secs(5)).await
 }
 
-async fn stats_within(endpoint: &str, limit: Duration) -> Option<AppSnapshot> {
-    let line = tokio::time::timeout(limit, control::call(endpoint, "stats"))
+async fn stats_within(ctl: &Ctl, limit: Duration) -> Option<AppSnapshot> {
+    let line = tokio::time::timeout(limit, ctl.call("stats"))
         .await
         .ok()?
         .ok()?;
@@ -271,7 +298,11 @@ async fn stats_within(endpoint: &str, limit: Duration) -> Option<AppSnapshot> {
 
 async fn run(args: RunArgs) -> Result<i32> {
     // Everything the user said is checked before anything starts or is written.
-    let (connections, reason) = resolve_target(args.connections);
+    let external = args.clients == Clients::External;
+    let (connections, reason) = match args.expect {
+        Some(n) if external => (n, "--expect: clients on other hosts".to_owned()),
+        _ => resolve_target(args.connections),
+    };
     let server_ports = args.ports.0.len() as u64;
     let (sources, source_count) = match &args.source {
         Some(s) => (
@@ -282,7 +313,21 @@ async fn run(args: RunArgs) -> Result<i32> {
     };
     let started_ms = now_ms();
     let dir = args.out.join(crate::fmt::stamp(started_ms));
-    let plan = ChildPlan::new(&args, connections, &sources, &dir)?;
+    let mut plan = ChildPlan::new(&args, connections, &sources, &dir)?;
+    let server_token = external.then(|| dir.join("server.token"));
+    if external {
+        // Client hosts reach this endpoint for `time`; the lab too, with the token.
+        let first = crate::workload::cli::parse_addrs(std::slice::from_ref(&args.addr))?;
+        let ctl = match (&args.control_addr, first.first()) {
+            (Some(a), _) => a.clone(),
+            (None, Some(ip)) => std::net::SocketAddr::new(*ip, EXTERNAL_CONTROL_PORT).to_string(),
+            (None, None) => bail!(
+                "--addr names no address to serve the control endpoint on: give --control-addr HOST:PORT"
+            ),
+        };
+        plan.server.common.control = Some(ctl);
+        plan.server.common.control_token_file = server_token.clone();
+    }
     let listen_addrs = crate::workload::cli::parse_addrs(&plan.server.addrs)?;
     ports::preflight(&args.ports.0, &listen_addrs)?;
     let observer_wanted = !args.no_observer;
@@ -307,7 +352,8 @@ async fn run(args: RunArgs) -> Result<i32> {
     let target = Target {
         connections,
         server_ports,
-        sources: source_count,
+        // External clients bring their own addresses and ports.
+        sources: if external { 0 } else { source_count },
         observer: observer_wanted,
     };
     let mut checks = doctor::checks(&target);
@@ -364,6 +410,12 @@ async fn run(args: RunArgs) -> Result<i32> {
             command_line: std::env::args().collect::<Vec<_>>().join(" "),
         },
         machine: machine(),
+        host: external.then(|| crate::multihost::model::HostInfo {
+            role: crate::multihost::model::HostRole::Server,
+            hostname: machine().hostname,
+            label: machine().hostname,
+            ..Default::default()
+        }),
         ..RunRecord::default()
     };
     // A summary from the first second: even a `kill -9` leaves a parseable one.
@@ -397,8 +449,12 @@ async fn run(args: RunArgs) -> Result<i32> {
         started_ms,
     )
     .await?;
-    let server_ctl = plan.server.common.control.clone().unwrap_or_default();
-    let client_ctl = plan.client.common.control.clone().unwrap_or_default();
+    let server_ctl = Ctl::new(
+        plan.server.common.control.clone().unwrap_or_default(),
+        server_token,
+    );
+    let client_ctl =
+        (!external).then(|| Ctl::new(plan.client.common.control.clone().unwrap_or_default(), None));
     let server = spawn_c1m(&plan.server_argv()?, &dir.join("server.log"))?;
     if let Some(pid) = server.id() {
         journal.add(Role::Server, pid)?;
@@ -422,6 +478,10 @@ async fn run(args: RunArgs) -> Result<i32> {
         last_client: None,
         server_poll: Pending::new(),
         client_poll: Pending::new(),
+        peers: Pending::new(),
+        peers_at: None,
+        ports: args.ports.0.clone(),
+        peers_line: None,
         kernel_poll: Pending::new(),
         phase_start: None,
         interrupted: false,
@@ -432,8 +492,10 @@ async fn run(args: RunArgs) -> Result<i32> {
 
     let result = lab.drive(&args, connections, &plan).await;
     // Teardown whatever is still up, whatever happened.
-    let _ = control::call(&client_ctl, "stop").await;
-    let _ = control::call(&server_ctl, "stop").await;
+    if let Some(c) = &client_ctl {
+        let _ = c.call("stop").await;
+    }
+    let _ = server_ctl.call("stop").await;
     let mut children = lab.children.take();
     if let Some(c) = children.as_mut().and_then(|c| c.client.as_mut()) {
         let _ = tokio::time::timeout(Duration::from_secs(10), c.wait()).await;
@@ -546,8 +608,15 @@ struct Lab {
     live: Live,
     figures: FiguresBuilder,
     rows: Rows,
-    server_ctl: String,
-    client_ctl: String,
+    server_ctl: Ctl,
+    /// None: the clients are on other hosts.
+    client_ctl: Option<Ctl>,
+    /// External clients: connections per peer address, read now and then.
+    peers: Pending<std::collections::BTreeMap<std::net::IpAddr, u64>>,
+    peers_at: Option<Instant>,
+    /// The server's ports (whose peers are counted) and the last line said about them.
+    ports: Vec<u16>,
+    peers_line: Option<String>,
     last_server: Option<AppSnapshot>,
     last_client: Option<AppSnapshot>,
     server_poll: Pending<AppSnapshot>,
@@ -580,16 +649,18 @@ impl Lab {
                 async move { stats_within(&ctl, POLL_LIMIT).await },
             ))
         });
-        let ctl = self.client_ctl.clone();
-        self.client_poll.start_if_idle(|| {
-            Some(tokio::spawn(
-                async move { stats_within(&ctl, POLL_LIMIT).await },
-            ))
-        });
+        if let Some(ctl) = self.client_ctl.clone() {
+            self.client_poll.start_if_idle(|| {
+                Some(tokio::spawn(
+                    async move { stats_within(&ctl, POLL_LIMIT).await },
+                ))
+            });
+        }
         if let Some(observer) = &self.observer {
             self.kernel_poll
                 .start_if_idle(|| observer.start_request(false));
         }
+        self.poll_peers().await;
         let (server, client, kernel) = tokio::join!(
             self.server_poll.ready_by(deadline),
             self.client_poll.ready_by(deadline),
@@ -644,6 +715,38 @@ impl Lab {
         Ok(!quit)
     }
 
+    /// External clients: who is connected, by peer address, every 2 s on a blocking
+    /// thread (a /proc/net/tcp read grows with the connections); said when it changes.
+    async fn poll_peers(&mut self) {
+        if self.client_ctl.is_some() {
+            return;
+        }
+        if self
+            .peers_at
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(2))
+        {
+            let ports = self.ports.clone();
+            let mut started = false;
+            self.peers.start_if_idle(|| {
+                started = true;
+                Some(tokio::task::spawn_blocking(move || {
+                    Some(crate::multihost::peers::by_peer(&ports))
+                }))
+            });
+            if started {
+                self.peers_at = Some(Instant::now());
+            }
+        }
+        let now = tokio::time::Instant::now();
+        if let Some(p) = self.peers.ready_by(now).await {
+            let line = crate::multihost::peers::line(&p);
+            if self.peers_line.as_ref() != Some(&line) {
+                eprintln!("c1m run: {line}");
+                self.peers_line = Some(line);
+            }
+        }
+    }
+
     fn write_exports(&mut self) -> Result<()> {
         self.record.kernel = self.kernel_view();
         self.record.server = self.last_server.clone();
@@ -678,7 +781,9 @@ impl Lab {
         if let Some(s) = stats(&self.server_ctl).await {
             self.last_server = Some(s);
         }
-        if let Some(c) = stats(&self.client_ctl).await {
+        if let Some(ctl) = &self.client_ctl
+            && let Some(c) = stats(ctl).await
+        {
             self.last_client = Some(c);
         }
         if let Some(observer) = &self.observer
@@ -850,32 +955,60 @@ impl Lab {
         {
             return Ok(());
         }
-        let client = spawn_c1m(&plan.client_argv()?, &self.dir.join("client.log"))?;
-        if let (Some(pid), Some(journal)) = (client.id(), self.journal.as_mut()) {
-            journal.add(Role::Client, pid)?;
-        }
-        if let Some(c) = self.children.as_mut() {
-            c.client = Some(client);
+        let external = self.client_ctl.is_none();
+        if !external {
+            let client = spawn_c1m(&plan.client_argv()?, &self.dir.join("client.log"))?;
+            if let (Some(pid), Some(journal)) = (client.id(), self.journal.as_mut()) {
+                journal.add(Role::Client, pid)?;
+            }
+            if let Some(c) = self.children.as_mut() {
+                c.client = Some(client);
+            }
         }
         let ramp = Duration::from_secs_f64(n as f64 / args.rate.max(1) as f64);
         let setup_timeout = args
             .setup_timeout
             .unwrap_or(ramp * 3 + Duration::from_secs(120));
-        if !self
-            .wait_for("setup", setup_timeout, |_, c, _| {
+        let set_up = if external {
+            // The clients' hosts say nothing to this one: the kernel's count is the word.
+            self.wait_for("setup (external clients)", setup_timeout, |s, _, k| {
+                server_established(s, k) >= n
+            })
+            .await?
+        } else {
+            self.wait_for("setup", setup_timeout, |_, c, _| {
                 c.is_some_and(|c| {
                     c.phase == "hold" || c.counters.attempted >= n && c.counters.in_flight == 0
                 })
             })
             .await?
-        {
+        };
+        if !set_up {
             return Ok(());
         }
         // Let the kernel and the app agree (accept queues drained) before calling it set up.
         let settled = self
-            .wait_for("settling", Duration::from_secs(30), counts_agree)
+            .wait_for("settling", Duration::from_secs(30), move |s, c, k| {
+                if external {
+                    server_counts_agree(s, k)
+                } else {
+                    counts_agree(s, c, k)
+                }
+            })
             .await;
         let mut notes = Vec::new();
+        if external {
+            self.peers.forget();
+            let ports = self.ports.clone();
+            let peers =
+                tokio::task::spawn_blocking(move || crate::multihost::peers::by_peer(&ports))
+                    .await
+                    .unwrap_or_default();
+            notes.push(format!(
+                "at the end of setup: {}",
+                crate::multihost::peers::line(&peers)
+            ));
+        }
         if let Err(e) = settled {
             let w =
                 format!("setup: kernel and app counts still differed 30 s after the ramp ({e:#})");
@@ -904,23 +1037,41 @@ impl Lab {
             self.begin("push");
             let mut notes = Vec::new();
             for _ in 0..args.pushes {
-                let answer =
-                    control::call(&self.server_ctl, &format!("push {}", args.push_writers))
-                        .await
-                        .context("asking the server to push")?;
+                let answer = self
+                    .server_ctl
+                    .call(&format!("push {}", args.push_writers))
+                    .await
+                    .context("asking the server to push")?;
                 let push_id = serde_json::from_str::<serde_json::Value>(&answer)
                     .ok()
                     .and_then(|v| v.get("push_id")?.as_u64())
                     .with_context(|| format!("the server refused the push: {answer}"))?;
-                let open = self
-                    .last_client
-                    .as_ref()
-                    .map(|c| c.counters.open)
-                    .unwrap_or(0);
+                // External clients: the server's count of frames written (what each
+                // host received is in its own folder, and `c1m merge` checks it).
+                fn side<'a>(
+                    external: bool,
+                    s: Option<&'a AppSnapshot>,
+                    c: Option<&'a AppSnapshot>,
+                ) -> Option<&'a AppSnapshot> {
+                    if external { s } else { c }
+                }
+                let open = side(
+                    external,
+                    self.last_server.as_ref(),
+                    self.last_client.as_ref(),
+                )
+                .map(|x| {
+                    if external {
+                        x.counters.ws_open
+                    } else {
+                        x.counters.open
+                    }
+                })
+                .unwrap_or(0);
                 let reached = self
-                    .wait_for("push", Duration::from_secs(120), |_, c, _| {
-                        c.is_some_and(|c| {
-                            c.pushes
+                    .wait_for("push", Duration::from_secs(120), move |s, c, _| {
+                        side(external, s, c).is_some_and(|x| {
+                            x.pushes
                                 .iter()
                                 .any(|p| p.push_id == push_id && p.count >= open)
                         })
@@ -930,12 +1081,14 @@ impl Lab {
                     Ok(true) => {}
                     Ok(false) => return Ok(()),
                     Err(e) => {
-                        let got = self
-                            .last_client
-                            .as_ref()
-                            .and_then(|c| c.pushes.iter().find(|p| p.push_id == push_id))
-                            .map(|p| p.count)
-                            .unwrap_or(0);
+                        let got = side(
+                            external,
+                            self.last_server.as_ref(),
+                            self.last_client.as_ref(),
+                        )
+                        .and_then(|c| c.pushes.iter().find(|p| p.push_id == push_id))
+                        .map(|p| p.count)
+                        .unwrap_or(0);
                         let w =
                             format!("push {push_id} reached {got} of {open} connections: {e:#}");
                         self.warn(w.clone());
@@ -948,10 +1101,22 @@ impl Lab {
         }
 
         self.begin("teardown");
-        let _ = control::call(&self.client_ctl, "close").await;
+        match &self.client_ctl {
+            Some(c) => {
+                let _ = c.call("close").await;
+            }
+            // The server closes; each client host sees its peer close and ends.
+            None => {
+                self.server_ctl
+                    .call("close")
+                    .await
+                    .context("asking the server to close every connection")?;
+            }
+        }
         let done = self
-            .wait_for("teardown", Duration::from_secs(180), |s, c, _| {
-                c.is_some_and(|c| c.counters.open == 0) && s.is_some_and(|s| s.counters.open == 0)
+            .wait_for("teardown", Duration::from_secs(180), move |s, c, _| {
+                (external || c.is_some_and(|c| c.counters.open == 0))
+                    && s.is_some_and(|s| s.counters.open == 0)
             })
             .await;
         let notes = match done {
@@ -965,6 +1130,21 @@ impl Lab {
         self.end(notes).await;
         Ok(())
     }
+}
+
+/// Server-side connections ESTABLISHED in the kernel (the app's open count without
+/// the observer).
+fn server_established(s: Option<&AppSnapshot>, k: Option<&KernelView>) -> u64 {
+    use c1m_common::tcp_state::ESTABLISHED;
+    match k {
+        Some(k) => k.server.state(ESTABLISHED).max(0) as u64,
+        None => s.map(|s| s.counters.open).unwrap_or(0),
+    }
+}
+
+/// External clients: kernel ESTABLISHED equals the server's open count.
+fn server_counts_agree(s: Option<&AppSnapshot>, k: Option<&KernelView>) -> bool {
+    s.is_some_and(|s| server_established(Some(s), k) == s.counters.open)
 }
 
 /// Kernel ESTABLISHED equals the app's open count on both sides.

@@ -7,6 +7,8 @@
 //! | `push`  | server | `{"push_id":N,"started_unix_ns":T}`                 |
 //! | `close` | client | `{"ok":"closing"}`: tear down every connection      |
 //! | `stop`  | both   | `{"ok":"stopping"}`: close everything and exit      |
+//! | `close` | server | `{"ok":"closing"}`: close every connection (external clients) |
+//! | `time`  | both   | `{"unix_ns":T}`: this host's clock; before `auth` too |
 //!
 //! Anything else gets `{"error":"…"}` quoting at most a short prefix of the request.
 //!
@@ -54,6 +56,16 @@ pub const MAX_SESSIONS: usize = 64;
 /// A token-guarded connection must authenticate within this long, so silent peers
 /// cannot sit on session slots.
 const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The clock query: answered with `{"unix_ns":T}`, this host's CLOCK_REALTIME.
+pub const TIME: &str = "time";
+
+fn time_line() -> String {
+    let t = crate::multihost::clock::TimeAnswer {
+        unix_ns: super::sys::realtime_ns(),
+    };
+    format!("{}\n", serde_json::to_string(&t).unwrap_or_default())
+}
 
 /// The environment variable [`call`] reads a token file's path from.
 pub const TOKEN_ENV: &str = "C1M_CONTROL_TOKEN_FILE";
@@ -310,7 +322,20 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
     }
     let mut buf = LineBuf::default();
     if let Some(token) = &access.token {
-        let first = tokio::time::timeout(AUTH_TIMEOUT, next_line(&mut s, &mut buf)).await;
+        // `time` before `auth`: client hosts measure their clock offset with it and hold
+        // no token (it tells nothing but this host's clock). Bounded like auth itself.
+        let auth_by = tokio::time::Instant::now() + AUTH_TIMEOUT;
+        let first = loop {
+            let line = tokio::time::timeout_at(auth_by, next_line(&mut s, &mut buf)).await;
+            match line {
+                Ok(Ok(Next::Line(l))) if l.trim() == TIME => {
+                    if s.write_all(time_line().as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+                other => break other,
+            }
+        };
         let reply = match first {
             Ok(Ok(Next::Line(l))) if token.admits(&l) => "{\"ok\":\"auth\"}\n".to_owned(),
             Ok(Ok(Next::TooLong)) => err_line(&LineError::TooLong.to_string()),
@@ -345,6 +370,14 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
             }
             Ok(Next::Eof) | Err(_) => return,
         };
+        if line.trim() == TIME {
+            // Answered here, not by the supervisor: the stamp is taken as close to the
+            // write as possible, so the round trip bounds it.
+            if s.write_all(time_line().as_bytes()).await.is_err() {
+                return;
+            }
+            continue;
+        }
         let (reply, rx) = oneshot::channel();
         if tx.send(Request { line, reply }).is_err() {
             return;

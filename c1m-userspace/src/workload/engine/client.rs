@@ -733,7 +733,8 @@ impl Shard {
 
     /// A 24-byte push frame: id, broadcast start, write time (CLOCK_REALTIME ns, BE).
     fn on_push(&mut self, p: &[u8]) {
-        let now = sys::realtime_ns();
+        // On the server's clock: its stamps are compared with it.
+        let now = sys::realtime_ns().saturating_add_signed(self.cfg.clock_offset_ns);
         let word = |i: usize| {
             let mut a = [0u8; 8];
             a.copy_from_slice(&p[i * 8..i * 8 + 8]);

@@ -1,0 +1,519 @@
+//! `c1m merge SERVER_DIR CLIENT_DIR… --out DIR`: one run folder from a server host's
+//! (`c1m run --clients external`) and the client hosts' (`c1m client --run-dir`), with
+//! the files and report of a one-box run. Exact by construction:
+//!
+//! - histograms are added bucket by bucket from each host's `.hlog` intervals (never
+//!   percentiles averaged), and each host's sum is checked against its final snapshot;
+//! - counters are summed; pushes merged by id (counts summed, first/last on the server's
+//!   clock);
+//! - time series are aligned by wall clock, each host's moved onto the server's clock by
+//!   its measured offset: a merged row sums each host's latest row at or before it;
+//! - push latencies were corrected on each host as they were recorded (the shard knew
+//!   the offset); the report states the largest bound.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use clap::Args;
+use hdrhistogram::{
+    Histogram,
+    serialization::{
+        V2DeflateSerializer,
+        interval_log::{IntervalLogWriterBuilder, Tag},
+    },
+};
+use thiserror::Error;
+
+use super::model::{HostBreakdown, HostRole, Merged};
+use crate::{
+    lab::{
+        export::{self, hlog},
+        model::{KernelVsApp, RunRecord, Sample},
+    },
+    workload::stats::{
+        self, AppSnapshot, Counters, HIST_NAMES, Percentiles, PushStat, PushSummary, SetupRate,
+        Workers,
+    },
+};
+
+#[derive(Args, Debug, Clone)]
+pub struct MergeArgs {
+    /// The server host's run folder (`c1m run --clients external`).
+    pub server_dir: PathBuf,
+    /// Each client host's run folder (`c1m client --run-dir`).
+    #[arg(required = true)]
+    pub client_dirs: Vec<PathBuf>,
+    /// Where to write the merged run folder.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Bad input: one line naming the path and the fix (exit code 2).
+#[derive(Debug, Error)]
+pub enum MergeError {
+    #[error("{0}")]
+    Read(#[from] export::ExportError),
+    #[error("{}: has a client side already: pass the server host's folder of `c1m run --clients external`", .0.display())]
+    NotServer(PathBuf),
+    #[error("{}: not a client host's folder: pass a folder written by `c1m client --run-dir`", .0.display())]
+    NotClient(PathBuf),
+    #[error("{}: shard {index} was given twice (also {}): pass each client host's folder once", .path.display(), .other.display())]
+    Duplicate {
+        path: PathBuf,
+        other: PathBuf,
+        index: u64,
+    },
+    #[error("{}: {what} ({error}): the folder is damaged; rerun that host or leave it out", .path.display())]
+    Hist {
+        path: PathBuf,
+        what: String,
+        error: String,
+    },
+    #[error("{}: {error}", .path.display())]
+    Write { path: PathBuf, error: String },
+}
+
+/// One interval of a host's log: (start ns on the server's clock, length ns, values).
+type Interval = (u64, u64, Histogram<u64>);
+
+/// One client host's folder, read.
+struct Host {
+    dir: PathBuf,
+    run: RunRecord,
+    snap: AppSnapshot,
+    /// Histograms summed from the host's .hlog intervals.
+    hists: BTreeMap<&'static str, Histogram<u64>>,
+    /// (absolute start ns on the server's clock, length ns, histogram) per name.
+    intervals: BTreeMap<&'static str, Vec<Interval>>,
+    offset_ns: i64,
+}
+
+/// `c1m merge`: the exit code (0, or 2 for bad input with one line on stderr).
+pub fn main(a: MergeArgs) -> anyhow::Result<i32> {
+    match merge(&a) {
+        Ok(run) => {
+            println!(
+                "merged {} client host(s): {} connected, written to {}",
+                run.multihost.as_ref().map(|m| m.hosts.len()).unwrap_or(0),
+                run.client
+                    .as_ref()
+                    .map(|c| c.counters.connected)
+                    .unwrap_or(0),
+                a.out.display()
+            );
+            Ok(0)
+        }
+        Err(e) => {
+            eprintln!("c1m merge: {e}");
+            Ok(2)
+        }
+    }
+}
+
+fn read_host(dir: &Path) -> Result<Host, MergeError> {
+    let run = export::load_run(dir)?;
+    let is_client = run
+        .host
+        .as_ref()
+        .is_some_and(|h| h.role == HostRole::Client);
+    let Some(snap) = run
+        .client
+        .clone()
+        .filter(|_| is_client && run.server.is_none())
+    else {
+        return Err(MergeError::NotClient(dir.to_owned()));
+    };
+    let offset_ns = run
+        .host
+        .as_ref()
+        .and_then(|h| h.clock)
+        .map(|c| c.offset_ns)
+        .unwrap_or(0);
+    let bad = |what: String, error: String| MergeError::Hist {
+        path: dir.to_owned(),
+        what,
+        error,
+    };
+    let base_ns = run.started_unix_ms.saturating_mul(1_000_000);
+    let mut hists = BTreeMap::new();
+    let mut intervals = BTreeMap::new();
+    for name in HIST_NAMES {
+        let mut sum = stats::new_hist().map_err(|e| bad(name.to_owned(), e.to_string()))?;
+        let mut list = Vec::new();
+        let file = dir.join(format!("client-{name}.hlog"));
+        if let Ok(text) = std::fs::read_to_string(&file) {
+            for i in hlog::read(&text).map_err(|e| bad(file.display().to_string(), e))? {
+                sum.add(&i.histogram)
+                    .map_err(|e| bad(file.display().to_string(), e.to_string()))?;
+                let start = base_ns
+                    .saturating_add((i.start_s * 1e9) as u64)
+                    .saturating_add_signed(offset_ns);
+                list.push((start, (i.length_s * 1e9) as u64, i.histogram));
+            }
+        }
+        // The log must hold exactly what the host's final snapshot counted.
+        let last = if snap.histograms.contains_key(name) {
+            snap.histogram(name)
+                .map_err(|e| bad(name.to_owned(), e.to_string()))?
+                .len()
+        } else {
+            0
+        };
+        if sum.len() != last {
+            return Err(bad(
+                format!("client-{name}.hlog"),
+                format!(
+                    "its intervals hold {} values, the final snapshot {last}",
+                    sum.len()
+                ),
+            ));
+        }
+        hists.insert(name, sum);
+        intervals.insert(name, list);
+    }
+    Ok(Host {
+        dir: dir.to_owned(),
+        run,
+        snap,
+        hists,
+        intervals,
+        offset_ns,
+    })
+}
+
+/// Reads, merges and writes; returns the merged record.
+pub fn merge(a: &MergeArgs) -> Result<RunRecord, MergeError> {
+    let mut run = export::load_run(&a.server_dir)?;
+    if run.client.is_some()
+        || run.server.is_none()
+        || run
+            .host
+            .as_ref()
+            .is_some_and(|h| h.role != HostRole::Server)
+    {
+        return Err(MergeError::NotServer(a.server_dir.clone()));
+    }
+    let mut hosts = Vec::new();
+    let mut seen: BTreeMap<u64, PathBuf> = BTreeMap::new();
+    for dir in &a.client_dirs {
+        let h = read_host(dir)?;
+        if let Some(i) = h.run.host.as_ref().and_then(|h| h.shard_index)
+            && let Some(other) = seen.insert(i, dir.clone())
+        {
+            return Err(MergeError::Duplicate {
+                path: dir.clone(),
+                other,
+                index: i,
+            });
+        }
+        hosts.push(h);
+    }
+    let count = hosts
+        .iter()
+        .filter_map(|h| h.run.host.as_ref()?.shard_count)
+        .max()
+        .unwrap_or(hosts.len() as u64);
+    for missing in (0..count).filter(|i| !seen.contains_key(i)) {
+        run.warnings.push(format!(
+            "client shard {missing}/{count} is missing from the merge: its connections are not counted"
+        ));
+    }
+
+    let client = merged_snapshot(&hosts).map_err(|error| MergeError::Hist {
+        path: a.out.clone(),
+        what: "merging histograms".to_owned(),
+        error,
+    })?;
+    align_samples(&mut run.samples, &hosts);
+    for phase in &mut run.phases {
+        phase_rows(&mut phase.kernel_vs_app, phase.ended_unix_ms, &hosts);
+    }
+    let breakdown: Vec<HostBreakdown> = hosts.iter().map(breakdown).collect();
+    let bounds: Vec<Option<u64>> = hosts
+        .iter()
+        .map(|h| h.run.host.as_ref().and_then(|h| h.clock_bound_ns()))
+        .collect();
+    let clock_bound_ns = bounds
+        .iter()
+        .copied()
+        .collect::<Option<Vec<u64>>>()
+        .and_then(|b| b.into_iter().max());
+    let clock_note = match clock_bound_ns {
+        Some(b) => format!(
+            "push latencies are on the server's clock: each client host measured its offset (min-RTT of 16 round trips, before and after) and corrected them as it recorded; they are exact to ± {:.3} ms",
+            b as f64 / 1e6
+        ),
+        None => "some client host measured no clock offset (no --clock-from): push latencies assume synchronised clocks".to_owned(),
+    };
+    run.per_connection.client_user_bytes = None;
+    run.config.sources = hosts
+        .iter()
+        .map(|h| h.run.config.sources.clone())
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(",");
+    run.ended_unix_ms = hosts
+        .iter()
+        .map(|h| h.run.ended_unix_ms)
+        .chain([run.ended_unix_ms])
+        .max()
+        .unwrap_or(run.ended_unix_ms);
+    for h in &hosts {
+        for w in &h.run.warnings {
+            run.warnings.push(format!("{}: {w}", label(h)));
+        }
+        if h.run.outcome != crate::lab::model::Outcome::Complete && h.run.warnings.is_empty() {
+            run.warnings.push(format!(
+                "{}: the client run ended {}",
+                label(h),
+                h.run.outcome
+            ));
+        }
+    }
+    if !run.warnings.is_empty() && run.outcome == crate::lab::model::Outcome::Complete {
+        run.outcome = crate::lab::model::Outcome::Degraded;
+    }
+    run.client = Some(client);
+    run.multihost = Some(Merged {
+        server_dir: a.server_dir.display().to_string(),
+        hosts: breakdown,
+        clock_bound_ns,
+        clock_note,
+    });
+    write(a, &run, &hosts)?;
+    Ok(run)
+}
+
+fn label(h: &Host) -> String {
+    h.run
+        .host
+        .as_ref()
+        .map(|i| i.label.clone())
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(|| h.dir.display().to_string())
+}
+
+/// The client side as one snapshot: counters summed, histograms added.
+fn merged_snapshot(hosts: &[Host]) -> Result<AppSnapshot, String> {
+    let mut counters = Counters::default();
+    let mut hists: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
+    let mut pushes: BTreeMap<u64, PushStat> = BTreeMap::new();
+    let mut workers = Workers::default();
+    let mut snap = AppSnapshot {
+        side: "client".to_owned(),
+        phase: "closed".to_owned(),
+        split: format!("{} client hosts", hosts.len()),
+        ..AppSnapshot::default()
+    };
+    let (mut asked, mut ramp_s) = (0.0, 0.0f64);
+    for h in hosts {
+        let s = &h.snap;
+        counters.add(&s.counters);
+        for (name, hist) in &h.hists {
+            let m = match hists.get_mut(*name) {
+                Some(m) => m,
+                None => hists
+                    .entry((*name).to_owned())
+                    .or_insert(stats::new_hist().map_err(|e| e.to_string())?),
+            };
+            m.add(hist).map_err(|e| e.to_string())?;
+        }
+        for p in &s.pushes {
+            // Received on the host's clock: moved onto the server's.
+            let on_server = |t: u64| t.saturating_add_signed(h.offset_ns);
+            pushes.entry(p.push_id).or_default().merge(&PushStat {
+                push_id: p.push_id,
+                started_unix_ns: p.started_unix_ns,
+                count: p.count,
+                first_unix_ns: on_server(p.first_unix_ns),
+                last_unix_ns: on_server(p.last_unix_ns),
+            });
+        }
+        workers.count += s.workers.count;
+        workers.alive += s.workers.alive;
+        workers.list.extend(s.workers.list.iter().cloned());
+        if let Some(r) = &s.setup_rate {
+            asked += r.asked_per_s.unwrap_or(0.0);
+            // The hosts ramp together (--start-at): the run's ramp lasts the longest one.
+            ramp_s = ramp_s.max(r.duration_s);
+        }
+        snap.mode.clone_from(&s.mode);
+        snap.unix_ns = snap.unix_ns.max(s.unix_ns);
+        snap.counts_unix_ns = snap.counts_unix_ns.max(s.counts_at_ns());
+        snap.uptime_s = snap.uptime_s.max(s.uptime_s);
+        snap.target += s.target;
+        snap.rss_bytes += s.rss_bytes;
+        snap.rss_baseline_bytes += s.rss_baseline_bytes;
+        snap.cpu_user_s += s.cpu_user_s;
+        snap.cpu_sys_s += s.cpu_sys_s;
+    }
+    snap.setup_rate = (ramp_s > 0.0).then(|| SetupRate::new(asked, counters.connected, ramp_s));
+    snap.counters = counters;
+    snap.workers = workers;
+    snap.pushes = pushes.into_values().map(PushSummary::from).collect();
+    for (k, h) in &hists {
+        snap.percentiles.insert(k.clone(), Percentiles::of(h));
+        snap.histograms
+            .insert(k.clone(), stats::encode_hist(h).map_err(|e| e.to_string())?);
+    }
+    Ok(snap)
+}
+
+/// Fills the client columns of the server's rows: each host's latest row at or before the
+/// server's row (on the server's clock), summed. A host with no row yet counts as absent.
+fn align_samples(samples: &mut [Sample], hosts: &[Host]) {
+    for s in samples {
+        let rows: Vec<&Sample> = hosts
+            .iter()
+            .filter_map(|h| {
+                let off_ms = h.offset_ns / 1_000_000;
+                h.run
+                    .samples
+                    .iter()
+                    .rev()
+                    .find(|r| r.unix_ms.saturating_add_signed(off_ms) <= s.unix_ms)
+            })
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let sum_u =
+            |f: fn(&Sample) -> Option<u64>| rows.iter().filter_map(|r| f(r)).reduce(|a, b| a + b);
+        let sum_f =
+            |f: fn(&Sample) -> Option<f64>| rows.iter().filter_map(|r| f(r)).reduce(|a, b| a + b);
+        s.client_open = sum_u(|r| r.client_open);
+        s.client_connected = sum_u(|r| r.client_connected);
+        s.client_failures = sum_u(|r| r.client_failures);
+        s.client_connect_per_s = sum_f(|r| r.client_connect_per_s);
+        s.client_rss_bytes = sum_u(|r| r.client_rss_bytes);
+        s.client_cpu_s = sum_f(|r| r.client_cpu_s);
+        s.client_cpu_cores = sum_f(|r| r.client_cpu_cores);
+        s.kernel_client_established = rows
+            .iter()
+            .map(|r| r.kernel_client_established)
+            .collect::<Option<Vec<i64>>>()
+            .map(|v| v.iter().sum());
+        s.client_age_s = rows
+            .iter()
+            .map(|r| s.unix_ms.saturating_sub(r.unix_ms) as f64 / 1e3)
+            .reduce(f64::max);
+    }
+}
+
+/// A phase's client rows: the server host's kernel has no client side, so its rows are
+/// replaced by the client hosts' own counts (kernel and app) at the phase's end.
+fn phase_rows(rows: &mut Vec<KernelVsApp>, ended_unix_ms: u64, hosts: &[Host]) {
+    rows.retain(|r| !r.what.starts_with("client"));
+    let mut one = [Sample {
+        unix_ms: ended_unix_ms,
+        ..Sample::default()
+    }];
+    align_samples(&mut one, hosts);
+    let [s] = one;
+    let kernel = s.kernel_client_established;
+    let app = s.client_open.map(|v| v as i64);
+    rows.push(KernelVsApp {
+        what: "client open (client hosts, summed)".to_owned(),
+        kernel,
+        app,
+        agree: kernel.is_some() && kernel == app,
+        explanation: kernel.is_none().then(|| {
+            "the client hosts' kernels were not read (each host's own rows are in its folder)"
+                .to_owned()
+        }),
+    });
+}
+
+fn breakdown(h: &Host) -> HostBreakdown {
+    let info = h.run.host.clone().unwrap_or_default();
+    let p99 = |name: &str| {
+        h.hists
+            .get(name)
+            .filter(|x| !x.is_empty())
+            .map(|x| x.value_at_quantile(0.99))
+    };
+    let c = &h.snap.counters;
+    HostBreakdown {
+        label: label(h),
+        hostname: info.hostname.clone(),
+        dir: h.dir.display().to_string(),
+        shard_index: info.shard_index,
+        connections_asked: h.run.config.connections,
+        connected: c.connected,
+        failures: c.failures.total(),
+        pushes_received: c.pushes_received,
+        setup_rate_per_s: h.snap.setup_rate.and_then(|r| r.achieved_per_s),
+        connect_p99_us: p99("connect_us"),
+        push_message_p99_us: p99("push_message_us"),
+        kernel_client_established: h
+            .run
+            .samples
+            .iter()
+            .filter_map(|s| s.kernel_client_established)
+            .max(),
+        clock_offset_ns: info.clock.map(|c| c.offset_ns),
+        clock_bound_ns: info.clock_bound_ns(),
+    }
+}
+
+fn write(a: &MergeArgs, run: &RunRecord, hosts: &[Host]) -> Result<(), MergeError> {
+    let out = &a.out;
+    let werr = |path: &Path, error: String| MergeError::Write {
+        path: path.to_owned(),
+        error,
+    };
+    std::fs::create_dir_all(out).map_err(|e| werr(out, e.to_string()))?;
+    export::write_run(out, run).map_err(|e| werr(out, e.to_string()))?;
+    // The server's interval logs as they are; the clients' re-based onto the run's start
+    // on the server's clock, every host's intervals in time order.
+    for entry in std::fs::read_dir(&a.server_dir)
+        .map_err(|e| werr(&a.server_dir, e.to_string()))?
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("server-") && name.ends_with(".hlog") {
+            std::fs::copy(entry.path(), out.join(&name))
+                .map_err(|e| werr(&entry.path(), e.to_string()))?;
+        }
+    }
+    let base_ns = run.started_unix_ms.saturating_mul(1_000_000);
+    for name in HIST_NAMES {
+        let mut all: Vec<&Interval> = hosts
+            .iter()
+            .flat_map(|h| h.intervals[name].iter())
+            .collect();
+        if all.is_empty() {
+            continue;
+        }
+        all.sort_by_key(|i| i.0);
+        let path = out.join(format!("client-{name}.hlog"));
+        let mut text = Vec::new();
+        let start = std::time::UNIX_EPOCH + Duration::from_nanos(base_ns);
+        let mut ser = V2DeflateSerializer::new();
+        let stem = format!("client-{name}");
+        let mut w = IntervalLogWriterBuilder::new()
+            .add_comment(&format!(
+                "c1m {} merged interval log: client {name} of {} hosts (values in µs, on the server's clock)",
+                env!("CARGO_PKG_VERSION"),
+                hosts.len()
+            ))
+            .with_start_time(start)
+            .with_base_time(start)
+            .begin_log_with(&mut text, &mut ser)
+            .map_err(|e| werr(&path, e.to_string()))?;
+        for (at, len, h) in all {
+            w.write_histogram(
+                h,
+                Duration::from_nanos(at.saturating_sub(base_ns)),
+                Duration::from_nanos(*len),
+                Tag::new(&stem),
+            )
+            .map_err(|e| werr(&path, e.to_string()))?;
+        }
+        std::fs::write(&path, text).map_err(|e| werr(&path, e.to_string()))?;
+    }
+    Ok(())
+}
