@@ -13,6 +13,7 @@ use clap::Args;
 use super::{
     config::{ClientShardConfig, Mode, ServerShardConfig, ShardConfig},
     limits::{self, plan_client, plan_server},
+    push_format::PushFormat,
     stats::AppSnapshot,
     supervisor::{self, Options, Side},
     sys,
@@ -145,6 +146,11 @@ pub struct ClientArgs {
     /// Largest WebSocket message accepted (bytes).
     #[arg(long, default_value_t = 1 << 20)]
     pub max_message: u64,
+    /// How the server stamps its pushes: c1m, u64le-us (8 bytes LE µs since the epoch),
+    /// u64be-ms, text-ms, text-us (decimal) or json:FIELD. A data frame that does not
+    /// decode is counted as push_undecodable.
+    #[arg(long, default_value = "c1m", value_parser = super::push_format::parse)]
+    pub push_format: PushFormat,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -427,6 +433,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
                 host: "localhost".into(),
                 max_message: a.max_message,
                 seed,
+                push_format: a.push_format.clone(),
             })
         })
         .collect();

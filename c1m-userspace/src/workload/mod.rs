@@ -26,6 +26,7 @@ pub mod engine;
 pub mod limits;
 pub mod port_lock;
 pub mod procstat;
+pub mod push_format;
 pub mod shard;
 pub mod sockopt;
 pub mod stats;

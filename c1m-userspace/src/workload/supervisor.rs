@@ -78,6 +78,8 @@ struct ShardState {
     /// How late this supervisor read that report (realtime ns): a supervisor starved of
     /// CPU reads reports late, and then newer ones may wait unread in the pipe.
     report_lag_ns: u64,
+    /// Client: the last push mark the shard took.
+    mark: u64,
 }
 
 struct Supervisor {
@@ -141,6 +143,7 @@ pub async fn run(o: Options, plan: &Plan, configs: Vec<ShardConfig>) -> Result<A
                 cpu: (0.0, 0.0),
                 reported_unix_ns: 0,
                 report_lag_ns: 0,
+                mark: 0,
             })
             .collect(),
         timeline: Vec::new(),
@@ -269,6 +272,7 @@ impl Supervisor {
         s.ready |= r.ready;
         s.ramp_done = r.ramp_done;
         s.closed_all = r.closed_all;
+        s.mark = r.mark;
         for (name, blob) in &r.hists {
             match stats::decode_hist(blob) {
                 Ok(h) => {
@@ -383,6 +387,13 @@ impl Supervisor {
                 };
                 stats::SetupRate::new(self.o.rate, counters.connected, duration_s)
             }),
+            push_mark: self
+                .shards
+                .iter()
+                .filter(|s| s.alive)
+                .map(|s| s.mark)
+                .min()
+                .unwrap_or(0),
             pushes: pushes.into_values().map(PushSummary::from).collect(),
             rss_bytes: rss,
             rss_baseline_bytes: self.rss_baseline,
@@ -392,6 +403,8 @@ impl Supervisor {
                 .then(|| rss.saturating_sub(self.rss_baseline) as f64 / open as f64),
             cpu_user_s: cpu_u,
             cpu_sys_s: cpu_s,
+            threads: None,
+            open_fds: None,
             percentiles: hists
                 .iter()
                 .map(|(k, h)| (k.clone(), Percentiles::of(h)))
@@ -649,6 +662,16 @@ impl Supervisor {
                     }
                 }
             }
+            (line, Side::Client) if line.starts_with("mark ") => match parse_mark(line) {
+                Ok((id, started_unix_ns)) => {
+                    self.broadcast(ShardCommand::Mark {
+                        id,
+                        started_unix_ns,
+                    });
+                    serde_json::json!({"ok": "marked", "push_id": id}).to_string()
+                }
+                Err(e) => err_json(&e),
+            },
             ("close", Side::Client) => {
                 self.close();
                 serde_json::json!({"ok": "closing"}).to_string()
@@ -667,7 +690,7 @@ impl Supervisor {
                 if side == Side::Server {
                     "push [WRITERS], "
                 } else {
-                    "close, "
+                    "close, mark ID UNIX_NS, "
                 }
             )),
         };
@@ -687,6 +710,23 @@ fn parse_push(line: &str, default: usize) -> Result<usize, String> {
         }),
         _ => Err(format!(
             "{:?}: say `push` or `push WRITERS`",
+            control::line::excerpt(line)
+        )),
+    }
+}
+
+/// `mark ID UNIX_NS`: frames without an id that arrive from now on belong to push ID,
+/// whose trigger fired at UNIX_NS (0: no trigger).
+fn parse_mark(line: &str) -> Result<(u64, u64), String> {
+    match line.split_whitespace().collect::<Vec<_>>()[..] {
+        ["mark", id, at] => match (id.parse(), at.parse()) {
+            (Ok(id), Ok(at)) => Ok((id, at)),
+            _ => {
+                Err("mark ID UNIX_NS: two whole numbers, e.g. `mark 1 1796000000000000000`".into())
+            }
+        },
+        _ => Err(format!(
+            "{:?}: say `mark ID UNIX_NS`",
             control::line::excerpt(line)
         )),
     }

@@ -503,6 +503,9 @@ fn app_snapshot(
         .or(Some(0.0)),
         cpu_user_s: cpu_s * 0.35,
         cpu_sys_s: cpu_s * 0.65,
+        push_mark: 0,
+        threads: None,
+        open_fds: None,
         histograms,
         percentiles,
     }

@@ -156,6 +156,7 @@ pub fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsError> {
         stay,
         step,
         max_message,
+        push_format,
     } = a;
     let mut v = Argv::new::<ClientArgs>("client");
     v.value("hosts", hosts.join(","));
@@ -184,6 +185,7 @@ pub fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsError> {
     v.flag("stay", *stay);
     v.opt("step", step.map(|n| n.to_string()));
     v.value("max_message", max_message.to_string());
+    v.value("push_format", push_format.to_string());
     v.finish()
 }
 
@@ -228,6 +230,7 @@ impl ChildPlan {
         client.common.stats_json = Some(dir.join("client-final.json"));
         client.stay = true;
         client.common.quiet = true;
+        client.push_format = args.push_format.clone();
         let plan = ChildPlan { server, client };
         // The children's parsers and checks, now: a bad value is named before any child
         // starts, by the code that would have refused it in the child.
@@ -281,6 +284,7 @@ mod tests {
         a.common.quiet = true;
         a.stay = true;
         a.step = Some(500);
+        a.push_format = crate::workload::push_format::PushFormat::Json("ts".into());
         a
     }
 

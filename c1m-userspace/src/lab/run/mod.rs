@@ -5,8 +5,11 @@
 //! after it, rewritten as it goes so Ctrl-C or a crash loses nothing measured.
 
 pub mod child_args;
+pub mod foreign;
 pub mod journal;
 mod ports;
+pub mod stall;
+pub mod trigger;
 mod verdict;
 
 use std::{
@@ -21,7 +24,10 @@ use tokio::process::Child;
 
 use self::{
     child_args::ChildPlan,
+    foreign::{ForeignServer, TargetAddr},
     journal::{JournalFile, Role},
+    stall::{StallEvidence, StallWatch},
+    trigger::PushTrigger,
 };
 use super::{
     doctor::{self, Status, Target, Tuning},
@@ -33,7 +39,7 @@ use crate::fmt::count;
 use crate::{
     observer::{KernelView, ObserverHandle},
     util::PortList,
-    workload::{config::Mode, control, stats::AppSnapshot},
+    workload::{config::Mode, control, push_format::PushFormat, stats::AppSnapshot},
 };
 
 #[derive(Args, Debug, Clone)]
@@ -96,6 +102,86 @@ pub struct RunArgs {
     /// terminal UI, as `c1m observe --json`.
     #[arg(long, conflicts_with = "plain")]
     pub json: bool,
+    /// Your server instead of c1m's: c1m starts "CMD ARGS" (split into words, no shell
+    /// unless you write `sh -c "…"`) with the raised fd limit, waits until every --ports
+    /// port listens, measures its process tree and stops it at the end (SIGTERM, then
+    /// SIGKILL). Its stdout/stderr go to server.stdout.log / server.stderr.log.
+    #[arg(long, value_name = "CMD", conflicts_with = "target")]
+    pub server_cmd: Option<String>,
+    /// A server already running, here or elsewhere: HOST:PORTS (c1m starts none).
+    #[arg(long, value_name = "HOST:PORTS", conflicts_with_all = ["addr", "ports"])]
+    pub target: Option<TargetAddr>,
+    /// The --target server's pid on this box: its process tree's RSS, CPU, threads and
+    /// fds are measured, and signal triggers go to it.
+    #[arg(long, value_name = "PID", requires = "target")]
+    pub server_pid: Option<u32>,
+    /// What makes the server push: control (c1m's server, its default), signal:NAME
+    /// (e.g. signal:USR1, to the server's pid), http:URL (a GET), cmd:"COMMAND", or none
+    /// (the server pushes on its own schedule; the default for a foreign server).
+    #[arg(long, value_name = "TRIGGER", value_parser = trigger::parse)]
+    pub push_trigger: Option<PushTrigger>,
+    /// How the server stamps its pushes: c1m, u64le-us, u64be-ms, text-ms, text-us or
+    /// json:FIELD. Per-message latency is from the stamp; fan-out from the trigger.
+    #[arg(long, value_name = "FORMAT", default_value = "c1m", value_parser = crate::workload::push_format::parse)]
+    pub push_format: PushFormat,
+    /// How long to wait for pushes: with --push-trigger none, the whole push phase; a
+    /// server that never pushes is reported as "no push arrived".
+    #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
+    pub push_wait: Duration,
+}
+
+/// Whose server the run measures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerSpec {
+    /// c1m's own `c1m server`.
+    Own,
+    /// `--server-cmd`, split into words.
+    Command(Vec<String>),
+    /// `--target`, with `--server-pid` if given.
+    Target(TargetAddr, Option<u32>),
+}
+
+impl ServerSpec {
+    /// The server and its push trigger from the flags, or one line saying which flags
+    /// contradict each other and what to say instead.
+    pub fn of(args: &RunArgs) -> Result<(ServerSpec, PushTrigger)> {
+        let spec = match (&args.server_cmd, &args.target) {
+            (Some(cmd), _) => ServerSpec::Command(foreign::split_command(cmd)?),
+            (None, Some(t)) => ServerSpec::Target(t.clone(), args.server_pid),
+            (None, None) => ServerSpec::Own,
+        };
+        let own = spec == ServerSpec::Own;
+        let trigger = args.push_trigger.clone().unwrap_or(if own {
+            PushTrigger::Control
+        } else {
+            PushTrigger::None
+        });
+        match (&spec, &trigger) {
+            (ServerSpec::Own, PushTrigger::Control) => {}
+            (ServerSpec::Own, t) => bail!(
+                "--push-trigger {t} is for a server of yours (--server-cmd or --target); c1m's own server pushes on `control`"
+            ),
+            (_, PushTrigger::Control) => bail!(
+                "--push-trigger control needs c1m's own server; yours takes signal:NAME, http:URL, cmd:\"…\" or none"
+            ),
+            (ServerSpec::Target(_, None), PushTrigger::Signal(s)) => bail!(
+                "--push-trigger signal:{} needs the server's pid: add --server-pid PID",
+                s.name
+            ),
+            _ => {}
+        }
+        if own && args.push_format != PushFormat::C1m {
+            bail!(
+                "--push-format {} is for a server of yours (--server-cmd or --target); c1m's own server sends c1m frames",
+                args.push_format
+            );
+        }
+        Ok((spec, trigger))
+    }
+
+    fn foreign(&self) -> bool {
+        *self != ServerSpec::Own
+    }
 }
 
 /// A line for the user: stdout, or stderr when stdout carries `--json` lines.
@@ -219,13 +305,16 @@ fn machine() -> Machine {
 
 /// The child processes of the run, killed if still alive when dropped.
 struct Children {
-    server: Child,
+    /// c1m's own server (a foreign one is the lab's [`ForeignServer`]).
+    server: Option<Child>,
     client: Option<Child>,
 }
 
 impl Drop for Children {
     fn drop(&mut self) {
-        let _ = self.server.start_kill();
+        if let Some(s) = self.server.as_mut() {
+            let _ = s.start_kill();
+        }
         if let Some(c) = self.client.as_mut() {
             let _ = c.start_kill();
         }
@@ -269,8 +358,14 @@ async fn stats_within(endpoint: &str, limit: Duration) -> Option<AppSnapshot> {
     serde_json::from_str(&line).ok()
 }
 
-async fn run(args: RunArgs) -> Result<i32> {
+async fn run(mut args: RunArgs) -> Result<i32> {
     // Everything the user said is checked before anything starts or is written.
+    let (spec, trigger) = ServerSpec::of(&args)?;
+    if let ServerSpec::Target(t, _) = &spec {
+        args.addr = t.host.clone();
+        args.ports = t.ports.clone();
+        t.reachable().await?;
+    }
     let (connections, reason) = resolve_target(args.connections);
     let server_ports = args.ports.0.len() as u64;
     let (sources, source_count) = match &args.source {
@@ -284,7 +379,10 @@ async fn run(args: RunArgs) -> Result<i32> {
     let dir = args.out.join(crate::fmt::stamp(started_ms));
     let plan = ChildPlan::new(&args, connections, &sources, &dir)?;
     let listen_addrs = crate::workload::cli::parse_addrs(&plan.server.addrs)?;
-    ports::preflight(&args.ports.0, &listen_addrs)?;
+    // A --target listens there already, by design.
+    if !matches!(spec, ServerSpec::Target(..)) {
+        ports::preflight(&args.ports.0, &listen_addrs)?;
+    }
     let observer_wanted = !args.no_observer;
     say!(
         args.json,
@@ -309,6 +407,7 @@ async fn run(args: RunArgs) -> Result<i32> {
         server_ports,
         sources: source_count,
         observer: observer_wanted,
+        foreign_server: spec.foreign(),
     };
     let mut checks = doctor::checks(&target);
     let tuning = if args.tune {
@@ -399,9 +498,20 @@ async fn run(args: RunArgs) -> Result<i32> {
     .await?;
     let server_ctl = plan.server.common.control.clone().unwrap_or_default();
     let client_ctl = plan.client.common.control.clone().unwrap_or_default();
-    let server = spawn_c1m(&plan.server_argv()?, &dir.join("server.log"))?;
-    if let Some(pid) = server.id() {
+    let (server, foreign) = match &spec {
+        ServerSpec::Own => (
+            Some(spawn_c1m(&plan.server_argv()?, &dir.join("server.log"))?),
+            None,
+        ),
+        ServerSpec::Command(argv) => (None, Some(ForeignServer::start(argv, &dir)?)),
+        ServerSpec::Target(_, Some(pid)) => (None, Some(ForeignServer::attach(*pid, &dir))),
+        ServerSpec::Target(t, None) => (None, Some(ForeignServer::remote(&t.to_string(), &dir))),
+    };
+    if let Some(pid) = server.as_ref().and_then(Child::id) {
         journal.add(Role::Server, pid)?;
+    }
+    if let Some(f) = foreign.as_ref().filter(|f| f.owned()) {
+        journal.add(Role::Server, f.pid)?;
     }
     let children = Children {
         server,
@@ -428,20 +538,29 @@ async fn run(args: RunArgs) -> Result<i32> {
         last_write: Instant::now(),
         children: Some(children),
         journal: Some(journal),
+        foreign,
+        trigger,
+        mode: args.mode,
+        target: connections,
     };
 
     let result = lab.drive(&args, connections, &plan).await;
     // Teardown whatever is still up, whatever happened.
     let _ = control::call(&client_ctl, "stop").await;
-    let _ = control::call(&server_ctl, "stop").await;
+    if lab.foreign.is_none() {
+        let _ = control::call(&server_ctl, "stop").await;
+    }
     let mut children = lab.children.take();
     if let Some(c) = children.as_mut().and_then(|c| c.client.as_mut()) {
         let _ = tokio::time::timeout(Duration::from_secs(10), c.wait()).await;
     }
-    if let Some(c) = children.as_mut() {
-        let _ = tokio::time::timeout(Duration::from_secs(10), c.server.wait()).await;
+    if let Some(s) = children.as_mut().and_then(|c| c.server.as_mut()) {
+        let _ = tokio::time::timeout(Duration::from_secs(10), s.wait()).await;
     }
     drop(children);
+    if let Some(f) = lab.foreign.as_mut() {
+        f.stop(foreign::STOP_GRACE).await;
+    }
     lab.observer = None;
     lab.live.stop();
 
@@ -559,11 +678,26 @@ struct Lab {
     children: Option<Children>,
     /// What a `kill -9` would leave: children and workers are added as they start.
     journal: Option<JournalFile>,
+    /// A server c1m did not write; its app side is built from the client's snapshot.
+    foreign: Option<ForeignServer>,
+    trigger: PushTrigger,
+    mode: Mode,
+    /// Connections asked for.
+    target: u64,
 }
 
 impl Lab {
     fn kernel_view(&self) -> Option<KernelView> {
         self.kernel.clone()
+    }
+
+    /// A foreign server's side: its process tree now, its connections as the client
+    /// saw them last.
+    fn foreign_snapshot(&mut self) {
+        if let Some(f) = self.foreign.as_mut() {
+            self.last_server =
+                Some(f.snapshot(self.last_client.as_ref(), self.mode.name(), self.target));
+        }
     }
 
     /// One tick: poll both sides, sample, redraw, export now and then. Returns false
@@ -575,10 +709,9 @@ impl Lab {
         // A poll left pending may take this long before it counts as lost.
         const POLL_LIMIT: Duration = Duration::from_secs(30);
         let ctl = self.server_ctl.clone();
+        let own = self.foreign.is_none();
         self.server_poll.start_if_idle(|| {
-            Some(tokio::spawn(
-                async move { stats_within(&ctl, POLL_LIMIT).await },
-            ))
+            own.then(|| tokio::spawn(async move { stats_within(&ctl, POLL_LIMIT).await }))
         });
         let ctl = self.client_ctl.clone();
         self.client_poll.start_if_idle(|| {
@@ -604,6 +737,7 @@ impl Lab {
         if kernel.is_some() {
             self.kernel = kernel;
         }
+        self.foreign_snapshot();
         let kernel = self.kernel_view();
         let phase = self
             .phase_start
@@ -675,12 +809,15 @@ impl Lab {
         self.server_poll.forget();
         self.client_poll.forget();
         self.kernel_poll.forget();
-        if let Some(s) = stats(&self.server_ctl).await {
+        if self.foreign.is_none()
+            && let Some(s) = stats(&self.server_ctl).await
+        {
             self.last_server = Some(s);
         }
         if let Some(c) = stats(&self.client_ctl).await {
             self.last_client = Some(c);
         }
+        self.foreign_snapshot();
         if let Some(observer) = &self.observer
             && let Some(view) = observer.snapshot_fresh().await
         {
@@ -759,11 +896,27 @@ impl Lab {
         for w in news {
             self.warn(w);
         }
+        if let Some(f) = self.foreign.as_mut() {
+            if f.owned()
+                && let Some(journal) = self.journal.as_mut()
+            {
+                for &pid in f.seen.iter().filter(|&&p| p != f.pid) {
+                    journal.add(Role::ServerWorker, pid)?;
+                }
+            }
+            if let Some(status) = f.exited() {
+                bail!(
+                    "the server exited early ({status}); its stderr ends: {} (full log: {})",
+                    f.stderr_tail(),
+                    self.dir.join(foreign::STDERR_LOG).display()
+                );
+            }
+        }
         let Some(children) = self.children.as_mut() else {
             return Ok(());
         };
         let mut exited = Vec::new();
-        if let Ok(Some(status)) = children.server.try_wait() {
+        if let Some(Ok(Some(status))) = children.server.as_mut().map(|s| s.try_wait()) {
             exited.push(("server", status));
         }
         if let Some(Ok(Some(status))) = children.client.as_mut().map(|c| c.try_wait()) {
@@ -842,13 +995,22 @@ impl Lab {
     async fn drive(&mut self, args: &RunArgs, n: u64, plan: &ChildPlan) -> Result<()> {
         // Server up?
         self.begin("setup");
-        if !self
-            .wait_for("server start", Duration::from_secs(60), |s, _, _| {
-                s.is_some_and(|s| s.phase == "running")
-            })
-            .await?
-        {
-            return Ok(());
+        match self.foreign.as_mut() {
+            Some(f) if f.owned() => {
+                f.wait_listening(&args.ports.0, foreign::LISTEN_TIMEOUT)
+                    .await?;
+            }
+            Some(_) => {}
+            None => {
+                if !self
+                    .wait_for("server start", Duration::from_secs(60), |s, _, _| {
+                        s.is_some_and(|s| s.phase == "running")
+                    })
+                    .await?
+                {
+                    return Ok(());
+                }
+            }
         }
         let client = spawn_c1m(&plan.client_argv()?, &self.dir.join("client.log"))?;
         if let (Some(pid), Some(journal)) = (client.id(), self.journal.as_mut()) {
@@ -861,21 +1023,43 @@ impl Lab {
         let setup_timeout = args
             .setup_timeout
             .unwrap_or(ramp * 3 + Duration::from_secs(120));
+        // A foreign server that stops completing connections ends the setup early.
+        let watch = std::cell::RefCell::new(StallWatch::default());
+        let stalled = std::cell::Cell::new(false);
+        let watch_stalls = self.foreign.is_some();
         if !self
             .wait_for("setup", setup_timeout, |_, c, _| {
-                c.is_some_and(|c| {
-                    c.phase == "hold" || c.counters.attempted >= n && c.counters.in_flight == 0
-                })
+                let Some(c) = c else { return false };
+                if c.phase == "hold" || c.counters.attempted >= n && c.counters.in_flight == 0 {
+                    return true;
+                }
+                let pending = c.counters.connected < n;
+                if watch_stalls
+                    && c.phase == "ramp"
+                    && watch
+                        .borrow_mut()
+                        .stalled(Instant::now(), c.counters.connected, pending)
+                {
+                    stalled.set(true);
+                    return true;
+                }
+                false
             })
             .await?
         {
             return Ok(());
         }
-        // Let the kernel and the app agree (accept queues drained) before calling it set up.
-        let settled = self
-            .wait_for("settling", Duration::from_secs(30), counts_agree)
-            .await;
         let mut notes = Vec::new();
+        // Let the kernel and the app agree (accept queues drained) before calling it set up.
+        let settled = if stalled.get() {
+            let w = self.stall_evidence(n).describe();
+            self.warn(w.clone());
+            notes.push(w);
+            Ok(true)
+        } else {
+            self.wait_for("settling", Duration::from_secs(30), counts_agree)
+                .await
+        };
         if let Err(e) = settled {
             let w =
                 format!("setup: kernel and app counts still differed 30 s after the ramp ({e:#})");
@@ -900,7 +1084,12 @@ impl Lab {
         self.end(Vec::new()).await;
         self.write_exports()?;
 
-        if args.mode == Mode::Ws && args.pushes > 0 {
+        if args.mode == Mode::Ws && args.pushes > 0 && self.trigger != PushTrigger::Control {
+            self.begin("push");
+            let notes = self.foreign_push(args).await?;
+            self.end(notes).await;
+            self.write_exports()?;
+        } else if args.mode == Mode::Ws && args.pushes > 0 {
             self.begin("push");
             let mut notes = Vec::new();
             for _ in 0..args.pushes {
@@ -964,6 +1153,122 @@ impl Lab {
         };
         self.end(notes).await;
         Ok(())
+    }
+}
+
+impl Lab {
+    /// What the kernel, the client and the server's log say about a stalled setup.
+    fn stall_evidence(&self, n: u64) -> StallEvidence {
+        use c1m_common::tcp_state::ESTABLISHED;
+        let c = self
+            .last_client
+            .as_ref()
+            .map(|c| c.counters)
+            .unwrap_or_default();
+        let k = self.kernel_view();
+        StallEvidence {
+            connected: c.connected,
+            attempted: c.attempted,
+            asked: n,
+            established_not_accepted: k
+                .as_ref()
+                .map(|k| k.server.state(ESTABLISHED) - c.open as i64),
+            accept_queue_overflows: k.as_ref().map(|k| k.queue_overflows()),
+            nofile: self.foreign.as_ref().and_then(ForeignServer::nofile),
+            emfile_line: self
+                .foreign
+                .as_ref()
+                .and_then(ForeignServer::fd_exhaustion_line),
+        }
+    }
+
+    /// The push phase without c1m's control endpoint: each push is marked on the client
+    /// (frames carry no id), triggered, and awaited; with `none`, whatever the server
+    /// sends within `--push-wait` is measured. Returns the phase's notes.
+    async fn foreign_push(&mut self, args: &RunArgs) -> Result<Vec<String>> {
+        let mut notes = Vec::new();
+        let pushes = if self.trigger == PushTrigger::None {
+            1
+        } else {
+            args.pushes
+        };
+        for id in 1..=u64::from(pushes) {
+            let open = self
+                .last_client
+                .as_ref()
+                .map(|c| c.counters.open)
+                .unwrap_or(0);
+            // With `none`, every connection should get `--pushes` frames in the wait.
+            let want = if self.trigger == PushTrigger::None {
+                open * u64::from(args.pushes)
+            } else {
+                open
+            };
+            control::call(&self.client_ctl, &format!("mark {id} 0"))
+                .await
+                .context("telling the client which push comes")?;
+            // Every shard must count the frames under this id before the server sends.
+            if !self
+                .wait_for(
+                    "the client's push mark",
+                    Duration::from_secs(10),
+                    |_, c, _| c.is_some_and(|c| c.push_mark >= id),
+                )
+                .await?
+            {
+                return Ok(notes);
+            }
+            // The trigger instant, told just before it fires (the shards take commands
+            // before the I/O that follows them), so fan-out starts where the push did.
+            if self.trigger != PushTrigger::None {
+                let fired_at = crate::workload::sys::realtime_ns();
+                control::call(&self.client_ctl, &format!("mark {id} {fired_at}"))
+                    .await
+                    .context("telling the client when the push was triggered")?;
+            }
+            let pid = self.foreign.as_ref().map(|f| f.pid).filter(|p| *p > 0);
+            self.trigger
+                .fire(pid)
+                .await
+                .with_context(|| format!("--push-trigger {}", self.trigger))?;
+            let reached = self
+                .wait_for("push", args.push_wait, |_, c, _| {
+                    c.is_some_and(|c| c.pushes.iter().any(|p| p.push_id == id && p.count >= want))
+                })
+                .await;
+            match reached {
+                Ok(true) => {}
+                Ok(false) => return Ok(notes),
+                Err(_) => {
+                    let c = self.last_client.as_ref();
+                    let got = c
+                        .and_then(|c| c.pushes.iter().find(|p| p.push_id == id))
+                        .map(|p| p.count)
+                        .unwrap_or(0);
+                    let undecodable = c.map(|c| c.counters.push_undecodable).unwrap_or(0);
+                    let secs = args.push_wait.as_secs_f64();
+                    let w = if got == 0 {
+                        format!(
+                            "push {id}: no push arrived within {secs:.0} s (--push-trigger {}, --push-format {}); frames that did not decode: {}",
+                            self.trigger,
+                            args.push_format,
+                            count(undecodable)
+                        )
+                    } else {
+                        format!(
+                            "push {id}: {} of {} frames arrived within {secs:.0} s (--push-trigger {}); frames that did not decode: {}",
+                            count(got),
+                            count(want),
+                            self.trigger,
+                            count(undecodable)
+                        )
+                    };
+                    self.warn(w.clone());
+                    notes.push(w);
+                }
+            }
+        }
+        Ok(notes)
     }
 }
 
