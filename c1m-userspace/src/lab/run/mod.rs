@@ -540,6 +540,7 @@ async fn run(mut args: RunArgs) -> Result<i32> {
         journal: Some(journal),
         foreign,
         trigger,
+        push_format: args.push_format.clone(),
         mode: args.mode,
         target: connections,
     };
@@ -681,6 +682,7 @@ struct Lab {
     /// A server c1m did not write; its app side is built from the client's snapshot.
     foreign: Option<ForeignServer>,
     trigger: PushTrigger,
+    push_format: PushFormat,
     mode: Mode,
     /// Connections asked for.
     target: u64,
@@ -738,6 +740,17 @@ impl Lab {
             self.kernel = kernel;
         }
         self.foreign_snapshot();
+        if self
+            .last_client
+            .as_ref()
+            .is_some_and(|c| c.counters.push_undecodable > 0)
+        {
+            // Once (warnings are kept unique); the count is in the summary.
+            self.warn(format!(
+                "frames from the server did not decode as --push-format {} (counted as push_undecodable)",
+                self.push_format
+            ));
+        }
         let kernel = self.kernel_view();
         let phase = self
             .phase_start
@@ -845,6 +858,7 @@ impl Lab {
             cpu_user_s: o1.0 - o0.0,
             cpu_sys_s: o1.1 - o0.1,
             rss_bytes: own_rss(),
+            ..ProcessUsage::default()
         };
         let kernel = self.kernel_view();
         phase.kernel_socket_bytes = kernel
@@ -1330,6 +1344,8 @@ fn usage(before: Option<&AppSnapshot>, after: Option<&AppSnapshot>) -> ProcessUs
             cpu_user_s: (a.cpu_user_s - u0).max(0.0),
             cpu_sys_s: (a.cpu_sys_s - s0).max(0.0),
             rss_bytes: a.rss_bytes,
+            threads: a.threads,
+            open_fds: a.open_fds,
         },
         None => ProcessUsage::default(),
     }
