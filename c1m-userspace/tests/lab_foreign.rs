@@ -460,3 +460,76 @@ fn bad_server_flags_are_one_line_and_start_nothing() {
         "a refused start writes no run folder"
     );
 }
+
+#[test]
+fn c1m_client_triggers_and_decodes_a_foreign_push() {
+    if !ready("c1m_client_triggers_and_decodes_a_foreign_push") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let mut server = start_own_server("--ports 9200 --on-signal --format u64le-us", 9200);
+    let stats = fresh_dir("foreign-client").join("client.json");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_c1m"));
+    cmd.args([
+        "client",
+        "--host",
+        "127.0.0.1",
+        "--ports",
+        "9200",
+        "-n",
+        "300",
+        "--mode",
+        "ws",
+        "--hold",
+        "2s",
+        "--push-trigger",
+        "signal:USR1",
+        "--server-pid",
+        &server.id().to_string(),
+        "--push-format",
+        "u64le-us",
+        "--quiet",
+        "--stats-json",
+    ])
+    .arg(&stats);
+    let out = bounded(cmd, Duration::from_secs(60));
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(out.status.success(), "{}", says(&out));
+    let snap: c1m::workload::stats::AppSnapshot =
+        serde_json::from_str(&std::fs::read_to_string(&stats).expect("stats JSON"))
+            .expect("a snapshot");
+    assert_eq!(snap.counters.pushes_received, 300);
+    assert_eq!(snap.counters.push_undecodable, 0);
+    let push = snap.pushes.iter().find(|p| p.push_id == 1).expect("push 1");
+    assert_eq!(push.count, 300);
+    assert_eq!(
+        snap.histogram("push_fanout_us").expect("fan-out").len(),
+        300
+    );
+}
+
+#[test]
+fn c1m_client_refuses_triggers_it_cannot_fire() {
+    for (args, cause) in [
+        (&["--push-trigger", "control"][..], "--push-trigger control"),
+        (
+            &["--push-trigger", "signal:USR1"][..],
+            "needs the server's pid",
+        ),
+        (&["--push-format", "u32"][..], "unknown push format"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_c1m"))
+            .args(["client", "--ports", "9", "-n", "1"])
+            .args(args)
+            .output()
+            .expect("c1m client");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err.lines().next().unwrap_or_default();
+        assert!(
+            first.contains(cause),
+            "{args:?}: {cause:?} not in {first:?}"
+        );
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    }
+}

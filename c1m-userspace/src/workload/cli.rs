@@ -14,6 +14,7 @@ use super::{
     config::{ClientShardConfig, Mode, ServerShardConfig, ShardConfig},
     limits::{self, plan_client, plan_server},
     push_format::PushFormat,
+    push_trigger::PushTrigger,
     stats::AppSnapshot,
     supervisor::{self, Options, Side},
     sys,
@@ -151,6 +152,14 @@ pub struct ClientArgs {
     /// decode is counted as push_undecodable.
     #[arg(long, default_value = "c1m", value_parser = super::push_format::parse)]
     pub push_format: PushFormat,
+    /// A server of yours: trigger one push once the ramp is done (signal:NAME, http:URL,
+    /// cmd:"COMMAND"; none counts what it sends on its own from then on) and report its
+    /// latency. `control` is c1m's own server's: `c1m run` drives that one.
+    #[arg(long, value_name = "TRIGGER", value_parser = super::push_trigger::parse)]
+    pub push_trigger: Option<PushTrigger>,
+    /// The server's pid, for --push-trigger signal:NAME.
+    #[arg(long, value_name = "PID")]
+    pub server_pid: Option<u32>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -319,6 +328,8 @@ pub fn run_server(a: ServerArgs) -> Result<()> {
         stay: false,
         step: default_step(expected),
         rate: 0.0,
+        push_trigger: None,
+        server_pid: None,
     };
     runtime()?
         .block_on(supervisor::run(o, &plan, configs))
@@ -381,6 +392,19 @@ impl ClientArgs {
 
 /// `c1m client`.
 pub fn run_client(a: ClientArgs) -> Result<()> {
+    match (&a.push_trigger, a.server_pid) {
+        (Some(PushTrigger::Control), _) => bail!(
+            "--push-trigger control: c1m's own server is pushed by `c1m run` or `push` on its control endpoint; \
+             for a server of yours say signal:NAME, http:URL, cmd:\"…\" or none"
+        ),
+        (Some(PushTrigger::Signal(s)), None) => {
+            bail!(
+                "--push-trigger signal:{} needs the server's pid: add --server-pid PID",
+                s.name
+            )
+        }
+        _ => {}
+    }
     let ClientEndpoints {
         targets,
         sources,
@@ -454,6 +478,8 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         stay: a.stay,
         step: a.step.unwrap_or_else(|| default_step(a.connections)),
         rate: a.rate,
+        push_trigger: a.push_trigger.clone(),
+        server_pid: a.server_pid,
     };
     let snap = runtime()?.block_on(supervisor::run(o, &plan, configs))?;
     client_verdict(&snap)

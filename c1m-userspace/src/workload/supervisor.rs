@@ -24,6 +24,7 @@ use super::{
     engine::ShardEvent,
     limits::Plan,
     procstat,
+    push_trigger::PushTrigger,
     shard::{self, ShardHandle},
     stats::{
         self, AppSnapshot, Counters, HIST_NAMES, Percentiles, PushStat, PushSummary, WorkerInfo,
@@ -60,6 +61,20 @@ pub struct Options {
     pub step: u64,
     /// Client: `--rate`, conn/s (0: unpaced).
     pub rate: f64,
+    /// Client: fire this push trigger once the ramp is done (a foreign server), at
+    /// this server pid for a signal.
+    pub push_trigger: Option<PushTrigger>,
+    pub server_pid: Option<u32>,
+}
+
+/// Client: where the one push of `--push-trigger` stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TriggerStep {
+    /// Not yet (ramping), or no trigger.
+    Waiting,
+    /// Push 1 is marked; the trigger fires when every shard has taken the mark.
+    Marked,
+    Fired,
 }
 
 struct ShardState {
@@ -101,6 +116,8 @@ struct Supervisor {
     pushing: std::collections::BTreeSet<usize>,
     /// Shards that may write a push at once, as the newest push asked (0: all).
     push_limit: usize,
+    /// Client: the `--push-trigger` push.
+    trigger: TriggerStep,
     fatal: Option<String>,
     /// Warnings already printed.
     warned: std::collections::HashSet<String>,
@@ -156,6 +173,7 @@ pub async fn run(o: Options, plan: &Plan, configs: Vec<ShardConfig>) -> Result<A
         push_queue: Default::default(),
         pushing: Default::default(),
         push_limit: 0,
+        trigger: TriggerStep::Waiting,
         fatal: None,
         warned: Default::default(),
         o,
@@ -540,9 +558,21 @@ impl Supervisor {
                 {
                     self.phase = "hold";
                     self.end_ramp();
+                    if self.o.push_trigger.is_some() {
+                        self.broadcast(ShardCommand::Mark {
+                            id: 1,
+                            started_unix_ns: 0,
+                        });
+                        self.trigger = TriggerStep::Marked;
+                    }
                     if let Some(d) = self.o.duration {
                         deadline = tokio::time::Instant::now() + d;
                     }
+                }
+                if self.trigger == TriggerStep::Marked
+                    && self.shards.iter().filter(|s| s.alive).all(|s| s.mark >= 1)
+                {
+                    self.fire_trigger();
                 }
                 if self.phase == "closing"
                     && self.shards.iter().filter(|s| s.alive).all(|s| s.closed_all)
@@ -618,6 +648,28 @@ impl Supervisor {
             });
             self.pushing.insert(shard);
         }
+    }
+
+    /// Client: tells the shards when the push was triggered and triggers it (in a task:
+    /// an HTTP or command trigger may take a while); a failure is said on stderr.
+    fn fire_trigger(&mut self) {
+        self.trigger = TriggerStep::Fired;
+        let Some(trigger) = self.o.push_trigger.clone() else {
+            return;
+        };
+        if trigger == PushTrigger::None {
+            return;
+        }
+        self.broadcast(ShardCommand::Mark {
+            id: 1,
+            started_unix_ns: sys::realtime_ns(),
+        });
+        let pid = self.o.server_pid;
+        tokio::spawn(async move {
+            if let Err(e) = trigger.fire(pid).await {
+                eprintln!("c1m client: --push-trigger {trigger}: {e:#}");
+            }
+        });
     }
 
     /// The ramp's end, once: every connect done, or teardown cut it short.

@@ -157,6 +157,8 @@ pub fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsError> {
         step,
         max_message,
         push_format,
+        push_trigger,
+        server_pid,
     } = a;
     let mut v = Argv::new::<ClientArgs>("client");
     v.value("hosts", hosts.join(","));
@@ -186,6 +188,11 @@ pub fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsError> {
     v.opt("step", step.map(|n| n.to_string()));
     v.value("max_message", max_message.to_string());
     v.value("push_format", push_format.to_string());
+    v.opt(
+        "push_trigger",
+        push_trigger.as_ref().map(ToString::to_string),
+    );
+    v.opt("server_pid", server_pid.map(|p| p.to_string()));
     v.finish()
 }
 
@@ -285,6 +292,8 @@ mod tests {
         a.stay = true;
         a.step = Some(500);
         a.push_format = crate::workload::push_format::PushFormat::Json("ts".into());
+        a.push_trigger = Some("signal:USR2".parse().unwrap());
+        a.server_pid = Some(4242);
         a
     }
 

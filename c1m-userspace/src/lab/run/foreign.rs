@@ -70,10 +70,8 @@ pub enum ForeignError {
 /// `--server-cmd` split as a shell would split words, with no shell run: a user who
 /// wants one writes `sh -c "…"`.
 pub fn split_command(cmd: &str) -> Result<Vec<String>, ForeignError> {
-    match shlex::split(cmd) {
-        Some(argv) if !argv.is_empty() => Ok(argv),
-        _ => Err(ForeignError::BadCommand(cmd.to_owned())),
-    }
+    crate::workload::push_trigger::split_words(cmd)
+        .ok_or_else(|| ForeignError::BadCommand(cmd.to_owned()))
 }
 
 /// `--target HOST:PORTS`: where a server already runs.

@@ -9,7 +9,6 @@ pub mod foreign;
 pub mod journal;
 mod ports;
 pub mod stall;
-pub mod trigger;
 mod verdict;
 
 use std::{
@@ -27,7 +26,6 @@ use self::{
     foreign::{ForeignServer, TargetAddr},
     journal::{JournalFile, Role},
     stall::{StallEvidence, StallWatch},
-    trigger::PushTrigger,
 };
 use super::{
     doctor::{self, Status, Target, Tuning},
@@ -39,7 +37,13 @@ use crate::fmt::count;
 use crate::{
     observer::{KernelView, ObserverHandle},
     util::PortList,
-    workload::{config::Mode, control, push_format::PushFormat, stats::AppSnapshot},
+    workload::{
+        config::Mode,
+        control,
+        push_format::PushFormat,
+        push_trigger::{self as trigger, PushTrigger},
+        stats::AppSnapshot,
+    },
 };
 
 #[derive(Args, Debug, Clone)]

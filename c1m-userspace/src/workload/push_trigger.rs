@@ -78,9 +78,7 @@ impl FromStr for PushTrigger {
             "http" => Err(format!(
                 "push trigger {s:?}: only plain http://HOST:PORT/PATH URLs are supported"
             )),
-            "cmd" if crate::lab::run::foreign::split_command(rest).is_ok() => {
-                Ok(PushTrigger::Cmd(rest.to_owned()))
-            }
+            "cmd" if split_words(rest).is_some() => Ok(PushTrigger::Cmd(rest.to_owned())),
             "cmd" => Err(format!(
                 "push trigger {s:?}: the command is empty or badly quoted"
             )),
@@ -104,6 +102,12 @@ impl fmt::Display for PushTrigger {
 /// A clap value parser: one line naming the triggers.
 pub fn parse(s: &str) -> Result<PushTrigger, String> {
     s.parse()
+}
+
+/// A command line split into words as a shell would split it, with no shell run; None
+/// when it is empty or badly quoted.
+pub fn split_words(cmd: &str) -> Option<Vec<String>> {
+    shlex::split(cmd).filter(|argv| !argv.is_empty())
 }
 
 /// How long an HTTP or command trigger may take.
@@ -131,7 +135,8 @@ impl PushTrigger {
                 .await
                 .with_context(|| format!("GET {url} did not answer within 10 s"))?,
             PushTrigger::Cmd(c) => {
-                let argv = crate::lab::run::foreign::split_command(c)?;
+                let argv = split_words(c)
+                    .with_context(|| format!("the push command {c:?} is badly quoted"))?;
                 let status = tokio::time::timeout(
                     TRIGGER_TIMEOUT,
                     tokio::process::Command::new(&argv[0])
