@@ -74,6 +74,16 @@ fn bounded(mut cmd: Command, limit: Duration) -> Output {
     out
 }
 
+/// `c1m run ARGS --idle 1s --tune` into a fresh folder, bounded: its output and record.
+fn run_lab(name: &str, args: &[&str], limit: Duration) -> (Output, RunRecord, PathBuf) {
+    let out_dir = fresh_dir(name);
+    let mut all = args.to_vec();
+    all.extend(["--idle", "1s", "--tune"]);
+    let out = bounded(c1m_run(&out_dir, &all), limit);
+    let dir = run_folder(&out_dir);
+    (out, record(&dir), dir)
+}
+
 fn record(dir: &Path) -> RunRecord {
     serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).expect("summary.json"))
         .expect("a RunRecord")
@@ -93,9 +103,8 @@ fn a_python_server_is_measured_end_to_end_with_a_signal_push() {
         return;
     }
     c1m::netns::enter_private().expect("private netns");
-    let out_dir = fresh_dir("foreign-e2e");
-    let cmd = c1m_run(
-        &out_dir,
+    let (out, run, dir) = run_lab(
+        "foreign-e2e",
         &[
             "--server-cmd",
             &server_cmd("--ports 9000,9001 --on-signal --format u64le-us"),
@@ -109,20 +118,15 @@ fn a_python_server_is_measured_end_to_end_with_a_signal_push() {
             "3000",
             "--rate",
             "3000",
-            "--idle",
-            "1s",
-            "--tune",
         ],
+        Duration::from_secs(120),
     );
-    let out = bounded(cmd, Duration::from_secs(120));
     let text = says(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(
         text.contains("push_message_us") && text.contains("99.9%"),
         "latency table: {text}"
     );
-    let dir = run_folder(&out_dir);
-    let run = record(&dir);
     assert_eq!(run.outcome, Outcome::Complete, "{:?}", run.warnings);
     let client = run.client.as_ref().expect("client");
     assert_eq!(client.counters.connected, 3000);
@@ -199,9 +203,8 @@ fn push_trigger_none_measures_a_scheduled_server_and_names_a_silent_one() {
     }
     c1m::netns::enter_private().expect("private netns");
     // Pushes every second on its own, stamped in text ms.
-    let out_dir = fresh_dir("foreign-none");
-    let cmd = c1m_run(
-        &out_dir,
+    let (out, run, _) = run_lab(
+        "foreign-none",
         &[
             "--server-cmd",
             &server_cmd("--ports 9000 --every 1 --format text-ms"),
@@ -213,14 +216,11 @@ fn push_trigger_none_measures_a_scheduled_server_and_names_a_silent_one() {
             "500",
             "--rate",
             "2000",
-            "--idle",
-            "1s",
-            "--tune",
         ],
+        Duration::from_secs(90),
     );
-    let out = bounded(cmd, Duration::from_secs(90));
     assert_eq!(out.status.code(), Some(0), "{}", says(&out));
-    let run = record(&run_folder(&out_dir));
+
     let client = run.client.as_ref().expect("client");
     let push = client
         .pushes
@@ -235,9 +235,8 @@ fn push_trigger_none_measures_a_scheduled_server_and_names_a_silent_one() {
     );
 
     // Answers the upgrade, never pushes: said, degraded, and no hang.
-    let out_dir = fresh_dir("foreign-silent");
-    let cmd = c1m_run(
-        &out_dir,
+    let (out, run, _) = run_lab(
+        "foreign-silent",
         &[
             "--server-cmd",
             &server_cmd("--ports 9000"),
@@ -249,14 +248,11 @@ fn push_trigger_none_measures_a_scheduled_server_and_names_a_silent_one() {
             "2s",
             "-n",
             "200",
-            "--idle",
-            "1s",
-            "--tune",
         ],
+        Duration::from_secs(90),
     );
-    let out = bounded(cmd, Duration::from_secs(90));
     assert_eq!(out.status.code(), Some(2), "degraded: {}", says(&out));
-    let run = record(&run_folder(&out_dir));
+
     assert_eq!(run.outcome, Outcome::Degraded);
     assert!(
         run.warnings.iter().any(|w| w.contains("no push arrived")),
@@ -278,9 +274,8 @@ fn a_server_out_of_fds_ends_the_setup_with_the_cause_named() {
         return;
     }
     c1m::netns::enter_private().expect("private netns");
-    let out_dir = fresh_dir("foreign-emfile");
-    let cmd = c1m_run(
-        &out_dir,
+    let (out, run, _) = run_lab(
+        "foreign-emfile",
         &[
             "--server-cmd",
             &server_cmd("--ports 9000 --nofile 1000 --on-signal"),
@@ -294,17 +289,14 @@ fn a_server_out_of_fds_ends_the_setup_with_the_cause_named() {
             "3000",
             "--rate",
             "3000",
-            "--idle",
-            "1s",
             // Far beyond the stall: the phase must end on the stall, not on this.
             "--setup-timeout",
             "300s",
-            "--tune",
         ],
+        Duration::from_secs(150),
     );
-    let out = bounded(cmd, Duration::from_secs(150));
     assert_eq!(out.status.code(), Some(2), "degraded: {}", says(&out));
-    let run = record(&run_folder(&out_dir));
+
     assert_eq!(run.outcome, Outcome::Degraded);
     let stall = run
         .warnings
@@ -365,9 +357,8 @@ fn target_measures_a_running_server_and_leaves_it_running() {
     c1m::netns::enter_private().expect("private netns");
     let mut server = start_own_server("--ports 9100 --on-signal --format json", 9100);
     let pid = server.id().to_string();
-    let out_dir = fresh_dir("foreign-target");
-    let cmd = c1m_run(
-        &out_dir,
+    let (out, run, _) = run_lab(
+        "foreign-target",
         &[
             "--target",
             "127.0.0.1:9100",
@@ -379,18 +370,15 @@ fn target_measures_a_running_server_and_leaves_it_running() {
             "json:ts",
             "-n",
             "500",
-            "--idle",
-            "1s",
-            "--tune",
         ],
+        Duration::from_secs(90),
     );
-    let out = bounded(cmd, Duration::from_secs(90));
     let alive = server.try_wait().expect("try_wait").is_none();
     let _ = server.kill();
     let _ = server.wait();
     assert_eq!(out.status.code(), Some(0), "{}", says(&out));
     assert!(alive, "c1m stopped a server it did not start");
-    let run = record(&run_folder(&out_dir));
+
     let client = run.client.as_ref().expect("client");
     assert_eq!(client.counters.connected, 500);
     let push = client
