@@ -684,6 +684,41 @@ mod tests {
     }
 
     #[test]
+    fn a_foreign_server_past_one_process_fd_limit_is_said_before_the_run() {
+        let (_, hard) = nofile_limits();
+        let target = |connections| Target {
+            connections,
+            server_ports: 1,
+            sources: 1,
+            observer: false,
+            foreign_server: true,
+        };
+        let check = |n| {
+            checks(&target(n))
+                .into_iter()
+                .find(|c| c.name == "foreign server fd limit")
+                .unwrap()
+        };
+        let over = check(hard + 1000);
+        assert_eq!(over.status, Status::Warn);
+        assert!(
+            over.note.contains(&format!("RLIMIT_NOFILE {hard}")),
+            "{}",
+            over.note
+        );
+        assert_eq!(check(100).status, Status::Ok);
+        let own = Target {
+            foreign_server: false,
+            ..target(hard + 1000)
+        };
+        assert!(
+            checks(&own)
+                .iter()
+                .all(|c| c.name != "foreign server fd limit")
+        );
+    }
+
+    #[test]
     fn checks_name_a_fix_for_every_failure() {
         let huge = Target {
             connections: 100_000_000,
