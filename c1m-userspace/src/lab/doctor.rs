@@ -72,6 +72,8 @@ pub struct Target {
     pub server_ports: u64,
     pub sources: u64,
     pub observer: bool,
+    /// The server is not c1m's: it runs in one process unless it shards itself.
+    pub foreign_server: bool,
 }
 
 pub fn read_sysctl(name: &str) -> Option<String> {
@@ -195,6 +197,30 @@ pub fn checks(target: &Target) -> Vec<Check> {
             format!("c1m will spread each side over ~{workers} worker processes instead")
         },
     ));
+
+    if target.foreign_server {
+        // c1m shards its own server past the limit; a foreign one runs as it was written.
+        let cap = soft.max(hard).saturating_sub(100);
+        out.push(check(
+            "foreign server fd limit",
+            format!("RLIMIT_NOFILE {hard}"),
+            format!("{per_process_need} in one server process"),
+            if cap >= n { Status::Ok } else { Status::Warn },
+            (cap < n).then(|| {
+                format!(
+                    "-n {} or fewer, or a server that spreads over processes (SO_REUSEPORT workers)",
+                    cap
+                )
+            }),
+            &if cap >= n {
+                "a single-process server fits".to_owned()
+            } else {
+                format!(
+                    "a single-process server stops near {cap} connections (RLIMIT_NOFILE {hard}); the run will end the setup there and say so"
+                )
+            },
+        ));
+    }
 
     let file_max = read_u64("fs.file-max").unwrap_or(0);
     let file_need = sockets + sockets / 10 + 10_000;
@@ -658,12 +684,48 @@ mod tests {
     }
 
     #[test]
+    fn a_foreign_server_past_one_process_fd_limit_is_said_before_the_run() {
+        let (_, hard) = nofile_limits();
+        let target = |connections| Target {
+            connections,
+            server_ports: 1,
+            sources: 1,
+            observer: false,
+            foreign_server: true,
+        };
+        let check = |n| {
+            checks(&target(n))
+                .into_iter()
+                .find(|c| c.name == "foreign server fd limit")
+                .unwrap()
+        };
+        let over = check(hard + 1000);
+        assert_eq!(over.status, Status::Warn);
+        assert!(
+            over.note.contains(&format!("RLIMIT_NOFILE {hard}")),
+            "{}",
+            over.note
+        );
+        assert_eq!(check(100).status, Status::Ok);
+        let own = Target {
+            foreign_server: false,
+            ..target(hard + 1000)
+        };
+        assert!(
+            checks(&own)
+                .iter()
+                .all(|c| c.name != "foreign server fd limit")
+        );
+    }
+
+    #[test]
     fn checks_name_a_fix_for_every_failure() {
         let huge = Target {
             connections: 100_000_000,
             server_ports: 1,
             sources: 1,
             observer: false,
+            foreign_server: false,
         };
         let checks = checks(&huge);
         let failed: Vec<&Check> = checks.iter().filter(|c| c.status == Status::Fail).collect();
@@ -706,6 +768,10 @@ pub struct DoctorArgs {
     /// The checks as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Check for a server of yours (`c1m run --server-cmd`/`--target`): one process,
+    /// unless it shards itself, so its fd limit caps the connections.
+    #[arg(long)]
+    pub foreign: bool,
 }
 
 /// Runs `c1m doctor`; exit code 1 when a check fails.
@@ -744,6 +810,7 @@ pub fn main(args: DoctorArgs) -> anyhow::Result<i32> {
         server_ports,
         sources: args.sources,
         observer: !args.no_observer,
+        foreign_server: args.foreign,
     };
     let mut checks = checks(&target);
     let tuning = if args.tune {

@@ -135,6 +135,9 @@ pub struct SideFigures {
     pub cpu_s: Option<f64>,
     /// CPU seconds per second over the last second of the side's own clock (1.0 = a core).
     pub cpu_cores: Option<f64>,
+    /// Threads and open fds of the side's processes (a foreign server's tree).
+    pub threads: Option<u64>,
+    pub open_fds: Option<u64>,
 }
 
 /// States a connection passes through while it closes, besides CLOSE_WAIT and TIME_WAIT.
@@ -206,6 +209,8 @@ impl SideFigures {
                 .map(|a| a.cpu_user_s + a.cpu_sys_s)
                 .filter(|v| v.is_finite()),
             cpu_cores: None,
+            threads: app.and_then(|a| a.threads),
+            open_fds: app.and_then(|a| a.open_fds),
         }
     }
 }
@@ -507,6 +512,8 @@ impl Rows {
             client_rss_per_connection_bytes: client.user_bytes_per_connection,
             server_cpu_s: server.cpu_s,
             client_cpu_s: client.cpu_s,
+            server_threads: server.threads,
+            server_open_fds: server.open_fds,
             observer_rss_bytes: Some(observer.0),
             observer_cpu_s: Some(observer.1),
             server_cpu_cores: server.cpu_cores,

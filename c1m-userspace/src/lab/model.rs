@@ -44,6 +44,9 @@ pub struct Sample {
     pub client_rss_per_connection_bytes: Option<f64>,
     pub server_cpu_s: Option<f64>,
     pub client_cpu_s: Option<f64>,
+    /// A foreign server's process tree: threads and open fds (None for c1m's own).
+    pub server_threads: Option<u64>,
+    pub server_open_fds: Option<u64>,
     pub observer_rss_bytes: Option<u64>,
     pub observer_cpu_s: Option<f64>,
     /// CPU seconds per second of each side's own clock (1.0 = one core busy).
@@ -95,6 +98,9 @@ pub struct ProcessUsage {
     pub cpu_sys_s: f64,
     /// At the end of the phase.
     pub rss_bytes: u64,
+    /// Threads and open fds at the end of the phase, where measured (a foreign server).
+    pub threads: Option<u64>,
+    pub open_fds: Option<u64>,
 }
 
 /// The kernel's count next to the application's, and why they differ when they do.

@@ -144,6 +144,13 @@ pub fn text(run: &RunRecord) -> String {
                 p.push_id, p.count, p.complete_s
             );
         }
+        if client.counters.push_undecodable > 0 {
+            let _ = writeln!(
+                s,
+                "\npush frames that did not decode as the push format: {}",
+                crate::fmt::count(client.counters.push_undecodable)
+            );
+        }
     }
     for (side, snap) in [("client", &run.client), ("server", &run.server)] {
         let Some(snap) = snap else { continue };

@@ -13,6 +13,8 @@ use clap::Args;
 use super::{
     config::{ClientShardConfig, Mode, ServerShardConfig, ShardConfig},
     limits::{self, plan_client, plan_server},
+    push_format::PushFormat,
+    push_trigger::PushTrigger,
     stats::AppSnapshot,
     supervisor::{self, Options, Side},
     sys,
@@ -145,6 +147,19 @@ pub struct ClientArgs {
     /// Largest WebSocket message accepted (bytes).
     #[arg(long, default_value_t = 1 << 20)]
     pub max_message: u64,
+    /// How the server stamps its pushes: c1m, u64le-us (8 bytes LE µs since the epoch),
+    /// u64be-ms, text-ms, text-us (decimal) or json:FIELD. A data frame that does not
+    /// decode is counted as push_undecodable.
+    #[arg(long, default_value = "c1m", value_parser = super::push_format::parse)]
+    pub push_format: PushFormat,
+    /// A server of yours: trigger one push once the ramp is done (signal:NAME, http:URL,
+    /// cmd:"COMMAND"; none counts what it sends on its own from then on) and report its
+    /// latency. `control` is c1m's own server's: `c1m run` drives that one.
+    #[arg(long, value_name = "TRIGGER", value_parser = super::push_trigger::parse)]
+    pub push_trigger: Option<PushTrigger>,
+    /// The server's pid, for --push-trigger signal:NAME.
+    #[arg(long, value_name = "PID")]
+    pub server_pid: Option<u32>,
     #[command(flatten)]
     pub hosts_run: HostsArgs,
 }
@@ -356,6 +371,8 @@ pub fn run_server(a: ServerArgs) -> Result<()> {
         start_at_unix_ns: None,
         end_when_peer_closes: false,
         samples: None,
+        push_trigger: None,
+        server_pid: None,
     };
     runtime()?
         .block_on(supervisor::run(o, &plan, configs))
@@ -418,6 +435,19 @@ impl ClientArgs {
 
 /// `c1m client`.
 pub fn run_client(a: ClientArgs) -> Result<()> {
+    match (&a.push_trigger, a.server_pid) {
+        (Some(PushTrigger::Control), _) => bail!(
+            "--push-trigger control: c1m's own server is pushed by `c1m run` or `push` on its control endpoint; \
+             for a server of yours say signal:NAME, http:URL, cmd:\"…\" or none"
+        ),
+        (Some(PushTrigger::Signal(s)), None) => {
+            bail!(
+                "--push-trigger signal:{} needs the server's pid: add --server-pid PID",
+                s.name
+            )
+        }
+        _ => {}
+    }
     let rt = runtime()?;
     let shard = crate::multihost::share::resolve(a.hosts_run.shard, |k| std::env::var(k).ok())?;
     let mut a = a;
@@ -496,6 +526,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
                 max_message: a.max_message,
                 seed,
                 clock_offset_ns: clock.map(|c| c.offset_ns).unwrap_or(0),
+                push_format: a.push_format.clone(),
             })
         })
         .collect();
@@ -563,6 +594,8 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         }),
         end_when_peer_closes: shard.is_some(),
         samples: folder.is_some().then_some(samples_tx),
+        push_trigger: a.push_trigger.clone(),
+        server_pid: a.server_pid,
     };
     let snap = rt.block_on(async {
         // The folder takes each second's snapshot beside the run.

@@ -5,6 +5,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
+use super::push_format::PushFormat;
+
 /// The application protocol on every connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -76,6 +78,9 @@ pub struct ClientShardConfig {
     /// compare the server's stamp with this host's clock, corrected by it.
     #[serde(default)]
     pub clock_offset_ns: i64,
+    /// How the server stamps its pushes (c1m's frame unless told otherwise).
+    #[serde(default)]
+    pub push_format: PushFormat,
 }
 
 impl ClientShardConfig {
@@ -121,6 +126,10 @@ pub enum ShardCommand {
     Start { t0_mono_ns: u64 },
     /// Server: write one push frame to every open WebSocket connection.
     Push { id: u64, started_unix_ns: u64 },
+    /// Client: pushes arriving from now on belong to push `id`; `started_unix_ns` is
+    /// the instant its trigger fired (0: no trigger, the server pushes on its own
+    /// schedule, so there is no fan-out to time). For servers whose frames carry no id.
+    Mark { id: u64, started_unix_ns: u64 },
     /// Close every connection (client teardown), keep reporting.
     Close,
     /// Close everything, send a last report, exit.
@@ -156,6 +165,7 @@ mod tests {
             max_message: 1,
             seed: 0,
             clock_offset_ns: 0,
+            push_format: PushFormat::C1m,
         }
     }
 

@@ -26,6 +26,8 @@ pub mod engine;
 pub mod limits;
 pub mod port_lock;
 pub mod procstat;
+pub mod push_format;
+pub mod push_trigger;
 pub mod shard;
 pub mod sockopt;
 pub mod stats;

@@ -10,6 +10,23 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// Threads of `pid` (the `Threads:` line of its status), or None if it is gone.
+pub fn threads(pid: u32) -> Option<u64> {
+    let s = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find(|l| l.starts_with("Threads:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Open file descriptors of `pid` (entries of /proc/PID/fd; needs the same user or
+/// root), or None if they cannot be read.
+pub fn open_fds(pid: u32) -> Option<u64> {
+    Some(fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as u64)
+}
+
 /// (user, system) CPU seconds of `pid` (all its threads), or None if it is gone.
 pub fn cpu_seconds(pid: u32) -> Option<(f64, f64)> {
     let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -141,6 +141,9 @@ pub struct Counters {
     /// Server: push frames written. Client: push frames received.
     pub pushes_sent: u64,
     pub pushes_received: u64,
+    /// Client: data frames that did not decode as a push of `--push-format` (and were
+    /// no echo reply): a wrong format shows here, not as silence.
+    pub push_undecodable: u64,
     /// Client: round trips completed and verified byte for byte. Server: messages echoed.
     pub echo_round_trips: u64,
     /// WebSocket data messages received / sent (echoes, pushes excluded on the client).
@@ -164,6 +167,7 @@ impl Counters {
         self.bytes_out += o.bytes_out;
         self.pushes_sent += o.pushes_sent;
         self.pushes_received += o.pushes_received;
+        self.push_undecodable += o.push_undecodable;
         self.echo_round_trips += o.echo_round_trips;
         self.ws_messages_in += o.ws_messages_in;
         self.ws_messages_out += o.ws_messages_out;
@@ -443,6 +447,8 @@ pub struct WorkerReport {
     /// Server: the push this shard just finished writing (the supervisor then starts the
     /// push on a shard still waiting for it).
     pub push_done: Option<u64>,
+    /// Client: the last push mark this shard took (`mark` on the control endpoint).
+    pub mark: u64,
     /// A fatal error: the shard is exiting.
     pub fatal: Option<String>,
     /// One-line warnings (e.g. EMFILE reached), printed once by the supervisor.
@@ -610,6 +616,9 @@ pub struct AppSnapshot {
     /// Client: asked vs achieved setup rate (None on the server).
     pub setup_rate: Option<SetupRate>,
     pub pushes: Vec<PushSummary>,
+    /// Client: the push mark every live shard has taken, so frames of that push are
+    /// counted under it (the lab fires a trigger only after this shows its mark).
+    pub push_mark: u64,
     /// Sum of VmRSS over the supervisor and all live workers.
     pub rss_bytes: u64,
     /// The same sum measured after start-up, before any connection.
@@ -619,6 +628,10 @@ pub struct AppSnapshot {
     /// CPU seconds of all processes of this side (dead workers: last value seen).
     pub cpu_user_s: f64,
     pub cpu_sys_s: f64,
+    /// Threads and open fds of the side's processes, where the lab measures them from
+    /// /proc (a foreign server's tree); None for c1m's own sides.
+    pub threads: Option<u64>,
+    pub open_fds: Option<u64>,
     /// Base64 V2-deflate hdrhistograms, µs, keyed by name (see [`HIST_NAMES`]).
     pub histograms: BTreeMap<String, String>,
     /// Convenience percentiles of the same histograms.

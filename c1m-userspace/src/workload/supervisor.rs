@@ -24,6 +24,7 @@ use super::{
     engine::ShardEvent,
     limits::Plan,
     procstat,
+    push_trigger::PushTrigger,
     shard::{self, ShardHandle},
     stats::{
         self, AppSnapshot, Counters, HIST_NAMES, Percentiles, PushStat, PushSummary, WorkerInfo,
@@ -68,6 +69,20 @@ pub struct Options {
     pub end_when_peer_closes: bool,
     /// A snapshot every second, for a client host's run folder.
     pub samples: Option<mpsc::UnboundedSender<AppSnapshot>>,
+    /// Client: fire this push trigger once the ramp is done (a foreign server), at
+    /// this server pid for a signal.
+    pub push_trigger: Option<PushTrigger>,
+    pub server_pid: Option<u32>,
+}
+
+/// Client: where the one push of `--push-trigger` stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TriggerStep {
+    /// Not yet (ramping), or no trigger.
+    Waiting,
+    /// Push 1 is marked; the trigger fires when every shard has taken the mark.
+    Marked,
+    Fired,
 }
 
 struct ShardState {
@@ -86,6 +101,8 @@ struct ShardState {
     /// How late this supervisor read that report (realtime ns): a supervisor starved of
     /// CPU reads reports late, and then newer ones may wait unread in the pipe.
     report_lag_ns: u64,
+    /// Client: the last push mark the shard took.
+    mark: u64,
 }
 
 struct Supervisor {
@@ -107,6 +124,8 @@ struct Supervisor {
     pushing: std::collections::BTreeSet<usize>,
     /// Shards that may write a push at once, as the newest push asked (0: all).
     push_limit: usize,
+    /// Client: the `--push-trigger` push.
+    trigger: TriggerStep,
     fatal: Option<String>,
     /// Warnings already printed.
     warned: std::collections::HashSet<String>,
@@ -152,6 +171,7 @@ pub async fn run(o: Options, plan: &Plan, configs: Vec<ShardConfig>) -> Result<A
                 cpu: (0.0, 0.0),
                 reported_unix_ns: 0,
                 report_lag_ns: 0,
+                mark: 0,
             })
             .collect(),
         timeline: Vec::new(),
@@ -164,6 +184,7 @@ pub async fn run(o: Options, plan: &Plan, configs: Vec<ShardConfig>) -> Result<A
         push_queue: Default::default(),
         pushing: Default::default(),
         push_limit: 0,
+        trigger: TriggerStep::Waiting,
         fatal: None,
         warned: Default::default(),
         o,
@@ -280,6 +301,7 @@ impl Supervisor {
         s.ready |= r.ready;
         s.ramp_done = r.ramp_done;
         s.closed_all = r.closed_all;
+        s.mark = r.mark;
         for (name, blob) in &r.hists {
             match stats::decode_hist(blob) {
                 Ok(h) => {
@@ -394,6 +416,13 @@ impl Supervisor {
                 };
                 stats::SetupRate::new(self.o.rate, counters.connected, duration_s)
             }),
+            push_mark: self
+                .shards
+                .iter()
+                .filter(|s| s.alive)
+                .map(|s| s.mark)
+                .min()
+                .unwrap_or(0),
             pushes: pushes.into_values().map(PushSummary::from).collect(),
             rss_bytes: rss,
             rss_baseline_bytes: self.rss_baseline,
@@ -403,6 +432,8 @@ impl Supervisor {
                 .then(|| rss.saturating_sub(self.rss_baseline) as f64 / open as f64),
             cpu_user_s: cpu_u,
             cpu_sys_s: cpu_s,
+            threads: None,
+            open_fds: None,
             percentiles: hists
                 .iter()
                 .map(|(k, h)| (k.clone(), Percentiles::of(h)))
@@ -552,6 +583,13 @@ impl Supervisor {
                 {
                     self.phase = "hold";
                     self.end_ramp();
+                    if self.o.push_trigger.is_some() {
+                        self.broadcast(ShardCommand::Mark {
+                            id: 1,
+                            started_unix_ns: 0,
+                        });
+                        self.trigger = TriggerStep::Marked;
+                    }
                     if let Some(d) = self.o.duration {
                         deadline = tokio::time::Instant::now() + d;
                     }
@@ -562,6 +600,11 @@ impl Supervisor {
                         // The server closed every connection: nothing left to hold.
                         self.close();
                     }
+                }
+                if self.trigger == TriggerStep::Marked
+                    && self.shards.iter().filter(|s| s.alive).all(|s| s.mark >= 1)
+                {
+                    self.fire_trigger();
                 }
                 if self.phase == "closing"
                     && self.shards.iter().filter(|s| s.alive).all(|s| s.closed_all)
@@ -639,6 +682,28 @@ impl Supervisor {
         }
     }
 
+    /// Client: tells the shards when the push was triggered and triggers it (in a task:
+    /// an HTTP or command trigger may take a while); a failure is said on stderr.
+    fn fire_trigger(&mut self) {
+        self.trigger = TriggerStep::Fired;
+        let Some(trigger) = self.o.push_trigger.clone() else {
+            return;
+        };
+        if trigger == PushTrigger::None {
+            return;
+        }
+        self.broadcast(ShardCommand::Mark {
+            id: 1,
+            started_unix_ns: sys::realtime_ns(),
+        });
+        let pid = self.o.server_pid;
+        tokio::spawn(async move {
+            if let Err(e) = trigger.fire(pid).await {
+                eprintln!("c1m client: --push-trigger {trigger}: {e:#}");
+            }
+        });
+    }
+
     /// The ramp's end, once: every connect done, or teardown cut it short.
     fn end_ramp(&mut self) {
         if let Some((_, ended @ None)) = &mut self.ramp {
@@ -681,6 +746,16 @@ impl Supervisor {
                     }
                 }
             }
+            (line, Side::Client) if line.starts_with("mark ") => match parse_mark(line) {
+                Ok((id, started_unix_ns)) => {
+                    self.broadcast(ShardCommand::Mark {
+                        id,
+                        started_unix_ns,
+                    });
+                    serde_json::json!({"ok": "marked", "push_id": id}).to_string()
+                }
+                Err(e) => err_json(&e),
+            },
             ("close", Side::Client) => {
                 self.close();
                 serde_json::json!({"ok": "closing"}).to_string()
@@ -706,7 +781,7 @@ impl Supervisor {
                 if side == Side::Server {
                     "push [WRITERS], close, time, "
                 } else {
-                    "close, time, "
+                    "close, time, mark ID UNIX_NS, "
                 }
             )),
         };
@@ -726,6 +801,23 @@ fn parse_push(line: &str, default: usize) -> Result<usize, String> {
         }),
         _ => Err(format!(
             "{:?}: say `push` or `push WRITERS`",
+            control::line::excerpt(line)
+        )),
+    }
+}
+
+/// `mark ID UNIX_NS`: frames without an id that arrive from now on belong to push ID,
+/// whose trigger fired at UNIX_NS (0: no trigger).
+fn parse_mark(line: &str) -> Result<(u64, u64), String> {
+    match line.split_whitespace().collect::<Vec<_>>()[..] {
+        ["mark", id, at] => match (id.parse(), at.parse()) {
+            (Ok(id), Ok(at)) => Ok((id, at)),
+            _ => {
+                Err("mark ID UNIX_NS: two whole numbers, e.g. `mark 1 1796000000000000000`".into())
+            }
+        },
+        _ => Err(format!(
+            "{:?}: say `mark ID UNIX_NS`",
             control::line::excerpt(line)
         )),
     }

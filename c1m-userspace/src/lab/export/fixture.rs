@@ -319,6 +319,8 @@ fn build(with_snapshots: bool) -> (RunRecord, Vec<(String, AppSnapshot)>) {
                 .then(|| (client_rss - CLIENT_BASE) as f64 / open as f64),
             server_cpu_s: Some(cpu.server),
             client_cpu_s: Some(cpu.client),
+            server_threads: None,
+            server_open_fds: None,
             observer_rss_bytes: Some(OBSERVER_RSS),
             observer_cpu_s: Some(cpu.observer),
             server_cpu_cores: server_cores,
@@ -505,6 +507,9 @@ fn app_snapshot(
         .or(Some(0.0)),
         cpu_user_s: cpu_s * 0.35,
         cpu_sys_s: cpu_s * 0.65,
+        push_mark: 0,
+        threads: None,
+        open_fds: None,
         histograms,
         percentiles,
     }
@@ -565,6 +570,7 @@ fn phases(samples: &[Sample]) -> Vec<Phase> {
                 cpu_user_s: (cpu.unwrap_or(0.0) - prev.unwrap_or(0.0)) * 0.35,
                 cpu_sys_s: (cpu.unwrap_or(0.0) - prev.unwrap_or(0.0)) * 0.65,
                 rss_bytes: rss.unwrap_or(0),
+                ..ProcessUsage::default()
             };
             let start = samples
                 .iter()

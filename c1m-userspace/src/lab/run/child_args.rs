@@ -158,6 +158,9 @@ pub fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsError> {
         max_message,
         // The lab's own client is the only host: nothing to shard or merge.
         hosts_run: _,
+        push_format,
+        push_trigger,
+        server_pid,
     } = a;
     let mut v = Argv::new::<ClientArgs>("client");
     v.value("hosts", hosts.join(","));
@@ -186,6 +189,12 @@ pub fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsError> {
     v.flag("stay", *stay);
     v.opt("step", step.map(|n| n.to_string()));
     v.value("max_message", max_message.to_string());
+    v.value("push_format", push_format.to_string());
+    v.opt(
+        "push_trigger",
+        push_trigger.as_ref().map(ToString::to_string),
+    );
+    v.opt("server_pid", server_pid.map(|p| p.to_string()));
     v.finish()
 }
 
@@ -230,6 +239,7 @@ impl ChildPlan {
         client.common.stats_json = Some(dir.join("client-final.json"));
         client.stay = true;
         client.common.quiet = true;
+        client.push_format = args.push_format.clone();
         let plan = ChildPlan { server, client };
         // The children's parsers and checks, now: a bad value is named before any child
         // starts, by the code that would have refused it in the child.
@@ -283,6 +293,9 @@ mod tests {
         a.common.quiet = true;
         a.stay = true;
         a.step = Some(500);
+        a.push_format = crate::workload::push_format::PushFormat::Json("ts".into());
+        a.push_trigger = Some("signal:USR2".parse().unwrap());
+        a.server_pid = Some(4242);
         a
     }
 

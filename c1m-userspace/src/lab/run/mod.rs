@@ -6,8 +6,10 @@
 
 pub mod child_args;
 mod ctl;
+pub mod foreign;
 pub mod journal;
 mod ports;
+pub mod stall;
 mod verdict;
 
 use std::{
@@ -23,7 +25,9 @@ use tokio::process::Child;
 use self::{
     child_args::ChildPlan,
     ctl::Ctl,
+    foreign::{ForeignServer, TargetAddr},
     journal::{JournalFile, Role},
+    stall::{StallEvidence, StallWatch},
 };
 use super::{
     doctor::{self, Status, Target, Tuning},
@@ -35,7 +39,12 @@ use crate::fmt::count;
 use crate::{
     observer::{KernelView, ObserverHandle},
     util::PortList,
-    workload::{config::Mode, stats::AppSnapshot},
+    workload::{
+        config::Mode,
+        push_format::PushFormat,
+        push_trigger::{self as trigger, PushTrigger},
+        stats::AppSnapshot,
+    },
 };
 
 #[derive(Args, Debug, Clone)]
@@ -111,6 +120,86 @@ pub struct RunArgs {
     /// writes to the run folder's server.token). Default: the first --addr, port 7999.
     #[arg(long)]
     pub control_addr: Option<String>,
+    /// Your server instead of c1m's: c1m starts "CMD ARGS" (split into words, no shell
+    /// unless you write `sh -c "…"`) with the raised fd limit, waits until every --ports
+    /// port listens, measures its process tree and stops it at the end (SIGTERM, then
+    /// SIGKILL). Its stdout/stderr go to server.stdout.log / server.stderr.log.
+    #[arg(long, value_name = "CMD", conflicts_with = "target")]
+    pub server_cmd: Option<String>,
+    /// A server already running, here or elsewhere: HOST:PORTS (c1m starts none).
+    #[arg(long, value_name = "HOST:PORTS", conflicts_with_all = ["addr", "ports"])]
+    pub target: Option<TargetAddr>,
+    /// The --target server's pid on this box: its process tree's RSS, CPU, threads and
+    /// fds are measured, and signal triggers go to it.
+    #[arg(long, value_name = "PID", requires = "target")]
+    pub server_pid: Option<u32>,
+    /// What makes the server push: control (c1m's server, its default), signal:NAME
+    /// (e.g. signal:USR1, to the server's pid), http:URL (a GET), cmd:"COMMAND", or none
+    /// (the server pushes on its own schedule; the default for a foreign server).
+    #[arg(long, value_name = "TRIGGER", value_parser = trigger::parse)]
+    pub push_trigger: Option<PushTrigger>,
+    /// How the server stamps its pushes: c1m, u64le-us, u64be-ms, text-ms, text-us or
+    /// json:FIELD. Per-message latency is from the stamp; fan-out from the trigger.
+    #[arg(long, value_name = "FORMAT", default_value = "c1m", value_parser = crate::workload::push_format::parse)]
+    pub push_format: PushFormat,
+    /// How long to wait for pushes: with --push-trigger none, the whole push phase; a
+    /// server that never pushes is reported as "no push arrived".
+    #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
+    pub push_wait: Duration,
+}
+
+/// Whose server the run measures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerSpec {
+    /// c1m's own `c1m server`.
+    Own,
+    /// `--server-cmd`, split into words.
+    Command(Vec<String>),
+    /// `--target`, with `--server-pid` if given.
+    Target(TargetAddr, Option<u32>),
+}
+
+impl ServerSpec {
+    /// The server and its push trigger from the flags, or one line saying which flags
+    /// contradict each other and what to say instead.
+    pub fn of(args: &RunArgs) -> Result<(ServerSpec, PushTrigger)> {
+        let spec = match (&args.server_cmd, &args.target) {
+            (Some(cmd), _) => ServerSpec::Command(foreign::split_command(cmd)?),
+            (None, Some(t)) => ServerSpec::Target(t.clone(), args.server_pid),
+            (None, None) => ServerSpec::Own,
+        };
+        let own = spec == ServerSpec::Own;
+        let trigger = args.push_trigger.clone().unwrap_or(if own {
+            PushTrigger::Control
+        } else {
+            PushTrigger::None
+        });
+        match (&spec, &trigger) {
+            (ServerSpec::Own, PushTrigger::Control) => {}
+            (ServerSpec::Own, t) => bail!(
+                "--push-trigger {t} is for a server of yours (--server-cmd or --target); c1m's own server pushes on `control`"
+            ),
+            (_, PushTrigger::Control) => bail!(
+                "--push-trigger control needs c1m's own server; yours takes signal:NAME, http:URL, cmd:\"…\" or none"
+            ),
+            (ServerSpec::Target(_, None), PushTrigger::Signal(s)) => bail!(
+                "--push-trigger signal:{} needs the server's pid: add --server-pid PID",
+                s.name
+            ),
+            _ => {}
+        }
+        if own && args.push_format != PushFormat::C1m {
+            bail!(
+                "--push-format {} is for a server of yours (--server-cmd or --target); c1m's own server sends c1m frames",
+                args.push_format
+            );
+        }
+        Ok((spec, trigger))
+    }
+
+    fn foreign(&self) -> bool {
+        *self != ServerSpec::Own
+    }
 }
 
 /// Where a run's clients are.
@@ -246,13 +335,16 @@ pub(crate) fn machine() -> Machine {
 
 /// The child processes of the run, killed if still alive when dropped.
 struct Children {
-    server: Child,
+    /// c1m's own server (a foreign one is the lab's [`ForeignServer`]).
+    server: Option<Child>,
     client: Option<Child>,
 }
 
 impl Drop for Children {
     fn drop(&mut self) {
-        let _ = self.server.start_kill();
+        if let Some(s) = self.server.as_mut() {
+            let _ = s.start_kill();
+        }
         if let Some(c) = self.client.as_mut() {
             let _ = c.start_kill();
         }
@@ -296,9 +388,20 @@ async fn stats_within(ctl: &Ctl, limit: Duration) -> Option<AppSnapshot> {
     serde_json::from_str(&line).ok()
 }
 
-async fn run(args: RunArgs) -> Result<i32> {
+async fn run(mut args: RunArgs) -> Result<i32> {
     // Everything the user said is checked before anything starts or is written.
+    let (spec, trigger) = ServerSpec::of(&args)?;
     let external = args.clients == Clients::External;
+    if external && spec.foreign() {
+        bail!(
+            "--clients external runs c1m's own server for now: drop --server-cmd/--target, or run your server with clients on this box"
+        );
+    }
+    if let ServerSpec::Target(t, _) = &spec {
+        args.addr = t.host.clone();
+        args.ports = t.ports.clone();
+        t.reachable().await?;
+    }
     let (connections, reason) = match args.expect {
         Some(n) if external => (n, "--expect: clients on other hosts".to_owned()),
         _ => resolve_target(args.connections),
@@ -329,7 +432,10 @@ async fn run(args: RunArgs) -> Result<i32> {
         plan.server.common.control_token_file = server_token.clone();
     }
     let listen_addrs = crate::workload::cli::parse_addrs(&plan.server.addrs)?;
-    ports::preflight(&args.ports.0, &listen_addrs)?;
+    // A --target listens there already, by design.
+    if !matches!(spec, ServerSpec::Target(..)) {
+        ports::preflight(&args.ports.0, &listen_addrs)?;
+    }
     let observer_wanted = !args.no_observer;
     say!(
         args.json,
@@ -355,6 +461,7 @@ async fn run(args: RunArgs) -> Result<i32> {
         // External clients bring their own addresses and ports.
         sources: if external { 0 } else { source_count },
         observer: observer_wanted,
+        foreign_server: spec.foreign(),
     };
     let mut checks = doctor::checks(&target);
     let tuning = if args.tune {
@@ -455,9 +562,20 @@ async fn run(args: RunArgs) -> Result<i32> {
     );
     let client_ctl =
         (!external).then(|| Ctl::new(plan.client.common.control.clone().unwrap_or_default(), None));
-    let server = spawn_c1m(&plan.server_argv()?, &dir.join("server.log"))?;
-    if let Some(pid) = server.id() {
+    let (server, foreign) = match &spec {
+        ServerSpec::Own => (
+            Some(spawn_c1m(&plan.server_argv()?, &dir.join("server.log"))?),
+            None,
+        ),
+        ServerSpec::Command(argv) => (None, Some(ForeignServer::start(argv, &dir)?)),
+        ServerSpec::Target(_, Some(pid)) => (None, Some(ForeignServer::attach(*pid, &dir))),
+        ServerSpec::Target(t, None) => (None, Some(ForeignServer::remote(&t.to_string(), &dir))),
+    };
+    if let Some(pid) = server.as_ref().and_then(Child::id) {
         journal.add(Role::Server, pid)?;
+    }
+    if let Some(f) = foreign.as_ref().filter(|f| f.owned()) {
+        journal.add(Role::Server, f.pid)?;
     }
     let children = Children {
         server,
@@ -488,6 +606,11 @@ async fn run(args: RunArgs) -> Result<i32> {
         last_write: Instant::now(),
         children: Some(children),
         journal: Some(journal),
+        foreign,
+        trigger,
+        push_format: args.push_format.clone(),
+        mode: args.mode,
+        target: connections,
     };
 
     let result = lab.drive(&args, connections, &plan).await;
@@ -495,15 +618,20 @@ async fn run(args: RunArgs) -> Result<i32> {
     if let Some(c) = &client_ctl {
         let _ = c.call("stop").await;
     }
-    let _ = server_ctl.call("stop").await;
+    if lab.foreign.is_none() {
+        let _ = server_ctl.call("stop").await;
+    }
     let mut children = lab.children.take();
     if let Some(c) = children.as_mut().and_then(|c| c.client.as_mut()) {
         let _ = tokio::time::timeout(Duration::from_secs(10), c.wait()).await;
     }
-    if let Some(c) = children.as_mut() {
-        let _ = tokio::time::timeout(Duration::from_secs(10), c.server.wait()).await;
+    if let Some(s) = children.as_mut().and_then(|c| c.server.as_mut()) {
+        let _ = tokio::time::timeout(Duration::from_secs(10), s.wait()).await;
     }
     drop(children);
+    if let Some(f) = lab.foreign.as_mut() {
+        f.stop(foreign::STOP_GRACE).await;
+    }
     lab.observer = None;
     lab.live.stop();
 
@@ -628,11 +756,27 @@ struct Lab {
     children: Option<Children>,
     /// What a `kill -9` would leave: children and workers are added as they start.
     journal: Option<JournalFile>,
+    /// A server c1m did not write; its app side is built from the client's snapshot.
+    foreign: Option<ForeignServer>,
+    trigger: PushTrigger,
+    push_format: PushFormat,
+    mode: Mode,
+    /// Connections asked for.
+    target: u64,
 }
 
 impl Lab {
     fn kernel_view(&self) -> Option<KernelView> {
         self.kernel.clone()
+    }
+
+    /// A foreign server's side: its process tree now, its connections as the client
+    /// saw them last.
+    fn foreign_snapshot(&mut self) {
+        if let Some(f) = self.foreign.as_mut() {
+            self.last_server =
+                Some(f.snapshot(self.last_client.as_ref(), self.mode.name(), self.target));
+        }
     }
 
     /// One tick: poll both sides, sample, redraw, export now and then. Returns false
@@ -644,10 +788,9 @@ impl Lab {
         // A poll left pending may take this long before it counts as lost.
         const POLL_LIMIT: Duration = Duration::from_secs(30);
         let ctl = self.server_ctl.clone();
+        let own = self.foreign.is_none();
         self.server_poll.start_if_idle(|| {
-            Some(tokio::spawn(
-                async move { stats_within(&ctl, POLL_LIMIT).await },
-            ))
+            own.then(|| tokio::spawn(async move { stats_within(&ctl, POLL_LIMIT).await }))
         });
         if let Some(ctl) = self.client_ctl.clone() {
             self.client_poll.start_if_idle(|| {
@@ -674,6 +817,18 @@ impl Lab {
         }
         if kernel.is_some() {
             self.kernel = kernel;
+        }
+        self.foreign_snapshot();
+        if self
+            .last_client
+            .as_ref()
+            .is_some_and(|c| c.counters.push_undecodable > 0)
+        {
+            // Once (warnings are kept unique); the count is in the summary.
+            self.warn(format!(
+                "frames from the server did not decode as --push-format {} (counted as push_undecodable)",
+                self.push_format
+            ));
         }
         let kernel = self.kernel_view();
         let phase = self
@@ -778,7 +933,9 @@ impl Lab {
         self.server_poll.forget();
         self.client_poll.forget();
         self.kernel_poll.forget();
-        if let Some(s) = stats(&self.server_ctl).await {
+        if self.foreign.is_none()
+            && let Some(s) = stats(&self.server_ctl).await
+        {
             self.last_server = Some(s);
         }
         if let Some(ctl) = &self.client_ctl
@@ -786,6 +943,7 @@ impl Lab {
         {
             self.last_client = Some(c);
         }
+        self.foreign_snapshot();
         if let Some(observer) = &self.observer
             && let Some(view) = observer.snapshot_fresh().await
         {
@@ -813,6 +971,7 @@ impl Lab {
             cpu_user_s: o1.0 - o0.0,
             cpu_sys_s: o1.1 - o0.1,
             rss_bytes: own_rss(),
+            ..ProcessUsage::default()
         };
         let kernel = self.kernel_view();
         phase.kernel_socket_bytes = kernel
@@ -864,11 +1023,27 @@ impl Lab {
         for w in news {
             self.warn(w);
         }
+        if let Some(f) = self.foreign.as_mut() {
+            if f.owned()
+                && let Some(journal) = self.journal.as_mut()
+            {
+                for &pid in f.seen.iter().filter(|&&p| p != f.pid) {
+                    journal.add(Role::ServerWorker, pid)?;
+                }
+            }
+            if let Some(status) = f.exited() {
+                bail!(
+                    "the server exited early ({status}); its stderr ends: {} (full log: {})",
+                    f.stderr_tail(),
+                    self.dir.join(foreign::STDERR_LOG).display()
+                );
+            }
+        }
         let Some(children) = self.children.as_mut() else {
             return Ok(());
         };
         let mut exited = Vec::new();
-        if let Ok(Some(status)) = children.server.try_wait() {
+        if let Some(Ok(Some(status))) = children.server.as_mut().map(|s| s.try_wait()) {
             exited.push(("server", status));
         }
         if let Some(Ok(Some(status))) = children.client.as_mut().map(|c| c.try_wait()) {
@@ -947,13 +1122,22 @@ impl Lab {
     async fn drive(&mut self, args: &RunArgs, n: u64, plan: &ChildPlan) -> Result<()> {
         // Server up?
         self.begin("setup");
-        if !self
-            .wait_for("server start", Duration::from_secs(60), |s, _, _| {
-                s.is_some_and(|s| s.phase == "running")
-            })
-            .await?
-        {
-            return Ok(());
+        match self.foreign.as_mut() {
+            Some(f) if f.owned() => {
+                f.wait_listening(&args.ports.0, foreign::LISTEN_TIMEOUT)
+                    .await?;
+            }
+            Some(_) => {}
+            None => {
+                if !self
+                    .wait_for("server start", Duration::from_secs(60), |s, _, _| {
+                        s.is_some_and(|s| s.phase == "running")
+                    })
+                    .await?
+                {
+                    return Ok(());
+                }
+            }
         }
         let external = self.client_ctl.is_none();
         if !external {
@@ -969,6 +1153,10 @@ impl Lab {
         let setup_timeout = args
             .setup_timeout
             .unwrap_or(ramp * 3 + Duration::from_secs(120));
+        // A foreign server that stops completing connections ends the setup early.
+        let watch = std::cell::RefCell::new(StallWatch::default());
+        let stalled = std::cell::Cell::new(false);
+        let watch_stalls = self.foreign.is_some();
         let set_up = if external {
             // The clients' hosts say nothing to this one: the kernel's count is the word.
             self.wait_for("setup (external clients)", setup_timeout, |s, _, k| {
@@ -977,26 +1165,44 @@ impl Lab {
             .await?
         } else {
             self.wait_for("setup", setup_timeout, |_, c, _| {
-                c.is_some_and(|c| {
-                    c.phase == "hold" || c.counters.attempted >= n && c.counters.in_flight == 0
-                })
+                let Some(c) = c else { return false };
+                if c.phase == "hold" || c.counters.attempted >= n && c.counters.in_flight == 0 {
+                    return true;
+                }
+                let pending = c.counters.connected < n;
+                if watch_stalls
+                    && c.phase == "ramp"
+                    && watch
+                        .borrow_mut()
+                        .stalled(Instant::now(), c.counters.connected, pending)
+                {
+                    stalled.set(true);
+                    return true;
+                }
+                false
             })
             .await?
         };
         if !set_up {
             return Ok(());
         }
+        let mut notes = Vec::new();
         // Let the kernel and the app agree (accept queues drained) before calling it set up.
-        let settled = self
-            .wait_for("settling", Duration::from_secs(30), move |s, c, k| {
+        let settled = if stalled.get() {
+            let w = self.stall_evidence(n).describe();
+            self.warn(w.clone());
+            notes.push(w);
+            Ok(true)
+        } else {
+            self.wait_for("settling", Duration::from_secs(30), move |s, c, k| {
                 if external {
                     server_counts_agree(s, k)
                 } else {
                     counts_agree(s, c, k)
                 }
             })
-            .await;
-        let mut notes = Vec::new();
+            .await
+        };
         if external {
             self.peers.forget();
             let ports = self.ports.clone();
@@ -1033,7 +1239,12 @@ impl Lab {
         self.end(Vec::new()).await;
         self.write_exports()?;
 
-        if args.mode == Mode::Ws && args.pushes > 0 {
+        if args.mode == Mode::Ws && args.pushes > 0 && self.trigger != PushTrigger::Control {
+            self.begin("push");
+            let notes = self.foreign_push(args).await?;
+            self.end(notes).await;
+            self.write_exports()?;
+        } else if args.mode == Mode::Ws && args.pushes > 0 {
             self.begin("push");
             let mut notes = Vec::new();
             for _ in 0..args.pushes {
@@ -1147,6 +1358,130 @@ fn server_counts_agree(s: Option<&AppSnapshot>, k: Option<&KernelView>) -> bool 
     s.is_some_and(|s| server_established(Some(s), k) == s.counters.open)
 }
 
+impl Lab {
+    /// A line to the lab's own client (external clients have no endpoint here).
+    async fn client_call(&self, line: &str) -> Result<String> {
+        match &self.client_ctl {
+            Some(c) => c.call(line).await,
+            None => bail!("no client on this box to tell {line:?}"),
+        }
+    }
+
+    /// What the kernel, the client and the server's log say about a stalled setup.
+    fn stall_evidence(&self, n: u64) -> StallEvidence {
+        use c1m_common::tcp_state::ESTABLISHED;
+        let c = self
+            .last_client
+            .as_ref()
+            .map(|c| c.counters)
+            .unwrap_or_default();
+        let k = self.kernel_view();
+        StallEvidence {
+            connected: c.connected,
+            attempted: c.attempted,
+            asked: n,
+            established_not_accepted: k
+                .as_ref()
+                .map(|k| k.server.state(ESTABLISHED) - c.open as i64),
+            accept_queue_overflows: k.as_ref().map(|k| k.queue_overflows()),
+            nofile: self.foreign.as_ref().and_then(ForeignServer::nofile),
+            emfile_line: self
+                .foreign
+                .as_ref()
+                .and_then(ForeignServer::fd_exhaustion_line),
+        }
+    }
+
+    /// The push phase without c1m's control endpoint: each push is marked on the client
+    /// (frames carry no id), triggered, and awaited; with `none`, whatever the server
+    /// sends within `--push-wait` is measured. Returns the phase's notes.
+    async fn foreign_push(&mut self, args: &RunArgs) -> Result<Vec<String>> {
+        let mut notes = Vec::new();
+        let pushes = if self.trigger == PushTrigger::None {
+            1
+        } else {
+            args.pushes
+        };
+        for id in 1..=u64::from(pushes) {
+            let open = self
+                .last_client
+                .as_ref()
+                .map(|c| c.counters.open)
+                .unwrap_or(0);
+            // With `none`, every connection should get `--pushes` frames in the wait.
+            let want = if self.trigger == PushTrigger::None {
+                open * u64::from(args.pushes)
+            } else {
+                open
+            };
+            self.client_call(&format!("mark {id} 0"))
+                .await
+                .context("telling the client which push comes")?;
+            // Every shard must count the frames under this id before the server sends.
+            if !self
+                .wait_for(
+                    "the client's push mark",
+                    Duration::from_secs(10),
+                    |_, c, _| c.is_some_and(|c| c.push_mark >= id),
+                )
+                .await?
+            {
+                return Ok(notes);
+            }
+            // The trigger instant, told just before it fires (the shards take commands
+            // before the I/O that follows them), so fan-out starts where the push did.
+            if self.trigger != PushTrigger::None {
+                let fired_at = crate::workload::sys::realtime_ns();
+                self.client_call(&format!("mark {id} {fired_at}"))
+                    .await
+                    .context("telling the client when the push was triggered")?;
+            }
+            let pid = self.foreign.as_ref().map(|f| f.pid).filter(|p| *p > 0);
+            self.trigger
+                .fire(pid)
+                .await
+                .with_context(|| format!("--push-trigger {}", self.trigger))?;
+            let reached = self
+                .wait_for("push", args.push_wait, |_, c, _| {
+                    c.is_some_and(|c| c.pushes.iter().any(|p| p.push_id == id && p.count >= want))
+                })
+                .await;
+            match reached {
+                Ok(true) => {}
+                Ok(false) => return Ok(notes),
+                Err(_) => {
+                    let c = self.last_client.as_ref();
+                    let got = c
+                        .and_then(|c| c.pushes.iter().find(|p| p.push_id == id))
+                        .map(|p| p.count)
+                        .unwrap_or(0);
+                    let undecodable = c.map(|c| c.counters.push_undecodable).unwrap_or(0);
+                    let secs = args.push_wait.as_secs_f64();
+                    let w = if got == 0 {
+                        format!(
+                            "push {id}: no push arrived within {secs:.0} s (--push-trigger {}, --push-format {}); frames that did not decode: {}",
+                            self.trigger,
+                            args.push_format,
+                            count(undecodable)
+                        )
+                    } else {
+                        format!(
+                            "push {id}: {} of {} frames arrived within {secs:.0} s (--push-trigger {}); frames that did not decode: {}",
+                            count(got),
+                            count(want),
+                            self.trigger,
+                            count(undecodable)
+                        )
+                    };
+                    self.warn(w.clone());
+                    notes.push(w);
+                }
+            }
+        }
+        Ok(notes)
+    }
+}
+
 /// Kernel ESTABLISHED equals the app's open count on both sides.
 fn counts_agree(s: Option<&AppSnapshot>, c: Option<&AppSnapshot>, k: Option<&KernelView>) -> bool {
     use c1m_common::tcp_state::ESTABLISHED;
@@ -1205,6 +1540,8 @@ fn usage(before: Option<&AppSnapshot>, after: Option<&AppSnapshot>) -> ProcessUs
             cpu_user_s: (a.cpu_user_s - u0).max(0.0),
             cpu_sys_s: (a.cpu_sys_s - s0).max(0.0),
             rss_bytes: a.rss_bytes,
+            threads: a.threads,
+            open_fds: a.open_fds,
         },
         None => ProcessUsage::default(),
     }

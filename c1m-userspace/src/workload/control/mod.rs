@@ -5,6 +5,7 @@
 //! |---------|--------|-----------------------------------------------------|
 //! | `stats` | both   | the [`AppSnapshot`](super::stats::AppSnapshot) JSON |
 //! | `push`  | server | `{"push_id":N,"started_unix_ns":T}`                 |
+//! | `mark ID NS` | client | `{"ok":"marked"}`: id-less pushes from now are push ID, triggered at NS |
 //! | `close` | client | `{"ok":"closing"}`: tear down every connection      |
 //! | `stop`  | both   | `{"ok":"stopping"}`: close everything and exit      |
 //! | `close` | server | `{"ok":"closing"}`: close every connection (external clients) |

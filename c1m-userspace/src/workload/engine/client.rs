@@ -21,6 +21,7 @@ use super::{
 };
 use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
+    push_format::{PushFormat, Stamp},
     sockopt::{self, Connecting},
     stats::{self, Counters, Hists, PushStat, TIMELINE_BIN_MS},
     sys::{self, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, Epoll, splitmix64},
@@ -85,6 +86,8 @@ struct Shard {
     /// Connects are paced this turn (decided before the wait), and the next pace tick.
     pacing: bool,
     next_pace: u64,
+    /// The push that frames without an id belong to, and its trigger instant (0: none).
+    mark: (u64, u64),
 }
 
 /// Runs one client shard: waits for `Start`, ramps, holds until `Close`/`Stop`.
@@ -118,6 +121,7 @@ pub fn run(cfg: ClientShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU
         open_in_process,
         pacing: false,
         next_pace: 0,
+        mark: (0, 0),
         cfg,
     };
     shard_loop::run(&mut s, &ep, &mut io)
@@ -154,6 +158,15 @@ impl Engine for Shard {
             ShardCommand::Close => {
                 Shard::close_all(self);
                 self.report(sink, true, true)?;
+            }
+            ShardCommand::Mark {
+                id,
+                started_unix_ns,
+            } => {
+                self.mark = (id, started_unix_ns);
+                self.rep.mark = id;
+                // At once: the lab fires the trigger when every shard has said so.
+                self.report(sink, true, false)?;
             }
             ShardCommand::Push { .. } | ShardCommand::Stop => {}
         }
@@ -631,11 +644,13 @@ impl Shard {
                                     self.c.echo_round_trips += 1;
                                     seq += 1;
                                     rtt_done = true;
-                                } else if !text && p.len() == 24 {
-                                    self.on_push(p);
+                                } else if let Some(stamp) = self.cfg.push_format.decode(text, p) {
+                                    self.on_push(stamp);
                                 } else if expecting && !text {
                                     end = Some("echo_mismatch");
                                     break;
+                                } else if self.cfg.push_format != PushFormat::C1m {
+                                    self.c.push_undecodable += 1;
                                 } else {
                                     self.c.ws_messages_in += 1;
                                 }
@@ -731,29 +746,36 @@ impl Shard {
         }
     }
 
-    /// A 24-byte push frame: id, broadcast start, write time (CLOCK_REALTIME ns, BE).
-    fn on_push(&mut self, p: &[u8]) {
+    /// A push: c1m's frame names its push and broadcast start; a foreign stamp belongs
+    /// to the push marked last, timed for fan-out from its trigger (if one fired).
+    fn on_push(&mut self, stamp: Stamp) {
         // On the server's clock: its stamps are compared with it.
         let now = sys::realtime_ns().saturating_add_signed(self.cfg.clock_offset_ns);
-        let word = |i: usize| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(&p[i * 8..i * 8 + 8]);
-            u64::from_be_bytes(a)
+        let (id, started, written) = match stamp {
+            Stamp::C1m {
+                id,
+                started_unix_ns,
+                written_unix_ns,
+            } => (id, started_unix_ns, written_unix_ns),
+            Stamp::At(at) => (self.mark.0, self.mark.1, at),
         };
-        let (id, started, written) = (word(0), word(1), word(2));
+        // No trigger: the push is known by its stamp alone.
+        let known_from = if started > 0 { started } else { written };
         self.c.pushes_received += 1;
         self.hists
             .record(stats::PUSH_MESSAGE, now.saturating_sub(written) / 1000);
-        self.hists
-            .record(stats::PUSH_FANOUT, now.saturating_sub(started) / 1000);
+        if started > 0 {
+            self.hists
+                .record(stats::PUSH_FANOUT, now.saturating_sub(started) / 1000);
+        }
         let e = self.rep.pushes.entry(id).or_insert(PushStat {
             push_id: id,
-            started_unix_ns: started,
+            started_unix_ns: known_from,
             ..Default::default()
         });
         e.merge(&PushStat {
             push_id: id,
-            started_unix_ns: started,
+            started_unix_ns: known_from,
             count: 1,
             first_unix_ns: now,
             last_unix_ns: now,

@@ -168,7 +168,7 @@ impl Engine for Shard {
                 started_unix_ns,
             } => self.start_push(id, started_unix_ns),
             ShardCommand::Close => self.close_all(ep),
-            ShardCommand::Start { .. } | ShardCommand::Stop => {}
+            ShardCommand::Start { .. } | ShardCommand::Mark { .. } | ShardCommand::Stop => {}
         }
         Ok(())
     }

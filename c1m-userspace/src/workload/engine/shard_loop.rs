@@ -56,19 +56,9 @@ pub fn run<E: Engine>(e: &mut E, ep: &Epoll, io: &mut ShardIo) -> Result<()> {
     'run: loop {
         ep.wait(&mut events, e.wait_ms(next_tick))
             .context("epoll_wait")?;
-        let mut io_events = false;
-        for i in 0..events.len() {
-            let (ev, tok) = events.get(i);
-            if tok == COMMAND_TOKEN {
-                commands = true;
-            } else {
-                io_events = true;
-                e.event(ep, tok, ev);
-            }
-        }
-        if io_events {
-            e.after_events(ep);
-        }
+        // Commands before the I/O of the same wait: a push mark sent before the server
+        // was triggered then always precedes the frames it announced.
+        commands |= (0..events.len()).any(|i| events.get(i).1 == COMMAND_TOKEN);
         let now = sys::monotonic_ns();
         let tick = now >= next_tick;
         if commands || tick {
@@ -80,6 +70,17 @@ pub fn run<E: Engine>(e: &mut E, ep: &Epoll, io: &mut ShardIo) -> Result<()> {
                     c => e.command(ep, c, &mut io.sink)?,
                 }
             }
+        }
+        let mut io_events = false;
+        for i in 0..events.len() {
+            let (ev, tok) = events.get(i);
+            if tok != COMMAND_TOKEN {
+                io_events = true;
+                e.event(ep, tok, ev);
+            }
+        }
+        if io_events {
+            e.after_events(ep);
         }
         if tick {
             next_tick = now + REPORT_EVERY_NS;
@@ -110,6 +111,9 @@ pub struct Reporter {
     /// Pushes whose numbers changed since the last report.
     pub dirty_pushes: BTreeSet<u64>,
     pub warnings: Vec<String>,
+    /// Client: the last push mark taken (reported so the lab knows it arrived).
+    pub mark: u64,
+    sent_mark: u64,
 }
 
 impl Reporter {
@@ -120,6 +124,8 @@ impl Reporter {
             pushes: BTreeMap::new(),
             dirty_pushes: BTreeSet::new(),
             warnings: Vec::new(),
+            mark: 0,
+            sent_mark: 0,
         }
     }
 
@@ -145,11 +151,13 @@ impl Reporter {
             || !pushes.is_empty()
             || !x.timeline.is_empty()
             || x.push_done.is_some()
+            || self.mark != self.sent_mark
             || !self.warnings.is_empty();
         if !changed {
             return Ok(());
         }
         self.last = *c;
+        self.sent_mark = self.mark;
         let r = WorkerReport {
             shard: self.shard,
             pid: std::process::id(),
@@ -162,6 +170,7 @@ impl Reporter {
             timeline: x.timeline,
             pushes,
             push_done: x.push_done,
+            mark: self.mark,
             warnings: mem::take(&mut self.warnings),
             fatal: None,
         };

@@ -1,0 +1,511 @@
+//! A server c1m did not write, under the lab's microscope: started from `--server-cmd`
+//! (or found by `--server-pid` beside `--target`), its process tree measured from /proc,
+//! its listeners awaited, its logs kept, and stopped at the end.
+//!
+//! It has no control endpoint, so its app side is what the client saw (handshakes
+//! completed, connections open, closes by the server): [`ForeignServer::snapshot`] puts
+//! that beside the tree's RSS, CPU, threads and fds in an [`AppSnapshot`], so every view,
+//! export and kernel-vs-app row reads a foreign server as it reads c1m's own.
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    fs::File,
+    os::unix::process::CommandExt,
+    path::{Path, PathBuf},
+    process::{Child, Command, ExitStatus, Stdio},
+    time::{Duration, Instant},
+};
+
+use thiserror::Error;
+
+use crate::workload::{
+    procstat,
+    stats::{AppSnapshot, Counters},
+};
+
+/// Its output files in the run folder.
+pub const STDOUT_LOG: &str = "server.stdout.log";
+pub const STDERR_LOG: &str = "server.stderr.log";
+
+/// How long a server has to listen on every port before the run gives up on it.
+pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long SIGTERM has before SIGKILL.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Error)]
+pub enum ForeignError {
+    #[error(
+        "--server-cmd is empty or badly quoted: {0:?} (e.g. --server-cmd \"python3 server.py --port 9000\")"
+    )]
+    BadCommand(String),
+    #[error("starting the server {cmd:?}: {source}")]
+    Spawn { cmd: String, source: std::io::Error },
+    #[error("--target {0}: nothing answers there ({1}); start the server first or fix --target")]
+    Unreachable(String, std::io::Error),
+    #[error("--target {0:?}: say HOST:PORTS, e.g. 127.0.0.1:9000 or 127.0.0.1:9000-9009")]
+    BadTarget(String),
+    #[error("creating {path}: {source}")]
+    Log {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the server exited ({status}) before it listened on port(s) {ports}; its stderr ends: {tail}"
+    )]
+    ExitedEarly {
+        status: ExitStatus,
+        ports: String,
+        tail: String,
+    },
+    #[error(
+        "the server did not listen on port(s) {missing} within {secs} s (check --ports); its stderr ends: {tail}"
+    )]
+    NeverListened {
+        missing: String,
+        secs: u64,
+        tail: String,
+    },
+}
+
+/// `--server-cmd` split as a shell would split words, with no shell run: a user who
+/// wants one writes `sh -c "…"`.
+pub fn split_command(cmd: &str) -> Result<Vec<String>, ForeignError> {
+    crate::workload::push_trigger::split_words(cmd)
+        .ok_or_else(|| ForeignError::BadCommand(cmd.to_owned()))
+}
+
+/// `--target HOST:PORTS`: where a server already runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetAddr {
+    pub host: String,
+    pub ports: crate::util::PortList,
+}
+
+impl std::str::FromStr for TargetAddr {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || ForeignError::BadTarget(s.to_owned()).to_string();
+        let (host, ports) = s.rsplit_once(':').ok_or_else(bad)?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.parse::<std::net::IpAddr>().is_err() {
+            return Err(bad());
+        }
+        Ok(TargetAddr {
+            host: host.to_owned(),
+            ports: ports.parse().map_err(|_| bad())?,
+        })
+    }
+}
+
+impl std::fmt::Display for TargetAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.host.contains(':') {
+            true => write!(f, "[{}]:{}", self.host, self.ports),
+            false => write!(f, "{}:{}", self.host, self.ports),
+        }
+    }
+}
+
+impl TargetAddr {
+    /// Fails with one line when nothing accepts a connection on its first port.
+    pub async fn reachable(&self) -> Result<(), ForeignError> {
+        let ip: std::net::IpAddr = self
+            .host
+            .parse()
+            .map_err(|_| ForeignError::BadTarget(self.to_string()))?;
+        let addr = std::net::SocketAddr::new(ip, self.ports.0[0]);
+        match tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(addr))
+            .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(ForeignError::Unreachable(self.to_string(), e)),
+            Err(_) => Err(ForeignError::Unreachable(
+                self.to_string(),
+                std::io::Error::from(std::io::ErrorKind::TimedOut),
+            )),
+        }
+    }
+}
+
+/// The process tree of one server and what it has cost so far.
+pub struct ForeignServer {
+    /// The process c1m started (None: `--server-pid`, someone else's).
+    child: Option<Child>,
+    /// The tree's root: signals go here, figures are summed below it.
+    pub pid: u32,
+    /// What the user asked for, for the split line.
+    command: String,
+    dir: PathBuf,
+    started: Instant,
+    /// The tree's RSS once it listened, before any connection.
+    baseline_rss: Option<u64>,
+    /// Last CPU seen per process (a process that exited keeps what it used).
+    cpu: HashMap<u32, (f64, f64)>,
+    /// Pids ever seen in the tree, to journal each once.
+    pub seen: BTreeSet<u32>,
+}
+
+/// One reading of a process tree.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TreeUsage {
+    pub processes: u64,
+    pub rss_bytes: u64,
+    pub threads: u64,
+    pub open_fds: u64,
+}
+
+impl ForeignServer {
+    /// Starts `argv` with the raised soft fd limit, in its own process group (so the
+    /// whole tree is signalled at the end), dying with the lab, its stdout and stderr
+    /// in `dir`. Called from the lab's main thread, which lives as long as the lab.
+    pub fn start(argv: &[String], dir: &Path) -> Result<Self, ForeignError> {
+        let log = |name: &str| {
+            let path = dir.join(name);
+            File::create(&path).map_err(|source| ForeignError::Log { path, source })
+        };
+        let (out, err) = (log(STDOUT_LOG)?, log(STDERR_LOG)?);
+        let command = argv.join(" ");
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        let lab = std::process::id();
+        // SAFETY: getrlimit, setrlimit, setpgid, setpriority, prctl and getppid are
+        // async-signal-safe and touch only the stack: the server gets what c1m's own
+        // server gives itself (soft fd limit = hard), the default CPU weight, its own
+        // process group, and dies with the lab.
+        unsafe {
+            cmd.pre_exec(move || {
+                let mut r = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+                    r.rlim_cur = r.rlim_max;
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+                }
+                libc::setpgid(0, 0);
+                libc::setpriority(libc::PRIO_PROCESS, 0, 0);
+                crate::util::die_with_parent(lab)
+            });
+        }
+        let child = cmd.spawn().map_err(|source| ForeignError::Spawn {
+            cmd: command.clone(),
+            source,
+        })?;
+        let pid = child.id();
+        Ok(ForeignServer {
+            child: Some(child),
+            pid,
+            command,
+            dir: dir.to_owned(),
+            started: Instant::now(),
+            baseline_rss: None,
+            cpu: HashMap::new(),
+            seen: BTreeSet::from([pid]),
+        })
+    }
+
+    /// A server someone else started (`--server-pid`): measured, never signalled at
+    /// the end.
+    pub fn attach(pid: u32, dir: &Path) -> Self {
+        ForeignServer {
+            child: None,
+            pid,
+            command: procstat::command_line(pid).unwrap_or_else(|| format!("pid {pid}")),
+            dir: dir.to_owned(),
+            started: Instant::now(),
+            baseline_rss: None,
+            cpu: HashMap::new(),
+            seen: BTreeSet::from([pid]),
+        }
+    }
+
+    /// A server on another host (`--target` without `--server-pid`): only what the
+    /// client saw.
+    pub fn remote(target: &str, dir: &Path) -> Self {
+        let mut s = ForeignServer::attach(0, dir);
+        s.command = format!("a server at {target}");
+        s.seen.clear();
+        s
+    }
+
+    /// Whether c1m started it (and so stops it).
+    pub fn owned(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// The exit status if the process c1m started has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
+    /// The last lines of its stderr, one line, for an error message.
+    pub fn stderr_tail(&self) -> String {
+        tail(&self.dir.join(STDERR_LOG))
+    }
+
+    /// The first line of its stderr that says it ran out of file descriptors.
+    pub fn fd_exhaustion_line(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.dir.join(STDERR_LOG)).ok()?;
+        text.lines()
+            .find(|l| {
+                let l = l.to_ascii_lowercase();
+                l.contains("emfile") || l.contains("too many open files")
+            })
+            .map(|l| l.trim().chars().take(200).collect())
+    }
+
+    /// The soft fd limit the server runs with (/proc/PID/limits), if it is on this box.
+    pub fn nofile(&self) -> Option<u64> {
+        let text = std::fs::read_to_string(format!("/proc/{}/limits", self.pid)).ok()?;
+        let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+        line.split_whitespace().nth(3)?.parse().ok()
+    }
+
+    /// Waits until every port listens (on this network namespace), the process exits,
+    /// or `limit` passes; the errors carry the end of its stderr.
+    pub async fn wait_listening(
+        &mut self,
+        ports: &[u16],
+        limit: Duration,
+    ) -> Result<(), ForeignError> {
+        let until = Instant::now() + limit;
+        let list = |p: &[u16]| p.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
+        loop {
+            let listening = listening_ports();
+            let missing: Vec<u16> = ports
+                .iter()
+                .copied()
+                .filter(|p| !listening.contains(p))
+                .collect();
+            if missing.is_empty() {
+                // Let it finish starting (threads, buffers) before the baseline.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                self.baseline_rss = Some(self.usage().rss_bytes);
+                return Ok(());
+            }
+            if let Some(status) = self.exited() {
+                return Err(ForeignError::ExitedEarly {
+                    status,
+                    ports: list(ports),
+                    tail: self.stderr_tail(),
+                });
+            }
+            if Instant::now() > until {
+                return Err(ForeignError::NeverListened {
+                    missing: list(&missing),
+                    secs: limit.as_secs(),
+                    tail: self.stderr_tail(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The tree now: RSS, threads and fds summed, CPU remembered per process.
+    pub fn usage(&mut self) -> TreeUsage {
+        let mut u = TreeUsage::default();
+        for pid in tree(self.pid) {
+            self.seen.insert(pid);
+            u.processes += 1;
+            u.rss_bytes += procstat::rss_bytes(pid).unwrap_or(0);
+            u.threads += procstat::threads(pid).unwrap_or(0);
+            u.open_fds += procstat::open_fds(pid).unwrap_or(0);
+            if let Some(cpu) = procstat::cpu_seconds(pid) {
+                self.cpu.insert(pid, cpu);
+            }
+        }
+        u
+    }
+
+    /// The server's side as an app snapshot: its tree's figures, and the client's view of
+    /// the connections (what a server without a control endpoint can be known by).
+    pub fn snapshot(
+        &mut self,
+        client: Option<&AppSnapshot>,
+        mode: &str,
+        target: u64,
+    ) -> AppSnapshot {
+        let u = self.usage();
+        let (cpu_user_s, cpu_sys_s) = self
+            .cpu
+            .values()
+            .fold((0.0, 0.0), |(a, b), (u, s)| (a + u, b + s));
+        let now = crate::workload::sys::realtime_ns();
+        let seen = client.map(|c| c.counters).unwrap_or_default();
+        let mut counters = Counters {
+            accepted: seen.connected,
+            open: seen.open,
+            ws_open: seen.ws_open,
+            pushes_sent: seen.pushes_received,
+            ..Counters::default()
+        };
+        counters.closed.local_close = seen.closed.peer_closed;
+        let baseline = self.baseline_rss.unwrap_or(u.rss_bytes);
+        // Nothing of it on this box: no process figures rather than zeros.
+        let here = u.processes > 0;
+        AppSnapshot {
+            side: "server".into(),
+            mode: mode.into(),
+            unix_ns: now,
+            counts_unix_ns: client.map(|c| c.counts_at_ns()).unwrap_or(now),
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            phase: "running".into(),
+            target,
+            split: format!(
+                "foreign server: {} (pid {}, {} process(es), {} threads); connections as the client saw them",
+                self.command, self.pid, u.processes, u.threads
+            ),
+            counters,
+            rss_bytes: u.rss_bytes,
+            rss_baseline_bytes: baseline,
+            rss_per_connection_bytes: (here && seen.open > 0)
+                .then(|| u.rss_bytes.saturating_sub(baseline) as f64 / seen.open as f64),
+            cpu_user_s,
+            cpu_sys_s,
+            threads: here.then_some(u.threads),
+            open_fds: here.then_some(u.open_fds),
+            ..AppSnapshot::default()
+        }
+    }
+
+    /// SIGTERM to its process group, SIGKILL after `grace`; a server c1m did not start
+    /// is left alone.
+    pub async fn stop(&mut self, grace: Duration) {
+        let Some(child) = self.child.as_mut() else {
+            return;
+        };
+        let pgid = child.id() as i32;
+        // SAFETY: kill on our own child's process group (setpgid in pre_exec); the
+        // child is not reaped yet, so its pid (the group id) cannot have been reused.
+        unsafe { libc::kill(-pgid, libc::SIGTERM) };
+        let until = Instant::now() + grace;
+        while Instant::now() < until {
+            if matches!(child.try_wait(), Ok(Some(_))) && tree(pgid as u32).is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // SAFETY: as above; members of the group that outlived SIGTERM end here.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = child.wait();
+    }
+}
+
+impl Drop for ForeignServer {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut()
+            && matches!(child.try_wait(), Ok(None))
+        {
+            // SAFETY: our own unreaped child's process group, as in `stop`.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `root` and every process below it (by parent pid), root first; empty if it is gone.
+pub fn tree(root: u32) -> Vec<u32> {
+    if root == 0 || procstat::start_time(root).is_none() {
+        return Vec::new();
+    }
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    for pid in procstat::all_pids() {
+        if let Some(parent) = procstat::parent(pid) {
+            children.entry(parent).or_default().push(pid);
+        }
+    }
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        if let Some(kids) = children.get(&out[i]) {
+            out.extend(kids);
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Ports with a listening TCP socket in this thread's network namespace.
+pub fn listening_ports() -> BTreeSet<u16> {
+    let mut out = BTreeSet::new();
+    for file in ["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st: LISTEN is 0A.
+            if f.get(3) == Some(&"0A")
+                && let Some(port) = f
+                    .get(1)
+                    .and_then(|a| a.rsplit_once(':'))
+                    .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+            {
+                out.insert(port);
+            }
+        }
+    }
+    out
+}
+
+/// The last non-empty lines of a log, joined on one line (at most ~300 characters).
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() {
+        return "(nothing)".into();
+    }
+    let joined = lines[lines.len().saturating_sub(3)..].join(" | ");
+    let n = joined.chars().count();
+    if n > 300 {
+        joined.chars().skip(n - 300).collect()
+    } else {
+        joined
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_split_as_shell_words_without_a_shell() {
+        assert_eq!(
+            split_command("python3 'my server.py' --port 9000").unwrap(),
+            ["python3", "my server.py", "--port", "9000"]
+        );
+        assert!(split_command("  ").is_err());
+        assert!(split_command("python3 'unclosed").is_err());
+    }
+
+    #[test]
+    fn targets_are_host_and_ports() {
+        let t: TargetAddr = "127.0.0.1:9000-9002".parse().unwrap();
+        assert_eq!((t.host.as_str(), t.ports.0.len()), ("127.0.0.1", 3));
+        assert_eq!(t.to_string(), "127.0.0.1:9000-9002");
+        let t: TargetAddr = "[::1]:9000".parse().unwrap();
+        assert_eq!(t.to_string(), "[::1]:9000");
+        for bad in ["9000", "localhost:9000", "127.0.0.1:", "127.0.0.1:x"] {
+            let e = bad.parse::<TargetAddr>().unwrap_err();
+            assert!(e.contains("HOST:PORTS") && !e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn this_process_is_its_own_tree_and_a_listener_is_seen() {
+        let me = std::process::id();
+        assert_eq!(tree(me)[0], me);
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert!(listening_ports().contains(&port));
+    }
+}

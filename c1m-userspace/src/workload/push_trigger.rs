@@ -1,0 +1,231 @@
+//! What makes a server push: c1m's control endpoint, a signal to the server's process,
+//! an HTTP request, a command, or nothing (the server pushes on its own schedule).
+
+use std::{fmt, str::FromStr, time::Duration};
+
+use anyhow::{Context, Result, bail};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// `--push-trigger`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PushTrigger {
+    /// `push` on c1m's own server's control endpoint.
+    Control,
+    /// A signal to the server's pid (`signal:USR1`, `signal:HUP`, …).
+    Signal(Signal),
+    /// An HTTP/1.1 GET of this URL (`http:http://127.0.0.1:9001/push`).
+    Http(String),
+    /// A command, split into words as the shell would, run without one.
+    Cmd(String),
+    /// Nothing: the server pushes on its own schedule; c1m measures what arrives.
+    None,
+}
+
+/// A signal by name and number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Signal {
+    pub name: &'static str,
+    pub number: i32,
+}
+
+const SIGNALS: [(&str, i32); 10] = [
+    ("USR1", libc::SIGUSR1),
+    ("USR2", libc::SIGUSR2),
+    ("HUP", libc::SIGHUP),
+    ("INT", libc::SIGINT),
+    ("QUIT", libc::SIGQUIT),
+    ("TERM", libc::SIGTERM),
+    ("ALRM", libc::SIGALRM),
+    ("CONT", libc::SIGCONT),
+    ("WINCH", libc::SIGWINCH),
+    ("PWR", libc::SIGPWR),
+];
+
+const TRIGGERS: &str = "control, signal:NAME (e.g. signal:USR1), http:URL, cmd:COMMAND, none";
+
+impl FromStr for Signal {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bare = s.trim().to_ascii_uppercase();
+        let bare = bare.strip_prefix("SIG").unwrap_or(&bare);
+        SIGNALS
+            .iter()
+            .find(|(n, _)| *n == bare)
+            .map(|&(name, number)| Signal { name, number })
+            .ok_or_else(|| {
+                let names: Vec<&str> = SIGNALS.iter().map(|(n, _)| *n).collect();
+                format!("unknown signal {s:?}; one of: {}", names.join(", "))
+            })
+    }
+}
+
+impl FromStr for PushTrigger {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "control" => return Ok(PushTrigger::Control),
+            "none" => return Ok(PushTrigger::None),
+            _ => {}
+        }
+        let Some((kind, rest)) = s.split_once(':') else {
+            return Err(format!("unknown push trigger {s:?}; one of: {TRIGGERS}"));
+        };
+        match kind {
+            "signal" => rest.parse().map(PushTrigger::Signal),
+            "http" if rest.starts_with("http://") => Ok(PushTrigger::Http(rest.to_owned())),
+            "http" => Err(format!(
+                "push trigger {s:?}: only plain http://HOST:PORT/PATH URLs are supported"
+            )),
+            "cmd" if split_words(rest).is_some() => Ok(PushTrigger::Cmd(rest.to_owned())),
+            "cmd" => Err(format!(
+                "push trigger {s:?}: the command is empty or badly quoted"
+            )),
+            _ => Err(format!("unknown push trigger {s:?}; one of: {TRIGGERS}")),
+        }
+    }
+}
+
+impl fmt::Display for PushTrigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PushTrigger::Control => f.write_str("control"),
+            PushTrigger::Signal(s) => write!(f, "signal:{}", s.name),
+            PushTrigger::Http(u) => write!(f, "http:{u}"),
+            PushTrigger::Cmd(c) => write!(f, "cmd:{c}"),
+            PushTrigger::None => f.write_str("none"),
+        }
+    }
+}
+
+/// A clap value parser: one line naming the triggers.
+pub fn parse(s: &str) -> Result<PushTrigger, String> {
+    s.parse()
+}
+
+/// A command line split into words as a shell would split it, with no shell run; None
+/// when it is empty or badly quoted.
+pub fn split_words(cmd: &str) -> Option<Vec<String>> {
+    shlex::split(cmd).filter(|argv| !argv.is_empty())
+}
+
+/// How long an HTTP or command trigger may take.
+const TRIGGER_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl PushTrigger {
+    /// Fires a trigger other than `control` (the lab drives that one itself) at the
+    /// server `pid` (needed for a signal).
+    pub async fn fire(&self, pid: Option<u32>) -> Result<()> {
+        match self {
+            PushTrigger::Control | PushTrigger::None => Ok(()),
+            PushTrigger::Signal(sig) => {
+                let pid = pid.context("a signal trigger needs the server's pid")?;
+                // SAFETY: kill with a pid the lab started or was given and a valid signal.
+                if unsafe { libc::kill(pid as i32, sig.number) } != 0 {
+                    bail!(
+                        "sending SIG{} to the server (pid {pid}): {}",
+                        sig.name,
+                        std::io::Error::last_os_error()
+                    );
+                }
+                Ok(())
+            }
+            PushTrigger::Http(url) => tokio::time::timeout(TRIGGER_TIMEOUT, http_get(url))
+                .await
+                .with_context(|| format!("GET {url} did not answer within 10 s"))?,
+            PushTrigger::Cmd(c) => {
+                let argv = split_words(c)
+                    .with_context(|| format!("the push command {c:?} is badly quoted"))?;
+                let status = tokio::time::timeout(
+                    TRIGGER_TIMEOUT,
+                    tokio::process::Command::new(&argv[0])
+                        .args(&argv[1..])
+                        .stdin(std::process::Stdio::null())
+                        .kill_on_drop(true)
+                        .status(),
+                )
+                .await
+                .with_context(|| format!("the push command {c:?} ran longer than 10 s"))?
+                .with_context(|| format!("running the push command {c:?}"))?;
+                if !status.success() {
+                    bail!("the push command {c:?} failed ({status})");
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A plain HTTP/1.1 GET; any 2xx answer is success.
+async fn http_get(url: &str) -> Result<()> {
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let (host, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let addr = if host.contains(':') {
+        host.to_owned()
+    } else {
+        format!("{host}:80")
+    };
+    let mut s = tokio::net::TcpStream::connect(&addr)
+        .await
+        .with_context(|| format!("connecting to {addr} for GET {url}"))?;
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await?;
+    let mut head = vec![0u8; 512];
+    let n = s.read(&mut head).await?;
+    let line = String::from_utf8_lossy(&head[..n]);
+    let status = line.split_whitespace().nth(1).unwrap_or("");
+    if !status.starts_with('2') {
+        bail!(
+            "GET {url} answered {:?}",
+            line.lines().next().unwrap_or("nothing")
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::*;
+
+    #[test]
+    fn triggers_parse_and_print_back() {
+        for s in [
+            "control",
+            "none",
+            "signal:USR1",
+            "signal:HUP",
+            "http:http://127.0.0.1:9001/push",
+            "cmd:kill -USR2 1",
+        ] {
+            assert_eq!(s.parse::<PushTrigger>().unwrap().to_string(), s);
+        }
+        assert_eq!(
+            "signal:sigusr2".parse::<PushTrigger>().unwrap(),
+            PushTrigger::Signal(Signal {
+                name: "USR2",
+                number: libc::SIGUSR2
+            })
+        );
+    }
+
+    #[test]
+    fn a_bad_trigger_is_one_line_naming_the_good_ones() {
+        for bad in ["signal:FOO", "webhook", "http:ftp://x", "cmd:"] {
+            let e = bad.parse::<PushTrigger>().unwrap_err();
+            assert!(!e.contains('\n'), "{e}");
+        }
+        assert!(
+            "webhook"
+                .parse::<PushTrigger>()
+                .unwrap_err()
+                .contains("signal:NAME")
+        );
+    }
+}

@@ -1,0 +1,523 @@
+//! `c1m run` against a server c1m did not write: a small Python `websockets` server
+//! (tests/servers/ws_server.py) started by `--server-cmd` or by the test (`--target`).
+//! Root (CI runs as root): each test runs in a private network namespace. Without root,
+//! or without python3 and its `websockets` package, each test says SKIP loudly.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+use c1m::lab::model::{Outcome, RunRecord};
+use lab_util::{c1m_run, fresh_dir, root_or_skip, run_folder};
+
+mod lab_util;
+
+fn server_py() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/ws_server.py")
+}
+
+/// Root and python3 with `websockets`, or a loud SKIP.
+fn ready(test: &str) -> bool {
+    if !root_or_skip(test) {
+        return false;
+    }
+    let ok = Command::new("python3")
+        .args(["-c", "import websockets.asyncio.server"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!(
+            "SKIP {test}: needs python3 with the `websockets` package (pip install websockets)"
+        );
+    }
+    ok
+}
+
+/// The server's command line for `--server-cmd`.
+fn server_cmd(opts: &str) -> String {
+    format!("python3 {} {opts}", server_py().display())
+}
+
+/// Runs `cmd` to its end, killing it (and failing) if it takes longer than `limit`: a
+/// run that hangs is the failure these tests look for.
+fn bounded(mut cmd: Command, limit: Duration) -> Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn c1m run");
+    let pid = child.id();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    let watchdog = std::thread::spawn(move || {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if flag.load(std::sync::atomic::Ordering::Relaxed) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // SAFETY: our own child, not yet reaped (wait_with_output below holds it).
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        true
+    });
+    let out = child.wait_with_output().expect("wait for c1m run");
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        !watchdog.join().expect("watchdog"),
+        "c1m run hung: killed after {limit:?}\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `c1m run ARGS --idle 1s --tune` into a fresh folder, bounded: its output and record.
+fn run_lab(name: &str, args: &[&str], limit: Duration) -> (Output, RunRecord, PathBuf) {
+    let out_dir = fresh_dir(name);
+    let mut all = args.to_vec();
+    all.extend(["--idle", "1s", "--tune"]);
+    let out = bounded(c1m_run(&out_dir, &all), limit);
+    let dir = run_folder(&out_dir);
+    (out, record(&dir), dir)
+}
+
+fn record(dir: &Path) -> RunRecord {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).expect("summary.json"))
+        .expect("a RunRecord")
+}
+
+fn says(out: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn a_python_server_is_measured_end_to_end_with_a_signal_push() {
+    if !ready("a_python_server_is_measured_end_to_end_with_a_signal_push") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let (out, run, dir) = run_lab(
+        "foreign-e2e",
+        &[
+            "--server-cmd",
+            &server_cmd("--ports 9000,9001 --on-signal --format u64le-us"),
+            "--ports",
+            "9000-9001",
+            "--push-trigger",
+            "signal:USR1",
+            "--push-format",
+            "u64le-us",
+            "-n",
+            "3000",
+            "--rate",
+            "3000",
+        ],
+        Duration::from_secs(120),
+    );
+    let text = says(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("push_message_us") && text.contains("99.9%"),
+        "latency table: {text}"
+    );
+    assert_eq!(run.outcome, Outcome::Complete, "{:?}", run.warnings);
+    let client = run.client.as_ref().expect("client");
+    assert_eq!(client.counters.connected, 3000);
+    assert_eq!(client.counters.failures.total(), 0);
+    assert_eq!(client.counters.push_undecodable, 0);
+    let push = client
+        .pushes
+        .iter()
+        .find(|p| p.push_id == 1)
+        .expect("push 1");
+    assert_eq!(push.count, 3000, "every connection got the push");
+    for name in ["push_message_us", "push_fanout_us"] {
+        assert_eq!(
+            client.histogram(name).expect(name).len(),
+            3000,
+            "{name}: one sample per frame"
+        );
+    }
+    // Kernel = the client's app counts, on both sides, once set up.
+    let setup = &run.phases[0];
+    for what in ["server open", "client open"] {
+        let row = setup
+            .kernel_vs_app
+            .iter()
+            .find(|r| r.what == what)
+            .unwrap_or_else(|| panic!("no {what} row: {:?}", setup.kernel_vs_app));
+        assert_eq!((row.kernel, row.app), (Some(3000), Some(3000)), "{row:?}");
+    }
+    // The server's process figures, per connection and per phase.
+    let server = run.server.as_ref().expect("server snapshot");
+    assert!(
+        server.split.starts_with("foreign server: python3"),
+        "{}",
+        server.split
+    );
+    assert!(server.threads.is_some_and(|t| t >= 1));
+    // Held in the idle phase: 3,000 sockets and two listeners at least.
+    let idle = &run.phases[1].server;
+    assert!(idle.open_fds.is_some_and(|n| n >= 3002), "{idle:?}");
+    assert!(
+        run.per_connection
+            .server_user_bytes
+            .is_some_and(|b| b > 0.0),
+        "{:?}",
+        run.per_connection
+    );
+    assert!(
+        run.phases
+            .iter()
+            .all(|p| p.server.rss_bytes > 0 && p.server.threads.is_some())
+    );
+    assert!(run.samples.iter().any(|s| s.server_open_fds.is_some()));
+    // Its output is kept, and it is gone.
+    let stdout = std::fs::read_to_string(dir.join("server.stdout.log")).expect("stdout log");
+    assert!(stdout.contains("connections: "), "{stdout}");
+    let journal: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("journal.json")).expect("journal"))
+            .expect("journal JSON");
+    let pid = journal["children"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["role"] == "server"))
+        .and_then(|c| c["pid"].as_u64())
+        .expect("the server in the journal") as u32;
+    assert!(
+        c1m::workload::procstat::start_time(pid).is_none(),
+        "the server (pid {pid}) still runs"
+    );
+}
+
+#[test]
+fn push_trigger_none_measures_a_scheduled_server_and_names_a_silent_one() {
+    if !ready("push_trigger_none_measures_a_scheduled_server_and_names_a_silent_one") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    // Pushes every second on its own, stamped in text ms.
+    let (out, run, _) = run_lab(
+        "foreign-none",
+        &[
+            "--server-cmd",
+            &server_cmd("--ports 9000 --every 1 --format text-ms"),
+            "--ports",
+            "9000",
+            "--push-format",
+            "text-ms",
+            "-n",
+            "500",
+            "--rate",
+            "2000",
+        ],
+        Duration::from_secs(90),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", says(&out));
+
+    let client = run.client.as_ref().expect("client");
+    let push = client
+        .pushes
+        .iter()
+        .find(|p| p.push_id == 1)
+        .expect("push 1");
+    assert!(push.count >= 500, "{push:?}");
+    assert_eq!(client.counters.push_undecodable, 0);
+    assert_eq!(
+        client.histogram("push_message_us").expect("hist").len(),
+        client.counters.pushes_received
+    );
+
+    // Answers the upgrade, never pushes: said, degraded, and no hang.
+    let (out, run, _) = run_lab(
+        "foreign-silent",
+        &[
+            "--server-cmd",
+            &server_cmd("--ports 9000"),
+            "--ports",
+            "9000",
+            "--push-format",
+            "text-ms",
+            "--push-wait",
+            "2s",
+            "-n",
+            "200",
+        ],
+        Duration::from_secs(90),
+    );
+    assert_eq!(out.status.code(), Some(2), "degraded: {}", says(&out));
+
+    assert_eq!(run.outcome, Outcome::Degraded);
+    assert!(
+        run.warnings.iter().any(|w| w.contains("no push arrived")),
+        "{:?}",
+        run.warnings
+    );
+    assert_eq!(
+        run.phases
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>(),
+        ["setup", "idle", "push", "teardown"]
+    );
+}
+
+#[test]
+fn a_server_out_of_fds_ends_the_setup_with_the_cause_named() {
+    if !ready("a_server_out_of_fds_ends_the_setup_with_the_cause_named") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let (out, run, _) = run_lab(
+        "foreign-emfile",
+        &[
+            "--server-cmd",
+            &server_cmd("--ports 9000 --nofile 1000 --on-signal"),
+            "--ports",
+            "9000",
+            "--push-trigger",
+            "signal:USR1",
+            "--push-format",
+            "u64le-us",
+            "-n",
+            "3000",
+            "--rate",
+            "3000",
+            // Far beyond the stall: the phase must end on the stall, not on this.
+            "--setup-timeout",
+            "300s",
+        ],
+        Duration::from_secs(150),
+    );
+    assert_eq!(out.status.code(), Some(2), "degraded: {}", says(&out));
+
+    assert_eq!(run.outcome, Outcome::Degraded);
+    let stall = run
+        .warnings
+        .iter()
+        .find(|w| w.starts_with("setup stalled"))
+        .unwrap_or_else(|| panic!("no stall named: {:?}", run.warnings));
+    for part in [
+        "RLIMIT_NOFILE 1000",
+        "Too many open files",
+        "never accepted",
+    ] {
+        assert!(stall.contains(part), "{part} in {stall}");
+    }
+    let setup = &run.phases[0];
+    assert_eq!(setup.name, "setup");
+    assert!(setup.notes.iter().any(|n| n.starts_with("setup stalled")));
+    assert!(
+        setup.duration_s < 300.0,
+        "ended by the stall, not the timeout"
+    );
+    // The connections it did hold went on through the phases and got their push.
+    let client = run.client.as_ref().expect("client");
+    assert!(client.counters.connected < 1000, "{:?}", client.counters);
+    let push = client
+        .pushes
+        .iter()
+        .find(|p| p.push_id == 1)
+        .expect("push 1");
+    assert_eq!(push.count, client.counters.connected);
+}
+
+/// Starts the test's own server and waits until it accepts on `port`.
+fn start_own_server(opts: &str, port: u16) -> Child {
+    let mut child = Command::new("python3")
+        .arg(server_py())
+        .args(opts.split_whitespace())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3 server");
+    let until = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < until, "the test server did not listen");
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "the test server exited"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child
+}
+
+#[test]
+fn target_measures_a_running_server_and_leaves_it_running() {
+    if !ready("target_measures_a_running_server_and_leaves_it_running") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let mut server = start_own_server("--ports 9100 --on-signal --format json", 9100);
+    let pid = server.id().to_string();
+    let (out, run, _) = run_lab(
+        "foreign-target",
+        &[
+            "--target",
+            "127.0.0.1:9100",
+            "--server-pid",
+            &pid,
+            "--push-trigger",
+            "signal:USR1",
+            "--push-format",
+            "json:ts",
+            "-n",
+            "500",
+        ],
+        Duration::from_secs(90),
+    );
+    let alive = server.try_wait().expect("try_wait").is_none();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(out.status.code(), Some(0), "{}", says(&out));
+    assert!(alive, "c1m stopped a server it did not start");
+
+    let client = run.client.as_ref().expect("client");
+    assert_eq!(client.counters.connected, 500);
+    let push = client
+        .pushes
+        .iter()
+        .find(|p| p.push_id == 1)
+        .expect("push 1");
+    assert_eq!(push.count, 500);
+    assert!(run.per_connection.server_user_bytes.is_some());
+}
+
+#[test]
+fn bad_server_flags_are_one_line_and_start_nothing() {
+    let out_dir = fresh_dir("foreign-flags");
+    // A port nothing listens on: bound, then closed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let unreachable = format!("127.0.0.1:{closed}");
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &["--server-cmd", "x", "--push-trigger", "webhook"],
+            "unknown push trigger",
+        ),
+        (
+            &["--server-cmd", "x", "--push-format", "u32"],
+            "unknown push format",
+        ),
+        (&["--target", unreachable.as_str()], "nothing answers there"),
+        (&["--target", "9000"], "HOST:PORTS"),
+        (
+            &["--server-cmd", "x", "--target", "127.0.0.1:9000"],
+            "cannot be used with",
+        ),
+        (
+            &["--server-cmd", "x", "--push-trigger", "control"],
+            "needs c1m's own server",
+        ),
+        (
+            &["--push-format", "text-ms"],
+            "c1m's own server sends c1m frames",
+        ),
+        (
+            &[
+                "--target",
+                unreachable.as_str(),
+                "--push-trigger",
+                "signal:USR1",
+            ],
+            "needs the server's pid",
+        ),
+    ];
+    for (args, cause) in cases {
+        let out = c1m_run(&out_dir, args).output().expect("c1m run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err.lines().next().unwrap_or_default();
+        assert!(
+            first.contains(cause),
+            "{args:?}: {cause:?} not in {first:?}\n{err}"
+        );
+        // Bad flags exit 1, as every refused start of `c1m run` (2 is "degraded").
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    }
+    assert!(
+        lab_util::run_folders(&out_dir).is_empty(),
+        "a refused start writes no run folder"
+    );
+}
+
+#[test]
+fn c1m_client_triggers_and_decodes_a_foreign_push() {
+    if !ready("c1m_client_triggers_and_decodes_a_foreign_push") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let mut server = start_own_server("--ports 9200 --on-signal --format u64le-us", 9200);
+    let stats = fresh_dir("foreign-client").join("client.json");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_c1m"));
+    cmd.args([
+        "client",
+        "--host",
+        "127.0.0.1",
+        "--ports",
+        "9200",
+        "-n",
+        "300",
+        "--mode",
+        "ws",
+        "--hold",
+        "2s",
+        "--push-trigger",
+        "signal:USR1",
+        "--server-pid",
+        &server.id().to_string(),
+        "--push-format",
+        "u64le-us",
+        "--quiet",
+        "--stats-json",
+    ])
+    .arg(&stats);
+    let out = bounded(cmd, Duration::from_secs(60));
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(out.status.success(), "{}", says(&out));
+    let snap: c1m::workload::stats::AppSnapshot =
+        serde_json::from_str(&std::fs::read_to_string(&stats).expect("stats JSON"))
+            .expect("a snapshot");
+    assert_eq!(snap.counters.pushes_received, 300);
+    assert_eq!(snap.counters.push_undecodable, 0);
+    let push = snap.pushes.iter().find(|p| p.push_id == 1).expect("push 1");
+    assert_eq!(push.count, 300);
+    assert_eq!(
+        snap.histogram("push_fanout_us").expect("fan-out").len(),
+        300
+    );
+}
+
+#[test]
+fn c1m_client_refuses_triggers_it_cannot_fire() {
+    for (args, cause) in [
+        (&["--push-trigger", "control"][..], "--push-trigger control"),
+        (
+            &["--push-trigger", "signal:USR1"][..],
+            "needs the server's pid",
+        ),
+        (&["--push-format", "u32"][..], "unknown push format"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_c1m"))
+            .args(["client", "--ports", "9", "-n", "1"])
+            .args(args)
+            .output()
+            .expect("c1m client");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err.lines().next().unwrap_or_default();
+        assert!(
+            first.contains(cause),
+            "{args:?}: {cause:?} not in {first:?}"
+        );
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    }
+}
