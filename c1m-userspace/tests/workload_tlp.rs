@@ -51,7 +51,9 @@ fn assert_quiet(phase: &str, d: &MibCounters) {
 #[test]
 fn ws_setup_and_close_send_no_spurious_retransmits() {
     if !is_root() {
-        eprintln!("SKIP ws_setup_and_close_send_no_spurious_retransmits: needs root (private netns)");
+        eprintln!(
+            "SKIP ws_setup_and_close_send_no_spurious_retransmits: needs root (private netns)"
+        );
         return;
     }
     c1m::netns::enter_private().expect("private netns");
@@ -68,7 +70,9 @@ fn ws_setup_and_close_send_no_spurious_retransmits() {
     let client = Proc::spawn(
         "client",
         c1m()
-            .args(["client", "--mode", "ws", "--ports", ports, "--quiet", "--stay"])
+            .args([
+                "client", "--mode", "ws", "--ports", ports, "--quiet", "--stay",
+            ])
             .args(["--control", cctl, "-n", &N.to_string(), "--hold", "forever"]),
     );
     let c = wait_for(cctl, "client ramp", LONG, |s| {
@@ -92,5 +96,9 @@ fn ws_setup_and_close_send_no_spurious_retransmits() {
     control(cctl, "stop").unwrap();
     control(sctl, "stop").unwrap();
     let out = client.wait(LONG);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -7,6 +7,7 @@
 pub mod child_args;
 pub mod journal;
 mod ports;
+pub mod sources;
 mod verdict;
 
 use std::{
@@ -38,10 +39,10 @@ use crate::{
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// Connections to open and hold, at least 1 (default: 1,000,000, or what free
-    /// memory allows).
-    #[arg(short = 'n', long, value_parser = crate::workload::cli::parse_connections)]
-    pub connections: Option<u64>,
+    /// Connections to open and hold, at least 1, or `max`: the most free memory allows
+    /// (default: 1,000,000, or fewer if memory does not allow it).
+    #[arg(short = 'n', long, value_parser = parse_target)]
+    pub connections: Option<TargetArg>,
     /// Target setup rate, connections per second (the seeds ramped at 10,000/s).
     #[arg(long, default_value_t = 25_000)]
     pub rate: u64,
@@ -132,13 +133,40 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// What `-n` asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetArg {
+    Count(u64),
+    /// The largest target doctor says fits.
+    Max,
+}
+
+fn parse_target(s: &str) -> Result<TargetArg, String> {
+    if s.trim() == "max" {
+        Ok(TargetArg::Max)
+    } else {
+        crate::workload::cli::parse_connections(s).map(TargetArg::Count)
+    }
+}
+
 /// The connections to aim for and why.
-fn resolve_target(asked: Option<u64>) -> (u64, String) {
+fn resolve_target(asked: Option<TargetArg>) -> (u64, String) {
     let available = doctor::mem_available();
     let fit = doctor::connections_that_fit(available);
     let gib = available as f64 / (1u64 << 30) as f64;
     match asked {
-        Some(n) => (
+        Some(TargetArg::Max) => {
+            let n = (fit / 1000 * 1000).max(1000);
+            (
+                n,
+                format!(
+                    "max: {gib:.1} GiB free allows ~{} at {} B per connection",
+                    count(fit),
+                    count(doctor::bytes_per_connection())
+                ),
+            )
+        }
+        Some(TargetArg::Count(n)) => (
             n,
             format!(
                 "asked for {}; {gib:.1} GiB free allows ~{}",
@@ -163,22 +191,6 @@ fn resolve_target(asked: Option<u64>) -> (u64, String) {
             )
         }
     }
-}
-
-/// Enough source addresses that every connection finds a port: each (source, server
-/// port) pair has the whole ephemeral range.
-fn default_sources(connections: u64, server_ports: u64) -> (String, u64) {
-    let per_source =
-        crate::workload::limits::ephemeral_ports().unwrap_or(28_232) * server_ports.max(1);
-    // 10% slack: the kernel's port search gets slow near full.
-    let needed = (connections + connections / 10)
-        .div_ceil(per_source.max(1))
-        .max(1);
-    let last = 1 + needed; // 127.0.0.2 ..
-    (
-        format!("127.0.0.2-127.0.0.{}", last.min(254)),
-        needed.min(253),
-    )
 }
 
 fn machine() -> Machine {
@@ -273,12 +285,20 @@ async fn run(args: RunArgs) -> Result<i32> {
     // Everything the user said is checked before anything starts or is written.
     let (connections, reason) = resolve_target(args.connections);
     let server_ports = args.ports.0.len() as u64;
-    let (sources, source_count) = match &args.source {
+    let (sources, source_count, sources_reason) = match &args.source {
         Some(s) => (
             s.clone(),
             crate::workload::cli::parse_addrs(std::slice::from_ref(s))?.len() as u64,
+            "--source".to_owned(),
         ),
-        None => default_sources(connections, server_ports),
+        None => {
+            let c = sources::choose(
+                connections,
+                server_ports,
+                crate::workload::limits::ephemeral_ports().unwrap_or(28_232),
+            );
+            (c.range(), c.count, c.reason())
+        }
     };
     let started_ms = now_ms();
     let dir = args.out.join(crate::fmt::stamp(started_ms));
@@ -293,6 +313,7 @@ async fn run(args: RunArgs) -> Result<i32> {
         count(args.rate),
         args.mode.name()
     );
+    say!(args.json, "sources: {sources_reason}");
 
     // Preflight.
     // Not this run's problem (and not root's business to fail a user's run over).
@@ -356,6 +377,7 @@ async fn run(args: RunArgs) -> Result<i32> {
             ports: args.ports.to_string(),
             server_addrs: args.addr.clone(),
             sources: sources.clone(),
+            sources_reason: sources_reason.clone(),
             idle_s: args.idle.as_secs_f64(),
             push_count: args.pushes,
             push_writers: args.push_writers as u64,
@@ -1051,16 +1073,15 @@ mod tests {
     }
 
     #[test]
-    fn sources_cover_the_target_with_slack() {
-        let per = crate::workload::limits::ephemeral_ports().unwrap_or(28_232) * 100;
-        let (_, n) = default_sources(1_000_000, 100);
-        assert!(n * per >= 1_100_000);
-    }
-
-    #[test]
     fn default_target_says_why() {
-        let (n, why) = resolve_target(Some(5000));
+        let (n, why) = resolve_target(Some(TargetArg::Count(5000)));
         assert_eq!(n, 5000);
         assert!(why.contains("allows"));
+        let (n, why) = resolve_target(Some(TargetArg::Max));
+        assert_eq!(n % 1000, 0);
+        assert!(n >= 1000 && why.starts_with("max: "), "{why}");
+        assert_eq!(parse_target("max"), Ok(TargetArg::Max));
+        assert_eq!(parse_target("25000"), Ok(TargetArg::Count(25_000)));
+        assert!(parse_target("0").is_err());
     }
 }
