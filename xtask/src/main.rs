@@ -37,9 +37,11 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Build everything and run the benchmarks, printing their figures.
+    /// Build everything and run the benchmarks: c1m against minimal C programs in the
+    /// same run (`compare`), then c1m's own (`echo`, `observer`). `--connections N`
+    /// sets the size (default 100,000), `--rounds R` the interleaved rounds (default 2).
     Bench {
-        /// Benchmark names to run (default: all). `--list` shows them.
+        /// Benchmark names and options (default: all).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
@@ -62,7 +64,7 @@ fn main() -> Result<()> {
         Command::Test { args } => test(&args),
         Command::Bench { args } => {
             build_all()?;
-            bench::run(&args)
+            bench::run_bench(&args)
         }
     }
 }
