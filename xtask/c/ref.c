@@ -46,55 +46,36 @@ static void die(const char *what) {
 /* ---- SHA-1 and base64, for Sec-WebSocket-Accept (RFC 6455 section 4.2.2) ---- */
 static uint32_t rol(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }
 
+/* One 64-byte block into the state. */
+static void sha1_block(uint32_t h[5], const uint8_t *p) {
+    uint32_t w[80], a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 80; i++) w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    for (int i = 0; i < 80; i++) {
+        uint32_t f, k;
+        if (i < 20) f = (b & c) | (~b & d), k = 0x5A827999;
+        else if (i < 40) f = b ^ c ^ d, k = 0x6ED9EBA1;
+        else if (i < 60) f = (b & c) | (b & d) | (c & d), k = 0x8F1BBCDC;
+        else f = b ^ c ^ d, k = 0xCA62C1D6;
+        uint32_t t = rol(a, 5) + f + e + k + w[i];
+        e = d, d = c, c = rol(b, 30), b = a, a = t;
+    }
+    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e;
+}
+
 static void sha1(const uint8_t *msg, size_t len, uint8_t out[20]) {
     uint32_t h[5] = {0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0};
-    uint8_t block[128];
-    size_t full = len / 64 * 64, rest = len - full, blocks;
-    for (size_t off = 0;; off += 64) {
-        const uint8_t *p;
-        if (off < full) {
-            p = msg + off;
-        } else {
-            memset(block, 0, sizeof block);
-            memcpy(block, msg + full, rest);
-            block[rest] = 0x80;
-            blocks = rest < 56 ? 1 : 2;
-            uint64_t bits = (uint64_t)len * 8;
-            for (int i = 0; i < 8; i++) block[blocks * 64 - 1 - i] = (uint8_t)(bits >> (8 * i));
-            for (size_t b = 0; b < blocks; b++) {
-                uint32_t w[80], a = h[0], bb = h[1], c = h[2], d = h[3], e = h[4];
-                for (int i = 0; i < 16; i++)
-                    w[i] = (uint32_t)block[b * 64 + 4 * i] << 24 | (uint32_t)block[b * 64 + 4 * i + 1] << 16 |
-                           (uint32_t)block[b * 64 + 4 * i + 2] << 8 | block[b * 64 + 4 * i + 3];
-                for (int i = 16; i < 80; i++) w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-                for (int i = 0; i < 80; i++) {
-                    uint32_t f, k;
-                    if (i < 20) f = (bb & c) | (~bb & d), k = 0x5A827999;
-                    else if (i < 40) f = bb ^ c ^ d, k = 0x6ED9EBA1;
-                    else if (i < 60) f = (bb & c) | (bb & d) | (c & d), k = 0x8F1BBCDC;
-                    else f = bb ^ c ^ d, k = 0xCA62C1D6;
-                    uint32_t t = rol(a, 5) + f + e + k + w[i];
-                    e = d, d = c, c = rol(bb, 30), bb = a, a = t;
-                }
-                h[0] += a, h[1] += bb, h[2] += c, h[3] += d, h[4] += e;
-            }
-            break;
-        }
-        uint32_t w[80], a = h[0], bb = h[1], c = h[2], d = h[3], e = h[4];
-        for (int i = 0; i < 16; i++)
-            w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-        for (int i = 16; i < 80; i++) w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-        for (int i = 0; i < 80; i++) {
-            uint32_t f, k;
-            if (i < 20) f = (bb & c) | (~bb & d), k = 0x5A827999;
-            else if (i < 40) f = bb ^ c ^ d, k = 0x6ED9EBA1;
-            else if (i < 60) f = (bb & c) | (bb & d) | (c & d), k = 0x8F1BBCDC;
-            else f = bb ^ c ^ d, k = 0xCA62C1D6;
-            uint32_t t = rol(a, 5) + f + e + k + w[i];
-            e = d, d = c, c = rol(bb, 30), bb = a, a = t;
-        }
-        h[0] += a, h[1] += bb, h[2] += c, h[3] += d, h[4] += e;
-    }
+    size_t full = len / 64 * 64, rest = len - full;
+    for (size_t off = 0; off < full; off += 64) sha1_block(h, msg + off);
+    /* Padding: 0x80, zeros, the bit length (big endian) at the end of the last block. */
+    uint8_t tail[128] = {0};
+    memcpy(tail, msg + full, rest);
+    tail[rest] = 0x80;
+    size_t blocks = rest < 56 ? 1 : 2;
+    uint64_t bits = (uint64_t)len * 8;
+    for (int i = 0; i < 8; i++) tail[blocks * 64 - 1 - i] = (uint8_t)(bits >> (8 * i));
+    for (size_t b = 0; b < blocks; b++) sha1_block(h, tail + 64 * b);
     for (int i = 0; i < 5; i++)
         for (int j = 0; j < 4; j++) out[4 * i + j] = (uint8_t)(h[i] >> (24 - 8 * j));
 }

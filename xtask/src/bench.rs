@@ -372,6 +372,14 @@ fn unix_ns() -> u64 {
 
 type Push = (f64, u64, [f64; 3]);
 
+/// The numbers after the word that starts a line of the C reference.
+fn numbers(line: &str) -> Vec<u64> {
+    line.split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect()
+}
+
 /// The C reference: a ramp (rate, kernel counters) and, in WebSocket mode, one push.
 fn ref_ramp(
     exe: &Path,
@@ -399,12 +407,7 @@ fn ref_ramp(
     let client = Proc::spawn(c)?;
     // "open OPEN FAILED ELAPSED_NS"
     let open = client.expect("open")?;
-    let f: Vec<u64> = open
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    let [opened, failed, ns_elapsed] = f[..] else {
+    let [opened, failed, ns_elapsed] = numbers(&open)[..] else {
         bail!("bad line from the C client: {open}");
     };
     if failed > 0 {
@@ -418,12 +421,7 @@ fn ref_ramp(
         let start = unix_ns();
         server.say(&format!("push 1 {start}"))?;
         let got = client.expect("got 1 ")?;
-        let f: Vec<u64> = got
-            .split_whitespace()
-            .skip(1)
-            .filter_map(|v| v.parse().ok())
-            .collect();
-        let [_, count, last] = f[..] else {
+        let [_, count, last] = numbers(&got)[..] else {
             bail!("bad line from the C client: {got}");
         };
         let mut msg = Vec::with_capacity(count as usize);
