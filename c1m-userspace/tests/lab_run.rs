@@ -82,6 +82,17 @@ fn a_5000_connection_run_exports_everything_and_counts_agree() {
     );
     let run: RunRecord = serde_json::from_value(json).expect("a RunRecord");
     assert_eq!(run.outcome, Outcome::Complete);
+    // The default sources, said at start and kept: 5,000 over 10 ports is 500 per
+    // (source, port) pair, 1.8% of the 28,232-port range, so one source.
+    assert_eq!(run.config.sources, "127.0.0.2-127.0.0.2");
+    let said = format!("sources: {}", run.config.sources_reason);
+    assert!(
+        run.config
+            .sources_reason
+            .starts_with("1 source address (127.0.0.2-127.0.0.2): ≤ 500 ")
+            && stdout.contains(&said),
+        "{said}\n{stdout}"
+    );
     assert_eq!(
         run.phases
             .iter()

@@ -1,11 +1,495 @@
-//! `cargo xtask bench`: runs `c1m bench`, which prints every figure.
+//! `cargo xtask bench`: c1m against minimal C programs (`xtask/c/ref.c`, built with gcc
+//! here) doing the same work, measured in the same run, interleaved, so each figure is a
+//! ratio that the box's ±15% drift with the hour does not move. Every run gets a fresh
+//! network namespace: no TIME_WAIT or port-search state from the run before it, and
+//! the kernel's counters (`/proc/net/netstat`, `snmp`) count that run alone.
+//!
+//! Compared, per round: the raw TCP ramp (`c1m bench idle` / `ref` in hold mode), the
+//! WebSocket ramp (same request and response bytes) with its tail-loss probes and
+//! DSACKs per 1,000 connections, and one push to every connection (same frame, same
+//! connection count, as many server processes as c1m shards into; all writing at once):
+//! last frame received, per-message p50/p99/p99.9. Then `c1m bench echo observer`.
 
-use anyhow::Result;
+use std::{
+    collections::HashMap,
+    io::{BufRead, BufReader, Write},
+    path::{Path, PathBuf},
+    process::{Child, ChildStdin, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
 
-use crate::util::exec_c1m;
+use anyhow::{Context, Result, bail};
+use clap::Parser;
 
-pub fn run(args: &[String]) -> Result<()> {
-    let mut all = vec!["bench".to_owned()];
-    all.extend_from_slice(args);
-    exec_c1m(&all)
+use crate::util::{c1m_binary, is_root, root, run};
+
+#[derive(Parser, Debug)]
+#[command(name = "bench")]
+struct Opts {
+    /// What to run: `compare` (c1m vs C), or c1m's own `idle`, `push`, `echo`,
+    /// `observer` (default: compare, then echo and observer).
+    names: Vec<String>,
+    /// Connections per ramp and push.
+    #[arg(long, default_value_t = 100_000)]
+    connections: u64,
+    /// Interleaved rounds of the comparison (each: C then c1m, per scenario).
+    #[arg(long, default_value_t = 2)]
+    rounds: u32,
+}
+
+const PORTS: (u16, u16) = (8000, 8099);
+/// c1m client's default `--in-flight`, given to the C client too.
+const IN_FLIGHT: u64 = 1024;
+const TIMEOUT: Duration = Duration::from_secs(600);
+
+pub fn run_bench(args: &[String]) -> Result<()> {
+    let o = Opts::try_parse_from(std::iter::once("bench".to_owned()).chain(args.iter().cloned()))?;
+    let all = o.names.is_empty();
+    let own: Vec<&str> = o
+        .names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| *n != "compare")
+        .collect();
+    if all || o.names.iter().any(|n| n == "compare") {
+        compare(&o)?;
+    }
+    let own = if all { vec!["echo", "observer"] } else { own };
+    if !own.is_empty() {
+        let mut a: Vec<String> = vec!["bench".into()];
+        a.extend(own.iter().map(|s| s.to_string()));
+        a.extend(["--connections".into(), o.connections.to_string()]);
+        run(Command::new(c1m_binary()).args(&a))?;
+    }
+    Ok(())
+}
+
+/// Source addresses for both sides: each (source, server port) pair ≤ 10% of the
+/// default 28,232-port range, as the lab chooses (`lab/run/sources.rs`).
+fn sources(n: u64) -> u64 {
+    let ports = u64::from(PORTS.1 - PORTS.0 + 1);
+    n.div_ceil(2_823).div_ceil(ports).max(1)
+}
+
+/// RLIMIT_NOFILE (soft) of this process, which its children inherit.
+fn nofile() -> u64 {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+        })
+        .unwrap_or(1024)
+}
+
+/// As many processes as c1m shards each side into (`workload/limits.rs`: server
+/// workers at 75% of their fd cap, client workers full).
+fn processes(n: u64) -> (u64, u64) {
+    let soft = nofile();
+    let ports = u64::from(PORTS.1 - PORTS.0 + 1);
+    let server_cap = soft.saturating_sub(ports + 64).max(1) as f64 * 0.75;
+    let client_cap = soft.saturating_sub(64).max(1);
+    (
+        ((n as f64 / server_cap).ceil() as u64).max(1),
+        n.div_ceil(client_cap).max(1),
+    )
+}
+
+/// A network namespace of our own, deleted on drop.
+struct Netns(String);
+
+impl Netns {
+    fn new(tag: &str) -> Result<Netns> {
+        let name = format!("c1m-xbench-{}-{tag}", std::process::id());
+        run(Command::new("ip").args(["netns", "add", &name]))?;
+        let ns = Netns(name);
+        run(ns.cmd("ip").args(["link", "set", "lo", "up"]))?;
+        Ok(ns)
+    }
+
+    fn cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0]).arg(program);
+        c
+    }
+
+    /// The namespace's TCP counters (name → value) from `/proc/net/{snmp,netstat}`.
+    fn counters(&self) -> Result<HashMap<String, u64>> {
+        let out = self
+            .cmd("cat")
+            .args(["/proc/net/snmp", "/proc/net/netstat"])
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        let mut m = HashMap::new();
+        for pair in lines.windows(2) {
+            let (Some((p1, names)), Some((p2, values))) =
+                (pair[0].split_once(':'), pair[1].split_once(':'))
+            else {
+                continue;
+            };
+            if p1 != p2 || values.split_whitespace().any(|v| v.parse::<i64>().is_err()) {
+                continue;
+            }
+            for (k, v) in names.split_whitespace().zip(values.split_whitespace()) {
+                m.insert(format!("{p1}{k}"), v.parse().unwrap_or(0));
+            }
+        }
+        Ok(m)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// The kernel's setup counters that say "spurious retransmit", per 1,000 connections.
+#[derive(Debug, Default, Clone, Copy)]
+struct Kernel {
+    loss_probes: f64,
+    retrans: f64,
+    dsack: f64,
+}
+
+impl Kernel {
+    fn of(before: &HashMap<String, u64>, after: &HashMap<String, u64>, n: u64) -> Kernel {
+        let d = |k: &str| {
+            after
+                .get(k)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(before.get(k).copied().unwrap_or(0)) as f64
+                * 1000.0
+                / n.max(1) as f64
+        };
+        Kernel {
+            loss_probes: d("TcpExtTCPLossProbes"),
+            retrans: d("TcpRetransSegs"),
+            dsack: d("TcpExtTCPDSACKRecv"),
+        }
+    }
+
+    fn from_c1m(v: &serde_json::Value, n: u64) -> Kernel {
+        let per = |k: &str| v[k].as_f64().unwrap_or(0.0) * 1000.0 / n.max(1) as f64;
+        Kernel {
+            loss_probes: per("loss_probes"),
+            retrans: per("retrans_segs"),
+            dsack: per("dsack_recv"),
+        }
+    }
+}
+
+/// One side's figures of one round.
+#[derive(Debug, Default, Clone)]
+struct Figures {
+    raw_rate: f64,
+    raw_kernel: Kernel,
+    ws_rate: f64,
+    ws_kernel: Kernel,
+    push_last_s: f64,
+    push_received: u64,
+    /// p50, p99, p99.9 of per-message latency, µs.
+    push_msg_us: [f64; 3],
+}
+
+fn compare(o: &Opts) -> Result<()> {
+    if !is_root() {
+        bail!("the comparison needs root (private network namespaces): sudo -E cargo xtask bench");
+    }
+    let exe = build_ref()?;
+    let n = o.connections;
+    let (sp, cp) = processes(n);
+    let src = sources(n);
+    println!(
+        "== c1m vs minimal C (xtask/c/ref.c): {n} connections, {sp} server / {cp} client processes \
+         each, {src} source address(es), {} round(s), each run in a fresh network namespace",
+        o.rounds
+    );
+    let mut rounds = Vec::new();
+    for r in 0..o.rounds {
+        let mut c = Figures::default();
+        let mut m = Figures::default();
+        // Interleaved: C, c1m, per scenario, so a pair shares one moment of the box.
+        (c.raw_rate, c.raw_kernel) = ref_ramp(&exe, n, sp, cp, src, false, &format!("{r}rc"))?.0;
+        (m.raw_rate, m.raw_kernel) = c1m_idle(n, src, &format!("{r}rm"))?;
+        let ((rate, k), push) = ref_ramp(&exe, n, sp, cp, src, true, &format!("{r}wc"))?;
+        (c.ws_rate, c.ws_kernel) = (rate, k);
+        if let Some((last, got, msg)) = push {
+            (c.push_last_s, c.push_received, c.push_msg_us) = (last, got, msg);
+        }
+        c1m_push(n, src, &format!("{r}wm"), &mut m)?;
+        println!("   round {}: C {c:?}", r + 1);
+        println!("   round {}: c1m {m:?}", r + 1);
+        rounds.push((c, m));
+    }
+    print_ratios(&rounds);
+    Ok(())
+}
+
+fn print_ratios(rounds: &[(Figures, Figures)]) {
+    let list = |f: &dyn Fn(&Figures, &Figures) -> f64| {
+        rounds
+            .iter()
+            .map(|(c, m)| format!("{:.2}", f(c, m)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!("   c1m / C, per round (rates: > 1 is faster; times: < 1 is faster):");
+    println!(
+        "   raw TCP ramp, conn/s:             {}",
+        list(&|c, m| m.raw_rate / c.raw_rate)
+    );
+    println!(
+        "   WebSocket ramp, conn/s:           {}",
+        list(&|c, m| m.ws_rate / c.ws_rate)
+    );
+    println!(
+        "   push, last frame received:        {}",
+        list(&|c, m| m.push_last_s / c.push_last_s)
+    );
+    for (i, p) in ["p50", "p99", "p99.9"].iter().enumerate() {
+        println!(
+            "   push, per-message {p:<6}          {}",
+            list(&|c, m| m.push_msg_us[i] / c.push_msg_us[i].max(1.0))
+        );
+    }
+    for (i, (c, m)) in rounds.iter().enumerate() {
+        println!(
+            "   round {}: kernel during WebSocket setup, per 1,000 connections: TLP {:.1} / {:.1}, \
+             RetransSegs {:.1} / {:.1}, DSACK {:.1} / {:.1} (c1m / C); raw: TLP {:.1} / {:.1}",
+            i + 1,
+            m.ws_kernel.loss_probes,
+            c.ws_kernel.loss_probes,
+            m.ws_kernel.retrans,
+            c.ws_kernel.retrans,
+            m.ws_kernel.dsack,
+            c.ws_kernel.dsack,
+            m.raw_kernel.loss_probes,
+            c.raw_kernel.loss_probes
+        );
+        println!(
+            "   round {}: push received {} / {}, last {:.2} s / {:.2} s, per-message p50/p99/p99.9 \
+             {:.0}/{:.0}/{:.0} µs / {:.0}/{:.0}/{:.0} µs (c1m / C)",
+            i + 1,
+            m.push_received,
+            c.push_received,
+            m.push_last_s,
+            c.push_last_s,
+            m.push_msg_us[0],
+            m.push_msg_us[1],
+            m.push_msg_us[2],
+            c.push_msg_us[0],
+            c.push_msg_us[1],
+            c.push_msg_us[2]
+        );
+    }
+}
+
+/// Compiles the C reference into target/ (no binary is committed).
+fn build_ref() -> Result<PathBuf> {
+    let src = root().join("xtask/c/ref.c");
+    let out = root().join("target/c1m-ref");
+    run(Command::new("gcc")
+        .args(["-O2", "-Wall", "-Wextra", "-o"])
+        .arg(&out)
+        .arg(&src))
+    .context("building xtask/c/ref.c (is gcc installed?)")?;
+    Ok(out)
+}
+
+/// A process whose stdout lines arrive on a channel; killed on drop (its workers die
+/// with it: PR_SET_PDEATHSIG).
+struct Proc {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Proc {
+    fn spawn(mut cmd: Command) -> Result<Proc> {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {cmd:?}"))?;
+        let stdin = child.stdin.take();
+        let out = child.stdout.take().context("stdout")?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Proc {
+            child,
+            stdin,
+            lines,
+        })
+    }
+
+    /// The next line starting with `prefix` (bounded).
+    fn expect(&self, prefix: &str) -> Result<String> {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let l = self
+                .lines
+                .recv_timeout(left)
+                .with_context(|| format!("no {prefix:?} line within {TIMEOUT:?}"))?;
+            if l.starts_with(prefix) {
+                return Ok(l);
+            }
+        }
+    }
+
+    fn say(&mut self, line: &str) -> Result<()> {
+        let s = self.stdin.as_mut().context("stdin")?;
+        writeln!(s, "{line}")?;
+        Ok(s.flush()?)
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+type Push = (f64, u64, [f64; 3]);
+
+/// The numbers after the word that starts a line of the C reference.
+fn numbers(line: &str) -> Vec<u64> {
+    line.split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect()
+}
+
+/// The C reference: a ramp (rate, kernel counters) and, in WebSocket mode, one push.
+fn ref_ramp(
+    exe: &Path,
+    n: u64,
+    sp: u64,
+    cp: u64,
+    src: u64,
+    ws: bool,
+    tag: &str,
+) -> Result<((f64, Kernel), Option<Push>)> {
+    let ns = Netns::new(tag)?;
+    let mode = if ws { "ws" } else { "hold" };
+    let (lo, hi) = (PORTS.0.to_string(), PORTS.1.to_string());
+    let mut s = ns.cmd(exe);
+    s.args(["server", mode, &lo, &hi, &sp.to_string()]);
+    let mut server = Proc::spawn(s)?;
+    server.expect("ready")?;
+    let lat = std::env::temp_dir().join(format!("c1m-xbench-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&lat)?;
+    let before = ns.counters()?;
+    let mut c = ns.cmd(exe);
+    c.args(["client", mode, &n.to_string(), &lo, &hi, &cp.to_string()])
+        .args(["127.0.0.2", &src.to_string(), &IN_FLIGHT.to_string()])
+        .arg(&lat);
+    let client = Proc::spawn(c)?;
+    // "open OPEN FAILED ELAPSED_NS"
+    let open = client.expect("open")?;
+    let [opened, failed, ns_elapsed] = numbers(&open)[..] else {
+        bail!("bad line from the C client: {open}");
+    };
+    if failed > 0 {
+        eprintln!("bench: C client: {failed} of {n} failed");
+    }
+    let kernel = Kernel::of(&before, &ns.counters()?, n);
+    let rate = opened as f64 / (ns_elapsed as f64 / 1e9);
+    let mut push = None;
+    if ws {
+        std::thread::sleep(Duration::from_secs(1));
+        let start = unix_ns();
+        server.say(&format!("push 1 {start}"))?;
+        let got = client.expect("got 1 ")?;
+        let [_, count, last] = numbers(&got)[..] else {
+            bail!("bad line from the C client: {got}");
+        };
+        let mut msg = Vec::with_capacity(count as usize);
+        for e in std::fs::read_dir(&lat)? {
+            let bytes = std::fs::read(e?.path())?;
+            for pair in bytes.chunks_exact(8) {
+                msg.push(u32::from_ne_bytes([pair[0], pair[1], pair[2], pair[3]]));
+            }
+        }
+        msg.sort_unstable();
+        let at = |q: f64| {
+            msg.get(((q * msg.len() as f64).ceil() as usize).saturating_sub(1))
+                .map_or(0.0, |v| f64::from(*v))
+        };
+        push = Some((
+            last.saturating_sub(start) as f64 / 1e9,
+            count,
+            [at(0.5), at(0.99), at(0.999)],
+        ));
+    }
+    drop(client);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&lat);
+    Ok(((rate, kernel), push))
+}
+
+fn c1m_bench(ns: &Netns, scenario: &str, n: u64, src: u64) -> Result<serde_json::Value> {
+    let out = ns
+        .cmd(c1m_binary())
+        .args(["bench", scenario, "--json", "--connections", &n.to_string()])
+        .args([
+            "--source",
+            &format!("127.0.0.2-127.0.0.{}", 1 + src.min(253)),
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("c1m bench")?;
+    if !out.status.success() {
+        bail!("c1m bench {scenario} failed: {}", out.status);
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .context("no JSON line from c1m bench")?;
+    let v: serde_json::Value = serde_json::from_str(line)?;
+    Ok(v[scenario].clone())
+}
+
+fn c1m_idle(n: u64, src: u64, tag: &str) -> Result<(f64, Kernel)> {
+    let ns = Netns::new(tag)?;
+    let v = c1m_bench(&ns, "idle", n, src)?;
+    Ok((
+        v["rate_per_s"].as_f64().unwrap_or(0.0),
+        Kernel::from_c1m(&v["setup_kernel"], n),
+    ))
+}
+
+fn c1m_push(n: u64, src: u64, tag: &str, m: &mut Figures) -> Result<()> {
+    let ns = Netns::new(tag)?;
+    let v = c1m_bench(&ns, "push", n, src)?;
+    m.ws_rate = v["rate_per_s"].as_f64().unwrap_or(0.0);
+    m.ws_kernel = Kernel::from_c1m(&v["setup_kernel"], n);
+    // The default schedule: all shards writing at once (writers 0).
+    let p = &v["pushes"][0];
+    m.push_last_s = p["last_received_s"].as_f64().unwrap_or(0.0);
+    m.push_received = p["received"].as_u64().unwrap_or(0);
+    let pm = &p["per_message_us"];
+    m.push_msg_us = ["p50", "p99", "p999"].map(|k| pm[k].as_f64().unwrap_or(0.0));
+    Ok(())
 }

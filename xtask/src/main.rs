@@ -41,9 +41,11 @@ enum Command {
     /// Install the reference servers' runtimes when missing (apt, npm, pip) and build
     /// each into target/reference-servers/<name>/run (see reference-servers/PROTOCOL.md).
     ReferenceServers,
-    /// Build everything and run the benchmarks, printing their figures.
+    /// Build everything and run the benchmarks: c1m against minimal C programs in the
+    /// same run (`compare`), then c1m's own (`echo`, `observer`). `--connections N`
+    /// sets the size (default 100,000), `--rounds R` the interleaved rounds (default 2).
     Bench {
-        /// Benchmark names to run (default: all). `--list` shows them.
+        /// Benchmark names and options (default: all).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
@@ -67,7 +69,7 @@ fn main() -> Result<()> {
         Command::ReferenceServers => refservers::build_all(),
         Command::Bench { args } => {
             build_all()?;
-            bench::run(&args)
+            bench::run_bench(&args)
         }
     }
 }

@@ -162,6 +162,8 @@ pub struct RunConfig {
     pub ports: String,
     pub server_addrs: String,
     pub sources: String,
+    /// Why these sources (the lab's default: how full each (source, server port) pair gets).
+    pub sources_reason: String,
     pub idle_s: f64,
     pub push_count: u32,
     /// Server shards writing a push at once (0: all).

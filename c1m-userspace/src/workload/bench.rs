@@ -21,6 +21,8 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use tokio::process::{Child, Command};
 
+use crate::observer::mib::{self, MibCounters};
+
 use super::{
     control,
     stats::{AppSnapshot, Percentiles, SetupStep},
@@ -54,6 +56,10 @@ pub struct BenchArgs {
     /// Give up on a phase (ramp, push delivery) after this long.
     #[arg(long, default_value = "300s", value_parser = crate::duration::parse)]
     pub timeout: Duration,
+    /// Print each scenario's figures as one JSON line instead of tables (read by
+    /// `cargo xtask bench`, which sets them beside its C reference).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Figures of the `idle` scenario.
@@ -71,6 +77,18 @@ pub struct IdleFigures {
     pub server_worker_open_max: u64,
     pub server_worker_open_min: u64,
     pub connect_us: Percentiles,
+    /// The kernel's TCP counters' movement during the ramp (this network namespace).
+    pub setup_kernel: Option<MibCounters>,
+}
+
+/// Figures of the `push` scenario: its WebSocket ramp, then each broadcast.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PushBench {
+    pub connections: u64,
+    pub ramp_s: f64,
+    pub rate_per_s: f64,
+    pub setup_kernel: Option<MibCounters>,
+    pub pushes: Vec<PushFigures>,
 }
 
 /// Figures of one broadcast of the `push` scenario.
@@ -252,9 +270,11 @@ async fn settled(p: &Pair, a: &BenchArgs) -> Result<u64> {
 /// N idle connections: setup rate, bytes per connection.
 pub async fn bench_idle(a: &BenchArgs) -> Result<IdleFigures> {
     let n = a.connections;
+    let base = mib::read().ok();
     let p = Pair::start(a, "hold", n, &[]).await?;
     ramped(&p, a, n).await?;
     settled(&p, a).await?;
+    let setup_kernel = kernel_since(base);
     // Let allocator and kernel settle before reading RSS.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (s, c) = (stats(&p.sctl).await?, stats(&p.cctl).await?);
@@ -276,6 +296,7 @@ pub async fn bench_idle(a: &BenchArgs) -> Result<IdleFigures> {
         server_worker_open_max: opens.iter().copied().max().unwrap_or(0),
         server_worker_open_min: opens.iter().copied().min().unwrap_or(0),
         connect_us: c.percentiles.get("connect_us").copied().unwrap_or_default(),
+        setup_kernel,
     };
     p.stop(n).await?;
     Ok(f)
@@ -285,13 +306,27 @@ pub async fn bench_idle(a: &BenchArgs) -> Result<IdleFigures> {
 /// (the seeds' way, fastest fan-out), then two shards per CPU at a time (readers get the
 /// CPU sooner, so per-message latency drops). Each push's histograms are its own: the
 /// second is the client's histogram after it minus the one before.
-pub async fn bench_push(a: &BenchArgs) -> Result<Vec<PushFigures>> {
+pub async fn bench_push(a: &BenchArgs) -> Result<PushBench> {
     let n = a.connections;
+    let base = mib::read().ok();
     let p = Pair::start(a, "ws", n, &[]).await?;
-    ramped(&p, a, n).await?;
+    let c = ramped(&p, a, n).await?;
     let open = settled(&p, a).await?;
+    let setup_kernel = kernel_since(base);
+    let ramp_s = c.setup_steps.last().map(|x| x.at_s).unwrap_or(0.0);
+    let mut bench = PushBench {
+        connections: open,
+        ramp_s,
+        rate_per_s: if ramp_s > 0.0 {
+            c.counters.connected as f64 / ramp_s
+        } else {
+            0.0
+        },
+        setup_kernel,
+        pushes: Vec::new(),
+    };
     let paced = 2 * std::thread::available_parallelism().map_or(1, |c| c.get());
-    let mut figures = Vec::new();
+    let figures = &mut bench.pushes;
     let mut before: Option<AppSnapshot> = None;
     for writers in [0, paced] {
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -324,7 +359,26 @@ pub async fn bench_push(a: &BenchArgs) -> Result<Vec<PushFigures>> {
         before = Some(c);
     }
     p.stop(n).await?;
-    Ok(figures)
+    Ok(bench)
+}
+
+/// The kernel's counters since `base` (None if either read failed).
+fn kernel_since(base: Option<MibCounters>) -> Option<MibCounters> {
+    Some(mib::read().ok()?.since(&base?))
+}
+
+/// Setup's tail-loss probes, retransmits and DSACKs per 1,000 connections.
+fn print_setup_kernel(k: &Option<MibCounters>, n: u64) {
+    if let Some(k) = k {
+        let per = |v: u64| v as f64 * 1000.0 / n.max(1) as f64;
+        println!(
+            "   kernel during setup, per 1,000 connections: TCPLossProbes {:.1}, RetransSegs {:.1}, TCPDSACKRecv {:.1}, DelayedACKLost {:.1}",
+            per(k.loss_probes),
+            per(k.retrans_segs),
+            per(k.dsack_recv),
+            per(k.delayed_ack_lost)
+        );
+    }
 }
 
 /// Back-to-back echo round trips on `echo_connections` connections.
@@ -357,7 +411,7 @@ pub async fn bench_echo(a: &BenchArgs) -> Result<EchoFigures> {
 
 fn print_idle(f: &IdleFigures) {
     println!(
-        "== idle: {} connections (reference: C epoll 27–30k conn/s over 1M, 45–75k up to 100k)",
+        "== idle: {} connections (the C reference: `cargo xtask bench`)",
         f.connections
     );
     println!("   {}", f.server_split);
@@ -382,6 +436,7 @@ fn print_idle(f: &IdleFigures) {
         f.server_worker_open_min, f.server_worker_open_max
     );
     print!("{}", f.connect_us.table("   connect latency"));
+    print_setup_kernel(&f.setup_kernel, f.connections);
 }
 
 fn print_push(f: &PushFigures) {
@@ -390,7 +445,7 @@ fn print_push(f: &PushFigures) {
         n => format!("{n} server shards writing at a time"),
     };
     println!(
-        "== push ({writers}): {} of {} connections received the frame (reference: 1M in 11–13 s, per-message p99 ≈ 0.2 s)",
+        "== push ({writers}): {} of {} connections received the frame",
         f.received, f.connections
     );
     println!(
@@ -429,17 +484,38 @@ pub fn run(a: BenchArgs) -> Result<()> {
             bail!("unknown scenario {s:?}: idle, push, echo");
         }
     }
+    let json = |name: &str, v: serde_json::Value| println!("{}", serde_json::json!({ name: v }));
     rt.block_on(async {
         if want("idle") {
-            print_idle(&bench_idle(&a).await?);
+            let f = bench_idle(&a).await?;
+            if a.json {
+                json("idle", serde_json::to_value(&f)?);
+            } else {
+                print_idle(&f);
+            }
         }
         if want("push") {
-            for f in bench_push(&a).await? {
-                print_push(&f);
+            let b = bench_push(&a).await?;
+            if a.json {
+                json("push", serde_json::to_value(&b)?);
+            } else {
+                println!(
+                    "== WebSocket ramp: {} connections in {:.2} s, {:.0} conn/s",
+                    b.connections, b.ramp_s, b.rate_per_s
+                );
+                print_setup_kernel(&b.setup_kernel, b.connections);
+                for f in &b.pushes {
+                    print_push(f);
+                }
             }
         }
         if want("echo") {
-            print_echo(&bench_echo(&a).await?);
+            let f = bench_echo(&a).await?;
+            if a.json {
+                json("echo", serde_json::to_value(&f)?);
+            } else {
+                print_echo(&f);
+            }
         }
         Ok(())
     })

@@ -214,6 +214,22 @@ pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     cvt_size(unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) })
 }
 
+/// The last write before `close()`: MSG_MORE holds the bytes (TCP_NODELAY or not) so
+/// the FIN that `close()` sends rides in the same segment (`tcp_send_fin` tacks it onto
+/// an unsent tail). Two segments in flight would arm the tail-loss probe at
+/// 2·srtt + 2 jiffies, before a peer that delays its ACK answers (tests/workload_tlp.rs).
+pub fn write_before_close(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: buf is valid for reads of buf.len() bytes.
+    cvt_size(unsafe {
+        libc::send(
+            fd,
+            buf.as_ptr().cast(),
+            buf.len(),
+            libc::MSG_NOSIGNAL | libc::MSG_MORE,
+        )
+    })
+}
+
 /// accept4 with the accepted socket already non-blocking and close-on-exec.
 pub fn accept(listener: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: null address pointers are allowed (we do not need the peer address).

@@ -524,6 +524,7 @@ fn config() -> RunConfig {
         ports: "8000-8003".to_owned(),
         server_addrs: "127.0.0.1".to_owned(),
         sources: "127.0.0.2-127.0.0.17".to_owned(),
+        sources_reason: "--source".to_owned(),
         idle_s: 30.0,
         push_count: 3,
         push_writers: 0,

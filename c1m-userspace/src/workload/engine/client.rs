@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 
 use super::{
     COMMAND_TOKEN, READ_BUF, ShardIo, Sink, Slab, Spill, closed_by, failure_of, flush, interest,
-    pace, rearm, send,
+    pace, rearm, send, send_before_close,
     shard_loop::{self, Engine, Extra, Reporter},
     shrink,
 };
@@ -324,7 +324,7 @@ impl Shard {
         self.closing = true;
         self.pending.clear();
         let ws = self.cfg.mode == Mode::Ws;
-        for mut conn in self.conns.drain() {
+        for conn in self.conns.drain() {
             if conn.state == State::Open {
                 if ws {
                     // RFC 6455 §7.1.2: say goodbye with a close frame (1000, normal), so a
@@ -339,9 +339,9 @@ impl Shard {
                         &1000u16.to_be_bytes(),
                         Some(key),
                     );
-                    let _ = send(
+                    send_before_close(
                         conn.fd.as_raw_fd(),
-                        &mut conn.spill,
+                        &conn.spill,
                         &self.out,
                         &mut self.c.bytes_out,
                     );

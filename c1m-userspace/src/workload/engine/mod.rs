@@ -228,6 +228,18 @@ pub fn send(
     Ok(Sent::Queued)
 }
 
+/// A goodbye (a WebSocket close frame) written just before the socket is closed, in one
+/// segment with the FIN ([`sys::write_before_close`]). Best effort: behind queued output
+/// it is dropped, as the close discards that output too.
+pub fn send_before_close(fd: RawFd, spill: &Option<Box<Spill>>, bytes: &[u8], written: &mut u64) {
+    if spill.as_ref().is_some_and(|s| s.has_out()) {
+        return;
+    }
+    if let Ok(n) = sys::write_before_close(fd, bytes) {
+        *written += n as u64;
+    }
+}
+
 /// Flushes queued output on EPOLLOUT. `Ok(true)`: all sent.
 pub fn flush(fd: RawFd, spill: &mut Option<Box<Spill>>, written: &mut u64) -> io::Result<bool> {
     let Some(s) = spill.as_mut() else {

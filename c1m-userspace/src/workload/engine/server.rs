@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 
 use super::{
     COMMAND_TOKEN, LISTENER_BASE, READ_BUF, ShardIo, Sink, Slab, Spill, closed_by, failure_of,
-    flush, interest, rearm, send,
+    flush, interest, rearm, send, send_before_close,
     shard_loop::{self, Engine, Extra, Reporter},
     shrink,
 };
@@ -376,14 +376,14 @@ impl Shard {
         let n = self.conns.len() as u64;
         self.out.clear();
         encode_frame(&mut self.out, Opcode::Close, &1001u16.to_be_bytes(), None);
-        for mut conn in self.conns.drain() {
+        for conn in self.conns.drain() {
             if conn.ws == WsState::Open {
                 self.c.ws_open -= 1;
                 // RFC 6455 §7.4.1: 1001, going away, so clients record a clean close
                 // rather than 1006. Best effort: the socket is closed right after.
-                let _ = send(
+                send_before_close(
                     conn.fd.as_raw_fd(),
-                    &mut conn.spill,
+                    &conn.spill,
                     &self.out,
                     &mut self.c.bytes_out,
                 );
