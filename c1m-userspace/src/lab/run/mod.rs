@@ -353,9 +353,18 @@ pub(crate) fn machine() -> Machine {
 enum Limit {
     /// At most this long in all.
     Total(Duration),
-    /// As long as the client's finished connects keep growing; fails after this long
-    /// without one.
-    Stall(Duration),
+    /// As long as `Progress` keeps growing; fails after this long without a step.
+    Stall(Duration, Progress),
+}
+
+/// What a phase judged by [`Limit::Stall`] counts as a step forward.
+#[derive(Clone, Copy, Debug)]
+enum Progress {
+    /// Connects finished (connected or failed) by the client; the server's accepts
+    /// when the clients are on other hosts.
+    Connects,
+    /// Frames of this push received (the server's frames written, for external clients).
+    Push(u64),
 }
 
 /// A ramp with no connect finished (connected or failed) for this long is stuck: each
@@ -364,6 +373,11 @@ enum Limit {
 /// conn/s past 1.5M (3.3M sockets in the 262,144-bucket established hash), and the
 /// 3 × ramp + 2 min = 328 s ran out at 1,662,915 with the ramp still moving.
 const SETUP_STALL: Duration = Duration::from_secs(120);
+
+/// A push with no frame received for this long is stuck. A fixed 120 s failed the
+/// largest target: at 1,757,881 connections on a loaded box, 823,411 frames had arrived
+/// with the push still moving.
+const PUSH_STALL: Duration = Duration::from_secs(30);
 
 /// The child processes of the run, killed if still alive when dropped.
 struct Children {
@@ -1157,25 +1171,39 @@ impl Lab {
                 Limit::Total(d) if started.elapsed() > d => {
                     bail!("{what} did not finish within {:.0} s", d.as_secs_f64())
                 }
-                Limit::Stall(d) => {
-                    // External clients: the server's accepts are the only word here.
-                    let finished = match (&self.last_client, &self.last_server) {
-                        (Some(c), _) => c.counters.connected + c.counters.failures.total(),
-                        (None, Some(s)) => s.counters.accepted,
-                        (None, None) => 0,
-                    };
-                    if finished > progress.0 {
-                        progress = (finished, Instant::now());
+                Limit::Stall(d, measure) => {
+                    let done = self.progress(measure);
+                    if done > progress.0 {
+                        progress = (done, Instant::now());
                     } else if progress.1.elapsed() > d {
+                        let step = match measure {
+                            Progress::Connects => "connect finished",
+                            Progress::Push(_) => "frame arrived",
+                        };
                         bail!(
-                            "{what} stalled: no connect finished for {:.0} s ({} finished)",
+                            "{what} stalled: no {step} for {:.0} s ({} so far)",
                             d.as_secs_f64(),
-                            count(finished)
+                            count(done)
                         )
                     }
                 }
                 Limit::Total(_) => {}
             }
+        }
+    }
+
+    /// How far a phase judged by [`Limit::Stall`] has come.
+    fn progress(&self, measure: Progress) -> u64 {
+        // External clients: the server's figures are the only word here.
+        match (measure, &self.last_client, &self.last_server) {
+            (Progress::Connects, Some(c), _) => c.counters.connected + c.counters.failures.total(),
+            (Progress::Connects, None, Some(s)) => s.counters.accepted,
+            (Progress::Push(id), Some(x), _) | (Progress::Push(id), None, Some(x)) => x
+                .pushes
+                .iter()
+                .find(|p| p.push_id == id)
+                .map_or(0, |p| p.count),
+            (_, None, None) => 0,
         }
     }
 
@@ -1213,7 +1241,7 @@ impl Lab {
         }
         let setup_timeout = args
             .setup_timeout
-            .map_or(Limit::Stall(SETUP_STALL), Limit::Total);
+            .map_or(Limit::Stall(SETUP_STALL, Progress::Connects), Limit::Total);
         // A foreign server that stops completing connections ends the setup early.
         let watch = std::cell::RefCell::new(StallWatch::default());
         let stalled = std::cell::Cell::new(false);
@@ -1347,7 +1375,7 @@ impl Lab {
                 let reached = self
                     .wait_for(
                         "push",
-                        Limit::Total(Duration::from_secs(120)),
+                        Limit::Stall(PUSH_STALL, Progress::Push(push_id)),
                         move |s, c, _| {
                             side(external, s, c).is_some_and(|x| {
                                 x.pushes
