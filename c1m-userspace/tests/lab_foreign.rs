@@ -10,7 +10,7 @@ use std::{
 };
 
 use c1m::lab::model::{Outcome, RunRecord};
-use lab_util::{c1m_run, fresh_dir, root_or_skip, run_folder};
+use lab_util::{c1m_run, fresh_dir, kernel_vs_app, root_or_skip, run_folder};
 
 mod lab_util;
 
@@ -148,11 +148,7 @@ fn a_python_server_is_measured_end_to_end_with_a_signal_push() {
     // Kernel = the client's app counts, on both sides, once set up.
     let setup = &run.phases[0];
     for what in ["server open", "client open"] {
-        let row = setup
-            .kernel_vs_app
-            .iter()
-            .find(|r| r.what == what)
-            .unwrap_or_else(|| panic!("no {what} row: {:?}", setup.kernel_vs_app));
+        let row = kernel_vs_app(setup, what);
         assert_eq!((row.kernel, row.app), (Some(3000), Some(3000)), "{row:?}");
     }
     // The server's process figures, per connection and per phase.

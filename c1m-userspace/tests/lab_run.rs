@@ -11,7 +11,7 @@ use c1m::lab::{
     export::hgrm,
     model::{Outcome, RunRecord},
 };
-use lab_util::{c1m_run, fresh_dir, root_or_skip, run_folder, set_low, sysctl};
+use lab_util::{c1m_run, fresh_dir, kernel_vs_app, root_or_skip, run_folder, set_low, sysctl};
 
 mod lab_util;
 
@@ -105,11 +105,7 @@ fn a_5000_connection_run_exports_everything_and_counts_agree() {
     // Kernel and app agree exactly once set up.
     let setup = &run.phases[0];
     for what in ["server open", "client open"] {
-        let row = setup
-            .kernel_vs_app
-            .iter()
-            .find(|r| r.what == what)
-            .unwrap_or_else(|| panic!("no {what} row: {:?}", setup.kernel_vs_app));
+        let row = kernel_vs_app(setup, what);
         assert_eq!(
             (row.kernel, row.app),
             (Some(5000), Some(5000)),

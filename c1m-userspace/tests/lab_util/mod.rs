@@ -71,3 +71,16 @@ pub fn set_low(sysctls: &[(&str, &str)]) {
         c1m::netns::set_sysctl(name, value).expect("set sysctl");
     }
 }
+
+/// The kernel-vs-app row `what` ("server open", …) of a phase; panics naming the rows
+/// there are.
+pub fn kernel_vs_app<'a>(
+    phase: &'a c1m::lab::model::Phase,
+    what: &str,
+) -> &'a c1m::lab::model::KernelVsApp {
+    phase
+        .kernel_vs_app
+        .iter()
+        .find(|r| r.what == what)
+        .unwrap_or_else(|| panic!("no {what} row in {}: {:?}", phase.name, phase.kernel_vs_app))
+}
