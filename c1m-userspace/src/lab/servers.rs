@@ -211,8 +211,12 @@ pub fn compare_arg(run_dir: &Path, server: ReferenceServer) -> RunSpec {
 }
 
 /// Where `cargo xtask reference-servers` puts the servers: `target/reference-servers`,
-/// beside the `target/<profile>/` that holds this binary.
+/// beside the `target/<profile>/` that holds this binary, unless `C1M_REFERENCE_SERVERS`
+/// names another folder (a binary installed elsewhere).
 pub fn built_dir() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("C1M_REFERENCE_SERVERS") {
+        return Ok(dir.into());
+    }
     let exe = std::env::current_exe().context("locating the c1m binary")?;
     exe.parent()
         .and_then(Path::parent)

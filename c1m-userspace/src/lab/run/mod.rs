@@ -149,7 +149,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
     pub push_wait: Duration,
     /// Run the same phases against each of these servers in turn: python, node, go,
-    /// netty (built by `cargo xtask reference-servers`) and c1m-epoll (c1m's own). Each
+    /// netty (built by `cargo xtask reference-servers` into target/reference-servers, or
+    /// the folder in $C1M_REFERENCE_SERVERS) and c1m-epoll (c1m's own). Each
     /// run gets a folder under <out>/<stamp>-servers/, where the comparison of
     /// `c1m compare` is written and then printed.
     #[arg(long, value_name = "NAMES")]
