@@ -10,7 +10,7 @@ use std::{
 };
 
 use c1m::lab::model::{Outcome, RunRecord};
-use lab_util::{c1m_run, fresh_dir, kernel_vs_app, root_or_skip, run_folder};
+use lab_util::{bounded, c1m_run, fresh_dir, kernel_vs_app, root_or_skip, run_folder};
 
 mod lab_util;
 
@@ -38,40 +38,6 @@ fn ready(test: &str) -> bool {
 /// The server's command line for `--server-cmd`.
 fn server_cmd(opts: &str) -> String {
     format!("python3 {} {opts}", server_py().display())
-}
-
-/// Runs `cmd` to its end, killing it (and failing) if it takes longer than `limit`: a
-/// run that hangs is the failure these tests look for.
-fn bounded(mut cmd: Command, limit: Duration) -> Output {
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn c1m run");
-    let pid = child.id();
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = done.clone();
-    let watchdog = std::thread::spawn(move || {
-        let until = Instant::now() + limit;
-        while Instant::now() < until {
-            if flag.load(std::sync::atomic::Ordering::Relaxed) {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        // SAFETY: our own child, not yet reaped (wait_with_output below holds it).
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        true
-    });
-    let out = child.wait_with_output().expect("wait for c1m run");
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
-    assert!(
-        !watchdog.join().expect("watchdog"),
-        "c1m run hung: killed after {limit:?}\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 /// `c1m run ARGS --idle 1s --tune` into a fresh folder, bounded: its output and record.

@@ -4,7 +4,8 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::Command,
+    process::{Command, Output, Stdio},
+    time::{Duration, Instant},
 };
 
 use c1m::observer::privileges;
@@ -83,4 +84,38 @@ pub fn kernel_vs_app<'a>(
         .iter()
         .find(|r| r.what == what)
         .unwrap_or_else(|| panic!("no {what} row in {}: {:?}", phase.name, phase.kernel_vs_app))
+}
+
+/// Runs `cmd` to its end, killing it (and failing) if it takes longer than `limit`: a
+/// run that hangs is the failure these tests look for.
+pub fn bounded(mut cmd: Command, limit: Duration) -> Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn c1m run");
+    let pid = child.id();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    let watchdog = std::thread::spawn(move || {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if flag.load(std::sync::atomic::Ordering::Relaxed) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // SAFETY: our own child, not yet reaped (wait_with_output below holds it).
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        true
+    });
+    let out = child.wait_with_output().expect("wait for c1m run");
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        !watchdog.join().expect("watchdog"),
+        "c1m run hung: killed after {limit:?}\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }

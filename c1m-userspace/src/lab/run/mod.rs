@@ -148,6 +148,17 @@ pub struct RunArgs {
     /// server that never pushes is reported as "no push arrived".
     #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
     pub push_wait: Duration,
+    /// Run the same phases against each of these servers in turn: python, node, go,
+    /// netty (built by `cargo xtask reference-servers` into target/reference-servers, or
+    /// the folder in $C1M_REFERENCE_SERVERS) and c1m-epoll (c1m's own). Each
+    /// run gets a folder under <out>/<stamp>-servers/, where the comparison of
+    /// `c1m compare` is written and then printed.
+    #[arg(long, value_name = "NAMES")]
+    pub servers: Option<String>,
+    /// With --servers: run each server K times, interleaved (round r starts at the r-th
+    /// server), so the comparison shows the spread across repeats.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
 }
 
 /// Whose server the run measures.
@@ -240,10 +251,16 @@ pub fn main(args: RunArgs) -> Result<i32> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    runtime.block_on(run(args))
+    if args.servers.is_some() {
+        return runtime.block_on(super::servers::run_all(args));
+    }
+    if args.repeat != 1 {
+        bail!("--repeat repeats the runs of --servers: add --servers NAMES, or drop --repeat");
+    }
+    runtime.block_on(run(args, None))
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -434,7 +451,8 @@ async fn stats_within(ctl: &Ctl, limit: Duration) -> Option<AppSnapshot> {
     serde_json::from_str(&line).ok()
 }
 
-async fn run(mut args: RunArgs) -> Result<i32> {
+/// One run into `dir`, or into a new `<out>/<stamp>` folder; its exit code.
+pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> {
     // Everything the user said is checked before anything starts or is written.
     let (spec, trigger) = ServerSpec::of(&args)?;
     let external = args.clients == Clients::External;
@@ -469,7 +487,7 @@ async fn run(mut args: RunArgs) -> Result<i32> {
         }
     };
     let started_ms = now_ms();
-    let dir = args.out.join(crate::fmt::stamp(started_ms));
+    let dir = dir.unwrap_or_else(|| args.out.join(crate::fmt::stamp(started_ms)));
     let mut plan = ChildPlan::new(&args, connections, &sources, &dir)?;
     let server_token = external.then(|| dir.join("server.token"));
     if external {

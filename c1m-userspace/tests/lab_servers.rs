@@ -1,0 +1,240 @@
+//! `c1m run --servers …`: the same phases against each named server in turn, one run
+//! folder each under one comparison folder, and the comparison of `c1m compare` there.
+//! Root (CI runs as root): each run test runs in a private network namespace. A
+//! reference server not built (`cargo xtask reference-servers`, which `cargo xtask test`
+//! runs first) is a loud SKIP.
+
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use c1m::lab::{
+    export::load_run,
+    model::{Outcome, RunRecord},
+};
+use lab_util::{bounded, c1m_run, fresh_dir, root_or_skip, run_folder};
+
+mod lab_util;
+
+/// True when `cargo xtask reference-servers` built `name`; otherwise a loud SKIP.
+fn built(test: &str, name: &str) -> bool {
+    let run = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/reference-servers")
+        .join(name)
+        .join("run");
+    if !run.exists() {
+        eprintln!(
+            "SKIP {test}: {} not built; run `cargo xtask reference-servers` (cargo xtask test does)",
+            run.display()
+        );
+    }
+    run.exists()
+}
+
+/// The run folders in a comparison folder, by name.
+fn run_names(cmp: &Path) -> Vec<String> {
+    let mut names: Vec<String> = lab_util::run_folders(cmp)
+        .iter()
+        .filter_map(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    names
+}
+
+fn record(dir: &Path) -> RunRecord {
+    load_run(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+}
+
+fn compare_json(cmp: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(cmp.join("compare.json")).expect("compare.json"))
+        .expect("compare.json is JSON")
+}
+
+#[test]
+fn python_and_c1m_epoll_each_get_a_complete_run_and_one_comparison() {
+    let test = "python_and_c1m_epoll_each_get_a_complete_run_and_one_comparison";
+    if !root_or_skip(test) || !built(test, "python") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let out_dir = fresh_dir("servers-two");
+    let args = [
+        "--servers",
+        "python,c1m-epoll",
+        "-n",
+        "2000",
+        "--idle",
+        "1s",
+        "--tune",
+    ];
+    let out = bounded(c1m_run(&out_dir, &args), Duration::from_secs(90));
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let cmp = run_folder(&out_dir);
+    assert!(
+        cmp.to_string_lossy().ends_with("-servers"),
+        "{}",
+        cmp.display()
+    );
+    assert_eq!(run_names(&cmp), ["c1m-epoll-1", "python-1"]);
+    for name in ["python-1", "c1m-epoll-1"] {
+        let run = record(&cmp.join(name));
+        assert_eq!(run.outcome, Outcome::Complete, "{name}: {:?}", run.warnings);
+        let client = run.client.as_ref().expect("client");
+        assert_eq!(client.counters.connected, 2000, "{name}");
+        assert_eq!(client.counters.failures.total(), 0, "{name}");
+        assert_eq!(client.counters.push_undecodable, 0, "{name}");
+        let push = client
+            .pushes
+            .iter()
+            .find(|p| p.push_id == 1)
+            .expect("push 1");
+        assert_eq!(push.count, 2000, "{name}: every connection pushed");
+    }
+    // The python run was c1m's run of that server, signalled as its protocol says.
+    let python = std::fs::read_to_string(cmp.join("python-1/server.stdout.log"))
+        .expect("the python server's stdout");
+    assert!(python.contains("listening: "), "{python}");
+    let doc = compare_json(&cmp);
+    assert_eq!(doc["names"], serde_json::json!(["python", "c1m-epoll"]));
+    let runs = doc["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2);
+    for (run, name) in runs.iter().zip(["python", "c1m-epoll"]) {
+        assert_eq!(run["name"], name);
+        assert_eq!(run["connections"], 2000);
+        assert_eq!(run["outcome"], "complete");
+    }
+    for f in ["compare.csv", "compare.html"] {
+        assert!(cmp.join(f).exists(), "{f}");
+    }
+    // The table is printed at the end, latency table and all.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let table = &stdout[stdout.rfind("Key figures").expect("the comparison table")..];
+    assert!(
+        table.contains("push_message_us") && table.contains("c1m-epoll"),
+        "{table}"
+    );
+}
+
+#[test]
+fn ctrl_c_ends_the_sequence_and_compares_what_was_measured() {
+    let test = "ctrl_c_ends_the_sequence_and_compares_what_was_measured";
+    if !root_or_skip(test) {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let out_dir = fresh_dir("servers-ctrl-c");
+    // python is never reached: c1m's own server is interrupted in its idle phase.
+    let mut cmd = c1m_run(
+        &out_dir,
+        &[
+            "--servers",
+            "c1m-epoll,python",
+            "-n",
+            "500",
+            "--idle",
+            "60s",
+            "--tune",
+        ],
+    );
+    // A python run script that is never started: the sequence needs no built server.
+    let fake = fresh_dir("servers-fake-built");
+    std::fs::create_dir_all(fake.join("python")).expect("dir");
+    std::fs::write(fake.join("python/run"), "#!/bin/sh\nexit 1\n").expect("run script");
+    cmd.env("C1M_REFERENCE_SERVERS", &fake);
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn c1m run");
+    let first: PathBuf = {
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            let found = lab_util::run_folders(&out_dir)
+                .first()
+                .map(|cmp| cmp.join("c1m-epoll-1"))
+                .filter(|d| load_run(d).is_ok_and(|r| !r.phases.is_empty()));
+            if let Some(d) = found {
+                break d;
+            }
+            assert!(Instant::now() < until, "the setup phase never ended");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    // SAFETY: our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("wait for c1m run");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(130), "{text}");
+    let cmp = first.parent().expect("comparison folder").to_owned();
+    assert_eq!(run_names(&cmp), ["c1m-epoll-1"], "python never started");
+    assert_eq!(record(&first).outcome, Outcome::Interrupted);
+    let doc = compare_json(&cmp);
+    assert_eq!(doc["names"], serde_json::json!(["c1m-epoll"]));
+    assert_eq!(doc["runs"][0]["outcome"], "interrupted");
+}
+
+#[test]
+fn bad_servers_flags_are_one_line_and_start_nothing() {
+    let out_dir = fresh_dir("servers-flags");
+    let missing = fresh_dir("servers-not-built");
+    // (args, cause in the one line, exit code)
+    let cases: [(&[&str], &str, i32); 6] = [
+        (
+            &["--servers", "python,rust"],
+            "unknown server `rust`: pick from python, node, go, netty, c1m-epoll",
+            2,
+        ),
+        (&["--servers", "go,go"], "names `go` twice", 2),
+        (
+            &["--servers", "netty"],
+            "not built: run `cargo xtask reference-servers`",
+            2,
+        ),
+        (
+            &["--servers", "c1m-epoll", "--server-cmd", "x"],
+            "cannot be used with --server-cmd",
+            1,
+        ),
+        (
+            &[
+                "--servers",
+                "c1m-epoll",
+                "--clients",
+                "external",
+                "--expect",
+                "10",
+            ],
+            "drop --clients external",
+            1,
+        ),
+        (&["--repeat", "2"], "add --servers NAMES", 1),
+    ];
+    for (args, cause, code) in cases {
+        let out = c1m_run(&out_dir, args)
+            .env("C1M_REFERENCE_SERVERS", &missing)
+            .output()
+            .expect("c1m run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line, not {err}");
+        assert!(err.contains(cause), "{args:?}: {cause:?} not in {err}");
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).is_empty(),
+            "{args:?}: nothing said before the refusal"
+        );
+    }
+    assert!(
+        lab_util::run_folders(&out_dir).is_empty(),
+        "a refused start writes no folder"
+    );
+}
