@@ -121,6 +121,78 @@ fn python_and_c1m_epoll_each_get_a_complete_run_and_one_comparison() {
     );
 }
 
+/// The proof at its size: every reference server and c1m's own through the whole
+/// lab at 15,000 connections (under one process's fd limit, so a single-process server
+/// can hold them), in one `--servers` run.
+#[test]
+fn every_reference_server_holds_15000_pushed_and_measured() {
+    let test = "every_reference_server_holds_15000_pushed_and_measured";
+    let servers = ["python", "node", "go", "netty"];
+    if !root_or_skip(test) || !servers.iter().all(|s| built(test, s)) {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let out_dir = fresh_dir("servers-all");
+    let args = [
+        "--servers",
+        "python,node,go,netty,c1m-epoll",
+        "-n",
+        "15000",
+        "--idle",
+        "1s",
+        "--tune",
+    ];
+    let out = bounded(c1m_run(&out_dir, &args), Duration::from_secs(420));
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let cmp = run_folder(&out_dir);
+    for name in ["python", "node", "go", "netty", "c1m-epoll"] {
+        let run = record(&cmp.join(format!("{name}-1")));
+        assert_eq!(run.outcome, Outcome::Complete, "{name}: {:?}", run.warnings);
+        let client = run.client.as_ref().expect("client");
+        assert_eq!(client.counters.connected, 15_000, "{name}");
+        assert_eq!(client.counters.failures.total(), 0, "{name}");
+        assert_eq!(client.counters.push_undecodable, 0, "{name}");
+        let push = client
+            .pushes
+            .iter()
+            .find(|p| p.push_id == 1)
+            .expect("push 1");
+        assert_eq!(push.count, 15_000, "{name}: every connection pushed");
+        for h in ["push_message_us", "push_fanout_us", "ws_handshake_us"] {
+            let hist = client
+                .histogram(h)
+                .unwrap_or_else(|e| panic!("{name} {h}: {e}"));
+            assert_eq!(hist.len(), 15_000, "{name} {h}");
+        }
+        for what in ["server open", "client open"] {
+            let row = lab_util::kernel_vs_app(&run.phases[0], what);
+            assert_eq!(
+                (row.kernel, row.app),
+                (Some(15_000), Some(15_000)),
+                "{name}: {row:?}"
+            );
+        }
+        assert!(
+            run.per_connection
+                .server_user_bytes
+                .is_some_and(|b| b > 0.0),
+            "{name}: server memory per connection {:?}",
+            run.per_connection
+        );
+    }
+    let doc = compare_json(&cmp);
+    assert_eq!(
+        doc["names"],
+        serde_json::json!(["python", "node", "go", "netty", "c1m-epoll"])
+    );
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
+
 #[test]
 fn ctrl_c_ends_the_sequence_and_compares_what_was_measured() {
     let test = "ctrl_c_ends_the_sequence_and_compares_what_was_measured";
