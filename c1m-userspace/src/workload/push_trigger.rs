@@ -13,12 +13,37 @@ pub enum PushTrigger {
     Control,
     /// A signal to the server's pid (`signal:USR1`, `signal:HUP`, …).
     Signal(Signal),
-    /// An HTTP/1.1 GET of this URL (`http:http://127.0.0.1:9001/push`).
-    Http(String),
+    /// An HTTP/1.1 request to this URL: `http:http://127.0.0.1:9001/push` GETs it,
+    /// `http-post:…` POSTs an empty body.
+    Http(HttpMethod, String),
     /// A command, split into words as the shell would, run without one.
     Cmd(String),
     /// Nothing: the server pushes on its own schedule; c1m measures what arrives.
     None,
+}
+
+/// The method of an `http` trigger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HttpMethod {
+    Get,
+    Post,
+}
+
+impl HttpMethod {
+    fn as_str(self) -> &'static str {
+        match self {
+            HttpMethod::Get => "GET",
+            HttpMethod::Post => "POST",
+        }
+    }
+
+    /// The `--push-trigger` prefix that names it.
+    fn prefix(self) -> &'static str {
+        match self {
+            HttpMethod::Get => "http",
+            HttpMethod::Post => "http-post",
+        }
+    }
 }
 
 /// A signal by name and number.
@@ -41,7 +66,8 @@ const SIGNALS: [(&str, i32); 10] = [
     ("PWR", libc::SIGPWR),
 ];
 
-const TRIGGERS: &str = "control, signal:NAME (e.g. signal:USR1), http:URL, cmd:COMMAND, none";
+const TRIGGERS: &str =
+    "control, signal:NAME (e.g. signal:USR1), http:URL (GET), http-post:URL, cmd:COMMAND, none";
 
 impl FromStr for Signal {
     type Err = String;
@@ -74,8 +100,15 @@ impl FromStr for PushTrigger {
         };
         match kind {
             "signal" => rest.parse().map(PushTrigger::Signal),
-            "http" if rest.starts_with("http://") => Ok(PushTrigger::Http(rest.to_owned())),
-            "http" => Err(format!(
+            "http" | "http-post" if rest.starts_with("http://") => {
+                let method = if kind == "http" {
+                    HttpMethod::Get
+                } else {
+                    HttpMethod::Post
+                };
+                Ok(PushTrigger::Http(method, rest.to_owned()))
+            }
+            "http" | "http-post" => Err(format!(
                 "push trigger {s:?}: only plain http://HOST:PORT/PATH URLs are supported"
             )),
             "cmd" if split_words(rest).is_some() => Ok(PushTrigger::Cmd(rest.to_owned())),
@@ -92,7 +125,7 @@ impl fmt::Display for PushTrigger {
         match self {
             PushTrigger::Control => f.write_str("control"),
             PushTrigger::Signal(s) => write!(f, "signal:{}", s.name),
-            PushTrigger::Http(u) => write!(f, "http:{u}"),
+            PushTrigger::Http(m, u) => write!(f, "{}:{u}", m.prefix()),
             PushTrigger::Cmd(c) => write!(f, "cmd:{c}"),
             PushTrigger::None => f.write_str("none"),
         }
@@ -131,9 +164,13 @@ impl PushTrigger {
                 }
                 Ok(())
             }
-            PushTrigger::Http(url) => tokio::time::timeout(TRIGGER_TIMEOUT, http_get(url))
-                .await
-                .with_context(|| format!("GET {url} did not answer within 10 s"))?,
+            PushTrigger::Http(method, url) => {
+                tokio::time::timeout(TRIGGER_TIMEOUT, http_request(*method, url))
+                    .await
+                    .with_context(|| {
+                        format!("{} {url} did not answer within 10 s", method.as_str())
+                    })?
+            }
             PushTrigger::Cmd(c) => {
                 let argv = split_words(c)
                     .with_context(|| format!("the push command {c:?} is badly quoted"))?;
@@ -157,8 +194,9 @@ impl PushTrigger {
     }
 }
 
-/// A plain HTTP/1.1 GET; any 2xx answer is success.
-async fn http_get(url: &str) -> Result<()> {
+/// A plain HTTP/1.1 request with no body; any 2xx answer is success.
+async fn http_request(method: HttpMethod, url: &str) -> Result<()> {
+    let m = method.as_str();
     let rest = url.strip_prefix("http://").unwrap_or(url);
     let (host, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
@@ -171,9 +209,14 @@ async fn http_get(url: &str) -> Result<()> {
     };
     let mut s = tokio::net::TcpStream::connect(&addr)
         .await
-        .with_context(|| format!("connecting to {addr} for GET {url}"))?;
+        .with_context(|| format!("connecting to {addr} for {m} {url}"))?;
+    let body = match method {
+        HttpMethod::Get => "",
+        HttpMethod::Post => "Content-Length: 0\r\n",
+    };
     s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+        format!("{m} {path} HTTP/1.1\r\nHost: {host}\r\n{body}Connection: close\r\n\r\n")
+            .as_bytes(),
     )
     .await?;
     let mut head = vec![0u8; 512];
@@ -182,7 +225,7 @@ async fn http_get(url: &str) -> Result<()> {
     let status = line.split_whitespace().nth(1).unwrap_or("");
     if !status.starts_with('2') {
         bail!(
-            "GET {url} answered {:?}",
+            "{m} {url} answered {:?}",
             line.lines().next().unwrap_or("nothing")
         );
     }
@@ -202,6 +245,7 @@ mod tests {
             "signal:USR1",
             "signal:HUP",
             "http:http://127.0.0.1:9001/push",
+            "http-post:http://127.0.0.1:9001/push",
             "cmd:kill -USR2 1",
         ] {
             assert_eq!(s.parse::<PushTrigger>().unwrap().to_string(), s);
@@ -226,6 +270,47 @@ mod tests {
                 .parse::<PushTrigger>()
                 .unwrap_err()
                 .contains("signal:NAME")
+        );
+    }
+
+    /// A real HTTP peer on loopback: the trigger sends the method and path asked for,
+    /// and a non-2xx answer is an error naming it.
+    #[tokio::test]
+    async fn http_triggers_send_their_method_and_judge_the_answer() {
+        use tokio::net::TcpListener;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for status in ["200 OK", "204 No Content", "503 Busy"] {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 1024];
+                let n = s.read(&mut buf).await.unwrap();
+                let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+                seen.push(head.lines().next().unwrap_or("").to_owned());
+                s.write_all(format!("HTTP/1.1 {status}\r\n\r\n").as_bytes())
+                    .await
+                    .unwrap();
+            }
+            seen
+        });
+        let get: PushTrigger = format!("http:http://127.0.0.1:{port}/push")
+            .parse()
+            .unwrap();
+        let post: PushTrigger = format!("http-post:http://127.0.0.1:{port}/go")
+            .parse()
+            .unwrap();
+        get.fire(None).await.unwrap();
+        post.fire(None).await.unwrap();
+        let e = get.fire(None).await.unwrap_err().to_string();
+        assert!(e.contains("GET") && e.contains("503"), "{e}");
+        assert_eq!(
+            server.await.unwrap(),
+            [
+                "GET /push HTTP/1.1",
+                "POST /go HTTP/1.1",
+                "GET /push HTTP/1.1"
+            ]
         );
     }
 }

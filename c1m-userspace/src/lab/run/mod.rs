@@ -136,7 +136,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "PID", requires = "target")]
     pub server_pid: Option<u32>,
     /// What makes the server push: control (c1m's server, its default), signal:NAME
-    /// (e.g. signal:USR1, to the server's pid), http:URL (a GET), cmd:"COMMAND", or none
+    /// (e.g. signal:USR1, to the server's pid), http:URL (a GET), http-post:URL, cmd:"COMMAND", or none
     /// (the server pushes on its own schedule; the default for a foreign server).
     #[arg(long, value_name = "TRIGGER", value_parser = trigger::parse)]
     pub push_trigger: Option<PushTrigger>,
