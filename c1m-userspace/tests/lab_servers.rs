@@ -51,6 +51,24 @@ fn compare_json(cmp: &Path) -> serde_json::Value {
         .expect("compare.json is JSON")
 }
 
+/// `c1m run --servers SERVERS -n N --idle 1s --tune` in a fresh folder, which must exit
+/// 0 within `limit`: its printed output and its comparison folder.
+fn run_servers(folder: &str, servers: &str, n: &str, limit: Duration) -> (String, PathBuf) {
+    let out_dir = fresh_dir(folder);
+    let args = ["--servers", servers, "-n", n, "--idle", "1s", "--tune"];
+    let out = bounded(c1m_run(&out_dir, &args), limit);
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        run_folder(&out_dir),
+    )
+}
+
 #[test]
 fn python_and_c1m_epoll_each_get_a_complete_run_and_one_comparison() {
     let test = "python_and_c1m_epoll_each_get_a_complete_run_and_one_comparison";
@@ -58,24 +76,12 @@ fn python_and_c1m_epoll_each_get_a_complete_run_and_one_comparison() {
         return;
     }
     c1m::netns::enter_private().expect("private netns");
-    let out_dir = fresh_dir("servers-two");
-    let args = [
-        "--servers",
+    let (stdout, cmp) = run_servers(
+        "servers-two",
         "python,c1m-epoll",
-        "-n",
         "2000",
-        "--idle",
-        "1s",
-        "--tune",
-    ];
-    let out = bounded(c1m_run(&out_dir, &args), Duration::from_secs(90));
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        Duration::from_secs(90),
     );
-    assert_eq!(out.status.code(), Some(0), "{text}");
-    let cmp = run_folder(&out_dir);
     assert!(
         cmp.to_string_lossy().ends_with("-servers"),
         "{}",
@@ -113,7 +119,6 @@ fn python_and_c1m_epoll_each_get_a_complete_run_and_one_comparison() {
         assert!(cmp.join(f).exists(), "{f}");
     }
     // The table is printed at the end, latency table and all.
-    let stdout = String::from_utf8_lossy(&out.stdout);
     let table = &stdout[stdout.rfind("Key figures").expect("the comparison table")..];
     assert!(
         table.contains("push_message_us") && table.contains("c1m-epoll"),
@@ -132,24 +137,12 @@ fn every_reference_server_holds_15000_pushed_and_measured() {
         return;
     }
     c1m::netns::enter_private().expect("private netns");
-    let out_dir = fresh_dir("servers-all");
-    let args = [
-        "--servers",
+    let (_, cmp) = run_servers(
+        "servers-all",
         "python,node,go,netty,c1m-epoll",
-        "-n",
         "15000",
-        "--idle",
-        "1s",
-        "--tune",
-    ];
-    let out = bounded(c1m_run(&out_dir, &args), Duration::from_secs(420));
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        Duration::from_secs(420),
     );
-    assert_eq!(out.status.code(), Some(0), "{text}");
-    let cmp = run_folder(&out_dir);
     for name in ["python", "node", "go", "netty", "c1m-epoll"] {
         let run = record(&cmp.join(format!("{name}-1")));
         assert_eq!(run.outcome, Outcome::Complete, "{name}: {:?}", run.warnings);
@@ -190,7 +183,9 @@ fn every_reference_server_holds_15000_pushed_and_measured() {
         doc["names"],
         serde_json::json!(["python", "node", "go", "netty", "c1m-epoll"])
     );
-    let _ = std::fs::remove_dir_all(&out_dir);
+    if let Some(out_dir) = cmp.parent() {
+        let _ = std::fs::remove_dir_all(out_dir);
+    }
 }
 
 #[test]
