@@ -10,5 +10,6 @@ pub mod multihost;
 pub mod netns;
 pub mod observer;
 pub mod priority;
+pub mod proc_net_tcp;
 pub mod util;
 pub mod workload;

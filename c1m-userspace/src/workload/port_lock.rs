@@ -9,7 +9,7 @@
 
 use std::{
     fs::File,
-    io::{BufRead, BufReader, Write},
+    io::Write,
     net::{IpAddr, SocketAddr},
     os::fd::AsRawFd,
     path::PathBuf,
@@ -228,29 +228,19 @@ fn kernel_listener(addr: SocketAddr) -> Option<Holder> {
 /// The process holding a listening socket on `port`: its inode from /proc/net/tcp{,6},
 /// then the process with that socket among its fds.
 fn listener_owner(port: u16) -> Option<Holder> {
+    use crate::proc_net_tcp::{LISTEN, for_each_row};
     let mut inodes = Vec::new();
-    // thread-self: a thread moved into a private namespace reads that one.
-    for table in ["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"] {
-        let Ok(f) = File::open(table) else { continue };
-        for line in BufReader::new(f).lines().skip(1).map_while(Result::ok) {
-            let cols: Vec<&str> = line.split_whitespace().collect();
-            let (Some(local), Some(state), Some(inode)) = (cols.get(1), cols.get(3), cols.get(9))
-            else {
-                continue;
-            };
-            // Listeners are listed first: stop at the first other socket, so a box
-            // holding a million connections is not read line by line.
-            if *state != "0A" {
-                break;
-            }
-            let local_port = local
-                .rsplit_once(':')
-                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
-            if local_port == Some(port) {
-                inodes.push(format!("socket:[{inode}]"));
-            }
+    for_each_row(|row| {
+        // Listeners are listed first: stop at the first other socket, so a box
+        // holding a million connections is not read line by line.
+        if row.state != LISTEN {
+            return std::ops::ControlFlow::Break(());
         }
-    }
+        if row.local_port() == Some(port) {
+            inodes.push(format!("socket:[{}]", row.inode));
+        }
+        std::ops::ControlFlow::Continue(())
+    });
     if inodes.is_empty() {
         return None;
     }

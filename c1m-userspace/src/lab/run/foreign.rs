@@ -431,24 +431,16 @@ pub fn tree(root: u32) -> Vec<u32> {
 
 /// Ports with a listening TCP socket in this thread's network namespace.
 pub fn listening_ports() -> BTreeSet<u16> {
+    use crate::proc_net_tcp::{LISTEN, for_each_row};
     let mut out = BTreeSet::new();
-    for file in ["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"] {
-        let Ok(text) = std::fs::read_to_string(file) else {
-            continue;
-        };
-        for line in text.lines().skip(1) {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            // sl local_address rem_address st: LISTEN is 0A.
-            if f.get(3) == Some(&"0A")
-                && let Some(port) = f
-                    .get(1)
-                    .and_then(|a| a.rsplit_once(':'))
-                    .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
-            {
-                out.insert(port);
-            }
+    // Listeners come first: stop at the first other socket.
+    for_each_row(|row| {
+        if row.state != LISTEN {
+            return std::ops::ControlFlow::Break(());
         }
-    }
+        out.extend(row.local_port());
+        std::ops::ControlFlow::Continue(())
+    });
     out
 }
 
