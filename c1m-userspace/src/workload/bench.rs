@@ -24,6 +24,7 @@ use tokio::process::{Child, Command};
 use crate::observer::mib::{self, MibCounters};
 
 use super::{
+    config::EngineKind,
     control,
     stats::{AppSnapshot, Percentiles, SetupStep},
 };
@@ -33,6 +34,9 @@ use super::{
 pub struct BenchArgs {
     /// Scenarios to run: idle, push, echo (default: all three).
     pub scenarios: Vec<String>,
+    /// What runs the server and client under test.
+    #[arg(long, value_enum, default_value_t = EngineKind::Epoll)]
+    pub engine: EngineKind,
     /// Connections for `idle` and `push`.
     #[arg(long, default_value_t = 100_000)]
     pub connections: u64,
@@ -139,6 +143,7 @@ impl Pair {
                 &a.server_control,
             ])
             .args(["--max-conns", &n.to_string()])
+            .args(["--engine", a.engine.name()])
             .stdout(Stdio::null())
             .kill_on_drop(true)
             .spawn()
@@ -152,6 +157,7 @@ impl Pair {
             "client", "--quiet", "--stay", "--hold", "forever", "--mode", mode, "--ports", &a.ports,
         ])
         .args(["-n", &n.to_string(), "--control", &a.client_control])
+        .args(["--engine", a.engine.name()])
         .args(client_extra);
         if let Some(src) = &a.source {
             cmd.args(["--source", src]);

@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use super::{
-    config::{ClientShardConfig, Mode, ServerShardConfig, ShardConfig},
+    config::{ClientShardConfig, EngineKind, Mode, ServerShardConfig, ShardConfig},
     limits::{self, plan_client, plan_server},
     push_format::PushFormat,
     push_trigger::PushTrigger,
@@ -27,6 +27,10 @@ const MAX_RANGE: u64 = 65_536;
 /// The flags `c1m server` and `c1m client` share, word for word.
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
+    /// What runs the connections: `epoll` (a hand-rolled loop per shard) or `tokio` (a
+    /// runtime per shard, a task per connection).
+    #[arg(long, value_enum, default_value_t = EngineKind::Epoll)]
+    pub engine: EngineKind,
     /// Shard threads when one process suffices (default: one per CPU).
     #[arg(long)]
     pub threads: Option<u64>,
@@ -345,6 +349,7 @@ pub fn run_server(a: ServerArgs) -> Result<()> {
         .map(|shard| {
             ShardConfig::Server(ServerShardConfig {
                 shard,
+                engine: a.common.engine,
                 mode: a.mode,
                 listen: listen.clone(),
                 backlog: a.backlog,
@@ -509,6 +514,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         .map(|(i, &count)| {
             ShardConfig::Client(ClientShardConfig {
                 shard: i as u32,
+                engine: a.common.engine,
                 mode: a.mode,
                 count,
                 first: i as u64,

@@ -29,9 +29,32 @@ impl Mode {
     }
 }
 
+/// What runs a shard's connections. Both engines run the same protocol, sharding, stats
+/// and control endpoint; only their figures differ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// One `epoll_wait` loop per shard over a slab of compact connection states.
+    #[default]
+    Epoll,
+    /// A tokio runtime per shard: a task per connection on `tokio::net` sockets.
+    Tokio,
+}
+
+impl EngineKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Epoll => "epoll",
+            EngineKind::Tokio => "tokio",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ServerShardConfig {
     pub shard: u32,
+    #[serde(default)]
+    pub engine: EngineKind,
     pub mode: Mode,
     /// Every (address, port) to listen on; every shard binds all of them (SO_REUSEPORT).
     pub listen: Vec<SocketAddr>,
@@ -48,6 +71,8 @@ pub struct ServerShardConfig {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ClientShardConfig {
     pub shard: u32,
+    #[serde(default)]
+    pub engine: EngineKind,
     pub mode: Mode,
     /// This shard opens connections with global indices `first + k * stride`, k < `count`:
     /// striding keeps every shard spread over all targets and sources.
@@ -144,6 +169,7 @@ mod tests {
     fn cfg(sources: usize, ports: Option<(u16, u16)>) -> ClientShardConfig {
         ClientShardConfig {
             shard: 0,
+            engine: EngineKind::Epoll,
             mode: Mode::Hold,
             count: 0,
             first: 0,

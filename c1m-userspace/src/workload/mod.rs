@@ -5,6 +5,7 @@
 //! |--------------|----------------------------------------------------------------------|
 //! | `ws`         | RFC 6455 codec: handshake and frames, pure, no I/O                    |
 //! | `engine`     | per-shard connection engines (a plain epoll loop over a slab, one thread)|
+//! | `tokio_engine` | the same shards on a tokio runtime each, a task per connection      |
 //! | `shard`      | shards as threads or re-exec'd worker processes; the worker main     |
 //! | `supervisor` | aggregation, lifecycle, signals, `connections: N`, summary           |
 //! | `control`    | the line-protocol control endpoint (`stats`, `push`, `close`, `stop`), owner-only|
@@ -33,4 +34,5 @@ pub mod sockopt;
 pub mod stats;
 pub mod supervisor;
 pub mod sys;
+pub mod tokio_engine;
 pub mod ws;

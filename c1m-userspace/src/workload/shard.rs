@@ -22,10 +22,11 @@ use tokio::{
 };
 
 use super::{
-    config::{ShardCommand, ShardConfig},
+    config::{EngineKind, ShardCommand, ShardConfig},
     engine::{self, Commands, ShardEvent, ShardIo, Sink},
     stats::WorkerReport,
     sys::{self, EventFd},
+    tokio_engine,
 };
 
 /// The supervisor's handle on one shard.
@@ -61,8 +62,14 @@ impl ShardHandle {
 
 fn run_engine(cfg: ShardConfig, io: ShardIo, open: Arc<AtomicU64>) -> Result<()> {
     match cfg {
-        ShardConfig::Server(c) => engine::server::run(c, io, open),
-        ShardConfig::Client(c) => engine::client::run(c, io, open),
+        ShardConfig::Server(c) => match c.engine {
+            EngineKind::Epoll => engine::server::run(c, io, open),
+            EngineKind::Tokio => tokio_engine::server::run(c, io, open),
+        },
+        ShardConfig::Client(c) => match c.engine {
+            EngineKind::Epoll => engine::client::run(c, io, open),
+            EngineKind::Tokio => tokio_engine::client::run(c, io, open),
+        },
     }
 }
 

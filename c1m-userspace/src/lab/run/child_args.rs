@@ -90,12 +90,14 @@ fn duration(d: Duration) -> String {
 /// The flags server and client share, appended to either's argv.
 fn common_argv(v: &mut Argv, c: &CommonArgs) {
     let CommonArgs {
+        engine,
         threads,
         control,
         control_token_file,
         stats_json,
         quiet,
     } = c;
+    v.value("engine", engine.name());
     v.opt("threads", threads.map(|n| n.to_string()));
     v.opt("control", control.as_ref());
     v.opt("control_token_file", control_token_file.as_ref());
@@ -222,6 +224,7 @@ impl ChildPlan {
         server.addrs = vec![args.addr.clone()];
         server.ports = args.ports.to_string();
         server.mode = args.mode;
+        server.common.engine = args.engine;
         server.max_conns = Some(n);
         server.common.control = Some(dir.join("server.sock").display().to_string());
         server.common.stats_json = Some(dir.join("server-final.json"));
@@ -235,6 +238,7 @@ impl ChildPlan {
         client.hold = Hold::Forever;
         client.sources = vec![sources.to_owned()];
         client.mode = args.mode;
+        client.common.engine = args.engine;
         client.common.control = Some(dir.join("client.sock").display().to_string());
         client.common.stats_json = Some(dir.join("client-final.json"));
         client.stay = true;

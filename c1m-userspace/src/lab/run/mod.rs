@@ -41,7 +41,7 @@ use crate::{
     observer::{KernelView, ObserverHandle},
     util::PortList,
     workload::{
-        config::Mode,
+        config::{EngineKind, Mode},
         push_format::PushFormat,
         push_trigger::{self as trigger, PushTrigger},
         stats::AppSnapshot,
@@ -70,6 +70,9 @@ pub struct RunArgs {
     /// Workload: hold (TCP), echo, or ws (WebSocket with broadcast push, as the seeds).
     #[arg(long, value_enum, default_value_t = Mode::Ws)]
     pub mode: Mode,
+    /// What runs c1m's own server and client: `epoll` or `tokio` (see `c1m server --help`).
+    #[arg(long, value_enum, default_value_t = EngineKind::Epoll)]
+    pub engine: EngineKind,
     /// Length of the idle phase.
     #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
     pub idle: Duration,

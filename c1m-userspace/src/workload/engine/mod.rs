@@ -29,7 +29,7 @@
 pub mod client;
 mod pace;
 pub mod server;
-mod shard_loop;
+pub mod shard_loop;
 
 use std::{
     io::{self, Write},

@@ -1,0 +1,86 @@
+//! The tokio engine: the same shards (a thread, or a worker process), the same commands in
+//! and [`WorkerReport`](crate::workload::stats::WorkerReport)s out, the same protocol and
+//! stats as the epoll engine (`engine`), but written the way a tokio server is written:
+//! each shard runs a current-thread runtime, and tasks own connections on `tokio::net`
+//! sockets. Why a runtime per shard rather than one multi-thread runtime per process: a
+//! worker process stays single-threaded (an unshared fd table, so socket syscalls skip file
+//! references), and the supervisor already starts one shard per CPU.
+//!
+//! What both engines share, and so cannot drift apart: the WebSocket codec (`ws`), the
+//! server's reply to a connection's input ([`crate::workload::engine::server::ws_input`]),
+//! counters and the report builder ([`Reporter`]), the pacing arithmetic and the errno
+//! classifiers.
+
+pub mod client;
+pub mod server;
+
+use std::{
+    io,
+    os::fd::{AsRawFd, RawFd},
+};
+
+use anyhow::{Context, Result};
+use tokio::io::unix::AsyncFd;
+
+use super::{config::ShardCommand, engine::Commands};
+
+pub use super::engine::{REPORT_EVERY_NS, ShardIo, Sink, shard_loop::Reporter};
+
+/// The shard's runtime: one thread (the shard's own), I/O and timers.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("tokio runtime for a shard")
+}
+
+/// The fd of the command source (an eventfd, or a worker's stdin pipe), registered with
+/// the runtime. The source itself stays in [`Commands`], which knows how to drain it.
+struct CommandFd(RawFd);
+
+impl AsRawFd for CommandFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+/// The shard's commands as an async source. Must be created inside the runtime.
+pub struct AsyncCommands {
+    fd: AsyncFd<CommandFd>,
+    commands: Commands,
+}
+
+impl AsyncCommands {
+    pub fn new(commands: Commands) -> io::Result<AsyncCommands> {
+        let fd = commands.fd();
+        super::sys::set_nonblocking(fd)?;
+        // SAFETY: the fd belongs to `commands` (its eventfd, kept alive by the Arc it
+        // holds, or the process's stdin), which this struct owns and drops after `fd`
+        // (fields drop in declaration order); nothing closes or replaces it meanwhile.
+        let fd = unsafe {
+            AsyncFd::register_with_interest(CommandFd(fd), tokio::io::Interest::READABLE)
+        }
+        .map_err(io::Error::from)?;
+        Ok(AsyncCommands { fd, commands })
+    }
+
+    /// Waits until at least one command arrived and appends all that did to `out`. A
+    /// supervisor that is gone reads as `Stop` (see [`Commands::drain`]).
+    pub async fn next(&mut self, out: &mut Vec<ShardCommand>) -> io::Result<()> {
+        loop {
+            // Drain first: a worker's config line may have arrived with commands behind it.
+            self.commands.drain(out);
+            if !out.is_empty() {
+                return Ok(());
+            }
+            let mut guard = self.fd.readable().await?;
+            // Tokio clears readiness only if no new event arrived since `readable()`
+            // returned, so a command landing between drain and clear is not lost.
+            self.commands.drain(out);
+            guard.clear_ready();
+            if !out.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+}

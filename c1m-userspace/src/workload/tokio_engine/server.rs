@@ -1,0 +1,13 @@
+//! The tokio server shard. (Being written: see issue 11.)
+
+use std::sync::{Arc, atomic::AtomicU64};
+
+use anyhow::Result;
+
+use super::ShardIo;
+use crate::workload::config::ServerShardConfig;
+
+pub fn run(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU64>) -> Result<()> {
+    let _ = (cfg, io, open_in_process);
+    anyhow::bail!("--engine tokio: the server is not written yet")
+}
