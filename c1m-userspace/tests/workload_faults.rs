@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use workload_util::{Proc, c1m, control, wait_for, ws_server};
+use workload_util::{Proc, c1m, control, each_engine, wait_for, ws_server};
 
 const T: Duration = Duration::from_secs(60);
 const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
@@ -55,150 +55,156 @@ fn masked(op: c1m::workload::ws::Opcode, payload: &[u8]) -> Vec<u8> {
 
 #[test]
 fn malformed_input_gets_rfc_answers_and_is_counted() {
-    use c1m::workload::ws::Opcode;
-    let (port, ctl) = (20100u16, "127.0.0.1:20910");
-    let server = Proc::spawn(
-        "server",
-        c1m()
-            .args([
-                "server",
-                "--mode",
-                "ws",
-                "--ports",
-                "20100",
-                "--quiet",
-                "--threads",
-                "1",
-            ])
-            .args(["--max-message", "1024", "--control", ctl]),
-    );
-    wait_for(ctl, "server up", T, |s| s.phase == "running");
-
-    // Bad key → 400; wrong version → 426; garbage → 400.
-    for (req, status) in [
-        (
-            String::from(
-                "GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: short\r\nSec-WebSocket-Version: 13\r\n\r\n",
-            ),
-            "400",
-        ),
-        (
-            format!(
-                "GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 8\r\n\r\n"
-            ),
-            "426",
-        ),
-        ("\x16\x03\x01 not http at all\r\n\r\n".to_owned(), "400"),
-    ] {
-        let mut s = connect(port);
-        s.write_all(req.as_bytes()).unwrap();
-        let answer = String::from_utf8_lossy(&read_all(s)).to_string();
-        assert!(
-            answer.starts_with(&format!("HTTP/1.1 {status}")),
-            "{answer}"
+    each_engine(|_| {
+        use c1m::workload::ws::Opcode;
+        let (port, ctl) = (20100u16, "127.0.0.1:20910");
+        let server = Proc::spawn(
+            "server",
+            c1m()
+                .args([
+                    "server",
+                    "--mode",
+                    "ws",
+                    "--ports",
+                    "20100",
+                    "--quiet",
+                    "--threads",
+                    "1",
+                ])
+                .args(["--max-message", "1024", "--control", ctl]),
         );
-    }
-    // Frame violations → close frame with the RFC code, then the server closes.
-    let cases: Vec<(Vec<u8>, u16)> = vec![
-        (vec![0x81, 0x02, b'h', b'i'], 1002), // unmasked client frame
-        (vec![0x83, 0x80, 0, 0, 0, 0], 1002), // reserved opcode
-        (vec![0xF1, 0x80, 0, 0, 0, 0], 1002), // reserved bits
-        (masked(Opcode::Text, &[0xC0, 0xAF]), 1007), // invalid UTF-8
-        (vec![0x82, 0xFF, 0, 0, 0, 0, 0, 1, 0, 0, 1, 2, 3, 4], 1009), // 64 KiB > --max-message 1024
-        (masked(Opcode::Continuation, b"x"), 1002), // continuation without start
-    ];
-    for (bytes, code) in &cases {
+        wait_for(ctl, "server up", T, |s| s.phase == "running");
+
+        // Bad key → 400; wrong version → 426; garbage → 400.
+        for (req, status) in [
+            (
+                String::from(
+                    "GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: short\r\nSec-WebSocket-Version: 13\r\n\r\n",
+                ),
+                "400",
+            ),
+            (
+                format!(
+                    "GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 8\r\n\r\n"
+                ),
+                "426",
+            ),
+            ("\x16\x03\x01 not http at all\r\n\r\n".to_owned(), "400"),
+        ] {
+            let mut s = connect(port);
+            s.write_all(req.as_bytes()).unwrap();
+            let answer = String::from_utf8_lossy(&read_all(s)).to_string();
+            assert!(
+                answer.starts_with(&format!("HTTP/1.1 {status}")),
+                "{answer}"
+            );
+        }
+        // Frame violations → close frame with the RFC code, then the server closes.
+        let cases: Vec<(Vec<u8>, u16)> = vec![
+            (vec![0x81, 0x02, b'h', b'i'], 1002), // unmasked client frame
+            (vec![0x83, 0x80, 0, 0, 0, 0], 1002), // reserved opcode
+            (vec![0xF1, 0x80, 0, 0, 0, 0], 1002), // reserved bits
+            (masked(Opcode::Text, &[0xC0, 0xAF]), 1007), // invalid UTF-8
+            (vec![0x82, 0xFF, 0, 0, 0, 0, 0, 1, 0, 0, 1, 2, 3, 4], 1009), // 64 KiB > --max-message 1024
+            (masked(Opcode::Continuation, b"x"), 1002), // continuation without start
+        ];
+        for (bytes, code) in &cases {
+            let mut s = upgraded(port);
+            s.write_all(bytes).unwrap();
+            let answer = read_all(s);
+            assert_eq!(answer[..2], [0x88, 0x02], "{bytes:x?} -> {answer:x?}");
+            assert_eq!(
+                u16::from_be_bytes([answer[2], answer[3]]),
+                *code,
+                "{bytes:x?}"
+            );
+        }
+        // A header cut short and then EOF: counted as truncated.
         let mut s = upgraded(port);
-        s.write_all(bytes).unwrap();
-        let answer = read_all(s);
-        assert_eq!(answer[..2], [0x88, 0x02], "{bytes:x?} -> {answer:x?}");
-        assert_eq!(
-            u16::from_be_bytes([answer[2], answer[3]]),
-            *code,
-            "{bytes:x?}"
-        );
-    }
-    // A header cut short and then EOF: counted as truncated.
-    let mut s = upgraded(port);
-    s.write_all(&[0x82, 0xFE, 0x00]).unwrap();
-    drop(s);
-    // The server still works: ping and echo on a fresh connection.
-    let mut s = upgraded(port);
-    s.write_all(&masked(Opcode::Ping, b"p?")).unwrap();
-    s.write_all(&masked(Opcode::Text, b"still here")).unwrap();
-    let mut buf = [0u8; 16];
-    s.read_exact(&mut buf).unwrap();
-    assert_eq!(&buf[..4], &[0x8A, 0x02, b'p', b'?']);
-    assert_eq!(&buf[4..6], &[0x81, 10]);
-    assert_eq!(&buf[6..], b"still here");
+        s.write_all(&[0x82, 0xFE, 0x00]).unwrap();
+        drop(s);
+        // The server still works: ping and echo on a fresh connection.
+        let mut s = upgraded(port);
+        s.write_all(&masked(Opcode::Ping, b"p?")).unwrap();
+        s.write_all(&masked(Opcode::Text, b"still here")).unwrap();
+        let mut buf = [0u8; 16];
+        s.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf[..4], &[0x8A, 0x02, b'p', b'?']);
+        assert_eq!(&buf[4..6], &[0x81, 10]);
+        assert_eq!(&buf[6..], b"still here");
 
-    let st = wait_for(ctl, "counted", T, |s| {
-        s.counters.protocol_errors.truncated == 1
+        let st = wait_for(ctl, "counted", T, |s| {
+            s.counters.protocol_errors.truncated == 1
+        });
+        let p = st.counters.protocol_errors;
+        assert_eq!(
+            (p.http_400, p.http_426, p.ws_1002, p.ws_1007, p.ws_1009),
+            (2, 1, 4, 1, 1),
+            "{p:?}"
+        );
+        assert_eq!(st.counters.closed.protocol, 9);
+        assert_eq!(st.counters.open, 1);
+        control(ctl, "stop").unwrap();
+        assert!(server.wait(T).status.success());
     });
-    let p = st.counters.protocol_errors;
-    assert_eq!(
-        (p.http_400, p.http_426, p.ws_1002, p.ws_1007, p.ws_1009),
-        (2, 1, 4, 1, 1),
-        "{p:?}"
-    );
-    assert_eq!(st.counters.closed.protocol, 9);
-    assert_eq!(st.counters.open, 1);
-    control(ctl, "stop").unwrap();
-    assert!(server.wait(T).status.success());
 }
 
 #[test]
 fn silent_and_stalled_handshakes_are_closed_at_the_timeout() {
-    let (port, ctl) = (20170u16, "127.0.0.1:20913");
-    let server = ws_server(port, ctl, &["--threads", "1", "--handshake-timeout", "1s"]);
-    // Four peers that say nothing, two that stop mid-request, one that completes.
-    let silent: Vec<TcpStream> = (0..4).map(|_| connect(port)).collect();
-    let stalled: Vec<TcpStream> = (0..2)
-        .map(|_| {
-            let mut s = connect(port);
-            s.write_all(b"GET / HTTP/1.1\r\nHost: h\r\n").unwrap();
-            s
-        })
-        .collect();
-    let good = upgraded(port);
-    wait_for(ctl, "overdue handshakes closed", T, |s| {
-        s.counters.closed.handshake_timeout == 6
+    each_engine(|_| {
+        let (port, ctl) = (20170u16, "127.0.0.1:20913");
+        let server = ws_server(port, ctl, &["--threads", "1", "--handshake-timeout", "1s"]);
+        // Four peers that say nothing, two that stop mid-request, one that completes.
+        let silent: Vec<TcpStream> = (0..4).map(|_| connect(port)).collect();
+        let stalled: Vec<TcpStream> = (0..2)
+            .map(|_| {
+                let mut s = connect(port);
+                s.write_all(b"GET / HTTP/1.1\r\nHost: h\r\n").unwrap();
+                s
+            })
+            .collect();
+        let good = upgraded(port);
+        wait_for(ctl, "overdue handshakes closed", T, |s| {
+            s.counters.closed.handshake_timeout == 6
+        });
+        // Past the completed one's own deadline too: it stays.
+        std::thread::sleep(Duration::from_millis(1500));
+        let s = wait_for(ctl, "stats", T, |_| true);
+        assert_eq!(s.counters.closed.handshake_timeout, 6);
+        assert_eq!((s.counters.open, s.counters.ws_open), (1, 1));
+        for peer in silent.into_iter().chain(stalled) {
+            assert!(
+                read_all(peer).is_empty(),
+                "a timed-out peer gets no answer, just the close"
+            );
+        }
+        drop(good);
+        control(ctl, "stop").unwrap();
+        assert!(server.wait(T).status.success());
     });
-    // Past the completed one's own deadline too: it stays.
-    std::thread::sleep(Duration::from_millis(1500));
-    let s = wait_for(ctl, "stats", T, |_| true);
-    assert_eq!(s.counters.closed.handshake_timeout, 6);
-    assert_eq!((s.counters.open, s.counters.ws_open), (1, 1));
-    for peer in silent.into_iter().chain(stalled) {
-        assert!(
-            read_all(peer).is_empty(),
-            "a timed-out peer gets no answer, just the close"
-        );
-    }
-    drop(good);
-    control(ctl, "stop").unwrap();
-    assert!(server.wait(T).status.success());
 }
 
 #[test]
 fn refused_is_counted_and_named() {
-    // Nothing listens on 20150: every connect is refused, the run fails with one clear line.
-    let out = c1m()
-        .args([
-            "client", "--ports", "20150", "-n", "20", "--hold", "0s", "--quiet",
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(err.contains("connection refused"), "{err}");
-    assert!(err.contains("refused=20"), "{err}");
-    assert_eq!(
-        err.matches("connection refused: is the server listening")
-            .count(),
-        1,
-        "one line per cause: {err}"
-    );
+    each_engine(|_| {
+        // Nothing listens on 20150: every connect is refused, the run fails with one clear line.
+        let out = c1m()
+            .args([
+                "client", "--ports", "20150", "-n", "20", "--hold", "0s", "--quiet",
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(err.contains("connection refused"), "{err}");
+        assert!(err.contains("refused=20"), "{err}");
+        assert_eq!(
+            err.matches("connection refused: is the server listening")
+                .count(),
+            1,
+            "one line per cause: {err}"
+        );
+    });
 }
 
 /// A server worker at its fd cap stops listening (so SO_REUSEPORT sends new connections
@@ -207,172 +213,176 @@ fn refused_is_counted_and_named() {
 /// 2 workers hold at most 400 of the 500 asked for.
 #[test]
 fn full_workers_stop_listening_and_everything_is_counted() {
-    use std::os::unix::process::CommandExt;
-    let ctl = "127.0.0.1:20911";
-    let mut cmd = c1m();
-    cmd.args([
-        "server",
-        "--ports",
-        "20160",
-        "--quiet",
-        "--workers",
-        "2",
-        "--control",
-        ctl,
-    ]);
-    // SAFETY: setrlimit is async-signal-safe; it only lowers this child's own limit.
-    unsafe {
-        cmd.pre_exec(|| {
-            let r = libc::rlimit {
-                rlim_cur: 265,
-                rlim_max: 265,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let server = Proc::spawn("server", &mut cmd);
-    wait_for(ctl, "server up", T, |s| s.phase == "running");
-    let out = c1m()
-        .args([
-            "client",
+    each_engine(|_| {
+        use std::os::unix::process::CommandExt;
+        let ctl = "127.0.0.1:20911";
+        let mut cmd = c1m();
+        cmd.args([
+            "server",
             "--ports",
             "20160",
-            "-n",
-            "500",
-            "--hold",
-            "2s",
             "--quiet",
-            "--connect-timeout",
-            "3s",
-        ])
-        .args([
-            "--stats-json",
-            &std::env::temp_dir()
-                .join(format!("c1m-cap-{}.json", std::process::id()))
-                .to_string_lossy(),
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "500 cannot all fit");
-    let json = std::env::temp_dir().join(format!("c1m-cap-{}.json", std::process::id()));
-    let c: c1m::workload::stats::AppSnapshot =
-        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&json);
-    let s = wait_for(ctl, "server drained", T, |s| s.counters.open == 0);
-    // The client's books: every attempt ended somewhere.
-    let cc = c.counters;
-    assert_eq!(cc.attempted, 500);
-    assert_eq!(cc.connected + cc.failures.total(), 500, "{:?}", cc.failures);
-    assert!(cc.connected <= 400 + cc.closed.reset, "{cc:?}");
-    // The server's books: it never held more than its caps, and its accepts match.
-    let sc = s.counters;
-    assert_eq!(sc.accepted, sc.closed.total(), "{sc:?}");
-    assert!(sc.accepted <= 400, "{sc:?}");
-    assert_eq!(
-        sc.failures.emfile, 0,
-        "the cap must stop accepts before EMFILE"
-    );
-    control(ctl, "stop").unwrap();
-    let out = server.wait(T);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("stopped listening"), "{err}");
+            "--workers",
+            "2",
+            "--control",
+            ctl,
+        ]);
+        // SAFETY: setrlimit is async-signal-safe; it only lowers this child's own limit.
+        unsafe {
+            cmd.pre_exec(|| {
+                let r = libc::rlimit {
+                    rlim_cur: 265,
+                    rlim_max: 265,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let server = Proc::spawn("server", &mut cmd);
+        wait_for(ctl, "server up", T, |s| s.phase == "running");
+        let out = c1m()
+            .args([
+                "client",
+                "--ports",
+                "20160",
+                "-n",
+                "500",
+                "--hold",
+                "2s",
+                "--quiet",
+                "--connect-timeout",
+                "3s",
+            ])
+            .args([
+                "--stats-json",
+                &std::env::temp_dir()
+                    .join(format!("c1m-cap-{}.json", std::process::id()))
+                    .to_string_lossy(),
+            ])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "500 cannot all fit");
+        let json = std::env::temp_dir().join(format!("c1m-cap-{}.json", std::process::id()));
+        let c: c1m::workload::stats::AppSnapshot =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let _ = std::fs::remove_file(&json);
+        let s = wait_for(ctl, "server drained", T, |s| s.counters.open == 0);
+        // The client's books: every attempt ended somewhere.
+        let cc = c.counters;
+        assert_eq!(cc.attempted, 500);
+        assert_eq!(cc.connected + cc.failures.total(), 500, "{:?}", cc.failures);
+        assert!(cc.connected <= 400 + cc.closed.reset, "{cc:?}");
+        // The server's books: it never held more than its caps, and its accepts match.
+        let sc = s.counters;
+        assert_eq!(sc.accepted, sc.closed.total(), "{sc:?}");
+        assert!(sc.accepted <= 400, "{sc:?}");
+        assert_eq!(
+            sc.failures.emfile, 0,
+            "the cap must stop accepts before EMFILE"
+        );
+        control(ctl, "stop").unwrap();
+        let out = server.wait(T);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("stopped listening"), "{err}");
+    });
 }
 
 /// A worker that dies is reported, its connections are counted as lost, and the rest keep
 /// running. Also exercises a control endpoint on a unix socket.
 #[test]
 fn dead_worker_is_reported_and_its_connections_lost() {
-    let ctl = "127.0.0.1:20912";
-    let cctl = std::env::temp_dir().join(format!("c1m-ctl-{}.sock", std::process::id()));
-    let cctl = cctl.to_string_lossy().to_string();
-    let server = Proc::spawn(
-        "server",
-        c1m().args([
+    each_engine(|_| {
+        let ctl = "127.0.0.1:20912";
+        let cctl = std::env::temp_dir().join(format!("c1m-ctl-{}.sock", std::process::id()));
+        let cctl = cctl.to_string_lossy().to_string();
+        let server = Proc::spawn(
             "server",
-            "--ports",
-            "20170-20179",
-            "--quiet",
-            "--workers",
-            "2",
-            "--control",
-            ctl,
-        ]),
-    );
-    wait_for(ctl, "server up", T, |s| s.phase == "running");
-    let client = Proc::spawn(
-        "client",
-        c1m()
-            .args([
-                "client",
+            c1m().args([
+                "server",
                 "--ports",
                 "20170-20179",
-                "-n",
-                "1000",
-                "--hold",
-                "forever",
                 "--quiet",
-            ])
-            .args(["--stay", "--control", &cctl]),
-    );
-    let unix_stats = |cond: &dyn Fn(&c1m::workload::stats::AppSnapshot) -> bool| {
-        let deadline = std::time::Instant::now() + T;
-        loop {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            let line = rt.block_on(c1m::workload::control::call(&cctl, "stats"));
-            if let Ok(line) = line {
-                let s: c1m::workload::stats::AppSnapshot = serde_json::from_str(&line).unwrap();
-                if cond(&s) {
-                    return s;
+                "--workers",
+                "2",
+                "--control",
+                ctl,
+            ]),
+        );
+        wait_for(ctl, "server up", T, |s| s.phase == "running");
+        let client = Proc::spawn(
+            "client",
+            c1m()
+                .args([
+                    "client",
+                    "--ports",
+                    "20170-20179",
+                    "-n",
+                    "1000",
+                    "--hold",
+                    "forever",
+                    "--quiet",
+                ])
+                .args(["--stay", "--control", &cctl]),
+        );
+        let unix_stats = |cond: &dyn Fn(&c1m::workload::stats::AppSnapshot) -> bool| {
+            let deadline = std::time::Instant::now() + T;
+            loop {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                let line = rt.block_on(c1m::workload::control::call(&cctl, "stats"));
+                if let Ok(line) = line {
+                    let s: c1m::workload::stats::AppSnapshot = serde_json::from_str(&line).unwrap();
+                    if cond(&s) {
+                        return s;
+                    }
                 }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "client over unix socket never got there"
+                );
+                std::thread::sleep(Duration::from_millis(200));
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "client over unix socket never got there"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    };
-    unix_stats(&|s| s.phase == "hold" && s.counters.open == 1000);
-    let s = wait_for(ctl, "all accepted", T, |s| s.counters.open == 1000);
-    let victim = s.workers.list[0].clone();
-    assert!(victim.open > 0 && victim.kind == "process");
-    // SAFETY: kill(2) on a worker process this test's server started.
-    assert_eq!(unsafe { libc::kill(victim.pid as i32, libc::SIGKILL) }, 0);
-    let s = wait_for(ctl, "death noticed", T, |s| s.workers.alive == 1);
-    assert_eq!(s.counters.closed.worker_lost, victim.open);
-    assert_eq!(s.counters.open, 1000 - victim.open);
-    assert!(
-        s.workers.list[0]
-            .exit
-            .as_deref()
-            .unwrap_or("")
-            .contains("signal"),
-        "{:?}",
-        s.workers.list[0]
-    );
-    // The client sees those connections end; the others stay up.
-    let c = unix_stats(&|s| s.counters.open == 1000 - victim.open);
-    assert_eq!(c.counters.closed.total(), victim.open);
-    // The survivor still accepts: a fresh connection is taken.
-    let _probe = TcpStream::connect("127.0.0.1:20170").unwrap();
-    wait_for(ctl, "survivor accepts", T, |s| s.counters.accepted == 1001);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(c1m::workload::control::call(&cctl, "stop"))
-        .unwrap();
-    control(ctl, "stop").unwrap();
-    let out = server.wait(T);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("counted as lost"), "{err}");
-    let _ = client.wait(T);
+        };
+        unix_stats(&|s| s.phase == "hold" && s.counters.open == 1000);
+        let s = wait_for(ctl, "all accepted", T, |s| s.counters.open == 1000);
+        let victim = s.workers.list[0].clone();
+        assert!(victim.open > 0 && victim.kind == "process");
+        // SAFETY: kill(2) on a worker process this test's server started.
+        assert_eq!(unsafe { libc::kill(victim.pid as i32, libc::SIGKILL) }, 0);
+        let s = wait_for(ctl, "death noticed", T, |s| s.workers.alive == 1);
+        assert_eq!(s.counters.closed.worker_lost, victim.open);
+        assert_eq!(s.counters.open, 1000 - victim.open);
+        assert!(
+            s.workers.list[0]
+                .exit
+                .as_deref()
+                .unwrap_or("")
+                .contains("signal"),
+            "{:?}",
+            s.workers.list[0]
+        );
+        // The client sees those connections end; the others stay up.
+        let c = unix_stats(&|s| s.counters.open == 1000 - victim.open);
+        assert_eq!(c.counters.closed.total(), victim.open);
+        // The survivor still accepts: a fresh connection is taken.
+        let _probe = TcpStream::connect("127.0.0.1:20170").unwrap();
+        wait_for(ctl, "survivor accepts", T, |s| s.counters.accepted == 1001);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(c1m::workload::control::call(&cctl, "stop"))
+            .unwrap();
+        control(ctl, "stop").unwrap();
+        let out = server.wait(T);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("counted as lost"), "{err}");
+        let _ = client.wait(T);
+    });
 }
 
 /// The nice value of one thread, from /proc (field 19 of its stat line).
@@ -400,79 +410,81 @@ fn threads_of(pid: u32) -> Vec<(u32, String)> {
 /// runs at the default: worker processes, and shard threads in a one-process run.
 #[test]
 fn supervisors_watch_above_the_load_their_shards_make() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP supervisors_watch_above_the_load_their_shards_make: needs root");
-        return;
-    }
-    let (ctl, cctl) = ("127.0.0.1:20915", "127.0.0.1:20916");
-    let server = Proc::spawn(
-        "server",
-        c1m().args([
-            "server",
-            "--ports",
-            "20185",
-            "--quiet",
-            "--workers",
-            "2",
-            "--control",
-            ctl,
-        ]),
-    );
-    let s = wait_for(ctl, "server up", T, |s| s.phase == "running");
-    let client = Proc::spawn(
-        "client",
-        c1m().args([
-            "client",
-            "--ports",
-            "20185",
-            "-n",
-            "20",
-            "--hold",
-            "forever",
-            "--quiet",
-            "--stay",
-            "--control",
-            cctl,
-        ]),
-    );
-    let c = wait_for(cctl, "client holding", T, |s| s.counters.connected == 20);
-    let server_pid = server.child.as_ref().unwrap().id();
-    let client_pid = client.child.as_ref().unwrap().id();
-    assert_eq!(nice_of(server_pid, server_pid), -10, "server supervisor");
-    assert_eq!(nice_of(client_pid, client_pid), -10, "client supervisor");
-    let workers: Vec<_> = s
-        .workers
-        .list
-        .iter()
-        .filter(|w| w.kind == "process")
-        .collect();
-    assert_eq!(workers.len(), 2, "{:?}", s.workers);
-    for w in workers {
-        for (tid, name) in threads_of(w.pid) {
-            assert_eq!(
-                nice_of(w.pid, tid),
-                0,
-                "server worker {} thread {name}",
-                w.pid
-            );
+    each_engine(|_| {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIP supervisors_watch_above_the_load_their_shards_make: needs root");
+            return;
         }
-    }
-    assert!(
-        c.workers.list.iter().all(|w| w.kind == "thread"),
-        "{:?}",
-        c.workers
-    );
-    let shards: Vec<_> = threads_of(client_pid)
-        .into_iter()
-        .filter(|(_, name)| name.starts_with("c1m-shard"))
-        .collect();
-    assert!(!shards.is_empty());
-    for (tid, name) in shards {
-        assert_eq!(nice_of(client_pid, tid), 0, "client {name}");
-    }
-    control(cctl, "stop").unwrap();
-    client.wait(T);
-    control(ctl, "stop").unwrap();
-    server.wait(T);
+        let (ctl, cctl) = ("127.0.0.1:20915", "127.0.0.1:20916");
+        let server = Proc::spawn(
+            "server",
+            c1m().args([
+                "server",
+                "--ports",
+                "20185",
+                "--quiet",
+                "--workers",
+                "2",
+                "--control",
+                ctl,
+            ]),
+        );
+        let s = wait_for(ctl, "server up", T, |s| s.phase == "running");
+        let client = Proc::spawn(
+            "client",
+            c1m().args([
+                "client",
+                "--ports",
+                "20185",
+                "-n",
+                "20",
+                "--hold",
+                "forever",
+                "--quiet",
+                "--stay",
+                "--control",
+                cctl,
+            ]),
+        );
+        let c = wait_for(cctl, "client holding", T, |s| s.counters.connected == 20);
+        let server_pid = server.child.as_ref().unwrap().id();
+        let client_pid = client.child.as_ref().unwrap().id();
+        assert_eq!(nice_of(server_pid, server_pid), -10, "server supervisor");
+        assert_eq!(nice_of(client_pid, client_pid), -10, "client supervisor");
+        let workers: Vec<_> = s
+            .workers
+            .list
+            .iter()
+            .filter(|w| w.kind == "process")
+            .collect();
+        assert_eq!(workers.len(), 2, "{:?}", s.workers);
+        for w in workers {
+            for (tid, name) in threads_of(w.pid) {
+                assert_eq!(
+                    nice_of(w.pid, tid),
+                    0,
+                    "server worker {} thread {name}",
+                    w.pid
+                );
+            }
+        }
+        assert!(
+            c.workers.list.iter().all(|w| w.kind == "thread"),
+            "{:?}",
+            c.workers
+        );
+        let shards: Vec<_> = threads_of(client_pid)
+            .into_iter()
+            .filter(|(_, name)| name.starts_with("c1m-shard"))
+            .collect();
+        assert!(!shards.is_empty());
+        for (tid, name) in shards {
+            assert_eq!(nice_of(client_pid, tid), 0, "client {name}");
+        }
+        control(cctl, "stop").unwrap();
+        client.wait(T);
+        control(ctl, "stop").unwrap();
+        server.wait(T);
+    });
 }

@@ -11,7 +11,9 @@ use std::{
     time::Duration,
 };
 
-use workload_util::{Proc, c1m, control, require_python_websockets, wait_for, ws_server};
+use workload_util::{
+    Proc, c1m, control, each_engine, require_python_websockets, wait_for, ws_server,
+};
 
 const T: Duration = Duration::from_secs(90);
 
@@ -91,33 +93,35 @@ fn expect_close_codes(out: &mut impl BufRead, n: usize, code: u16) {
 
 #[test]
 fn python_websockets_client_against_c1m_server() {
-    require_python_websockets();
-    const N: u64 = 50;
-    let (port, ctl) = (20200u16, "127.0.0.1:20920");
-    let server = ws_server(port, ctl, &[]);
-    let py = Proc::spawn(
-        "python client",
-        Command::new("python3").args(["-c", PY_CLIENT, &port.to_string(), ctl, &N.to_string()]),
-    );
-    let out = py.wait(T);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains(&format!("OK {N}")),
-        "python client failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s = wait_for(ctl, "closes counted", T, |s| {
-        s.counters.closed.peer_closed == N
+    each_engine(|_| {
+        require_python_websockets();
+        const N: u64 = 50;
+        let (port, ctl) = (20200u16, "127.0.0.1:20920");
+        let server = ws_server(port, ctl, &[]);
+        let py = Proc::spawn(
+            "python client",
+            Command::new("python3").args(["-c", PY_CLIENT, &port.to_string(), ctl, &N.to_string()]),
+        );
+        let out = py.wait(T);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(&format!("OK {N}")),
+            "python client failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s = wait_for(ctl, "closes counted", T, |s| {
+            s.counters.closed.peer_closed == N
+        });
+        let c = s.counters;
+        assert_eq!((c.accepted, c.open, c.ws_open), (N, 0, 0));
+        assert_eq!(
+            (c.echo_round_trips, c.ws_pings_in, c.pushes_sent),
+            (2 * N, N, N)
+        );
+        assert_eq!(c.protocol_errors.total(), 0, "{:?}", c.protocol_errors);
+        control(ctl, "stop").unwrap();
+        assert!(server.wait(T).status.success());
     });
-    let c = s.counters;
-    assert_eq!((c.accepted, c.open, c.ws_open), (N, 0, 0));
-    assert_eq!(
-        (c.echo_round_trips, c.ws_pings_in, c.pushes_sent),
-        (2 * N, N, N)
-    );
-    assert_eq!(c.protocol_errors.total(), 0, "{:?}", c.protocol_errors);
-    control(ctl, "stop").unwrap();
-    assert!(server.wait(T).status.success());
 }
 
 /// Python client that holds N connections until the server goes away, then prints the
@@ -137,19 +141,21 @@ asyncio.run(main())
 
 #[test]
 fn c1m_server_stopping_says_going_away_to_a_python_client() {
-    require_python_websockets();
-    const N: usize = 20;
-    let (port, ctl) = (20201u16, "127.0.0.1:20921");
-    let server = ws_server(port, ctl, &[]);
-    let (_py, mut out) = python_peer(
-        "python holder",
-        &[PY_HOLDER, &port.to_string(), &N.to_string()],
-        "HELD",
-    );
-    wait_for(ctl, "all open", T, |s| s.counters.ws_open == N as u64);
-    control(ctl, "stop").unwrap();
-    assert!(server.wait(T).status.success());
-    expect_close_codes(&mut out, N, 1001);
+    each_engine(|_| {
+        require_python_websockets();
+        const N: usize = 20;
+        let (port, ctl) = (20201u16, "127.0.0.1:20921");
+        let server = ws_server(port, ctl, &[]);
+        let (_py, mut out) = python_peer(
+            "python holder",
+            &[PY_HOLDER, &port.to_string(), &N.to_string()],
+            "HELD",
+        );
+        wait_for(ctl, "all open", T, |s| s.counters.ws_open == N as u64);
+        control(ctl, "stop").unwrap();
+        assert!(server.wait(T).status.success());
+        expect_close_codes(&mut out, N, 1001);
+    });
 }
 
 /// Python server: on connect it sends one push frame (id 7, its own timestamps), then
@@ -175,55 +181,58 @@ asyncio.run(main())
 
 #[test]
 fn c1m_client_against_python_websockets_server() {
-    require_python_websockets();
-    const N: u64 = 200;
-    let port = 20250u16;
-    let (py, mut py_out) = python_peer("python server", &[PY_SERVER, &port.to_string()], "READY");
-    let json = std::env::temp_dir().join(format!("c1m-interop-{}.json", std::process::id()));
-    let out = c1m()
-        .args([
-            "client",
-            "--mode",
-            "ws",
-            "--ports",
-            &port.to_string(),
-            "--quiet",
-            "--hold",
-            "1s",
-        ])
-        .args([
-            "-n",
-            &N.to_string(),
-            "--echo-count",
-            "3",
-            "--payload-size",
-            "300",
-        ])
-        .arg("--stats-json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "c1m client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s: c1m::workload::stats::AppSnapshot =
-        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    let c = s.counters;
-    assert_eq!(
-        (c.connected, c.echo_round_trips, c.pushes_received),
-        (N, 3 * N, N)
-    );
-    assert_eq!(c.failures.total(), 0);
-    assert_eq!(c.closed.local_close, N);
-    assert_eq!(
-        (s.pushes.len(), s.pushes[0].push_id, s.pushes[0].count),
-        (1, 7, N)
-    );
-    assert_eq!(s.percentiles["push_message_us"].count, N);
-    // The server saw every connection end with our close frame: 1000, not 1006.
-    expect_close_codes(&mut py_out, N as usize, 1000);
-    let _ = std::fs::remove_file(&json);
-    drop(py);
+    each_engine(|_| {
+        require_python_websockets();
+        const N: u64 = 200;
+        let port = 20250u16;
+        let (py, mut py_out) =
+            python_peer("python server", &[PY_SERVER, &port.to_string()], "READY");
+        let json = std::env::temp_dir().join(format!("c1m-interop-{}.json", std::process::id()));
+        let out = c1m()
+            .args([
+                "client",
+                "--mode",
+                "ws",
+                "--ports",
+                &port.to_string(),
+                "--quiet",
+                "--hold",
+                "1s",
+            ])
+            .args([
+                "-n",
+                &N.to_string(),
+                "--echo-count",
+                "3",
+                "--payload-size",
+                "300",
+            ])
+            .arg("--stats-json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "c1m client failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s: c1m::workload::stats::AppSnapshot =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let c = s.counters;
+        assert_eq!(
+            (c.connected, c.echo_round_trips, c.pushes_received),
+            (N, 3 * N, N)
+        );
+        assert_eq!(c.failures.total(), 0);
+        assert_eq!(c.closed.local_close, N);
+        assert_eq!(
+            (s.pushes.len(), s.pushes[0].push_id, s.pushes[0].count),
+            (1, 7, N)
+        );
+        assert_eq!(s.percentiles["push_message_us"].count, N);
+        // The server saw every connection end with our close frame: 1000, not 1006.
+        expect_close_codes(&mut py_out, N as usize, 1000);
+        let _ = std::fs::remove_file(&json);
+        drop(py);
+    });
 }

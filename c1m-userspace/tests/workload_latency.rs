@@ -9,7 +9,7 @@ mod workload_util;
 use std::time::Duration;
 
 use c1m::workload::stats::{AppSnapshot, Percentiles, SETUP_LATENCY_PAIRS};
-use workload_util::{Proc, c1m, wait_for, ws_server};
+use workload_util::{Proc, c1m, each_engine, wait_for, ws_server};
 
 const LONG: Duration = Duration::from_secs(90);
 
@@ -82,57 +82,63 @@ fn ramp(
 
 #[test]
 fn a_client_behind_its_pace_shows_the_wait_only_from_the_schedule() {
-    // One shard, one connect or handshake in flight, asked for a million a second: every
-    // WebSocket opens after the previous one, so the k-th waits for k - 1 whole opens
-    // that its call-based latency never sees.
-    const N: u64 = 3_000;
-    let extra = ["--rate", "1000000", "--in-flight", "1", "--threads", "1"];
-    let (c, pairs) = ramp(22000, N, &extra, "behind the pace");
-    for (call, sched) in pairs {
-        assert!(
-            sched.p50 > 10 * call.p50.max(1),
-            "median from the schedule {} µs should dwarf the one from the call, {} µs",
-            sched.p50,
-            call.p50
-        );
-    }
-    let r = c.setup_rate.unwrap();
-    assert_eq!((r.asked_per_s, r.connected), (Some(1e6), N));
-    assert!(r.achieved_per_s.unwrap() < 1e5, "{r:?}");
+    each_engine(|_| {
+        // One shard, one connect or handshake in flight, asked for a million a second: every
+        // WebSocket opens after the previous one, so the k-th waits for k - 1 whole opens
+        // that its call-based latency never sees.
+        const N: u64 = 3_000;
+        let extra = ["--rate", "1000000", "--in-flight", "1", "--threads", "1"];
+        let (c, pairs) = ramp(22000, N, &extra, "behind the pace");
+        for (call, sched) in pairs {
+            assert!(
+                sched.p50 > 10 * call.p50.max(1),
+                "median from the schedule {} µs should dwarf the one from the call, {} µs",
+                sched.p50,
+                call.p50
+            );
+        }
+        let r = c.setup_rate.unwrap();
+        assert_eq!((r.asked_per_s, r.connected), (Some(1e6), N));
+        assert!(r.achieved_per_s.unwrap() < 1e5, "{r:?}");
+    });
 }
 
 #[test]
 fn a_client_that_keeps_up_shows_both_latencies_close() {
-    // 1,000 WebSocket connections at 500/s over 2 s: always a slot free, so a connect
-    // starts within a pace tick (5 ms) of its schedule.
-    const N: u64 = 1_000;
-    let extra = ["--rate", "500", "--in-flight", "100"];
-    let (c, pairs) = ramp(22001, N, &extra, "keeping up");
-    for (call, sched) in pairs {
-        // The pace tick plus slack for a shared two-core box, where the behind-the-pace
-        // case above is hundreds of ms.
-        assert!(
-            sched.p50 < call.p50 + 50_000,
-            "median from the schedule {} µs vs from the call {} µs",
-            sched.p50,
-            call.p50
-        );
-    }
-    let r = c.setup_rate.unwrap();
-    assert_eq!((r.asked_per_s, r.connected), (Some(500.0), N));
-    let achieved = r.achieved_per_s.unwrap();
-    assert!((450.0..=510.0).contains(&achieved), "{r:?}");
+    each_engine(|_| {
+        // 1,000 WebSocket connections at 500/s over 2 s: always a slot free, so a connect
+        // starts within a pace tick (5 ms) of its schedule.
+        const N: u64 = 1_000;
+        let extra = ["--rate", "500", "--in-flight", "100"];
+        let (c, pairs) = ramp(22001, N, &extra, "keeping up");
+        for (call, sched) in pairs {
+            // The pace tick plus slack for a shared two-core box, where the behind-the-pace
+            // case above is hundreds of ms.
+            assert!(
+                sched.p50 < call.p50 + 50_000,
+                "median from the schedule {} µs vs from the call {} µs",
+                sched.p50,
+                call.p50
+            );
+        }
+        let r = c.setup_rate.unwrap();
+        assert_eq!((r.asked_per_s, r.connected), (Some(500.0), N));
+        let achieved = r.achieved_per_s.unwrap();
+        assert!((450.0..=510.0).contains(&achieved), "{r:?}");
+    });
 }
 
 #[test]
 fn an_unpaced_client_has_no_schedule() {
-    const N: u64 = 200;
-    let _server = ws_server(22002, "127.0.0.1:22904", &[]);
-    let _client = client(22002, "127.0.0.1:22905", N, &["--mode", "hold"]);
-    let c = held("127.0.0.1:22905", N);
-    assert_eq!(pct(&c, "connect_us").count, N);
-    assert_eq!(pct(&c, "connect_from_schedule_us").count, 0);
-    assert_eq!(pct(&c, "ws_handshake_us").count, 0);
-    let r = c.setup_rate.unwrap();
-    assert_eq!((r.asked_per_s, r.connected), (None, N));
+    each_engine(|_| {
+        const N: u64 = 200;
+        let _server = ws_server(22002, "127.0.0.1:22904", &[]);
+        let _client = client(22002, "127.0.0.1:22905", N, &["--mode", "hold"]);
+        let c = held("127.0.0.1:22905", N);
+        assert_eq!(pct(&c, "connect_us").count, N);
+        assert_eq!(pct(&c, "connect_from_schedule_us").count, 0);
+        assert_eq!(pct(&c, "ws_handshake_us").count, 0);
+        let r = c.setup_rate.unwrap();
+        assert_eq!((r.asked_per_s, r.connected), (None, N));
+    });
 }

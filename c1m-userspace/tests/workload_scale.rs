@@ -8,7 +8,7 @@ mod workload_util;
 
 use std::time::Duration;
 
-use workload_util::{Proc, c1m, control, wait_for};
+use workload_util::{Proc, c1m, control, each_engine, wait_for};
 
 const N: u64 = 25_000;
 /// Generous bounds: two 25k-connection runs may share 2 cores with other test binaries.
@@ -16,208 +16,212 @@ const LONG: Duration = Duration::from_secs(120);
 
 #[test]
 fn ws_25k_sharded_exact_counts_push_and_echo() {
-    let (sctl, cctl) = ("127.0.0.1:20900", "127.0.0.1:20901");
-    let server = Proc::spawn(
-        "server",
-        c1m()
-            .args([
-                "server",
-                "--mode",
-                "ws",
-                "--ports",
-                "20000-20019",
-                "--quiet",
-                "--control",
-                sctl,
-            ])
-            .args(["--max-conns", &N.to_string()]),
-    );
-    let s0 = wait_for(sctl, "server up", LONG, |s| s.phase == "running");
-    assert!(s0.workers.count >= 2, "server must shard: {}", s0.split);
-    assert!(s0.workers.list.iter().all(|w| w.kind == "process"));
+    each_engine(|_| {
+        let (sctl, cctl) = ("127.0.0.1:20900", "127.0.0.1:20901");
+        let server = Proc::spawn(
+            "server",
+            c1m()
+                .args([
+                    "server",
+                    "--mode",
+                    "ws",
+                    "--ports",
+                    "20000-20019",
+                    "--quiet",
+                    "--control",
+                    sctl,
+                ])
+                .args(["--max-conns", &N.to_string()]),
+        );
+        let s0 = wait_for(sctl, "server up", LONG, |s| s.phase == "running");
+        assert!(s0.workers.count >= 2, "server must shard: {}", s0.split);
+        assert!(s0.workers.list.iter().all(|w| w.kind == "process"));
 
-    let client = Proc::spawn(
-        "client",
-        c1m()
-            .args([
-                "client",
-                "--mode",
-                "ws",
-                "--ports",
-                "20000-20019",
-                "--quiet",
-                "--stay",
-                "--control",
-                cctl,
-            ])
-            .args([
-                "-n",
-                &N.to_string(),
-                "--echo-count",
-                "2",
-                "--payload-size",
-                "40",
-                "--hold",
-                "forever",
-            ]),
-    );
-    let c = wait_for(cctl, "client ramp + echoes", LONG, |s| {
-        s.phase == "hold" && s.counters.echo_round_trips == 2 * N
+        let client = Proc::spawn(
+            "client",
+            c1m()
+                .args([
+                    "client",
+                    "--mode",
+                    "ws",
+                    "--ports",
+                    "20000-20019",
+                    "--quiet",
+                    "--stay",
+                    "--control",
+                    cctl,
+                ])
+                .args([
+                    "-n",
+                    &N.to_string(),
+                    "--echo-count",
+                    "2",
+                    "--payload-size",
+                    "40",
+                    "--hold",
+                    "forever",
+                ]),
+        );
+        let c = wait_for(cctl, "client ramp + echoes", LONG, |s| {
+            s.phase == "hold" && s.counters.echo_round_trips == 2 * N
+        });
+        assert!(c.workers.count >= 2, "client must shard: {}", c.split);
+        assert_eq!(
+            (c.counters.attempted, c.counters.connected, c.counters.open),
+            (N, N, N)
+        );
+        assert_eq!(c.counters.failures.total(), 0, "{:?}", c.counters.failures);
+        assert_eq!(c.counters.closed.echo_mismatch, 0);
+        assert_eq!(c.percentiles["connect_us"].count, N);
+        assert_eq!(c.percentiles["echo_rtt_us"].count, 2 * N);
+        let setup_total: u64 = c.setup_steps.last().map(|s| s.connections).unwrap_or(0);
+        assert_eq!(setup_total, N, "setup steps: {:?}", c.setup_steps);
+
+        let s = wait_for(sctl, "server counts", LONG, |s| {
+            s.counters.ws_open == N && s.counters.echo_round_trips == 2 * N
+        });
+        assert_eq!((s.counters.accepted, s.counters.open), (N, N));
+        assert_eq!(s.counters.protocol_errors.total(), 0);
+        // Both workers took a share (SO_REUSEPORT spreads), and their shares add up exactly.
+        assert!(
+            s.workers.list.iter().all(|w| w.open > 0),
+            "{:?}",
+            s.workers.list
+        );
+        assert_eq!(s.workers.list.iter().map(|w| w.open).sum::<u64>(), N);
+
+        let answer = control(sctl, "push").unwrap();
+        let ack: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(ack["push_id"], 1, "{answer}");
+        let c = wait_for(cctl, "push delivered", LONG, |s| {
+            s.counters.pushes_received == N
+        });
+        assert_eq!(c.pushes.len(), 1);
+        assert_eq!(c.pushes[0].count, N);
+        assert_eq!(c.percentiles["push_message_us"].count, N);
+        assert_eq!(c.percentiles["push_fanout_us"].count, N);
+        let s = wait_for(sctl, "push written", LONG, |s| s.counters.pushes_sent == N);
+        assert_eq!(s.pushes[0].count, N);
+
+        // The same broadcast with one server shard writing at a time: every shard must get
+        // its turn, so it still reaches exactly N.
+        let answer = control(sctl, "push 1").unwrap();
+        let ack: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(
+            (ack["push_id"].as_u64(), ack["writers"].as_u64()),
+            (Some(2), Some(1)),
+            "{answer}"
+        );
+        let c = wait_for(cctl, "paced push delivered", LONG, |s| {
+            s.counters.pushes_received == 2 * N
+        });
+        let second = c.pushes.iter().find(|p| p.push_id == 2).unwrap();
+        assert_eq!(second.count, N);
+        let s = wait_for(sctl, "paced push written", LONG, |s| {
+            s.counters.pushes_sent == 2 * N
+        });
+        assert_eq!(s.pushes.iter().find(|p| p.push_id == 2).unwrap().count, N);
+        let bad = control(sctl, "push many").unwrap();
+        assert!(bad.contains("\"error\"") && bad.contains("push 4"), "{bad}");
+
+        control(cctl, "close").unwrap();
+        let c = wait_for(cctl, "client closed", LONG, |s| s.phase == "closed");
+        assert_eq!((c.counters.open, c.counters.closed.local_close), (0, N));
+        let s = wait_for(sctl, "server sees closes", LONG, |s| s.counters.open == 0);
+        assert_eq!(s.counters.closed.peer_closed, N);
+        assert_eq!(s.counters.closed.total(), N);
+
+        control(cctl, "stop").unwrap();
+        control(sctl, "stop").unwrap();
+        let out = client.wait(LONG);
+        assert!(
+            out.status.success(),
+            "client failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = server.wait(LONG);
+        assert!(
+            out.status.success(),
+            "server failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     });
-    assert!(c.workers.count >= 2, "client must shard: {}", c.split);
-    assert_eq!(
-        (c.counters.attempted, c.counters.connected, c.counters.open),
-        (N, N, N)
-    );
-    assert_eq!(c.counters.failures.total(), 0, "{:?}", c.counters.failures);
-    assert_eq!(c.counters.closed.echo_mismatch, 0);
-    assert_eq!(c.percentiles["connect_us"].count, N);
-    assert_eq!(c.percentiles["echo_rtt_us"].count, 2 * N);
-    let setup_total: u64 = c.setup_steps.last().map(|s| s.connections).unwrap_or(0);
-    assert_eq!(setup_total, N, "setup steps: {:?}", c.setup_steps);
-
-    let s = wait_for(sctl, "server counts", LONG, |s| {
-        s.counters.ws_open == N && s.counters.echo_round_trips == 2 * N
-    });
-    assert_eq!((s.counters.accepted, s.counters.open), (N, N));
-    assert_eq!(s.counters.protocol_errors.total(), 0);
-    // Both workers took a share (SO_REUSEPORT spreads), and their shares add up exactly.
-    assert!(
-        s.workers.list.iter().all(|w| w.open > 0),
-        "{:?}",
-        s.workers.list
-    );
-    assert_eq!(s.workers.list.iter().map(|w| w.open).sum::<u64>(), N);
-
-    let answer = control(sctl, "push").unwrap();
-    let ack: serde_json::Value = serde_json::from_str(&answer).unwrap();
-    assert_eq!(ack["push_id"], 1, "{answer}");
-    let c = wait_for(cctl, "push delivered", LONG, |s| {
-        s.counters.pushes_received == N
-    });
-    assert_eq!(c.pushes.len(), 1);
-    assert_eq!(c.pushes[0].count, N);
-    assert_eq!(c.percentiles["push_message_us"].count, N);
-    assert_eq!(c.percentiles["push_fanout_us"].count, N);
-    let s = wait_for(sctl, "push written", LONG, |s| s.counters.pushes_sent == N);
-    assert_eq!(s.pushes[0].count, N);
-
-    // The same broadcast with one server shard writing at a time: every shard must get
-    // its turn, so it still reaches exactly N.
-    let answer = control(sctl, "push 1").unwrap();
-    let ack: serde_json::Value = serde_json::from_str(&answer).unwrap();
-    assert_eq!(
-        (ack["push_id"].as_u64(), ack["writers"].as_u64()),
-        (Some(2), Some(1)),
-        "{answer}"
-    );
-    let c = wait_for(cctl, "paced push delivered", LONG, |s| {
-        s.counters.pushes_received == 2 * N
-    });
-    let second = c.pushes.iter().find(|p| p.push_id == 2).unwrap();
-    assert_eq!(second.count, N);
-    let s = wait_for(sctl, "paced push written", LONG, |s| {
-        s.counters.pushes_sent == 2 * N
-    });
-    assert_eq!(s.pushes.iter().find(|p| p.push_id == 2).unwrap().count, N);
-    let bad = control(sctl, "push many").unwrap();
-    assert!(bad.contains("\"error\"") && bad.contains("push 4"), "{bad}");
-
-    control(cctl, "close").unwrap();
-    let c = wait_for(cctl, "client closed", LONG, |s| s.phase == "closed");
-    assert_eq!((c.counters.open, c.counters.closed.local_close), (0, N));
-    let s = wait_for(sctl, "server sees closes", LONG, |s| s.counters.open == 0);
-    assert_eq!(s.counters.closed.peer_closed, N);
-    assert_eq!(s.counters.closed.total(), N);
-
-    control(cctl, "stop").unwrap();
-    control(sctl, "stop").unwrap();
-    let out = client.wait(LONG);
-    assert!(
-        out.status.success(),
-        "client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = server.wait(LONG);
-    assert!(
-        out.status.success(),
-        "server failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]
 fn tcp_echo_25k_sharded_verified_byte_for_byte() {
-    let sctl = "127.0.0.1:20902";
-    let dir = std::env::temp_dir().join(format!("c1m-echo-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("client.json");
-    let server = Proc::spawn(
-        "server",
-        c1m()
-            .args([
-                "server",
-                "--mode",
-                "echo",
-                "--ports",
-                "20050-20069",
-                "--quiet",
-                "--control",
-                sctl,
-            ])
-            .args(["--max-conns", &N.to_string()]),
-    );
-    wait_for(sctl, "server up", LONG, |s| s.phase == "running");
-    // No control endpoint: the client ramps, echoes, holds 1 s, closes and exits by itself,
-    // leaving its numbers in --stats-json.
-    let client = Proc::spawn(
-        "client",
-        c1m()
-            .args([
-                "client",
-                "--mode",
-                "echo",
-                "--ports",
-                "20050-20069",
-                "--quiet",
-                "--hold",
-                "1s",
-            ])
-            .args([
-                "-n",
-                &N.to_string(),
-                "--echo-count",
-                "3",
-                "--payload-size",
-                "100",
-            ])
-            .arg("--stats-json")
-            .arg(&json),
-    );
-    let out = client.wait(LONG);
-    assert!(
-        out.status.success(),
-        "client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let c: c1m::workload::stats::AppSnapshot =
-        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert!(c.workers.count >= 2, "client must shard: {}", c.split);
-    assert_eq!(
-        (c.counters.connected, c.counters.echo_round_trips),
-        (N, 3 * N)
-    );
-    assert_eq!(c.counters.closed.echo_mismatch, 0);
-    assert_eq!(c.counters.bytes_in, 3 * N * 100);
-    assert_eq!(c.counters.closed.local_close, N);
-    let s = wait_for(sctl, "server drained", LONG, |s| {
-        s.counters.open == 0 && s.counters.accepted == N
+    each_engine(|_| {
+        let sctl = "127.0.0.1:20902";
+        let dir = std::env::temp_dir().join(format!("c1m-echo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let json = dir.join("client.json");
+        let server = Proc::spawn(
+            "server",
+            c1m()
+                .args([
+                    "server",
+                    "--mode",
+                    "echo",
+                    "--ports",
+                    "20050-20069",
+                    "--quiet",
+                    "--control",
+                    sctl,
+                ])
+                .args(["--max-conns", &N.to_string()]),
+        );
+        wait_for(sctl, "server up", LONG, |s| s.phase == "running");
+        // No control endpoint: the client ramps, echoes, holds 1 s, closes and exits by itself,
+        // leaving its numbers in --stats-json.
+        let client = Proc::spawn(
+            "client",
+            c1m()
+                .args([
+                    "client",
+                    "--mode",
+                    "echo",
+                    "--ports",
+                    "20050-20069",
+                    "--quiet",
+                    "--hold",
+                    "1s",
+                ])
+                .args([
+                    "-n",
+                    &N.to_string(),
+                    "--echo-count",
+                    "3",
+                    "--payload-size",
+                    "100",
+                ])
+                .arg("--stats-json")
+                .arg(&json),
+        );
+        let out = client.wait(LONG);
+        assert!(
+            out.status.success(),
+            "client failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let c: c1m::workload::stats::AppSnapshot =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert!(c.workers.count >= 2, "client must shard: {}", c.split);
+        assert_eq!(
+            (c.counters.connected, c.counters.echo_round_trips),
+            (N, 3 * N)
+        );
+        assert_eq!(c.counters.closed.echo_mismatch, 0);
+        assert_eq!(c.counters.bytes_in, 3 * N * 100);
+        assert_eq!(c.counters.closed.local_close, N);
+        let s = wait_for(sctl, "server drained", LONG, |s| {
+            s.counters.open == 0 && s.counters.accepted == N
+        });
+        assert_eq!(
+            (s.counters.bytes_in, s.counters.bytes_out),
+            (3 * N * 100, 3 * N * 100)
+        );
+        control(sctl, "stop").unwrap();
+        assert!(server.wait(LONG).status.success());
+        let _ = std::fs::remove_dir_all(&dir);
     });
-    assert_eq!(
-        (s.counters.bytes_in, s.counters.bytes_out),
-        (3 * N * 100, 3 * N * 100)
-    );
-    control(sctl, "stop").unwrap();
-    assert!(server.wait(LONG).status.success());
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -12,23 +12,24 @@ mod workload_util;
 use std::process::Command;
 
 use c1m::workload::stats::AppSnapshot;
-use workload_util::is_root;
+use workload_util::{each_engine, is_root};
 
 #[test]
 fn several_source_addresses_pass_where_one_cannot() {
-    if !is_root() {
-        eprintln!(
-            "SKIP: several_source_addresses_pass_where_one_cannot needs root \
+    each_engine(|engine| {
+        if !is_root() {
+            eprintln!(
+                "SKIP: several_source_addresses_pass_where_one_cannot needs root \
              (private network namespace and per-namespace ip_local_port_range)"
-        );
-        return;
-    }
-    let bin = env!("CARGO_BIN_EXE_c1m");
-    let dir = std::env::temp_dir().join(format!("c1m-source-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let d = dir.display();
-    let script = format!(
-        r#"
+            );
+            return;
+        }
+        let bin = env!("CARGO_BIN_EXE_c1m");
+        let dir = std::env::temp_dir().join(format!("c1m-source-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let d = dir.display();
+        let script = format!(
+            r#"
 set -e
 ip link set lo up
 sysctl -q -w net.ipv4.ip_local_port_range="40000 40099"
@@ -42,45 +43,47 @@ echo "one_rc=$?"
 echo "three_rc=$?"
 kill $SPID; wait $SPID
 "#
-    );
-    let out = Command::new("unshare")
-        .args(["--net", "bash", "-c", &script])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let read = |name: &str| -> AppSnapshot {
-        let p = dir.join(name);
-        let bytes = std::fs::read(&p).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e}\nstdout: {stdout}\nstderr: {}",
-                p.display(),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        serde_json::from_slice(&bytes).unwrap()
-    };
-    let one = read("one.json");
-    let one_err = std::fs::read_to_string(dir.join("one.err")).unwrap();
-    assert_eq!(one.counters.connected, 100, "{one_err}");
-    assert_eq!(
-        one.counters.failures.addr_not_avail, 50,
-        "{:?}",
-        one.counters.failures
-    );
-    assert!(stdout.contains("one_rc=1"), "{stdout}");
-    assert!(one_err.contains("add --source addresses"), "{one_err}");
+        );
+        let out = Command::new("unshare")
+            .args(["--net", "bash", "-c", &script])
+            .env("C1M_ENGINE", engine)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let read = |name: &str| -> AppSnapshot {
+            let p = dir.join(name);
+            let bytes = std::fs::read(&p).unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e}\nstdout: {stdout}\nstderr: {}",
+                    p.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            });
+            serde_json::from_slice(&bytes).unwrap()
+        };
+        let one = read("one.json");
+        let one_err = std::fs::read_to_string(dir.join("one.err")).unwrap();
+        assert_eq!(one.counters.connected, 100, "{one_err}");
+        assert_eq!(
+            one.counters.failures.addr_not_avail, 50,
+            "{:?}",
+            one.counters.failures
+        );
+        assert!(stdout.contains("one_rc=1"), "{stdout}");
+        assert!(one_err.contains("add --source addresses"), "{one_err}");
 
-    let three = read("three.json");
-    let three_err = std::fs::read_to_string(dir.join("three.err")).unwrap();
-    assert_eq!(three.counters.connected, 250, "{three_err}");
-    assert_eq!(
-        three.counters.failures.total(),
-        0,
-        "{:?}",
-        three.counters.failures
-    );
-    assert!(stdout.contains("three_rc=0"), "{stdout}");
-    let _ = std::fs::remove_dir_all(&dir);
+        let three = read("three.json");
+        let three_err = std::fs::read_to_string(dir.join("three.err")).unwrap();
+        assert_eq!(three.counters.connected, 250, "{three_err}");
+        assert_eq!(
+            three.counters.failures.total(),
+            0,
+            "{:?}",
+            three.counters.failures
+        );
+        assert!(stdout.contains("three_rc=0"), "{stdout}");
+        let _ = std::fs::remove_dir_all(&dir);
+    });
 }
 
 /// A connect that never completes is given up after --connect-timeout and counted as
@@ -88,17 +91,18 @@ kill $SPID; wait $SPID
 /// SYN cookies off, silently drops every SYN once its queue is full.
 #[test]
 fn connect_timeout_is_counted() {
-    if !is_root() {
-        eprintln!(
-            "SKIP: connect_timeout_is_counted needs root (private network namespace, tcp_syncookies)"
-        );
-        return;
-    }
-    let bin = env!("CARGO_BIN_EXE_c1m");
-    let json = std::env::temp_dir().join(format!("c1m-timeout-{}.json", std::process::id()));
-    let j = json.display();
-    let script = format!(
-        r#"
+    each_engine(|engine| {
+        if !is_root() {
+            eprintln!(
+                "SKIP: connect_timeout_is_counted needs root (private network namespace, tcp_syncookies)"
+            );
+            return;
+        }
+        let bin = env!("CARGO_BIN_EXE_c1m");
+        let json = std::env::temp_dir().join(format!("c1m-timeout-{}.json", std::process::id()));
+        let j = json.display();
+        let script = format!(
+            r#"
 ip link set lo up
 sysctl -q -w net.ipv4.tcp_syncookies=0
 python3 -c 'import socket,time; s=socket.socket(); s.bind(("127.0.0.1",21001)); s.listen(1); time.sleep(30)' &
@@ -109,22 +113,24 @@ for i in $(seq 1 200); do grep -q ':5209 00000000:0000 0A' /proc/net/tcp && brea
 echo "rc=$?"
 kill $PY
 "#
-    );
-    let out = Command::new("unshare")
-        .args(["--net", "bash", "-c", &script])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let s: AppSnapshot = serde_json::from_slice(
-        &std::fs::read(&json)
-            .unwrap_or_else(|e| panic!("{e}: {stdout} {}", String::from_utf8_lossy(&out.stderr))),
-    )
-    .unwrap();
-    let _ = std::fs::remove_file(&json);
-    let c = s.counters;
-    // The accept queue (backlog 1) takes a couple; every other connect times out.
-    assert_eq!(c.attempted, 20);
-    assert_eq!(c.connected + c.failures.timed_out, 20, "{:?}", c.failures);
-    assert!(c.failures.timed_out >= 15, "{:?}", c.failures);
-    assert!(stdout.contains("rc=1"), "{stdout}");
+        );
+        let out = Command::new("unshare")
+            .args(["--net", "bash", "-c", &script])
+            .env("C1M_ENGINE", engine)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let s: AppSnapshot =
+            serde_json::from_slice(&std::fs::read(&json).unwrap_or_else(|e| {
+                panic!("{e}: {stdout} {}", String::from_utf8_lossy(&out.stderr))
+            }))
+            .unwrap();
+        let _ = std::fs::remove_file(&json);
+        let c = s.counters;
+        // The accept queue (backlog 1) takes a couple; every other connect times out.
+        assert_eq!(c.attempted, 20);
+        assert_eq!(c.connected + c.failures.timed_out, 20, "{:?}", c.failures);
+        assert!(c.failures.timed_out >= 15, "{:?}", c.failures);
+        assert!(stdout.contains("rc=1"), "{stdout}");
+    });
 }

@@ -16,7 +16,7 @@ mod workload_util;
 use std::time::Duration;
 
 use c1m::observer::mib::{self, MibCounters};
-use workload_util::{Proc, c1m, control, is_root, wait_for};
+use workload_util::{Proc, c1m, control, each_engine, is_root, wait_for};
 
 const N: u64 = 10_000;
 const LONG: Duration = Duration::from_secs(60);
@@ -50,55 +50,57 @@ fn assert_quiet(phase: &str, d: &MibCounters) {
 
 #[test]
 fn ws_setup_and_close_send_no_spurious_retransmits() {
-    if !is_root() {
-        eprintln!(
-            "SKIP ws_setup_and_close_send_no_spurious_retransmits: needs root (private netns)"
+    each_engine(|_| {
+        if !is_root() {
+            eprintln!(
+                "SKIP ws_setup_and_close_send_no_spurious_retransmits: needs root (private netns)"
+            );
+            return;
+        }
+        c1m::netns::enter_private().expect("private netns");
+        let (sctl, cctl) = ("127.0.0.1:21900", "127.0.0.1:21901");
+        let ports = "21000-21009";
+        let base = mib::read().unwrap();
+        let _server = Proc::spawn(
+            "server",
+            c1m()
+                .args(["server", "--mode", "ws", "--ports", ports, "--quiet"])
+                .args(["--control", sctl, "--max-conns", &N.to_string()]),
         );
-        return;
-    }
-    c1m::netns::enter_private().expect("private netns");
-    let (sctl, cctl) = ("127.0.0.1:21900", "127.0.0.1:21901");
-    let ports = "21000-21009";
-    let base = mib::read().unwrap();
-    let _server = Proc::spawn(
-        "server",
-        c1m()
-            .args(["server", "--mode", "ws", "--ports", ports, "--quiet"])
-            .args(["--control", sctl, "--max-conns", &N.to_string()]),
-    );
-    wait_for(sctl, "server up", LONG, |s| s.phase == "running");
-    let client = Proc::spawn(
-        "client",
-        c1m()
-            .args([
-                "client", "--mode", "ws", "--ports", ports, "--quiet", "--stay",
-            ])
-            .args(["--control", cctl, "-n", &N.to_string(), "--hold", "forever"]),
-    );
-    let c = wait_for(cctl, "client ramp", LONG, |s| {
-        s.phase == "hold" && s.counters.open == N
+        wait_for(sctl, "server up", LONG, |s| s.phase == "running");
+        let client = Proc::spawn(
+            "client",
+            c1m()
+                .args([
+                    "client", "--mode", "ws", "--ports", ports, "--quiet", "--stay",
+                ])
+                .args(["--control", cctl, "-n", &N.to_string(), "--hold", "forever"]),
+        );
+        let c = wait_for(cctl, "client ramp", LONG, |s| {
+            s.phase == "hold" && s.counters.open == N
+        });
+        assert_eq!(c.counters.failures.total(), 0, "{:?}", c.counters.failures);
+        wait_for(sctl, "server open", LONG, |s| s.counters.ws_open == N);
+        let ramped = mib::read().unwrap();
+        // The control polls are connections too: at least the ramp's.
+        assert!(ramped.since(&base).active_opens >= N);
+        assert_quiet("setup", &ramped.since(&base));
+
+        control(cctl, "close").unwrap();
+        wait_for(cctl, "client closed", LONG, |s| s.phase == "closed");
+        let s = wait_for(sctl, "server sees closes", LONG, |s| s.counters.open == 0);
+        assert_eq!(s.counters.closed.peer_closed, N);
+        // A probe is due at most 2·srtt + 200 ms after its segment: past that, none is pending.
+        std::thread::sleep(Duration::from_millis(500));
+        assert_quiet("close", &mib::read().unwrap().since(&ramped));
+
+        control(cctl, "stop").unwrap();
+        control(sctl, "stop").unwrap();
+        let out = client.wait(LONG);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     });
-    assert_eq!(c.counters.failures.total(), 0, "{:?}", c.counters.failures);
-    wait_for(sctl, "server open", LONG, |s| s.counters.ws_open == N);
-    let ramped = mib::read().unwrap();
-    // The control polls are connections too: at least the ramp's.
-    assert!(ramped.since(&base).active_opens >= N);
-    assert_quiet("setup", &ramped.since(&base));
-
-    control(cctl, "close").unwrap();
-    wait_for(cctl, "client closed", LONG, |s| s.phase == "closed");
-    let s = wait_for(sctl, "server sees closes", LONG, |s| s.counters.open == 0);
-    assert_eq!(s.counters.closed.peer_closed, N);
-    // A probe is due at most 2·srtt + 200 ms after its segment: past that, none is pending.
-    std::thread::sleep(Duration::from_millis(500));
-    assert_quiet("close", &mib::read().unwrap().since(&ramped));
-
-    control(cctl, "stop").unwrap();
-    control(sctl, "stop").unwrap();
-    let out = client.wait(LONG);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }

@@ -6,6 +6,8 @@
 //! (an upgrade request).
 #![allow(clippy::unwrap_used)] // panics are the assertions
 
+mod workload_util;
+
 use std::path::Path;
 
 use c1m::workload::{
@@ -224,4 +226,54 @@ proptest! {
         encode_frame(&mut echo, Opcode::Binary, &bytes, None);
         prop_assert!(decode_header(&echo, Role::Client, u64::MAX >> 1).unwrap().is_some());
     }
+}
+
+/// The corpus over real sockets, against each engine's server: every case whose outcome is
+/// a close code or an HTTP status gets exactly that answer on the wire. (The cases that
+/// wait for more bytes would only show the handshake timeout.)
+#[test]
+fn corpus_over_sockets_gets_the_same_answers_from_each_engine() {
+    use std::{
+        io::{Read, Write},
+        net::TcpStream,
+        time::Duration,
+    };
+    const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
+    let (port, ctl) = (20350u16, "127.0.0.1:20950");
+    let cases = corpus();
+    workload_util::each_engine(|_| {
+        let _server = workload_util::ws_server(port, ctl, &["--max-message", &MAX.to_string()]);
+        let mut checked = 0;
+        for (name, bytes) in &cases {
+            let mut parts = name.rsplitn(3, '.');
+            let (ext, want) = (parts.next().unwrap(), parts.next().unwrap());
+            if want == "more" || want == "ok" {
+                continue;
+            }
+            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            if ext == "bin" {
+                s.write_all(&handshake::request("h", "/", KEY)).unwrap();
+            }
+            s.write_all(bytes).unwrap();
+            let mut got = Vec::new();
+            let _ = s.read_to_end(&mut got);
+            let answer = match ext {
+                "http" => String::from_utf8_lossy(&got)
+                    .split(' ')
+                    .nth(1)
+                    .unwrap_or("none")
+                    .to_owned(),
+                _ => {
+                    // The close frame is the last thing the server sends: 0x88, length 2+.
+                    let head = got.windows(2).rposition(|w| w[0] == 0x88 && w[1] >= 2);
+                    head.map(|i| u16::from_be_bytes([got[i + 2], got[i + 3]]).to_string())
+                        .unwrap_or_else(|| format!("no close frame in {got:?}"))
+                }
+            };
+            assert_eq!(answer, want, "{name}");
+            checked += 1;
+        }
+        assert!(checked >= 30, "only {checked} corpus cases checked");
+    });
 }

@@ -27,8 +27,9 @@ use crate::util::{c1m_binary, is_root, root, run};
 #[derive(Parser, Debug)]
 #[command(name = "bench")]
 struct Opts {
-    /// What to run: `compare` (c1m vs C), or c1m's own `idle`, `push`, `echo`,
-    /// `observer` (default: compare, then echo and observer).
+    /// What to run: `compare` (c1m vs C), `engines` (tokio vs epoll engine), or c1m's
+    /// own `idle`, `push`, `echo`, `observer` (default: compare, engines, then echo and
+    /// observer).
     names: Vec<String>,
     /// Connections per ramp and push.
     #[arg(long, default_value_t = 100_000)]
@@ -50,10 +51,13 @@ pub fn run_bench(args: &[String]) -> Result<()> {
         .names
         .iter()
         .map(String::as_str)
-        .filter(|n| *n != "compare")
+        .filter(|n| !["compare", "engines"].contains(n))
         .collect();
     if all || o.names.iter().any(|n| n == "compare") {
         compare(&o)?;
+    }
+    if all || o.names.iter().any(|n| n == "engines") {
+        crate::bench_engines::run(o.connections, o.rounds)?;
     }
     let own = if all { vec!["echo", "observer"] } else { own };
     if !own.is_empty() {
@@ -67,7 +71,7 @@ pub fn run_bench(args: &[String]) -> Result<()> {
 
 /// Source addresses for both sides: each (source, server port) pair ≤ 10% of the
 /// default 28,232-port range, as the lab chooses (`lab/run/sources.rs`).
-fn sources(n: u64) -> u64 {
+pub(crate) fn sources(n: u64) -> u64 {
     let ports = u64::from(PORTS.1 - PORTS.0 + 1);
     n.div_ceil(2_823).div_ceil(ports).max(1)
 }
@@ -98,10 +102,10 @@ fn processes(n: u64) -> (u64, u64) {
 }
 
 /// A network namespace of our own, deleted on drop.
-struct Netns(String);
+pub(crate) struct Netns(String);
 
 impl Netns {
-    fn new(tag: &str) -> Result<Netns> {
+    pub(crate) fn new(tag: &str) -> Result<Netns> {
         let name = format!("c1m-xbench-{}-{tag}", std::process::id());
         run(Command::new("ip").args(["netns", "add", &name]))?;
         let ns = Netns(name);
@@ -448,10 +452,18 @@ fn ref_ramp(
     Ok(((rate, kernel), push))
 }
 
-fn c1m_bench(ns: &Netns, scenario: &str, n: u64, src: u64) -> Result<serde_json::Value> {
+/// `c1m bench SCENARIO --json` in `ns` with `extra` arguments; its figures.
+pub(crate) fn c1m_bench(
+    ns: &Netns,
+    scenario: &str,
+    n: u64,
+    src: u64,
+    extra: &[&str],
+) -> Result<serde_json::Value> {
     let out = ns
         .cmd(c1m_binary())
         .args(["bench", scenario, "--json", "--connections", &n.to_string()])
+        .args(extra)
         .args([
             "--source",
             &format!("127.0.0.2-127.0.0.{}", 1 + src.min(253)),
@@ -473,7 +485,7 @@ fn c1m_bench(ns: &Netns, scenario: &str, n: u64, src: u64) -> Result<serde_json:
 
 fn c1m_idle(n: u64, src: u64, tag: &str) -> Result<(f64, Kernel)> {
     let ns = Netns::new(tag)?;
-    let v = c1m_bench(&ns, "idle", n, src)?;
+    let v = c1m_bench(&ns, "idle", n, src, &[])?;
     Ok((
         v["rate_per_s"].as_f64().unwrap_or(0.0),
         Kernel::from_c1m(&v["setup_kernel"], n),
@@ -482,7 +494,7 @@ fn c1m_idle(n: u64, src: u64, tag: &str) -> Result<(f64, Kernel)> {
 
 fn c1m_push(n: u64, src: u64, tag: &str, m: &mut Figures) -> Result<()> {
     let ns = Netns::new(tag)?;
-    let v = c1m_bench(&ns, "push", n, src)?;
+    let v = c1m_bench(&ns, "push", n, src, &[])?;
     m.ws_rate = v["rate_per_s"].as_f64().unwrap_or(0.0);
     m.ws_kernel = Kernel::from_c1m(&v["setup_kernel"], n);
     // The default schedule: all shards writing at once (writers 0).

@@ -2,6 +2,7 @@
 //! machine needs is scripted here, so README's two commands are all a user types.
 
 mod bench;
+mod bench_engines;
 mod ebpf;
 mod refservers;
 mod util;
@@ -42,7 +43,8 @@ enum Command {
     /// each into target/reference-servers/<name>/run (see reference-servers/PROTOCOL.md).
     ReferenceServers,
     /// Build everything and run the benchmarks: c1m against minimal C programs in the
-    /// same run (`compare`), then c1m's own (`echo`, `observer`). `--connections N`
+    /// same run (`compare`), the tokio engine against the epoll engine (`engines`), then
+    /// c1m's own (`echo`, `observer`). `--connections N`
     /// sets the size (default 100,000), `--rounds R` the interleaved rounds (default 2).
     Bench {
         /// Benchmark names and options (default: all).

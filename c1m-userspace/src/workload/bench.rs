@@ -35,7 +35,7 @@ pub struct BenchArgs {
     /// Scenarios to run: idle, push, echo (default: all three).
     pub scenarios: Vec<String>,
     /// What runs the server and client under test.
-    #[arg(long, value_enum, default_value_t = EngineKind::Epoll)]
+    #[arg(long, value_enum, env = "C1M_ENGINE", default_value_t = EngineKind::Epoll)]
     pub engine: EngineKind,
     /// Connections for `idle` and `push`.
     #[arg(long, default_value_t = 100_000)]

@@ -29,7 +29,7 @@ const MAX_RANGE: u64 = 65_536;
 pub struct CommonArgs {
     /// What runs the connections: `epoll` (a hand-rolled loop per shard) or `tokio` (a
     /// runtime per shard, a task per connection).
-    #[arg(long, value_enum, default_value_t = EngineKind::Epoll)]
+    #[arg(long, value_enum, env = "C1M_ENGINE", default_value_t = EngineKind::Epoll)]
     pub engine: EngineKind,
     /// Shard threads when one process suffices (default: one per CPU).
     #[arg(long)]

@@ -11,8 +11,40 @@ use std::{
 
 use c1m::workload::stats::AppSnapshot;
 
+/// The built `c1m`, running the engine of the current [`each_engine`] round (epoll
+/// outside one).
 pub fn c1m() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_c1m"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_c1m"));
+    c.env("C1M_ENGINE", ENGINE.get());
+    c
+}
+
+/// Both connection engines: the shared suite runs once per engine.
+pub const ENGINES: [&str; 2] = ["epoll", "tokio"];
+
+thread_local! {
+    static ENGINE: std::cell::Cell<&'static str> = const { std::cell::Cell::new("epoll") };
+}
+
+/// Runs `body` once per engine, one after the other (the same ports are reused): every
+/// `c1m()` started meanwhile gets `C1M_ENGINE`, which `--engine` defaults to. A failure
+/// names the engine it failed with.
+pub fn each_engine(body: impl Fn(&'static str)) {
+    struct Round(&'static str);
+    impl Drop for Round {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                eprintln!("^^^ failed with --engine {}", self.0);
+            }
+            ENGINE.set("epoll");
+        }
+    }
+    for e in ENGINES {
+        ENGINE.set(e);
+        let _round = Round(e);
+        eprintln!("--- engine {e}");
+        body(e);
+    }
 }
 
 /// A child process killed (and reaped) when dropped, so a failed assertion leaves nothing

@@ -71,7 +71,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = Mode::Ws)]
     pub mode: Mode,
     /// What runs c1m's own server and client: `epoll` or `tokio` (see `c1m server --help`).
-    #[arg(long, value_enum, default_value_t = EngineKind::Epoll)]
+    #[arg(long, value_enum, env = "C1M_ENGINE", default_value_t = EngineKind::Epoll)]
     pub engine: EngineKind,
     /// Length of the idle phase.
     #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
