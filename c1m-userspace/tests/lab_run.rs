@@ -11,6 +11,7 @@ use c1m::lab::{
     export::hgrm,
     model::{Outcome, RunRecord},
 };
+use c1m::workload::config::EngineKind;
 use lab_util::{c1m_run, fresh_dir, kernel_vs_app, root_or_skip, run_folder, set_low, sysctl};
 
 mod lab_util;
@@ -21,10 +22,21 @@ fn a_5000_connection_run_exports_everything_and_counts_agree() {
         return;
     }
     c1m::netns::enter_private().expect("private netns");
+    // The lab cannot tell the engines apart except by their figures: the same run, the
+    // same assertions, once per engine.
+    for engine in [EngineKind::Epoll, EngineKind::Tokio] {
+        eprintln!("--- engine {}", engine.name());
+        five_thousand_connection_run(engine);
+    }
+}
+
+fn five_thousand_connection_run(engine: EngineKind) {
     let out = fresh_dir("run");
     let result = c1m_run(
         &out,
         &[
+            "--engine",
+            engine.name(),
             "--ports",
             "8000-8009",
             "-n",
@@ -82,6 +94,7 @@ fn a_5000_connection_run_exports_everything_and_counts_agree() {
     );
     let run: RunRecord = serde_json::from_value(json).expect("a RunRecord");
     assert_eq!(run.outcome, Outcome::Complete);
+    assert_eq!(run.config.engine, engine);
     // The default sources, said at start and kept: 5,000 over 10 ports is 500 per
     // (source, port) pair, 1.8% of the 28,232-port range, so one source.
     assert_eq!(run.config.sources, "127.0.0.2-127.0.0.2");

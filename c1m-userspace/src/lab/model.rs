@@ -159,6 +159,8 @@ pub struct RunConfig {
     pub connections_reason: String,
     pub rate_per_s: u64,
     pub mode: String,
+    /// What ran c1m's own server and client.
+    pub engine: crate::workload::config::EngineKind,
     pub ports: String,
     pub server_addrs: String,
     pub sources: String,

@@ -562,6 +562,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
                 },
                 rate_per_s: a.rate.round() as u64,
                 mode: a.mode.name().to_owned(),
+                engine: a.common.engine,
                 ports: a.ports.clone(),
                 server_addrs: a.hosts.join(","),
                 sources: a.sources.join(","),

@@ -31,7 +31,18 @@ impl Mode {
 
 /// What runs a shard's connections. Both engines run the same protocol, sharding, stats
 /// and control endpoint; only their figures differ.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     /// One `epoll_wait` loop per shard over a slab of compact connection states.

@@ -521,6 +521,7 @@ fn config() -> RunConfig {
         connections_reason: "22.9 GiB free allows ~2.9M; using 1,000,000".to_owned(),
         rate_per_s: RATE,
         mode: "ws".to_owned(),
+        engine: crate::workload::config::EngineKind::Epoll,
         ports: "8000-8003".to_owned(),
         server_addrs: "127.0.0.1".to_owned(),
         sources: "127.0.0.2-127.0.0.17".to_owned(),

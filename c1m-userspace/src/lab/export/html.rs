@@ -1057,16 +1057,17 @@ pub(crate) fn page(title: &str, body: &str) -> String {
     )
 }
 
-/// A one-line headline for a run: target, mode, host, when.
+/// A one-line headline for a run: target, mode, engine, host, when.
 pub(crate) fn headline(run: &RunRecord) -> String {
     format!(
-        "{} connections · {} · {} · {}",
+        "{} connections · {} · {} engine · {} · {}",
         count(run.config.connections),
         if run.config.mode.is_empty() {
             "?"
         } else {
             &run.config.mode
         },
+        run.config.engine.name(),
         if run.machine.hostname.is_empty() {
             "?"
         } else {

@@ -582,6 +582,7 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
             connections_reason: reason,
             rate_per_s: args.rate,
             mode: args.mode.name().to_owned(),
+            engine: args.engine,
             ports: args.ports.to_string(),
             server_addrs: args.addr.clone(),
             sources: sources.clone(),
