@@ -350,7 +350,7 @@ fn dead_worker_is_reported_and_its_connections_lost() {
         unix_stats(&|s| s.phase == "hold" && s.counters.open == 1000);
         let s = wait_for(ctl, "all accepted", T, |s| s.counters.open == 1000);
         let victim = s.workers.list[0].clone();
-        assert!(victim.open > 0 && victim.kind == "process");
+        assert!(victim.open > 0 && victim.kind == c1m::workload::stats::ShardKind::Process);
         // SAFETY: kill(2) on a worker process this test's server started.
         assert_eq!(unsafe { libc::kill(victim.pid as i32, libc::SIGKILL) }, 0);
         let s = wait_for(ctl, "death noticed", T, |s| s.workers.alive == 1);
@@ -456,7 +456,7 @@ fn supervisors_watch_above_the_load_their_shards_make() {
             .workers
             .list
             .iter()
-            .filter(|w| w.kind == "process")
+            .filter(|w| w.kind == c1m::workload::stats::ShardKind::Process)
             .collect();
         assert_eq!(workers.len(), 2, "{:?}", s.workers);
         for w in workers {
@@ -470,7 +470,10 @@ fn supervisors_watch_above_the_load_their_shards_make() {
             }
         }
         assert!(
-            c.workers.list.iter().all(|w| w.kind == "thread"),
+            c.workers
+                .list
+                .iter()
+                .all(|w| w.kind == c1m::workload::stats::ShardKind::Thread),
             "{:?}",
             c.workers
         );

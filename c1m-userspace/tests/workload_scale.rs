@@ -35,7 +35,12 @@ fn ws_25k_sharded_exact_counts_push_and_echo() {
         );
         let s0 = wait_for(sctl, "server up", LONG, |s| s.phase == "running");
         assert!(s0.workers.count >= 2, "server must shard: {}", s0.split);
-        assert!(s0.workers.list.iter().all(|w| w.kind == "process"));
+        assert!(
+            s0.workers
+                .list
+                .iter()
+                .all(|w| w.kind == c1m::workload::stats::ShardKind::Process)
+        );
 
         let client = Proc::spawn(
             "client",

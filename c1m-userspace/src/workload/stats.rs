@@ -537,13 +537,25 @@ pub fn last_connection_s(bins: &[u64]) -> Option<f64> {
     Some((last + 1) as f64 * TIMELINE_BIN_MS as f64 / 1000.0)
 }
 
+/// How a shard runs.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ShardKind {
+    /// A re-exec'd worker process (past one process's RLIMIT_NOFILE).
+    Process,
+    /// A thread of the supervisor's process (one shard per core).
+    #[default]
+    Thread,
+}
+
 /// A worker as the supervisor sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkerInfo {
     pub shard: u32,
     pub pid: u32,
-    /// "process" (re-exec'd worker) or "thread" (one process, shard per core).
-    pub kind: String,
+    pub kind: ShardKind,
     pub alive: bool,
     pub open: u64,
     /// Why it ended, if it died.

@@ -27,8 +27,8 @@ use super::{
     push_trigger::PushTrigger,
     shard::{self, ShardHandle},
     stats::{
-        self, AppSnapshot, Counters, HIST_NAMES, Percentiles, PushStat, PushSummary, WorkerInfo,
-        WorkerReport, Workers,
+        self, AppSnapshot, Counters, HIST_NAMES, Percentiles, PushStat, PushSummary, ShardKind,
+        WorkerInfo, WorkerReport, Workers,
     },
     sys,
 };
@@ -396,11 +396,10 @@ impl Supervisor {
                         shard: s.handle.shard,
                         pid: s.handle.pid,
                         kind: if s.handle.process {
-                            "process"
+                            ShardKind::Process
                         } else {
-                            "thread"
-                        }
-                        .to_owned(),
+                            ShardKind::Thread
+                        },
                         alive: s.alive,
                         open: s.counters.open,
                         exit: s.exit.clone(),

@@ -438,7 +438,7 @@ fn app_snapshot(
             .map(|i| WorkerInfo {
                 shard: i,
                 pid: 4100 + i + if client { 10 } else { 0 },
-                kind: "process".to_owned(),
+                kind: crate::workload::stats::ShardKind::Process,
                 alive: true,
                 open: open / 2,
                 exit: None,

@@ -1090,7 +1090,12 @@ impl Lab {
         ] {
             let Some(snap) = snap else { continue };
             if let Some(journal) = self.journal.as_mut() {
-                for w in snap.workers.list.iter().filter(|w| w.kind == "process") {
+                for w in snap
+                    .workers
+                    .list
+                    .iter()
+                    .filter(|w| w.kind == crate::workload::stats::ShardKind::Process)
+                {
                     journal.add(role, w.pid)?;
                 }
             }

@@ -9,7 +9,7 @@ pub fn worker_deaths(side: &str, snap: &AppSnapshot) -> Vec<String> {
     snap.workers
         .list
         .iter()
-        .filter(|w| w.kind == "process" && !w.alive)
+        .filter(|w| w.kind == crate::workload::stats::ShardKind::Process && !w.alive)
         .filter_map(|w| {
             let why = w.exit.as_deref()?;
             Some(format!(
@@ -71,7 +71,7 @@ mod tests {
             WorkerInfo {
                 shard: 0,
                 pid: 10,
-                kind: "process".into(),
+                kind: crate::workload::stats::ShardKind::Process,
                 alive: true,
                 open: 5,
                 exit: None,
@@ -79,7 +79,7 @@ mod tests {
             WorkerInfo {
                 shard: 1,
                 pid: 11,
-                kind: "process".into(),
+                kind: crate::workload::stats::ShardKind::Process,
                 alive: false,
                 open: 0,
                 exit: Some("signal: 9 (SIGKILL)".into()),
