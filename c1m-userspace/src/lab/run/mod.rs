@@ -1225,12 +1225,14 @@ impl Lab {
         match (measure, &self.last_client, &self.last_server) {
             (Progress::Connects, Some(c), _) => c.counters.connected + c.counters.failures.total(),
             (Progress::Connects, None, Some(s)) => s.counters.accepted,
-            (Progress::Push(id), Some(x), _) | (Progress::Push(id), None, Some(x)) => x
-                .pushes
-                .iter()
-                .find(|p| p.push_id == id)
-                .map_or(0, |p| p.count),
-            (_, None, None) => 0,
+            (Progress::Connects, None, None) => 0,
+            (Progress::Push(id), _, _) => push_witness(
+                self.client_ctl.is_none(),
+                self.last_server.as_ref(),
+                self.last_client.as_ref(),
+            )
+            .and_then(|x| x.pushes.iter().find(|p| p.push_id == id))
+            .map_or(0, |p| p.count),
         }
     }
 
@@ -1377,16 +1379,7 @@ impl Lab {
                     .ok()
                     .and_then(|v| v.get("push_id")?.as_u64())
                     .with_context(|| format!("the server refused the push: {answer}"))?;
-                // External clients: the server's count of frames written (what each
-                // host received is in its own folder, and `c1m merge` checks it).
-                fn side<'a>(
-                    external: bool,
-                    s: Option<&'a AppSnapshot>,
-                    c: Option<&'a AppSnapshot>,
-                ) -> Option<&'a AppSnapshot> {
-                    if external { s } else { c }
-                }
-                let open = side(
+                let open = push_witness(
                     external,
                     self.last_server.as_ref(),
                     self.last_client.as_ref(),
@@ -1404,7 +1397,7 @@ impl Lab {
                         "push",
                         Limit::Stall(PUSH_STALL, Progress::Push(push_id)),
                         move |s, c, _| {
-                            side(external, s, c).is_some_and(|x| {
+                            push_witness(external, s, c).is_some_and(|x| {
                                 x.pushes
                                     .iter()
                                     .any(|p| p.push_id == push_id && p.count >= open)
@@ -1416,7 +1409,7 @@ impl Lab {
                     Ok(true) => {}
                     Ok(false) => return Ok(()),
                     Err(e) => {
-                        let got = side(
+                        let got = push_witness(
                             external,
                             self.last_server.as_ref(),
                             self.last_client.as_ref(),
@@ -1683,6 +1676,18 @@ pub fn own_cpu() -> (f64, f64) {
 /// Resident memory of this process, bytes.
 pub fn own_rss() -> u64 {
     crate::workload::procstat::rss_bytes(std::process::id()).unwrap_or(0)
+}
+
+/// Whose count of a push's frames judges it: the lab's client (frames received) or, with
+/// external clients, the server (frames written; what each host received is in its own
+/// folder, and `c1m merge` checks it). One choice for the wait, its stall limit and its
+/// warning.
+fn push_witness<'a>(
+    external: bool,
+    server: Option<&'a AppSnapshot>,
+    client: Option<&'a AppSnapshot>,
+) -> Option<&'a AppSnapshot> {
+    if external { server } else { client }
 }
 
 #[cfg(test)]
