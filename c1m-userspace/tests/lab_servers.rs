@@ -13,6 +13,7 @@ use c1m::lab::{
     export::load_run,
     model::{Outcome, RunRecord},
 };
+use c1m::workload::config::EngineKind;
 use lab_util::{bounded, c1m_run, fresh_dir, root_or_skip, run_folder};
 
 mod lab_util;
@@ -139,13 +140,18 @@ fn every_reference_server_holds_15000_pushed_and_measured() {
     c1m::netns::enter_private().expect("private netns");
     let (_, cmp) = run_servers(
         "servers-all",
-        "python,node,go,netty,c1m-epoll",
+        "python,node,go,netty,c1m-epoll,c1m-tokio",
         "15000",
         Duration::from_secs(420),
     );
-    for name in ["python", "node", "go", "netty", "c1m-epoll"] {
+    for name in ["python", "node", "go", "netty", "c1m-epoll", "c1m-tokio"] {
         let run = record(&cmp.join(format!("{name}-1")));
         assert_eq!(run.outcome, Outcome::Complete, "{name}: {:?}", run.warnings);
+        // Every server meets the same client: only c1m's own server changes engine.
+        assert_eq!(run.config.engine, EngineKind::Epoll, "{name}");
+        if name == "c1m-tokio" {
+            assert_eq!(run.config.server_engine, EngineKind::Tokio);
+        }
         let client = run.client.as_ref().expect("client");
         assert_eq!(client.counters.connected, 15_000, "{name}");
         assert_eq!(client.counters.failures.total(), 0, "{name}");
@@ -181,7 +187,7 @@ fn every_reference_server_holds_15000_pushed_and_measured() {
     let doc = compare_json(&cmp);
     assert_eq!(
         doc["names"],
-        serde_json::json!(["python", "node", "go", "netty", "c1m-epoll"])
+        serde_json::json!(["python", "node", "go", "netty", "c1m-epoll", "c1m-tokio"])
     );
     if let Some(out_dir) = cmp.parent() {
         let _ = std::fs::remove_dir_all(out_dir);

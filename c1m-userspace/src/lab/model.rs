@@ -159,8 +159,10 @@ pub struct RunConfig {
     pub connections_reason: String,
     pub rate_per_s: u64,
     pub mode: String,
-    /// What ran c1m's own server and client.
+    /// What ran c1m's own client (and its server, unless `server_engine` says otherwise).
     pub engine: crate::workload::config::EngineKind,
+    /// What ran c1m's own server (a foreign server: the field is unused).
+    pub server_engine: crate::workload::config::EngineKind,
     pub ports: String,
     pub server_addrs: String,
     pub sources: String,

@@ -1,4 +1,4 @@
-//! `c1m run --servers python,node,go,netty,c1m-epoll`: the same phases against each named
+//! `c1m run --servers python,node,go,netty,c1m-epoll,c1m-tokio`: the same phases against each named
 //! server in turn, one run folder each under one comparison folder, then the comparison
 //! of `c1m compare` written there and printed. Here: how each server is started, how its
 //! push is triggered and what its push frame looks like, the order of the runs, and the
@@ -33,6 +33,7 @@ use super::{
 use crate::{
     util::PortList,
     workload::{
+        config::EngineKind,
         push_format::PushFormat,
         push_trigger::{PushTrigger, Signal},
     },
@@ -49,8 +50,10 @@ pub enum ReferenceServer {
     Go,
     /// Netty 4.1, NIO.
     Netty,
-    /// c1m's own server (the epoll engine): started by `c1m run` as today.
+    /// c1m's own server, epoll engine.
     C1mEpoll,
+    /// c1m's own server, tokio engine (a task per connection).
+    C1mTokio,
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -78,6 +81,9 @@ pub struct ServerFlags {
     pub server_cmd: Option<String>,
     pub push_trigger: PushTrigger,
     pub push_format: PushFormat,
+    /// c1m's own server: its engine (the lab's client keeps `--engine`, so every server
+    /// meets the same client).
+    pub server_engine: Option<EngineKind>,
 }
 
 impl ServerFlags {
@@ -86,16 +92,18 @@ impl ServerFlags {
         args.server_cmd = self.server_cmd;
         args.push_trigger = Some(self.push_trigger);
         args.push_format = self.push_format;
+        args.server_engine = self.server_engine;
     }
 }
 
 impl ReferenceServer {
-    pub const ALL: [ReferenceServer; 5] = [
+    pub const ALL: [ReferenceServer; 6] = [
         ReferenceServer::Python,
         ReferenceServer::Node,
         ReferenceServer::Go,
         ReferenceServer::Netty,
         ReferenceServer::C1mEpoll,
+        ReferenceServer::C1mTokio,
     ];
 
     pub fn name(self) -> &'static str {
@@ -105,6 +113,7 @@ impl ReferenceServer {
             ReferenceServer::Go => "go",
             ReferenceServer::Netty => "netty",
             ReferenceServer::C1mEpoll => "c1m-epoll",
+            ReferenceServer::C1mTokio => "c1m-tokio",
         }
     }
 
@@ -112,9 +121,18 @@ impl ReferenceServer {
         Self::ALL.map(Self::name).join(", ")
     }
 
+    /// c1m's own server, and its engine; `None` for a reference server.
+    fn own_engine(self) -> Option<EngineKind> {
+        match self {
+            ReferenceServer::C1mEpoll => Some(EngineKind::Epoll),
+            ReferenceServer::C1mTokio => Some(EngineKind::Tokio),
+            _ => None,
+        }
+    }
+
     /// Built by `cargo xtask reference-servers`; c1m's own server is c1m itself.
     fn is_reference(self) -> bool {
-        self != ReferenceServer::C1mEpoll
+        self.own_engine().is_none()
     }
 
     /// The `run` wrapper under `built` (`target/reference-servers`).
@@ -136,6 +154,7 @@ impl ReferenceServer {
                 server_cmd: None,
                 push_trigger: PushTrigger::Control,
                 push_format: PushFormat::C1m,
+                server_engine: self.own_engine(),
             });
         };
         if !run.exists() {
@@ -155,6 +174,7 @@ impl ReferenceServer {
                 number: libc::SIGUSR1,
             }),
             push_format: PushFormat::U64leUs,
+            server_engine: None,
         })
     }
 }
@@ -401,7 +421,7 @@ mod tests {
         );
         assert_eq!(
             parse_list("go,rust").unwrap_err().to_string(),
-            "unknown server `rust`: pick from python, node, go, netty, c1m-epoll"
+            "unknown server `rust`: pick from python, node, go, netty, c1m-epoll, c1m-tokio"
         );
         assert_eq!(
             parse_list("go,go").unwrap_err(),

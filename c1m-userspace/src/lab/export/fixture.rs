@@ -522,6 +522,7 @@ fn config() -> RunConfig {
         rate_per_s: RATE,
         mode: "ws".to_owned(),
         engine: crate::workload::config::EngineKind::Epoll,
+        server_engine: crate::workload::config::EngineKind::Epoll,
         ports: "8000-8003".to_owned(),
         server_addrs: "127.0.0.1".to_owned(),
         sources: "127.0.0.2-127.0.0.17".to_owned(),

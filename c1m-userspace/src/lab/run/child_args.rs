@@ -224,7 +224,7 @@ impl ChildPlan {
         server.addrs = vec![args.addr.clone()];
         server.ports = args.ports.to_string();
         server.mode = args.mode;
-        server.common.engine = args.engine;
+        server.common.engine = args.server_engine.unwrap_or(args.engine);
         server.max_conns = Some(n);
         server.common.control = Some(dir.join("server.sock").display().to_string());
         server.common.stats_json = Some(dir.join("server-final.json"));

@@ -73,6 +73,10 @@ pub struct RunArgs {
     /// What runs c1m's own server and client: `epoll` or `tokio` (see `c1m server --help`).
     #[arg(long, value_enum, env = "C1M_ENGINE", default_value_t = EngineKind::Epoll)]
     pub engine: EngineKind,
+    /// c1m's own server on another engine than its client (default: --engine), e.g. a
+    /// tokio server met by the epoll client every other server meets.
+    #[arg(long, value_enum)]
+    pub server_engine: Option<EngineKind>,
     /// Length of the idle phase.
     #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
     pub idle: Duration,
@@ -153,7 +157,8 @@ pub struct RunArgs {
     pub push_wait: Duration,
     /// Run the same phases against each of these servers in turn: python, node, go,
     /// netty (built by `cargo xtask reference-servers` into target/reference-servers, or
-    /// the folder in $C1M_REFERENCE_SERVERS) and c1m-epoll (c1m's own). Each
+    /// the folder in $C1M_REFERENCE_SERVERS), c1m-epoll and c1m-tokio (c1m's own, on
+    /// each engine, met by the same client). Each
     /// run gets a folder under <out>/<stamp>-servers/, where the comparison of
     /// `c1m compare` is written and then printed.
     #[arg(long, value_name = "NAMES")]
@@ -583,6 +588,7 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
             rate_per_s: args.rate,
             mode: args.mode.name().to_owned(),
             engine: args.engine,
+            server_engine: args.server_engine.unwrap_or(args.engine),
             ports: args.ports.to_string(),
             server_addrs: args.addr.clone(),
             sources: sources.clone(),
