@@ -27,9 +27,10 @@ use crate::util::{c1m_binary, is_root, root, run};
 #[derive(Parser, Debug)]
 #[command(name = "bench")]
 struct Opts {
-    /// What to run: `compare` (c1m vs C), `engines` (tokio vs epoll engine), or c1m's
-    /// own `idle`, `push`, `echo`, `observer` (default: compare, engines, then echo and
-    /// observer).
+    /// What to run: `compare` (c1m vs C), `engines` (tokio vs epoll engine),
+    /// `lab-observer` (the lab's setup with and without the observer, `--rounds` pairs), or
+    /// c1m's own `idle`, `push`, `echo`, `observer` (default: compare, engines, then echo
+    /// and observer).
     names: Vec<String>,
     /// Connections per ramp and push.
     #[arg(long, default_value_t = 100_000)]
@@ -51,13 +52,17 @@ pub fn run_bench(args: &[String]) -> Result<()> {
         .names
         .iter()
         .map(String::as_str)
-        .filter(|n| !["compare", "engines"].contains(n))
+        .filter(|n| !["compare", "engines", "lab-observer"].contains(n))
         .collect();
     if all || o.names.iter().any(|n| n == "compare") {
         compare(&o)?;
     }
     if all || o.names.iter().any(|n| n == "engines") {
         crate::bench_engines::run(o.connections, o.rounds)?;
+    }
+    // At 1M a pair takes ~10 minutes: asked for by name only.
+    if o.names.iter().any(|n| n == "lab-observer") {
+        crate::bench_lab_observer::run(o.connections, o.rounds)?;
     }
     let own = if all { vec!["echo", "observer"] } else { own };
     if !own.is_empty() {
@@ -113,7 +118,7 @@ impl Netns {
         Ok(ns)
     }
 
-    fn cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    pub(crate) fn cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.0]).arg(program);
         c

@@ -1,0 +1,103 @@
+//! `cargo xtask bench lab-observer`: what the observer costs where users run it, the lab's
+//! own setup phase (`c1m run --tune`, WebSocket, default sources) with and without the
+//! observer, in pairs whose order alternates, each run in a fresh network namespace.
+//! Printed per pair: setup seconds both ways and the cost (with / without − 1); then the
+//! median and the spread over the pairs (the issue's goal: ≤ 5%).
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+
+use crate::{bench::Netns, util::c1m_binary};
+
+/// One lab run's setup phase, seconds.
+fn setup_s(n: u64, observer: bool, tag: &str) -> Result<f64> {
+    let ns = Netns::new(tag)?;
+    let out = std::env::temp_dir().join(format!("c1m-xbench-lab-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let mut cmd = ns.cmd(c1m_binary());
+    cmd.args([
+        "run",
+        "--tune",
+        "--plain",
+        "--idle",
+        "1s",
+        "-n",
+        &n.to_string(),
+    ])
+    .arg("--out")
+    .arg(&out);
+    if !observer {
+        cmd.arg("--no-observer");
+    }
+    let status = cmd
+        .stdout(std::process::Stdio::null())
+        .status()
+        .context("c1m run")?;
+    let figure = read_setup(&out);
+    let _ = std::fs::remove_dir_all(&out);
+    if !status.success() {
+        bail!("c1m run -n {n} (observer {observer}) failed: {status}");
+    }
+    figure
+}
+
+/// The setup phase's duration from the one run folder under `out`.
+fn read_setup(out: &Path) -> Result<f64> {
+    let dir = std::fs::read_dir(out)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.join("summary.json").is_file())
+        .with_context(|| format!("no run folder in {}", out.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json"))?)?;
+    let setup = v["phases"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "setup"))
+        .context("no setup phase in summary.json")?;
+    setup["duration_s"]
+        .as_f64()
+        .context("setup phase without duration_s")
+}
+
+pub fn run(n: u64, pairs: u32) -> Result<()> {
+    println!(
+        "== observer cost on the lab's setup: c1m run --tune -n {n}, with and without the \
+         observer, {pairs} pair(s), order alternating, each run in a fresh network namespace"
+    );
+    let mut costs = Vec::new();
+    for r in 0..pairs {
+        let order = if r % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        let mut with = 0.0;
+        let mut without = 0.0;
+        for observer in order {
+            let s = setup_s(n, observer, &format!("lo{r}{}", u8::from(observer)))?;
+            if observer {
+                with = s;
+            } else {
+                without = s;
+            }
+        }
+        let cost = with / without - 1.0;
+        println!(
+            "   pair {}: setup {with:.1} s with the observer, {without:.1} s without: {:+.1}%",
+            r + 1,
+            cost * 100.0
+        );
+        costs.push(cost);
+    }
+    costs.sort_by(f64::total_cmp);
+    if let (Some(lo), Some(hi)) = (costs.first(), costs.last()) {
+        println!(
+            "   observer cost: median {:+.1}%, from {:+.1}% to {:+.1}% over {} pair(s) (goal ≤ 5%)",
+            costs[costs.len() / 2] * 100.0,
+            lo * 100.0,
+            hi * 100.0,
+            costs.len()
+        );
+    }
+    Ok(())
+}
