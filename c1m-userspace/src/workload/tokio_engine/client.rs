@@ -1,13 +1,585 @@
-//! The tokio client shard. (Being written: see issue 11.)
+//! The tokio client shard: a task per connection on a `LocalSet`, sharing the shard's
+//! [`Proto`] (counters, histograms, WebSocket and echo logic, the same as the epoll
+//! engine's) through an `Rc<RefCell<…>>`, since every task runs on the shard's one thread.
+//!
+//! - A pacing task starts connects on the epoll engine's schedule (`pace`), holding a
+//!   `Semaphore` permit per connect-and-handshake in flight (`--in-flight`).
+//! - A connection task awaits its connect, then reads with `AsyncRead::poll_read` into the
+//!   shard's one read buffer, borrowed only for the duration of a poll: an idle connection
+//!   owns no buffer. Partial frames (`BytesMut`) and unsent output own heap until consumed.
+//!   `poll_read` rather than `readable()` + `try_read`: tokio clears readiness on a short
+//!   read there, saving the `EAGAIN` read per message.
+//! - The connect timeout is a boxed `Sleep` dropped once the connection is open, so an
+//!   idle task's future does not carry a timer.
+//! - Teardown is one `Notify::notify_waiters` that reaches every task's `Notified` (part
+//!   of the task, no per-connection channel); the shard waits until the last task is gone.
 
-use std::sync::{Arc, atomic::AtomicU64};
+use std::{
+    cell::{Cell, RefCell},
+    future::{Future, poll_fn},
+    io,
+    os::fd::AsRawFd,
+    pin::{Pin, pin},
+    rc::Rc,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    task::{Poll, ready},
+    time::Duration,
+};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+use bytes::{Buf, BytesMut};
+use tokio::{
+    io::{AsyncRead, AsyncWriteExt, ReadBuf},
+    net::TcpStream,
+    sync::{Notify, OwnedSemaphorePermit, Semaphore},
+    task::LocalSet,
+    time::{Instant, Sleep},
+};
 
-use super::ShardIo;
-use crate::workload::config::ClientShardConfig;
+use super::{AsyncCommands, REPORT_EVERY_NS, ShardIo, Sink, runtime};
+use crate::workload::{
+    config::{ClientShardConfig, Mode, ShardCommand},
+    engine::{
+        MAX_PENDING_OUT, READ_BUF,
+        client::{ConnProto, EchoStep, PACE_NS, Proto, State},
+        closed_by, failure_of, pace,
+    },
+    sockopt::{self, Connecting},
+    sys,
+    ws::Fragment,
+};
 
+/// What every task of the shard shares.
+struct Shared {
+    p: RefCell<Proto>,
+    /// The shard's one read buffer, borrowed by a task only while it reads and decodes.
+    buf: RefCell<Vec<u8>>,
+    /// Client teardown: set once, then `teardown` wakes every task.
+    closing: Cell<bool>,
+    teardown: Notify,
+    /// Connection tasks alive; `gone` wakes the teardown when the last one ends.
+    live: Cell<u64>,
+    gone: Notify,
+    started: Cell<bool>,
+    /// Next local connection index to start.
+    next: Cell<u64>,
+    /// Connects and handshakes in flight (`--in-flight`).
+    slots: Arc<Semaphore>,
+}
+
+/// Runs one client shard: waits for `Start`, ramps, holds until `Close`/`Stop`.
 pub fn run(cfg: ClientShardConfig, io: ShardIo, open_in_process: Arc<AtomicU64>) -> Result<()> {
-    let _ = (cfg, io, open_in_process);
-    anyhow::bail!("--engine tokio: the client is not written yet")
+    let rt = runtime()?;
+    let ShardIo { commands, mut sink } = io;
+    LocalSet::new().block_on(&rt, async move {
+        let cmds = AsyncCommands::new(commands).context("shard command source")?;
+        shard(cfg, cmds, &mut sink, open_in_process).await
+    })
+}
+
+async fn shard(
+    cfg: ClientShardConfig,
+    mut cmds: AsyncCommands,
+    sink: &mut Sink,
+    open_in_process: Arc<AtomicU64>,
+) -> Result<()> {
+    let permits = usize::try_from(cfg.in_flight)
+        .unwrap_or(usize::MAX)
+        .min(Semaphore::MAX_PERMITS);
+    let sh = Rc::new(Shared {
+        p: RefCell::new(Proto::new(cfg, open_in_process)?),
+        buf: RefCell::new(vec![0; READ_BUF]),
+        closing: Cell::new(false),
+        teardown: Notify::new(),
+        live: Cell::new(0),
+        gone: Notify::new(),
+        started: Cell::new(false),
+        next: Cell::new(0),
+        slots: Arc::new(Semaphore::new(permits)),
+    });
+    sh.report(sink, true, false)?;
+    let every = Duration::from_nanos(REPORT_EVERY_NS);
+    let mut next_tick = Instant::now() + every;
+    let mut got = Vec::new();
+    loop {
+        // `next` drains into `got` before it waits, so commands are never lost when the
+        // tick wins; a closed command source reads as `Stop`.
+        tokio::select! {
+            r = cmds.next(&mut got) => r.context("shard commands")?,
+            () = tokio::time::sleep_until(next_tick) => {}
+        }
+        for c in got.drain(..) {
+            match c {
+                ShardCommand::Start { t0_mono_ns } if !sh.started.get() => {
+                    sh.p.borrow_mut().t0_mono = t0_mono_ns;
+                    sh.started.set(true);
+                    tokio::task::spawn_local(pump(sh.clone()));
+                }
+                ShardCommand::Close => {
+                    sh.close_all().await;
+                    sh.report(sink, true, true)?;
+                }
+                ShardCommand::Mark {
+                    id,
+                    started_unix_ns,
+                } => {
+                    sh.p.borrow_mut().mark(id, started_unix_ns);
+                    // At once: the lab fires the trigger when every shard has said so.
+                    sh.report(sink, true, false)?;
+                }
+                ShardCommand::Stop => {
+                    sh.close_all().await;
+                    return sh.report(sink, true, true);
+                }
+                ShardCommand::Start { .. } | ShardCommand::Push { .. } => {}
+            }
+        }
+        let now = Instant::now();
+        if now >= next_tick {
+            next_tick = now + every;
+            let closed_all = sh.closing.get() && sh.live.get() == 0;
+            sh.report(sink, false, closed_all)?;
+        }
+    }
+}
+
+impl Shared {
+    fn report(&self, sink: &mut Sink, force: bool, closed_all: bool) -> Result<()> {
+        let mut p = self.p.borrow_mut();
+        let ramp_done = self.started.get() && self.next.get() >= p.cfg.count && p.c.in_flight == 0;
+        p.report(sink, ramp_done, force, closed_all)
+    }
+
+    /// Closes every connection (each task says goodbye and counts itself) and returns when
+    /// the last task is gone.
+    async fn close_all(&self) {
+        self.closing.set(true);
+        self.teardown.notify_waiters();
+        while self.live.get() > 0 {
+            self.gone.notified().await;
+        }
+    }
+}
+
+/// The monotonic instant `mono_ns` as a tokio instant (both read CLOCK_MONOTONIC).
+fn instant_of(mono_ns: u64) -> Instant {
+    let (now_ns, now) = (sys::monotonic_ns(), Instant::now());
+    if mono_ns >= now_ns {
+        now + Duration::from_nanos(mono_ns - now_ns)
+    } else {
+        now.checked_sub(Duration::from_nanos(now_ns - mono_ns))
+            .unwrap_or(now)
+    }
+}
+
+/// Starts connects as the pace allows, each holding an in-flight slot until it opens.
+/// Like the epoll engine it wakes at most every [`PACE_NS`] and then starts all that is due.
+async fn pump(sh: Rc<Shared>) {
+    let mut teardown = pin!(sh.teardown.notified());
+    teardown.as_mut().enable();
+    let (rate, count, first, stride, t0) = {
+        let p = sh.p.borrow();
+        (
+            p.cfg.rate,
+            p.cfg.count,
+            p.cfg.first,
+            p.cfg.stride,
+            p.t0_mono,
+        )
+    };
+    let mut woke = 0u64;
+    loop {
+        let next = sh.next.get();
+        if sh.closing.get() || next >= count {
+            return;
+        }
+        let now = sys::monotonic_ns();
+        if next >= pace::due(rate, count, now.saturating_sub(t0)) {
+            let due = pace::scheduled_ns(rate, next).map_or(now, |at| t0.saturating_add(at));
+            woke = due.max(woke + PACE_NS);
+            tokio::select! {
+                biased;
+                () = &mut teardown => return,
+                () = tokio::time::sleep_until(instant_of(woke)) => {}
+            }
+            continue;
+        }
+        let permit = match sh.slots.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => tokio::select! {
+                biased;
+                () = &mut teardown => return,
+                p = sh.slots.clone().acquire_owned() => match p {
+                    Ok(permit) => permit,
+                    Err(_) => return,
+                },
+            },
+        };
+        if sh.closing.get() {
+            return;
+        }
+        sh.next.set(next + 1);
+        start(&sh, first + next * stride, permit);
+    }
+}
+
+/// One connect: the socket is made and bound as the epoll engine makes it (`sockopt`), then
+/// handed to tokio and to a task of its own.
+fn start(sh: &Rc<Shared>, g: u64, permit: OwnedSemaphorePermit) {
+    let mut p = sh.p.borrow_mut();
+    p.c.attempted += 1;
+    let (src, dst) = p.cfg.endpoints(g);
+    let nodelay = p.cfg.mode != Mode::Hold;
+    let t_ns = sys::monotonic_ns();
+    let (fd, done) = match sockopt::connect(src.as_ref(), &dst, nodelay) {
+        Ok(Connecting::InProgress(fd)) => (fd, false),
+        Ok(Connecting::Done(fd)) => (fd, true),
+        Err(e) => {
+            p.connect_failed(&e, g);
+            return;
+        }
+    };
+    let stream = match TcpStream::from_std(std::net::TcpStream::from(fd)) {
+        Ok(s) => s,
+        Err(e) => {
+            failure_of(&e, &mut p.c.failures);
+            return;
+        }
+    };
+    p.c.in_flight += 1;
+    p.open_in_process.fetch_add(1, Ordering::Relaxed);
+    sh.live.set(sh.live.get() + 1);
+    let conn = Conn {
+        p: ConnProto::new(g, t_ns),
+        inbuf: BytesMut::new(),
+        out: BytesMut::new(),
+        frag: None,
+    };
+    tokio::task::spawn_local(conn.run(sh.clone(), stream, done, permit));
+}
+
+/// A connection's own state, owned by its task.
+struct Conn {
+    p: ConnProto,
+    /// Received bytes not yet forming a complete frame or handshake head.
+    inbuf: BytesMut,
+    /// Bytes accepted for sending that the socket did not take yet.
+    out: BytesMut,
+    /// A fragmented WebSocket message being reassembled.
+    frag: Option<Box<Fragment>>,
+}
+
+/// What a batch of input leaves the connection to do.
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Go,
+    /// The connection ended (cause counted).
+    End,
+}
+
+/// The connect timeout, on the heap only while the connection is not open yet.
+type Timer = Option<Pin<Box<Sleep>>>;
+
+/// `f`, unless the timer (if any) fires first (None).
+async fn within<T>(timer: &mut Timer, f: impl Future<Output = T>) -> Option<T> {
+    match timer {
+        None => Some(f.await),
+        Some(t) => tokio::select! {
+            biased;
+            v = f => Some(v),
+            () = t.as_mut() => None,
+        },
+    }
+}
+
+impl Conn {
+    async fn run(
+        mut self,
+        sh: Rc<Shared>,
+        mut stream: TcpStream,
+        done: bool,
+        permit: OwnedSemaphorePermit,
+    ) {
+        let mut teardown = pin!(sh.teardown.notified());
+        teardown.as_mut().enable();
+        let torn_down = sh.closing.get()
+            || tokio::select! {
+                biased;
+                () = &mut teardown => true,
+                () = self.drive(&sh, &mut stream, done, permit) => false,
+            };
+        let mut p = sh.p.borrow_mut();
+        if torn_down {
+            if self.p.state == State::Open {
+                if p.cfg.mode == Mode::Ws && self.out.is_empty() {
+                    // Best effort, in one segment with the FIN: the socket is closed right
+                    // after, without waiting for the reply.
+                    let frame = p.close_frame();
+                    if let Ok(n) = sys::write_before_close(stream.as_raw_fd(), frame) {
+                        p.c.bytes_out += n as u64;
+                    }
+                }
+                p.c.closed.local_close += 1;
+            } else {
+                p.c.failures.aborted += 1;
+            }
+        }
+        if self.p.state == State::Open {
+            p.c.open -= 1;
+        } else {
+            p.c.in_flight -= 1;
+        }
+        p.open_in_process.fetch_sub(1, Ordering::Relaxed);
+        drop(p);
+        drop(stream);
+        sh.live.set(sh.live.get() - 1);
+        if sh.live.get() == 0 && sh.closing.get() {
+            sh.gone.notify_one();
+        }
+    }
+
+    /// The connection's life until it ends by itself (every end counted here).
+    async fn drive(
+        &mut self,
+        sh: &Shared,
+        s: &mut TcpStream,
+        done: bool,
+        permit: OwnedSemaphorePermit,
+    ) {
+        let (timeout_ms, mode) = {
+            let p = sh.p.borrow();
+            (p.cfg.connect_timeout_ms, p.cfg.mode)
+        };
+        let deadline = self
+            .p
+            .t_ns
+            .saturating_add(timeout_ms.saturating_mul(1_000_000));
+        let mut timer: Timer = Some(Box::pin(tokio::time::sleep_until(instant_of(deadline))));
+        // Held until the connection opens (or ends): the in-flight bound.
+        let mut permit = Some(permit);
+        if !done {
+            let r = match within(&mut timer, s.writable()).await {
+                None => {
+                    sh.p.borrow_mut().c.failures.timed_out += 1;
+                    return;
+                }
+                Some(r) => r.and_then(|()| s.take_error()),
+            };
+            let e = match r {
+                Ok(None) => None,
+                Ok(Some(e)) | Err(e) => Some(e),
+            };
+            if let Some(e) = e {
+                sh.p.borrow_mut().connect_failed(&e, self.p.g);
+                return;
+            }
+        }
+        if self.connected(&mut sh.p.borrow_mut(), s) == Flow::End {
+            return;
+        }
+        loop {
+            if self.p.state == State::Open && timer.is_some() {
+                // Open: the in-flight slot and the timeout are done with.
+                timer = None;
+                drop(permit.take());
+            }
+            if !self.out.is_empty() {
+                // Backpressure: nothing is read while output waits for the socket.
+                let r = within(&mut timer, s.write(&self.out)).await;
+                let mut p = sh.p.borrow_mut();
+                match r {
+                    None => {
+                        p.c.failures.timed_out += 1;
+                        return;
+                    }
+                    Some(Ok(n)) => {
+                        p.c.bytes_out += n as u64;
+                        self.out.advance(n);
+                        if self.out.is_empty() {
+                            self.out = BytesMut::new();
+                        }
+                    }
+                    Some(Err(e)) => {
+                        self.fail_or_close(&mut p, &e);
+                        return;
+                    }
+                }
+                continue;
+            }
+            let read = poll_fn(|cx| {
+                let mut buf = sh.buf.borrow_mut();
+                let mut rb = ReadBuf::new(&mut buf);
+                ready!(Pin::new(&mut *s).poll_read(cx, &mut rb))?;
+                Poll::Ready(Ok::<_, io::Error>(rb.filled().len()))
+            });
+            let r = within(&mut timer, read).await;
+            // Nothing awaits from here to the next turn: the shared buffer still holds
+            // what this read put there.
+            let mut p = sh.p.borrow_mut();
+            let n = match r {
+                None => {
+                    p.c.failures.timed_out += 1;
+                    return;
+                }
+                Some(Ok(0)) => {
+                    if self.p.state == State::Open {
+                        p.c.closed.peer_closed += 1;
+                    } else {
+                        p.c.failures.reset += 1;
+                    }
+                    return;
+                }
+                Some(Ok(n)) => n,
+                Some(Err(e)) => {
+                    self.fail_or_close(&mut p, &e);
+                    return;
+                }
+            };
+            p.c.bytes_in += n as u64;
+            let mut buf = sh.buf.borrow_mut();
+            let flow = match mode {
+                Mode::Hold => Flow::Go,
+                Mode::Echo => match p.echo_input(&mut self.p, &buf[..n]) {
+                    EchoStep::Mismatch => {
+                        p.c.closed.echo_mismatch += 1;
+                        Flow::End
+                    }
+                    EchoStep::Partial => Flow::Go,
+                    EchoStep::RoundTrip => self.echo_next(&mut p, s),
+                },
+                Mode::Ws => self.ws(&mut p, &mut buf[..n], s),
+            };
+            if flow == Flow::End {
+                return;
+            }
+        }
+    }
+
+    /// The TCP connect completed: the handshake request, or open and the first echo.
+    fn connected(&mut self, p: &mut Proto, s: &TcpStream) -> Flow {
+        let now = sys::monotonic_ns();
+        p.connected(&self.p, now);
+        if p.cfg.mode == Mode::Ws {
+            let req = p.handshake_request(&mut self.p, now);
+            return match self.send(s, &req) {
+                Ok(n) => {
+                    p.c.bytes_out += n;
+                    Flow::Go
+                }
+                Err(e) => {
+                    failure_of(&e, &mut p.c.failures);
+                    Flow::End
+                }
+            };
+        }
+        p.opened(&mut self.p, now);
+        self.echo_next(p, s)
+    }
+
+    /// Writes what the socket takes now and queues the rest (the read loop flushes it).
+    fn send(&mut self, s: &TcpStream, bytes: &[u8]) -> io::Result<u64> {
+        if !self.out.is_empty() {
+            if self.out.len() + bytes.len() > MAX_PENDING_OUT {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "peer not reading: output queue full",
+                ));
+            }
+            self.out.extend_from_slice(bytes);
+            return Ok(0);
+        }
+        let n = match s.try_write(bytes) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(e),
+        };
+        if n < bytes.len() {
+            self.out.extend_from_slice(&bytes[n..]);
+        }
+        Ok(n as u64)
+    }
+
+    /// Sends the next echo request if more are wanted.
+    fn echo_next(&mut self, p: &mut Proto, s: &TcpStream) -> Flow {
+        let Some(bytes) = p.echo_request(&mut self.p) else {
+            return Flow::Go;
+        };
+        match self.send(s, bytes) {
+            Ok(n) => {
+                p.c.bytes_out += n;
+                Flow::Go
+            }
+            Err(e) => {
+                closed_by(&e, &mut p.c.closed);
+                Flow::End
+            }
+        }
+    }
+
+    fn fail_or_close(&self, p: &mut Proto, e: &io::Error) {
+        if self.p.state == State::Open {
+            closed_by(e, &mut p.c.closed);
+        } else {
+            failure_of(e, &mut p.c.failures);
+        }
+    }
+
+    /// WebSocket input in `buf` (the shared buffer): decoded after any partial frame kept.
+    fn ws(&mut self, p: &mut Proto, buf: &mut [u8], s: &TcpStream) -> Flow {
+        let spilled = !self.inbuf.is_empty();
+        if spilled {
+            self.inbuf.extend_from_slice(buf);
+        }
+        let data: &mut [u8] = if spilled { &mut self.inbuf } else { buf };
+        let len = data.len();
+        let step = p.ws_input(&mut self.p, data, &mut self.frag);
+        // Keep an incomplete frame or head for the next read; an idle connection keeps none.
+        if step.end.is_none() && step.used < len {
+            if spilled {
+                self.inbuf.advance(step.used);
+            } else {
+                self.inbuf.extend_from_slice(&buf[step.used..]);
+            }
+        } else if spilled {
+            self.inbuf = BytesMut::new();
+        }
+        let sent = if p.out.is_empty() {
+            Ok(0)
+        } else {
+            self.send(s, &p.out)
+        };
+        let now = sys::monotonic_ns();
+        if let Some(end) = step.end {
+            if step.became_open && !end.failed() {
+                p.opened(&mut self.p, now);
+            }
+            if let Ok(n) = sent {
+                p.c.bytes_out += n;
+            }
+            end.count(&mut p.c);
+            return Flow::End;
+        }
+        let n = match sent {
+            Ok(n) => n,
+            Err(e) => {
+                if step.became_open {
+                    p.opened(&mut self.p, now);
+                }
+                self.fail_or_close(p, &e);
+                return Flow::End;
+            }
+        };
+        p.c.bytes_out += n;
+        if step.became_open {
+            p.opened(&mut self.p, now);
+            self.echo_next(p, s)
+        } else if step.rtt_done {
+            self.echo_next(p, s)
+        } else {
+            Flow::Go
+        }
+    }
 }
