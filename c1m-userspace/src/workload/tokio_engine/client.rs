@@ -48,6 +48,7 @@ use crate::workload::{
         closed_by, failure_of, pace,
     },
     sockopt::{self, Connecting},
+    stats::Counters,
     sys,
     ws::Fragment,
 };
@@ -291,6 +292,20 @@ enum Flow {
     End,
 }
 
+/// Counts what a send wrote, or its error as `fail` classifies it (the connection ends).
+fn counted(c: &mut Counters, r: io::Result<u64>, fail: fn(&io::Error, &mut Counters)) -> Flow {
+    match r {
+        Ok(n) => {
+            c.bytes_out += n;
+            Flow::Go
+        }
+        Err(e) => {
+            fail(&e, c);
+            Flow::End
+        }
+    }
+}
+
 /// The connect timeout, on the heap only while the connection is not open yet.
 type Timer = Option<Pin<Box<Sleep>>>;
 
@@ -497,16 +512,8 @@ impl Conn {
         p.connected(&self.p, now);
         if p.cfg.mode == Mode::Ws {
             let req = p.handshake_request(&mut self.p, now);
-            return match self.send(s, &req) {
-                Ok(n) => {
-                    p.c.bytes_out += n;
-                    Flow::Go
-                }
-                Err(e) => {
-                    failure_of(&e, &mut p.c.failures);
-                    Flow::End
-                }
-            };
+            let r = self.send(s, &req);
+            return counted(&mut p.c, r, |e, c| failure_of(e, &mut c.failures));
         }
         p.opened(&mut self.p, now);
         self.echo_next(p, s)
@@ -559,16 +566,8 @@ impl Conn {
         let Some(bytes) = p.echo_request(&mut self.p) else {
             return Flow::Go;
         };
-        match self.send(s, bytes) {
-            Ok(n) => {
-                p.c.bytes_out += n;
-                Flow::Go
-            }
-            Err(e) => {
-                closed_by(&e, &mut p.c.closed);
-                Flow::End
-            }
-        }
+        let r = self.send(s, bytes);
+        counted(&mut p.c, r, |e, c| closed_by(e, &mut c.closed))
     }
 
     fn fail_or_close(&self, p: &mut Proto, e: &io::Error) {
