@@ -87,20 +87,7 @@ async fn shard(
     sink: &mut Sink,
     open_in_process: Arc<AtomicU64>,
 ) -> Result<()> {
-    let permits = usize::try_from(cfg.in_flight)
-        .unwrap_or(usize::MAX)
-        .min(Semaphore::MAX_PERMITS);
-    let sh = Rc::new(Shared {
-        p: RefCell::new(Proto::new(cfg, open_in_process)?),
-        buf: RefCell::new(vec![0; READ_BUF]),
-        closing: Cell::new(false),
-        teardown: Notify::new(),
-        live: Cell::new(0),
-        gone: Notify::new(),
-        started: Cell::new(false),
-        next: Cell::new(0),
-        slots: Arc::new(Semaphore::new(permits)),
-    });
+    let sh = Rc::new(Shared::new(cfg, open_in_process)?);
     sh.report(sink, true, false)?;
     let every = Duration::from_nanos(REPORT_EVERY_NS);
     let mut next_tick = Instant::now() + every;
@@ -148,6 +135,23 @@ async fn shard(
 }
 
 impl Shared {
+    fn new(cfg: ClientShardConfig, open_in_process: Arc<AtomicU64>) -> Result<Shared> {
+        let permits = usize::try_from(cfg.in_flight)
+            .unwrap_or(usize::MAX)
+            .min(Semaphore::MAX_PERMITS);
+        Ok(Shared {
+            p: RefCell::new(Proto::new(cfg, open_in_process)?),
+            buf: RefCell::new(vec![0; READ_BUF]),
+            closing: Cell::new(false),
+            teardown: Notify::new(),
+            live: Cell::new(0),
+            gone: Notify::new(),
+            started: Cell::new(false),
+            next: Cell::new(0),
+            slots: Arc::new(Semaphore::new(permits)),
+        })
+    }
+
     fn report(&self, sink: &mut Sink, force: bool, closed_all: bool) -> Result<()> {
         let mut p = self.p.borrow_mut();
         let ramp_done = self.started.get() && self.next.get() >= p.cfg.count && p.c.in_flight == 0;
@@ -688,17 +692,7 @@ mod tests {
         LocalSet::new().block_on(&rt, async {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let stream = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
-            let sh = Rc::new(Shared {
-                p: RefCell::new(Proto::new(cfg(), Arc::default()).unwrap()),
-                buf: RefCell::new(Vec::new()),
-                closing: Cell::new(false),
-                teardown: Notify::new(),
-                live: Cell::new(0),
-                gone: Notify::new(),
-                started: Cell::new(false),
-                next: Cell::new(0),
-                slots: Arc::new(Semaphore::new(1)),
-            });
+            let sh = Rc::new(Shared::new(cfg(), Arc::default()).unwrap());
             let permit = sh.slots.clone().try_acquire_owned().unwrap();
             let conn = Conn {
                 p: ConnProto::new(0, 0),
