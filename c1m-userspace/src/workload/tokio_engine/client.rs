@@ -338,21 +338,31 @@ impl Conn {
         permit: OwnedSemaphorePermit,
     ) -> impl Future<Output = ()> {
         async move {
-            let mut teardown = pin!(sh.teardown.notified());
-            teardown.as_mut().enable();
-            let torn_down = sh.closing.get()
-                || tokio::select! {
-                    biased;
-                    () = &mut teardown => true,
-                    () = async {
-                        // The setup (connect wait, timer, in-flight slot, handshake) lives
-                        // on the heap until the connection opens: an idle task carries
-                        // only the read loop.
-                        if Box::pin(self.setup(&sh, &mut stream, done, permit)).await {
-                            self.serve(&sh, &mut stream, &mut None).await;
-                        }
-                    } => false,
-                };
+            let torn_down = {
+                let mut teardown = pin!(sh.teardown.notified());
+                let mut life = pin!(async {
+                    // The setup (connect wait, timer, in-flight slot, handshake) lives on the
+                    // heap until the connection opens: an idle task carries only the read loop.
+                    if Box::pin(self.setup(&sh, &mut stream, done, permit)).await {
+                        self.serve(&sh, &mut stream, &mut None).await;
+                    }
+                });
+                // Like `select!`, but `teardown` is polled only to register the task's waker
+                // and once teardown began: each poll of a waiting `Notified` locks the
+                // `Notify`, and a task's waker does not change.
+                let mut registered = false;
+                poll_fn(|cx| {
+                    if (!registered || sh.closing.get()) && teardown.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(true);
+                    }
+                    registered = true;
+                    if sh.closing.get() {
+                        return Poll::Ready(true);
+                    }
+                    life.as_mut().poll(cx).map(|()| false)
+                })
+                .await
+            };
             self.finish(&sh, &stream, torn_down);
             drop(stream);
             sh.live.set(sh.live.get() - 1);
