@@ -27,7 +27,7 @@
 //! so a busy connection cannot starve the others and no ready list is needed.
 
 pub mod client;
-mod pace;
+pub mod pace;
 pub mod server;
 pub mod shard_loop;
 

@@ -1,13 +1,717 @@
-//! The tokio client shard. (Being written: see issue 11.)
+//! The tokio client shard: a task per connection on a `LocalSet`, sharing the shard's
+//! [`Proto`] (counters, histograms, WebSocket and echo logic, the same as the epoll
+//! engine's) through an `Rc<RefCell<…>>`, since every task runs on the shard's one thread.
+//!
+//! - A pacing task starts connects on the epoll engine's schedule (`pace`), holding a
+//!   `Semaphore` permit per connect-and-handshake in flight (`--in-flight`).
+//! - A connection task awaits its connect, then reads with `AsyncRead::poll_read` into the
+//!   shard's one read buffer, borrowed only for the duration of a poll: an idle connection
+//!   owns no buffer. Partial frames (`BytesMut`) and unsent output own heap until consumed.
+//!   `poll_read` rather than `readable()` + `try_read`: tokio clears readiness on a short
+//!   read there, saving the `EAGAIN` read per message.
+//! - The connect timeout is a boxed `Sleep` dropped once the connection is open, so an
+//!   idle task's future does not carry a timer.
+//! - Teardown is one `Notify::notify_waiters` that reaches every task's `Notified` (part
+//!   of the task, no per-connection channel); the shard waits until the last task is gone.
 
-use std::sync::{Arc, atomic::AtomicU64};
+use std::{
+    cell::{Cell, RefCell},
+    future::{Future, poll_fn},
+    io,
+    os::fd::AsRawFd,
+    pin::{Pin, pin},
+    rc::Rc,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    task::{Poll, ready},
+    time::Duration,
+};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+use bytes::{Buf, BytesMut};
+use tokio::{
+    io::{AsyncRead, AsyncWriteExt, ReadBuf},
+    net::TcpStream,
+    sync::{Notify, OwnedSemaphorePermit, Semaphore},
+    task::LocalSet,
+    time::{Instant, Sleep},
+};
 
-use super::ShardIo;
-use crate::workload::config::ClientShardConfig;
+use super::{AsyncCommands, REPORT_EVERY_NS, ShardIo, Sink, runtime};
+use crate::workload::{
+    config::{ClientShardConfig, Mode, ShardCommand},
+    engine::{
+        MAX_PENDING_OUT, READ_BUF,
+        client::{ConnProto, EchoStep, PACE_NS, Proto, State},
+        closed_by, failure_of, pace,
+    },
+    sockopt::{self, Connecting},
+    stats::Counters,
+    sys,
+    ws::Fragment,
+};
 
+/// What every task of the shard shares.
+struct Shared {
+    p: RefCell<Proto>,
+    /// The shard's one read buffer, borrowed by a task only while it reads and decodes.
+    buf: RefCell<Vec<u8>>,
+    /// Client teardown: set once, then `teardown` wakes every task.
+    closing: Cell<bool>,
+    teardown: Notify,
+    /// Connection tasks alive; `gone` wakes the teardown when the last one ends.
+    live: Cell<u64>,
+    gone: Notify,
+    started: Cell<bool>,
+    /// Next local connection index to start.
+    next: Cell<u64>,
+    /// Connects and handshakes in flight (`--in-flight`).
+    slots: Arc<Semaphore>,
+}
+
+/// Runs one client shard: waits for `Start`, ramps, holds until `Close`/`Stop`.
 pub fn run(cfg: ClientShardConfig, io: ShardIo, open_in_process: Arc<AtomicU64>) -> Result<()> {
-    let _ = (cfg, io, open_in_process);
-    anyhow::bail!("--engine tokio: the client is not written yet")
+    let rt = runtime()?;
+    let ShardIo { commands, mut sink } = io;
+    LocalSet::new().block_on(&rt, async move {
+        let cmds = AsyncCommands::new(commands).context("shard command source")?;
+        shard(cfg, cmds, &mut sink, open_in_process).await
+    })
+}
+
+async fn shard(
+    cfg: ClientShardConfig,
+    mut cmds: AsyncCommands,
+    sink: &mut Sink,
+    open_in_process: Arc<AtomicU64>,
+) -> Result<()> {
+    let sh = Rc::new(Shared::new(cfg, open_in_process)?);
+    sh.report(sink, true, false)?;
+    let every = Duration::from_nanos(REPORT_EVERY_NS);
+    let mut next_tick = Instant::now() + every;
+    let mut got = Vec::new();
+    loop {
+        // `next` drains into `got` before it waits, so commands are never lost when the
+        // tick wins; a closed command source reads as `Stop`.
+        tokio::select! {
+            r = cmds.next(&mut got) => r.context("shard commands")?,
+            () = tokio::time::sleep_until(next_tick) => {}
+        }
+        for c in got.drain(..) {
+            match c {
+                ShardCommand::Start { t0_mono_ns } if !sh.started.get() => {
+                    sh.p.borrow_mut().t0_mono = t0_mono_ns;
+                    sh.started.set(true);
+                    tokio::task::spawn_local(pump(sh.clone()));
+                }
+                ShardCommand::Close => {
+                    sh.close_all().await;
+                    sh.report(sink, true, true)?;
+                }
+                ShardCommand::Mark {
+                    id,
+                    started_unix_ns,
+                } => {
+                    sh.p.borrow_mut().mark(id, started_unix_ns);
+                    // At once: the lab fires the trigger when every shard has said so.
+                    sh.report(sink, true, false)?;
+                }
+                ShardCommand::Stop => {
+                    sh.close_all().await;
+                    return sh.report(sink, true, true);
+                }
+                ShardCommand::Start { .. } | ShardCommand::Push { .. } => {}
+            }
+        }
+        let now = Instant::now();
+        if now >= next_tick {
+            next_tick = now + every;
+            let closed_all = sh.closing.get() && sh.live.get() == 0;
+            sh.report(sink, false, closed_all)?;
+        }
+    }
+}
+
+impl Shared {
+    fn new(cfg: ClientShardConfig, open_in_process: Arc<AtomicU64>) -> Result<Shared> {
+        let permits = usize::try_from(cfg.in_flight)
+            .unwrap_or(usize::MAX)
+            .min(Semaphore::MAX_PERMITS);
+        Ok(Shared {
+            p: RefCell::new(Proto::new(cfg, open_in_process)?),
+            buf: RefCell::new(vec![0; READ_BUF]),
+            closing: Cell::new(false),
+            teardown: Notify::new(),
+            live: Cell::new(0),
+            gone: Notify::new(),
+            started: Cell::new(false),
+            next: Cell::new(0),
+            slots: Arc::new(Semaphore::new(permits)),
+        })
+    }
+
+    fn report(&self, sink: &mut Sink, force: bool, closed_all: bool) -> Result<()> {
+        let mut p = self.p.borrow_mut();
+        let ramp_done = self.started.get() && self.next.get() >= p.cfg.count && p.c.in_flight == 0;
+        p.report(sink, ramp_done, force, closed_all)
+    }
+
+    /// Closes every connection (each task says goodbye and counts itself) and returns when
+    /// the last task is gone.
+    async fn close_all(&self) {
+        self.closing.set(true);
+        self.teardown.notify_waiters();
+        while self.live.get() > 0 {
+            self.gone.notified().await;
+        }
+    }
+}
+
+/// The monotonic instant `mono_ns` as a tokio instant (both read CLOCK_MONOTONIC).
+fn instant_of(mono_ns: u64) -> Instant {
+    let (now_ns, now) = (sys::monotonic_ns(), Instant::now());
+    if mono_ns >= now_ns {
+        now + Duration::from_nanos(mono_ns - now_ns)
+    } else {
+        now.checked_sub(Duration::from_nanos(now_ns - mono_ns))
+            .unwrap_or(now)
+    }
+}
+
+/// Starts connects as the pace allows, each holding an in-flight slot until it opens.
+/// Like the epoll engine it wakes at most every [`PACE_NS`] and then starts all that is due.
+async fn pump(sh: Rc<Shared>) {
+    let mut teardown = pin!(sh.teardown.notified());
+    teardown.as_mut().enable();
+    let (rate, count, first, stride, t0) = {
+        let p = sh.p.borrow();
+        (
+            p.cfg.rate,
+            p.cfg.count,
+            p.cfg.first,
+            p.cfg.stride,
+            p.t0_mono,
+        )
+    };
+    let mut woke = 0u64;
+    loop {
+        let next = sh.next.get();
+        if sh.closing.get() || next >= count {
+            return;
+        }
+        let now = sys::monotonic_ns();
+        if next >= pace::due(rate, count, now.saturating_sub(t0)) {
+            let due = pace::scheduled_ns(rate, next).map_or(now, |at| t0.saturating_add(at));
+            woke = due.max(woke + PACE_NS);
+            tokio::select! {
+                biased;
+                () = &mut teardown => return,
+                () = tokio::time::sleep_until(instant_of(woke)) => {}
+            }
+            continue;
+        }
+        let permit = match sh.slots.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => tokio::select! {
+                biased;
+                () = &mut teardown => return,
+                p = sh.slots.clone().acquire_owned() => match p {
+                    Ok(permit) => permit,
+                    Err(_) => return,
+                },
+            },
+        };
+        if sh.closing.get() {
+            return;
+        }
+        sh.next.set(next + 1);
+        start(&sh, first + next * stride, permit);
+    }
+}
+
+/// One connect: the socket is made and bound as the epoll engine makes it (`sockopt`), then
+/// handed to tokio and to a task of its own.
+fn start(sh: &Rc<Shared>, g: u64, permit: OwnedSemaphorePermit) {
+    let mut p = sh.p.borrow_mut();
+    p.c.attempted += 1;
+    let (src, dst) = p.cfg.endpoints(g);
+    let nodelay = p.cfg.mode != Mode::Hold;
+    let t_ns = sys::monotonic_ns();
+    let (fd, done) = match sockopt::connect(src.as_ref(), &dst, nodelay) {
+        Ok(Connecting::InProgress(fd)) => (fd, false),
+        Ok(Connecting::Done(fd)) => (fd, true),
+        Err(e) => {
+            p.connect_failed(&e, g);
+            return;
+        }
+    };
+    let stream = match TcpStream::from_std(std::net::TcpStream::from(fd)) {
+        Ok(s) => s,
+        Err(e) => {
+            failure_of(&e, &mut p.c.failures);
+            return;
+        }
+    };
+    p.c.in_flight += 1;
+    p.open_in_process.fetch_add(1, Ordering::Relaxed);
+    sh.live.set(sh.live.get() + 1);
+    let conn = Conn {
+        p: ConnProto::new(g, t_ns),
+        spill: None,
+    };
+    tokio::task::spawn_local(conn.run(sh.clone(), stream, done, permit));
+}
+
+/// A connection's own state, owned by its task.
+struct Conn {
+    p: ConnProto,
+    /// Heap only while there is something in it: an idle connection has none.
+    spill: Option<Box<Spill>>,
+}
+
+/// What a connection holds between reads, only while it holds it.
+#[derive(Default)]
+struct Spill {
+    /// Received bytes not yet forming a complete frame or handshake head.
+    inbuf: BytesMut,
+    /// Bytes accepted for sending that the socket did not take yet.
+    out: BytesMut,
+    /// A fragmented WebSocket message being reassembled.
+    frag: Option<Box<Fragment>>,
+}
+
+impl Spill {
+    fn is_empty(&self) -> bool {
+        self.inbuf.is_empty() && self.out.is_empty() && self.frag.is_none()
+    }
+}
+
+/// What a batch of input leaves the connection to do.
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Go,
+    /// The connection ended (cause counted).
+    End,
+}
+
+/// Counts what a send wrote, or its error as `fail` classifies it (the connection ends).
+fn counted(c: &mut Counters, r: io::Result<u64>, fail: fn(&io::Error, &mut Counters)) -> Flow {
+    match r {
+        Ok(n) => {
+            c.bytes_out += n;
+            Flow::Go
+        }
+        Err(e) => {
+            fail(&e, c);
+            Flow::End
+        }
+    }
+}
+
+/// The connect timeout, on the heap only while the connection is not open yet.
+type Timer = Option<Pin<Box<Sleep>>>;
+
+/// `f`, unless the timer (if any) fires first (None).
+async fn within<T>(timer: &mut Timer, f: impl Future<Output = T>) -> Option<T> {
+    match timer {
+        None => Some(f.await),
+        Some(t) => tokio::select! {
+            biased;
+            v = f => Some(v),
+            () = t.as_mut() => None,
+        },
+    }
+}
+
+impl Conn {
+    /// The connection's task. A plain fn around an `async move` block, not an `async fn`:
+    /// an async fn keeps its arguments twice in its future (rust-lang/rust#62958), and the
+    /// future is most of an idle connection's memory (measured: 528 vs 432 bytes).
+    #[allow(clippy::manual_async_fn)] // deliberately not an async fn, see above
+    fn run(
+        mut self,
+        sh: Rc<Shared>,
+        mut stream: TcpStream,
+        done: bool,
+        permit: OwnedSemaphorePermit,
+    ) -> impl Future<Output = ()> {
+        async move {
+            let torn_down = {
+                let mut teardown = pin!(sh.teardown.notified());
+                let mut life = pin!(async {
+                    // The setup (connect wait, timer, in-flight slot, handshake) lives on the
+                    // heap until the connection opens: an idle task carries only the read loop.
+                    if Box::pin(self.setup(&sh, &mut stream, done, permit)).await {
+                        self.serve(&sh, &mut stream, &mut None).await;
+                    }
+                });
+                // Like `select!`, but `teardown` is polled only to register the task's waker
+                // and once teardown began: each poll of a waiting `Notified` locks the
+                // `Notify`, and a task's waker does not change.
+                let mut registered = false;
+                poll_fn(|cx| {
+                    if (!registered || sh.closing.get()) && teardown.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(true);
+                    }
+                    registered = true;
+                    if sh.closing.get() {
+                        return Poll::Ready(true);
+                    }
+                    life.as_mut().poll(cx).map(|()| false)
+                })
+                .await
+            };
+            self.finish(&sh, &stream, torn_down);
+            drop(stream);
+            sh.live.set(sh.live.get() - 1);
+            if sh.live.get() == 0 && sh.closing.get() {
+                sh.gone.notify_one();
+            }
+        }
+    }
+
+    /// The connection is over: a teardown says goodbye and is counted; it leaves the open
+    /// or in-flight count.
+    fn finish(&self, sh: &Shared, stream: &TcpStream, torn_down: bool) {
+        let mut p = sh.p.borrow_mut();
+        if torn_down {
+            if self.p.state == State::Open {
+                if p.cfg.mode == Mode::Ws && self.pending_out().is_none() {
+                    // Best effort, in one segment with the FIN: the socket is closed right
+                    // after, without waiting for the reply.
+                    let frame = p.close_frame();
+                    if let Ok(n) = sys::write_before_close(stream.as_raw_fd(), frame) {
+                        p.c.bytes_out += n as u64;
+                    }
+                }
+                p.c.closed.local_close += 1;
+            } else {
+                p.c.failures.aborted += 1;
+            }
+        }
+        if self.p.state == State::Open {
+            p.c.open -= 1;
+        } else {
+            p.c.in_flight -= 1;
+        }
+        p.open_in_process.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Connect and (WebSocket) handshake within the connect timeout, holding an in-flight
+    /// slot meanwhile. True: the connection is open; false: it ended (counted).
+    async fn setup(
+        &mut self,
+        sh: &Shared,
+        s: &mut TcpStream,
+        done: bool,
+        _slot: OwnedSemaphorePermit,
+    ) -> bool {
+        let timeout_ms = sh.p.borrow().cfg.connect_timeout_ms;
+        let deadline = self
+            .p
+            .t_ns
+            .saturating_add(timeout_ms.saturating_mul(1_000_000));
+        let mut timer: Timer = Some(Box::pin(tokio::time::sleep_until(instant_of(deadline))));
+        if !done {
+            let r = match within(&mut timer, s.writable()).await {
+                None => {
+                    sh.p.borrow_mut().c.failures.timed_out += 1;
+                    return false;
+                }
+                Some(r) => r.and_then(|()| s.take_error()),
+            };
+            let e = match r {
+                Ok(None) => None,
+                Ok(Some(e)) | Err(e) => Some(e),
+            };
+            if let Some(e) = e {
+                sh.p.borrow_mut().connect_failed(&e, self.p.g);
+                return false;
+            }
+        }
+        if self.connected(&mut sh.p.borrow_mut(), s) == Flow::End {
+            return false;
+        }
+        self.serve(sh, s, &mut timer).await
+    }
+
+    /// Reads and writes until the connection ends (false), or, with a timer (during
+    /// setup), until it opens (true) or the timer fires (false, counted as timed out).
+    async fn serve(&mut self, sh: &Shared, s: &mut TcpStream, timer: &mut Timer) -> bool {
+        let mode = sh.p.borrow().cfg.mode;
+        loop {
+            if timer.is_some() && self.p.state == State::Open {
+                return true;
+            }
+            if let Some(out) = self.pending_out() {
+                // Backpressure: nothing is read while output waits for the socket.
+                let r = within(timer, s.write(out)).await;
+                let mut p = sh.p.borrow_mut();
+                match r {
+                    None => {
+                        p.c.failures.timed_out += 1;
+                        return false;
+                    }
+                    Some(Ok(n)) => {
+                        p.c.bytes_out += n as u64;
+                        if let Some(sp) = self.spill.as_mut() {
+                            sp.out.advance(n);
+                            if sp.out.is_empty() {
+                                sp.out = BytesMut::new();
+                            }
+                        }
+                        self.shrink();
+                    }
+                    Some(Err(e)) => {
+                        self.fail_or_close(&mut p, &e);
+                        return false;
+                    }
+                }
+                continue;
+            }
+            let read = poll_fn(|cx| {
+                let mut buf = sh.buf.borrow_mut();
+                let mut rb = ReadBuf::new(&mut buf);
+                ready!(Pin::new(&mut *s).poll_read(cx, &mut rb))?;
+                Poll::Ready(Ok::<_, io::Error>(rb.filled().len()))
+            });
+            let r = within(timer, read).await;
+            // Nothing awaits from here to the next turn: the shared buffer still holds
+            // what this read put there.
+            let mut p = sh.p.borrow_mut();
+            let n = match r {
+                None => {
+                    p.c.failures.timed_out += 1;
+                    return false;
+                }
+                Some(Ok(0)) => {
+                    if self.p.state == State::Open {
+                        p.c.closed.peer_closed += 1;
+                    } else {
+                        p.c.failures.reset += 1;
+                    }
+                    return false;
+                }
+                Some(Ok(n)) => n,
+                Some(Err(e)) => {
+                    self.fail_or_close(&mut p, &e);
+                    return false;
+                }
+            };
+            p.c.bytes_in += n as u64;
+            let mut buf = sh.buf.borrow_mut();
+            let flow = match mode {
+                Mode::Hold => Flow::Go,
+                Mode::Echo => match p.echo_input(&mut self.p, &buf[..n]) {
+                    EchoStep::Mismatch => {
+                        p.c.closed.echo_mismatch += 1;
+                        Flow::End
+                    }
+                    EchoStep::Partial => Flow::Go,
+                    EchoStep::RoundTrip => self.echo_next(&mut p, s),
+                },
+                Mode::Ws => self.ws(&mut p, &mut buf[..n], s),
+            };
+            if flow == Flow::End {
+                return false;
+            }
+        }
+    }
+
+    /// The TCP connect completed: the handshake request, or open and the first echo.
+    fn connected(&mut self, p: &mut Proto, s: &TcpStream) -> Flow {
+        let now = sys::monotonic_ns();
+        p.connected(&self.p, now);
+        if p.cfg.mode == Mode::Ws {
+            let req = p.handshake_request(&mut self.p, now);
+            let r = self.send(s, &req);
+            return counted(&mut p.c, r, |e, c| failure_of(e, &mut c.failures));
+        }
+        p.opened(&mut self.p, now);
+        self.echo_next(p, s)
+    }
+
+    /// Writes what the socket takes now and queues the rest (the read loop flushes it).
+    fn send(&mut self, s: &TcpStream, bytes: &[u8]) -> io::Result<u64> {
+        if let Some(out) = self.pending_out() {
+            if out.len() + bytes.len() > MAX_PENDING_OUT {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "peer not reading: output queue full",
+                ));
+            }
+            self.spill_mut().out.extend_from_slice(bytes);
+            return Ok(0);
+        }
+        let n = match s.try_write(bytes) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(e),
+        };
+        if n < bytes.len() {
+            self.spill_mut().out.extend_from_slice(&bytes[n..]);
+        }
+        Ok(n as u64)
+    }
+
+    /// Output the socket has not taken yet, if any.
+    fn pending_out(&self) -> Option<&BytesMut> {
+        self.spill
+            .as_deref()
+            .map(|sp| &sp.out)
+            .filter(|o| !o.is_empty())
+    }
+
+    fn spill_mut(&mut self) -> &mut Spill {
+        self.spill.get_or_insert_with(Box::default)
+    }
+
+    /// Drops the spill once it holds nothing, so an idle connection returns to no heap.
+    fn shrink(&mut self) {
+        if self.spill.as_ref().is_some_and(|sp| sp.is_empty()) {
+            self.spill = None;
+        }
+    }
+
+    /// Sends the next echo request if more are wanted.
+    fn echo_next(&mut self, p: &mut Proto, s: &TcpStream) -> Flow {
+        let Some(bytes) = p.echo_request(&mut self.p) else {
+            return Flow::Go;
+        };
+        let r = self.send(s, bytes);
+        counted(&mut p.c, r, |e, c| closed_by(e, &mut c.closed))
+    }
+
+    fn fail_or_close(&self, p: &mut Proto, e: &io::Error) {
+        if self.p.state == State::Open {
+            closed_by(e, &mut p.c.closed);
+        } else {
+            failure_of(e, &mut p.c.failures);
+        }
+    }
+
+    /// WebSocket input in `buf` (the shared buffer): decoded after any partial frame kept.
+    fn ws(&mut self, p: &mut Proto, buf: &mut [u8], s: &TcpStream) -> Flow {
+        let mut sp = self.spill.take();
+        let mut frag = sp.as_mut().and_then(|sp| sp.frag.take());
+        let mut inbuf = sp
+            .as_mut()
+            .map(|sp| std::mem::take(&mut sp.inbuf))
+            .unwrap_or_default();
+        let spilled = !inbuf.is_empty();
+        if spilled {
+            inbuf.extend_from_slice(buf);
+        }
+        let data: &mut [u8] = if spilled { &mut inbuf } else { buf };
+        let len = data.len();
+        let step = p.ws_input(&mut self.p, data, &mut frag);
+        // Keep an incomplete frame or head for the next read; an idle connection keeps none.
+        if step.end.is_none() && step.used < len {
+            if spilled {
+                inbuf.advance(step.used);
+            } else {
+                inbuf.extend_from_slice(&buf[step.used..]);
+            }
+        } else {
+            inbuf = BytesMut::new();
+        }
+        if !inbuf.is_empty() || frag.is_some() {
+            let sp = sp.get_or_insert_with(Box::default);
+            sp.inbuf = inbuf;
+            sp.frag = frag;
+        }
+        self.spill = sp;
+        self.shrink();
+        let sent = if p.out.is_empty() {
+            Ok(0)
+        } else {
+            self.send(s, &p.out)
+        };
+        let now = sys::monotonic_ns();
+        if let Some(end) = step.end {
+            if step.became_open && !end.failed() {
+                p.opened(&mut self.p, now);
+            }
+            if let Ok(n) = sent {
+                p.c.bytes_out += n;
+            }
+            end.count(&mut p.c);
+            return Flow::End;
+        }
+        let n = match sent {
+            Ok(n) => n,
+            Err(e) => {
+                if step.became_open {
+                    p.opened(&mut self.p, now);
+                }
+                self.fail_or_close(p, &e);
+                return Flow::End;
+            }
+        };
+        p.c.bytes_out += n;
+        if step.became_open {
+            p.opened(&mut self.p, now);
+            self.echo_next(p, s)
+        } else if step.rtt_done {
+            self.echo_next(p, s)
+        } else {
+            Flow::Go
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::*;
+    use crate::workload::{config::EngineKind, push_format::PushFormat};
+
+    fn cfg() -> ClientShardConfig {
+        ClientShardConfig {
+            shard: 0,
+            engine: EngineKind::Tokio,
+            mode: Mode::Ws,
+            count: 1,
+            first: 0,
+            stride: 1,
+            targets: vec![([127, 0, 0, 1], 1).into()],
+            sources: Vec::new(),
+            source_ports: None,
+            rate: 0.0,
+            in_flight: 1,
+            connect_timeout_ms: 1000,
+            payload: 16,
+            echo_count: 0,
+            path: "/".into(),
+            host: "h".into(),
+            max_message: 1 << 20,
+            seed: 1,
+            clock_offset_ns: 0,
+            push_format: PushFormat::C1m,
+        }
+    }
+
+    /// The connection task's future is most of what an idle connection costs in user
+    /// space (with tokio's task header and its I/O registration): keep it small. Measured
+    /// 15,000 idle connections: see ARCHITECTURE.md.
+    #[test]
+    fn a_connection_task_stays_small() {
+        let rt = runtime().unwrap();
+        LocalSet::new().block_on(&rt, async {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let stream = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+            let sh = Rc::new(Shared::new(cfg(), Arc::default()).unwrap());
+            let permit = sh.slots.clone().try_acquire_owned().unwrap();
+            let conn = Conn {
+                p: ConnProto::new(0, 0),
+                spill: None,
+            };
+            let fut = conn.run(sh, stream, true, permit);
+            let size = size_of_val(&fut);
+            eprintln!("connection future: {size} bytes");
+            assert!(size <= 512, "connection future grew to {size} bytes");
+        });
+    }
 }
