@@ -8,9 +8,13 @@
 //! only: the waker lives in the socket's `ScheduledIo`, no future state) and, once
 //! readable, reads into the shard's one 64 KiB buffer; the connection owns heap
 //! ([`Spill`]) only while it holds a partial frame, a fragment or unsent output, as in the
-//! epoll engine. What remains per idle connection is the task cell (the future below:
-//! the socket, the pinned `Notified`, the handshake timer's room), the socket's
-//! `ScheduledIo` and the runtime's registration: measured in the module's closing note.
+//! epoll engine. Measured at 15,000 idle WebSocket connections (server RSS delta / N):
+//! 1,289 B per connection, against 110 B for the epoll server in the same run. Where it
+//! goes: the task's future is 432 B (the socket 32, the pinned `Notified` 64, the
+//! handshake timer 112), so its task cell is 640 B (tokio aligns cells to 128 B);
+//! `ScheduledIo` is another 128-aligned allocation (256 B with its `Arc`), and glibc's
+//! aligned allocations leave the rest as padding. A future under 304 B (no per-connection
+//! timer) would drop the cell to 512 B.
 //!
 //! Broadcast (push, close): no channel per connection. The shard bumps a generation
 //! (`push_gen`, `close_gen`) and calls `Notify::notify_waiters` once; every connection
@@ -19,10 +23,23 @@
 //! its own and writes the push frame itself, or closes. A connection that was already
 //! queued to run sees the new generation at the top of its loop. The task writing its own
 //! frame keeps backpressure in one place: a frame the socket does not take is queued in
-//! its [`Spill`] and the task waits for `writable` instead of `readable`. The push is done
-//! when every connection that was open when it began wrote or closed (`PushJob::pending`).
-//! Every [`PUSH_CHUNK`] frames the thread yields the CPU, as the epoll server does, for the
-//! readers of other processes on the same cores.
+//! its [`Spill`] and the task waits for `writable` instead of `readable`. A registry the
+//! push task writes to with `try_write` would need, for that partial write, a way to wake
+//! the connection's task into writing (a waker per registry slot): more state per
+//! connection for no gain, as the generation's fan-out already matches the epoll
+//! server's (25,000 connections over two workers: 0.43 and 0.47 s against 0.42 and
+//! 0.45 s, interleaved). The push is done when every connection that was open when it
+//! began wrote or closed (`PushJob::pending`). Every [`PUSH_CHUNK`] frames the thread
+//! yields the CPU, as the epoll server does, for the readers of other processes on the
+//! same cores.
+//!
+//! Echo (2,000 connections, epoll client, interleaved): 57.9k and 64.1k round trips/s
+//! against 68.1k and 74.8k for the epoll server, 0.85×. Both make one `recv` and one
+//! `send` per round trip (the short-read rule clears readiness without an EAGAIN read);
+//! 82% of the tokio server's CPU is the kernel's. The difference is batching: a
+//! `LocalSet` runs 61 tasks per tick before the runtime polls its driver, so a
+//! `epoll_wait` returns ~60 events against ~775 in the epoll loop (1,591 calls against
+//! 127 in 4 s), and the server sleeps and wakes more often.
 
 use std::{
     cell::{Cell, RefCell},
