@@ -9,12 +9,17 @@
 //! readable, reads into the shard's one 64 KiB buffer; the connection owns heap
 //! ([`Spill`]) only while it holds a partial frame, a fragment or unsent output, as in the
 //! epoll engine. Measured at 15,000 idle WebSocket connections (server RSS delta / N):
-//! 1,289 B per connection, against 110 B for the epoll server in the same run. Where it
-//! goes: the task's future is 432 B (the socket 32, the pinned `Notified` 64, the
-//! handshake timer 112), so its task cell is 640 B (tokio aligns cells to 128 B);
-//! `ScheduledIo` is another 128-aligned allocation (256 B with its `Arc`), and glibc's
-//! aligned allocations leave the rest as padding. A future under 304 B (no per-connection
-//! timer) would drop the cell to 512 B.
+//! 1,200 B per connection, against 107–110 B for the epoll server in the same runs.
+//! Where it goes: the task's future is 312 B (the socket 32, the pinned `Notified` 64,
+//! the connection's state), in a task cell tokio aligns to 128 B, and the socket's
+//! `ScheduledIo`, another 128-aligned allocation (256 B with its `Arc`); glibc serves
+//! aligned allocations by splitting larger chunks, and the fragments are the rest. Going
+//! from 312 to 296 B of future changed nothing measurable (1,199 B).
+//!
+//! Handshake timeout: one sweep per report tick over a queue in accept order, as in the
+//! epoll server, not a `tokio::time::timeout` per connection: the timer made the future
+//! 432 B and cost 1,289 B per connection. A connection past its deadline hears it through
+//! the shard's wake, which the sweep fires only when some handshake is overdue.
 //!
 //! Broadcast (push, close): no channel per connection. The shard bumps a generation
 //! (`push_gen`, `close_gen`) and calls `Notify::notify_waiters` once; every connection
@@ -43,6 +48,7 @@
 
 use std::{
     cell::{Cell, RefCell},
+    collections::VecDeque,
     future::poll_fn,
     io,
     net::SocketAddr,
@@ -121,6 +127,9 @@ async fn serve(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU
         stopping: Cell::new(false),
         accepting: RefCell::default(),
         warned_emfile: Cell::new(false),
+        handshakes: RefCell::default(),
+        hs_base: Cell::new(0),
+        hs_cutoff: Cell::new(0),
     });
     sh.accept_on(listeners);
     sh.report(&mut sink, true, false)?;
@@ -149,6 +158,7 @@ async fn serve(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU
             _ = tick.tick() => true,
         };
         if ticked {
+            sh.sweep_handshakes();
             sh.reopen_listeners();
         }
         // A finished push is reported at once, as the epoll server does.
@@ -204,6 +214,13 @@ struct Shard {
     /// The accept tasks; empty while the shard is full (see [`Shard::close_listeners`]).
     accepting: RefCell<Vec<AbortHandle>>,
     warned_emfile: Cell<bool>,
+    /// WebSocket handshakes in accept order: their deadline (monotonic ns) and whether
+    /// each is still pending. One timeout for all, so the front is always the next due.
+    handshakes: RefCell<VecDeque<(u64, bool)>>,
+    /// The number of the handshake at the front of `handshakes`.
+    hs_base: Cell<u64>,
+    /// Handshakes numbered below this that are still pending are overdue.
+    hs_cutoff: Cell<u64>,
 }
 
 /// The push being written.
@@ -360,9 +377,58 @@ impl Shard {
             spill: None,
             close_gen: self.close_gen.get(),
             push_gen: self.push_gen.get(),
+            hs_seq: self.handshake_deadline(),
         };
         tokio::task::spawn_local(connection(self.clone(), conn));
         true
+    }
+
+    /// Numbers a new connection's handshake and queues its deadline (`u64::MAX`: no
+    /// deadline: not WebSocket, or no timeout).
+    fn handshake_deadline(&self) -> u64 {
+        if self.cfg.mode != Mode::Ws || self.cfg.handshake_timeout_ms == 0 {
+            return u64::MAX;
+        }
+        let mut q = self.handshakes.borrow_mut();
+        let seq = self.hs_base.get() + q.len() as u64;
+        q.push_back((
+            sys::monotonic_ns() + self.cfg.handshake_timeout_ms * 1_000_000,
+            true,
+        ));
+        seq
+    }
+
+    /// The handshake numbered `seq` is over (done, or the connection closed).
+    fn handshake_over(&self, seq: u64) {
+        if let Some(base) = seq.checked_sub(self.hs_base.get())
+            && let Some(e) = self.handshakes.borrow_mut().get_mut(base as usize)
+        {
+            e.1 = false;
+        }
+    }
+
+    /// At a report tick: any handshake past its deadline and still pending closes. The
+    /// connections hear it through the shard's wake, which fires only if one is overdue.
+    fn sweep_handshakes(&self) {
+        let now = sys::monotonic_ns();
+        let mut q = self.handshakes.borrow_mut();
+        let mut overdue = false;
+        while let Some(&(deadline, pending)) = q.front() {
+            if deadline > now {
+                break;
+            }
+            q.pop_front();
+            self.hs_base.set(self.hs_base.get() + 1);
+            overdue |= pending;
+        }
+        if q.is_empty() && q.capacity() > 1024 {
+            // The ramp is over: give back what it needed.
+            q.shrink_to_fit();
+        }
+        if overdue {
+            self.hs_cutoff.set(self.hs_base.get());
+            self.wake.notify_waiters();
+        }
     }
 
     fn start_push(&self, id: u64, started_unix_ns: u64) {
@@ -434,6 +500,9 @@ impl Shard {
     /// The books of a connection that ends with `end`, then its close.
     fn finish(&self, conn: Conn, end: End) {
         let open_ws = conn.ws == WsState::Open;
+        if conn.ws == WsState::Handshake {
+            self.handshake_over(conn.hs_seq);
+        }
         {
             let mut c = self.c.borrow_mut();
             match end {
@@ -469,7 +538,7 @@ impl Shard {
             }
             c.open -= 1;
         }
-        if open_ws && conn.push_gen < self.push_gen.get() {
+        if open_ws && conn.push_gen != self.push_gen.get() {
             self.settle_push(None);
         }
         self.open_in_process.fetch_sub(1, Ordering::Relaxed);
@@ -533,6 +602,8 @@ struct Conn {
     /// or last wrote one).
     close_gen: u64,
     push_gen: u64,
+    /// Its handshake's number (see [`Shard::handshake_deadline`]).
+    hs_seq: u64,
 }
 
 /// Why a connection ends.
@@ -561,20 +632,7 @@ enum Woke {
 }
 
 async fn connection(sh: Rc<Shard>, mut conn: Conn) {
-    let timeout = sh.cfg.handshake_timeout_ms;
-    let deadline = Instant::now() + Duration::from_millis(timeout);
-    let end = loop {
-        if conn.ws == WsState::Handshake && timeout > 0 {
-            match tokio::time::timeout_at(deadline, conn.serve(&sh, true)).await {
-                Err(_) => break End::HandshakeTimeout,
-                Ok(Some(end)) => break end,
-                Ok(None) => continue, // open: no deadline any more
-            }
-        }
-        if let Some(end) = conn.serve(&sh, false).await {
-            break end;
-        }
-    };
+    let end = conn.serve(&sh).await;
     sh.finish(conn, end);
 }
 
@@ -588,23 +646,22 @@ impl Conn {
         self.spill.as_ref().is_some_and(|s| !s.out.is_empty())
     }
 
-    /// Serves the connection until it ends, or (`until_open`) until its WebSocket
-    /// handshake completes (`None`).
-    async fn serve(&mut self, sh: &Shard, until_open: bool) -> Option<End> {
+    /// Serves the connection until it ends.
+    async fn serve(&mut self, sh: &Shard) -> End {
         let mut notified = pin!(sh.wake.notified());
         notified.as_mut().enable();
         loop {
             if sh.close_gen.get() != self.close_gen {
-                return Some(End::Local);
+                return End::Local;
+            }
+            if self.ws == WsState::Handshake && self.hs_seq < sh.hs_cutoff.get() {
+                return End::HandshakeTimeout;
             }
             if self.ws == WsState::Open
                 && self.push_gen != sh.push_gen.get()
                 && let Err(e) = self.push(sh)
             {
-                return Some(End::Io(e));
-            }
-            if until_open && self.ws == WsState::Open {
-                return None;
+                return End::Io(e);
             }
             let writing = self.has_out();
             let woke = poll_fn(|cx| self.poll_wake(cx, sh, notified.as_mut(), writing)).await;
@@ -619,7 +676,7 @@ impl Conn {
                 Woke::Eof => Some(End::Eof),
                 Woke::Err(e) => Some(End::Io(e)),
             };
-            if end.is_some() {
+            if let Some(end) = end {
                 return end;
             }
         }
@@ -720,6 +777,7 @@ impl Conn {
         if !was_open && self.ws == WsState::Open {
             // Pushes begun before it opened are not its own.
             self.push_gen = sh.push_gen.get();
+            sh.handshake_over(self.hs_seq);
         }
         let sent = if out.is_empty() {
             Ok(())
