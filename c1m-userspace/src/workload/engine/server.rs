@@ -416,15 +416,11 @@ impl Shard {
         let fd = conn.fd.as_raw_fd();
         let n = match sys::read(fd, &mut self.buf) {
             Ok(0) => {
-                let partial = conn.ws == WsState::Handshake
-                    || conn
-                        .spill
-                        .as_ref()
-                        .is_some_and(|s| !s.inbuf.is_empty() || s.frag.is_some());
-                if partial && self.cfg.mode == Mode::Ws {
-                    self.c.protocol_errors.truncated += 1;
-                }
-                self.c.closed.peer_closed += 1;
+                let partial = conn
+                    .spill
+                    .as_ref()
+                    .is_some_and(|s| !s.inbuf.is_empty() || s.frag.is_some());
+                peer_eof(&mut self.c, self.cfg.mode, conn.ws, partial);
                 self.close(tok);
                 return;
             }
@@ -667,6 +663,15 @@ pub fn ws_input(
             }
         }
     }
+}
+
+/// The peer closed the stream. A WebSocket connection cut inside its handshake or a frame
+/// (`partial`: input kept for a frame to complete, or a fragmented message) is truncated.
+pub fn peer_eof(c: &mut Counters, mode: Mode, ws: WsState, partial: bool) {
+    if mode == Mode::Ws && (ws == WsState::Handshake || partial) {
+        c.protocol_errors.truncated += 1;
+    }
+    c.closed.peer_closed += 1;
 }
 
 /// A push frame: a binary WebSocket frame whose payload is the push id, the broadcast

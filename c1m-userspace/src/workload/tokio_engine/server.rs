@@ -38,13 +38,20 @@
 //! yields the CPU, as the epoll server does, for the readers of other processes on the
 //! same cores.
 //!
-//! Echo (2,000 connections, epoll client, interleaved): 57.9k and 64.1k round trips/s
-//! against 68.1k and 74.8k for the epoll server, 0.85×. Both make one `recv` and one
-//! `send` per round trip (the short-read rule clears readiness without an EAGAIN read);
-//! 82% of the tokio server's CPU is the kernel's. The difference is batching: a
-//! `LocalSet` runs 61 tasks per tick before the runtime polls its driver, so a
-//! `epoll_wait` returns ~60 events against ~775 in the epoll loop (1,591 calls against
-//! 127 in 4 s), and the server sleeps and wakes more often.
+//! Measured against the epoll server, epoll client, interleaved, on a box shared with
+//! other loads (rates swing 3× between runs, so the CPU the server spends is the figure):
+//! - Echo, 2,000 connections: 3.5–3.9 µs of server CPU per round trip for epoll, 4.0–4.4
+//!   µs for tokio (0.88×); round trips/s, client-bound, 0.67–1.07× over 8 pairs. Both
+//!   make one `recv` and one `send` per round trip (a short read clears readiness without
+//!   an EAGAIN read). Tokio's batches are smaller: a `LocalSet` tick runs 61 tasks before
+//!   the runtime polls its driver, so an `epoll_wait` returns ~60 events against ~775
+//!   (1,591 calls against 127 in 4 s), and the server sleeps and wakes more often.
+//! - Setup, 19,000 connections: server CPU per connection 5.8–6.3 µs (epoll) against
+//!   13.2 µs (tokio) in hold mode, 13.2–14.7 against 17.4–18.4 µs in ws mode. Where the
+//!   hold ramp's time goes (perf): the kernel 81% (clearing pages for the larger heap 9%,
+//!   slab allocation), `LocalSet::tick` 5%, the driver 3%; and one `recv` per connection
+//!   that finds nothing, as tokio assumes an accepted socket readable (10,000 EAGAIN
+//!   in 10,000 accepts).
 
 use std::{
     cell::{Cell, RefCell},
@@ -507,15 +514,11 @@ impl Shard {
             let mut c = self.c.borrow_mut();
             match end {
                 End::Eof => {
-                    let partial = conn.ws == WsState::Handshake
-                        || conn
-                            .spill
-                            .as_ref()
-                            .is_some_and(|s| !s.inbuf.is_empty() || s.frag.is_some());
-                    if partial && self.cfg.mode == Mode::Ws {
-                        c.protocol_errors.truncated += 1;
-                    }
-                    c.closed.peer_closed += 1;
+                    let partial = conn
+                        .spill
+                        .as_ref()
+                        .is_some_and(|s| !s.inbuf.is_empty() || s.frag.is_some());
+                    epoll::peer_eof(&mut c, self.cfg.mode, conn.ws, partial);
                 }
                 End::Io(e) => closed_by(&e, &mut c.closed),
                 End::Peer => c.closed.peer_closed += 1,
