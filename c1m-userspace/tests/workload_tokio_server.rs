@@ -1,7 +1,8 @@
-//! The tokio server engine against the epoll client, WebSocket mode: every connection
-//! opens, echoes, gets exactly one push frame, and every close is counted on both sides,
-//! first when the client closes, then when the server stops (its 1001 goodbye must read
-//! as a clean close). Ports 23100–23109, control 23190–23191.
+//! The tokio server engine against the epoll client, WebSocket mode: peers that never
+//! shake hands are closed at the handshake timeout and the others never are; every
+//! connection opens, echoes, gets exactly one push frame, and every close is counted on
+//! both sides, first when the client closes, then when the server stops (its 1001 goodbye
+//! must read as a clean close). Ports 23100–23109, control 23190–23191.
 #![allow(clippy::unwrap_used)] // panics are the assertions
 
 mod workload_util;
@@ -21,7 +22,8 @@ fn server(ctl: &str, json: &std::path::Path) -> Proc {
             .args([
                 "server", "--engine", "tokio", "--mode", "ws", "--ports", PORTS,
             ])
-            .args(["--quiet", "--control", ctl, "--stats-json"])
+            .args(["--quiet", "--control", ctl, "--handshake-timeout", "1s"])
+            .arg("--stats-json")
             .arg(json),
     );
     wait_for(ctl, "server up", LONG, |s| s.phase == "running");
@@ -51,14 +53,23 @@ fn tokio_server_ws_push_and_closes_exact() {
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("server.json");
     let server = server(sctl, &json);
+    let silent: Vec<std::net::TcpStream> = (0..4)
+        .map(|_| std::net::TcpStream::connect("127.0.0.1:23100").unwrap())
+        .collect();
+    wait_for(sctl, "silent peers timed out", LONG, |s| {
+        s.counters.closed.handshake_timeout == 4 && s.counters.open == 0
+    });
+    drop(silent);
 
     // Round 1: the client opens, echoes, receives one push, and closes.
     let c1 = client(cctl);
     let s = wait_for(sctl, "server counts", LONG, |s| {
         s.counters.ws_open == N && s.counters.echo_round_trips == 2 * N
     });
-    assert_eq!((s.counters.accepted, s.counters.open), (N, N));
+    assert_eq!((s.counters.accepted, s.counters.open), (N + 4, N));
     assert_eq!(s.counters.protocol_errors.total(), 0);
+    // Past every open connection's handshake deadline: none of them is cut.
+    std::thread::sleep(Duration::from_millis(1500));
     let ack: serde_json::Value = serde_json::from_str(&control(sctl, "push").unwrap()).unwrap();
     assert_eq!(ack["push_id"], 1);
     let c = wait_for(cctl, "push delivered", LONG, |s| {
@@ -77,8 +88,9 @@ fn tokio_server_ws_push_and_closes_exact() {
     let s = wait_for(sctl, "server sees closes", LONG, |s| s.counters.open == 0);
     assert_eq!(
         (s.counters.closed.peer_closed, s.counters.closed.total()),
-        (N, N)
+        (N, N + 4)
     );
+    assert_eq!(s.counters.closed.handshake_timeout, 4);
     assert_eq!(
         (s.counters.ws_open, s.counters.protocol_errors.total()),
         (0, 0)
@@ -108,7 +120,7 @@ fn tokio_server_ws_push_and_closes_exact() {
     let fin: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let counters = &fin["counters"];
-    assert_eq!(counters["accepted"], 2 * N, "{fin}");
+    assert_eq!(counters["accepted"], 2 * N + 4, "{fin}");
     assert_eq!(counters["open"], 0);
     assert_eq!(counters["closed"]["local_close"], N);
     assert_eq!(counters["closed"]["peer_closed"], N);
