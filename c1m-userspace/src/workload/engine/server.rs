@@ -29,20 +29,20 @@ use crate::workload::{
 
 /// Accepts per listener event: bounded so one busy port cannot starve the others or the
 /// connections already open; the level-triggered listener fires again if more wait.
-const ACCEPT_BURST: usize = 256;
+pub const ACCEPT_BURST: usize = 256;
 
 /// Connections written per push step before the loop turns (reads, commands, timers) and
 /// yields the CPU: 64 writes is ~0.3–0.5 ms of syscalls. Measured at 200k connections:
 /// 256 per step gave per-message p99 20 ms, 64 gave 9.8 ms, at the same fan-out time.
-const PUSH_CHUNK: usize = 64;
+pub const PUSH_CHUNK: usize = 64;
 
 /// After EMFILE, leave the listener alone this long instead of spinning on a connection we
 /// cannot take.
-const EMFILE_PAUSE_MS: u64 = 100;
+pub const EMFILE_PAUSE_MS: u64 = 100;
 
 /// A shard that closed its listeners at its cap reopens them below this fill: the
 /// hysteresis keeps it from flapping in and out of the reuseport groups.
-const REOPEN_FILL: f64 = 0.9;
+pub const REOPEN_FILL: f64 = 0.9;
 
 /// Push frame payload: push id, broadcast start, write time (CLOCK_REALTIME ns), all u64 BE.
 pub const PUSH_PAYLOAD: usize = 24;
@@ -109,9 +109,7 @@ pub fn run(cfg: ServerShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU
         let fd = match sockopt::listener(addr, cfg.backlog) {
             Ok(fd) => fd,
             Err(e) => {
-                let msg = format!(
-                    "cannot listen on {addr}: {e} (is another program on that port? choose --ports)"
-                );
+                let msg = listen_error(addr, &e);
                 rep.fatal(&mut io.sink, msg.clone());
                 anyhow::bail!(msg);
             }
@@ -254,12 +252,7 @@ impl Shard {
         }
         self.listeners.clear();
         self.paused.clear();
-        self.warn(format!(
-            "shard {} reached its cap of {} connections per process: it stopped listening, so \
-             SO_REUSEPORT spreads new connections over the other workers (a larger --max-conns \
-             gives every worker more room)",
-            self.cfg.shard, self.cfg.cap
-        ));
+        self.warn(cap_warning(self.cfg.shard, self.cfg.cap));
     }
 
     fn reopen_listeners(&mut self, ep: &Epoll) {
@@ -374,17 +367,15 @@ impl Shard {
 
     fn close_all(&mut self, _ep: &Epoll) {
         let n = self.conns.len() as u64;
-        self.out.clear();
-        encode_frame(&mut self.out, Opcode::Close, &1001u16.to_be_bytes(), None);
+        let goodbye = going_away();
         for conn in self.conns.drain() {
             if conn.ws == WsState::Open {
                 self.c.ws_open -= 1;
-                // RFC 6455 §7.4.1: 1001, going away, so clients record a clean close
-                // rather than 1006. Best effort: the socket is closed right after.
+                // Best effort: the socket is closed right after.
                 send_before_close(
                     conn.fd.as_raw_fd(),
                     &conn.spill,
-                    &self.out,
+                    &goodbye,
                     &mut self.c.bytes_out,
                 );
             }
@@ -425,15 +416,11 @@ impl Shard {
         let fd = conn.fd.as_raw_fd();
         let n = match sys::read(fd, &mut self.buf) {
             Ok(0) => {
-                let partial = conn.ws == WsState::Handshake
-                    || conn
-                        .spill
-                        .as_ref()
-                        .is_some_and(|s| !s.inbuf.is_empty() || s.frag.is_some());
-                if partial && self.cfg.mode == Mode::Ws {
-                    self.c.protocol_errors.truncated += 1;
-                }
-                self.c.closed.peer_closed += 1;
+                let partial = conn
+                    .spill
+                    .as_ref()
+                    .is_some_and(|s| !s.inbuf.is_empty() || s.frag.is_some());
+                peer_eof(&mut self.c, self.cfg.mode, conn.ws, partial);
                 self.close(tok);
                 return;
             }
@@ -521,7 +508,7 @@ impl Shard {
 
     fn start_push(&mut self, id: u64, started_unix_ns: u64) {
         if self.cfg.mode != Mode::Ws {
-            self.warn(format!("push {id} ignored: pushes need --mode ws"));
+            self.warn(push_ignored(id));
             self.push_done = Some(id);
             return;
         }
@@ -552,11 +539,7 @@ impl Shard {
         if next >= self.conns.slot_count() {
             self.push = None;
         }
-        let mut frame = [0u8; 2 + PUSH_PAYLOAD];
-        frame[0] = 0x80 | Opcode::Binary as u8;
-        frame[1] = PUSH_PAYLOAD as u8;
-        frame[2..10].copy_from_slice(&id.to_be_bytes());
-        frame[10..18].copy_from_slice(&started.to_be_bytes());
+        let mut frame = push_frame(id, started);
         let mut written = 0u64;
         let mut first = 0u64;
         let mut lastw = 0u64;
@@ -567,8 +550,7 @@ impl Shard {
             if conn.ws != WsState::Open {
                 continue;
             }
-            let now = sys::realtime_ns();
-            frame[18..26].copy_from_slice(&now.to_be_bytes());
+            let now = stamp_push(&mut frame);
             let before = interest(&conn.spill);
             let r = send(
                 conn.fd.as_raw_fd(),
@@ -683,10 +665,59 @@ pub fn ws_input(
     }
 }
 
+/// The peer closed the stream. A WebSocket connection cut inside its handshake or a frame
+/// (`partial`: input kept for a frame to complete, or a fragmented message) is truncated.
+pub fn peer_eof(c: &mut Counters, mode: Mode, ws: WsState, partial: bool) {
+    if mode == Mode::Ws && (ws == WsState::Handshake || partial) {
+        c.protocol_errors.truncated += 1;
+    }
+    c.closed.peer_closed += 1;
+}
+
+/// A push frame: a binary WebSocket frame whose payload is the push id, the broadcast
+/// start and (filled by [`stamp_push`] just before each write) the write time.
+pub fn push_frame(id: u64, started_unix_ns: u64) -> [u8; 2 + PUSH_PAYLOAD] {
+    let mut frame = [0u8; 2 + PUSH_PAYLOAD];
+    frame[0] = 0x80 | Opcode::Binary as u8;
+    frame[1] = PUSH_PAYLOAD as u8;
+    frame[2..10].copy_from_slice(&id.to_be_bytes());
+    frame[10..18].copy_from_slice(&started_unix_ns.to_be_bytes());
+    frame
+}
+
+/// Stamps a push frame with the write time (CLOCK_REALTIME ns), which it returns.
+pub fn stamp_push(frame: &mut [u8; 2 + PUSH_PAYLOAD]) -> u64 {
+    let now = sys::realtime_ns();
+    frame[18..26].copy_from_slice(&now.to_be_bytes());
+    now
+}
+
+/// The close frame a server sends when it closes on its own: RFC 6455 §7.4.1, 1001 going
+/// away, so clients record a clean close rather than 1006.
+pub fn going_away() -> [u8; 4] {
+    [0x80 | Opcode::Close as u8, 2, 0x03, 0xE9]
+}
+
+pub fn listen_error(addr: &std::net::SocketAddr, e: &std::io::Error) -> String {
+    format!("cannot listen on {addr}: {e} (is another program on that port? choose --ports)")
+}
+
+pub fn cap_warning(shard: u32, cap: u64) -> String {
+    format!(
+        "shard {shard} reached its cap of {cap} connections per process: it stopped listening, so \
+         SO_REUSEPORT spreads new connections over the other workers (a larger --max-conns \
+         gives every worker more room)"
+    )
+}
+
+pub fn push_ignored(id: u64) -> String {
+    format!("push {id} ignored: pushes need --mode ws")
+}
+
 /// The warning for an accept that ran out of descriptors, naming what holds them. The
 /// cap was sized so that `cap` connections plus the reserves fit RLIMIT_NOFILE: running
 /// out below it means descriptors that are not data connections took the room.
-fn emfile_warning(e: &std::io::Error, conns: u64, cap: u64) -> String {
+pub fn emfile_warning(e: &std::io::Error, conns: u64, cap: u64) -> String {
     if conns < cap {
         format!(
             "accept: {e} with only {conns} of this process's {cap} connection slots in use: descriptors \
@@ -769,6 +800,18 @@ mod tests {
             );
             assert_eq!(c.protocol_errors.total(), 1);
         }
+    }
+
+    #[test]
+    fn going_away_is_the_encoded_close_1001() {
+        let mut v = Vec::new();
+        encode_frame(&mut v, Opcode::Close, &1001u16.to_be_bytes(), None);
+        assert_eq!(v, going_away());
+        let f = push_frame(7, 9);
+        assert_eq!(
+            (f[0], f[1], &f[2..10], &f[10..18]),
+            (0x82, 24, &7u64.to_be_bytes()[..], &9u64.to_be_bytes()[..])
+        );
     }
 
     #[test]
