@@ -39,7 +39,7 @@ use tokio::{
     time::{Instant, Sleep},
 };
 
-use super::{AsyncCommands, REPORT_EVERY_NS, ShardIo, Sink, runtime};
+use super::{AsyncCommands, REPORT_EVERY_NS, ShardIo, Sink, Spill, runtime};
 use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
     engine::{
@@ -50,7 +50,6 @@ use crate::workload::{
     sockopt::{self, Connecting},
     stats::Counters,
     sys,
-    ws::Fragment,
 };
 
 /// What every task of the shard shares.
@@ -269,23 +268,6 @@ struct Conn {
     p: ConnProto,
     /// Heap only while there is something in it: an idle connection has none.
     spill: Option<Box<Spill>>,
-}
-
-/// What a connection holds between reads, only while it holds it.
-#[derive(Default)]
-struct Spill {
-    /// Received bytes not yet forming a complete frame or handshake head.
-    inbuf: BytesMut,
-    /// Bytes accepted for sending that the socket did not take yet.
-    out: BytesMut,
-    /// A fragmented WebSocket message being reassembled.
-    frag: Option<Box<Fragment>>,
-}
-
-impl Spill {
-    fn is_empty(&self) -> bool {
-        self.inbuf.is_empty() && self.out.is_empty() && self.frag.is_none()
-    }
 }
 
 /// What a batch of input leaves the connection to do.

@@ -20,9 +20,10 @@ use std::{
 };
 
 use anyhow::{Context, Result};
+use bytes::BytesMut;
 use tokio::io::unix::AsyncFd;
 
-use super::{config::ShardCommand, engine::Commands};
+use super::{config::ShardCommand, engine::Commands, ws::Fragment};
 
 pub use super::engine::{REPORT_EVERY_NS, ShardIo, Sink, shard_loop::Reporter};
 
@@ -82,5 +83,23 @@ impl AsyncCommands {
                 return Ok(());
             }
         }
+    }
+}
+
+/// A connection's heap, present only while needed (the tokio twin of `engine::Spill`):
+/// an idle connection has none.
+#[derive(Default)]
+pub struct Spill {
+    /// Received bytes not yet forming a complete frame or handshake head.
+    pub inbuf: BytesMut,
+    /// Bytes accepted for sending that the socket did not take yet.
+    pub out: BytesMut,
+    /// A fragmented WebSocket message being reassembled.
+    pub frag: Option<Box<Fragment>>,
+}
+
+impl Spill {
+    pub fn is_empty(&self) -> bool {
+        self.inbuf.is_empty() && self.out.is_empty() && self.frag.is_none()
     }
 }

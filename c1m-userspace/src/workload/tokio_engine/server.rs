@@ -70,7 +70,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result};
-use bytes::{Buf, BytesMut};
+use bytes::Buf;
 use tokio::{
     io::{AsyncRead, ReadBuf},
     net::{TcpListener, TcpStream},
@@ -79,7 +79,7 @@ use tokio::{
     time::{Instant, MissedTickBehavior},
 };
 
-use super::{AsyncCommands, REPORT_EVERY_NS, Reporter, ShardIo, Sink, runtime};
+use super::{AsyncCommands, REPORT_EVERY_NS, Reporter, ShardIo, Sink, Spill, runtime};
 use crate::workload::{
     config::{Mode, ServerShardConfig, ShardCommand},
     engine::{
@@ -92,7 +92,7 @@ use crate::workload::{
     sockopt,
     stats::{Counters, PushStat},
     sys,
-    ws::{Decoder, Fragment, Role},
+    ws::{Decoder, Role},
 };
 
 /// Runs one server shard until `Stop` (or its supervisor goes away).
@@ -577,23 +577,6 @@ async fn accept_loop(sh: Rc<Shard>, l: TcpListener) {
                 }
             }
         }
-    }
-}
-
-/// Per-connection heap, present only while needed (the tokio twin of `engine::Spill`).
-#[derive(Default)]
-struct Spill {
-    /// Received bytes not yet forming a complete frame or handshake head.
-    inbuf: BytesMut,
-    /// Bytes accepted for sending that the socket did not take yet.
-    out: BytesMut,
-    /// A fragmented WebSocket message being reassembled.
-    frag: Option<Box<Fragment>>,
-}
-
-impl Spill {
-    fn is_empty(&self) -> bool {
-        self.inbuf.is_empty() && self.out.is_empty() && self.frag.is_none()
     }
 }
 
