@@ -50,6 +50,21 @@ fn run_lab(name: &str, args: &[&str], limit: Duration) -> (Output, RunRecord, Pa
     (out, record(&dir), dir)
 }
 
+/// `run_lab` against the test server, started by the lab itself (`--server-cmd`) on
+/// `ports` (comma-separated, the lab's `--ports` the same) with `opts`, then `args`.
+fn run_lab_with_server(
+    name: &str,
+    ports: &str,
+    opts: &str,
+    args: &[&str],
+    limit: Duration,
+) -> (Output, RunRecord, PathBuf) {
+    let cmd = server_cmd(&format!("--ports {ports} {opts}"));
+    let mut all = vec!["--server-cmd", cmd.as_str(), "--ports", ports];
+    all.extend_from_slice(args);
+    run_lab(name, &all, limit)
+}
+
 fn record(dir: &Path) -> RunRecord {
     serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).expect("summary.json"))
         .expect("a RunRecord")
@@ -69,13 +84,11 @@ fn a_python_server_is_measured_end_to_end_with_a_signal_push() {
         return;
     }
     c1m::netns::enter_private().expect("private netns");
-    let (out, run, dir) = run_lab(
+    let (out, run, dir) = run_lab_with_server(
         "foreign-e2e",
+        "9000,9001",
+        "--on-signal --format u64le-us",
         &[
-            "--server-cmd",
-            &server_cmd("--ports 9000,9001 --on-signal --format u64le-us"),
-            "--ports",
-            "9000-9001",
             "--push-trigger",
             "signal:USR1",
             "--push-format",
@@ -165,20 +178,11 @@ fn push_trigger_none_measures_a_scheduled_server_and_names_a_silent_one() {
     }
     c1m::netns::enter_private().expect("private netns");
     // Pushes every second on its own, stamped in text ms.
-    let (out, run, _) = run_lab(
+    let (out, run, _) = run_lab_with_server(
         "foreign-none",
-        &[
-            "--server-cmd",
-            &server_cmd("--ports 9000 --every 1 --format text-ms"),
-            "--ports",
-            "9000",
-            "--push-format",
-            "text-ms",
-            "-n",
-            "500",
-            "--rate",
-            "2000",
-        ],
+        "9000",
+        "--every 1 --format text-ms",
+        &["--push-format", "text-ms", "-n", "500", "--rate", "2000"],
         Duration::from_secs(90),
     );
     assert_eq!(out.status.code(), Some(0), "{}", says(&out));
@@ -197,20 +201,11 @@ fn push_trigger_none_measures_a_scheduled_server_and_names_a_silent_one() {
     );
 
     // Answers the upgrade, never pushes: said, degraded, and no hang.
-    let (out, run, _) = run_lab(
+    let (out, run, _) = run_lab_with_server(
         "foreign-silent",
-        &[
-            "--server-cmd",
-            &server_cmd("--ports 9000"),
-            "--ports",
-            "9000",
-            "--push-format",
-            "text-ms",
-            "--push-wait",
-            "2s",
-            "-n",
-            "200",
-        ],
+        "9000",
+        "",
+        &["--push-format", "text-ms", "--push-wait", "2s", "-n", "200"],
         Duration::from_secs(90),
     );
     assert_eq!(out.status.code(), Some(2), "degraded: {}", says(&out));
@@ -236,13 +231,11 @@ fn a_server_out_of_fds_ends_the_setup_with_the_cause_named() {
         return;
     }
     c1m::netns::enter_private().expect("private netns");
-    let (out, run, _) = run_lab(
+    let (out, run, _) = run_lab_with_server(
         "foreign-emfile",
+        "9000",
+        "--nofile 1000 --on-signal",
         &[
-            "--server-cmd",
-            &server_cmd("--ports 9000 --nofile 1000 --on-signal"),
-            "--ports",
-            "9000",
             "--push-trigger",
             "signal:USR1",
             "--push-format",

@@ -70,6 +70,22 @@ fn run_servers(folder: &str, servers: &str, n: &str, limit: Duration) -> (String
     )
 }
 
+/// A run that completed with all `n` connected, none failed, and push 1 received by
+/// every one, each frame decoded.
+fn complete_and_every_connection_pushed(name: &str, run: &RunRecord, n: u64) {
+    assert_eq!(run.outcome, Outcome::Complete, "{name}: {:?}", run.warnings);
+    let client = run.client.as_ref().expect("client");
+    assert_eq!(client.counters.connected, n, "{name}");
+    assert_eq!(client.counters.failures.total(), 0, "{name}");
+    assert_eq!(client.counters.push_undecodable, 0, "{name}");
+    let push = client
+        .pushes
+        .iter()
+        .find(|p| p.push_id == 1)
+        .expect("push 1");
+    assert_eq!(push.count, n, "{name}: every connection pushed");
+}
+
 #[test]
 fn python_and_c1m_epoll_each_get_a_complete_run_and_one_comparison() {
     let test = "python_and_c1m_epoll_each_get_a_complete_run_and_one_comparison";
@@ -90,18 +106,7 @@ fn python_and_c1m_epoll_each_get_a_complete_run_and_one_comparison() {
     );
     assert_eq!(run_names(&cmp), ["c1m-epoll-1", "python-1"]);
     for name in ["python-1", "c1m-epoll-1"] {
-        let run = record(&cmp.join(name));
-        assert_eq!(run.outcome, Outcome::Complete, "{name}: {:?}", run.warnings);
-        let client = run.client.as_ref().expect("client");
-        assert_eq!(client.counters.connected, 2000, "{name}");
-        assert_eq!(client.counters.failures.total(), 0, "{name}");
-        assert_eq!(client.counters.push_undecodable, 0, "{name}");
-        let push = client
-            .pushes
-            .iter()
-            .find(|p| p.push_id == 1)
-            .expect("push 1");
-        assert_eq!(push.count, 2000, "{name}: every connection pushed");
+        complete_and_every_connection_pushed(name, &record(&cmp.join(name)), 2000);
     }
     // The python run was c1m's run of that server, signalled as its protocol says.
     let python = std::fs::read_to_string(cmp.join("python-1/server.stdout.log"))
@@ -146,22 +151,13 @@ fn every_reference_server_holds_15000_pushed_and_measured() {
     );
     for name in ["python", "node", "go", "netty", "c1m-epoll", "c1m-tokio"] {
         let run = record(&cmp.join(format!("{name}-1")));
-        assert_eq!(run.outcome, Outcome::Complete, "{name}: {:?}", run.warnings);
+        complete_and_every_connection_pushed(name, &run, 15_000);
         // Every server meets the same client: only c1m's own server changes engine.
         assert_eq!(run.config.engine, EngineKind::Epoll, "{name}");
         if name == "c1m-tokio" {
             assert_eq!(run.config.server_engine, EngineKind::Tokio);
         }
         let client = run.client.as_ref().expect("client");
-        assert_eq!(client.counters.connected, 15_000, "{name}");
-        assert_eq!(client.counters.failures.total(), 0, "{name}");
-        assert_eq!(client.counters.push_undecodable, 0, "{name}");
-        let push = client
-            .pushes
-            .iter()
-            .find(|p| p.push_id == 1)
-            .expect("push 1");
-        assert_eq!(push.count, 15_000, "{name}: every connection pushed");
         for h in ["push_message_us", "push_fanout_us", "ws_handshake_us"] {
             let hist = client
                 .histogram(h)

@@ -240,13 +240,7 @@ fn compare(o: &Opts) -> Result<()> {
 }
 
 fn print_ratios(rounds: &[(Figures, Figures)]) {
-    let list = |f: &dyn Fn(&Figures, &Figures) -> f64| {
-        rounds
-            .iter()
-            .map(|(c, m)| format!("{:.2}", f(c, m)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let list = |f: &dyn Fn(&Figures, &Figures) -> f64| per_round(rounds, |(c, m)| f(c, m));
     println!("   c1m / C, per round (rates: > 1 is faster; times: < 1 is faster):");
     println!(
         "   raw TCP ramp, conn/s:             {}",
@@ -296,6 +290,15 @@ fn print_ratios(rounds: &[(Figures, Figures)]) {
             c.push_msg_us[2]
         );
     }
+}
+
+/// One ratio per round, "0.89, 1.05, 0.71".
+pub(crate) fn per_round<T>(rounds: &[T], ratio: impl Fn(&T) -> f64) -> String {
+    rounds
+        .iter()
+        .map(|r| format!("{:.2}", ratio(r)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Compiles the C reference into target/ (no binary is committed).

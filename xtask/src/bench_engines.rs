@@ -7,7 +7,7 @@
 
 use anyhow::Result;
 
-use crate::bench::{Netns, c1m_bench, sources};
+use crate::bench::{Netns, c1m_bench, per_round, sources};
 
 const ENGINES: [&str; 2] = ["epoll", "tokio"];
 const ECHO_CONNECTIONS: u64 = 2_000;
@@ -74,12 +74,7 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
         }
         all.push(f);
     }
-    let list = |g: &dyn Fn(&Figures, &Figures) -> f64| {
-        all.iter()
-            .map(|[ep, tk]| format!("{:.2}", g(ep, tk)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let list = |g: &dyn Fn(&Figures, &Figures) -> f64| per_round(&all, |[ep, tk]| g(ep, tk));
     println!("   tokio / epoll, per round (rates: > 1 is faster; times and bytes: < 1 is less):");
     println!(
         "   raw TCP setup, conn/s:          {}",
