@@ -110,7 +110,9 @@ fn processes(n: u64) -> (u64, u64) {
 pub(crate) struct Netns(String);
 
 impl Netns {
+    /// A namespace for one run, made once the box is quiet (see [`settle`]).
     pub(crate) fn new(tag: &str) -> Result<Netns> {
+        settle();
         let name = format!("c1m-xbench-{}-{tag}", std::process::id());
         run(Command::new("ip").args(["netns", "add", &name]))?;
         let ns = Netns(name);
@@ -148,6 +150,51 @@ impl Netns {
         }
         Ok(m)
     }
+}
+
+/// Waits (at most [`SETTLE_MAX`]) until the box is near idle. Tearing down a million
+/// connections and deleting their namespace goes on in the kernel (RCU frees, the
+/// namespace's cleanup work) after the processes are gone, so the run that starts next
+/// would pay for the one before it: in an interleaved pair, always the same side.
+fn settle() {
+    let started = Instant::now();
+    let mut last = busy_jiffies();
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = busy_jiffies();
+        let (Some((b0, t0)), Some((b1, t1))) = (last, now) else {
+            return;
+        };
+        // Below a third of the box busy: the rest is the box's own background.
+        if (b1 - b0) * 3 < (t1 - t0) {
+            let waited = started.elapsed();
+            if waited > Duration::from_secs(2) {
+                println!("   (waited {:.0} s for the box to settle)", waited.as_secs_f64());
+            }
+            return;
+        }
+        if started.elapsed() > SETTLE_MAX {
+            println!(
+                "   (the box did not settle in {} s: run starts anyway)",
+                SETTLE_MAX.as_secs()
+            );
+            return;
+        }
+        last = now;
+    }
+}
+
+const SETTLE_MAX: Duration = Duration::from_secs(120);
+
+/// (busy, total) jiffies of all CPUs from `/proc/stat`.
+fn busy_jiffies() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu = stat.lines().next()?.strip_prefix("cpu ")?;
+    let v: Vec<u64> = cpu.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    let total: u64 = v.iter().take(8).sum();
+    // user nice system idle iowait irq softirq steal: idle and iowait are not busy.
+    let idle = v.get(3)? + v.get(4)?;
+    Some((total - idle, total))
 }
 
 impl Drop for Netns {
