@@ -114,6 +114,17 @@ fn five_thousand_connection_run(engine: EngineKind) {
         ["setup", "idle", "push", "teardown"]
     );
     assert!(run.warnings.is_empty(), "warnings: {:?}", run.warnings);
+    // A phase ends when the app answered; the observer's walk for its kernel column comes
+    // after, outside its duration, and before the next phase begins.
+    for (p, next) in run.phases.iter().zip(run.phases.iter().skip(1)) {
+        assert!(p.end_walk_s > 0.0, "{}: no end walk recorded", p.name);
+        assert!(
+            next.started_unix_ms as f64 >= p.ended_unix_ms as f64 + p.end_walk_s * 1000.0 - 1.0,
+            "{} began before {}'s end walk was over: {p:?} {next:?}",
+            next.name,
+            p.name
+        );
+    }
 
     // Kernel and app agree exactly once set up.
     let setup = &run.phases[0];
@@ -211,6 +222,12 @@ fn tune_restores_every_sysctl_it_changed_after_sigterm() {
     .expect("RunRecord");
     assert_eq!(run.outcome, Outcome::Interrupted);
     assert!(!run.samples.is_empty(), "what was measured is kept");
+    // No observer, no walk after a phase.
+    assert!(
+        run.phases.iter().all(|p| p.end_walk_s == 0.0),
+        "{:?}",
+        run.phases
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 

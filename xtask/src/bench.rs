@@ -38,6 +38,10 @@ struct Opts {
     /// Interleaved rounds of the comparison (each: C then c1m, per scenario).
     #[arg(long, default_value_t = 2)]
     rounds: u32,
+    /// `lab-observer`: the lab's `--rate` (default: the lab's own, 25,000/s; 0: unpaced,
+    /// so the ramp is CPU-bound and any CPU the observer takes shows).
+    #[arg(long)]
+    lab_rate: Option<u64>,
 }
 
 const PORTS: (u16, u16) = (8000, 8099);
@@ -62,7 +66,7 @@ pub fn run_bench(args: &[String]) -> Result<()> {
     }
     // At 1M a pair takes ~10 minutes: asked for by name only.
     if o.names.iter().any(|n| n == "lab-observer") {
-        crate::bench_lab_observer::run(o.connections, o.rounds)?;
+        crate::bench_lab_observer::run(o.connections, o.rounds, o.lab_rate)?;
     }
     let own = if all { vec!["echo", "observer"] } else { own };
     if !own.is_empty() {
@@ -169,7 +173,10 @@ fn settle() {
         if (b1 - b0) * 3 < (t1 - t0) {
             let waited = started.elapsed();
             if waited > Duration::from_secs(2) {
-                println!("   (waited {:.0} s for the box to settle)", waited.as_secs_f64());
+                println!(
+                    "   (waited {:.0} s for the box to settle)",
+                    waited.as_secs_f64()
+                );
             }
             return;
         }
@@ -190,7 +197,10 @@ const SETTLE_MAX: Duration = Duration::from_secs(120);
 fn busy_jiffies() -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let cpu = stat.lines().next()?.strip_prefix("cpu ")?;
-    let v: Vec<u64> = cpu.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    let v: Vec<u64> = cpu
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
     let total: u64 = v.iter().take(8).sum();
     // user nice system idle iowait irq softirq steal: idle and iowait are not busy.
     let idle = v.get(3)? + v.get(4)?;

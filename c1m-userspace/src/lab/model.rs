@@ -121,8 +121,12 @@ pub struct Phase {
     /// "setup", "idle", "push", "teardown".
     pub name: String,
     pub started_unix_ms: u64,
+    /// When the phase's work was done (the app's answers were taken then).
     pub ended_unix_ms: u64,
     pub duration_s: f64,
+    /// Seconds the lab then spent walking every socket afresh for the phase's kernel
+    /// column (0 without the observer). Not part of `duration_s`: the phase was over.
+    pub end_walk_s: f64,
     pub server: ProcessUsage,
     pub client: ProcessUsage,
     pub observer: ProcessUsage,
@@ -133,6 +137,22 @@ pub struct Phase {
     pub kernel_vs_app: Vec<KernelVsApp>,
     /// Free-form notes (e.g. "stopped early: Ctrl-C").
     pub notes: Vec<String>,
+}
+
+/// "after each phase, outside its secs: the observer's walk of every socket (setup 2.71 s,
+/// …)", or None when no phase had one (no observer). The summary and the report say it.
+pub fn end_walks_line(phases: &[Phase]) -> Option<String> {
+    let walks: Vec<String> = phases
+        .iter()
+        .filter(|p| p.end_walk_s > 0.0)
+        .map(|p| format!("{} {:.2} s", p.name, p.end_walk_s))
+        .collect();
+    (!walks.is_empty()).then(|| {
+        format!(
+            "after each phase, outside its secs: the observer's walk of every socket ({})",
+            walks.join(", ")
+        )
+    })
 }
 
 /// Facts about the box the run happened on.

@@ -24,8 +24,15 @@ pub fn text(run: &RunRecord) -> String {
     };
     let _ = writeln!(
         s,
-        "\n== c1m run: {}{warned} — {} connections, {} mode, {} conn/s target ==",
-        run.outcome, c.connections, c.mode, c.rate_per_s
+        "\n== c1m run: {}{warned} — {} connections, {} mode, {} ==",
+        run.outcome,
+        c.connections,
+        c.mode,
+        if c.rate_per_s == 0 {
+            "unpaced".to_owned()
+        } else {
+            format!("{} conn/s target", c.rate_per_s)
+        }
     );
     for w in &run.warnings {
         let _ = writeln!(s, "warning: {w}");
@@ -59,6 +66,9 @@ pub fn text(run: &RunRecord) -> String {
                 .unwrap_or_else(|| "n/a".into()),
             bytes(p.box_mem_available_bytes as f64),
         );
+    }
+    if let Some(line) = super::model::end_walks_line(&run.phases) {
+        let _ = writeln!(s, "{line}");
     }
     let _ = writeln!(s, "\nkernel vs app at the end of each phase:");
     for p in &run.phases {

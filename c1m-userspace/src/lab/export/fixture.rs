@@ -625,6 +625,7 @@ fn phases(samples: &[Sample]) -> Vec<Phase> {
                 started_unix_ms: START_UNIX_MS + a * 1000,
                 ended_unix_ms: START_UNIX_MS + b * 1000,
                 duration_s: (b - a) as f64,
+                end_walk_s: 0.0,
                 server: usage(end.server_cpu_s, end.server_rss_bytes, start.server_cpu_s),
                 client: usage(end.client_cpu_s, end.client_rss_bytes, start.client_cpu_s),
                 observer: usage(

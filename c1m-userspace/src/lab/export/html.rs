@@ -614,6 +614,9 @@ fn phase_table(run: &RunRecord) -> String {
         out.push_str("<td colspan=\"5\"></td></tr>");
     }
     out.push_str("</table>");
+    if let Some(line) = crate::lab::model::end_walks_line(&run.phases) {
+        let _ = write!(out, "<p class=\"mut\">{}</p>", esc(&line));
+    }
     let notes: Vec<String> = run
         .phases
         .iter()
