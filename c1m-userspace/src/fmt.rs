@@ -30,6 +30,16 @@ pub fn count(n: u64) -> String {
 }
 
 /// [`count`] for signed values (kernel gauges are signed: transitions can race a walk).
+/// A setup pace for people: "25,000 conn/s", or "unpaced" for 0 (as fast as the
+/// in-flight bound allows).
+pub fn pace(rate_per_s: u64) -> String {
+    if rate_per_s == 0 {
+        "unpaced".to_owned()
+    } else {
+        format!("{} conn/s", count(rate_per_s))
+    }
+}
+
 pub fn signed(n: i64) -> String {
     int(i128::from(n))
 }

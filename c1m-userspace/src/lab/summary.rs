@@ -28,10 +28,9 @@ pub fn text(run: &RunRecord) -> String {
         run.outcome,
         c.connections,
         c.mode,
-        if c.rate_per_s == 0 {
-            "unpaced".to_owned()
-        } else {
-            format!("{} conn/s target", c.rate_per_s)
+        match c.rate_per_s {
+            0 => crate::fmt::pace(0),
+            r => format!("{} target", crate::fmt::pace(r)),
         }
     );
     for w in &run.warnings {

@@ -522,11 +522,7 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         args.json,
         "c1m run: {} connections ({reason}), {}, mode {}",
         count(connections),
-        if args.rate == 0 {
-            "unpaced".to_owned()
-        } else {
-            format!("{} conn/s", count(args.rate))
-        },
+        crate::fmt::pace(args.rate),
         args.mode.name()
     );
     say!(args.json, "sources: {sources_reason}");
@@ -1037,17 +1033,14 @@ impl Lab {
             self.last_client = Some(c);
         }
         self.foreign_snapshot();
-        let walk_started = Instant::now();
-        if let Some(observer) = &self.observer
-            && let Some(view) = observer.snapshot_fresh().await
-        {
-            self.kernel = Some(view);
+        let mut end_walk_s = 0.0;
+        if let Some(observer) = &self.observer {
+            let walk_started = Instant::now();
+            if let Some(view) = observer.snapshot_fresh().await {
+                self.kernel = Some(view);
+            }
+            end_walk_s = walk_started.elapsed().as_secs_f64();
         }
-        let end_walk_s = if self.observer.is_some() {
-            walk_started.elapsed().as_secs_f64()
-        } else {
-            0.0
-        };
         self.close_phase(notes, ended_unix_ms, end_walk_s);
     }
 
