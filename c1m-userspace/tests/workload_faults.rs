@@ -31,7 +31,7 @@ fn read_all(mut s: TcpStream) -> Vec<u8> {
 
 fn upgraded(port: u16) -> TcpStream {
     let mut s = connect(port);
-    s.write_all(&c1m::workload::ws::handshake::request("h", "/", KEY))
+    s.write_all(&c1m::workload::ws::handshake::request("h", "/", &rfc_key()))
         .unwrap();
     let mut head = Vec::new();
     let mut b = [0u8; 1];
@@ -490,4 +490,9 @@ fn supervisors_watch_above_the_load_their_shards_make() {
         control(ctl, "stop").unwrap();
         server.wait(T);
     });
+}
+
+/// The RFC 6455 §1.3 sample key, "dGhlIHNhbXBsZSBub25jZQ==".
+fn rfc_key() -> c1m::workload::ws::handshake::Key {
+    c1m::workload::ws::handshake::Key::from_nonce(*b"the sample nonce")
 }

@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 
 use super::{
     COMMAND_TOKEN, READ_BUF, ShardIo, Sink, Slab, Spill, closed_by, failure_of, flush, interest,
-    pace, rearm, send, send_before_close,
+    pace, rearm, send,
     shard_loop::{self, Engine, Extra, Reporter},
     shrink,
 };
@@ -46,7 +46,16 @@ pub enum State {
     Connecting,
     Handshake,
     Open,
+    /// Torn down: our close frame is sent and we read until the server closes the TCP
+    /// connection (RFC 6455 §7.1.1: the server closes first). Closing at once instead made
+    /// the server's close reply meet a closed socket, which answers with a RST: one per
+    /// connection (Tcp EstabResets = connections).
+    Closing,
 }
+
+/// A teardown waits this long without any connection finishing its close before it closes
+/// the rest at once (a server that never answers the close frame).
+pub const CLOSE_STALL_NS: u64 = 5_000_000_000;
 
 /// Why WebSocket input ends a connection.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -140,7 +149,7 @@ pub struct Proto {
     dec: Decoder,
     /// Scratch: the expected or next echo payload.
     payload: Vec<u8>,
-    /// Scratch: frames to write (echo request, pong, close).
+    /// Scratch: bytes to write (upgrade request, echo request, pong, close).
     pub out: Vec<u8>,
     /// Round trips per connection: None = until teardown; Some(0) = no echo.
     echo_limit: Option<u64>,
@@ -196,7 +205,9 @@ impl Proto {
     ) -> Result<()> {
         let x = Extra {
             ramp_done,
-            hists: self.hists.changed_blobs()?,
+            hists: self
+                .hists
+                .changed_blobs(sys::monotonic_ns(), force || ramp_done || closed_all)?,
             timeline: mem::take(&mut self.timeline).into_iter().collect(),
             push_done: None,
         };
@@ -205,6 +216,17 @@ impl Proto {
 
     /// One warning line per kind of failure (bit per kind), so a storm of EADDRNOTAVAIL
     /// is one clear message, not a million.
+    /// A teardown gave up waiting for the server to close `n` connections.
+    pub fn warn_close_unanswered(&mut self, n: u64) {
+        self.warn_once(16, || {
+            format!(
+                "teardown: the server did not close {n} connection(s) within {} s of our close \
+                 frame (RFC 6455 §7.1.1: the server closes first); closed them ourselves",
+                CLOSE_STALL_NS / 1_000_000_000
+            )
+        });
+    }
+
     fn warn_once(&mut self, bit: u32, msg: impl FnOnce() -> String) {
         if self.warned & bit == 0 {
             self.warned |= bit;
@@ -265,11 +287,13 @@ impl Proto {
     }
 
     /// The WebSocket upgrade request of `conn` (whose connect completed at `now`).
-    pub fn handshake_request(&self, conn: &mut ConnProto, now: u64) -> Vec<u8> {
+    pub fn handshake_request(&mut self, conn: &mut ConnProto, now: u64) -> &[u8] {
         conn.state = State::Handshake;
         conn.t_ns = now;
         let key = ws_key(self.cfg.seed, conn.g);
-        handshake::request(&self.cfg.host, &self.cfg.path, &key)
+        self.out.clear();
+        handshake::write_request(&mut self.out, &self.cfg.host, &self.cfg.path, &key);
+        &self.out
     }
 
     /// Bookkeeping when a connection becomes open at the application level.
@@ -502,6 +526,10 @@ struct Shard {
     next: u64,
     started: bool,
     closing: bool,
+    /// Teardown: connections still in [`State::Closing`] at the last tick, and when the
+    /// rest are closed at once if none finishes before.
+    closing_left: usize,
+    close_stall_at: u64,
     /// Attempts in start order, for the connect/handshake timeout: the sweep looks only at
     /// the front, not at every connection (a full scan cost O(connections) 4× a second).
     pending: VecDeque<(u64, u64)>,
@@ -521,6 +549,8 @@ pub fn run(cfg: ClientShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU
         next: 0,
         started: false,
         closing: false,
+        closing_left: 0,
+        close_stall_at: 0,
         pending: VecDeque::new(),
         pacing: false,
         next_pace: 0,
@@ -559,7 +589,7 @@ impl Engine for Shard {
             }
             ShardCommand::Close => {
                 Shard::close_all(self);
-                self.report(sink, true, true)?;
+                self.report(sink, true, self.conns.is_empty())?;
             }
             ShardCommand::Mark {
                 id,
@@ -577,6 +607,9 @@ impl Engine for Shard {
     fn tick(&mut self, ep: &Epoll) -> bool {
         self.sweep_timeouts();
         self.pump(ep);
+        if self.closing {
+            self.close_stalled();
+        }
         self.closing && self.conns.is_empty()
     }
 
@@ -667,29 +700,85 @@ impl Shard {
         }
     }
 
+    /// Teardown: every open WebSocket connection sends its close frame and waits in
+    /// [`State::Closing`] for the server to close; everything else is closed now.
     fn close_all(&mut self) {
         self.closing = true;
         self.pending.clear();
         let ws = self.p.cfg.mode == Mode::Ws;
-        for conn in self.conns.drain() {
-            if conn.p.state == State::Open {
-                if ws {
-                    // Best effort: the socket is closed right after, without waiting for
-                    // the reply.
-                    let mut written = 0;
-                    let frame = self.p.close_frame();
-                    send_before_close(conn.fd.as_raw_fd(), &conn.spill, frame, &mut written);
-                    self.p.c.bytes_out += written;
-                }
-                self.p.c.closed.local_close += 1;
-            } else {
+        let (toks, _) = self.conns.tokens_from(0, self.conns.len());
+        for tok in toks {
+            let Some(conn) = self.conns.get_mut(tok) else {
+                continue;
+            };
+            if conn.p.state != State::Open {
                 self.p.c.failures.aborted += 1;
+                self.drop_conn(tok);
+                continue;
             }
+            self.p.c.closed.local_close += 1;
+            if !ws {
+                self.close_open(tok);
+                continue;
+            }
+            let frame = self.p.close_frame();
+            let mut written = 0;
+            let queued = conn.spill.as_ref().is_some_and(|s| s.has_out());
+            let sent = !queued
+                && sys::write(conn.fd.as_raw_fd(), frame).is_ok_and(|n| {
+                    written = n as u64;
+                    n == frame.len()
+                });
+            self.p.c.bytes_out += written;
+            if sent {
+                conn.p.state = State::Closing;
+                self.p.c.open -= 1;
+            } else {
+                // Output stuck behind a peer that does not read: no goodbye to wait for.
+                self.close_open(tok);
+            }
+        }
+        self.closing_left = self.conns.len();
+        self.close_stall_at = sys::monotonic_ns().saturating_add(CLOSE_STALL_NS);
+    }
+
+    /// A connection in [`State::Closing`] is readable: its server's close reply, then its
+    /// FIN (or an error) ends it.
+    fn closing_event(&mut self, tok: u64) {
+        let Some(conn) = self.conns.get_mut(tok) else {
+            return;
+        };
+        loop {
+            match sys::read(conn.fd.as_raw_fd(), &mut self.buf) {
+                Ok(0) => break,
+                Ok(n) => self.p.c.bytes_in += n as u64,
+                Err(e) if sys::would_block(&e) => return,
+                Err(_) => break,
+            }
+        }
+        self.end(tok);
+    }
+
+    /// Closes the teardown's stragglers once no connection has finished its close for
+    /// [`CLOSE_STALL_NS`].
+    fn close_stalled(&mut self) {
+        let now = sys::monotonic_ns();
+        if self.conns.len() < self.closing_left {
+            self.closing_left = self.conns.len();
+            self.close_stall_at = now.saturating_add(CLOSE_STALL_NS);
+        } else if now >= self.close_stall_at {
+            self.p.warn_close_unanswered(self.conns.len() as u64);
+            for _ in self.conns.drain() {
+                self.p.open_in_process.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Closes the socket of a [`State::Closing`] connection (already out of `open`).
+    fn end(&mut self, tok: u64) {
+        if self.conns.remove(tok).is_some() {
             self.p.open_in_process.fetch_sub(1, Ordering::Relaxed);
         }
-        self.p.c.open = 0;
-        self.p.c.in_flight = 0;
-        // Connections never attempted count as neither: `attempted` says how far the ramp got.
     }
 
     fn sweep_timeouts(&mut self) {
@@ -730,7 +819,10 @@ impl Shard {
         }
         if self.p.cfg.mode == Mode::Ws {
             let req = self.p.handshake_request(&mut conn.p, now);
-            if let Err(e) = send(fd, &mut conn.spill, &req, &mut self.p.c.bytes_out) {
+            let mut sent = 0;
+            let r = send(fd, &mut conn.spill, req, &mut sent);
+            self.p.c.bytes_out += sent;
+            if let Err(e) = r {
                 failure_of(&e, &mut self.p.c.failures);
                 self.drop_conn(tok);
             }
@@ -771,6 +863,10 @@ impl Shard {
             return;
         };
         let fd = conn.fd.as_raw_fd();
+        if conn.p.state == State::Closing {
+            self.closing_event(tok);
+            return;
+        }
         if conn.p.state == State::Connecting {
             match sockopt::take_error(fd) {
                 Ok(None) if ev & (EPOLLOUT | EPOLLIN) != 0 && ev & EPOLLERR == 0 => {
@@ -938,13 +1034,13 @@ pub fn scheduled(cfg: &ClientShardConfig, t0_mono: u64, g: u64) -> Option<u64> {
 }
 
 /// The Sec-WebSocket-Key of connection `g`: derived, not stored.
-pub fn ws_key(seed: u64, g: u64) -> String {
+pub fn ws_key(seed: u64, g: u64) -> handshake::Key {
     let a = splitmix64(seed ^ g);
     let b = splitmix64(a ^ 0x5eed);
     let mut n = [0u8; 16];
     n[..8].copy_from_slice(&a.to_le_bytes());
     n[8..].copy_from_slice(&b.to_le_bytes());
-    handshake::key_from_nonce(n)
+    handshake::Key::from_nonce(n)
 }
 
 /// The echo payload of round trip `seq` on connection `g`: derived, so the reply is checked
@@ -978,7 +1074,8 @@ mod tests {
     fn keys_are_valid_and_distinct() {
         let (k1, k2) = (ws_key(7, 1), ws_key(7, 2));
         assert_ne!(k1, k2);
-        let req = handshake::request("h", "/", &k1);
+        let mut req = Vec::new();
+        handshake::write_request(&mut req, "h", "/", &k1);
         assert!(handshake::parse_request(&req).unwrap().is_some());
     }
 }

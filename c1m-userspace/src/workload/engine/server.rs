@@ -480,8 +480,13 @@ impl Shard {
                 }
                 let sent = if self.out.is_empty() {
                     Ok(())
-                } else {
+                } else if action == Action::Continue {
                     send(fd, &mut spill, &self.out, &mut self.c.bytes_out).map(drop)
+                } else {
+                    // The close reply is the last write: with the FIN in one segment, as
+                    // the server's own goodbye (a lone reply and FIN arm a tail-loss probe).
+                    send_before_close(fd, &spill, &self.out, &mut self.c.bytes_out);
+                    Ok(())
                 };
                 shrink(&mut spill);
                 conn.spill = spill;
@@ -612,13 +617,13 @@ pub fn ws_input(
         match handshake::parse_request(data) {
             Ok(None) => return (0, Action::Continue),
             Ok(Some((req, n))) => {
-                out.extend_from_slice(&handshake::response_accept(&req.key));
+                handshake::write_accept(out, req.key);
                 *state = WsState::Open;
                 c.ws_open += 1;
                 off = n;
             }
             Err(e) => {
-                out.extend_from_slice(&handshake::response_reject(&e));
+                handshake::write_reject(out, &e);
                 if e.status() == 426 {
                     c.protocol_errors.http_426 += 1;
                 } else {
@@ -755,7 +760,9 @@ mod tests {
         let mut frag = None;
         let mut out = Vec::new();
         let mut c = Counters::default();
-        let mut input = handshake::request("h", "/", "dGhlIHNhbXBsZSBub25jZQ==");
+        let key = handshake::Key::from_nonce(*b"the sample nonce");
+        let mut input = Vec::new();
+        handshake::write_request(&mut input, "h", "/", &key);
         input.extend(masked(Opcode::Text, b"hi"));
         input.extend(masked(Opcode::Ping, b"p"));
         input.extend(&masked(Opcode::Binary, b"xyz")[..4]); // cut frame: kept for later
@@ -765,9 +772,7 @@ mod tests {
             (Action::Continue, WsState::Open, 1, 1, 1)
         );
         assert_eq!(input.len() - used, 4);
-        let head = handshake::parse_response(&out, "dGhlIHNhbXBsZSBub25jZQ==")
-            .unwrap()
-            .unwrap();
+        let head = handshake::parse_response(&out, &key).unwrap().unwrap();
         let (h, hl) = decode_header(&out[head..], Role::Client, 100)
             .unwrap()
             .unwrap();

@@ -44,7 +44,7 @@ use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
     engine::{
         MAX_PENDING_OUT, READ_BUF,
-        client::{ConnProto, EchoStep, PACE_NS, Proto, State},
+        client::{CLOSE_STALL_NS, ConnProto, EchoStep, PACE_NS, Proto, State},
         closed_by, failure_of, pace,
     },
     sockopt::{self, Connecting},
@@ -63,6 +63,9 @@ struct Shared {
     /// Connection tasks alive; `gone` wakes the teardown when the last one ends.
     live: Cell<u64>,
     gone: Notify,
+    /// Teardown: wakes the tasks still waiting for their server to close (the teardown
+    /// stalled for `CLOSE_STALL_NS`), which then close at once.
+    close_stalled: Notify,
     started: Cell<bool>,
     /// Next local connection index to start.
     next: Cell<u64>,
@@ -145,6 +148,7 @@ impl Shared {
             teardown: Notify::new(),
             live: Cell::new(0),
             gone: Notify::new(),
+            close_stalled: Notify::new(),
             started: Cell::new(false),
             next: Cell::new(0),
             slots: Arc::new(Semaphore::new(permits)),
@@ -157,13 +161,48 @@ impl Shared {
         p.report(sink, ramp_done, force, closed_all)
     }
 
-    /// Closes every connection (each task says goodbye and counts itself) and returns when
-    /// the last task is gone.
+    /// Closes every connection (each task says goodbye, counts itself and waits for its
+    /// server to close, as the epoll engine's `State::Closing`) and returns when the last
+    /// task is gone. Once no task has ended for `CLOSE_STALL_NS`, the rest close at once.
     async fn close_all(&self) {
         self.closing.set(true);
         self.teardown.notify_waiters();
+        let stall = Duration::from_nanos(CLOSE_STALL_NS);
+        let (mut left, mut stall_at) = (self.live.get(), Instant::now() + stall);
         while self.live.get() > 0 {
-            self.gone.notified().await;
+            let _ = tokio::time::timeout(Duration::from_millis(250), self.gone.notified()).await;
+            let live = self.live.get();
+            if live < left {
+                (left, stall_at) = (live, Instant::now() + stall);
+            } else if live > 0 && Instant::now() >= stall_at {
+                self.p.borrow_mut().warn_close_unanswered(live);
+                self.close_stalled.notify_waiters();
+                stall_at = Instant::now() + stall;
+            }
+        }
+    }
+}
+
+/// After our close frame: reads (and drops) until the server closes the connection, or the
+/// teardown stalled (`Shared::close_stalled`).
+async fn await_server_close(sh: &Shared, s: &TcpStream) {
+    let mut stalled = pin!(sh.close_stalled.notified());
+    let mut buf = [0u8; 64];
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut stalled => return,
+            r = s.readable() => {
+                if r.is_err() {
+                    return;
+                }
+                match s.try_read(&mut buf) {
+                    Ok(0) => return,
+                    Ok(n) => sh.p.borrow_mut().c.bytes_in += n as u64,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => return,
+                }
+            }
         }
     }
 }
@@ -345,7 +384,9 @@ impl Conn {
                 })
                 .await
             };
-            self.finish(&sh, &stream, torn_down);
+            if self.finish(&sh, &stream, torn_down) {
+                await_server_close(&sh, &stream).await;
+            }
             drop(stream);
             sh.live.set(sh.live.get() - 1);
             if sh.live.get() == 0 && sh.closing.get() {
@@ -355,17 +396,18 @@ impl Conn {
     }
 
     /// The connection is over: a teardown says goodbye and is counted; it leaves the open
-    /// or in-flight count.
-    fn finish(&self, sh: &Shared, stream: &TcpStream, torn_down: bool) {
+    /// or in-flight count. True: the close frame went out, wait for the server to close.
+    fn finish(&self, sh: &Shared, stream: &TcpStream, torn_down: bool) -> bool {
         let mut p = sh.p.borrow_mut();
+        let mut goodbye = false;
         if torn_down {
             if self.p.state == State::Open {
                 if p.cfg.mode == Mode::Ws && self.pending_out().is_none() {
-                    // Best effort, in one segment with the FIN: the socket is closed right
-                    // after, without waiting for the reply.
                     let frame = p.close_frame();
-                    if let Ok(n) = sys::write_before_close(stream.as_raw_fd(), frame) {
+                    let len = frame.len();
+                    if let Ok(n) = sys::write(stream.as_raw_fd(), frame) {
                         p.c.bytes_out += n as u64;
+                        goodbye = n == len;
                     }
                 }
                 p.c.closed.local_close += 1;
@@ -379,6 +421,7 @@ impl Conn {
             p.c.in_flight -= 1;
         }
         p.open_in_process.fetch_sub(1, Ordering::Relaxed);
+        goodbye
     }
 
     /// Connect and (WebSocket) handshake within the connect timeout, holding an in-flight
@@ -508,7 +551,7 @@ impl Conn {
         p.connected(&self.p, now);
         if p.cfg.mode == Mode::Ws {
             let req = p.handshake_request(&mut self.p, now);
-            let r = self.send(s, &req);
+            let r = self.send(s, req);
             return counted(&mut p.c, r, |e, c| failure_of(e, &mut c.failures));
         }
         p.opened(&mut self.p, now);

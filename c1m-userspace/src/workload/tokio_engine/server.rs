@@ -767,8 +767,17 @@ impl Conn {
         }
         let sent = if out.is_empty() {
             Ok(())
-        } else {
+        } else if action == Action::Continue {
             self.send(&out, &mut c.bytes_out)
+        } else {
+            // The close reply is the last write: with the FIN in one segment (as the
+            // epoll engine's), so no tail-loss probe is armed for a lone reply.
+            if self.spill.as_ref().is_none_or(|s| s.out.is_empty())
+                && let Ok(n) = sys::write_before_close(self.raw_fd(), &out)
+            {
+                c.bytes_out += n as u64;
+            }
+            Ok(())
         };
         self.shrink();
         match (sent, action) {
