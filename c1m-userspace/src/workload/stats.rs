@@ -266,7 +266,7 @@ pub struct Hists {
 
 /// How often a ramping shard sends its histograms, against 4 reports a second for its
 /// counters. The supervisor decodes each blob into a fresh 190 KiB histogram (zeroed by
-/// the allocator): at 1M over 51 client workers that was ~2% of the box's CPU at 4 Hz.
+/// the allocator): at 1M over 51 client workers that was ~1.5% of the box's CPU at 4 Hz.
 /// A shard whose ramp is done, and every forced or final report, sends at once.
 pub const HIST_REPORT_EVERY_NS: u64 = 1_000_000_000;
 

@@ -57,6 +57,37 @@ pub enum State {
 /// the rest at once (a server that never answers the close frame).
 pub const CLOSE_STALL_NS: u64 = 5_000_000_000;
 
+/// A teardown's watch over the connections still waiting for their server to close, for
+/// both engines: stalled once their number has not fallen for [`CLOSE_STALL_NS`].
+#[derive(Default)]
+pub struct CloseWatch {
+    left: u64,
+    stall_at: u64,
+}
+
+impl CloseWatch {
+    pub fn new(left: u64, now_ns: u64) -> CloseWatch {
+        CloseWatch {
+            left,
+            stall_at: now_ns.saturating_add(CLOSE_STALL_NS),
+        }
+    }
+
+    /// True if `left` connections are still waiting and none finished for
+    /// [`CLOSE_STALL_NS`] (the wait then starts over).
+    pub fn stalled(&mut self, left: u64, now_ns: u64) -> bool {
+        if left < self.left {
+            *self = CloseWatch::new(left, now_ns);
+            false
+        } else if left > 0 && now_ns >= self.stall_at {
+            self.stall_at = now_ns.saturating_add(CLOSE_STALL_NS);
+            true
+        } else {
+            false
+        }
+    }
+}
+
 /// Why WebSocket input ends a connection.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum WsEnd {
@@ -214,8 +245,6 @@ impl Proto {
         self.rep.send(sink, &self.c, x, force, closed_all)
     }
 
-    /// One warning line per kind of failure (bit per kind), so a storm of EADDRNOTAVAIL
-    /// is one clear message, not a million.
     /// A teardown gave up waiting for the server to close `n` connections.
     pub fn warn_close_unanswered(&mut self, n: u64) {
         self.warn_once(16, || {
@@ -227,6 +256,8 @@ impl Proto {
         });
     }
 
+    /// One warning line per kind of failure (bit per kind), so a storm of EADDRNOTAVAIL
+    /// is one clear message, not a million.
     fn warn_once(&mut self, bit: u32, msg: impl FnOnce() -> String) {
         if self.warned & bit == 0 {
             self.warned |= bit;
@@ -526,10 +557,8 @@ struct Shard {
     next: u64,
     started: bool,
     closing: bool,
-    /// Teardown: connections still in [`State::Closing`] at the last tick, and when the
-    /// rest are closed at once if none finishes before.
-    closing_left: usize,
-    close_stall_at: u64,
+    /// Teardown: the connections in [`State::Closing`].
+    close_watch: CloseWatch,
     /// Attempts in start order, for the connect/handshake timeout: the sweep looks only at
     /// the front, not at every connection (a full scan cost O(connections) 4× a second).
     pending: VecDeque<(u64, u64)>,
@@ -549,8 +578,7 @@ pub fn run(cfg: ClientShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU
         next: 0,
         started: false,
         closing: false,
-        closing_left: 0,
-        close_stall_at: 0,
+        close_watch: CloseWatch::default(),
         pending: VecDeque::new(),
         pacing: false,
         next_pace: 0,
@@ -738,8 +766,7 @@ impl Shard {
                 self.close_open(tok);
             }
         }
-        self.closing_left = self.conns.len();
-        self.close_stall_at = sys::monotonic_ns().saturating_add(CLOSE_STALL_NS);
+        self.close_watch = CloseWatch::new(self.conns.len() as u64, sys::monotonic_ns());
     }
 
     /// A connection in [`State::Closing`] is readable: its server's close reply, then its
@@ -762,12 +789,9 @@ impl Shard {
     /// Closes the teardown's stragglers once no connection has finished its close for
     /// [`CLOSE_STALL_NS`].
     fn close_stalled(&mut self) {
-        let now = sys::monotonic_ns();
-        if self.conns.len() < self.closing_left {
-            self.closing_left = self.conns.len();
-            self.close_stall_at = now.saturating_add(CLOSE_STALL_NS);
-        } else if now >= self.close_stall_at {
-            self.p.warn_close_unanswered(self.conns.len() as u64);
+        let left = self.conns.len() as u64;
+        if self.close_watch.stalled(left, sys::monotonic_ns()) {
+            self.p.warn_close_unanswered(left);
             for _ in self.conns.drain() {
                 self.p.open_in_process.fetch_sub(1, Ordering::Relaxed);
             }
@@ -1068,6 +1092,20 @@ mod tests {
         let mut again = [0u8; 19];
         fill_payload(1, 0, &mut again);
         assert_eq!(a, again);
+    }
+
+    #[test]
+    fn a_teardown_stalls_only_without_progress() {
+        const S: u64 = 1_000_000_000;
+        let mut w = CloseWatch::new(3, 0);
+        assert!(!w.stalled(3, S));
+        // One finished at 1 s: the wait starts over from there.
+        assert!(!w.stalled(2, S));
+        assert!(!w.stalled(2, S + CLOSE_STALL_NS - 1));
+        assert!(w.stalled(2, S + CLOSE_STALL_NS));
+        // Said once per stall, not at every tick after it.
+        assert!(!w.stalled(2, S + CLOSE_STALL_NS + 1));
+        assert!(!w.stalled(0, 100 * S));
     }
 
     #[test]

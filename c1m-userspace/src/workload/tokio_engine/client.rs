@@ -44,7 +44,7 @@ use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
     engine::{
         MAX_PENDING_OUT, READ_BUF,
-        client::{CLOSE_STALL_NS, ConnProto, EchoStep, PACE_NS, Proto, State},
+        client::{CloseWatch, ConnProto, EchoStep, PACE_NS, Proto, State},
         closed_by, failure_of, pace,
     },
     sockopt::{self, Connecting},
@@ -64,7 +64,7 @@ struct Shared {
     live: Cell<u64>,
     gone: Notify,
     /// Teardown: wakes the tasks still waiting for their server to close (the teardown
-    /// stalled for `CLOSE_STALL_NS`), which then close at once.
+    /// stalled: `CloseWatch`), which then close at once.
     close_stalled: Notify,
     started: Cell<bool>,
     /// Next local connection index to start.
@@ -163,21 +163,17 @@ impl Shared {
 
     /// Closes every connection (each task says goodbye, counts itself and waits for its
     /// server to close, as the epoll engine's `State::Closing`) and returns when the last
-    /// task is gone. Once no task has ended for `CLOSE_STALL_NS`, the rest close at once.
+    /// task is gone. Once the teardown stalls (`CloseWatch`), the rest close at once.
     async fn close_all(&self) {
         self.closing.set(true);
         self.teardown.notify_waiters();
-        let stall = Duration::from_nanos(CLOSE_STALL_NS);
-        let (mut left, mut stall_at) = (self.live.get(), Instant::now() + stall);
+        let mut watch = CloseWatch::new(self.live.get(), sys::monotonic_ns());
         while self.live.get() > 0 {
             let _ = tokio::time::timeout(Duration::from_millis(250), self.gone.notified()).await;
             let live = self.live.get();
-            if live < left {
-                (left, stall_at) = (live, Instant::now() + stall);
-            } else if live > 0 && Instant::now() >= stall_at {
+            if watch.stalled(live, sys::monotonic_ns()) {
                 self.p.borrow_mut().warn_close_unanswered(live);
                 self.close_stalled.notify_waiters();
-                stall_at = Instant::now() + stall;
             }
         }
     }
