@@ -195,7 +195,11 @@ fn the_cluster_run_is_what_c1m_expects() {
         );
     }
     let s = sysctls(&server);
-    for name in ["net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog"] {
+    for name in [
+        "net.core.somaxconn",
+        "net.ipv4.tcp_max_syn_backlog",
+        "net.ipv4.tcp_max_tw_buckets",
+    ] {
         assert!(s.contains_key(name), "server pod sets no {name}");
     }
 

@@ -181,6 +181,7 @@ fn tune_restores_every_sysctl_it_changed_after_sigterm() {
     let low = [
         ("net/core/somaxconn", "128"),
         ("net/ipv4/tcp_max_syn_backlog", "128"),
+        ("net/ipv4/tcp_max_tw_buckets", "128"),
         ("net/ipv4/ip_local_port_range", "40000 40099"),
     ];
     set_low(&low);

@@ -492,6 +492,82 @@ fn supervisors_watch_above_the_load_their_shards_make() {
     });
 }
 
+/// A server that upgrades and then never answers our close frame (nor closes) holds the
+/// client's teardown for the stall limit once, not once per `--in-flight` batch of
+/// goodbyes: then the client closes the rest itself, warns once, and exits 0 (every
+/// connection was set up; the peer broke the closing handshake).
+#[test]
+fn a_server_that_never_closes_stalls_the_teardown_only_5_s() {
+    each_engine(|_| {
+        const N: usize = 20;
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 20180)).unwrap();
+        let (done, wait_done) = std::sync::mpsc::channel::<()>();
+        let peer = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            let deadline = std::time::Instant::now() + T;
+            listener.set_nonblocking(true).unwrap();
+            while held.len() < N && std::time::Instant::now() < deadline {
+                let mut s = match listener.accept() {
+                    Ok((s, _)) => s,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(10));
+                        continue;
+                    }
+                    Err(e) => panic!("accept: {e}"),
+                };
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 512];
+                let answer = loop {
+                    let n = s.read(&mut chunk).unwrap();
+                    assert!(n > 0, "the client hung up mid-handshake");
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some((req, _)) =
+                        c1m::workload::ws::handshake::parse_request(&buf).unwrap()
+                    {
+                        break c1m::workload::ws::handshake::response_accept(req.key);
+                    }
+                };
+                s.write_all(&answer).unwrap();
+                held.push(s);
+            }
+            // Hold every socket, unread, until the client is gone (bounded).
+            let _ = wait_done.recv_timeout(T);
+            held
+        });
+        let started = std::time::Instant::now();
+        let client = Proc::spawn(
+            "client",
+            c1m().args([
+                "client",
+                "--mode",
+                "ws",
+                "--ports",
+                "20180",
+                "-n",
+                "20",
+                "--hold",
+                "0s",
+                "--quiet",
+                "--in-flight",
+                "4",
+            ]),
+        );
+        let out = client.wait(T);
+        let took = started.elapsed();
+        let _ = done.send(());
+        assert_eq!(peer.join().unwrap().len(), N);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(err.contains("the server did not close"), "{err}");
+        assert!(
+            took >= Duration::from_secs(5) && took < Duration::from_secs(15),
+            "teardown took {took:?}: the stall limit is 5 s\n{err}"
+        );
+    });
+}
+
 /// The RFC 6455 §1.3 sample key, "dGhlIHNhbXBsZSBub25jZQ==".
 fn rfc_key() -> c1m::workload::ws::handshake::Key {
     c1m::workload::ws::handshake::Key::from_nonce(*b"the sample nonce")

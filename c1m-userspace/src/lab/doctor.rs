@@ -315,6 +315,26 @@ pub fn checks(target: &Target) -> Vec<Check> {
         });
     }
 
+    // The side that closes first keeps each connection in TIME_WAIT for 60 s (a
+    // WebSocket server, RFC 6455 §7.1.1), and an orphan waiting in FIN_WAIT2 takes a slot
+    // too. Past the limit the kernel frees the socket, so the peer's FIN meets no socket
+    // and draws a RST: 626,177 of them at 1M with the default 131,072 (TCPTimeWaitOverflow).
+    // A slot is a 256 B `tw_sock_TCP`, taken as the full sockets are freed.
+    let tw_name = "net.ipv4.tcp_max_tw_buckets";
+    if let Some(cur) = read_u64(tw_name) {
+        let want = n + n / 10;
+        out.push(Check {
+            name: tw_name.to_owned(),
+            current: cur.to_string(),
+            needed: format!("≥ {n}"),
+            status: if cur >= n { Status::Ok } else { Status::Warn },
+            fix: (cur < n).then(|| format!("sysctl -w {tw_name}={want}")),
+            tune: (cur < n).then(|| (tw_name.to_owned(), want.to_string())),
+            note: "TIME_WAIT sockets after a teardown: past the limit every close ends in a RST"
+                .to_owned(),
+        });
+    }
+
     if let Some(max) =
         read_u64("net.netfilter.nf_conntrack_max").filter(|_| conntrack_tracks_loopback())
     {

@@ -349,6 +349,7 @@ pub(crate) fn machine() -> Machine {
         "net.ipv4.ip_local_port_range",
         "net.ipv4.tcp_abort_on_overflow",
         "net.ipv4.tcp_syncookies",
+        "net.ipv4.tcp_max_tw_buckets",
     ] {
         if let Some(v) = doctor::read_sysctl(name) {
             sysctls.insert(name.to_owned(), v);

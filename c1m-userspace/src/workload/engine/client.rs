@@ -250,7 +250,8 @@ impl Proto {
         self.warn_once(16, || {
             format!(
                 "teardown: the server did not close {n} connection(s) within {} s of our close \
-                 frame (RFC 6455 §7.1.1: the server closes first); closed them ourselves",
+                 frame (RFC 6455 §7.1.1: the server closes first); closed them, and the rest \
+                 right after their close frame",
                 CLOSE_STALL_NS / 1_000_000_000
             )
         });
@@ -559,6 +560,16 @@ struct Shard {
     closing: bool,
     /// Teardown: the connections in [`State::Closing`].
     close_watch: CloseWatch,
+    /// Teardown: open WebSocket connections not yet sent their close frame. At most
+    /// `--in-flight` wait in [`State::Closing`] at once, the next going as one ends: all
+    /// at once kept the shard writing close frames for tens of seconds at 1.85M while the
+    /// servers' FINs waited unread, and 221,128 server sockets outlived `tcp_fin_timeout`
+    /// (60 s) in FIN_WAIT2, so the late FIN drew a RST.
+    to_close: Vec<u64>,
+    /// Connections in [`State::Closing`].
+    closes_waiting: u64,
+    /// False once the teardown stalled: the rest close right after their close frame.
+    close_waits: bool,
     /// Attempts in start order, for the connect/handshake timeout: the sweep looks only at
     /// the front, not at every connection (a full scan cost O(connections) 4× a second).
     pending: VecDeque<(u64, u64)>,
@@ -579,6 +590,9 @@ pub fn run(cfg: ClientShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU
         started: false,
         closing: false,
         close_watch: CloseWatch::default(),
+        to_close: Vec::new(),
+        closes_waiting: 0,
+        close_waits: true,
         pending: VecDeque::new(),
         pacing: false,
         next_pace: 0,
@@ -606,6 +620,7 @@ impl Engine for Shard {
 
     fn after_events(&mut self, ep: &Epoll) {
         self.pump(ep);
+        self.close_more();
     }
 
     fn command(&mut self, ep: &Epoll, c: ShardCommand, sink: &mut Sink) -> Result<()> {
@@ -637,6 +652,7 @@ impl Engine for Shard {
         self.pump(ep);
         if self.closing {
             self.close_stalled();
+            self.close_more();
         }
         self.closing && self.conns.is_empty()
     }
@@ -653,6 +669,9 @@ impl Engine for Shard {
 
     fn close_all(&mut self, _ep: &Epoll) {
         Shard::close_all(self);
+        // The shard exits now: every connection still gets its close frame.
+        self.close_waits = false;
+        self.close_more();
     }
 
     fn report(&mut self, sink: &mut Sink, force: bool, closed_all: bool) -> Result<()> {
@@ -729,44 +748,75 @@ impl Shard {
     }
 
     /// Teardown: every open WebSocket connection sends its close frame and waits in
-    /// [`State::Closing`] for the server to close; everything else is closed now.
+    /// [`State::Closing`] for the server to close, `--in-flight` at a time
+    /// ([`Shard::close_more`]); everything else is closed now.
     fn close_all(&mut self) {
         self.closing = true;
         self.pending.clear();
         let ws = self.p.cfg.mode == Mode::Ws;
+        self.to_close.clear();
         let (toks, _) = self.conns.tokens_from(0, self.conns.len());
         for tok in toks {
             let Some(conn) = self.conns.get_mut(tok) else {
                 continue;
             };
-            if conn.p.state != State::Open {
-                self.p.c.failures.aborted += 1;
-                self.drop_conn(tok);
-                continue;
-            }
-            self.p.c.closed.local_close += 1;
-            if !ws {
-                self.close_open(tok);
-                continue;
-            }
-            let frame = self.p.close_frame();
-            let mut written = 0;
-            let queued = conn.spill.as_ref().is_some_and(|s| s.has_out());
-            let sent = !queued
-                && sys::write(conn.fd.as_raw_fd(), frame).is_ok_and(|n| {
-                    written = n as u64;
-                    n == frame.len()
-                });
-            self.p.c.bytes_out += written;
-            if sent {
-                conn.p.state = State::Closing;
-                self.p.c.open -= 1;
-            } else {
-                // Output stuck behind a peer that does not read: no goodbye to wait for.
-                self.close_open(tok);
+            match conn.p.state {
+                State::Open if ws => self.to_close.push(tok),
+                State::Open => {
+                    self.p.c.closed.local_close += 1;
+                    self.close_open(tok);
+                }
+                // Said goodbye already (`Stop` after `Close`).
+                State::Closing => {}
+                State::Connecting | State::Handshake => {
+                    self.p.c.failures.aborted += 1;
+                    self.drop_conn(tok);
+                }
             }
         }
+        // Popped from the end: oldest connection first.
+        self.to_close.reverse();
         self.close_watch = CloseWatch::new(self.conns.len() as u64, sys::monotonic_ns());
+        self.close_more();
+    }
+
+    /// Sends close frames while fewer than `--in-flight` connections wait for their server
+    /// (all of the rest once the teardown stalled).
+    fn close_more(&mut self) {
+        while !self.close_waits || self.closes_waiting < self.p.cfg.in_flight {
+            let Some(tok) = self.to_close.pop() else {
+                return;
+            };
+            self.say_goodbye(tok);
+        }
+    }
+
+    /// Our close frame on an open WebSocket connection, then [`State::Closing`] (or a
+    /// close at once, when the frame cannot go out or the teardown stalled).
+    fn say_goodbye(&mut self, tok: u64) {
+        // Gone meanwhile (the server closed it first, and that was counted), or already
+        // waiting.
+        let Some(conn) = self.conns.get_mut(tok).filter(|c| c.p.state == State::Open) else {
+            return;
+        };
+        self.p.c.closed.local_close += 1;
+        let frame = self.p.close_frame();
+        let mut written = 0;
+        let queued = conn.spill.as_ref().is_some_and(|s| s.has_out());
+        let sent = !queued
+            && sys::write(conn.fd.as_raw_fd(), frame).is_ok_and(|n| {
+                written = n as u64;
+                n == frame.len()
+            });
+        self.p.c.bytes_out += written;
+        if sent && self.close_waits {
+            conn.p.state = State::Closing;
+            self.p.c.open -= 1;
+            self.closes_waiting += 1;
+        } else {
+            // Output stuck behind a peer that does not read: no goodbye to wait for.
+            self.close_open(tok);
+        }
     }
 
     /// A connection in [`State::Closing`] is readable: its server's close reply, then its
@@ -790,10 +840,19 @@ impl Shard {
     /// [`CLOSE_STALL_NS`].
     fn close_stalled(&mut self) {
         let left = self.conns.len() as u64;
-        if self.close_watch.stalled(left, sys::monotonic_ns()) {
-            self.p.warn_close_unanswered(left);
-            for _ in self.conns.drain() {
-                self.p.open_in_process.fetch_sub(1, Ordering::Relaxed);
+        if !self.close_watch.stalled(left, sys::monotonic_ns()) {
+            return;
+        }
+        self.p.warn_close_unanswered(self.closes_waiting);
+        self.close_waits = false;
+        let (toks, _) = self.conns.tokens_from(0, self.conns.len());
+        for tok in toks {
+            if self
+                .conns
+                .get_mut(tok)
+                .is_some_and(|c| c.p.state == State::Closing)
+            {
+                self.end(tok);
             }
         }
     }
@@ -801,6 +860,7 @@ impl Shard {
     /// Closes the socket of a [`State::Closing`] connection (already out of `open`).
     fn end(&mut self, tok: u64) {
         if self.conns.remove(tok).is_some() {
+            self.closes_waiting -= 1;
             self.p.open_in_process.fetch_sub(1, Ordering::Relaxed);
         }
     }

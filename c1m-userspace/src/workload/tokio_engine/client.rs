@@ -34,7 +34,7 @@ use bytes::{Buf, BytesMut};
 use tokio::{
     io::{AsyncRead, AsyncWriteExt, ReadBuf},
     net::TcpStream,
-    sync::{Notify, OwnedSemaphorePermit, Semaphore},
+    sync::{Notify, OwnedSemaphorePermit, Semaphore, SemaphorePermit},
     task::LocalSet,
     time::{Instant, Sleep},
 };
@@ -63,9 +63,10 @@ struct Shared {
     /// Connection tasks alive; `gone` wakes the teardown when the last one ends.
     live: Cell<u64>,
     gone: Notify,
-    /// Teardown: wakes the tasks still waiting for their server to close (the teardown
-    /// stalled: `CloseWatch`), which then close at once.
+    /// Teardown: wakes the tasks still waiting for their server to close, or for a slot to
+    /// say goodbye in (the teardown stalled: `CloseWatch`), which then close at once.
     close_stalled: Notify,
+    stalled: Cell<bool>,
     started: Cell<bool>,
     /// Next local connection index to start.
     next: Cell<u64>,
@@ -149,6 +150,7 @@ impl Shared {
             live: Cell::new(0),
             gone: Notify::new(),
             close_stalled: Notify::new(),
+            stalled: Cell::new(false),
             started: Cell::new(false),
             next: Cell::new(0),
             slots: Arc::new(Semaphore::new(permits)),
@@ -172,10 +174,27 @@ impl Shared {
             let _ = tokio::time::timeout(Duration::from_millis(250), self.gone.notified()).await;
             let live = self.live.get();
             if watch.stalled(live, sys::monotonic_ns()) {
-                self.p.borrow_mut().warn_close_unanswered(live);
+                let waiting = self.p.borrow().cfg.in_flight.min(live);
+                self.p.borrow_mut().warn_close_unanswered(waiting);
+                self.stalled.set(true);
                 self.close_stalled.notify_waiters();
             }
         }
+    }
+}
+
+/// One of the `--in-flight` slots a goodbye holds while it waits for its server, as in the
+/// epoll engine (its `to_close` says why); None once the teardown stalled.
+async fn goodbye_slot(sh: &Shared) -> Option<SemaphorePermit<'_>> {
+    let mut stalled = pin!(sh.close_stalled.notified());
+    stalled.as_mut().enable();
+    if sh.stalled.get() {
+        return None;
+    }
+    tokio::select! {
+        biased;
+        () = &mut stalled => None,
+        p = sh.slots.acquire() => p.ok(),
     }
 }
 
@@ -183,6 +202,10 @@ impl Shared {
 /// teardown stalled (`Shared::close_stalled`).
 async fn await_server_close(sh: &Shared, s: &TcpStream) {
     let mut stalled = pin!(sh.close_stalled.notified());
+    stalled.as_mut().enable();
+    if sh.stalled.get() {
+        return;
+    }
     let mut buf = [0u8; 64];
     loop {
         tokio::select! {
@@ -379,6 +402,13 @@ impl Conn {
                     life.as_mut().poll(cx).map(|()| false)
                 })
                 .await
+            };
+            let says_goodbye =
+                torn_down && self.p.state == State::Open && sh.p.borrow().cfg.mode == Mode::Ws;
+            let _slot = if says_goodbye {
+                goodbye_slot(&sh).await
+            } else {
+                None
             };
             if self.finish(&sh, &stream, torn_down) {
                 await_server_close(&sh, &stream).await;
