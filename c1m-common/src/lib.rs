@@ -130,6 +130,30 @@ pub const fn retransmit_index(side: u32, kind: u32) -> u32 {
     side * retransmit::COUNT as u32 + kind
 }
 
+/// Why a reset was sent: the kernel's `enum sk_rst_reason` (the `reason` field of
+/// `tcp:tcp_send_reset` since v6.10), whose names user space reads from the tracepoint's
+/// format. Values past the table, or a kernel without the field, count as [`UNKNOWN`].
+///
+/// [`UNKNOWN`]: reset_reason::UNKNOWN
+/// https://github.com/torvalds/linux/blob/v6.18/include/net/rstreason.h
+pub mod reset_reason {
+    pub const COUNT: usize = 32;
+    pub const UNKNOWN: u32 = COUNT as u32 - 1;
+}
+
+/// Number of entries of the per-CPU reset counters: side × reason.
+pub const RESET_SLOTS: usize = side::COUNT * reset_reason::COUNT;
+
+#[inline(always)]
+pub const fn reset_index(side: u32, reason: u32) -> u32 {
+    let reason = if reason < reset_reason::UNKNOWN {
+        reason
+    } else {
+        reset_reason::UNKNOWN
+    };
+    side * reset_reason::COUNT as u32 + reason
+}
+
 /// `icsk_pending` while the tail-loss-probe timer runs: `tcp_write_timer_handler` leaves
 /// it set for `ICSK_TIME_LOSS_PROBE` and clears it (0) before `tcp_retransmit_timer`.
 /// A `#define`, so not in BTF.
@@ -293,7 +317,8 @@ pub struct TracepointFields {
     pub newstate: u32,
     pub family: u32,
     pub protocol: u32,
-    /// `enum skb_drop_reason reason` for `skb:kfree_skb`.
+    /// `enum skb_drop_reason reason` for `skb:kfree_skb`, `enum sk_rst_reason reason` for
+    /// `tcp:tcp_send_reset`.
     pub reason: u32,
     /// `void *location` (where the skb was freed) for `skb:kfree_skb`.
     pub location: u32,

@@ -11,8 +11,8 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::error;
 use c1m_common::{
-    ClosedListener, EVENT_SLOTS, ListenEvents, RETRANSMIT_SLOTS, SOCK_AGG_SLOTS, SockAgg,
-    TRANSITION_SLOTS,
+    ClosedListener, EVENT_SLOTS, ListenEvents, RESET_SLOTS, RETRANSMIT_SLOTS, SOCK_AGG_SLOTS,
+    SockAgg, TRANSITION_SLOTS,
 };
 
 /// side × old state × new state.
@@ -28,6 +28,10 @@ pub static EVENTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(EVENT_SLOTS 
 #[map]
 pub static RETRANSMITS: PerCpuArray<u64> =
     PerCpuArray::with_max_entries(RETRANSMIT_SLOTS as u32, 0);
+
+/// side × reset reason (see `c1m_common::reset_reason`), resets sent.
+#[map]
+pub static RESETS: PerCpuArray<u64> = PerCpuArray::with_max_entries(RESET_SLOTS as u32, 0);
 
 /// Watched ports (host order). With the ports filter off, user space and the
 /// set-state hook fill it with listening ports, which decide a socket's side.

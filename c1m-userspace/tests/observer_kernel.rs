@@ -1085,9 +1085,55 @@ fn resets_on_a_closed_ipv6_port_are_counted_by_the_ipv6_filter_only() {
         assert_eq!(view.server.event(sent), n, "{name}: resets sent");
         assert_eq!(view.client.event(received), n, "{name}: resets received");
         assert_eq!(
+            view.server.resets_sent_by_reason,
+            [("NO_SOCKET".to_owned(), n)].into(),
+            "{name}: each answered a SYN no socket took"
+        );
+        assert_eq!(
             view.server.event(received) + view.client.event(sent),
             0,
             "{name}"
         );
     }
+}
+
+/// A reset carries the kernel's reason: a server that closes with a request still unread
+/// resets (`TCP_ABORT_ON_CLOSE`) instead of closing with a FIN, and the report says so.
+#[test]
+fn a_close_with_unread_data_is_a_reset_with_its_reason() {
+    if !root_in_private_netns("a_close_with_unread_data_is_a_reset_with_its_reason") {
+        return;
+    }
+    const PORT: u16 = 9011;
+    const N: u64 = 3;
+    let listener = TcpListener::bind(("127.0.0.1", PORT)).unwrap();
+    let mut obs = observer(&[PORT]);
+    let mut clients = Vec::new();
+    for _ in 0..N {
+        let mut c = TcpStream::connect(("127.0.0.1", PORT)).unwrap();
+        c.write_all(b"never read").unwrap();
+        let (server_end, _) = listener.accept().unwrap();
+        let mut peek = [0u8; 1];
+        server_end
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(
+            server_end.peek(&mut peek).unwrap(),
+            1,
+            "the request arrived"
+        );
+        drop(server_end);
+        clients.push(c);
+    }
+    let view = settle(&mut obs, |v| v.server.event(event::RESET_SENT) == N);
+    assert_eq!(
+        view.server.resets_sent_by_reason,
+        [("TCP_ABORT_ON_CLOSE".to_owned(), N)].into()
+    );
+    assert!(view.client.resets_sent_by_reason.is_empty());
+    let text = view.resets_explained().expect("resets sent");
+    assert!(
+        text.starts_with("3 sent (server 3): 3 TCP_ABORT_ON_CLOSE (closed with data still unread)"),
+        "{text}"
+    );
 }

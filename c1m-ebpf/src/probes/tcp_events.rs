@@ -1,19 +1,20 @@
-//! Handshake and error signals: SYN-ACK retransmits, resets sent and received.
+//! Handshake and error signals: SYN-ACK retransmits, resets sent (with the kernel's
+//! reason) and received.
 //! Counted per side. (Retransmitted segments: retransmit.rs.)
 
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
-use c1m_common::{event, event_index, hook};
+use c1m_common::{event, event_index, hook, reset_index, reset_reason};
 
 use super::tp::{endpoints, field, fields};
 use crate::{
     kernel::{in_watched_netns, skb_in_watched_netns},
-    maps::{EVENTS, ListenCounter, bump, bump_listener},
+    maps::{EVENTS, ListenCounter, RESETS, bump, bump_listener},
     watch::classify,
 };
 
-/// Counts `event` for the socket the record describes; returns its local port.
+/// Counts `event` for the socket the record describes; returns its side and local port.
 #[inline(always)]
-fn count(ctx: &TracePointContext, hook_index: usize, event: u32) -> Option<u16> {
+fn count(ctx: &TracePointContext, hook_index: usize, event: u32) -> Option<(u32, u16)> {
     let f = fields(hook_index);
     // Resets may be sent for packets without a socket: the packet's device then says
     // which namespace it is (else every namespace's would count), and the ports come
@@ -29,12 +30,12 @@ fn count(ctx: &TracePointContext, hook_index: usize, event: u32) -> Option<u16> 
     let (sport, dport, addrs) = endpoints(ctx, &f)?;
     let side = classify(sport, dport, &addrs)?;
     bump(&EVENTS, event_index(side, event));
-    Some(sport)
+    Some((side, sport))
 }
 
 #[tracepoint]
 pub fn tcp_retransmit_synack(ctx: TracePointContext) -> u32 {
-    if let Some(port) = count(&ctx, hook::RETRANSMIT_SYNACK, event::SYNACK_RETRANSMIT) {
+    if let Some((_, port)) = count(&ctx, hook::RETRANSMIT_SYNACK, event::SYNACK_RETRANSMIT) {
         bump_listener(&ctx, port as u32, ListenCounter::SynackRetransmits);
     }
     0
@@ -42,7 +43,11 @@ pub fn tcp_retransmit_synack(ctx: TracePointContext) -> u32 {
 
 #[tracepoint]
 pub fn tcp_send_reset(ctx: TracePointContext) -> u32 {
-    let _ = count(&ctx, hook::SEND_RESET, event::RESET_SENT);
+    if let Some((side, _)) = count(&ctx, hook::SEND_RESET, event::RESET_SENT) {
+        let reason: u32 =
+            field(&ctx, fields(hook::SEND_RESET).reason).unwrap_or(reset_reason::UNKNOWN);
+        bump(&RESETS, reset_index(side, reason));
+    }
     0
 }
 

@@ -177,6 +177,9 @@ pub fn text(run: &RunRecord) -> String {
     }
     if let Some(k) = &run.kernel {
         let _ = writeln!(s, "\nretransmits: {}", k.retransmits_explained());
+        if let Some(r) = k.resets_explained() {
+            let _ = writeln!(s, "resets: {r}");
+        }
     }
     if let Some(audit) = &run.audit {
         let _ = write!(

@@ -17,6 +17,7 @@ pub mod mib;
 pub mod offsets;
 pub mod privileges;
 pub mod procfs;
+pub mod resets;
 pub mod retransmits;
 pub mod tracefs;
 pub mod view;
@@ -36,8 +37,9 @@ use aya::{
     programs::{BtfTracePoint, CgroupAttachMode, Iter, SockOps, TracePoint},
 };
 use c1m_common::{
-    ClosedListener, Config, EVENT_SLOTS, ListenEvents, RETRANSMIT_SLOTS, TRANSITION_SLOTS, event,
-    event_index, hook, retransmit, retransmit_index, side, tcp_state, transition_index,
+    ClosedListener, Config, EVENT_SLOTS, ListenEvents, RESET_SLOTS, RETRANSMIT_SLOTS,
+    TRANSITION_SLOTS, event, event_index, hook, reset_index, reset_reason, retransmit,
+    retransmit_index, side, tcp_state, transition_index,
 };
 pub use handle::ObserverHandle;
 use thiserror::Error;
@@ -141,6 +143,8 @@ pub struct Observer {
     mib_base: Result<(mib::MibCounters, Option<u32>), String>,
     /// No `sock.sk_shutdown` offset: failed handshakes can't be told from closes.
     attempt_fails_unknown: bool,
+    /// This kernel's reset reasons by value (`tracefs::reset_reason_names`).
+    reset_reasons: Vec<String>,
 }
 
 /// Raw counter totals read from the maps.
@@ -149,6 +153,7 @@ struct Counters {
     transitions: Vec<u64>,
     events: Vec<u64>,
     retransmits: Vec<u64>,
+    resets: Vec<u64>,
 }
 
 impl Observer {
@@ -186,6 +191,7 @@ impl Observer {
         }
         let attempt_fails_unknown = o.sk_shutdown == c1m_common::OFFSET_UNKNOWN;
         let tracing = tracefs::ensure_mounted()?;
+        let reset_reasons = tracefs::reset_reason_names(&tracing);
 
         let mut cfg = Config::DEFAULT;
         cfg.offsets = resolved.offsets;
@@ -373,6 +379,7 @@ impl Observer {
             rcv_ranges_known,
             mib_base,
             attempt_fails_unknown,
+            reset_reasons,
         };
         // Baselines: listeners' drop counters as they are now, and the sockets that
         // already exist, so every later figure is "since attach".
@@ -571,6 +578,7 @@ impl Observer {
             transitions: sum("TRANSITIONS", TRANSITION_SLOTS)?,
             events: sum("EVENTS", EVENT_SLOTS)?,
             retransmits: sum("RETRANSMITS", RETRANSMIT_SLOTS)?,
+            resets: sum("RESETS", RESET_SLOTS)?,
         })
     }
 
@@ -665,6 +673,15 @@ impl Observer {
             *slot = now.retransmits[retransmit_index(s, kind as u32) as usize];
         }
         v.retransmits = Retransmits::from_kinds(&kinds);
+        if !self.event_missing(event::RESET_SENT) {
+            for reason in 0..reset_reason::COUNT as u32 {
+                let n = now.resets[reset_index(s, reason) as usize];
+                if n > 0 {
+                    v.resets_sent_by_reason
+                        .insert(self.reset_reason_name(reason), n);
+                }
+            }
+        }
         for (index, name) in event::NAMES.iter().enumerate() {
             // Retransmits live in `v.retransmits` (sock_ops and the tracepoint both).
             if index as u32 != event::RETRANSMIT && !self.event_missing(index as u32) {
@@ -675,6 +692,15 @@ impl Observer {
             }
         }
         v
+    }
+
+    /// The kernel's name of a reset reason (`NO_SOCKET`, …), as its tracepoint prints it.
+    fn reset_reason_name(&self, reason: u32) -> String {
+        match self.reset_reasons.get(reason as usize) {
+            _ if reason == reset_reason::UNKNOWN => "UNKNOWN".to_owned(),
+            Some(name) if !name.is_empty() => name.clone(),
+            _ => format!("REASON_{reason}"),
+        }
     }
 
     fn event_missing(&self, event_index: u32) -> bool {

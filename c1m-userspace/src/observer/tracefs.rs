@@ -150,6 +150,58 @@ fn socket_fields(f: &HashMap<String, (u32, u32)>) -> Result<TracepointFields, &'
     })
 }
 
+/// The names of `tcp:tcp_send_reset`'s reasons, indexed by value (empty on a kernel
+/// without them): from its format's `__print_symbolic(REC->reason, ...)`, so they follow
+/// the running kernel's `enum sk_rst_reason`.
+pub fn reset_reason_names(tracing: &Path) -> Vec<String> {
+    let path = tracing.join("events/tcp/tcp_send_reset/format");
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let mut names = Vec::new();
+    for (value, name) in print_symbolic(&text, "REC->reason") {
+        let Ok(i) = usize::try_from(value) else {
+            continue;
+        };
+        if i < c1m_common::reset_reason::COUNT {
+            if names.len() <= i {
+                names.resize(i + 1, String::new());
+            }
+            names[i] = name;
+        }
+    }
+    names
+}
+
+/// The `{ value, "NAME" }` pairs of `__print_symbolic(<arg>, ...)` in a format's print fmt.
+pub fn print_symbolic(text: &str, arg: &str) -> Vec<(u64, String)> {
+    let head = format!("__print_symbolic({arg},");
+    let Some(start) = text.find(&head) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut rest = &text[start + head.len()..];
+    // Pairs follow until the closing parenthesis of the call.
+    while let Some(open) = rest.find('{') {
+        if rest[..open].contains(')') {
+            break;
+        }
+        let Some(close) = rest[open..].find('}') else {
+            break;
+        };
+        let pair = &rest[open + 1..open + close];
+        rest = &rest[open + close + 1..];
+        let Some((value, name)) = pair.split_once(',') else {
+            continue;
+        };
+        let name = name.trim().trim_matches('"');
+        if let Ok(value) = value.trim().parse::<u64>() {
+            out.push((value, name.to_owned()));
+        }
+    }
+    out
+}
+
 pub fn read_hook(tracing: &Path, layout: &HookLayout) -> Result<TracepointFields, TracefsError> {
     let full = format!("{}:{}", layout.category, layout.name);
     let path = tracing
@@ -202,6 +254,8 @@ pub const HOOKS: [HookLayout; c1m_common::hook::COUNT] = [
                 saddr6: saddr + 8,
                 daddr6: daddr + 8,
                 ports_be: 1,
+                // Since 6.10 (`enum sk_rst_reason`): why the reset was sent.
+                reason: optional(f, "reason", 4),
                 ..TracepointFields::UNKNOWN
             })
         },
@@ -264,6 +318,27 @@ mod tests {
         \tfield:__u8 daddr[4];\toffset:36;\tsize:4;\tsigned:0;\n\
         \tfield:__u8 saddr_v6[16];\toffset:40;\tsize:16;\tsigned:0;\n\
         \tfield:__u8 daddr_v6[16];\toffset:56;\tsize:16;\tsigned:0;\n\nprint fmt: \"x\"\n";
+
+    #[test]
+    fn reset_reasons_come_from_the_print_fmt() {
+        // v6.18's tcp_send_reset, shortened: the state's table first, then the reason's.
+        let fmt = "print fmt: \"state=%s reason=%s\", REC->state ? \
+            __print_symbolic(REC->state, { TCP_ESTABLISHED, \"TCP_ESTABLISHED\" }) : \"UNKNOWN\", \
+            __print_symbolic(REC->reason, { 0, \"NOT_SPECIFIED\" }, { 1, \"NO_SOCKET\" }, \
+            { 11, \"TCP_ABORT_ON_CLOSE\" }, { 25, \"MAX\" })";
+        assert_eq!(
+            print_symbolic(fmt, "REC->reason"),
+            vec![
+                (0, "NOT_SPECIFIED".to_owned()),
+                (1, "NO_SOCKET".to_owned()),
+                (11, "TCP_ABORT_ON_CLOSE".to_owned()),
+                (25, "MAX".to_owned()),
+            ]
+        );
+        // Symbolic values (not numbers) are skipped, not misread.
+        assert!(print_symbolic(fmt, "REC->state").is_empty());
+        assert!(print_symbolic(fmt, "REC->other").is_empty());
+    }
 
     #[test]
     fn parses_a_format_file() {

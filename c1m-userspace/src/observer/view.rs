@@ -112,6 +112,12 @@ impl KernelView {
         }
     }
 
+    /// What the resets sent since attach were, in words (see [`super::resets`]); None
+    /// when none was sent.
+    pub fn resets_explained(&self) -> Option<String> {
+        super::resets::explain(&self.server, &self.client, &self.other)
+    }
+
     /// What the retransmits since attach were, in words (see [`super::retransmits`]).
     pub fn retransmits_explained(&self) -> String {
         super::retransmits::explain(&self.retransmits(), self.connections_established())
@@ -172,6 +178,10 @@ pub struct SideView {
     pub events: BTreeMap<String, u64>,
     /// Retransmitted segments since attach, by kind.
     pub retransmits: Retransmits,
+    /// Resets sent since attach, by the kernel's reason (`enum sk_rst_reason` names such
+    /// as `NO_SOCKET`; `UNKNOWN` on kernels before 6.10); only non-zero reasons.
+    #[serde(default)]
+    pub resets_sent_by_reason: BTreeMap<String, u64>,
 }
 
 impl SideView {

@@ -672,6 +672,7 @@ fn side_view(established: i64, time_wait: i64, est_total: u64) -> SideView {
             other: 0,
             spurious_dsack: est_total / 200,
         },
+        resets_sent_by_reason: BTreeMap::new(),
     }
 }
 

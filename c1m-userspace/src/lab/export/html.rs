@@ -1166,6 +1166,9 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
             "<p>Retransmits: {}.</p>",
             esc(&k.retransmits_explained())
         );
+        if let Some(r) = k.resets_explained() {
+            let _ = write!(b, "<p>Resets: {}.</p>", esc(&r));
+        }
     }
     b.push_str(&audit_table(run));
     b.push_str("<h2 id=\"config\">Config and machine</h2><div class=\"cols\"><div><h3>Config</h3>");

@@ -153,6 +153,7 @@ pub fn kernel() -> KernelView {
             established_per_s: 12_400.0,
             events: [("synack_retransmits".to_owned(), 12)].into(),
             retransmits: Default::default(),
+            resets_sent_by_reason: BTreeMap::new(),
         },
         client: SideView {
             states: states(&[
@@ -167,6 +168,7 @@ pub fn kernel() -> KernelView {
             established_per_s: SETUP_PER_S,
             events: BTreeMap::new(),
             retransmits: Default::default(),
+            resets_sent_by_reason: BTreeMap::new(),
         },
         other: SideView::default(),
         listeners: (8000..8010)
