@@ -15,10 +15,10 @@
 //! https://github.com/torvalds/linux/blob/v6.18/net/ipv4/tcp_ipv4.c (tcp_v4_rcv, discard_and_relse)
 //! https://github.com/torvalds/linux/blob/v6.18/net/ipv4/tcp_minisocks.c (tcp_check_req, listen_overflow)
 
-use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
+use aya_ebpf::programs::TracePointContext;
 use c1m_common::{event, event_index, hook, side, tcp_state};
 
-use super::tp::{field, fields};
+use super::tp::{field, fields, passing_tracepoint};
 use crate::{
     config::cfg,
     kernel::{in_watched_netns, read},
@@ -26,10 +26,11 @@ use crate::{
     watch::is_watched_port,
 };
 
-#[tracepoint]
-pub fn kfree_skb(ctx: TracePointContext) -> u32 {
+passing_tracepoint!(kfree_skb => on_kfree_skb);
+
+#[inline(always)]
+fn on_kfree_skb(ctx: TracePointContext) {
     let _ = try_kfree_skb(&ctx);
-    0
 }
 
 #[inline(always)]

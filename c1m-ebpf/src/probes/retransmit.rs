@@ -16,12 +16,12 @@
 //! https://github.com/torvalds/linux/blob/v6.18/net/ipv4/tcp_timer.c (tcp_write_timer_handler)
 //! https://github.com/torvalds/linux/blob/v6.18/net/ipv4/tcp_output.c (tcp_xmit_retransmit_queue)
 
-use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
+use aya_ebpf::programs::TracePointContext;
 use c1m_common::{
     ICSK_TIME_LOSS_PROBE, SOCK_OPS_RETRANS_CB_FLAG, hook, retransmit, retransmit_index, settings,
 };
 
-use super::tp::{endpoints, field, fields};
+use super::tp::{endpoints, field, fields, passing_tracepoint};
 use crate::{
     config::cfg,
     kernel::{in_watched_netns, read},
@@ -84,10 +84,11 @@ pub fn counted_by_sockops(sk: u64) -> bool {
     u32::from(flags) & SOCK_OPS_RETRANS_CB_FLAG != 0
 }
 
-#[tracepoint]
-pub fn tcp_retransmit_skb(ctx: TracePointContext) -> u32 {
+passing_tracepoint!(tcp_retransmit_skb => on_tcp_retransmit_skb);
+
+#[inline(always)]
+fn on_tcp_retransmit_skb(ctx: TracePointContext) {
     let _ = try_retransmit_skb(&ctx);
-    0
 }
 
 #[inline(always)]

@@ -16,7 +16,7 @@
 
 use aya_ebpf::{
     EbpfContext,
-    macros::{btf_tracepoint, tracepoint},
+    macros::btf_tracepoint,
     programs::{BtfTracePointContext, TracePointContext},
 };
 use aya_log_ebpf::info;
@@ -24,7 +24,7 @@ use c1m_common::{ClosedListener, SOCK_OPS_STATE_CB_FLAG, hook, settings, tcp_sta
 
 use super::{
     count_attempt_fail, count_transition, retransmit,
-    tp::{endpoints, field, fields},
+    tp::{endpoints, field, fields, passing_tracepoint},
 };
 use crate::{
     config::cfg,
@@ -55,15 +55,17 @@ pub fn inet_sock_set_state_btf(ctx: BtfTracePointContext) -> u32 {
     0
 }
 
-#[tracepoint]
-pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
+passing_tracepoint!(inet_sock_set_state => on_inet_sock_set_state);
+
+#[inline(always)]
+fn on_inet_sock_set_state(ctx: TracePointContext) {
     let f = fields(hook::SET_STATE);
     let (Some(old), Some(new), Some(sk)) = (
         field::<i32>(&ctx, f.oldstate),
         field::<i32>(&ctx, f.newstate),
         field::<u64>(&ctx, f.sk),
     ) else {
-        return 0;
+        return;
     };
     let _ = on_set_state(
         &ctx,
@@ -73,7 +75,6 @@ pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
         || field(&ctx, f.protocol),
         || endpoints(&ctx, &f),
     );
-    0
 }
 
 #[inline(always)]

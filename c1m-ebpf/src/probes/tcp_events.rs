@@ -2,10 +2,10 @@
 //! reason) and received.
 //! Counted per side. (Retransmitted segments: retransmit.rs.)
 
-use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
+use aya_ebpf::programs::TracePointContext;
 use c1m_common::{event, event_index, hook, reset_index, reset_reason};
 
-use super::tp::{endpoints, field, fields};
+use super::tp::{endpoints, field, fields, passing_tracepoint};
 use crate::{
     kernel::{in_watched_netns, skb_in_watched_netns},
     maps::{EVENTS, ListenCounter, RESETS, bump, bump_listener},
@@ -33,26 +33,29 @@ fn count(ctx: &TracePointContext, hook_index: usize, event: u32) -> Option<(u32,
     Some((side, sport))
 }
 
-#[tracepoint]
-pub fn tcp_retransmit_synack(ctx: TracePointContext) -> u32 {
+passing_tracepoint!(tcp_retransmit_synack => on_tcp_retransmit_synack);
+
+#[inline(always)]
+fn on_tcp_retransmit_synack(ctx: TracePointContext) {
     if let Some((_, port)) = count(&ctx, hook::RETRANSMIT_SYNACK, event::SYNACK_RETRANSMIT) {
         bump_listener(&ctx, port as u32, ListenCounter::SynackRetransmits);
     }
-    0
 }
 
-#[tracepoint]
-pub fn tcp_send_reset(ctx: TracePointContext) -> u32 {
+passing_tracepoint!(tcp_send_reset => on_tcp_send_reset);
+
+#[inline(always)]
+fn on_tcp_send_reset(ctx: TracePointContext) {
     if let Some((side, _)) = count(&ctx, hook::SEND_RESET, event::RESET_SENT) {
         let reason: u32 =
             field(&ctx, fields(hook::SEND_RESET).reason).unwrap_or(reset_reason::UNKNOWN);
         bump(&RESETS, reset_index(side, reason));
     }
-    0
 }
 
-#[tracepoint]
-pub fn tcp_receive_reset(ctx: TracePointContext) -> u32 {
+passing_tracepoint!(tcp_receive_reset => on_tcp_receive_reset);
+
+#[inline(always)]
+fn on_tcp_receive_reset(ctx: TracePointContext) {
     let _ = count(&ctx, hook::RECEIVE_RESET, event::RESET_RECEIVED);
-    0
 }
