@@ -14,7 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use lab_util::{fresh_dir, root_or_skip};
+use lab_util::{fresh_dir, root_or_skip, wait_bounded};
 
 mod lab_util;
 
@@ -170,7 +170,8 @@ fn check(name: &str) {
         &format!("connections: {CONNECTIONS}"),
         Duration::from_secs(10),
     );
-    let out = client.wait_with_output().expect("client output");
+    // Hold 6 s, then the teardown: a client that never ends is the failure.
+    let out = wait_bounded(client, Duration::from_secs(60), "c1m client");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -109,7 +109,8 @@ pub struct ClientArgs {
     /// Target setup rate in connections per second (0: as fast as --in-flight allows).
     #[arg(long, default_value_t = 0.0)]
     pub rate: f64,
-    /// Most connects (and WebSocket handshakes) in flight at once, over all shards.
+    /// Most connects (and WebSocket handshakes) in flight at once, over all shards; at
+    /// teardown, most WebSocket close frames waiting for the server to close.
     #[arg(long, default_value_t = 1024)]
     pub in_flight: u64,
     /// How long to hold the connections after the ramp, then close them ("forever": until

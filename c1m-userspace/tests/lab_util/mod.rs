@@ -94,6 +94,12 @@ pub fn bounded(mut cmd: Command, limit: Duration) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn c1m run");
+    wait_bounded(child, limit, "c1m run")
+}
+
+/// Waits for `child` (started with piped output) to end, killing it (and failing) if it
+/// takes longer than `limit`.
+pub fn wait_bounded(child: std::process::Child, limit: Duration, what: &str) -> Output {
     let pid = child.id();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = done.clone();
@@ -109,11 +115,11 @@ pub fn bounded(mut cmd: Command, limit: Duration) -> Output {
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         true
     });
-    let out = child.wait_with_output().expect("wait for c1m run");
+    let out = child.wait_with_output().expect("wait for the child");
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(
         !watchdog.join().expect("watchdog"),
-        "c1m run hung: killed after {limit:?}\n{}\n{}",
+        "{what} hung: killed after {limit:?}\n{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );

@@ -114,6 +114,10 @@ pub struct Reporter {
     /// Client: the last push mark taken (reported so the lab knows it arrived).
     pub mark: u64,
     sent_mark: u64,
+    /// `closed_all` as last sent. The last connection of a teardown can end without a
+    /// counter changing (its close reply was read, then only the FIN came): the report
+    /// saying so must still go, or the supervisor waits for it forever.
+    sent_closed_all: bool,
 }
 
 impl Reporter {
@@ -126,6 +130,7 @@ impl Reporter {
             warnings: Vec::new(),
             mark: 0,
             sent_mark: 0,
+            sent_closed_all: false,
         }
     }
 
@@ -152,12 +157,14 @@ impl Reporter {
             || !x.timeline.is_empty()
             || x.push_done.is_some()
             || self.mark != self.sent_mark
+            || closed_all != self.sent_closed_all
             || !self.warnings.is_empty();
         if !changed {
             return Ok(());
         }
         self.last = *c;
         self.sent_mark = self.mark;
+        self.sent_closed_all = closed_all;
         let r = WorkerReport {
             shard: self.shard,
             pid: std::process::id(),
@@ -184,5 +191,38 @@ impl Reporter {
             fatal: Some(msg),
             ..Default::default()
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::engine::ShardEvent;
+
+    #[test]
+    fn the_teardown_end_is_reported_even_when_no_counter_moved() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut sink = Sink::Channel(tx);
+        let mut rep = Reporter::new(0);
+        let c = Counters::default();
+        let closed = |rx: &mut tokio::sync::mpsc::UnboundedReceiver<ShardEvent>| match rx.try_recv()
+        {
+            Ok(ShardEvent::Report(r)) => Some(r.closed_all),
+            _ => None,
+        };
+        rep.send(&mut sink, &c, Extra::default(), true, false)
+            .unwrap();
+        assert_eq!(closed(&mut rx), Some(false));
+        // Nothing changed: nothing sent.
+        rep.send(&mut sink, &c, Extra::default(), false, false)
+            .unwrap();
+        assert_eq!(closed(&mut rx), None);
+        // The last connection ended with the counters as they were: still said, once.
+        rep.send(&mut sink, &c, Extra::default(), false, true)
+            .unwrap();
+        assert_eq!(closed(&mut rx), Some(true));
+        rep.send(&mut sink, &c, Extra::default(), false, true)
+            .unwrap();
+        assert_eq!(closed(&mut rx), None);
     }
 }
