@@ -18,8 +18,8 @@ use std::{
 use anyhow::{Context, Result};
 
 use super::{
-    COMMAND_TOKEN, READ_BUF, ShardIo, Sink, Slab, Spill, closed_by, failure_of, flush, interest,
-    pace, rearm, send,
+    COMMAND_TOKEN, READ_BUF, Sent, ShardIo, Sink, Slab, Spill, closed_by, failure_of, flush,
+    interest, pace, rearm, send,
     shard_loop::{self, Engine, Extra, Reporter},
     shrink,
 };
@@ -800,16 +800,15 @@ impl Shard {
             return;
         };
         self.p.c.closed.local_close += 1;
-        let frame = self.p.close_frame();
         let mut written = 0;
-        let queued = conn.spill.as_ref().is_some_and(|s| s.has_out());
-        let sent = !queued
-            && sys::write(conn.fd.as_raw_fd(), frame).is_ok_and(|n| {
-                written = n as u64;
-                n == frame.len()
-            });
+        let sent = send(
+            conn.fd.as_raw_fd(),
+            &mut conn.spill,
+            self.p.close_frame(),
+            &mut written,
+        );
         self.p.c.bytes_out += written;
-        if sent && self.close_waits {
+        if matches!(sent, Ok(Sent::All)) && self.close_waits {
             conn.p.state = State::Closing;
             self.p.c.open -= 1;
             self.closes_waiting += 1;

@@ -204,25 +204,26 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut sink = Sink::Channel(tx);
         let mut rep = Reporter::new(0);
-        let c = Counters::default();
-        let closed = |rx: &mut tokio::sync::mpsc::UnboundedReceiver<ShardEvent>| match rx.try_recv()
-        {
-            Ok(ShardEvent::Report(r)) => Some(r.closed_all),
-            _ => None,
+        // Sends a report of unchanged counters; returns the closed_all it carried, if sent.
+        let mut report = |force: bool, closed_all: bool| {
+            rep.send(
+                &mut sink,
+                &Counters::default(),
+                Extra::default(),
+                force,
+                closed_all,
+            )
+            .unwrap();
+            match rx.try_recv() {
+                Ok(ShardEvent::Report(r)) => Some(r.closed_all),
+                _ => None,
+            }
         };
-        rep.send(&mut sink, &c, Extra::default(), true, false)
-            .unwrap();
-        assert_eq!(closed(&mut rx), Some(false));
+        assert_eq!(report(true, false), Some(false));
         // Nothing changed: nothing sent.
-        rep.send(&mut sink, &c, Extra::default(), false, false)
-            .unwrap();
-        assert_eq!(closed(&mut rx), None);
+        assert_eq!(report(false, false), None);
         // The last connection ended with the counters as they were: still said, once.
-        rep.send(&mut sink, &c, Extra::default(), false, true)
-            .unwrap();
-        assert_eq!(closed(&mut rx), Some(true));
-        rep.send(&mut sink, &c, Extra::default(), false, true)
-            .unwrap();
-        assert_eq!(closed(&mut rx), None);
+        assert_eq!(report(false, true), Some(true));
+        assert_eq!(report(false, true), None);
     }
 }

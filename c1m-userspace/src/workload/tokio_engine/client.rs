@@ -70,8 +70,10 @@ struct Shared {
     started: Cell<bool>,
     /// Next local connection index to start.
     next: Cell<u64>,
-    /// Connects and handshakes in flight (`--in-flight`).
+    /// Connects and handshakes in flight, then teardown goodbyes waiting for their server
+    /// (`--in-flight`: `permits` in all).
     slots: Arc<Semaphore>,
+    permits: usize,
 }
 
 /// Runs one client shard: waits for `Start`, ramps, holds until `Close`/`Stop`.
@@ -143,6 +145,7 @@ impl Shared {
             .unwrap_or(usize::MAX)
             .min(Semaphore::MAX_PERMITS);
         Ok(Shared {
+            permits,
             p: RefCell::new(Proto::new(cfg, open_in_process)?),
             buf: RefCell::new(vec![0; READ_BUF]),
             closing: Cell::new(false),
@@ -174,12 +177,21 @@ impl Shared {
             let _ = tokio::time::timeout(Duration::from_millis(250), self.gone.notified()).await;
             let live = self.live.get();
             if watch.stalled(live, sys::monotonic_ns()) {
-                let waiting = self.p.borrow().cfg.in_flight.min(live);
-                self.p.borrow_mut().warn_close_unanswered(waiting);
+                self.p
+                    .borrow_mut()
+                    .warn_close_unanswered(self.goodbyes_waiting());
                 self.stalled.set(true);
                 self.close_stalled.notify_waiters();
             }
         }
+    }
+}
+
+impl Shared {
+    /// Goodbyes waiting for their server: at teardown the only holders of `slots` (the
+    /// connects that held the rest were torn down with their tasks).
+    fn goodbyes_waiting(&self) -> u64 {
+        (self.permits - self.slots.available_permits()) as u64
     }
 }
 

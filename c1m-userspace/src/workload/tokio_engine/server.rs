@@ -772,7 +772,7 @@ impl Conn {
         } else {
             // The close reply is the last write: with the FIN in one segment (as the
             // epoll engine's), so no tail-loss probe is armed for a lone reply.
-            if self.spill.as_ref().is_none_or(|s| s.out.is_empty())
+            if !self.has_out()
                 && let Ok(n) = sys::write_before_close(self.raw_fd(), &out)
             {
                 c.bytes_out += n as u64;
