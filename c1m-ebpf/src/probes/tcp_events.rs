@@ -12,9 +12,9 @@ use crate::{
     watch::classify,
 };
 
-/// Counts `event` for the socket the record describes; returns its side and local port.
+/// The side and local port of the watched socket the record describes.
 #[inline(always)]
-fn count(ctx: &TracePointContext, hook_index: usize, event: u32) -> Option<(u32, u16)> {
+fn watched(ctx: &TracePointContext, hook_index: usize) -> Option<(u32, u16)> {
     let f = fields(hook_index);
     // Resets may be sent for packets without a socket: the packet's device then says
     // which namespace it is (else every namespace's would count), and the ports come
@@ -28,7 +28,13 @@ fn count(ctx: &TracePointContext, hook_index: usize, event: u32) -> Option<(u32,
         return None;
     }
     let (sport, dport, addrs) = endpoints(ctx, &f)?;
-    let side = classify(sport, dport, &addrs)?;
+    Some((classify(sport, dport, &addrs)?, sport))
+}
+
+/// Counts `event` for the watched socket the record describes; returns its side and port.
+#[inline(always)]
+fn count(ctx: &TracePointContext, hook_index: usize, event: u32) -> Option<(u32, u16)> {
+    let (side, sport) = watched(ctx, hook_index)?;
     bump(&EVENTS, event_index(side, event));
     Some((side, sport))
 }
@@ -46,7 +52,8 @@ passing_tracepoint!(tcp_send_reset => on_tcp_send_reset);
 
 #[inline(always)]
 fn on_tcp_send_reset(ctx: TracePointContext) {
-    if let Some((side, _)) = count(&ctx, hook::SEND_RESET, event::RESET_SENT) {
+    // Counted once, by reason: user space sums the reasons into `resets_sent`.
+    if let Some((side, _)) = watched(&ctx, hook::SEND_RESET) {
         let reason: u32 =
             field(&ctx, fields(hook::SEND_RESET).reason).unwrap_or(reset_reason::UNKNOWN);
         bump(&RESETS, reset_index(side, reason));

@@ -685,10 +685,13 @@ impl Observer {
         for (index, name) in event::NAMES.iter().enumerate() {
             // Retransmits live in `v.retransmits` (sock_ops and the tracepoint both).
             if index as u32 != event::RETRANSMIT && !self.event_missing(index as u32) {
-                v.events.insert(
-                    (*name).to_owned(),
-                    now.events[event_index(s, index as u32) as usize],
-                );
+                // Resets are counted once, by reason (`RESETS`).
+                let n = if index as u32 == event::RESET_SENT {
+                    v.resets_sent_by_reason.values().sum()
+                } else {
+                    now.events[event_index(s, index as u32) as usize]
+                };
+                v.events.insert((*name).to_owned(), n);
             }
         }
         v
