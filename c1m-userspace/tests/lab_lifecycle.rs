@@ -143,6 +143,7 @@ fn kill_9_of_the_lab_takes_its_children_and_doctor_restores_the_rest() {
     let low = [
         ("net/core/somaxconn", "128"),
         ("net/ipv4/tcp_max_syn_backlog", "128"),
+        ("net/ipv4/tcp_max_tw_buckets", "128"),
     ];
     set_low(&low);
     let out = fresh_dir("kill9");
