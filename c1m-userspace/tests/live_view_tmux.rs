@@ -5,6 +5,11 @@
 //! and raw mode (`stty` shows `icanon` again), and a panic restores the terminal *before*
 //! its message is printed, so the message stays readable on the normal screen.
 //!
+//! Every wait is for the whole screen the view must show, rendered by the same code at the
+//! pane's size (`text_screen_view`), never for its first line: the terminal draws a frame
+//! in pieces, and a capture can land between them (a half-drawn help box failed 2 runs
+//! of 4 when the wait was for the box's title alone).
+//!
 //! Needs tmux: `cargo xtask test` installs it; without it these tests fail and say so.
 #![allow(clippy::unwrap_used)] // panics are the assertions in tests
 
@@ -13,7 +18,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use c1m::lab::view::{demo, tui::Tui};
+use c1m::lab::view::{
+    demo,
+    tui::{Tui, text_screen_view},
+};
 
 /// Set in the helper's environment: "run" (quit on q) or "panic" (panic on q).
 const HELPER_ENV: &str = "C1M_LIVE_VIEW_HELPER";
@@ -81,6 +89,40 @@ impl Tmux {
         String::from_utf8(self.run(&["capture-pane", "-p", "-t", "lv"]).stdout).unwrap()
     }
 
+    /// The pane's size in cells (the status line is not part of it).
+    fn pane_size(&self) -> (u16, u16) {
+        let out = self.run(&[
+            "display-message",
+            "-p",
+            "-t",
+            "lv",
+            "#{pane_width} #{pane_height}",
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut it = text.split_whitespace().map(|n| n.parse::<u16>().unwrap());
+        (it.next().unwrap(), it.next().unwrap())
+    }
+
+    /// Waits until the pane shows exactly what the view draws for the demo state at the
+    /// pane's current size (help overlay on or off); returns the screen.
+    fn wait_for_view(&self, what: &str, help: bool) -> String {
+        let start = Instant::now();
+        loop {
+            let (w, h) = self.pane_size();
+            let want = normalized(&text_screen_view(&demo::state(), w, h, help).join("\n"));
+            let s = self.screen();
+            if normalized(&s) == want {
+                return s;
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "timed out waiting for {what} at {w}x{h}; screen:\n{s}\nwanted:\n{}",
+                want.join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     fn alternate_on(&self) -> bool {
         let out = self.run(&["display-message", "-p", "-t", "lv", "#{alternate_on}"]);
         String::from_utf8_lossy(&out.stdout).trim() == "1"
@@ -134,6 +176,19 @@ impl Drop for Tmux {
     }
 }
 
+/// A screen's rows with runs of blanks as one space and no blank rows at the end: a
+/// terminal and the test backend may differ in the padding cell after a wide symbol.
+fn normalized(screen: &str) -> Vec<String> {
+    let mut rows: Vec<String> = screen
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    while rows.last().is_some_and(String::is_empty) {
+        rows.pop();
+    }
+    rows
+}
+
 /// The first line holding `label`, split at column `mid`.
 fn halves(screen: &str, label: &str, mid: usize) -> (String, String) {
     let line = screen
@@ -149,9 +204,7 @@ fn halves(screen: &str, label: &str, mid: usize) -> (String, String) {
 fn live_view_in_tmux_shows_both_columns_and_restores_the_terminal() {
     let tmux = Tmux::new("run");
     tmux.start_helper("run");
-    let screen = tmux.wait_for("the live view", |s| {
-        s.contains("kernel ESTABLISHED") && s.contains("kernel vs app")
-    });
+    let screen = tmux.wait_for_view("the live view", false);
     assert!(tmux.alternate_on(), "the view runs on the alternate screen");
     let (l, r) = halves(&screen, "kernel ESTABLISHED", 80);
     assert!(l.contains("600,407") && r.contains("600,349"), "{screen}");
@@ -173,26 +226,23 @@ fn live_view_in_tmux_shows_both_columns_and_restores_the_terminal() {
 
     // A resize is drawn at the new size.
     tmux.run(&["resize-window", "-t", "lv", "-x", "100", "-y", "40"]);
-    let screen = tmux.wait_for("the view at 100 columns", |s| {
-        s.lines()
-            .find(|l| l.contains("kernel ESTABLISHED"))
-            .is_some_and(|l| l.chars().count() <= 100 && l.matches("600,").count() == 2)
-            && s.lines().all(|l| l.chars().count() <= 100)
-    });
+    let screen = tmux.wait_for_view("the view at 100 columns", false);
+    assert!(tmux.pane_size().0 == 100, "{screen}");
+    assert!(screen.lines().all(|l| l.chars().count() <= 100), "{screen}");
     let (l, r) = halves(&screen, "kernel ESTABLISHED", 50);
     assert!(l.contains("600,407") && r.contains("600,349"), "{screen}");
 
     // `?` shows the help over the view and keeps it across redraws; `?` again hides it.
     tmux.run(&["send-keys", "-t", "lv", "?"]);
-    let screen = tmux.wait_for("the help", |s| s.contains("help: ? closes"));
+    let screen = tmux.wait_for_view("the whole help box", true);
+    assert!(screen.contains("help: ? closes"), "{screen}");
     assert!(
         screen.contains("stale: the source is older than 1 s"),
         "{screen}"
     );
     tmux.run(&["send-keys", "-t", "lv", "?"]);
-    tmux.wait_for("the help to close", |s| {
-        !s.contains("help: ? closes") && s.contains("kernel ESTABLISHED")
-    });
+    let screen = tmux.wait_for_view("the help to close", false);
+    assert!(!screen.contains("help: ? closes"), "{screen}");
 
     tmux.run(&["send-keys", "-t", "lv", "q"]);
     let screen = tmux.wait_for("the helper to exit", |s| s.contains("HELPER-DONE"));
@@ -209,7 +259,7 @@ fn live_view_in_tmux_shows_both_columns_and_restores_the_terminal() {
 fn a_panic_restores_the_terminal_before_its_message() {
     let tmux = Tmux::new("panic");
     tmux.start_helper("panic");
-    tmux.wait_for("the live view", |s| s.contains("kernel ESTABLISHED"));
+    tmux.wait_for_view("the live view", false);
     tmux.run(&["send-keys", "-t", "lv", "q"]);
     let screen = tmux.wait_for("the helper to exit", |s| s.contains("HELPER-DONE"));
     assert!(!tmux.alternate_on(), "left the alternate screen:\n{screen}");
