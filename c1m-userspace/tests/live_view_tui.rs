@@ -423,9 +423,8 @@ fn a_stale_client_is_marked_the_same_way_everywhere() {
     let dump = lines.join("\n");
     println!("{dump}");
     // A cell's style is the span's patched over the cell's: compare what STALE sets.
-    let marked = |s: &ratatui::style::Style| {
-        s.fg == STALE.fg && s.add_modifier.contains(STALE.add_modifier)
-    };
+    let marked =
+        |s: &ratatui::style::Style| s.fg == STALE.fg && s.add_modifier.contains(STALE.add_modifier);
     let stale = |context: &str, needle: &str| {
         let styles = styles_of(&buf, &lines, context, needle);
         assert!(

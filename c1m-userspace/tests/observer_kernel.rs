@@ -76,9 +76,11 @@ fn transitions(view: &KernelView, side: &str) -> HashMap<String, u64> {
     s.transitions.iter().map(|(k, v)| (k.clone(), *v)).collect()
 }
 
-fn count_ss_established(port: u16) -> usize {
+/// Sockets in `state` (ss's name: `established`, `time-wait`) on `port` in this network
+/// namespace, as `ss` lists them.
+fn count_ss(state: &str, port: u16) -> usize {
     let out = Command::new("ss")
-        .args(["-Htn", "state", "established"])
+        .args(["-Htn", "state", state])
         .arg(format!("( sport = :{port} or dport = :{port} )"))
         .output()
         .expect("ss (iproute2) must be installed");
@@ -86,6 +88,10 @@ fn count_ss_established(port: u16) -> usize {
         .lines()
         .filter(|l| !l.trim().is_empty())
         .count()
+}
+
+fn count_ss_established(port: u16) -> usize {
+    count_ss("established", port)
 }
 
 #[test]
@@ -1228,17 +1234,8 @@ fn other_tools_still_see_the_tracepoints_c1m_uses() {
     assert_eq!(counted(&perf), N, "a perf counter on the same tracepoint");
 }
 
-/// Sockets in TIME_WAIT on `port` in this network namespace, as `ss` lists them.
 fn count_ss_time_wait(port: u16) -> usize {
-    let out = Command::new("ss")
-        .args(["-Htn", "state", "time-wait"])
-        .arg(format!("( sport = :{port} or dport = :{port} )"))
-        .output()
-        .expect("ss (iproute2) must be installed");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .count()
+    count_ss("time-wait", port)
 }
 
 /// TIME_WAIT is counted to a side by its ports like every other state: the run's own
@@ -1292,17 +1289,14 @@ fn time_wait_is_counted_per_side_on_the_watched_ports_only() {
     };
     assert_eq!(count_ss_time_wait(WATCHED), SERVER_FIRST + CLIENT_FIRST);
     assert_eq!(count_ss_time_wait(OTHER), FOREIGN_BEFORE + FOREIGN_AFTER);
-    assert_eq!(
-        view.server.state(tcp_state::TIME_WAIT),
-        SERVER_FIRST as i64
-    );
-    assert_eq!(
-        view.client.state(tcp_state::TIME_WAIT),
-        CLIENT_FIRST as i64
-    );
+    assert_eq!(view.server.state(tcp_state::TIME_WAIT), SERVER_FIRST as i64);
+    assert_eq!(view.client.state(tcp_state::TIME_WAIT), CLIENT_FIRST as i64);
     assert_eq!(view.other.state(tcp_state::TIME_WAIT), 0);
     let m = view.memory.expect("a walk's memory");
     assert_eq!(m.server.time_wait_sockets, SERVER_FIRST as u64);
     assert_eq!(m.client.time_wait_sockets, CLIENT_FIRST as u64);
-    assert_eq!(m.total.time_wait_sockets, (SERVER_FIRST + CLIENT_FIRST) as u64);
+    assert_eq!(
+        m.total.time_wait_sockets,
+        (SERVER_FIRST + CLIENT_FIRST) as u64
+    );
 }

@@ -209,7 +209,10 @@ fn compare_page_renders_in_chromium() {
     // Small multiples: 21 figures over time, 4 histograms over time at 2 quantiles, 4
     // distributions; each run's phases in a strip under each time chart.
     assert_eq!(dom.matches("class=\"chart\"").count(), 21 + 8 + 4);
-    let el = dom.split("id=\"chart-conn-server-app-open\"").nth(1).unwrap();
+    let el = dom
+        .split("id=\"chart-conn-server-app-open\"")
+        .nth(1)
+        .unwrap();
     let el = el.split("</figure>").next().unwrap();
     assert_eq!(el.matches("class=\"lane\"").count(), 2 * 4);
 }

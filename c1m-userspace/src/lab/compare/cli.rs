@@ -90,7 +90,10 @@ mod tests {
         }
         let html = std::fs::read_to_string(out.join(files::HTML)).unwrap();
         // One chart per figure, one line per run, named in its legend.
-        let chart = html.split("id=\"chart-conn-server-app-open\"").nth(1).unwrap();
+        let chart = html
+            .split("id=\"chart-conn-server-app-open\"")
+            .nth(1)
+            .unwrap();
         let legend = chart.split("</div>").next().unwrap();
         for run in ["x #1", "x #2", "y"] {
             assert!(legend.contains(&format!("</svg>{run}</span>")), "{legend}");

@@ -230,7 +230,10 @@ pub(crate) fn read_run_logs(dir: &Path) -> (Vec<RunLog>, Vec<String>) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {
-                    problems.push(format!("{}: {e}; its latency over time is left out", path.display()));
+                    problems.push(format!(
+                        "{}: {e}; its latency over time is left out",
+                        path.display()
+                    ));
                     continue;
                 }
             };

@@ -11,7 +11,7 @@ use super::{
     fmt::{bytes, count, esc, int, ms, num, secs, utc},
     hgrm::TICKS_PER_HALF_DISTANCE,
     histograms,
-    svg::{Band, Chart, Series, Size, XAxis, YScale, YUnit},
+    svg::{Band, Chart, Marks, Points, Series, Size, XAxis, YScale, YUnit},
 };
 use crate::{
     lab::{
@@ -99,7 +99,7 @@ pub(super) struct Line {
 impl Line {
     /// The figure over `samples`: (the line, with a gap at each stale or missing value;
     /// the stale values, drawn apart).
-    pub(super) fn points(&self, samples: &[Sample]) -> (Vec<(f64, Option<f64>)>, Vec<(f64, f64)>) {
+    pub(super) fn points(&self, samples: &[Sample]) -> (Points, Marks) {
         let mut line = Vec::with_capacity(samples.len());
         let mut stale = Vec::new();
         for s in samples {
@@ -184,13 +184,9 @@ pub(super) fn time_charts() -> Vec<TimeChart> {
             y_label: "connections",
             lines: vec![
                 line("app open", SERVER, None, server, |s| u(s.server_open)),
-                line(
-                    "kernel ESTABLISHED",
-                    KERNEL_S,
-                    Some("6 4"),
-                    kernel,
-                    |s| i(s.kernel_server_established),
-                ),
+                line("kernel ESTABLISHED", KERNEL_S, Some("6 4"), kernel, |s| {
+                    i(s.kernel_server_established)
+                }),
             ],
             run_note: None,
         },
@@ -203,13 +199,9 @@ pub(super) fn time_charts() -> Vec<TimeChart> {
             y_label: "connections",
             lines: vec![
                 line("app open", CLIENT, None, client, |s| u(s.client_open)),
-                line(
-                    "kernel ESTABLISHED",
-                    KERNEL_C,
-                    Some("6 4"),
-                    kernel,
-                    |s| i(s.kernel_client_established),
-                ),
+                line("kernel ESTABLISHED", KERNEL_C, Some("6 4"), kernel, |s| {
+                    i(s.kernel_client_established)
+                }),
                 line(
                     "kernel TIME_WAIT (this run's ports, both ends)",
                     OBSERVER,
@@ -296,8 +288,20 @@ pub(super) fn time_charts() -> Vec<TimeChart> {
             y_scale: YScale::Robust,
             y_label: "bytes",
             lines: vec![
-                line("server RSS", SERVER, None, server, |s| u(s.server_rss_bytes)),
-                line("client RSS", CLIENT, None, client, |s| u(s.client_rss_bytes)),
+                line(
+                    "server RSS",
+                    SERVER,
+                    None,
+                    server,
+                    |s| u(s.server_rss_bytes),
+                ),
+                line(
+                    "client RSS",
+                    CLIENT,
+                    None,
+                    client,
+                    |s| u(s.client_rss_bytes),
+                ),
                 line("kernel socket memory", KERNEL, Some("6 4"), kernel, |s| {
                     u(s.kernel_socket_bytes)
                 }),
@@ -412,7 +416,7 @@ pub(crate) fn time_series_charts(run: &RunRecord) -> Vec<Chart> {
 
 /// Percentile distribution points as the HdrHistogram plotter draws them:
 /// (1/(1-p), value in ms), the same rows as the `.hgrm` without the last (p = 1).
-pub(super) fn distribution(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, Option<f64>)> {
+pub(super) fn distribution(h: &hdrhistogram::Histogram<u64>) -> Points {
     h.iter_quantiles(TICKS_PER_HALF_DISTANCE)
         .filter(|v| v.quantile_iterated_to() < 1.0)
         .map(|v| {
@@ -1269,7 +1273,11 @@ mod tests {
         for c in &charts {
             let svg = c.render();
             // Rows from 0 to 72 s: ticks 0..80 s over the plot's 596 px from x = 70.
-            assert!(svg.contains("data-x-min=\"0\" data-x-max=\"80\""), "{}", c.id);
+            assert!(
+                svg.contains("data-x-min=\"0\" data-x-max=\"80\""),
+                "{}",
+                c.id
+            );
             let px = |t: f64| 70.0 + (t - 0.0) / 80.0 * 596.0;
             let want: Vec<(String, String, String)> = phases
                 .iter()
@@ -1292,7 +1300,11 @@ mod tests {
     #[test]
     fn stale_samples_are_drawn_as_stale_with_a_legend_entry() {
         let mut run = crate::lab::export::sample_run();
-        for s in run.samples.iter_mut().filter(|s| (30.0..34.0).contains(&s.t_s)) {
+        for s in run
+            .samples
+            .iter_mut()
+            .filter(|s| (30.0..34.0).contains(&s.t_s))
+        {
             s.client_age_s = Some(3.0);
         }
         let charts = time_series_charts(&run);

@@ -12,9 +12,11 @@ use super::{
     RunHist,
     fmt::esc,
     hlog::RunLog,
-    html::{Line, TimeChart, distribution, distribution_note, latency_chart, phase_bands, time_charts},
+    html::{
+        Line, TimeChart, distribution, distribution_note, latency_chart, phase_bands, time_charts,
+    },
     palette::RunStyle,
-    svg::{Chart, Lane, Series, Size, XAxis, YScale, YUnit},
+    svg::{Chart, Lane, Marks, Points, Series, Size, XAxis, YScale, YUnit},
 };
 use crate::lab::model::RunRecord;
 
@@ -45,7 +47,9 @@ fn facets(runs: &[ComparedRun]) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = Vec::new();
     let mut group: Vec<usize> = Vec::new();
     for setup in setups {
-        let repeats: Vec<usize> = (0..runs.len()).filter(|&i| runs[i].setup == setup).collect();
+        let repeats: Vec<usize> = (0..runs.len())
+            .filter(|&i| runs[i].setup == setup)
+            .collect();
         for chunk in repeats.chunks(MAX_SERIES) {
             if group.len() + chunk.len() > MAX_SERIES {
                 out.push(std::mem::take(&mut group));
@@ -123,7 +127,7 @@ fn faceted(
 }
 
 /// A run's line in its style.
-fn styled(r: &ComparedRun, points: Vec<(f64, Option<f64>)>, stale: Vec<(f64, f64)>) -> Series {
+fn styled(r: &ComparedRun, points: Points, stale: Marks) -> Series {
     Series {
         label: r.label.to_owned(),
         color: r.style.color,
@@ -181,7 +185,7 @@ fn keys<'a>(names: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<(&'a str, &'
 
 /// Latency over time of one histogram at quantile `q`: a point per `.hlog` interval, at
 /// its end (the values were recorded within it), in ms.
-fn over_time(log: &RunLog, q: f64) -> Vec<(f64, Option<f64>)> {
+fn over_time(log: &RunLog, q: f64) -> Points {
     log.intervals
         .iter()
         .map(|i| {
@@ -278,7 +282,10 @@ pub(crate) fn sections(runs: &[ComparedRun]) -> String {
         grid(&mut out, &time_multiples(runs, &tc));
     }
     out.push_str("<h2 id=\"latency-over-time\">Latency over time</h2>");
-    let logged = keys(runs.iter().flat_map(|r| r.logs.iter().map(|l| (l.side, l.name))));
+    let logged = keys(
+        runs.iter()
+            .flat_map(|r| r.logs.iter().map(|l| (l.side, l.name))),
+    );
     if logged.is_empty() {
         out.push_str("<p class=\"mut\">No run folder holds an .hlog interval log.</p>");
     }
@@ -288,7 +295,10 @@ pub(crate) fn sections(runs: &[ComparedRun]) -> String {
     }
     out.push_str("<h2 id=\"latency-distributions\">Latency distributions</h2>");
     let mut charts = Vec::new();
-    for (side, name) in keys(runs.iter().flat_map(|r| r.hists.iter().map(|h| (h.side, h.name)))) {
+    for (side, name) in keys(
+        runs.iter()
+            .flat_map(|r| r.hists.iter().map(|h| (h.side, h.name))),
+    ) {
         charts.extend(latency_distributions(runs, side, name));
     }
     if charts.is_empty() {
@@ -390,7 +400,11 @@ mod tests {
             }
         }
         assert_eq!(ids.len(), 21);
-        assert!(ids.contains(&"chart-conn-client-kernel-time-wait-this-run-s-ports-both-ends".to_owned()));
+        assert!(
+            ids.contains(
+                &"chart-conn-client-kernel-time-wait-this-run-s-ports-both-ends".to_owned()
+            )
+        );
         for id in &ids {
             let el = figure(&html, id);
             // One line per run, in the run's colour and dash; each run's phases in a strip.
@@ -401,7 +415,10 @@ mod tests {
                 (OKABE_ITO[0], Some("6 4")),
                 (OKABE_ITO[1], None),
             ]) {
-                assert!(line.contains(&format!("stroke=\"{color}\"")), "{id}: {line}");
+                assert!(
+                    line.contains(&format!("stroke=\"{color}\"")),
+                    "{id}: {line}"
+                );
                 assert_eq!(
                     line.contains("stroke-dasharray"),
                     dash.is_some(),
@@ -444,7 +461,17 @@ mod tests {
         // Setups past the eighth are told apart by markers.
         assert!(!one.contains("class=\"marker\""));
         assert!(two.contains("class=\"marker\""));
-        let shape = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)];
+        let shape = [
+            (0, 0),
+            (0, 1),
+            (0, 2),
+            (1, 0),
+            (1, 1),
+            (1, 2),
+            (2, 0),
+            (2, 1),
+            (2, 2),
+        ];
         let runs = owned(&shape);
         assert_eq!(
             facets(&compared(&runs)),

@@ -92,7 +92,9 @@ impl Marker {
         let r = 3.2;
         match self {
             Marker::Circle => {
-                format!("<circle class=\"marker\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{r}\" fill=\"{color}\" />")
+                format!(
+                    "<circle class=\"marker\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{r}\" fill=\"{color}\" />"
+                )
             }
             Marker::Square => format!(
                 "<rect class=\"marker\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{color}\" />",
@@ -120,6 +122,11 @@ impl Marker {
     }
 }
 
+/// A line's points: (x, y), `None` where the line breaks.
+pub(crate) type Points = Vec<(f64, Option<f64>)>;
+/// Points drawn apart from the line: (x, y).
+pub(crate) type Marks = Vec<(f64, f64)>;
+
 #[derive(Debug, Clone)]
 pub(crate) struct Series {
     pub label: String,
@@ -129,14 +136,14 @@ pub(crate) struct Series {
     pub width: f64,
     pub marker: Option<Marker>,
     /// `None` breaks the line (no sample, or a stale one: see `stale`).
-    pub points: Vec<(f64, Option<f64>)>,
+    pub points: Points,
     /// Values whose source was stale at that instant: drawn as rings, never joined.
-    pub stale: Vec<(f64, f64)>,
+    pub stale: Marks,
 }
 
 impl Series {
     /// A plain solid line of `points`.
-    pub fn line(label: String, color: &'static str, points: Vec<(f64, Option<f64>)>) -> Series {
+    pub fn line(label: String, color: &'static str, points: Points) -> Series {
         Series {
             label,
             color,
@@ -347,11 +354,20 @@ impl Chart {
         let n_stale: usize = stale.iter().map(Vec::len).sum();
         // The x domain: every point, stale ones too, and every phase.
         let (mut x0, mut x1) = (f64::MAX, f64::MIN);
-        for &(x, _) in series.iter().flatten().filter(finite).chain(stale.iter().flatten()) {
+        for &(x, _) in series
+            .iter()
+            .flatten()
+            .filter(finite)
+            .chain(stale.iter().flatten())
+        {
             x0 = x0.min(x);
             x1 = x1.max(x);
         }
-        for b in self.bands.iter().chain(self.lanes.iter().flat_map(|l| &l.bands)) {
+        for b in self
+            .bands
+            .iter()
+            .chain(self.lanes.iter().flat_map(|l| &l.bands))
+        {
             x0 = x0.min(b.x0);
             x1 = x1.max(b.x1);
         }
@@ -391,7 +407,9 @@ impl Chart {
                 s.color,
                 s.width.max(2.0),
                 dash_attr(s.dash),
-                s.marker.map(|m| m.svg(13.0, 5.0, s.color)).unwrap_or_default(),
+                s.marker
+                    .map(|m| m.svg(13.0, 5.0, s.color))
+                    .unwrap_or_default(),
                 esc(&s.label)
             );
         }
@@ -504,7 +522,7 @@ impl Chart {
                 "<text class=\"lanelabel\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
                 LEFT - 6.0,
                 y + LANE_H - 3.0,
-                esc(&ellipsis(&lane.label, 11))
+                esc(&crate::fmt::ellipsis(&lane.label, 11))
             );
             for (i, b) in lane.bands.iter().enumerate() {
                 let (a, z) = (sx(b.x0.max(x0)), sx(b.x1.min(x1)));
@@ -621,16 +639,6 @@ fn stale_ring(x: f64, y: f64, color: &str) -> String {
     format!(
         "<circle class=\"stale\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.8\" fill=\"#fff\" stroke=\"{color}\" stroke-width=\"1.4\" />"
     )
-}
-
-/// `text` cut to `max` characters, the last one "…" when something was cut.
-fn ellipsis(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 /// A power of 4 bytes as a tick label: `16 B`, `4 KiB`, `256 MiB`.

@@ -33,7 +33,7 @@ use ratatui::{
     widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Sparkline, Table, Wrap},
 };
 
-use crate::fmt::{self, NA};
+use crate::fmt::{self, NA, ellipsis};
 use crate::lab::{
     figures::{Figures, SideFigures, Source},
     model::LiveState,
@@ -371,16 +371,6 @@ fn one_line(text: &str) -> String {
     text.replace(['\n', '\r', '\t'], " ")
 }
 
-/// `text` cut to `max` characters, the last one "…" when something was cut.
-fn ellipsis(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
 /// Keeps `lines` within `max` lines (the last one counting the rest) and `width` columns.
 fn fit_warnings(lines: &mut Vec<(Style, String)>, max: usize, width: u16) {
     if max == 1 && lines.len() > 1 {
@@ -603,7 +593,13 @@ fn setup_rate(frame: &mut Frame, area: Rect, state: &LiveState, f: &Figures) {
         Span::raw("now "),
         f.setup_per_s.map_or_else(
             || Span::styled(NA, MISSING),
-            |r| figure_span(format!("{}/s", fmt::whole(r)), Style::new(), f.stale(source)),
+            |r| {
+                figure_span(
+                    format!("{}/s", fmt::whole(r)),
+                    Style::new(),
+                    f.stale(source),
+                )
+            },
         ),
         Span::raw(format!(
             "  peak {}  over {} ",
@@ -645,9 +641,7 @@ fn kernel_vs_app_height(f: &Figures, width: u16) -> u16 {
 
 /// Columns a kernel-vs-app line has for its words: the width less the mark or indent.
 fn kva_text_width(width: u16) -> usize {
-    usize::from(width)
-        .saturating_sub(KVA_INDENT.len())
-        .max(1)
+    usize::from(width).saturating_sub(KVA_INDENT.len()).max(1)
 }
 
 /// A word: spans that stay on one line together (a value and its comma).
