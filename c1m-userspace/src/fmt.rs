@@ -94,6 +94,16 @@ pub fn duration(s: f64) -> String {
     }
 }
 
+/// `text` cut to `max` characters, the last one "…" when something was cut.
+pub fn ellipsis(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 /// Formats a figure, or [`NA`] when it is missing.
 pub fn or_na<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
     v.map_or_else(|| NA.to_owned(), f)

@@ -122,11 +122,11 @@ fn both_columns_show_the_right_numbers() {
         "unavailable: synack_retransmits",
         "note: ramp: 12,500 connections/s",
         "setup rate, connections/s now 12,450/s",
-        "≠ server open kernel 600,407 app 600,000",
+        "≠ server open: kernel 600,407, app 600,000.",
         "412 established in the kernel, not yet accepted",
         "5 closed by the peer, not yet noticed by the app (CLOSE_WAIT)",
         "37 handshakes dropped since start: accept queue full (30 final ACKs",
-        "≠ client open kernel 600,349 app 600,300",
+        "≠ client open: kernel 600,349, app 600,300.",
         "49 connected in the kernel, WebSocket handshake not finished",
         "37 SYN_SENT: handshakes in flight",
         "q or Ctrl-C: quit",
@@ -175,7 +175,7 @@ fn without_observer_kernel_figures_are_na_not_zero() {
         "{dump}"
     );
     assert!(
-        text.contains("? server open kernel n/a app 600,000"),
+        text.contains("? server open: kernel n/a, app 600,000."),
         "{dump}"
     );
     assert!(
@@ -273,17 +273,18 @@ fn every_region_at_common_sizes() {
         let text = flat(&lines);
         assert!(text.contains("kernel vs app"), "{dump}");
         assert!(
-            text.contains("≠ server open kernel 600,407 app 600,000"),
+            text.contains("≠ server open: kernel 600,407, app 600,000."),
             "{dump}"
         );
         assert!(
-            text.contains("≠ client open kernel 600,349 app 600,300"),
+            text.contains("≠ client open: kernel 600,349, app 600,300."),
             "{dump}"
         );
         let footer = lines[usize::from(h) - 1].trim_end();
         assert!(footer.starts_with(" q or Ctrl-C: quit  ?: help"), "{dump}");
         let cut = text.contains("more lines: enlarge the terminal");
-        assert_eq!(cut, w < 200, "{w}x{h}: {dump}");
+        // From 80×24 up every row shows whole; 60×18 cuts them.
+        assert_eq!(cut, (w, h) == (60, 18), "{w}x{h}: {dump}");
         if cut {
             assert!(text.contains('…'), "{dump}");
         }
@@ -320,4 +321,136 @@ fn help_overlay_explains_the_rows() {
     }
     let off = text_screen_view(&demo::state(), 80, 24, false).join("\n");
     assert!(!off.contains("help: ? closes"), "{off}");
+}
+
+/// The demo's kernel-vs-app rows, each with its whole explanation, as one folded line.
+fn explanations(state: &LiveState) -> Vec<String> {
+    state
+        .figures
+        .kernel_vs_app
+        .iter()
+        .map(|r| {
+            r.explanation
+                .as_deref()
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+/// At the common 80×24 every kernel-vs-app row shows its whole explanation, the server's
+/// and the client's (the headline-over-explanation layout hid 11 lines there, and every
+/// client line).
+#[test]
+fn at_80x24_every_kernel_vs_app_explanation_is_visible() {
+    let state = demo::state();
+    let lines = screen(&state, 80, 24);
+    let dump = lines.join("\n");
+    println!("{dump}");
+    let text = flat(&lines);
+    assert!(!text.contains("more lines: enlarge"), "{dump}");
+    let whole = explanations(&state);
+    assert_eq!(whole.len(), 4, "the demo has four rows");
+    for (row, want) in [
+        "server open: kernel 600,407, app 600,000.",
+        "server accepted: kernel 600,432, app 600,020.",
+        "client open: kernel 600,349, app 600,300.",
+        "client connecting: kernel 37, app 86.",
+    ]
+    .iter()
+    .zip(&whole)
+    {
+        assert!(!want.is_empty());
+        assert!(
+            text.contains(&format!("{row} {want}")),
+            "missing {row:?} {want:?} in:\n{dump}"
+        );
+    }
+    // Both columns keep their counts.
+    let est = lines
+        .iter()
+        .find(|l| l.contains("kernel ESTABLISHED"))
+        .unwrap();
+    assert!(est.contains("600,407") && est.contains("600,349"), "{dump}");
+}
+
+/// Cells of the first occurrence of `needle` on the line holding `context`, with their
+/// styles.
+fn styles_of(
+    buf: &ratatui::buffer::Buffer,
+    lines: &[String],
+    context: &str,
+    needle: &str,
+) -> Vec<ratatui::style::Style> {
+    let (y, line) = lines
+        .iter()
+        .enumerate()
+        .find(|(_, l)| l.contains(context))
+        .unwrap_or_else(|| panic!("no line with {context:?}:\n{}", lines.join("\n")));
+    let at = line[line.find(context).unwrap()..]
+        .find(needle)
+        .map(|i| i + line.find(context).unwrap())
+        .unwrap();
+    let x = line[..at].chars().count();
+    (x..x + needle.chars().count())
+        .map(|x| buf[(x as u16, y as u16)].style())
+        .collect()
+}
+
+/// A stale client snapshot (3 s old, 52 open against the kernel's 600,349): every figure
+/// of the client's snapshot is drawn in the one stale style, wherever it shows: its
+/// column, its kernel-vs-app rows, the header's share open, the setup rate; the
+/// server's and the kernel's fresh figures are not.
+#[test]
+fn a_stale_client_is_marked_the_same_way_everywhere() {
+    use c1m::lab::view::tui::STALE;
+    let mut state = demo::state();
+    if let Some(c) = state.client.as_mut() {
+        c.counters.open = 52;
+        c.unix_ns -= 3_000_000_000;
+    }
+    demo::refigure(&mut state);
+    assert!(state.figures.stale(c1m::lab::figures::Source::Client));
+    let (w, h) = (160, 50);
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| render(f, &state)).unwrap();
+    let buf = t.backend().buffer().clone();
+    let lines: Vec<String> = (0..h)
+        .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect())
+        .collect();
+    let dump = lines.join("\n");
+    println!("{dump}");
+    // A cell's style is the span's patched over the cell's: compare what STALE sets.
+    let marked =
+        |s: &ratatui::style::Style| s.fg == STALE.fg && s.add_modifier.contains(STALE.add_modifier);
+    let stale = |context: &str, needle: &str| {
+        let styles = styles_of(&buf, &lines, context, needle);
+        assert!(
+            styles.iter().all(marked),
+            "{needle:?} in {context:?} is not marked stale: {styles:?}\n{dump}"
+        );
+    };
+    let fresh = |context: &str, needle: &str| {
+        let styles = styles_of(&buf, &lines, context, needle);
+        assert!(
+            !styles.iter().any(marked),
+            "{needle:?} in {context:?} is marked stale: {styles:?}\n{dump}"
+        );
+    };
+    assert!(dump.contains("client figures 3.0 s old"), "{dump}");
+    // The column: the client's own figures; the kernel's beside them stay fresh.
+    let (_, right) = row(&lines, "app open");
+    assert_eq!(value_of(right, "app open"), "52");
+    stale("app open", "52");
+    stale("app connected total", "600,310");
+    // The kernel-vs-app rows: the app's figure marked, the kernel's not.
+    stale("client open: kernel", "52");
+    fresh("client open: kernel", "600,349");
+    stale("client connecting: kernel", "86");
+    fresh("server open: kernel", "600,000");
+    // The header's share open and the setup rate come from the client.
+    stale("(0.0% open)", "0.0%");
+    stale("setup rate, connections/s now", "12,450/s");
 }

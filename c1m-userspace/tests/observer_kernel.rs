@@ -76,9 +76,11 @@ fn transitions(view: &KernelView, side: &str) -> HashMap<String, u64> {
     s.transitions.iter().map(|(k, v)| (k.clone(), *v)).collect()
 }
 
-fn count_ss_established(port: u16) -> usize {
+/// Sockets in `state` (ss's name: `established`, `time-wait`) on `port` in this network
+/// namespace, as `ss` lists them.
+fn count_ss(state: &str, port: u16) -> usize {
     let out = Command::new("ss")
-        .args(["-Htn", "state", "established"])
+        .args(["-Htn", "state", state])
         .arg(format!("( sport = :{port} or dport = :{port} )"))
         .output()
         .expect("ss (iproute2) must be installed");
@@ -86,6 +88,10 @@ fn count_ss_established(port: u16) -> usize {
         .lines()
         .filter(|l| !l.trim().is_empty())
         .count()
+}
+
+fn count_ss_established(port: u16) -> usize {
+    count_ss("established", port)
 }
 
 #[test]
@@ -1226,4 +1232,71 @@ fn other_tools_still_see_the_tracepoints_c1m_uses() {
     let view = settle(&mut obs, |v| v.server.event(event::RESET_SENT) == N);
     assert_eq!(view.server.event(event::RESET_SENT), N, "c1m's count");
     assert_eq!(counted(&perf), N, "a perf counter on the same tracepoint");
+}
+
+fn count_ss_time_wait(port: u16) -> usize {
+    count_ss("time-wait", port)
+}
+
+/// TIME_WAIT is counted to a side by its ports like every other state: the run's own
+/// (server ends that closed first, client ends that closed first) and none of the
+/// namespace's other TIME_WAIT sockets, on ports the run does not use, which were there
+/// before the observer attached or came after.
+#[test]
+fn time_wait_is_counted_per_side_on_the_watched_ports_only() {
+    if !root_in_private_netns("time_wait_is_counted_per_side_on_the_watched_ports_only") {
+        return;
+    }
+    const WATCHED: u16 = 9013;
+    const OTHER: u16 = 9014;
+    const FOREIGN_BEFORE: usize = 70;
+    const FOREIGN_AFTER: usize = 50;
+    const SERVER_FIRST: usize = 120;
+    const CLIENT_FIRST: usize = 80;
+    let other = TcpListener::bind(("127.0.0.1", OTHER)).expect("bind");
+    // Closing end first: that end holds the TIME_WAIT.
+    let close = |pairs: Vec<(TcpStream, TcpStream)>, server_first: bool| {
+        let mut rest = Vec::new();
+        for (client, server) in pairs {
+            if server_first {
+                drop(server);
+                rest.push(client);
+            } else {
+                drop(client);
+                rest.push(server);
+            }
+        }
+        // The other ends close after the FIN arrived, so the first end is the active one.
+        std::thread::sleep(Duration::from_millis(200));
+        drop(rest);
+    };
+    close(connect_pairs(&other, OTHER, FOREIGN_BEFORE), false);
+    let mut obs = observer(&[WATCHED]);
+    let watched = TcpListener::bind(("127.0.0.1", WATCHED)).expect("bind");
+    close(connect_pairs(&watched, WATCHED, SERVER_FIRST), true);
+    close(connect_pairs(&watched, WATCHED, CLIENT_FIRST), false);
+    close(connect_pairs(&other, OTHER, FOREIGN_AFTER), true);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let view = loop {
+        let view = obs.snapshot_fresh().expect("snapshot");
+        let tw = count_ss_time_wait(WATCHED) + count_ss_time_wait(OTHER);
+        if tw == SERVER_FIRST + CLIENT_FIRST + FOREIGN_BEFORE + FOREIGN_AFTER
+            || Instant::now() > deadline
+        {
+            break view;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(count_ss_time_wait(WATCHED), SERVER_FIRST + CLIENT_FIRST);
+    assert_eq!(count_ss_time_wait(OTHER), FOREIGN_BEFORE + FOREIGN_AFTER);
+    assert_eq!(view.server.state(tcp_state::TIME_WAIT), SERVER_FIRST as i64);
+    assert_eq!(view.client.state(tcp_state::TIME_WAIT), CLIENT_FIRST as i64);
+    assert_eq!(view.other.state(tcp_state::TIME_WAIT), 0);
+    let m = view.memory.expect("a walk's memory");
+    assert_eq!(m.server.time_wait_sockets, SERVER_FIRST as u64);
+    assert_eq!(m.client.time_wait_sockets, CLIENT_FIRST as u64);
+    assert_eq!(
+        m.total.time_wait_sockets,
+        (SERVER_FIRST + CLIENT_FIRST) as u64
+    );
 }

@@ -13,6 +13,7 @@ use std::{
 use c1m::lab::{
     compare::{self, input::RunSpec},
     export::{
+        IntervalRecorder,
         fixture::{self, FIXTURE_CHARTS},
         write_run,
     },
@@ -154,6 +155,14 @@ fn report_renders_in_chromium() {
     );
     assert_charts(&dom, &FIXTURE_CHARTS);
     assert_eq!(dom.matches("class=\"chart\"").count(), FIXTURE_CHARTS.len());
+    // Every phase has its band in every time chart.
+    for phase in ["setup", "idle", "push", "teardown"] {
+        assert_eq!(
+            dom.matches(&format!("data-phase=\"{phase}\"")).count(),
+            7,
+            "{phase}"
+        );
+    }
 }
 
 #[test]
@@ -163,8 +172,15 @@ fn compare_page_renders_in_chromium() {
         fixture::test_dir("browser-a"),
         fixture::test_dir("browser-b"),
     );
-    let run = fixture::sample_run();
+    let (run, snaps) = fixture::sample_run_with_snapshots();
     write_run(&a, &run).unwrap();
+    // The .hlog files c1m run leaves, for the latency-over-time charts.
+    let mut rec = IntervalRecorder::new(run.started_unix_ms);
+    for (side, s) in &snaps {
+        rec.observe(side, s).unwrap();
+    }
+    rec.write(&a).unwrap();
+    rec.write(&b).unwrap();
     let mut other = run.clone();
     other.config.rate_per_s = 100_000;
     for s in &mut other.samples {
@@ -189,5 +205,27 @@ fn compare_page_renders_in_chromium() {
     let page = out.join(compare::HTML);
     screenshot(&page);
     let dom = chromium(&page, &["--dump-dom".to_owned()]);
-    assert_charts(&dom, &FIXTURE_CHARTS);
+    assert_charts(&dom, &COMPARE_CHARTS);
+    // Small multiples: 21 figures over time, 4 histograms over time at 2 quantiles, 4
+    // distributions; each run's phases in a strip under each time chart.
+    assert_eq!(dom.matches("class=\"chart\"").count(), 21 + 8 + 4);
+    let el = dom
+        .split("id=\"chart-conn-server-app-open\"")
+        .nth(1)
+        .unwrap();
+    let el = el.split("</figure>").next().unwrap();
+    assert_eq!(el.matches("class=\"lane\"").count(), 2 * 4);
 }
+
+/// Charts of compare.html for two runs of the fixture with their .hlog files: a few of
+/// every kind (a figure over time, latency over time, a distribution).
+const COMPARE_CHARTS: [&str; 8] = [
+    "chart-conn-server-app-open",
+    "chart-conn-client-kernel-established",
+    "chart-setup-rate-client-app-connected-s",
+    "chart-memory-observer-rss",
+    "chart-cpu-server",
+    "chart-latt-client-connect_us-p50",
+    "chart-latt-client-push_message_us-p99",
+    "chart-lat-client-connect_us",
+];

@@ -5,7 +5,7 @@
 //!
 //! Every source carries the instant it describes ([`Reading`]); a figure is as old as its
 //! source, and one older than [`STALE_AFTER_S`] is *stale*: the views dim it, the CSV has
-//! its age, the report leaves a gap. Rates divide by the sources' own clocks (a late
+//! its age, the report draws it apart. Rates divide by the sources' own clocks (a late
 //! answer makes a long interval, not a spike), and kernel memory between socket walks is
 //! *derived* (sockets now × bytes per socket at the last walk) and marked so.
 

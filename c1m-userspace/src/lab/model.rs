@@ -57,7 +57,7 @@ pub struct Sample {
     pub box_mem_available_bytes: u64,
     /// How old each source's figures were at `t_s` (None: no such source). A figure
     /// older than [`STALE_AFTER_S`](super::figures::STALE_AFTER_S) is stale: the report
-    /// leaves a gap for it.
+    /// draws it as a ring off its line.
     pub kernel_age_s: Option<f64>,
     pub kernel_walk_age_s: Option<f64>,
     pub server_age_s: Option<f64>,

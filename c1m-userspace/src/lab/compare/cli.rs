@@ -89,7 +89,15 @@ mod tests {
             assert!(out.join(f).exists(), "{f}");
         }
         let html = std::fs::read_to_string(out.join(files::HTML)).unwrap();
-        assert!(html.contains("x #2: app open") && html.contains("y: app open"));
+        // One chart per figure, one line per run, named in its legend.
+        let chart = html
+            .split("id=\"chart-conn-server-app-open\"")
+            .nth(1)
+            .unwrap();
+        let legend = chart.split("</div>").next().unwrap();
+        for run in ["x #1", "x #2", "y"] {
+            assert!(legend.contains(&format!("</svg>{run}</span>")), "{legend}");
+        }
         assert!(html.contains("id=\"chart-lat-client-connect_us\""));
         assert!(!html.contains("<script"));
         let code = main(CompareArgs {

@@ -1,6 +1,6 @@
 //! The comparison folder: `compare.csv` (one line per figure and name), `compare.json`
-//! (the runs and every row with its spread) and `compare.html` (every run's charts
-//! overlaid, one color per name, and the tables).
+//! (the runs and every row with its spread) and `compare.html` (small multiples: one
+//! chart per figure, one line per run, see `export::multiples`; and the tables).
 
 use std::{
     fmt::Write as _,
@@ -20,8 +20,10 @@ use crate::lab::{
         ExportError,
         atomic::write_atomic,
         fmt::esc,
-        histograms,
-        html::{RUN_COLORS, headline, latency_charts, page, time_series_charts},
+        histograms, hlog,
+        html::{headline, page},
+        multiples::{self, ComparedRun},
+        palette::RunStyle,
     },
     model::Outcome,
 };
@@ -128,32 +130,50 @@ fn json(cmp: &Comparison) -> Result<String, ExportError> {
 
 fn html(cmp: &Comparison) -> Result<String, ExportError> {
     let (runs, names, config, rows) = (&cmp.runs, &cmp.names, &cmp.config, &cmp.rows);
-    let color = |name: &str| names.iter().position(|n| n == name).unwrap_or(0);
-    let label = |r: &LoadedRun| {
-        let repeats = runs.iter().filter(|x| x.spec.name == r.spec.name).count();
-        if repeats == 1 {
-            r.spec.name.clone()
-        } else {
-            let k = runs
-                .iter()
-                .filter(|x| x.spec.name == r.spec.name)
-                .position(|x| std::ptr::eq(x, r))
-                .unwrap_or(0);
-            format!("{} #{}", r.spec.name, k + 1)
-        }
+    let setup = |name: &str| names.iter().position(|n| n == name).unwrap_or(0);
+    // The k-th run (from 0) of its name, and how many runs the name has.
+    let repeat = |r: &LoadedRun| {
+        let same: Vec<&LoadedRun> = runs.iter().filter(|x| x.spec.name == r.spec.name).collect();
+        let k = same.iter().position(|x| std::ptr::eq(*x, r)).unwrap_or(0);
+        (k, same.len())
+    };
+    let label = |r: &LoadedRun| match repeat(r) {
+        (_, 1) => r.spec.name.clone(),
+        (k, _) => format!("{} #{}", r.spec.name, k + 1),
     };
     let labels: Vec<String> = runs.iter().map(label).collect();
-    let mut body = String::from("<header><h1>c1m compare</h1>");
-    for (r, l) in runs.iter().zip(&labels) {
+    let styles: Vec<RunStyle> = runs
+        .iter()
+        .map(|r| RunStyle::of(setup(&r.spec.name), repeat(r).0))
+        .collect();
+    let mut body = String::from("<header><h1>c1m compare</h1><div class=\"runs\">");
+    for ((r, l), style) in runs.iter().zip(&labels).zip(&styles) {
         let _ = write!(
             body,
-            "<div><span class=\"badge\" style=\"background:{};color:#fff\">{}</span> <code>{}</code> <span class=\"sub\">{} · {}</span></div>",
-            RUN_COLORS[color(&r.spec.name) % RUN_COLORS.len()],
+            "<div>{}<b>{}</b> <code>{}</code> <span class=\"sub\">{} · {}</span></div>",
+            style.swatch(),
             esc(l),
             esc(&r.spec.dir.display().to_string()),
             esc(&headline(&r.run)),
             esc(r.run.outcome.name())
         );
+    }
+    body.push_str("</div>");
+    let hists = runs
+        .iter()
+        .map(|r| histograms(&r.run))
+        .collect::<Result<Vec<_>, _>>()?;
+    let logs: Vec<(Vec<hlog::RunLog>, Vec<String>)> = runs
+        .iter()
+        .map(|r| hlog::read_run_logs(&r.spec.dir))
+        .collect();
+    let problems: Vec<&String> = logs.iter().flat_map(|(_, p)| p).collect();
+    if !problems.is_empty() {
+        body.push_str("<div class=\"warn\"><b>Left out</b><ul>");
+        for p in problems {
+            let _ = write!(body, "<li>{}</li>", esc(p));
+        }
+        body.push_str("</ul></div>");
     }
     body.push_str("</header><h2>Setup differences (first run of each name)</h2>");
     if config.is_empty() {
@@ -173,28 +193,20 @@ fn html(cmp: &Comparison) -> Result<String, ExportError> {
         }
         body.push_str("</table>");
     }
-    body.push_str("<h2>Charts (one color per name; line styles tell the figures apart)</h2><div class=\"charts\">");
-    let series: Vec<(&str, usize, &crate::lab::model::RunRecord)> = runs
+    let compared: Vec<ComparedRun> = runs
         .iter()
-        .zip(&labels)
-        .map(|(r, l)| (l.as_str(), color(&r.spec.name), &r.run))
+        .enumerate()
+        .map(|(i, r)| ComparedRun {
+            label: &labels[i],
+            setup: setup(&r.spec.name),
+            style: styles[i],
+            run: &r.run,
+            hists: &hists[i],
+            logs: &logs[i].0,
+        })
         .collect();
-    for c in time_series_charts(&series) {
-        body.push_str(&c.render());
-    }
-    let hists = runs
-        .iter()
-        .map(|r| histograms(&r.run))
-        .collect::<Result<Vec<_>, _>>()?;
-    let lat: Vec<(&str, usize, &[crate::lab::export::RunHist])> = runs
-        .iter()
-        .zip(&labels)
-        .zip(&hists)
-        .map(|((r, l), h)| (l.as_str(), color(&r.spec.name), h.as_slice()))
-        .collect();
-    for c in latency_charts(&lat) {
-        body.push_str(&c.render());
-    }
+    body.push_str("<div id=\"charts\">");
+    body.push_str(&multiples::sections(&compared));
     body.push_str("</div><h2>Key figures (mean ± sd over repeats)</h2><table class=\"wide\"><tr><th class=\"t\">figure</th>");
     for n in names {
         let _ = write!(body, "<th>{}</th>", esc(n));

@@ -30,7 +30,7 @@ use hdrhistogram::{
 };
 
 use super::{ExportError, atomic::write_atomic};
-use crate::workload::stats::{AppSnapshot, decode_hist, new_hist};
+use crate::workload::stats::{AppSnapshot, HIST_NAMES, decode_hist, new_hist};
 
 const LEGEND: &str =
     "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n";
@@ -207,6 +207,51 @@ pub struct Interval {
     pub start_s: f64,
     pub length_s: f64,
     pub histogram: Histogram<u64>,
+}
+
+/// One `.hlog` of a run folder, read back: what a comparison plots over time.
+#[derive(Clone)]
+pub(crate) struct RunLog {
+    pub side: &'static str,
+    pub name: &'static str,
+    pub intervals: Vec<Interval>,
+}
+
+/// Every `<side>-<name>.hlog` in `dir` with at least one interval (absent ones are
+/// skipped). A log that does not read is named in the second list, with what is lost,
+/// and left out: one bad file costs one line, not the comparison.
+pub(crate) fn read_run_logs(dir: &Path) -> (Vec<RunLog>, Vec<String>) {
+    let mut logs = Vec::new();
+    let mut problems = Vec::new();
+    for side in ["server", "client"] {
+        for name in HIST_NAMES {
+            let path = dir.join(format!("{side}-{name}.hlog"));
+            let text = match std::fs::read_to_string(&path) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    problems.push(format!(
+                        "{}: {e}; its latency over time is left out",
+                        path.display()
+                    ));
+                    continue;
+                }
+            };
+            match read(&text) {
+                Ok(intervals) if intervals.is_empty() => {}
+                Ok(intervals) => logs.push(RunLog {
+                    side,
+                    name,
+                    intervals,
+                }),
+                Err(e) => problems.push(format!(
+                    "{}: not an interval log c1m can read ({e}); its latency over time is left out",
+                    path.display()
+                )),
+            }
+        }
+    }
+    (logs, problems)
 }
 
 /// Parses an interval log with the crate's reader and decodes every interval.

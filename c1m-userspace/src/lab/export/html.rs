@@ -11,7 +11,7 @@ use super::{
     fmt::{bytes, count, esc, int, ms, num, secs, utc},
     hgrm::TICKS_PER_HALF_DISTANCE,
     histograms,
-    svg::{Band, Chart, Series, XAxis, YScale, YUnit},
+    svg::{Band, Chart, Marks, Points, Series, Size, XAxis, YScale, YUnit},
 };
 use crate::{
     lab::{
@@ -55,8 +55,12 @@ svg .xlabel,svg .ylabel{text-anchor:middle;fill:#6b7280;font-size:11.5px}
 svg .nodata{text-anchor:middle;fill:#9ca3af;font-size:14px}
 svg .clipnote{text-anchor:end;fill:#6b7280;font-size:10.5px}
 .grid{stroke:#eef0f3}.frame{fill:none;stroke:#cfd4dc}
-.band{fill:#f3f4f6}.bandedge{stroke:#cbd5e1;stroke-dasharray:2 3}
+.band{fill:#eceff3}.band.alt{fill:#f6f7f9}.bandedge{stroke:#b6c0cc;stroke-dasharray:2 3}
 svg .bandlabel{fill:#94a3b8;font-size:10px;letter-spacing:.05em;text-transform:uppercase}
+svg .lanelabel{text-anchor:end;font-size:9px;fill:#374151}svg .lanephase{font-size:9px;fill:#111827}
+.legend .stalekey,.legend .lanekey{color:var(--mut)}
+.multiples{display:grid;grid-template-columns:repeat(auto-fill,minmax(430px,1fr));gap:10px;margin-bottom:8px}
+.runs{display:flex;flex-direction:column;gap:3px}.runs .swatch{vertical-align:middle;margin-right:4px}
 table{border-collapse:collapse;background:#fff;border:1px solid var(--line);font-variant-numeric:tabular-nums}
 .wide{width:100%}
 th,td{padding:3px 9px;border-bottom:1px solid #f0f2f5;text-align:right;white-space:nowrap}
@@ -77,41 +81,52 @@ const KERNEL_S: &str = "#1e3a8a";
 const KERNEL_C: &str = "#7c2d12";
 const KERNEL: &str = "#111827";
 const OBSERVER: &str = "#6b7280";
-/// One color per compared setup in `c1m compare` (repeats of a setup share its color).
-pub(crate) const RUN_COLORS: [&str; 8] = [
-    "#2563eb", "#ea580c", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777",
-];
-/// Line styles that tell the lines of one run apart when color is the run's.
-const COMPARE_DASH: [Option<&str>; 4] = [None, Some("6 4"), Some("2 3"), Some("9 3 2 3")];
 
 type Get = fn(&Sample) -> Option<f64>;
 
-enum Source {
-    Value(Get),
-}
-
-/// A stale figure (older than two ticks when its row was taken) is left out, so the
-/// chart shows a gap rather than an old value drawn as if it were current.
-fn fresh(s: &Sample, source: Figure, v: Option<f64>) -> Option<f64> {
-    v.filter(|_| s.fresh(source))
-}
-
-struct Line {
-    label: &'static str,
+/// One figure of a time chart.
+pub(super) struct Line {
+    pub label: &'static str,
     color: &'static str,
     dash: Option<&'static str>,
     width: f64,
-    source: Source,
+    get: Get,
+    /// Where the figure comes from: in a row where that source was stale the value is
+    /// drawn as stale. `None`: the lab's own reading, taken with the row.
+    source: Option<Figure>,
 }
 
-struct TimeChart {
-    id: &'static str,
-    title: &'static str,
-    note: &'static str,
-    y: YUnit,
-    y_scale: YScale,
-    y_label: &'static str,
-    lines: Vec<Line>,
+impl Line {
+    /// The figure over `samples`: (the line, with a gap at each stale or missing value;
+    /// the stale values, drawn apart).
+    pub(super) fn points(&self, samples: &[Sample]) -> (Points, Marks) {
+        let mut line = Vec::with_capacity(samples.len());
+        let mut stale = Vec::new();
+        for s in samples {
+            let v = (self.get)(s).filter(|v| v.is_finite());
+            match v {
+                Some(v) if self.source.is_some_and(|src| !s.fresh(src)) => {
+                    stale.push((s.t_s, v));
+                    line.push((s.t_s, None));
+                }
+                v => line.push((s.t_s, v)),
+            }
+        }
+        (line, stale)
+    }
+}
+
+pub(super) struct TimeChart {
+    pub id: &'static str,
+    pub title: &'static str,
+    pub note: &'static str,
+    pub y: YUnit,
+    pub y_scale: YScale,
+    pub y_label: &'static str,
+    pub lines: Vec<Line>,
+    /// What the chart's note adds for a given run (e.g. TIME_WAIT sockets an earlier run
+    /// left on the same ports).
+    pub run_note: Option<fn(&RunRecord) -> Option<String>>,
 }
 
 fn u(v: Option<u64>) -> Option<f64> {
@@ -126,19 +141,39 @@ fn line(
     label: &'static str,
     color: &'static str,
     dash: Option<&'static str>,
-    source: Source,
+    source: Option<Figure>,
+    get: Get,
 ) -> Line {
     Line {
         label,
         color,
         dash,
         width: if dash.is_some() { 1.6 } else { 2.0 },
+        get,
         source,
     }
 }
 
-fn time_charts() -> Vec<TimeChart> {
-    use Source::Value;
+/// TIME_WAIT sockets on the run's ports before its first connection: an earlier run's,
+/// counted until they expire (60 s), so the chart says so.
+fn leftover_time_wait(run: &RunRecord) -> Option<String> {
+    let first = run.samples.first()?;
+    let n = first
+        .kernel_time_wait
+        .filter(|&n| n > 0 && first.client_connected.unwrap_or(0) == 0)?;
+    Some(format!(
+        "{} TIME_WAIT sockets were on these ports before this run's first connection (an earlier run's; each expires 60 s after its close)",
+        int(i128::from(n))
+    ))
+}
+
+pub(super) fn time_charts() -> Vec<TimeChart> {
+    let (kernel, walk, server, client) = (
+        Some(Figure::Kernel),
+        Some(Figure::KernelWalk),
+        Some(Figure::Server),
+        Some(Figure::Client),
+    );
     vec![
         TimeChart {
             id: "chart-conn-server",
@@ -148,47 +183,34 @@ fn time_charts() -> Vec<TimeChart> {
             y_scale: YScale::Robust,
             y_label: "connections",
             lines: vec![
-                line(
-                    "app open",
-                    SERVER,
-                    None,
-                    Value(|s| fresh(s, Figure::Server, u(s.server_open))),
-                ),
-                line(
-                    "kernel ESTABLISHED",
-                    KERNEL_S,
-                    Some("6 4"),
-                    Value(|s| fresh(s, Figure::Kernel, i(s.kernel_server_established))),
-                ),
+                line("app open", SERVER, None, server, |s| u(s.server_open)),
+                line("kernel ESTABLISHED", KERNEL_S, Some("6 4"), kernel, |s| {
+                    i(s.kernel_server_established)
+                }),
             ],
+            run_note: None,
         },
         TimeChart {
             id: "chart-conn-client",
             title: "Client connections: kernel vs app",
-            note: "app: connections open (WebSocket: past the handshake); kernel: client-side sockets per state",
+            note: "app: connections open (WebSocket: past the handshake); kernel: client-side sockets per state; TIME_WAIT: sockets on this run's ports, server and client ends",
             y: YUnit::Count,
             y_scale: YScale::Robust,
             y_label: "connections",
             lines: vec![
+                line("app open", CLIENT, None, client, |s| u(s.client_open)),
+                line("kernel ESTABLISHED", KERNEL_C, Some("6 4"), kernel, |s| {
+                    i(s.kernel_client_established)
+                }),
                 line(
-                    "app open",
-                    CLIENT,
-                    None,
-                    Value(|s| fresh(s, Figure::Client, u(s.client_open))),
-                ),
-                line(
-                    "kernel ESTABLISHED",
-                    KERNEL_C,
-                    Some("6 4"),
-                    Value(|s| fresh(s, Figure::Kernel, i(s.kernel_client_established))),
-                ),
-                line(
-                    "kernel TIME_WAIT (all sides)",
+                    "kernel TIME_WAIT (this run's ports, both ends)",
                     OBSERVER,
                     Some("2 3"),
-                    Value(|s| fresh(s, Figure::Kernel, i(s.kernel_time_wait))),
+                    kernel,
+                    |s| i(s.kernel_time_wait),
                 ),
             ],
+            run_note: Some(leftover_time_wait),
         },
         TimeChart {
             id: "chart-handshakes",
@@ -198,31 +220,24 @@ fn time_charts() -> Vec<TimeChart> {
             y_scale: YScale::Robust,
             y_label: "sockets",
             lines: vec![
-                line(
-                    "server accept-queue depth",
-                    SERVER,
-                    None,
-                    Value(|s| fresh(s, Figure::Kernel, u(s.kernel_accept_queue_depth))),
-                ),
-                line(
-                    "server SYN_RECV",
-                    KERNEL_S,
-                    Some("6 4"),
-                    Value(|s| fresh(s, Figure::Kernel, i(s.kernel_server_syn_recv))),
-                ),
-                line(
-                    "client SYN_SENT",
-                    CLIENT,
-                    None,
-                    Value(|s| fresh(s, Figure::Kernel, i(s.kernel_client_syn_sent))),
-                ),
+                line("server accept-queue depth", SERVER, None, kernel, |s| {
+                    u(s.kernel_accept_queue_depth)
+                }),
+                line("server SYN_RECV", KERNEL_S, Some("6 4"), kernel, |s| {
+                    i(s.kernel_server_syn_recv)
+                }),
+                line("client SYN_SENT", CLIENT, None, kernel, |s| {
+                    i(s.kernel_client_syn_sent)
+                }),
                 line(
                     "accept-queue overflows",
                     "#dc2626",
                     Some("2 3"),
-                    Value(|s| fresh(s, Figure::Kernel, u(s.kernel_accept_queue_overflows))),
+                    kernel,
+                    |s| u(s.kernel_accept_queue_overflows),
                 ),
             ],
+            run_note: None,
         },
         TimeChart {
             id: "chart-setup-rate",
@@ -232,19 +247,18 @@ fn time_charts() -> Vec<TimeChart> {
             y_scale: YScale::Robust,
             y_label: "connections / s",
             lines: vec![
-                line(
-                    "client app connected/s",
-                    CLIENT,
-                    None,
-                    Value(|s| fresh(s, Figure::Client, s.client_connect_per_s)),
-                ),
+                line("client app connected/s", CLIENT, None, client, |s| {
+                    s.client_connect_per_s
+                }),
                 line(
                     "kernel reached ESTABLISHED/s",
                     KERNEL,
                     Some("6 4"),
-                    Value(|s| fresh(s, Figure::Kernel, s.kernel_established_per_s)),
+                    kernel,
+                    |s| s.kernel_established_per_s,
                 ),
             ],
+            run_note: None,
         },
         TimeChart {
             id: "chart-mem-per-conn",
@@ -254,25 +268,17 @@ fn time_charts() -> Vec<TimeChart> {
             y_scale: YScale::Log,
             y_label: "bytes per connection (kernel: per socket)",
             lines: vec![
-                line(
-                    "server user space",
-                    SERVER,
-                    None,
-                    Value(|s| fresh(s, Figure::Server, s.server_rss_per_connection_bytes)),
-                ),
-                line(
-                    "client user space",
-                    CLIENT,
-                    None,
-                    Value(|s| fresh(s, Figure::Client, s.client_rss_per_connection_bytes)),
-                ),
-                line(
-                    "kernel per socket",
-                    KERNEL,
-                    Some("6 4"),
-                    Value(|s| fresh(s, Figure::KernelWalk, s.kernel_bytes_per_socket)),
-                ),
+                line("server user space", SERVER, None, server, |s| {
+                    s.server_rss_per_connection_bytes
+                }),
+                line("client user space", CLIENT, None, client, |s| {
+                    s.client_rss_per_connection_bytes
+                }),
+                line("kernel per socket", KERNEL, Some("6 4"), walk, |s| {
+                    s.kernel_bytes_per_socket
+                }),
             ],
+            run_note: None,
         },
         TimeChart {
             id: "chart-memory",
@@ -286,27 +292,24 @@ fn time_charts() -> Vec<TimeChart> {
                     "server RSS",
                     SERVER,
                     None,
-                    Value(|s| fresh(s, Figure::Server, u(s.server_rss_bytes))),
+                    server,
+                    |s| u(s.server_rss_bytes),
                 ),
                 line(
                     "client RSS",
                     CLIENT,
                     None,
-                    Value(|s| fresh(s, Figure::Client, u(s.client_rss_bytes))),
+                    client,
+                    |s| u(s.client_rss_bytes),
                 ),
-                line(
-                    "kernel socket memory",
-                    KERNEL,
-                    Some("6 4"),
-                    Value(|s| fresh(s, Figure::Kernel, u(s.kernel_socket_bytes))),
-                ),
-                line(
-                    "observer RSS",
-                    OBSERVER,
-                    None,
-                    Value(|s| u(s.observer_rss_bytes)),
-                ),
+                line("kernel socket memory", KERNEL, Some("6 4"), kernel, |s| {
+                    u(s.kernel_socket_bytes)
+                }),
+                line("observer RSS", OBSERVER, None, None, |s| {
+                    u(s.observer_rss_bytes)
+                }),
             ],
+            run_note: None,
         },
         TimeChart {
             id: "chart-cpu",
@@ -316,96 +319,96 @@ fn time_charts() -> Vec<TimeChart> {
             y_scale: YScale::Robust,
             y_label: "cores busy",
             lines: vec![
-                line(
-                    "server",
-                    SERVER,
-                    None,
-                    Value(|s| fresh(s, Figure::Server, s.server_cpu_cores)),
-                ),
-                line(
-                    "client",
-                    CLIENT,
-                    None,
-                    Value(|s| fresh(s, Figure::Client, s.client_cpu_cores)),
-                ),
-                line("observer", OBSERVER, None, Value(|s| s.observer_cpu_cores)),
+                line("server", SERVER, None, server, |s| s.server_cpu_cores),
+                line("client", CLIENT, None, client, |s| s.client_cpu_cores),
+                line("observer", OBSERVER, None, None, |s| s.observer_cpu_cores),
             ],
+            run_note: None,
         },
     ]
 }
 
-fn points(samples: &[Sample], source: &Source) -> Vec<(f64, Option<f64>)> {
-    match source {
-        Source::Value(get) => samples.iter().map(|s| (s.t_s, get(s))).collect(),
-    }
-}
-
-/// Contiguous runs of one phase in the samples, as shaded bands.
-fn phase_bands(samples: &[Sample]) -> Vec<Band> {
-    let mut bands: Vec<Band> = Vec::new();
-    for s in samples {
-        match bands.last_mut() {
-            Some(b) if b.label == s.phase => b.x1 = s.t_s,
-            last => {
-                if let Some(b) = last {
-                    b.x1 = s.t_s;
-                }
+/// Each phase of `run` from its own start to its own end, in seconds since the run
+/// started (the samples' clock). Rows are a second apart, so a phase's rows say little
+/// of where it began or ended: a teardown shorter than a row had none. The walk the lab
+/// makes after each phase lies between two bands. A report written mid-run adds the
+/// phase under way, from its first row to the last.
+pub(super) fn phase_bands(run: &RunRecord) -> Vec<Band> {
+    let since_start = |ms: u64| ms.saturating_sub(run.started_unix_ms) as f64 / 1e3;
+    let mut bands: Vec<Band> = run
+        .phases
+        .iter()
+        .filter(|p| {
+            run.started_unix_ms > 0
+                && p.started_unix_ms >= run.started_unix_ms
+                && p.ended_unix_ms >= p.started_unix_ms
+        })
+        .map(|p| Band {
+            x0: since_start(p.started_unix_ms),
+            x1: since_start(p.ended_unix_ms),
+            label: p.name.clone(),
+        })
+        .collect();
+    if run.outcome == Outcome::Running {
+        let after = bands.last().map_or(f64::MIN, |b| b.x1);
+        if let Some(last) = run.samples.last().filter(|s| !s.phase.is_empty()) {
+            let first = run
+                .samples
+                .iter()
+                .rev()
+                .take_while(|s| s.t_s > after && s.phase == last.phase)
+                .last();
+            if let Some(first) = first {
                 bands.push(Band {
-                    x0: s.t_s,
-                    x1: s.t_s,
-                    label: s.phase.clone(),
+                    x0: first.t_s,
+                    x1: last.t_s,
+                    label: last.phase.clone(),
                 });
             }
         }
     }
     bands
-        .into_iter()
-        .filter(|b| !b.label.is_empty() && b.x1 > b.x0)
-        .collect()
 }
 
-/// The time charts for one run (its own colors) or several: (label, color index into
-/// [`RUN_COLORS`], run); line styles tell the figures apart, labels carry the run's.
-pub(crate) fn time_series_charts(runs: &[(&str, usize, &RunRecord)]) -> Vec<Chart> {
-    let single = runs.len() == 1;
+/// The time charts of one run.
+pub(crate) fn time_series_charts(run: &RunRecord) -> Vec<Chart> {
+    let bands = phase_bands(run);
     time_charts()
         .into_iter()
         .map(|tc| {
-            let mut series = Vec::new();
-            for (name, color, run) in runs {
-                for (k, l) in tc.lines.iter().enumerate() {
-                    series.push(Series {
-                        label: if single {
-                            l.label.to_owned()
-                        } else {
-                            format!("{name}: {}", l.label)
-                        },
-                        color: if single {
-                            l.color
-                        } else {
-                            RUN_COLORS[color % RUN_COLORS.len()]
-                        },
-                        dash: if single { l.dash } else { COMPARE_DASH[k % 4] },
+            let series = tc
+                .lines
+                .iter()
+                .map(|l| {
+                    let (points, stale) = l.points(&run.samples);
+                    Series {
+                        label: l.label.to_owned(),
+                        color: l.color,
+                        dash: l.dash,
                         width: l.width,
-                        points: points(&run.samples, &l.source),
-                    });
-                }
-            }
+                        marker: None,
+                        points,
+                        stale,
+                    }
+                })
+                .collect();
+            let note = match tc.run_note.and_then(|f| f(run)) {
+                Some(extra) => format!("{}. {extra}", tc.note),
+                None => tc.note.to_owned(),
+            };
             Chart {
                 id: tc.id.to_owned(),
                 title: tc.title.to_owned(),
-                note: tc.note.to_owned(),
+                note,
+                size: Size::Wide,
                 x: XAxis::Seconds,
                 x_label: "seconds since the run started".to_owned(),
                 y: tc.y,
                 y_scale: tc.y_scale,
                 y_label: tc.y_label.to_owned(),
                 series,
-                bands: if single {
-                    phase_bands(&runs[0].2.samples)
-                } else {
-                    Vec::new()
-                },
+                bands: bands.clone(),
+                lanes: Vec::new(),
             }
         })
         .collect()
@@ -413,7 +416,7 @@ pub(crate) fn time_series_charts(runs: &[(&str, usize, &RunRecord)]) -> Vec<Char
 
 /// Percentile distribution points as the HdrHistogram plotter draws them:
 /// (1/(1-p), value in ms), the same rows as the `.hgrm` without the last (p = 1).
-fn distribution(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, Option<f64>)> {
+pub(super) fn distribution(h: &hdrhistogram::Histogram<u64>) -> Points {
     h.iter_quantiles(TICKS_PER_HALF_DISTANCE)
         .filter(|v| v.quantile_iterated_to() < 1.0)
         .map(|v| {
@@ -425,65 +428,61 @@ fn distribution(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, Option<f64>)> {
         .collect()
 }
 
-/// One latency chart per (side, histogram) present in any of the runs: (label, color
-/// index into [`RUN_COLORS`], histograms).
-pub(crate) fn latency_charts(runs: &[(&str, usize, &[RunHist])]) -> Vec<Chart> {
-    let mut keys: Vec<(&str, &str)> = Vec::new();
-    for (_, _, hs) in runs {
-        for h in *hs {
-            if !keys.contains(&(h.side, h.name)) {
-                keys.push((h.side, h.name));
-            }
-        }
+/// "N values, median … ms, max … ms" of a histogram.
+pub(super) fn distribution_note(h: &hdrhistogram::Histogram<u64>) -> String {
+    let p = Percentiles::of(h);
+    format!(
+        "{} values, median {} ms, max {} ms",
+        count(p.count),
+        ms(p.p50 as f64),
+        ms(p.max as f64)
+    )
+}
+
+/// A latency distribution chart of histogram `name` of `side`.
+pub(super) fn latency_chart(
+    id: String,
+    side: &str,
+    name: &str,
+    note: String,
+    series: Vec<Series>,
+    size: Size,
+) -> Chart {
+    Chart {
+        id,
+        title: format!("Latency distribution: {side} {name}"),
+        note,
+        size,
+        x: XAxis::Percentile,
+        x_label: "percentile (log scale of 1/(1−p), as the HdrHistogram plotter)".to_owned(),
+        y: YUnit::Plain,
+        // The tail is the point of a latency distribution: never clipped.
+        y_scale: YScale::Full,
+        y_label: "latency (ms)".to_owned(),
+        series,
+        bands: Vec::new(),
+        lanes: Vec::new(),
     }
-    keys.into_iter()
-        .map(|(side, name)| {
-            let mut series = Vec::new();
-            let mut notes = Vec::new();
-            for (run_name, color, hs) in runs {
-                let Some(h) = hs.iter().find(|h| h.side == side && h.name == name) else {
-                    continue;
-                };
-                let p = Percentiles::of(&h.hist);
-                let prefix = if runs.len() > 1 {
-                    format!("{run_name}: ")
-                } else {
-                    String::new()
-                };
-                notes.push(format!(
-                    "{prefix}{} values, median {} ms, max {} ms",
-                    count(p.count),
-                    ms(p.p50 as f64),
-                    ms(p.max as f64)
-                ));
-                series.push(Series {
-                    label: format!("{prefix}{side} {name}"),
-                    color: if runs.len() > 1 {
-                        RUN_COLORS[color % RUN_COLORS.len()]
-                    } else if side == "server" {
-                        SERVER
-                    } else {
-                        CLIENT
-                    },
-                    dash: None,
-                    width: 2.0,
-                    points: distribution(&h.hist),
-                });
-            }
-            Chart {
-                id: format!("chart-lat-{side}-{name}"),
-                title: format!("Latency distribution: {side} {name}"),
-                note: notes.join("; "),
-                x: XAxis::Percentile,
-                x_label: "percentile (log scale of 1/(1−p), as the HdrHistogram plotter)"
-                    .to_owned(),
-                y: YUnit::Plain,
-                // The tail is the point of a latency distribution: never clipped.
-                y_scale: YScale::Full,
-                y_label: "latency (ms)".to_owned(),
-                series,
-                bands: Vec::new(),
-            }
+}
+
+/// One latency chart per histogram of the run.
+fn latency_charts(hists: &[RunHist]) -> Vec<Chart> {
+    hists
+        .iter()
+        .map(|h| {
+            let color = if h.side == "server" { SERVER } else { CLIENT };
+            latency_chart(
+                format!("chart-lat-{}-{}", h.side, h.name),
+                h.side,
+                h.name,
+                distribution_note(&h.hist),
+                vec![Series::line(
+                    format!("{} {}", h.side, h.name),
+                    color,
+                    distribution(&h.hist),
+                )],
+                Size::Wide,
+            )
         })
         .collect()
 }
@@ -1125,10 +1124,10 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
     groups.retain(|g| !g.title.starts_with("CPU")); // the phase table has it
     b.push_str(&cards(&groups));
     b.push_str("<h2 id=\"charts\">Over time</h2><div class=\"charts\">");
-    for c in time_series_charts(&[("run", 0, run)]) {
+    for c in time_series_charts(run) {
         b.push_str(&c.render());
     }
-    for c in latency_charts(&[("run", 0, &hists)]) {
+    for c in latency_charts(&hists) {
         b.push_str(&c.render());
     }
     b.push_str("</div>");
@@ -1235,15 +1234,129 @@ mod tests {
         assert!(empty.contains("no data in this run"));
     }
 
+    /// (x, width) of every phase band rect of `svg`, by phase.
+    fn band_rects(svg: &str) -> Vec<(String, String, String)> {
+        svg.split("<rect class=\"band")
+            .skip(1)
+            .map(|r| {
+                let attr = |name: &str| {
+                    r.split(&format!("{name}=\""))
+                        .nth(1)
+                        .and_then(|v| v.split('"').next())
+                        .unwrap()
+                        .to_owned()
+                };
+                (attr("data-phase"), attr("x"), attr("width"))
+            })
+            .collect()
+    }
+
+    /// Phases that end between two rows (rows are a second apart) are drawn from their
+    /// own start to their own end, and a teardown shorter than a row has its band; the
+    /// rows' phase labels (which put that teardown's drop inside the push) play no part.
     #[test]
-    fn phase_bands_follow_samples() {
-        let run = crate::lab::export::sample_run();
-        let bands = phase_bands(&run.samples);
-        let names: Vec<&str> = bands.iter().map(|b| b.label.as_str()).collect();
+    fn phase_bands_are_drawn_at_each_phases_own_start_and_end() {
+        let mut run = crate::lab::export::sample_run();
+        let at = |s: f64| run.started_unix_ms + (s * 1000.0) as u64;
+        let phases = [
+            ("setup", 0.62, 20.48),
+            ("idle", 21.3, 51.07),
+            ("push", 51.9, 61.25),
+            ("teardown", 61.74, 62.31),
+        ];
+        let times: Vec<(u64, u64)> = phases.iter().map(|p| (at(p.1), at(p.2))).collect();
+        for (p, (start, end)) in run.phases.iter_mut().zip(times) {
+            (p.started_unix_ms, p.ended_unix_ms) = (start, end);
+        }
+        let charts = time_series_charts(&run);
+        assert_eq!(charts.len(), 7);
+        for c in &charts {
+            let svg = c.render();
+            // Rows from 0 to 72 s: ticks 0..80 s over the plot's 596 px from x = 70.
+            assert!(
+                svg.contains("data-x-min=\"0\" data-x-max=\"80\""),
+                "{}",
+                c.id
+            );
+            let px = |t: f64| 70.0 + (t - 0.0) / 80.0 * 596.0;
+            let want: Vec<(String, String, String)> = phases
+                .iter()
+                .map(|&(name, a, z)| {
+                    (
+                        name.to_owned(),
+                        format!("{:.1}", px(a)),
+                        format!("{:.1}", px(z) - px(a)),
+                    )
+                })
+                .collect();
+            assert_eq!(band_rects(&svg), want, "{}", c.id);
+        }
+        let teardown = &band_rects(&charts[0].render())[3];
+        assert_eq!((teardown.1.as_str(), teardown.2.as_str()), ("530.0", "4.2"));
+    }
+
+    /// A stale figure is drawn, as a ring apart from its line, and the legend says what a
+    /// ring is; a chart without one has no such entry.
+    #[test]
+    fn stale_samples_are_drawn_as_stale_with_a_legend_entry() {
+        let mut run = crate::lab::export::sample_run();
+        for s in run
+            .samples
+            .iter_mut()
+            .filter(|s| (30.0..34.0).contains(&s.t_s))
+        {
+            s.client_age_s = Some(3.0);
+        }
+        let charts = time_series_charts(&run);
+        let svg = |id: &str| charts.iter().find(|c| c.id == id).unwrap().render();
+        let client = svg("chart-conn-client");
+        // Four rows, one client figure in this chart (app open): four rings.
+        assert!(client.contains("data-stale-points=\"4\""), "{client}");
+        assert_eq!(client.matches("<circle class=\"stale\"").count(), 4 + 1);
+        assert!(client.contains(
+            "stale: the figure's source was more than 1 s old at that second (not joined to the line)"
+        ));
+        // The app's line breaks around the rings: two pieces.
+        let app = client
+            .split("<path d=\"")
+            .find(|p| p.contains("<title>app open</title>"))
+            .unwrap();
+        assert_eq!(app.split('"').next().unwrap().matches('M').count(), 2);
+        let server = svg("chart-conn-server");
+        assert!(server.contains("data-stale-points=\"0\""));
+        assert!(!server.contains("stalekey"));
+    }
+
+    /// The TIME_WAIT line says whose sockets it counts, and sockets an earlier run left
+    /// on the ports are named in the note.
+    #[test]
+    fn time_wait_is_labelled_by_its_scope() {
+        let mut run = crate::lab::export::sample_run();
+        let html = report(&run).unwrap();
+        assert!(html.contains("kernel TIME_WAIT (this run&#39;s ports, both ends)"));
+        assert!(!html.contains("all sides"));
+        assert!(!html.contains("before this run&#39;s first connection"));
+        run.samples[0].kernel_time_wait = Some(1_234);
+        run.samples[0].client_connected = Some(0);
+        let html = report(&run).unwrap();
+        assert!(html.contains(
+            "1,234 TIME_WAIT sockets were on these ports before this run&#39;s first connection"
+        ));
+    }
+
+    /// A report written mid-run bands the phase under way from its first row to the last.
+    #[test]
+    fn the_phase_under_way_is_banded_to_the_last_row() {
+        let mut run = crate::lab::export::sample_run();
+        run.outcome = Outcome::Running;
+        run.phases.truncate(2);
+        run.samples.retain(|s| s.t_s <= 55.0);
+        let bands = phase_bands(&run);
+        let last = bands.last().unwrap();
         assert_eq!(
-            names,
-            ["starting", "setup", "idle", "push", "teardown", "done"]
+            (last.label.as_str(), last.x0, last.x1),
+            ("push", 52.0, 55.0)
         );
-        assert_eq!((bands[1].x0, bands[1].x1), (1.0, 21.0));
+        assert_eq!(bands.len(), 3);
     }
 }

@@ -23,6 +23,8 @@ pub(crate) mod fmt;
 pub mod hgrm;
 pub mod hlog;
 pub(crate) mod html;
+pub(crate) mod multiples;
+pub(crate) mod palette;
 pub mod schema;
 mod svg;
 pub(crate) mod timeseries;

@@ -1,21 +1,48 @@
 //! Line charts as inline SVG: no script, no fonts, readable offline and in a screenshot.
-//! Each chart is a `<figure id=… data-points=N>` (N = points drawn, for the browser test)
-//! with a title, an HTML legend and an `<svg>` with labelled axes.
+//! Each chart is a `<figure id=… data-points=N data-stale-points=S data-x-min=… data-x-max=…>`
+//! (N fresh points drawn, S stale ones, the x axis's range: for the browser test and the
+//! band tests) with a title, an HTML legend and an `<svg>` with labelled axes.
+//!
+//! Time charts carry the run's phases: shaded bands at each phase's own start and end for
+//! one run, or one strip per run under the axis ([`Lane`]) when several runs share a
+//! chart. A stale figure (its source older than the stale limit at that second) is drawn
+//! as a ring, not joined to the line, with a legend entry saying so.
 
 use std::fmt::Write as _;
 
 use super::fmt::{bytes, esc, num};
 
-const W: f64 = 680.0;
-const H: f64 = 270.0;
+/// The two chart sizes: a report's wide chart and a comparison's small multiple. The
+/// viewBox shrinks with the display width, so the text keeps its size on the page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Size {
+    #[default]
+    Wide,
+    Small,
+}
+
+impl Size {
+    /// (width, height) of the plot's viewBox, lanes not included.
+    fn dims(self) -> (f64, f64) {
+        match self {
+            Size::Wide => (680.0, 270.0),
+            Size::Small => (470.0, 230.0),
+        }
+    }
+}
+
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 14.0;
 /// Room for half of the last percentile label (`99.99999%`) right of the frame.
 const RIGHT_PERCENTILE: f64 = 34.0;
 const TOP: f64 = 20.0;
 const BOTTOM: f64 = 46.0;
+/// Height of one run's phase strip under the x axis.
+const LANE_H: f64 = 12.0;
 /// Above this many points a series is thinned to the min and max of each x slot.
 const MAX_POINTS: usize = 2400;
+/// Markers drawn along a line that has one: enough to tell it apart, few enough to read.
+const MARKERS_PER_LINE: usize = 10;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum XAxis {
@@ -50,6 +77,56 @@ pub(crate) enum YScale {
     Log,
 }
 
+/// A shape drawn along a line, for lines that share a colour and a dash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Marker {
+    Circle,
+    Square,
+    Triangle,
+    Diamond,
+}
+
+impl Marker {
+    /// The marker centred on (x, y), filled with `color`.
+    pub fn svg(self, x: f64, y: f64, color: &str) -> String {
+        let r = 3.2;
+        match self {
+            Marker::Circle => {
+                format!(
+                    "<circle class=\"marker\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{r}\" fill=\"{color}\" />"
+                )
+            }
+            Marker::Square => format!(
+                "<rect class=\"marker\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{color}\" />",
+                x - r,
+                y - r,
+                2.0 * r,
+                2.0 * r
+            ),
+            Marker::Triangle => format!(
+                "<path class=\"marker\" d=\"M{x:.1} {:.1}L{:.1} {:.1}L{:.1} {:.1}Z\" fill=\"{color}\" />",
+                y - r - 0.6,
+                x + r + 0.4,
+                y + r,
+                x - r - 0.4,
+                y + r
+            ),
+            Marker::Diamond => format!(
+                "<path class=\"marker\" d=\"M{x:.1} {:.1}L{:.1} {y:.1}L{x:.1} {:.1}L{:.1} {y:.1}Z\" fill=\"{color}\" />",
+                y - r - 0.5,
+                x + r + 0.5,
+                y + r + 0.5,
+                x - r - 0.5
+            ),
+        }
+    }
+}
+
+/// A line's points: (x, y), `None` where the line breaks.
+pub(crate) type Points = Vec<(f64, Option<f64>)>;
+/// Points drawn apart from the line: (x, y).
+pub(crate) type Marks = Vec<(f64, f64)>;
+
 #[derive(Debug, Clone)]
 pub(crate) struct Series {
     pub label: String,
@@ -57,15 +134,44 @@ pub(crate) struct Series {
     /// SVG `stroke-dasharray`, e.g. "6 4".
     pub dash: Option<&'static str>,
     pub width: f64,
-    /// `None` breaks the line (no sample).
-    pub points: Vec<(f64, Option<f64>)>,
+    pub marker: Option<Marker>,
+    /// `None` breaks the line (no sample, or a stale one: see `stale`).
+    pub points: Points,
+    /// Values whose source was stale at that instant: drawn as rings, never joined.
+    pub stale: Marks,
 }
 
+impl Series {
+    /// A plain solid line of `points`.
+    pub fn line(label: String, color: &'static str, points: Points) -> Series {
+        Series {
+            label,
+            color,
+            dash: None,
+            width: 2.0,
+            marker: None,
+            points,
+            stale: Vec::new(),
+        }
+    }
+}
+
+/// A phase of a run on the time axis, from its start to its end (seconds since the run
+/// started).
 #[derive(Debug, Clone)]
 pub(crate) struct Band {
     pub x0: f64,
     pub x1: f64,
     pub label: String,
+}
+
+/// One run's phases as a strip under the x axis, in the run's colour: for a chart with
+/// several runs, whose phases do not line up.
+#[derive(Debug, Clone)]
+pub(crate) struct Lane {
+    pub label: String,
+    pub color: &'static str,
+    pub bands: Vec<Band>,
 }
 
 #[derive(Debug, Clone)]
@@ -74,13 +180,17 @@ pub(crate) struct Chart {
     pub title: String,
     /// One line under the title: what the chart shows and how to read it.
     pub note: String,
+    pub size: Size,
     pub x: XAxis,
     pub x_label: String,
     pub y: YUnit,
     pub y_scale: YScale,
     pub y_label: String,
     pub series: Vec<Series>,
+    /// Shaded behind the lines (one run's phases).
     pub bands: Vec<Band>,
+    /// Strips under the axis (each run's phases).
+    pub lanes: Vec<Lane>,
 }
 
 /// The y axis as drawn: its range, ticks (value, label) and whether it is logarithmic.
@@ -135,6 +245,22 @@ impl Chart {
                         };
                         (x.unwrap_or(f64::NAN), y.unwrap_or(f64::NAN))
                     })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Each series' stale points that can be drawn (thinned like the lines).
+    fn drawn_stale(&self) -> Vec<Vec<(f64, f64)>> {
+        self.series
+            .iter()
+            .map(|s| {
+                let step = s.stale.len().div_ceil(MAX_POINTS / 2).max(1);
+                s.stale
+                    .iter()
+                    .step_by(step)
+                    .copied()
+                    .filter(|p| p.0.is_finite() && p.1.is_finite())
                     .collect()
             })
             .collect()
@@ -211,63 +337,40 @@ impl Chart {
     }
 
     pub fn render(&self) -> String {
+        let (w, h) = self.size.dims();
         let series = self.drawn();
+        let stale = self.drawn_stale();
+        let finite = |p: &&(f64, f64)| p.0.is_finite() && p.1.is_finite();
         let ys: Vec<f64> = series
             .iter()
             .flatten()
-            .filter(|p| p.0.is_finite() && p.1.is_finite())
+            .filter(finite)
+            .chain(stale.iter().flatten())
             .map(|p| p.1)
             .collect();
         let axis = self.y_axis(&ys);
         let above: Vec<f64> = ys.iter().copied().filter(|y| *y > axis.hi).collect();
-        let finite = |p: &&(f64, f64)| p.0.is_finite() && p.1.is_finite();
         let n: usize = series.iter().map(|s| s.iter().filter(finite).count()).sum();
-        let mut out = String::new();
-        let _ = write!(
-            out,
-            "<figure class=\"chart\" id=\"{}\" data-points=\"{n}\" data-y-min=\"{}\" data-y-max=\"{}\"><figcaption><b>{}</b><span>{}</span></figcaption><div class=\"legend\">",
-            esc(&self.id),
-            axis.lo,
-            axis.hi,
-            esc(&self.title),
-            esc(&self.note)
-        );
-        for s in &self.series {
-            let _ = write!(
-                out,
-                "<span><svg width=\"26\" height=\"10\" aria-hidden=\"true\"><line x1=\"1\" y1=\"5\" x2=\"25\" y2=\"5\" stroke=\"{}\" stroke-width=\"{}\"{} /></svg>{}</span>",
-                s.color,
-                s.width.max(2.0),
-                dash_attr(s.dash),
-                esc(&s.label)
-            );
-        }
-        out.push_str("</div>");
-        let pts = series.iter().flatten().filter(finite);
+        let n_stale: usize = stale.iter().map(Vec::len).sum();
+        // The x domain: every point, stale ones too, and every phase.
         let (mut x0, mut x1) = (f64::MAX, f64::MIN);
-        for &(x, _) in pts {
+        for &(x, _) in series
+            .iter()
+            .flatten()
+            .filter(finite)
+            .chain(stale.iter().flatten())
+        {
             x0 = x0.min(x);
             x1 = x1.max(x);
         }
-        for b in &self.bands {
+        for b in self
+            .bands
+            .iter()
+            .chain(self.lanes.iter().flat_map(|l| &l.bands))
+        {
             x0 = x0.min(b.x0);
             x1 = x1.max(b.x1);
         }
-        let _ = write!(
-            out,
-            "<svg viewBox=\"0 0 {W} {H}\" role=\"img\" aria-label=\"{}\">",
-            esc(&self.title)
-        );
-        if n == 0 {
-            let _ = write!(
-                out,
-                "<text x=\"{}\" y=\"{}\" class=\"nodata\">no data in this run</text></svg></figure>",
-                W / 2.0,
-                H / 2.0
-            );
-            return out;
-        }
-        // Axes' domains and ticks.
         let xticks = match self.x {
             XAxis::Seconds => {
                 let t = nice_ticks(x0.min(0.0), x1.max(x0 + 1.0), 8);
@@ -285,27 +388,81 @@ impl Chart {
                     .collect()
             }
         };
+        let mut out = String::new();
+        let _ = write!(
+            out,
+            "<figure class=\"chart\" id=\"{}\" data-points=\"{n}\" data-stale-points=\"{n_stale}\" data-x-min=\"{}\" data-x-max=\"{}\" data-y-min=\"{}\" data-y-max=\"{}\"><figcaption><b>{}</b><span>{}</span></figcaption><div class=\"legend\">",
+            esc(&self.id),
+            if n + n_stale > 0 { x0 } else { 0.0 },
+            if n + n_stale > 0 { x1 } else { 0.0 },
+            axis.lo,
+            axis.hi,
+            esc(&self.title),
+            esc(&self.note)
+        );
+        for s in &self.series {
+            let _ = write!(
+                out,
+                "<span><svg width=\"26\" height=\"10\" aria-hidden=\"true\"><line x1=\"1\" y1=\"5\" x2=\"25\" y2=\"5\" stroke=\"{}\" stroke-width=\"{}\"{} />{}</svg>{}</span>",
+                s.color,
+                s.width.max(2.0),
+                dash_attr(s.dash),
+                s.marker
+                    .map(|m| m.svg(13.0, 5.0, s.color))
+                    .unwrap_or_default(),
+                esc(&s.label)
+            );
+        }
+        if n_stale > 0 {
+            let _ = write!(
+                out,
+                "<span class=\"stalekey\"><svg width=\"26\" height=\"10\" aria-hidden=\"true\">{}</svg>stale: the figure's source was more than {} s old at that second (not joined to the line)</span>",
+                stale_ring(13.0, 5.0, "#6b7280"),
+                num(crate::lab::figures::STALE_AFTER_S, 0)
+            );
+        }
+        if !self.lanes.is_empty() {
+            out.push_str(
+                "<span class=\"lanekey\">strips under the axis: each run's phases, from start to end</span>",
+            );
+        }
+        out.push_str("</div>");
+        let full_h = h + self.lanes.len() as f64 * LANE_H;
+        let _ = write!(
+            out,
+            "<svg viewBox=\"0 0 {w} {full_h}\" role=\"img\" aria-label=\"{}\">",
+            esc(&self.title)
+        );
+        if n + n_stale == 0 {
+            let _ = write!(
+                out,
+                "<text x=\"{}\" y=\"{}\" class=\"nodata\">no data in this run</text></svg></figure>",
+                w / 2.0,
+                h / 2.0
+            );
+            return out;
+        }
         let right = match self.x {
             XAxis::Seconds => RIGHT,
             XAxis::Percentile => RIGHT_PERCENTILE,
         };
-        let pw = W - LEFT - right;
-        let ph = H - TOP - BOTTOM;
+        let pw = w - LEFT - right;
+        let ph = h - TOP - BOTTOM;
         let sx = |x: f64| LEFT + (x - x0) / (x1 - x0).max(f64::MIN_POSITIVE) * pw;
         let sy = |y: f64| TOP + ph - axis.frac(y) * ph;
-        // Phase bands, behind everything.
+        // Phase bands, behind everything: each at its own start and end.
         for (i, b) in self.bands.iter().enumerate() {
             let (a, z) = (sx(b.x0.max(x0)), sx(b.x1.min(x1)));
-            if z <= a {
+            if z < a {
                 continue;
             }
-            if i % 2 == 0 {
-                let _ = write!(
-                    out,
-                    "<rect class=\"band\" x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{ph}\" />",
-                    z - a
-                );
-            }
+            let _ = write!(
+                out,
+                "<rect class=\"band{}\" data-phase=\"{}\" x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{ph}\" />",
+                if i % 2 == 0 { "" } else { " alt" },
+                esc(&b.label),
+                z - a
+            );
             // Uppercase 10 px with letter spacing: about 7 px a character.
             if z - a >= b.label.chars().count() as f64 * 7.0 + 4.0 {
                 let _ = write!(
@@ -316,11 +473,13 @@ impl Chart {
                     esc(&b.label)
                 );
             }
-            let _ = write!(
-                out,
-                "<line class=\"bandedge\" x1=\"{a:.1}\" y1=\"{TOP}\" x2=\"{a:.1}\" y2=\"{:.1}\" />",
-                TOP + ph
-            );
+            for edge in [a, z] {
+                let _ = write!(
+                    out,
+                    "<line class=\"bandedge\" x1=\"{edge:.1}\" y1=\"{TOP}\" x2=\"{edge:.1}\" y2=\"{:.1}\" />",
+                    TOP + ph
+                );
+            }
         }
         // Grid and tick labels.
         for (v, label) in &axis.ticks {
@@ -328,7 +487,7 @@ impl Chart {
             let _ = write!(
                 out,
                 "<line class=\"grid\" x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" /><text class=\"ytick\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-                W - right,
+                w - right,
                 LEFT - 6.0,
                 y + 4.0,
                 esc(label)
@@ -350,42 +509,83 @@ impl Chart {
              <text class=\"xlabel\" x=\"{:.1}\" y=\"{:.1}\">{}</text>\
              <text class=\"ylabel\" transform=\"translate(14 {:.1}) rotate(-90)\">{}</text>",
             LEFT + pw / 2.0,
-            H - 8.0,
+            h - 8.0,
             esc(&self.x_label),
             TOP + ph / 2.0,
             esc(&self.y_label)
         );
+        // Each run's phases, one strip per run under the axis label.
+        for (k, lane) in self.lanes.iter().enumerate() {
+            let y = h + k as f64 * LANE_H;
+            let _ = write!(
+                out,
+                "<text class=\"lanelabel\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+                LEFT - 6.0,
+                y + LANE_H - 3.0,
+                esc(&crate::fmt::ellipsis(&lane.label, 11))
+            );
+            for (i, b) in lane.bands.iter().enumerate() {
+                let (a, z) = (sx(b.x0.max(x0)), sx(b.x1.min(x1)));
+                if z < a {
+                    continue;
+                }
+                let _ = write!(
+                    out,
+                    "<rect class=\"lane\" data-run=\"{}\" data-phase=\"{}\" x=\"{a:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\" fill-opacity=\"{}\"><title>{}: {}</title></rect>",
+                    esc(&lane.label),
+                    esc(&b.label),
+                    y + 1.0,
+                    (z - a).max(0.8),
+                    LANE_H - 2.0,
+                    lane.color,
+                    if i % 2 == 0 { "0.55" } else { "0.3" },
+                    esc(&lane.label),
+                    esc(&b.label)
+                );
+                // Lowercase 9 px: about 5.2 px a character.
+                if z - a >= b.label.chars().count() as f64 * 5.2 + 4.0 {
+                    let _ = write!(
+                        out,
+                        "<text class=\"lanephase\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+                        a + 2.0,
+                        y + LANE_H - 3.0,
+                        esc(&b.label)
+                    );
+                }
+            }
+        }
         // The lines, first series on top: draw in reverse.
-        for (s, pts) in self.series.iter().zip(&series).rev() {
+        for ((s, pts), rings) in self.series.iter().zip(&series).zip(&stale).rev() {
             let mut d = String::new();
             let mut pen_up = true;
             let mut marks = String::new();
+            let mut drawn = Vec::new();
             for &(x, y) in pts {
                 // A log axis has no place for 0: a gap, like a missing sample.
                 if !(x.is_finite() && y.is_finite()) || (axis.log && y <= 0.0) {
                     pen_up = true;
                     continue;
                 }
-                let _ = write!(
-                    d,
-                    "{}{:.1} {:.1}",
-                    if pen_up { "M" } else { "L" },
-                    sx(x),
-                    sy(y)
-                );
+                let (px, py) = (sx(x), sy(y));
+                let _ = write!(d, "{}{px:.1} {py:.1}", if pen_up { "M" } else { "L" });
                 pen_up = false;
+                drawn.push((px, py));
                 if y > axis.hi {
                     // Clipped: drawn on the top edge, marked with a caret.
-                    let cx = sx(x);
                     let _ = write!(
                         marks,
-                        "<path class=\"clipped\" d=\"M{:.1} {:.1}L{cx:.1} {TOP:.1}L{:.1} {:.1}Z\" fill=\"{}\" />",
-                        cx - 3.5,
+                        "<path class=\"clipped\" d=\"M{:.1} {:.1}L{px:.1} {TOP:.1}L{:.1} {:.1}Z\" fill=\"{}\" />",
+                        px - 3.5,
                         TOP + 6.0,
-                        cx + 3.5,
+                        px + 3.5,
                         TOP + 6.0,
                         s.color
                     );
+                }
+            }
+            for &(x, y) in rings {
+                if !(axis.log && y <= 0.0) {
+                    out.push_str(&stale_ring(sx(x), sy(y), s.color));
                 }
             }
             if d.is_empty() {
@@ -400,19 +600,16 @@ impl Chart {
                 esc(&s.label)
             );
             out.push_str(&marks);
-            // A lone point would be invisible as a path.
-            if pts
-                .iter()
-                .filter(|p| p.0.is_finite() && p.1.is_finite())
-                .count()
-                == 1
-                && let Some(&(x, y)) = pts.iter().find(|p| p.0.is_finite() && p.1.is_finite())
-            {
+            if let Some(m) = s.marker {
+                let step = drawn.len().div_ceil(MARKERS_PER_LINE).max(1);
+                for &(px, py) in drawn.iter().skip(step / 2).step_by(step) {
+                    out.push_str(&m.svg(px, py, s.color));
+                }
+            } else if let [(px, py)] = drawn[..] {
+                // A lone point would be invisible as a path.
                 let _ = write!(
                     out,
-                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{}\" />",
-                    sx(x),
-                    sy(y),
+                    "<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"2.5\" fill=\"{}\" />",
                     s.color
                 );
             }
@@ -426,7 +623,7 @@ impl Chart {
             let _ = write!(
                 out,
                 "<text class=\"clipnote\" x=\"{:.1}\" y=\"{:.1}\">▲ {} above the axis (up to {})</text>",
-                W - right - 4.0,
+                w - right - 4.0,
                 TOP + 16.0,
                 above.len(),
                 esc(&v)
@@ -435,6 +632,13 @@ impl Chart {
         out.push_str("</svg></figure>");
         out
     }
+}
+
+/// A stale value: a ring in the line's colour.
+fn stale_ring(x: f64, y: f64, color: &str) -> String {
+    format!(
+        "<circle class=\"stale\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.8\" fill=\"#fff\" stroke=\"{color}\" stroke-width=\"1.4\" />"
+    )
 }
 
 /// A power of 4 bytes as a tick label: `16 B`, `4 KiB`, `256 MiB`.
@@ -575,24 +779,27 @@ mod tests {
             id: "c".into(),
             title: "t".into(),
             note: String::new(),
+            size: Size::Wide,
             x: XAxis::Seconds,
             x_label: "s".into(),
             y: YUnit::Count,
             y_scale: YScale::Full,
             y_label: "n".into(),
             series: vec![Series {
-                label: "a".into(),
-                color: "#000",
-                dash: None,
                 width: 1.5,
-                points: vec![
-                    (0.0, Some(1.0)),
-                    (1.0, None),
-                    (2.0, Some(3.0)),
-                    (3.0, Some(4.0)),
-                ],
+                ..Series::line(
+                    "a".into(),
+                    "#000",
+                    vec![
+                        (0.0, Some(1.0)),
+                        (1.0, None),
+                        (2.0, Some(3.0)),
+                        (3.0, Some(4.0)),
+                    ],
+                )
             }],
             bands: vec![],
+            lanes: vec![],
         };
         let svg = c.render();
         assert!(svg.contains("data-points=\"3\""), "{svg}");

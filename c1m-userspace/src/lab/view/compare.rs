@@ -20,7 +20,7 @@ use c1m_common::tcp_state;
 
 use crate::fmt::{count, int, whole};
 use crate::{
-    lab::model::KernelVsApp,
+    lab::{figures::Source, model::KernelVsApp},
     observer::{KernelView, SideView},
     workload::{engine::REPORT_EVERY_NS, stats::AppSnapshot},
 };
@@ -30,6 +30,17 @@ pub const SERVER_OPEN: &str = "server open";
 pub const SERVER_ACCEPTED: &str = "server accepted";
 pub const CLIENT_OPEN: &str = "client open";
 pub const CLIENT_CONNECTING: &str = "client connecting";
+
+/// The source of a row's app figure (`KernelVsApp::what`): the server's snapshot for
+/// the server rows, the client's for the client rows; its kernel figure is the kernel
+/// view's.
+pub fn app_source(what: &str) -> Option<Source> {
+    match what {
+        SERVER_OPEN | SERVER_ACCEPTED => Some(Source::Server),
+        CLIENT_OPEN | CLIENT_CONNECTING => Some(Source::Client),
+        _ => None,
+    }
+}
 
 /// A residual counts as "between the two readings" up to this multiple of what the side's
 /// rate could change in the time between them (rates move within a second).

@@ -30,13 +30,14 @@ use ratatui::{
     layout::{Constraint, Layout, Rect},
     style::{Color, Modifier, Style},
     text::{Line, Span},
-    widgets::{Block, Cell, Clear, Paragraph, Row, Sparkline, Table, Wrap},
+    widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Sparkline, Table, Wrap},
 };
 
-use crate::fmt::{self, NA};
+use crate::fmt::{self, NA, ellipsis};
 use crate::lab::{
     figures::{Figures, SideFigures, Source},
-    model::{KernelVsApp, LiveState},
+    model::LiveState,
+    view::compare::app_source,
 };
 
 /// Below this size the full view cannot be read; a compact summary is drawn instead.
@@ -45,6 +46,10 @@ pub const MIN_HEIGHT: u16 = 18;
 
 /// Rows in each side's column (both columns have the same number, so rows line up).
 const COLUMN_ROWS: u16 = 12;
+/// The columns' box has no bottom line: what follows draws its own top line.
+const COLUMN_BORDERS: u16 = 1;
+/// The kernel-vs-app block is a titled rule and its lines.
+const KVA_BORDERS: u16 = 1;
 /// The rows a short terminal keeps: the counts (memory and CPU rows go first).
 const COLUMN_MIN_ROWS: u16 = 7;
 /// Width of the label cell in the columns.
@@ -54,8 +59,8 @@ const MAX_WARNINGS: usize = 4;
 /// Heights of the setup-rate chart, borders included: below the minimum it is left out.
 const SPARK_MIN: u16 = 4;
 const SPARK_MAX: u16 = 14;
-/// Indentation of an explanation under its kernel-vs-app row.
-const EXPLAIN_INDENT: &str = "     ";
+/// Left of a kernel-vs-app row's first line: its mark; of the lines it wraps to: this.
+const KVA_INDENT: &str = "   ";
 
 const APP: Style = Style::new().fg(Color::Green);
 const KERNEL: Style = Style::new().fg(Color::Cyan);
@@ -65,7 +70,7 @@ const LABEL: Style = Style::new().fg(Color::Gray);
 const NOTE: Style = Style::new().fg(Color::Gray).add_modifier(Modifier::ITALIC);
 const TITLE: Style = Style::new().add_modifier(Modifier::BOLD);
 /// A figure older than two ticks: dimmed, never shown as if fresh.
-const STALE: Style = Style::new()
+pub const STALE: Style = Style::new()
     .fg(Color::DarkGray)
     .add_modifier(Modifier::CROSSED_OUT);
 
@@ -114,7 +119,8 @@ pub fn render_view(frame: &mut Frame, state: &LiveState, help: bool) {
 
 /// Heights of the regions of the full view, from what the terminal has: every region gets
 /// its minimum first (so 80×24 shows them all), then the spare lines go, in order, to the
-/// columns' lower rows, the warnings, the kernel-vs-app explanations and the chart.
+/// kernel-vs-app explanations (so 80×24 shows every one of the demo's), the columns'
+/// lower rows, the warnings and the chart.
 struct Heights {
     warn: u16,
     columns: u16,
@@ -122,7 +128,7 @@ struct Heights {
     kva: u16,
 }
 
-fn heights(area: Rect, rows: &[KernelVsApp], warnings: usize) -> Heights {
+fn heights(area: Rect, f: &Figures, warnings: usize) -> Heights {
     let mut spare = area.height.saturating_sub(2); // header and footer
     // Up to `want` lines, or none when fewer than `at_least` are left.
     let mut take = |at_least: u16, want: u16| {
@@ -133,19 +139,16 @@ fn heights(area: Rect, rows: &[KernelVsApp], warnings: usize) -> Heights {
         spare -= got;
         got
     };
-    let row_count = u16::try_from(rows.len()).unwrap_or(u16::MAX);
-    let mut columns = take(0, COLUMN_MIN_ROWS + 2);
-    let mut kva = take(0, row_count.max(1) + 2);
+    let row_count = u16::try_from(f.kernel_vs_app.len()).unwrap_or(u16::MAX);
+    let mut columns = take(0, COLUMN_MIN_ROWS + COLUMN_BORDERS);
+    let mut kva = take(0, row_count.max(1) + KVA_BORDERS);
     let warnings = u16::try_from(warnings).unwrap_or(u16::MAX);
     let mut warn = take(0, warnings.min(1));
+    kva += take(0, kernel_vs_app_height(f, area.width).saturating_sub(kva));
     columns += take(0, COLUMN_ROWS - COLUMN_MIN_ROWS);
     warn += take(0, warnings.saturating_sub(warn));
-    kva += take(
-        0,
-        kernel_vs_app_height(rows, area.width).saturating_sub(kva),
-    );
     let spark = take(SPARK_MIN, SPARK_MAX);
-    kva += take(0, u16::MAX); // whatever is left: the explanations may wrap a line more
+    kva += take(0, u16::MAX); // whatever is left
     Heights {
         warn,
         columns,
@@ -155,9 +158,8 @@ fn heights(area: Rect, rows: &[KernelVsApp], warnings: usize) -> Heights {
 }
 
 fn full(frame: &mut Frame, area: Rect, state: &LiveState, figures: &Figures) {
-    let rows = &figures.kernel_vs_app;
     let mut warnings = warnings(state);
-    let h = heights(area, rows, warnings.len());
+    let h = heights(area, figures, warnings.len());
     fit_warnings(&mut warnings, usize::from(h.warn), area.width);
     let warnings = warning_lines(warnings);
     let [header, warn, columns, spark, kva, footer] = Layout::vertical([
@@ -181,7 +183,7 @@ fn full(frame: &mut Frame, area: Rect, state: &LiveState, figures: &Figures) {
     if spark.height > 0 {
         setup_rate(frame, spark, state, figures);
     }
-    frame.render_widget(kernel_vs_app(rows, kva), kva);
+    frame.render_widget(kernel_vs_app(figures, kva), kva);
     frame.render_widget(Paragraph::new(footer_line(area.width)), footer);
 }
 
@@ -321,13 +323,23 @@ fn header_line(state: &LiveState, f: &Figures, width: u16) -> Line<'static> {
             ],
         ),
     ];
-    if let (Some(open), true) = (f.client.app_open.or(f.server.app_open), state.target > 0) {
+    let open = match (f.client.app_open, f.server.app_open) {
+        (Some(c), _) => Some((c, Source::Client)),
+        (None, Some(s)) => Some((s, Source::Server)),
+        _ => None,
+    };
+    if let (Some((open, source)), true) = (open, state.target > 0) {
         pieces.push(Piece::new(
             4,
-            vec![Span::raw(format!(
-                "  ({:.1}% open)",
-                open as f64 * 100.0 / state.target as f64
-            ))],
+            vec![
+                Span::raw("  ("),
+                figure_span(
+                    format!("{:.1}%", open as f64 * 100.0 / state.target as f64),
+                    Style::new(),
+                    f.stale(source),
+                ),
+                Span::raw(" open)"),
+            ],
         ));
     }
     if let Some(b) = f.mem_available_bytes {
@@ -357,16 +369,6 @@ fn header_line(state: &LiveState, f: &Figures, width: u16) -> Line<'static> {
 /// `text` on one line: line breaks and tabs become spaces.
 fn one_line(text: &str) -> String {
     text.replace(['\n', '\r', '\t'], " ")
-}
-
-/// `text` cut to `max` characters, the last one "…" when something was cut.
-fn ellipsis(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 /// Keeps `lines` within `max` lines (the last one counting the rest) and `width` columns.
@@ -435,6 +437,12 @@ fn warnings(state: &LiveState) -> Vec<(Style, String)> {
         *text = one_line(text);
     }
     all
+}
+
+/// A figure in its source's style, or in [`STALE`] when that source is stale: the one way
+/// every stale figure of the view is marked.
+fn figure_span(text: String, fresh: Style, stale: bool) -> Span<'static> {
+    Span::styled(text, if stale { STALE } else { fresh })
 }
 
 /// A value cell: the text in the source's colour, or a dim "n/a".
@@ -560,8 +568,11 @@ fn column(
         let v = Span::styled(ellipsis(&v.content, room), v.style);
         Row::new([Cell::from(Span::styled(label, LABEL)), Cell::from(v)])
     });
-    Table::new(rows, [Constraint::Length(LABEL_WIDTH), Constraint::Fill(1)])
-        .block(Block::bordered().title(Span::styled(title, TITLE)))
+    Table::new(rows, [Constraint::Length(LABEL_WIDTH), Constraint::Fill(1)]).block(
+        Block::new()
+            .borders(Borders::TOP | Borders::LEFT | Borders::RIGHT)
+            .title(Span::styled(title, TITLE)),
+    )
 }
 
 fn setup_rate(frame: &mut Frame, area: Rect, state: &LiveState, f: &Figures) {
@@ -571,12 +582,27 @@ fn setup_rate(frame: &mut Frame, area: Rect, state: &LiveState, f: &Figures) {
         .flatten()
         .copied()
         .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
+    // The headline rate is the client's own when there is one, else the kernel's.
+    let source = if f.client_connect_per_s.is_some() {
+        Source::Client
+    } else {
+        Source::Kernel
+    };
     let title = Line::from(vec![
         Span::styled(" setup rate, connections/s ", TITLE),
+        Span::raw("now "),
+        f.setup_per_s.map_or_else(
+            || Span::styled(NA, MISSING),
+            |r| {
+                figure_span(
+                    format!("{}/s", fmt::whole(r)),
+                    Style::new(),
+                    f.stale(source),
+                )
+            },
+        ),
         Span::raw(format!(
-            "now {}  peak {}  over {} ",
-            f.setup_per_s
-                .map_or_else(|| NA.to_owned(), |r| format!("{}/s", fmt::whole(r))),
+            "  peak {}  over {} ",
             peak.map_or_else(|| NA.to_owned(), |r| format!("{}/s", fmt::whole(r))),
             fmt::duration(state.history.len() as f64),
         )),
@@ -606,52 +632,57 @@ fn setup_rate(frame: &mut Frame, area: Rect, state: &LiveState, f: &Figures) {
     );
 }
 
-/// Lines the kernel-vs-app block needs at this width to show everything, borders
+/// Lines the kernel-vs-app block needs at this width to show everything, its rule
 /// included.
-fn kernel_vs_app_height(rows: &[KernelVsApp], width: u16) -> u16 {
-    let text = explain_width(width);
-    let lines: usize = rows
-        .iter()
-        .map(|r| 1 + r.explanation.as_deref().map_or(0, |e| wrap(e, text).len()))
-        .sum();
-    u16::try_from(lines.max(1) + 2).unwrap_or(u16::MAX)
+fn kernel_vs_app_height(f: &Figures, width: u16) -> u16 {
+    let lines: usize = kva_rows(f, width).iter().map(Vec::len).sum();
+    u16::try_from(lines.max(1) + usize::from(KVA_BORDERS)).unwrap_or(u16::MAX)
 }
 
-/// Columns an explanation's text has: the block's inside less the indentation.
-fn explain_width(width: u16) -> usize {
-    usize::from(width.saturating_sub(2))
-        .saturating_sub(EXPLAIN_INDENT.len())
-        .max(1)
+/// Columns a kernel-vs-app line has for its words: the width less the mark or indent.
+fn kva_text_width(width: u16) -> usize {
+    usize::from(width).saturating_sub(KVA_INDENT.len()).max(1)
 }
 
-/// `text` broken into lines of at most `width` characters, between words where it can.
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut line = String::new();
-    for word in one_line(text).split_whitespace() {
-        let mut word: String = word.to_owned();
-        loop {
-            let used = line.chars().count();
-            let need = word.chars().count() + usize::from(used > 0);
-            if used + need <= width {
-                if used > 0 {
-                    line.push(' ');
-                }
-                line.push_str(&word);
-                break;
-            }
-            if used > 0 {
-                lines.push(std::mem::take(&mut line));
-                continue;
-            }
-            // A word longer than a line: cut it.
-            let head: String = word.chars().take(width).collect();
-            word = word.chars().skip(width).collect();
-            lines.push(head);
-            if word.is_empty() {
-                break;
-            }
+/// A word: spans that stay on one line together (a value and its comma).
+type Word = Vec<Span<'static>>;
+
+fn word_width(w: &Word) -> usize {
+    w.iter().map(Span::width).sum()
+}
+
+/// `words` in lines of at most `width` columns, one space between words; a word longer
+/// than a line is cut.
+fn wrap_words(words: Vec<Word>, width: usize) -> Vec<Vec<Span<'static>>> {
+    let mut lines: Vec<Vec<Span<'static>>> = Vec::new();
+    let mut line: Vec<Span<'static>> = Vec::new();
+    let mut used = 0;
+    for word in words {
+        let w = word_width(&word);
+        if used > 0 && used + 1 + w > width {
+            lines.push(std::mem::take(&mut line));
+            used = 0;
         }
+        if used > 0 {
+            line.push(Span::raw(" "));
+            used += 1;
+        }
+        if w > width {
+            // Only a single long span can be this wide: cut it into lines.
+            let style = word.first().map_or_else(Style::new, |s| s.style);
+            let text: String = word.iter().map(|s| s.content.as_ref()).collect();
+            let chars: Vec<char> = text.chars().collect();
+            for piece in chars.chunks(width) {
+                if used > 0 {
+                    lines.push(std::mem::take(&mut line));
+                }
+                line.push(Span::styled(piece.iter().collect::<String>(), style));
+                used = piece.len();
+            }
+            continue;
+        }
+        line.extend(word);
+        used += w;
     }
     if !line.is_empty() {
         lines.push(line);
@@ -659,10 +690,83 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// The kernel-vs-app rows in `area`: every row's headline when they fit, then as much of
-/// each explanation as the lines allow (each at least one line, cut with "…"); the title
-/// counts the lines left out.
-fn kernel_vs_app(rows: &[KernelVsApp], area: Rect) -> Paragraph<'static> {
+/// Plain words of `text` in one style.
+fn words(text: &str, style: Style) -> Vec<Word> {
+    one_line(text)
+        .split_whitespace()
+        .map(|w| vec![Span::styled(w.to_owned(), style)])
+        .collect()
+}
+
+/// Each kernel-vs-app row as its lines at this width: the mark, the row's name and both
+/// figures (each in its source's style, stale ones marked as everywhere), then the
+/// explanation, as one paragraph. One paragraph, not a headline over an indented
+/// explanation: at 80×24 that layout hid 11 of the demo's lines, the client's all.
+fn kva_rows(f: &Figures, width: u16) -> Vec<Vec<Line<'static>>> {
+    let text_width = kva_text_width(width);
+    f.kernel_vs_app
+        .iter()
+        .map(|r| {
+            let (mark, mark_style) = match (r.kernel, r.app) {
+                (Some(_), Some(_)) if r.agree => ("=", APP),
+                (Some(_), Some(_)) => ("≠", WARN),
+                _ => ("?", MISSING),
+            };
+            let app_stale = app_source(&r.what).is_some_and(|s| f.stale(s));
+            let figure = |v: Option<i64>, fresh: Style, stale: bool, after: &str| -> Word {
+                let mut w = vec![match v {
+                    Some(v) => figure_span(fmt::signed(v), fresh, stale),
+                    None => Span::styled(NA, MISSING),
+                }];
+                w.push(Span::raw(after.to_owned()));
+                w
+            };
+            let mut all = words(&r.what, TITLE);
+            if let Some(last) = all.last_mut() {
+                last.push(Span::styled(":", TITLE));
+            }
+            all.push(vec![Span::raw("kernel")]);
+            all.push(figure(r.kernel, KERNEL, f.stale(Source::Kernel), ","));
+            all.push(vec![Span::raw("app")]);
+            all.push(figure(r.app, APP, app_stale, "."));
+            let style = if r.agree { LABEL } else { WARN };
+            all.extend(words(r.explanation.as_deref().unwrap_or(""), style));
+            wrap_words(all, text_width)
+                .into_iter()
+                .enumerate()
+                .map(|(i, spans)| {
+                    let lead = if i == 0 {
+                        Span::styled(format!(" {mark} "), mark_style.add_modifier(Modifier::BOLD))
+                    } else {
+                        Span::raw(KVA_INDENT)
+                    };
+                    Line::from([vec![lead], spans].concat())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// `line` ending in "…" within `width` columns: it was cut after it.
+fn cut(line: &Line<'static>, width: usize) -> Line<'static> {
+    let mut spans = line.spans.clone();
+    while spans.iter().map(Span::width).sum::<usize>() + 1 > width {
+        let Some(last) = spans.last_mut() else { break };
+        let mut text = last.content.to_string();
+        if text.pop().is_none() || text.is_empty() {
+            spans.pop();
+        } else {
+            last.content = text.into();
+        }
+    }
+    spans.push(Span::styled("…", MISSING));
+    Line::from(spans)
+}
+
+/// The kernel-vs-app rows in `area`: every row's first line when they fit, then as much
+/// of each row as the lines allow, in row order (a row cut ends in "…"); the title counts
+/// the lines left out.
+fn kernel_vs_app(f: &Figures, area: Rect) -> Paragraph<'static> {
     let title = |hidden: usize| {
         let mut spans = vec![Span::styled(" kernel vs app ", TITLE)];
         if hidden > 0 {
@@ -673,75 +777,38 @@ fn kernel_vs_app(rows: &[KernelVsApp], area: Rect) -> Paragraph<'static> {
         }
         Line::from(spans)
     };
-    if rows.is_empty() {
+    let block = |hidden| Block::new().borders(Borders::TOP).title(title(hidden));
+    if f.kernel_vs_app.is_empty() {
         return Paragraph::new(Span::styled(
             "nothing to compare yet: no kernel view and no app stats",
             MISSING,
         ))
-        .block(Block::bordered().title(title(0)));
+        .block(block(0));
     }
-    let room = usize::from(area.height.saturating_sub(2));
-    let text_width = explain_width(area.width);
-    let explained: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            r.explanation
-                .as_deref()
-                .map_or_else(Vec::new, |e| wrap(e, text_width))
-        })
-        .collect();
-    let total: usize = explained.iter().map(|e| 1 + e.len()).sum();
-    // How many lines of each explanation are shown: one each first, then in row order.
+    let rows = kva_rows(f, area.width);
+    let room = usize::from(area.height.saturating_sub(KVA_BORDERS));
+    let total: usize = rows.iter().map(Vec::len).sum();
+    // How many lines of each row are shown: the first of each, then the rest in order.
     let shown_rows = rows.len().min(room);
     let mut left = room - shown_rows;
-    let mut give = vec![0usize; shown_rows];
-    for round in 0..2 {
-        for (g, e) in give.iter_mut().zip(&explained) {
-            let want = if round == 0 {
-                e.len().min(1)
-            } else {
-                e.len() - *g
-            };
-            let got = want.min(left);
-            *g += got;
-            left -= got;
-        }
+    let mut give = vec![1usize; shown_rows];
+    for (g, r) in give.iter_mut().zip(&rows) {
+        let got = (r.len() - *g).min(left);
+        *g += got;
+        left -= got;
     }
     let mut lines = Vec::new();
-    for ((r, e), &g) in rows.iter().zip(&explained).zip(&give) {
-        let (mark, mark_style) = match (r.kernel, r.app) {
-            (Some(_), Some(_)) if r.agree => ("=", APP),
-            (Some(_), Some(_)) => ("≠", WARN),
-            _ => ("?", MISSING),
-        };
-        lines.push(Line::from(vec![
-            Span::styled(format!(" {mark} "), mark_style.add_modifier(Modifier::BOLD)),
-            Span::styled(format!("{:<18}", r.what), TITLE),
-            Span::raw(" kernel "),
-            value(r.kernel.map(fmt::signed), KERNEL),
-            Span::raw("  app "),
-            value(r.app.map(fmt::signed), APP),
-        ]));
-        let style = if r.agree { LABEL } else { WARN };
-        for (i, text) in e.iter().take(g).enumerate() {
-            let text = if i + 1 == g && g < e.len() {
-                // Cut here: say so on the line itself.
-                let mut t = ellipsis(text, text_width.saturating_sub(1));
-                if !t.ends_with('…') {
-                    t.push('…');
-                }
-                t
+    for (r, &g) in rows.iter().zip(&give) {
+        for (i, line) in r.iter().take(g).enumerate() {
+            lines.push(if i + 1 == g && g < r.len() {
+                cut(line, usize::from(area.width))
             } else {
-                text.clone()
-            };
-            lines.push(Line::from(Span::styled(
-                format!("{EXPLAIN_INDENT}{text}"),
-                style,
-            )));
+                line.clone()
+            });
         }
     }
     let hidden = total - lines.len();
-    Paragraph::new(lines).block(Block::bordered().title(title(hidden)))
+    Paragraph::new(lines).block(block(hidden))
 }
 
 /// What the help overlay says: every row of the view, the marks and the keys.
@@ -785,7 +852,7 @@ const HELP: &[(&str, &str)] = &[
     ),
     (
         "= ≠ ?",
-        "kernel vs app: agree, differ (why below), one missing",
+        "kernel vs app: agree, differ (why follows), one missing",
     ),
     (
         "dimmed, crossed",
@@ -835,12 +902,13 @@ fn help_overlay(frame: &mut Frame, area: Rect) {
 
 /// The view for a terminal too small for the columns: the two key rows and a hint.
 fn compact(frame: &mut Frame, area: Rect, state: &LiveState, f: &Figures) {
-    let side = |name: &str, s: &SideFigures| {
+    let side = |name: &str, s: &SideFigures, app: Source| {
+        let p = Palette::of(f, app);
         Line::from(vec![
             Span::raw(format!("{name} app ")),
-            n_u(s.app_open, APP),
+            n_u(s.app_open, p.app),
             Span::raw(" kernel "),
-            n_i(s.kernel_established, KERNEL),
+            n_i(s.kernel_established, p.kernel),
         ])
     };
     let lines = vec![
@@ -858,8 +926,8 @@ fn compact(frame: &mut Frame, area: Rect, state: &LiveState, f: &Figures) {
             },
             fmt::duration(state.elapsed_s)
         )),
-        side("server", &f.server),
-        side("client", &f.client),
+        side("server", &f.server, Source::Server),
+        side("client", &f.client, Source::Client),
         Line::from(Span::styled(
             format!("(enlarge to {MIN_WIDTH}x{MIN_HEIGHT} for the full view)"),
             MISSING,
@@ -1114,6 +1182,12 @@ mod tests {
 
     #[test]
     fn wrap_breaks_between_words_and_cuts_long_ones() {
+        let wrap = |text: &str, width| -> Vec<String> {
+            wrap_words(words(text, Style::new()), width)
+                .into_iter()
+                .map(|spans| spans.iter().map(|s| s.content.as_ref()).collect())
+                .collect()
+        };
         assert_eq!(wrap("aa bb cc", 5), ["aa bb", "cc"]);
         assert_eq!(wrap("abcdefgh", 3), ["abc", "def", "gh"]);
         assert_eq!(wrap("a\nb", 10), ["a b"]);
