@@ -281,3 +281,86 @@ fn the_cluster_run_is_what_c1m_expects() {
         );
     }
 }
+
+/// The literals of a `keep` relabelling's regex on `source` (a plain alternation).
+fn kept(job: &Value, source: &str) -> Vec<String> {
+    let rule = job["relabel_configs"]
+        .as_sequence()
+        .expect("relabel_configs")
+        .iter()
+        .find(|r| {
+            r["action"].as_str() == Some("keep") && r["source_labels"][0].as_str() == Some(source)
+        })
+        .unwrap_or_else(|| panic!("no keep rule on {source}"));
+    let regex = str_at(rule, &["regex"]);
+    assert!(
+        regex
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_|".contains(c)),
+        "{regex}: read here as literals joined by |"
+    );
+    regex.split('|').map(str::to_owned).collect()
+}
+
+#[test]
+fn prometheus_scrapes_each_pods_metrics_port() {
+    let scrape = load("prometheus-scrape.yaml");
+    let job = scrape["scrape_configs"]
+        .as_sequence()
+        .expect("scrape_configs")
+        .iter()
+        .find(|j| j["job_name"].as_str() == Some("c1m"))
+        .expect("a c1m job");
+    assert_eq!(
+        str_at(job, &["metrics_path"]),
+        c1m::lab::view::prometheus::PATH
+    );
+    assert_eq!(str_at(&job["kubernetes_sd_configs"][0], &["role"]), "pod");
+    let apps = kept(job, "__meta_kubernetes_pod_label_app");
+    let port_names = kept(job, "__meta_kubernetes_pod_container_port_name");
+    let server = load("server-pod.yaml");
+    let clients = load("clients-job.yaml");
+    for (manifest, app) in [
+        (&server, &["metadata", "labels", "app"][..]),
+        (
+            &clients,
+            &["spec", "template", "metadata", "labels", "app"][..],
+        ),
+    ] {
+        let app = str_at(manifest, app);
+        assert!(apps.iter().any(|a| a == app), "{app} is not scraped");
+        let c = container(manifest);
+        let mut vars = env(c);
+        vars.insert(share::INDEX_ENV.to_owned(), "0".to_owned());
+        let addr = match c1m_lines(c, &vars).remove(0) {
+            Command::Run(r) => r.metrics_addr,
+            Command::Client(c) => c.hosts_run.metrics_addr,
+            _ => None,
+        }
+        .unwrap_or_else(|| panic!("{app}: no --metrics-addr"));
+        assert!(
+            addr.ip().is_unspecified(),
+            "{app}: --metrics-addr {addr} is not reachable from Prometheus"
+        );
+        let declared = c["ports"].as_sequence().into_iter().flatten().any(|p| {
+            p["containerPort"].as_u64() == Some(u64::from(addr.port()))
+                && p["name"]
+                    .as_str()
+                    .is_some_and(|n| port_names.iter().any(|k| k == n))
+        });
+        assert!(
+            declared,
+            "{app}: no container port {} named one of {port_names:?}",
+            addr.port()
+        );
+    }
+    // A Prometheus file, not a Kubernetes object: `kubectl apply -k` would refuse it.
+    let k = load("kustomization.yaml");
+    assert!(
+        !k["resources"]
+            .as_sequence()
+            .expect("resources")
+            .iter()
+            .any(|r| r.as_str() == Some("prometheus-scrape.yaml"))
+    );
+}

@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 use super::{
     export::hlog::IntervalRecorder,
     figures::Figures,
-    model::{LiveState, RunRecord},
+    model::{LiveState, RunInfo, RunRecord},
     view::{plain, prometheus, tui::Tui},
 };
 use crate::{observer::KernelView, workload::stats::AppSnapshot};
@@ -57,6 +57,8 @@ impl LiveOutput {
 pub struct Live {
     out: Option<LiveOutput>,
     state: Arc<Mutex<LiveState>>,
+    /// Fixed at start: every state shown carries it.
+    info: RunInfo,
     metrics_stop: Option<tokio::sync::oneshot::Sender<()>>,
     intervals: IntervalRecorder,
     signalled: Arc<AtomicBool>,
@@ -68,10 +70,12 @@ impl Live {
         out: LiveOutput,
         metrics_addr: Option<SocketAddr>,
         title: &str,
+        info: RunInfo,
         started_unix_ms: u64,
     ) -> Result<Self> {
         let state = Arc::new(Mutex::new(LiveState {
             title: title.to_owned(),
+            info: info.clone(),
             ..LiveState::default()
         }));
         let metrics_stop = match metrics_addr {
@@ -105,6 +109,7 @@ impl Live {
         Ok(Self {
             out: Some(out),
             state,
+            info,
             metrics_stop,
             intervals: IntervalRecorder::new(started_unix_ms),
             signalled,
@@ -149,7 +154,8 @@ impl Live {
     }
 
     /// Shows `state` as is (for `c1m top`, which builds its own).
-    pub fn show(&mut self, state: LiveState) {
+    pub fn show(&mut self, mut state: LiveState) {
+        state.info = self.info.clone();
         if let Ok(mut s) = self.state.lock() {
             *s = state.clone();
         }

@@ -301,10 +301,30 @@ pub struct PerConnection {
     pub kernel_bytes_per_socket: Option<f64>,
 }
 
+/// What a run is, fixed when it starts: the labels of Prometheus's `c1m_run_info`, which
+/// must not change mid-run (another label set is another series, and a dashboard that
+/// joins on it breaks at every change). Empty fields are not known at start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunInfo {
+    /// The command serving the metrics: "run", "top" or "client".
+    pub command: &'static str,
+    /// "ws", "echo" or "hold".
+    pub mode: String,
+    /// The engine of c1m's client.
+    pub engine: String,
+    /// The server measured: "c1m-epoll" or "c1m-tokio" (c1m's own), a `--server-cmd`'s
+    /// program, a `--target`'s address, or the servers a client host connects to.
+    pub server: String,
+    /// Connections the run aims at (0: not known at start).
+    pub target_connections: u64,
+}
+
 /// What the live view draws: the latest of everything plus the history.
 #[derive(Debug, Clone, Default)]
 pub struct LiveState {
     pub title: String,
+    /// What the run is, fixed when it starts.
+    pub info: RunInfo,
     pub phase: String,
     pub target: u64,
     pub elapsed_s: f64,

@@ -9,7 +9,7 @@ use clap::Args;
 use super::{
     figures::{FiguresBuilder, Rows},
     live::{Live, LiveOutput},
-    model::LiveState,
+    model::{LiveState, RunInfo},
 };
 use crate::{observer::ObserverHandle, util::PortList, workload::control};
 
@@ -32,8 +32,8 @@ pub struct TopArgs {
     /// Plain lines instead of the terminal UI.
     #[arg(long)]
     pub plain: bool,
-    /// Serve Prometheus metrics here too, e.g. 127.0.0.1:9464.
-    #[arg(long)]
+    /// Serve Prometheus metrics here too, e.g. 127.0.0.1:9464 or :9464.
+    #[arg(long, value_parser = crate::lab::view::prometheus::parse_addr)]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Stop after this long (default: until q / Ctrl-C).
     #[arg(long, value_parser = crate::duration::parse)]
@@ -99,6 +99,11 @@ async fn top(mut args: TopArgs) -> Result<()> {
         LiveOutput::choose(args.plain, false),
         args.metrics_addr,
         "c1m top",
+        // Attached to whatever runs: nothing else is known for the whole watch.
+        RunInfo {
+            command: "top",
+            ..RunInfo::default()
+        },
         started_ms,
     )
     .await?;

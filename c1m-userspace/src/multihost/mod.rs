@@ -2,13 +2,15 @@
 //!
 //! - A client host (`c1m client --shard I/N`) takes its share of the connections, the
 //!   setup rate and the source addresses ([`share`]), measures its clock against the
-//!   server host's ([`clock`]) and writes a run folder ([`client_host`]).
+//!   server host's ([`clock`]), writes a run folder ([`client_host`]) and serves its
+//!   Prometheus metrics ([`client_metrics`]).
 //! - The server host (`c1m run --clients external --expect N`) runs the phases without
 //!   a client and counts the clients it sees by address ([`peers`]).
 //! - `c1m merge` ([`merge`]) makes one run folder of them, exactly: histograms added
 //!   bucket by bucket, counters summed.
 
 pub mod client_host;
+pub mod client_metrics;
 pub mod clock;
 pub mod merge;
 pub mod model;

@@ -19,6 +19,7 @@ use super::{
     supervisor::{self, Options, Side},
     sys,
 };
+use crate::{lab::model::RunInfo, multihost::client_metrics::ClientMetrics};
 
 /// Largest address range one argument may expand to: a /16 is already far more source
 /// addresses than one box can use.
@@ -194,6 +195,10 @@ pub struct HostsArgs {
     /// Name of this host in the merged breakdown (default: the hostname).
     #[arg(long)]
     pub host_label: Option<String>,
+    /// Serve this client's Prometheus metrics here (its counters and latency
+    /// histograms), e.g. :9464 or 127.0.0.1:9464.
+    #[arg(long, value_parser = crate::lab::view::prometheus::parse_addr)]
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -537,6 +542,20 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
             })
         })
         .collect();
+    // Bound before the run, so a taken address fails the command before any connect.
+    let metrics = match a.hosts_run.metrics_addr {
+        Some(addr) => Some(rt.block_on(ClientMetrics::start(
+            addr,
+            RunInfo {
+                command: "client",
+                mode: a.mode.name().to_owned(),
+                engine: a.common.engine.name().to_owned(),
+                server: a.hosts.join(","),
+                target_connections: a.connections,
+            },
+        ))?),
+        None => None,
+    };
     let (samples_tx, mut samples_rx) = tokio::sync::mpsc::unbounded_channel();
     let folder = match &a.hosts_run.run_dir {
         None => None,
@@ -601,30 +620,37 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
                 .unwrap_or(0)
         }),
         end_when_peer_closes: shard.is_some(),
-        samples: folder.is_some().then_some(samples_tx),
+        samples: (folder.is_some() || metrics.is_some()).then_some(samples_tx),
         push_trigger: a.push_trigger.clone(),
         server_pid: a.server_pid,
     };
     let snap = rt.block_on(async {
-        // The folder takes each second's snapshot beside the run.
-        let writer = folder.map(|mut f| {
+        // The folder and the metrics take each second's snapshot beside the run.
+        let mut folder = folder;
+        let mut metrics = metrics;
+        let writer = (folder.is_some() || metrics.is_some()).then(|| {
             tokio::spawn(async move {
                 while let Some(s) = samples_rx.recv().await {
-                    // The socket table read grows with the connections: off this thread.
-                    let ports = f.server_ports();
-                    let kernel = tokio::task::spawn_blocking(move || {
-                        crate::multihost::peers::client_established(&ports)
-                    })
-                    .await
-                    .ok();
-                    f.observe(&s, kernel);
+                    if let Some(m) = metrics.as_mut() {
+                        m.observe(&s);
+                    }
+                    if let Some(f) = folder.as_mut() {
+                        // The socket table read grows with the connections: off this thread.
+                        let ports = f.server_ports();
+                        let kernel = tokio::task::spawn_blocking(move || {
+                            crate::multihost::peers::client_established(&ports)
+                        })
+                        .await
+                        .ok();
+                        f.observe(&s, kernel);
+                    }
                 }
-                f
+                folder
             })
         });
         let snap = supervisor::run(o, &plan, configs).await;
         let folder = match writer {
-            Some(w) => Some(w.await.context("the run folder's writer")?),
+            Some(w) => w.await.context("the run folder's writer")?,
             None => None,
         };
         anyhow::Ok((snap, folder))

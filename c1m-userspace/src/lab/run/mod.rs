@@ -34,7 +34,7 @@ use super::{
     doctor::{self, Status, Target, Tuning},
     figures::{Figures, FiguresBuilder, Rows},
     live::{Live, LiveOutput},
-    model::{Machine, Outcome, PerConnection, Phase, ProcessUsage, RunConfig, RunRecord},
+    model::{Machine, Outcome, PerConnection, Phase, ProcessUsage, RunConfig, RunInfo, RunRecord},
 };
 use crate::fmt::count;
 use crate::{
@@ -107,8 +107,8 @@ pub struct RunArgs {
     /// Parent folder of the run folder.
     #[arg(long, default_value = "c1m-runs")]
     pub out: PathBuf,
-    /// Serve Prometheus metrics here, e.g. 127.0.0.1:9464.
-    #[arg(long)]
+    /// Serve Prometheus metrics here, e.g. 127.0.0.1:9464 or :9464.
+    #[arg(long, value_parser = crate::lab::view::prometheus::parse_addr)]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Plain lines instead of the terminal UI, even on a terminal.
     #[arg(long)]
@@ -182,6 +182,19 @@ pub enum ServerSpec {
 }
 
 impl ServerSpec {
+    /// The server as `c1m_run_info` names it: `c1m-ENGINE`, the command's program, or
+    /// the `--target` address.
+    pub fn name(&self, own_engine: EngineKind) -> String {
+        match self {
+            ServerSpec::Own => format!("c1m-{}", own_engine.name()),
+            ServerSpec::Command(argv) => argv
+                .first()
+                .map(|p| p.rsplit('/').next().unwrap_or(p).to_owned())
+                .unwrap_or_default(),
+            ServerSpec::Target(t, _) => t.to_string(),
+        }
+    }
+
     /// The server and its push trigger from the flags, or one line saying which flags
     /// contradict each other and what to say instead.
     pub fn of(args: &RunArgs) -> Result<(ServerSpec, PushTrigger)> {
@@ -639,6 +652,13 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         LiveOutput::choose(args.plain, args.json),
         args.metrics_addr,
         &title,
+        RunInfo {
+            command: "run",
+            mode: args.mode.name().to_owned(),
+            engine: args.engine.name().to_owned(),
+            server: spec.name(args.server_engine.unwrap_or(args.engine)),
+            target_connections: connections,
+        },
         started_ms,
     )
     .await?;

@@ -22,6 +22,8 @@ use crate::lab::model::LiveState;
 
 /// The flag this server answers to, named in its errors.
 pub const FLAG: &str = "--metrics-addr";
+/// Where the metrics are (what a scrape config's `metrics_path` says).
+pub const PATH: &str = "/metrics";
 /// `Content-Type` of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// Scrapes served at once; more are closed at once (a scraper retries).
@@ -147,7 +149,7 @@ async fn read_head(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
 }
 
 /// The whole HTTP answer to a request head; `body` renders the metrics when asked for.
-pub fn respond(head: &[u8], body: impl FnOnce() -> String) -> Vec<u8> {
+pub fn respond(head: &[u8], body: impl FnOnce() -> Result<String, std::fmt::Error>) -> Vec<u8> {
     let text = String::from_utf8_lossy(head);
     let mut request_line = text.lines().next().unwrap_or("").split(' ');
     let (method, target, version) = (
@@ -184,7 +186,17 @@ pub fn respond(head: &[u8], body: impl FnOnce() -> String) -> Vec<u8> {
         }
     };
     match path {
-        "/metrics" => http(200, "OK", CONTENT_TYPE, &body(), with_body, &[]),
+        PATH => match body() {
+            Ok(text) => http(200, "OK", CONTENT_TYPE, &text, with_body, &[]),
+            Err(_) => http(
+                500,
+                "Internal Server Error",
+                "text/plain",
+                "the metrics could not be encoded\n",
+                with_body,
+                &[],
+            ),
+        },
         "/" => http(
             200,
             "OK",
@@ -235,7 +247,7 @@ mod tests {
 
     #[test]
     fn http_answers() {
-        let body = || "c1m_x 1\n".to_owned();
+        let body = || Ok("c1m_x 1\n".to_owned());
         let r =
             String::from_utf8(respond(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", body)).unwrap();
         assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
@@ -272,6 +284,14 @@ mod tests {
             "HTTP/1.1 431 Request Header Fields Too Large"
         );
         assert_eq!(status(b"GET / HTTP/1.1\r\n\r\n"), "HTTP/1.1 200 OK");
+        let failed = String::from_utf8(respond(b"GET /metrics HTTP/1.1\r\n\r\n", || {
+            Err(std::fmt::Error)
+        }))
+        .unwrap();
+        assert!(
+            failed.starts_with("HTTP/1.1 500 Internal Server Error\r\n"),
+            "{failed}"
+        );
     }
 
     #[test]

@@ -5,36 +5,60 @@
 //! counters; labels `side` (server, client, other), `source` (kernel, app), `state`,
 //! `port` (listeners), `cause`; never a label per connection, so the number of series is
 //! bounded whatever the connection count. A figure whose source is missing is left out
-//! (no series), never exported as 0. Latencies are summaries built from the app's
-//! percentiles (quantiles 0.5 … 0.999, `_sum`, `_count`).
+//! (no series), never exported as 0 or `NaN`. Latencies are histograms with fixed
+//! buckets in seconds ([`BOUNDS_US`]), read from the app's HdrHistograms, so
+//! they add up across client hosts. `c1m_run_info` says what the run is with labels that
+//! never change mid-run; the phase is `c1m_phase`, one series per phase (1: current).
 //!
-//! Three files: this one says what is exported, from [`LiveState`] and its
-//! [`Figures`](crate::lab::figures::Figures); [`encode`] writes the text format (and
-//! holds the checker tests use); [`http`] binds, serves and answers.
+//! Five files: this one says what is exported, from [`LiveState`] and its
+//! [`Figures`](crate::lab::figures::Figures); [`latency`] turns histograms into buckets;
+//! [`encode`] hands the families to the `prometheus-client` encoder; [`check`] is a
+//! strict reader tests use; [`http`] binds, serves and answers.
 
+pub mod check;
 mod encode;
 mod http;
+mod latency;
 
 use c1m_common::{side, tcp_state};
 
-use self::encode::{Exposition, Kind};
+use self::encode::{Exposition, Kind, Value};
 pub use self::{
-    encode::check,
-    http::{CONTENT_TYPE, FLAG, bind, flag_error, parse_addr, respond, serve, serve_listener},
+    http::{
+        CONTENT_TYPE, FLAG, PATH, bind, flag_error, parse_addr, respond, serve, serve_listener,
+    },
+    latency::BOUNDS_US,
 };
 use crate::{
     lab::figures::Source,
     lab::model::LiveState,
     observer::{KernelView, view::GAUGE_STATES},
-    workload::stats::{AppSnapshot, Percentiles},
+    workload::stats::{AppSnapshot, HIST_NAMES, decode_hist},
 };
 
-/// Latency histograms (µs in the app) and their metric names (seconds).
-const LATENCIES: [(&str, &str, &str); 4] = [
+/// The app's latency histograms ([`HIST_NAMES`], µs) and their families (seconds): the
+/// family is the histogram's name with `_us` turned into `_seconds`.
+pub const LATENCIES: [(&str, &str, &str); HIST_NAMES.len()] = [
     (
         "connect_us",
-        "c1m_connect_latency_seconds",
-        "Time from connect() to an open connection (WebSocket: the 101), per connection.",
+        "c1m_connect_seconds",
+        "TCP connect, from the connect() call to the socket established.",
+    ),
+    (
+        "connect_from_schedule_us",
+        "c1m_connect_from_schedule_seconds",
+        "TCP connect, from the instant --rate scheduled it (includes waiting for an \
+         in-flight slot: no coordinated omission).",
+    ),
+    (
+        "ws_handshake_us",
+        "c1m_ws_handshake_seconds",
+        "WebSocket handshake, from the request written to a valid 101.",
+    ),
+    (
+        "ws_open_from_schedule_us",
+        "c1m_ws_open_from_schedule_seconds",
+        "WebSocket open, from the instant --rate scheduled the connect to the 101.",
     ),
     (
         "echo_rtt_us",
@@ -43,7 +67,7 @@ const LATENCIES: [(&str, &str, &str); 4] = [
     ),
     (
         "push_message_us",
-        "c1m_push_latency_seconds",
+        "c1m_push_message_seconds",
         "Push receive time minus the time the server wrote that connection's frame.",
     ),
     (
@@ -53,10 +77,14 @@ const LATENCIES: [(&str, &str, &str); 4] = [
     ),
 ];
 
-const QUANTILES: [&str; 6] = ["0.5", "0.75", "0.95", "0.98", "0.99", "0.999"];
+/// The phases `c1m_phase` has a series for: the lab's (`c1m run`), then `c1m top`'s. A
+/// fixed set, so a phase change moves a 1 between series instead of starting new ones;
+/// one series per phase (as `kube_pod_status_phase`), not one gauge with a number per
+/// phase, so `c1m_phase == 1` names the phase without a table of numbers.
+pub const PHASES: [&str; 5] = ["setup", "idle", "push", "teardown", "watching"];
 
 /// The whole exposition for one scrape.
-pub fn render(state: &LiveState) -> String {
+pub fn render(state: &LiveState) -> Result<String, std::fmt::Error> {
     let mut x = Exposition::default();
     run_metrics(&mut x, state);
     app_metrics(&mut x, state);
@@ -75,12 +103,46 @@ fn sides(state: &LiveState) -> [(&'static str, Option<&AppSnapshot>); 2] {
 }
 
 fn run_metrics(x: &mut Exposition, state: &LiveState) {
+    let info = &state.info;
+    let target = info.target_connections.to_string();
+    let labels: Vec<(&'static str, &str)> = [
+        ("version", env!("CARGO_PKG_VERSION")),
+        ("command", info.command),
+        ("mode", info.mode.as_str()),
+        ("engine", info.engine.as_str()),
+        ("server", info.server.as_str()),
+        (
+            "target_connections",
+            if info.target_connections > 0 {
+                target.as_str()
+            } else {
+                ""
+            },
+        ),
+    ]
+    .into_iter()
+    .filter(|(_, v)| !v.is_empty())
+    .collect();
     x.family(
         "c1m_run_info",
-        Kind::Gauge,
-        "The lab's current phase (value always 1).",
+        Kind::Info,
+        "What the run is; the labels never change during a run (the phase is c1m_phase).",
     )
-    .sample(&[("phase", &state.phase)], 1u64);
+    .sample(&labels, 1u64);
+    // A client host's own endpoint has no lab phase.
+    if !state.phase.is_empty() {
+        let f = x.family(
+            "c1m_phase",
+            Kind::Gauge,
+            "The lab's phase: 1 for the current one, 0 for the others.",
+        );
+        for phase in PHASES {
+            f.sample(&[("phase", phase)], u64::from(phase == state.phase));
+        }
+        if !PHASES.contains(&state.phase.as_str()) {
+            f.sample(&[("phase", &state.phase)], 1u64);
+        }
+    }
     if state.target > 0 {
         x.family(
             "c1m_target_connections",
@@ -433,34 +495,37 @@ fn kernel_metrics(x: &mut Exposition, k: &KernelView) {
 
 fn latency_metrics(x: &mut Exposition, state: &LiveState) {
     for (hist, name, help) in LATENCIES {
-        let f = x.family(name, Kind::Summary, help);
+        let f = x.family(name, Kind::Histogram, help);
         for (side, app) in sides(state) {
-            let Some(p) = app.and_then(|a| a.percentiles.get(hist)) else {
+            // A side with nothing recorded (the server records none) has no series;
+            // the convenience count saves decoding its empty histograms.
+            let Some(blob) = app.and_then(|a| a.histograms.get(hist)) else {
                 continue;
             };
-            for (q, v) in QUANTILES.iter().zip(quantile_values(p)) {
-                let v = if p.count == 0 {
-                    f64::NAN
-                } else {
-                    v as f64 / 1e6
-                };
-                f.sample(&[("side", side), ("quantile", q)], v);
+            if app
+                .and_then(|a| a.percentiles.get(hist))
+                .is_some_and(|p| p.count == 0)
+            {
+                continue;
             }
-            f.sample_suffixed("_sum", &[("side", side)], p.mean * p.count as f64 / 1e6);
-            f.sample_suffixed("_count", &[("side", side)], p.count);
+            // A blob that does not decode has no series; the live view says why.
+            if let Ok(h) = decode_hist(blob)
+                && !h.is_empty()
+            {
+                f.sample(&[("side", side)], Value::Histogram(latency::buckets(&h)));
+            }
         }
     }
-}
-
-fn quantile_values(p: &Percentiles) -> [u64; 6] {
-    [p.p50, p.p75, p.p95, p.p98, p.p99, p.p999]
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // panics are the assertions in tests
 mod tests {
     use super::{check::parse, *};
-    use crate::lab::view::demo;
+    use crate::{
+        lab::{model::RunInfo, view::demo},
+        workload::stats::{Percentiles, encode_hist, new_hist},
+    };
 
     fn find(series: &[check::Series], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         series
@@ -475,17 +540,59 @@ mod tests {
             .map(|s| s.2)
     }
 
+    /// The demo with a real histogram behind each of the client's latencies: values
+    /// 1..=n µs times the histogram's position, n = 1000.
+    fn with_histograms(mut s: LiveState) -> LiveState {
+        let Some(c) = s.client.as_mut() else {
+            return s;
+        };
+        for (i, name) in HIST_NAMES.iter().enumerate() {
+            let mut h = new_hist().unwrap();
+            for v in 1..=1000u64 {
+                h.record(v * (i as u64 + 1)).unwrap();
+            }
+            c.percentiles.insert((*name).into(), Percentiles::of(&h));
+            c.histograms
+                .insert((*name).into(), encode_hist(&h).unwrap());
+        }
+        s
+    }
+
+    fn info() -> RunInfo {
+        RunInfo {
+            command: "run",
+            mode: "ws".into(),
+            engine: "epoll".into(),
+            server: "c1m-epoll".into(),
+            target_connections: 1_000_000,
+        }
+    }
+
     #[test]
     fn demo_exposition_is_valid_and_complete() {
-        let text = render(&demo::state());
+        let mut state = with_histograms(demo::state());
+        state.info = info();
+        let text = render(&state).unwrap();
         let series = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         for (name, labels, _) in &series {
             assert!(name.starts_with("c1m_"), "{name}");
             for k in labels.keys() {
                 assert!(
                     [
-                        "side", "source", "state", "port", "cause", "event", "mode", "quantile",
-                        "phase"
+                        "side",
+                        "source",
+                        "state",
+                        "port",
+                        "cause",
+                        "event",
+                        "mode",
+                        "le",
+                        "phase",
+                        "version",
+                        "command",
+                        "engine",
+                        "server",
+                        "target_connections"
                     ]
                     .contains(&k.as_str()),
                     "unexpected label {k} on {name}"
@@ -558,27 +665,66 @@ mod tests {
             ),
             3.0
         );
+        // Connect times 1..=1000 µs: at most 100 µs are 100 of them, all are at most 1 ms.
+        let bucket = |le: f64| {
+            series
+                .iter()
+                .find(|(n, l, _)| {
+                    n == "c1m_connect_seconds_bucket"
+                        && l.get("side").map(String::as_str) == Some("client")
+                        && l.get("le").and_then(|b| b.parse::<f64>().ok()) == Some(le)
+                })
+                .map(|s| s.2)
+                .unwrap_or_else(|| panic!("no bucket {le}\n{text}"))
+        };
+        assert_eq!(bucket(5e-6), 5.0);
+        assert_eq!(bucket(1e-4), 100.0);
+        assert_eq!(bucket(2.5e-4), 250.0);
+        assert_eq!(bucket(1e-3), 1000.0);
+        assert_eq!(bucket(f64::INFINITY), 1000.0);
         assert_eq!(
-            v(
-                "c1m_connect_latency_seconds",
-                &[("side", "client"), ("quantile", "0.99")]
-            ),
-            0.0024
+            v("c1m_connect_seconds_count", &[("side", "client")]),
+            1000.0
         );
+        let sum = v("c1m_connect_seconds_sum", &[("side", "client")]);
+        assert!((sum - 0.5005).abs() < 1e-9, "{sum}");
+        // Every latency has its family, and only the side that recorded it.
+        for (_, name, _) in LATENCIES {
+            assert!(
+                text.contains(&format!("# TYPE {name} histogram\n")),
+                "{name}"
+            );
+            assert!(find(&series, &format!("{name}_count"), &[("side", "server")]).is_none());
+        }
+        let run_info = series.iter().find(|(n, ..)| n == "c1m_run_info").unwrap();
         assert_eq!(
-            v("c1m_connect_latency_seconds_count", &[("side", "client")]),
-            demo::CLIENT_CONNECTED as f64
+            run_info
+                .1
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                ("command", "run"),
+                ("engine", "epoll"),
+                ("mode", "ws"),
+                ("server", "c1m-epoll"),
+                ("target_connections", "1000000"),
+                ("version", env!("CARGO_PKG_VERSION")),
+            ]
         );
-        assert_eq!(v("c1m_run_info", &[("phase", "setup")]), 1.0);
+        for phase in PHASES {
+            let want = if phase == "setup" { 1.0 } else { 0.0 };
+            assert_eq!(v("c1m_phase", &[("phase", phase)]), want, "{phase}");
+        }
         assert_eq!(v("c1m_kernel_view_available", &[]), 1.0);
         assert_eq!(v("c1m_memory_available_bytes", &[]), (17u64 << 30) as f64);
-        assert!(text.contains("# TYPE c1m_connect_latency_seconds summary\n"));
+        assert!(text.contains("# TYPE c1m_run_info gauge\n"));
         assert!(text.contains("# TYPE c1m_accept_queue_overflows_total counter\n"));
     }
 
     #[test]
     fn missing_sources_leave_series_out() {
-        let text = render(&LiveState::default());
+        let text = render(&LiveState::default()).unwrap();
         let series = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!(find(&series, "c1m_kernel_view_available", &[]), Some(0.0));
         assert_eq!(
@@ -587,15 +733,19 @@ mod tests {
         );
         for (name, ..) in &series {
             assert!(
-                !name.starts_with("c1m_connections") && !name.starts_with("c1m_tcp_"),
+                !name.starts_with("c1m_connections")
+                    && !name.starts_with("c1m_tcp_")
+                    && !name.ends_with("_bucket"),
                 "{name} without a source\n{text}"
             );
         }
+        // No phase (a client host's endpoint): no c1m_phase at all.
+        assert!(!series.iter().any(|(n, ..)| n == "c1m_phase"), "{text}");
         // Server only: server app series, no kernel ones, no client ones.
-        let mut s = demo::state();
+        let mut s = with_histograms(demo::state());
         s.kernel = None;
         s.client = None;
-        let text = render(&s);
+        let text = render(&s).unwrap();
         let series = parse(&text).unwrap();
         assert!(
             find(
@@ -613,35 +763,93 @@ mod tests {
             )
             .is_none()
         );
-        assert!(!text.contains("side=\"client\",source"));
+        assert!(!text.contains("side=\"client\","));
         assert!(!text.contains("c1m_accept_queue"));
+        assert!(!text.contains("_bucket"), "{text}");
     }
 
     #[test]
-    fn empty_histograms_are_nan_quantiles_and_label_values_are_escaped() {
-        let mut s = demo::state();
+    fn no_data_is_no_series_never_nan_and_label_values_are_escaped() {
+        let mut s = with_histograms(demo::state());
         s.phase = "a \"quoted\"\\phase\nwith newline".into();
+        s.elapsed_s = f64::NAN;
         if let Some(c) = s.client.as_mut() {
+            // Recorded nothing yet: the count says so, the blob is an empty histogram.
             c.percentiles
                 .insert("push_fanout_us".into(), Percentiles::default());
+            c.histograms.insert(
+                "push_fanout_us".into(),
+                encode_hist(&new_hist().unwrap()).unwrap(),
+            );
+            // A blob that does not decode.
+            c.percentiles.remove("echo_rtt_us");
+            c.histograms
+                .insert("echo_rtt_us".into(), "not base64".into());
+            c.rss_per_connection_bytes = Some(f64::INFINITY);
         }
-        let text = render(&s);
+        let text = render(&s).unwrap();
         let series = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-        let q = find(
-            &series,
+        assert!(!text.contains("NaN") && !text.contains("Inf\n"), "{text}");
+        for gone in [
             "c1m_push_fanout_seconds",
-            &[("side", "client"), ("quantile", "0.5")],
+            "c1m_echo_rtt_seconds",
+            "c1m_elapsed_seconds",
+            "c1m_user_bytes_per_connection{side=\"client\"}",
+        ] {
+            assert!(!text.contains(gone), "{gone}\n{text}");
+        }
+        assert!(text.contains("c1m_push_message_seconds_count{side=\"client\"} 1000\n"));
+        // An unknown phase is the one set to 1, beside the known ones at 0.
+        assert!(series.iter().any(|(n, l, v)| n == "c1m_phase"
+            && l.get("phase").map(String::as_str) == Some("a \"quoted\"\\phase\nwith newline")
+            && *v == 1.0));
+        assert_eq!(find(&series, "c1m_phase", &[("phase", "setup")]), Some(0.0));
+    }
+
+    #[test]
+    fn every_histogram_of_the_app_has_its_family() {
+        for ((hist, name, _), want) in LATENCIES.iter().zip(HIST_NAMES) {
+            assert_eq!(*hist, want);
+            let stem = hist.strip_suffix("_us").unwrap();
+            assert_eq!(*name, format!("c1m_{stem}_seconds"));
+        }
+    }
+
+    /// The cost of a scrape with the client's seven histograms full (the lab serves one
+    /// per scrape; Prometheus scrapes every 15 s by default):
+    /// `cargo test --release -p c1m-userspace --lib render_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn render_cost() {
+        let mut s = with_histograms(demo::state());
+        if let Some(c) = s.client.as_mut() {
+            // A 1M-connection ramp's spread: values over five decades in every histogram.
+            for name in HIST_NAMES {
+                let mut h = new_hist().unwrap();
+                for i in 0..1_000_000u64 {
+                    h.record(1 + crate::workload::sys::splitmix64(i) % 10_000_000)
+                        .unwrap();
+                }
+                c.percentiles.insert(name.into(), Percentiles::of(&h));
+                c.histograms.insert(name.into(), encode_hist(&h).unwrap());
+            }
+        }
+        let runs = 200u32;
+        let t = std::time::Instant::now();
+        let mut bytes = 0;
+        for _ in 0..runs {
+            bytes += render(&s).unwrap().len();
+        }
+        let per = t.elapsed() / runs;
+        let plain = demo::state();
+        let t = std::time::Instant::now();
+        for _ in 0..runs {
+            render(&plain).unwrap();
+        }
+        eprintln!(
+            "render: {per:?} per scrape with 7 full histograms ({} bytes), {:?} without",
+            bytes / runs as usize,
+            t.elapsed() / runs
         );
-        assert!(q.unwrap().is_nan());
-        assert_eq!(
-            find(
-                &series,
-                "c1m_push_fanout_seconds_count",
-                &[("side", "client")]
-            ),
-            Some(0.0)
-        );
-        assert!(series.iter().any(|(n, l, _)| n == "c1m_run_info"
-            && l.get("phase").map(String::as_str) == Some("a \"quoted\"\\phase\nwith newline")));
     }
 }

@@ -1,0 +1,72 @@
+//! A client host's `--metrics-addr`: its own snapshots (one a second) as a live state
+//! with only the client side, served by the lab's Prometheus endpoint. On Kubernetes the
+//! latency histograms live here: the server host's lab has no client side to read them
+//! from, and Prometheus adds them up across client pods.
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex, PoisonError},
+    time::Instant,
+};
+
+use tokio::sync::oneshot;
+
+use crate::{
+    lab::{
+        figures::FiguresBuilder,
+        model::{LiveState, RunInfo},
+        view::prometheus,
+    },
+    workload::stats::AppSnapshot,
+};
+
+pub struct ClientMetrics {
+    state: Arc<Mutex<LiveState>>,
+    figures: FiguresBuilder,
+    started: Instant,
+    /// Dropped with this value: the endpoint closes when the client is done.
+    _stop: oneshot::Sender<()>,
+}
+
+impl ClientMetrics {
+    /// Binds `addr` (an error names the flag) and serves from the current runtime.
+    pub async fn start(addr: SocketAddr, info: RunInfo) -> std::io::Result<ClientMetrics> {
+        let listener = prometheus::bind(addr).await?;
+        let state = Arc::new(Mutex::new(LiveState {
+            title: "c1m client".to_owned(),
+            info,
+            ..LiveState::default()
+        }));
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(prometheus::serve_listener(
+            listener,
+            Arc::clone(&state),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Ok(ClientMetrics {
+            state,
+            figures: FiguresBuilder::new(),
+            started: Instant::now(),
+            _stop: stop,
+        })
+    }
+
+    /// The figures of `snap`, computed as the lab computes them, for the next scrape.
+    pub fn observe(&mut self, snap: &AppSnapshot) {
+        let figures = self.figures.build(
+            crate::util::unix_ms_now(),
+            None,
+            None,
+            Some(snap),
+            None,
+            Some(crate::lab::doctor::mem_available()),
+        );
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.target = snap.target;
+        state.elapsed_s = self.started.elapsed().as_secs_f64();
+        state.client = Some(snap.clone());
+        state.figures = figures;
+    }
+}
