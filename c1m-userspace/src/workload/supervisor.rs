@@ -413,7 +413,12 @@ impl Supervisor {
                         .unwrap_or_else(|| end.duration_since(began).as_secs_f64()),
                     None => began.elapsed().as_secs_f64(),
                 };
-                stats::SetupRate::new(self.o.rate, counters.connected, duration_s)
+                stats::SetupRate::of_timeline(
+                    self.o.rate,
+                    counters.connected,
+                    duration_s,
+                    &self.timeline,
+                )
             }),
             push_mark: self
                 .shards

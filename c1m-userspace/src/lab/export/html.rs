@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{
     ExportError, RunHist,
-    figures::{Group, key_figures, setup_rate},
+    figures::{Group, key_figures, push_rule_line, setup_rate},
     fmt::{bytes, count, esc, int, ms, num, secs, utc},
     hgrm::TICKS_PER_HALF_DISTANCE,
     histograms,
@@ -425,23 +425,34 @@ fn distribution(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, Option<f64>)> {
         .collect()
 }
 
-/// One latency chart per (side, histogram) present in any of the runs: (label, color
-/// index into [`RUN_COLORS`], histograms).
+/// One latency chart per histogram title present in any of the runs (side, name and,
+/// for a push histogram, its rule: runs measured by different rules get different
+/// charts): (label, color index into [`RUN_COLORS`], histograms).
 pub(crate) fn latency_charts(runs: &[(&str, usize, &[RunHist])]) -> Vec<Chart> {
-    let mut keys: Vec<(&str, &str)> = Vec::new();
+    let mut keys: Vec<(&str, &str, &str)> = Vec::new();
     for (_, _, hs) in runs {
         for h in *hs {
-            if !keys.contains(&(h.side, h.name)) {
-                keys.push((h.side, h.name));
+            if !keys.contains(&(h.side, h.name, h.title.as_str())) {
+                keys.push((h.side, h.name, &h.title));
             }
         }
     }
+    let mut ids: Vec<String> = Vec::new();
     keys.into_iter()
-        .map(|(side, name)| {
+        .map(|(side, name, title)| {
+            // A second title of one histogram (another rule) gets its own id.
+            let base = format!("chart-lat-{side}-{name}");
+            let n = ids.iter().filter(|i| **i == base).count();
+            ids.push(base.clone());
+            let id = if n == 0 {
+                base
+            } else {
+                format!("{base}-{}", n + 1)
+            };
             let mut series = Vec::new();
             let mut notes = Vec::new();
             for (run_name, color, hs) in runs {
-                let Some(h) = hs.iter().find(|h| h.side == side && h.name == name) else {
+                let Some(h) = hs.iter().find(|h| h.title == title) else {
                     continue;
                 };
                 let p = Percentiles::of(&h.hist);
@@ -471,8 +482,8 @@ pub(crate) fn latency_charts(runs: &[(&str, usize, &[RunHist])]) -> Vec<Chart> {
                 });
             }
             Chart {
-                id: format!("chart-lat-{side}-{name}"),
-                title: format!("Latency distribution: {side} {name}"),
+                id,
+                title: format!("Latency distribution: {title}"),
                 note: notes.join("; "),
                 x: XAxis::Percentile,
                 x_label: "percentile (log scale of 1/(1−p), as the HdrHistogram plotter)"
@@ -498,9 +509,11 @@ pub(crate) fn cards(groups: &[Group]) -> String {
                 out,
                 "<tr><td class=\"t\">{}</td><td class=\"v\">{}</td></tr>",
                 esc(&f.label),
-                f.value
+                esc(&f
+                    .value
                     .map(|v| f.unit.show(v))
-                    .unwrap_or_else(|| "–".into())
+                    .or_else(|| f.why_none.clone())
+                    .unwrap_or_else(|| "–".into()))
             );
         }
         out.push_str("</table></div>");
@@ -844,7 +857,11 @@ fn setup_and_pushes(run: &RunRecord) -> String {
         out.push_str("</table></div>");
     }
     if !c.pushes.is_empty() {
-        out.push_str("<div><h3>Pushes (client: frames received)</h3><table class=\"wide\"><tr><th>push</th><th class=\"t\">started</th><th>received</th><th>first after</th><th>all received after</th></tr>");
+        out.push_str("<div><h3>Pushes (client: frames received)</h3>");
+        if let Some(rule) = push_rule_line(run) {
+            let _ = write!(out, "<p class=\"sub\">{}</p>", esc(&rule));
+        }
+        out.push_str("<table class=\"wide\"><tr><th>push</th><th class=\"t\">started</th><th>received</th><th>first after</th><th>all received after</th></tr>");
         for p in &c.pushes {
             let first = p.first_unix_ns.saturating_sub(p.started_unix_ns) as f64 / 1e9;
             let _ = write!(
@@ -1143,7 +1160,7 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
     b.push_str("<h2 id=\"latency\">Latency</h2>");
     let rows: Vec<(String, Percentiles)> = hists
         .iter()
-        .map(|h| (format!("{} {}", h.side, h.name), Percentiles::of(&h.hist)))
+        .map(|h| (h.title.clone(), Percentiles::of(&h.hist)))
         .collect();
     b.push_str(&setup_latency_table(run, &hists));
     if rows.is_empty() {
