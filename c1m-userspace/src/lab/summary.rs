@@ -123,12 +123,12 @@ pub fn text(run: &RunRecord) -> String {
                     per_s,
                     from_s,
                     to_s,
-                } => format!("{per_s:.0}/s ({from_s:.2}–{to_s:.2} s)"),
-                other => other.why_none().unwrap_or_default(),
+                } => format!("peak {per_s:.0}/s ({from_s:.2}–{to_s:.2} s)"),
+                other => format!("no peak: {}", other.why_none().unwrap_or_default()),
             };
             let _ = writeln!(
                 s,
-                "\nsetup rate: asked {}, achieved {:.0}/s ({} connected in {:.2} s), peak {peak}",
+                "\nsetup rate: asked {}, achieved {:.0}/s ({} connected in {:.2} s), {peak}",
                 r.asked_per_s
                     .map(|a| format!("{a:.0}/s"))
                     .unwrap_or_else(|| "unpaced".into()),

@@ -182,12 +182,8 @@ impl PushRule {
     pub fn message_title(&self) -> String {
         match self.measured_from() {
             Some(i) if self.follows() => format!(", from {}", i.text()),
-            Some(i) => format!(
-                ", from {}, not {} asked: the server stamps no such instant",
-                i.text(),
-                self.latency_from.text()
-            ),
-            None => ", from a stamp of unstated instant: say --push-stamp".to_owned(),
+            Some(i) => format!(", from {}, cannot follow {}", i.text(), self.latency_from),
+            None => ", from a stamp of unstated instant".to_owned(),
         }
     }
 
@@ -299,7 +295,7 @@ mod tests {
         let w = rule(PushInstant::Write, FrameStamps::Broadcast);
         assert_eq!(
             w.message_title(),
-            ", from the broadcast start, not the frame's write asked: the server stamps no such instant"
+            ", from the broadcast start, cannot follow write"
         );
         assert!(
             w.line()
