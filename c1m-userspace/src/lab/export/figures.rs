@@ -296,7 +296,80 @@ mod tests {
             Some(50_000.0)
         );
         assert!(get("Latency: client connect_us", "99%").unwrap() > 0.0);
+        assert_eq!(
+            get("Setup", "peak rate (busiest ≥ 1 s)"),
+            Some(51_230.0),
+            "from the client's timeline, not the per-second samples"
+        );
+        assert!(
+            get(
+                "Latency: client push_message_us, from the broadcast start",
+                "99%"
+            )
+            .is_some()
+        );
+        assert!(
+            get(
+                "Latency: client push_fanout_us, from the trigger, on the client's clock",
+                "99%"
+            )
+            .is_some()
+        );
         assert_eq!(Unit::PerSecond.show(50_123.4), "50,123/s");
         assert_eq!(Unit::Micros.show(1234.0), "1.234 ms");
+    }
+
+    #[test]
+    fn a_peak_that_cannot_be_measured_says_why_and_has_no_value() {
+        let mut run = crate::lab::export::sample_run();
+        let peak = |run: &RunRecord| {
+            key_figures(run, false)
+                .unwrap()
+                .into_iter()
+                .flat_map(|g| g.figures)
+                .find(|f| f.label == "peak rate (busiest ≥ 1 s)")
+                .map(|f| (f.value, f.why_none))
+                .unwrap()
+        };
+        let rate = run.client.as_mut().unwrap().setup_rate.as_mut().unwrap();
+        rate.peak = PeakRate::RampShorter { ramp_s: 0.34 };
+        assert_eq!(
+            peak(&run),
+            (None, Some("ramp 0.34 s, shorter than 1 s".to_owned()))
+        );
+        run.client
+            .as_mut()
+            .unwrap()
+            .setup_rate
+            .as_mut()
+            .unwrap()
+            .peak = PeakRate::NotRecorded;
+        assert_eq!(
+            peak(&run),
+            (None, Some("not recorded by this run's c1m".to_owned()))
+        );
+    }
+
+    #[test]
+    fn push_histograms_are_titled_by_the_instant_they_were_measured_from() {
+        use crate::workload::push_rule::{FanoutFrom, FrameStamps, PushInstant, PushRule};
+        let mut run = crate::lab::export::sample_run();
+        let title = |run: &RunRecord, name: &str| hist_title(run, "client", name);
+        assert_eq!(title(&run, "connect_us"), "client connect_us");
+        run.config.push = Some(PushRule {
+            latency_from: PushInstant::Write,
+            stamps: FrameStamps::Broadcast,
+            fanout_from: FanoutFrom::Trigger,
+        });
+        assert_eq!(
+            title(&run, "push_message_us"),
+            "client push_message_us, from the broadcast start, cannot follow write"
+        );
+        run.config.push = None;
+        assert_eq!(
+            title(&run, "push_fanout_us"),
+            "client push_fanout_us, rule not recorded"
+        );
+        assert!(push_rule_line(&run).unwrap().contains("not recorded"));
     }
 }
