@@ -26,7 +26,7 @@ use c1m::{
         stats::{AppSnapshot, PeakRate, PushSummary},
     },
 };
-use lab_util::{bounded, c1m_run, fresh_dir, root_or_skip, run_folder};
+use lab_util::{built, root_or_skip, run_servers};
 
 mod lab_util;
 
@@ -35,36 +35,16 @@ const N: u64 = 2000;
 /// The quantiles of the seeds' latency table.
 const QUANTILES: [f64; 9] = [0.0, 0.5, 0.75, 0.95, 0.98, 0.99, 0.999, 0.9999, 1.0];
 
-fn built(test: &str, name: &str) -> bool {
-    let run = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/reference-servers")
-        .join(name)
-        .join("run");
-    if !run.exists() {
-        eprintln!(
-            "SKIP {test}: {} not built; run `cargo xtask reference-servers` (cargo xtask test does)",
-            run.display()
-        );
-    }
-    run.exists()
-}
-
-/// `c1m run --servers SERVERS -n 2000 --idle 1s --tune EXTRA…`, which must exit 0: its
-/// stdout and its comparison folder.
-fn run_servers(folder: &str, servers: &str, extra: &[&str]) -> (String, PathBuf) {
-    let out_dir = fresh_dir(folder);
-    let n = N.to_string();
-    let mut args = vec!["--servers", servers, "-n", &n, "--idle", "1s", "--tune"];
-    args.extend_from_slice(extra);
-    let out = bounded(c1m_run(&out_dir, &args), Duration::from_secs(240));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (stdout, run_folder(&out_dir))
+/// `c1m run --servers SERVERS -n 2000 --idle 1s --tune EXTRA…`: its stdout and its
+/// comparison folder.
+fn run(folder: &str, servers: &str, extra: &[&str]) -> (String, PathBuf) {
+    run_servers(
+        folder,
+        servers,
+        &N.to_string(),
+        extra,
+        Duration::from_secs(240),
+    )
 }
 
 /// The run of `name` in the comparison folder, complete, every connection pushed once.
@@ -166,7 +146,7 @@ fn c1m_on_both_engines_and_python_measured_from_the_broadcast_start() {
         return;
     }
     c1m::netns::enter_private().expect("private netns");
-    let (stdout, cmp) = run_servers("push-rule-broadcast", "python,c1m-epoll,c1m-tokio", &[]);
+    let (stdout, cmp) = run("push-rule-broadcast", "python,c1m-epoll,c1m-tokio", &[]);
     let mut shorter = Vec::new();
     for name in ["python", "c1m-epoll", "c1m-tokio"] {
         let run = complete_run(&cmp, name);
@@ -259,7 +239,7 @@ fn a_write_rule_keeps_apart_the_reference_server_that_cannot_follow_it() {
     c1m::netns::enter_private().expect("private netns");
     // 2,000 at 1,500/s: the last connect is scheduled 1.33 s in, so the ramp is longer
     // than the peak's one-second window whatever the box's speed.
-    let (stdout, cmp) = run_servers(
+    let (stdout, cmp) = run(
         "push-rule-write",
         "python,c1m-epoll",
         &["--push-latency", "write", "--rate", "1500"],
