@@ -44,12 +44,12 @@ const LATENCIES: [(&str, &str, &str); 4] = [
     (
         "push_message_us",
         "c1m_push_latency_seconds",
-        "Push receive time minus the time the server wrote that connection's frame.",
+        "Push receive time minus the server instant --push-latency names: the broadcast start (default) or that connection's frame's write.",
     ),
     (
         "push_fanout_us",
         "c1m_push_fanout_seconds",
-        "Push receive time minus the time the broadcast began.",
+        "Push receive time minus the instant the push was triggered, on the client's clock.",
     ),
 ];
 
