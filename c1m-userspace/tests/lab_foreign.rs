@@ -354,10 +354,18 @@ fn bad_server_flags_are_one_line_and_start_nothing() {
         .expect("a free port")
         .port();
     let unreachable = format!("127.0.0.1:{closed}");
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 10] = [
         (
             &["--server-cmd", "x", "--push-trigger", "webhook"],
             "unknown push trigger",
+        ),
+        (
+            &["--push-stamp", "write"],
+            "is for a one-stamp --push-format: c1m's frame carries both",
+        ),
+        (
+            &["--server-cmd", "x", "--push-latency", "send"],
+            "broadcast or write",
         ),
         (
             &["--server-cmd", "x", "--push-format", "u32"],

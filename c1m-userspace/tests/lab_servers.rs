@@ -14,24 +14,9 @@ use c1m::lab::{
     model::{Outcome, RunRecord},
 };
 use c1m::workload::config::EngineKind;
-use lab_util::{bounded, c1m_run, fresh_dir, root_or_skip, run_folder};
+use lab_util::{built, c1m_run, fresh_dir, root_or_skip, run_servers};
 
 mod lab_util;
-
-/// True when `cargo xtask reference-servers` built `name`; otherwise a loud SKIP.
-fn built(test: &str, name: &str) -> bool {
-    let run = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/reference-servers")
-        .join(name)
-        .join("run");
-    if !run.exists() {
-        eprintln!(
-            "SKIP {test}: {} not built; run `cargo xtask reference-servers` (cargo xtask test does)",
-            run.display()
-        );
-    }
-    run.exists()
-}
 
 /// The run folders in a comparison folder, by name.
 fn run_names(cmp: &Path) -> Vec<String> {
@@ -50,24 +35,6 @@ fn record(dir: &Path) -> RunRecord {
 fn compare_json(cmp: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(cmp.join("compare.json")).expect("compare.json"))
         .expect("compare.json is JSON")
-}
-
-/// `c1m run --servers SERVERS -n N --idle 1s --tune` in a fresh folder, which must exit
-/// 0 within `limit`: its printed output and its comparison folder.
-fn run_servers(folder: &str, servers: &str, n: &str, limit: Duration) -> (String, PathBuf) {
-    let out_dir = fresh_dir(folder);
-    let args = ["--servers", servers, "-n", n, "--idle", "1s", "--tune"];
-    let out = bounded(c1m_run(&out_dir, &args), limit);
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(0), "{text}");
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        run_folder(&out_dir),
-    )
 }
 
 /// A run that completed with all `n` connected, none failed, and push 1 received by
@@ -97,6 +64,7 @@ fn python_and_c1m_epoll_each_get_a_complete_run_and_one_comparison() {
         "servers-two",
         "python,c1m-epoll",
         "2000",
+        &[],
         Duration::from_secs(90),
     );
     assert!(
@@ -147,6 +115,7 @@ fn every_reference_server_holds_15000_pushed_and_measured() {
         "servers-all",
         "python,node,go,netty,c1m-epoll,c1m-tokio",
         "15000",
+        &[],
         Duration::from_secs(420),
     );
     for name in ["python", "node", "go", "netty", "c1m-epoll", "c1m-tokio"] {

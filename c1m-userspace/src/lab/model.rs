@@ -192,6 +192,10 @@ pub struct RunConfig {
     pub push_count: u32,
     /// Server shards writing a push at once (0: all).
     pub push_writers: u64,
+    /// How push latency was measured: the instant per message is timed from, what the
+    /// server's frames carry, where fan-out starts (None: a run recorded before c1m
+    /// recorded its rule, not comparable with one that did).
+    pub push: Option<crate::workload::push_rule::PushRule>,
     pub observer: bool,
     pub tuned: bool,
     pub command_line: String,

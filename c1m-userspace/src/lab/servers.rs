@@ -35,6 +35,7 @@ use crate::{
     workload::{
         config::EngineKind,
         push_format::PushFormat,
+        push_rule::PushInstant,
         push_trigger::{PushTrigger, Signal},
     },
 };
@@ -81,6 +82,9 @@ pub struct ServerFlags {
     pub server_cmd: Option<String>,
     pub push_trigger: PushTrigger,
     pub push_format: PushFormat,
+    /// The instant the one stamp of `push_format` is taken (None: c1m's frame carries
+    /// both).
+    pub push_stamp: Option<PushInstant>,
     /// c1m's own server: its engine (the lab's client keeps `--engine`, so every server
     /// meets the same client).
     pub server_engine: Option<EngineKind>,
@@ -92,6 +96,7 @@ impl ServerFlags {
         args.server_cmd = self.server_cmd;
         args.push_trigger = Some(self.push_trigger);
         args.push_format = self.push_format;
+        args.push_stamp = self.push_stamp;
         args.server_engine = self.server_engine;
     }
 }
@@ -154,6 +159,7 @@ impl ReferenceServer {
                 server_cmd: None,
                 push_trigger: PushTrigger::Control,
                 push_format: PushFormat::C1m,
+                push_stamp: None,
                 server_engine: self.own_engine(),
             });
         };
@@ -166,7 +172,8 @@ impl ReferenceServer {
         // Only a NUL byte cannot be quoted, and neither a path nor an argument (both
         // C strings) can hold one.
         let server_cmd = shlex::try_join(argv).unwrap_or_else(|_| argv.join(" "));
-        // The protocol's push: one SIGUSR1, one 8-byte little-endian µs stamp.
+        // The protocol's push: one SIGUSR1, one 8-byte little-endian µs stamp, taken
+        // once per broadcast.
         Ok(ServerFlags {
             server_cmd: Some(server_cmd),
             push_trigger: PushTrigger::Signal(Signal {
@@ -174,6 +181,7 @@ impl ReferenceServer {
                 number: libc::SIGUSR1,
             }),
             push_format: PushFormat::U64leUs,
+            push_stamp: Some(PushInstant::Broadcast),
             server_engine: None,
         })
     }
@@ -251,6 +259,7 @@ fn refused_flags(args: &RunArgs) -> Vec<&'static str> {
         ("--target", args.target.is_some()),
         ("--push-trigger", args.push_trigger.is_some()),
         ("--push-format", args.push_format != PushFormat::C1m),
+        ("--push-stamp", args.push_stamp.is_some()),
     ]
     .into_iter()
     .filter_map(|(flag, given)| given.then_some(flag))

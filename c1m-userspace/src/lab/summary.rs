@@ -3,10 +3,11 @@
 
 use std::fmt::Write as _;
 
+use super::export::figures::{hist_title, push_rule_line};
 use super::model::RunRecord;
 use crate::{
     fmt::bytes,
-    workload::stats::{HIST_NAMES, Percentiles, SETUP_LATENCY_PAIRS},
+    workload::stats::{HIST_NAMES, PeakRate, Percentiles, SETUP_LATENCY_PAIRS},
 };
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -117,9 +118,17 @@ pub fn text(run: &RunRecord) -> String {
             }
         }
         if let Some(r) = &client.setup_rate {
+            let peak = match r.peak {
+                PeakRate::Busiest {
+                    per_s,
+                    from_s,
+                    to_s,
+                } => format!("peak {per_s:.0}/s ({from_s:.2}–{to_s:.2} s)"),
+                other => format!("no peak: {}", other.why_none().unwrap_or_default()),
+            };
             let _ = writeln!(
                 s,
-                "\nsetup rate: asked {}, achieved {:.0}/s ({} connected in {:.2} s)",
+                "\nsetup rate: asked {}, achieved {:.0}/s ({} connected in {:.2} s), {peak}",
                 r.asked_per_s
                     .map(|a| format!("{a:.0}/s"))
                     .unwrap_or_else(|| "unpaced".into()),
@@ -146,10 +155,17 @@ pub fn text(run: &RunRecord) -> String {
                 }
             }
         }
+        if let Some(line) = push_rule_line(run) {
+            let _ = writeln!(s, "\n{line}");
+        }
         for p in &client.pushes {
+            let after = run
+                .config
+                .push
+                .map_or("the push began", |r| r.fanout_origin());
             let _ = writeln!(
                 s,
-                "\npush {}: {} connections received it; the last {:.2} s after the broadcast began",
+                "push {}: {} connections received it; the last {:.2} s after {after}",
                 p.push_id, p.count, p.complete_s
             );
         }
@@ -170,7 +186,7 @@ pub fn text(run: &RunRecord) -> String {
                 let _ = write!(
                     s,
                     "\n{}",
-                    Percentiles::of(&h).table(&format!("{side} {name}"))
+                    Percentiles::of(&h).table(&hist_title(run, side, name))
                 );
             }
         }

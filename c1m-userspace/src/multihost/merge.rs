@@ -248,6 +248,18 @@ pub fn merge(a: &MergeArgs) -> Result<RunRecord, MergeError> {
         ),
         None => "some client host measured no clock offset (no --clock-from): push latencies assume synchronised clocks".to_owned(),
     };
+    // The client hosts measured the pushes: the run's rule is theirs, if one.
+    let rules: Vec<_> = hosts.iter().map(|h| h.run.config.push).collect();
+    run.config.push = match rules.first() {
+        Some(first) if rules.iter().all(|r| r == first) => *first,
+        Some(_) => {
+            run.warnings.push(
+                "client hosts measured push latency by different rules (--push-latency, --push-stamp): the merged run records none".to_owned(),
+            );
+            None
+        }
+        None => run.config.push,
+    };
     run.per_connection.client_user_bytes = None;
     run.config.sources = hosts
         .iter()
@@ -350,7 +362,10 @@ fn merged_snapshot(hosts: &[Host]) -> Result<AppSnapshot, String> {
         snap.cpu_user_s += s.cpu_user_s;
         snap.cpu_sys_s += s.cpu_sys_s;
     }
-    snap.setup_rate = (ramp_s > 0.0).then(|| SetupRate::new(asked, counters.connected, ramp_s));
+    snap.setup_rate = (ramp_s > 0.0).then(|| SetupRate {
+        peak: stats::PeakRate::AcrossHosts,
+        ..SetupRate::new(asked, counters.connected, ramp_s)
+    });
     snap.counters = counters;
     snap.workers = workers;
     snap.pushes = pushes.into_values().map(PushSummary::from).collect();

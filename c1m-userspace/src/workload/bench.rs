@@ -315,7 +315,9 @@ pub async fn bench_idle(a: &BenchArgs) -> Result<IdleFigures> {
 pub async fn bench_push(a: &BenchArgs) -> Result<PushBench> {
     let n = a.connections;
     let base = mib::read().ok();
-    let p = Pair::start(a, "ws", n, &[]).await?;
+    // Per message from each frame's write: what the writers' pacing changes (the lab's
+    // default, from the broadcast start, is the fan-out's to each frame).
+    let p = Pair::start(a, "ws", n, &["--push-latency", "write"]).await?;
     let c = ramped(&p, a, n).await?;
     let open = settled(&p, a).await?;
     let setup_kernel = kernel_since(base);

@@ -14,6 +14,7 @@ use super::{
     config::{ClientShardConfig, EngineKind, Mode, ServerShardConfig, ShardConfig},
     limits::{self, plan_client, plan_server},
     push_format::PushFormat,
+    push_rule::{PushInstant, PushRule},
     push_trigger::PushTrigger,
     stats::AppSnapshot,
     supervisor::{self, Options, Side},
@@ -158,6 +159,15 @@ pub struct ClientArgs {
     /// decode is counted as push_undecodable.
     #[arg(long, default_value = "c1m", value_parser = super::push_format::parse)]
     pub push_format: PushFormat,
+    /// Per-message push latency is measured from: broadcast (the instant the broadcast
+    /// began, the seeds' rule) or write (the instant the server wrote that frame). c1m's
+    /// frame carries both; a one-stamp --push-format carries what --push-stamp says.
+    #[arg(long, value_name = "INSTANT", default_value = "broadcast", value_parser = super::push_rule::parse)]
+    pub push_latency: PushInstant,
+    /// The instant a one-stamp --push-format's stamp was taken: broadcast or write.
+    /// Unstated, a run's per-message latency is marked as not comparable.
+    #[arg(long, value_name = "INSTANT", value_parser = super::push_rule::parse)]
+    pub push_stamp: Option<PushInstant>,
     /// A server of yours: trigger one push once the ramp is done (signal:NAME, http:URL,
     /// cmd:"COMMAND"; none counts what it sends on its own from then on) and report its
     /// latency. `control` is c1m's own server's: `c1m run` drives that one.
@@ -446,6 +456,7 @@ impl ClientArgs {
 
 /// `c1m client`.
 pub fn run_client(a: ClientArgs) -> Result<()> {
+    PushRule::check_stamp(&a.push_format, a.push_stamp).map_err(anyhow::Error::msg)?;
     match (&a.push_trigger, a.server_pid) {
         (Some(PushTrigger::Control), _) => bail!(
             "--push-trigger control: c1m's own server is pushed by `c1m run` or `push` on its control endpoint; \
@@ -539,6 +550,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
                 seed,
                 clock_offset_ns: clock.map(|c| c.offset_ns).unwrap_or(0),
                 push_format: a.push_format.clone(),
+                push_latency: a.push_latency,
             })
         })
         .collect();
@@ -587,6 +599,15 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
                 server_addrs: a.hosts.join(","),
                 sources: a.sources.join(","),
                 command_line: std::env::args().collect::<Vec<_>>().join(" "),
+                // This host is told one trigger instant: its own --push-trigger's.
+                push: Some(PushRule::new(
+                    a.push_latency,
+                    &a.push_format,
+                    a.push_stamp,
+                    a.push_trigger
+                        .as_ref()
+                        .is_some_and(|t| *t != PushTrigger::None),
+                )),
                 ..Default::default()
             };
             Some(crate::multihost::client_host::HostFolder::create(

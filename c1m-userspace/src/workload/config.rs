@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
-use super::push_format::PushFormat;
+use super::{push_format::PushFormat, push_rule::PushInstant};
 
 /// The application protocol on every connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -117,6 +117,10 @@ pub struct ClientShardConfig {
     /// How the server stamps its pushes (c1m's frame unless told otherwise).
     #[serde(default)]
     pub push_format: PushFormat,
+    /// The instant c1m's frames are timed from per message (`--push-latency`); a
+    /// foreign frame's one stamp is what it is.
+    #[serde(default)]
+    pub push_latency: PushInstant,
 }
 
 impl ClientShardConfig {
@@ -203,6 +207,7 @@ mod tests {
             seed: 0,
             clock_offset_ns: 0,
             push_format: PushFormat::C1m,
+            push_latency: Default::default(),
         }
     }
 

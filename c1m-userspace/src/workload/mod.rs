@@ -10,6 +10,7 @@
 //! | `supervisor` | aggregation, lifecycle, signals, `connections: N`, summary           |
 //! | `control`    | the line-protocol control endpoint (`stats`, `push`, `close`, `stop`), owner-only|
 //! | `stats`      | counters, histograms, [`stats::AppSnapshot`]                          |
+//! | `push_rule`  | which instant push latency is measured from, one rule for every server |
 //! | `limits`     | RLIMIT_NOFILE and the split decision (with the balance arithmetic)   |
 //! | `config`     | what a shard is told (JSON to workers)                               |
 //! | `port_lock`  | one owner per port: a flock per port, a listener check in the kernel |
@@ -28,6 +29,7 @@ pub mod limits;
 pub mod port_lock;
 pub mod procstat;
 pub mod push_format;
+pub mod push_rule;
 pub mod push_trigger;
 pub mod shard;
 pub mod sockopt;

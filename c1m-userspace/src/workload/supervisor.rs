@@ -413,7 +413,12 @@ impl Supervisor {
                         .unwrap_or_else(|| end.duration_since(began).as_secs_f64()),
                     None => began.elapsed().as_secs_f64(),
                 };
-                stats::SetupRate::new(self.o.rate, counters.connected, duration_s)
+                stats::SetupRate::of_timeline(
+                    self.o.rate,
+                    counters.connected,
+                    duration_s,
+                    &self.timeline,
+                )
             }),
             push_mark: self
                 .shards
@@ -891,7 +896,7 @@ pub fn summary(s: &AppSnapshot) -> String {
     }
     for p in &s.pushes {
         out.push_str(&format!(
-            "push {}: {} {} , last {:.3} s after the broadcast began\n",
+            "push {}: {} {} , last {:.3} s after {}\n",
             p.push_id,
             p.count,
             if s.side == "server" {
@@ -899,7 +904,12 @@ pub fn summary(s: &AppSnapshot) -> String {
             } else {
                 "received"
             },
-            p.complete_s
+            p.complete_s,
+            if s.side == "server" {
+                "the broadcast began"
+            } else {
+                "the push's start (its trigger, when one was marked)"
+            }
         ));
     }
     for (name, p) in &s.percentiles {

@@ -125,3 +125,42 @@ pub fn wait_bounded(child: std::process::Child, limit: Duration, what: &str) -> 
     );
     out
 }
+
+/// True when `cargo xtask reference-servers` built the reference server `name`;
+/// otherwise a loud SKIP of `test`.
+pub fn built(test: &str, name: &str) -> bool {
+    let run = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/reference-servers")
+        .join(name)
+        .join("run");
+    if !run.exists() {
+        eprintln!(
+            "SKIP {test}: {} not built; run `cargo xtask reference-servers` (cargo xtask test does)",
+            run.display()
+        );
+    }
+    run.exists()
+}
+
+/// `c1m run --servers SERVERS -n N --idle 1s --tune EXTRA…` in a fresh folder, which
+/// must exit 0 within `limit`: its printed output and its comparison folder.
+pub fn run_servers(
+    folder: &str,
+    servers: &str,
+    n: &str,
+    extra: &[&str],
+    limit: Duration,
+) -> (String, PathBuf) {
+    let out_dir = fresh_dir(folder);
+    let mut args = vec!["--servers", servers, "-n", n, "--idle", "1s", "--tune"];
+    args.extend_from_slice(extra);
+    let out = bounded(c1m_run(&out_dir, &args), limit);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (stdout, run_folder(&out_dir))
+}

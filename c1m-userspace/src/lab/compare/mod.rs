@@ -44,3 +44,75 @@ impl Comparison {
         })
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::{
+        input::{LoadedRun, RunSpec},
+        table,
+    };
+    use crate::{
+        lab::model::RunRecord,
+        workload::{
+            push_rule::{FrameStamps, PushInstant, PushRule},
+            stats::PeakRate,
+        },
+    };
+
+    fn loaded(name: &str, run: RunRecord) -> LoadedRun {
+        LoadedRun {
+            spec: RunSpec {
+                dir: name.into(),
+                name: name.into(),
+            },
+            run,
+        }
+    }
+
+    /// Issue 20: a server whose stamp cannot follow the rule asked is not mixed with one
+    /// that does; a figure that could not be measured says why in its cell.
+    #[test]
+    fn runs_measured_by_different_rules_never_share_a_row() {
+        let own = crate::lab::export::sample_run();
+        let mut foreign = own.clone();
+        let write = PushRule {
+            latency_from: PushInstant::Write,
+            ..PushRule::default()
+        };
+        let mut own_write = own.clone();
+        own_write.config.push = Some(write);
+        foreign.config.push = Some(PushRule {
+            stamps: FrameStamps::Broadcast,
+            ..write
+        });
+        if let Some(r) = foreign.client.as_mut().and_then(|c| c.setup_rate.as_mut()) {
+            r.peak = PeakRate::RampShorter { ramp_s: 0.34 };
+        }
+        let rows = table::rows(&[loaded("c1m", own_write), loaded("go", foreign)]).unwrap();
+        let counts = |group: &str| {
+            let row = rows
+                .iter()
+                .find(|r| {
+                    r.group == format!("Latency: client push_message_us{group}")
+                        && r.figure == "count"
+                })
+                .unwrap_or_else(|| panic!("no {group} row"));
+            row.cells.iter().map(|c| c.n).collect::<Vec<_>>()
+        };
+        assert_eq!(counts(", from the frame's write"), [1, 0]);
+        assert_eq!(
+            counts(", from the broadcast start, cannot follow write"),
+            [0, 1]
+        );
+        let peak = rows
+            .iter()
+            .find(|r| r.figure == "peak rate (busiest ≥ 1 s)")
+            .unwrap();
+        assert_eq!(table::show(peak.unit, &peak.cells[0]), "51,230/s");
+        assert_eq!(
+            table::show(peak.unit, &peak.cells[1]),
+            "ramp 0.34 s, shorter than 1 s"
+        );
+    }
+}

@@ -26,6 +26,10 @@ pub struct Spread {
     pub min: Option<f64>,
     pub max: Option<f64>,
     pub values: Vec<f64>,
+    /// Why runs of this setup have no value, where they said (`Figure::why_none`), each
+    /// reason once: shown when no run has a value.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub why_none: Vec<String>,
 }
 
 impl Spread {
@@ -43,6 +47,7 @@ impl Spread {
             min: values.iter().copied().reduce(f64::min),
             max: values.iter().copied().reduce(f64::max),
             values,
+            why_none: Vec::new(),
         }
     }
 }
@@ -157,8 +162,9 @@ fn group_key(title: &str) -> String {
 /// Every figure any run has, in first-seen order, with its spread per name.
 pub fn rows(runs: &[LoadedRun]) -> Result<Vec<Row>, ExportError> {
     let names = names(runs);
-    // (group, figure, unit, values per name)
-    let mut acc: Vec<(String, String, Unit, Vec<Vec<f64>>)> = Vec::new();
+    // (group, figure, unit, values per name, reasons for no value per name)
+    type Acc = (String, String, Unit, Vec<Vec<f64>>, Vec<Vec<String>>);
+    let mut acc: Vec<Acc> = Vec::new();
     for r in runs {
         let k = names.iter().position(|n| *n == r.spec.name).unwrap_or(0);
         for g in key_figures(&r.run, true)? {
@@ -172,23 +178,32 @@ pub fn rows(runs: &[LoadedRun]) -> Result<Vec<Row>, ExportError> {
                             f.label.clone(),
                             f.unit,
                             vec![Vec::new(); names.len()],
+                            vec![Vec::new(); names.len()],
                         ));
                         acc.len() - 1
                     }
                 };
                 if let Some(v) = f.value {
                     acc[i].3[k].push(v);
+                } else if let Some(why) = f.why_none
+                    && !acc[i].4[k].contains(&why)
+                {
+                    acc[i].4[k].push(why);
                 }
             }
         }
     }
     Ok(acc
         .into_iter()
-        .map(|(group, figure, unit, values)| {
+        .map(|(group, figure, unit, values, why_none)| {
             let cells: Vec<Spread> = names
                 .iter()
                 .zip(values)
-                .map(|(n, v)| Spread::of(n, v))
+                .zip(why_none)
+                .map(|((n, v), why_none)| Spread {
+                    why_none,
+                    ..Spread::of(n, v)
+                })
                 .collect();
             let verdict = Verdict::of(&cells);
             let means = cells.iter().filter_map(|c| c.mean);
@@ -212,6 +227,7 @@ pub fn rows(runs: &[LoadedRun]) -> Result<Vec<Row>, ExportError> {
 /// `mean ± sd` over repeats.
 pub(crate) fn show(unit: Unit, s: &Spread) -> String {
     match (s.n, s.mean, s.sd) {
+        (0, ..) | (_, None, _) if !s.why_none.is_empty() => s.why_none.join("; "),
         (0, ..) | (_, None, _) => "–".to_owned(),
         (1, Some(m), _) | (_, Some(m), None) => unit.show(m),
         // Repeats that agree exactly: the value, not "± 0".

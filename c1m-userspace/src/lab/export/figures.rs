@@ -8,7 +8,9 @@ use super::{
 };
 use crate::{
     lab::model::{RunRecord, Sample},
-    workload::stats::{Percentiles, SetupRate},
+    workload::stats::{
+        HIST_NAMES, PEAK_WINDOW_MS, PUSH_FANOUT, PUSH_MESSAGE, PeakRate, Percentiles, SetupRate,
+    },
 };
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -49,6 +51,9 @@ pub(crate) struct Figure {
     pub label: String,
     pub value: Option<f64>,
     pub unit: Unit,
+    /// Why there is no value, in a few words, where one is known (views show it in
+    /// place of the value: never a misleading number, never a bare dash).
+    pub why_none: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -62,7 +67,40 @@ fn fig(label: impl Into<String>, value: Option<f64>, unit: Unit) -> Figure {
         label: label.into(),
         value: value.filter(|v| v.is_finite()),
         unit,
+        why_none: None,
     }
+}
+
+/// The title of a run's histogram: side and name, and for a push histogram the instant
+/// it was measured from (the run's [`PushRule`](crate::workload::push_rule::PushRule)).
+/// Runs measured by different rules get different titles, so `c1m compare` puts them in
+/// different rows instead of mixing them.
+pub(crate) fn hist_title(run: &RunRecord, side: &str, name: &str) -> String {
+    let message = name == HIST_NAMES[PUSH_MESSAGE];
+    let fanout = name == HIST_NAMES[PUSH_FANOUT];
+    let tail = match run.config.push {
+        Some(r) if message => r.message_title(),
+        Some(r) if fanout => r.fanout_title().to_owned(),
+        None if message || fanout => ", rule not recorded".to_owned(),
+        _ => String::new(),
+    };
+    format!("{side} {name}{tail}")
+}
+
+/// The run's push rule in one line (the summary's and the report's push section), or
+/// None for a run that measured no push.
+pub(crate) fn push_rule_line(run: &RunRecord) -> Option<String> {
+    let pushed = run
+        .client
+        .as_ref()
+        .is_some_and(|c| !c.pushes.is_empty() || c.counters.pushes_received > 0);
+    if !pushed {
+        return None;
+    }
+    Some(match run.config.push {
+        Some(r) => r.line(),
+        None => "push latency: the rule it was measured by was not recorded (a run from before c1m recorded it): not comparable with runs that record theirs".to_owned(),
+    })
 }
 
 type Get = fn(&Sample) -> Option<f64>;
@@ -134,11 +172,7 @@ pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Gro
                 setup_rate(run).and_then(|r| r.achieved_per_s),
                 Unit::PerSecond,
             ),
-            fig(
-                "peak rate (1 s)",
-                peak(s, |x| x.client_connect_per_s),
-                Unit::PerSecond,
-            ),
+            peak_setup_rate(run),
         ],
     });
     let pc = &run.per_connection;
@@ -193,6 +227,19 @@ pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Gro
     Ok(groups)
 }
 
+/// The busiest stretch of the ramp (see [`PeakRate`]), or why there is none.
+fn peak_setup_rate(run: &RunRecord) -> Figure {
+    let peak = setup_rate(run).map(|r| r.peak);
+    Figure {
+        why_none: peak.and_then(PeakRate::why_none),
+        ..fig(
+            format!("peak rate (busiest ≥ {} s)", PEAK_WINDOW_MS as f64 / 1000.0),
+            peak.and_then(PeakRate::per_s),
+            Unit::PerSecond,
+        )
+    }
+}
+
 fn latency_groups(hists: &[RunHist], full: bool) -> Vec<Group> {
     hists
         .iter()
@@ -219,7 +266,7 @@ fn latency_groups(hists: &[RunHist], full: bool) -> Vec<Group> {
                 us("max", p.max as f64),
             ]);
             Group {
-                title: format!("Latency: {} {}", h.side, h.name),
+                title: format!("Latency: {}", h.title),
                 figures,
             }
         })
@@ -249,7 +296,80 @@ mod tests {
             Some(50_000.0)
         );
         assert!(get("Latency: client connect_us", "99%").unwrap() > 0.0);
+        assert_eq!(
+            get("Setup", "peak rate (busiest ≥ 1 s)"),
+            Some(51_230.0),
+            "from the client's timeline, not the per-second samples"
+        );
+        assert!(
+            get(
+                "Latency: client push_message_us, from the broadcast start",
+                "99%"
+            )
+            .is_some()
+        );
+        assert!(
+            get(
+                "Latency: client push_fanout_us, from the trigger, on the client's clock",
+                "99%"
+            )
+            .is_some()
+        );
         assert_eq!(Unit::PerSecond.show(50_123.4), "50,123/s");
         assert_eq!(Unit::Micros.show(1234.0), "1.234 ms");
+    }
+
+    #[test]
+    fn a_peak_that_cannot_be_measured_says_why_and_has_no_value() {
+        let mut run = crate::lab::export::sample_run();
+        let peak = |run: &RunRecord| {
+            key_figures(run, false)
+                .unwrap()
+                .into_iter()
+                .flat_map(|g| g.figures)
+                .find(|f| f.label == "peak rate (busiest ≥ 1 s)")
+                .map(|f| (f.value, f.why_none))
+                .unwrap()
+        };
+        let rate = run.client.as_mut().unwrap().setup_rate.as_mut().unwrap();
+        rate.peak = PeakRate::RampShorter { ramp_s: 0.34 };
+        assert_eq!(
+            peak(&run),
+            (None, Some("ramp 0.34 s, shorter than 1 s".to_owned()))
+        );
+        run.client
+            .as_mut()
+            .unwrap()
+            .setup_rate
+            .as_mut()
+            .unwrap()
+            .peak = PeakRate::NotRecorded;
+        assert_eq!(
+            peak(&run),
+            (None, Some("not recorded by this run's c1m".to_owned()))
+        );
+    }
+
+    #[test]
+    fn push_histograms_are_titled_by_the_instant_they_were_measured_from() {
+        use crate::workload::push_rule::{FanoutFrom, FrameStamps, PushInstant, PushRule};
+        let mut run = crate::lab::export::sample_run();
+        let title = |run: &RunRecord, name: &str| hist_title(run, "client", name);
+        assert_eq!(title(&run, "connect_us"), "client connect_us");
+        run.config.push = Some(PushRule {
+            latency_from: PushInstant::Write,
+            stamps: FrameStamps::Broadcast,
+            fanout_from: FanoutFrom::Trigger,
+        });
+        assert_eq!(
+            title(&run, "push_message_us"),
+            "client push_message_us, from the broadcast start, cannot follow write"
+        );
+        run.config.push = None;
+        assert_eq!(
+            title(&run, "push_fanout_us"),
+            "client push_fanout_us, rule not recorded"
+        );
+        assert!(push_rule_line(&run).unwrap().contains("not recorded"));
     }
 }

@@ -22,8 +22,8 @@ use crate::{
     },
     workload::{
         stats::{
-            AppSnapshot, Counters, Percentiles, PushSummary, SetupRate, SetupStep, WorkerInfo,
-            Workers, encode_hist, new_hist,
+            AppSnapshot, Counters, PeakRate, Percentiles, PushSummary, SetupRate, SetupStep,
+            WorkerInfo, Workers, encode_hist, new_hist,
         },
         sys::splitmix64,
     },
@@ -494,8 +494,14 @@ fn app_snapshot(
         workers,
         setup_steps: steps,
         // The ramp ends at 20 s (21 s after the run started).
-        setup_rate: (client && t >= 1)
-            .then(|| SetupRate::new(RATE as f64, counters.connected, (t.min(21) - 1) as f64)),
+        setup_rate: (client && t >= 1).then(|| SetupRate {
+            peak: PeakRate::Busiest {
+                per_s: 51_230.0,
+                from_s: 4.0,
+                to_s: 5.0,
+            },
+            ..SetupRate::new(RATE as f64, counters.connected, (t.min(21) - 1) as f64)
+        }),
         pushes,
         rss_bytes: rss,
         rss_baseline_bytes: base,
@@ -530,6 +536,7 @@ fn config() -> RunConfig {
         idle_s: 30.0,
         push_count: 3,
         push_writers: 0,
+        push: Some(crate::workload::push_rule::PushRule::default()),
         observer: true,
         tuned: true,
         command_line: "c1m run --connections 1000000 --rate 50000 --push 3 --tune".to_owned(),

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{
     ExportError, RunHist,
-    figures::{Group, key_figures, setup_rate},
+    figures::{Group, key_figures, push_rule_line, setup_rate},
     fmt::{bytes, count, esc, int, ms, num, secs, utc},
     hgrm::TICKS_PER_HALF_DISTANCE,
     histograms,
@@ -439,18 +439,18 @@ pub(super) fn distribution_note(h: &hdrhistogram::Histogram<u64>) -> String {
     )
 }
 
-/// A latency distribution chart of histogram `name` of `side`.
+/// A latency distribution chart of the histogram titled `title` (side, name and, for a
+/// push histogram, the rule it was measured by: [`RunHist::title`]).
 pub(super) fn latency_chart(
     id: String,
-    side: &str,
-    name: &str,
+    title: &str,
     note: String,
     series: Vec<Series>,
     size: Size,
 ) -> Chart {
     Chart {
         id,
-        title: format!("Latency distribution: {side} {name}"),
+        title: format!("Latency distribution: {title}"),
         note,
         size,
         x: XAxis::Percentile,
@@ -473,8 +473,7 @@ fn latency_charts(hists: &[RunHist]) -> Vec<Chart> {
             let color = if h.side == "server" { SERVER } else { CLIENT };
             latency_chart(
                 format!("chart-lat-{}-{}", h.side, h.name),
-                h.side,
-                h.name,
+                &h.title,
                 distribution_note(&h.hist),
                 vec![Series::line(
                     format!("{} {}", h.side, h.name),
@@ -497,9 +496,11 @@ pub(crate) fn cards(groups: &[Group]) -> String {
                 out,
                 "<tr><td class=\"t\">{}</td><td class=\"v\">{}</td></tr>",
                 esc(&f.label),
-                f.value
+                esc(&f
+                    .value
                     .map(|v| f.unit.show(v))
-                    .unwrap_or_else(|| "–".into())
+                    .or_else(|| f.why_none.clone())
+                    .unwrap_or_else(|| "–".into()))
             );
         }
         out.push_str("</table></div>");
@@ -843,7 +844,11 @@ fn setup_and_pushes(run: &RunRecord) -> String {
         out.push_str("</table></div>");
     }
     if !c.pushes.is_empty() {
-        out.push_str("<div><h3>Pushes (client: frames received)</h3><table class=\"wide\"><tr><th>push</th><th class=\"t\">started</th><th>received</th><th>first after</th><th>all received after</th></tr>");
+        out.push_str("<div><h3>Pushes (client: frames received)</h3>");
+        if let Some(rule) = push_rule_line(run) {
+            let _ = write!(out, "<p class=\"sub\">{}</p>", esc(&rule));
+        }
+        out.push_str("<table class=\"wide\"><tr><th>push</th><th class=\"t\">started</th><th>received</th><th>first after</th><th>all received after</th></tr>");
         for p in &c.pushes {
             let first = p.first_unix_ns.saturating_sub(p.started_unix_ns) as f64 / 1e9;
             let _ = write!(
@@ -1142,7 +1147,7 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
     b.push_str("<h2 id=\"latency\">Latency</h2>");
     let rows: Vec<(String, Percentiles)> = hists
         .iter()
-        .map(|h| (format!("{} {}", h.side, h.name), Percentiles::of(&h.hist)))
+        .map(|h| (h.title.clone(), Percentiles::of(&h.hist)))
         .collect();
     b.push_str(&setup_latency_table(run, &hists));
     if rows.is_empty() {

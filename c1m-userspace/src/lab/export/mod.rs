@@ -228,6 +228,9 @@ fn drop_nulls(v: serde_json::Value) -> serde_json::Value {
 pub(crate) struct RunHist {
     pub side: &'static str,
     pub name: &'static str,
+    /// What views title it by: side, name and, for a push histogram, the instant it was
+    /// measured from ([`figures::hist_title`]).
+    pub title: String,
     pub hist: hdrhistogram::Histogram<u64>,
 }
 
@@ -251,7 +254,12 @@ fn present_histograms(run: &RunRecord) -> Result<Vec<RunHist>, ExportError> {
             let hist = snap
                 .histogram(name)
                 .map_err(ExportError::hist(format!("{side} {name}")))?;
-            out.push(RunHist { side, name, hist });
+            out.push(RunHist {
+                side,
+                name,
+                title: figures::hist_title(run, side, name),
+                hist,
+            });
         }
     }
     Ok(out)

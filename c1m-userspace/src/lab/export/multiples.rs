@@ -172,8 +172,8 @@ fn time_multiples(runs: &[ComparedRun], tc: &TimeChart) -> Vec<Chart> {
         .collect()
 }
 
-/// The (side, histogram) pairs any run has, in the runs' order.
-fn keys<'a>(names: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<(&'a str, &'a str)> {
+/// The distinct items (e.g. (side, histogram) pairs) any run has, in the runs' order.
+fn keys<T: PartialEq>(names: impl Iterator<Item = T>) -> Vec<T> {
     let mut keys = Vec::new();
     for k in names {
         if !keys.contains(&k) {
@@ -231,32 +231,27 @@ fn latency_over_time(runs: &[ComparedRun], side: &str, name: &str) -> Vec<Chart>
         .collect()
 }
 
-fn latency_distributions(runs: &[ComparedRun], side: &str, name: &str) -> Vec<Chart> {
+/// The distributions of the histogram titled `title` (side, name and, for a push
+/// histogram, its rule): runs measured by different rules never share a chart.
+fn latency_distributions(runs: &[ComparedRun], id: &str, title: &str) -> Vec<Chart> {
     let notes: Vec<String> = runs
         .iter()
         .filter_map(|r| {
-            let h = r.hists.iter().find(|h| h.side == side && h.name == name)?;
+            let h = r.hists.iter().find(|h| h.title == title)?;
             Some(format!("{}: {}", r.label, distribution_note(&h.hist)))
         })
         .collect();
     let template = latency_chart(
         String::new(),
-        side,
-        name,
+        title,
         notes.join("; "),
         Vec::new(),
         Size::Small,
     );
-    faceted(
-        runs,
-        &format!("chart-lat-{side}-{name}"),
-        &template.title,
-        &template,
-        |r| {
-            let h = r.hists.iter().find(|h| h.side == side && h.name == name)?;
-            Some(styled(r, distribution(&h.hist), Vec::new()))
-        },
-    )
+    faceted(runs, id, &template.title, &template, |r| {
+        let h = r.hists.iter().find(|h| h.title == title)?;
+        Some(styled(r, distribution(&h.hist), Vec::new()))
+    })
 }
 
 fn grid(out: &mut String, charts: &[Chart]) {
@@ -295,11 +290,21 @@ pub(crate) fn sections(runs: &[ComparedRun]) -> String {
     }
     out.push_str("<h2 id=\"latency-distributions\">Latency distributions</h2>");
     let mut charts = Vec::new();
-    for (side, name) in keys(
+    let mut ids: Vec<String> = Vec::new();
+    for (side, name, title) in keys(
         runs.iter()
-            .flat_map(|r| r.hists.iter().map(|h| (h.side, h.name))),
+            .flat_map(|r| r.hists.iter().map(|h| (h.side, h.name, h.title.as_str()))),
     ) {
-        charts.extend(latency_distributions(runs, side, name));
+        let key = format!("chart-lat-{side}-{name}");
+        // A second title of one histogram (another rule) gets its own id.
+        let n = ids.iter().filter(|i| **i == key).count();
+        ids.push(key.clone());
+        let id = if n == 0 {
+            key
+        } else {
+            format!("{key}-{}", n + 1)
+        };
+        charts.extend(latency_distributions(runs, &id, title));
     }
     if charts.is_empty() {
         out.push_str("<p class=\"mut\">No latency was recorded in these runs.</p>");

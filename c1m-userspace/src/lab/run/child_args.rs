@@ -161,6 +161,8 @@ pub fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsError> {
         // The lab's own client is the only host: nothing to shard or merge.
         hosts_run: _,
         push_format,
+        push_latency,
+        push_stamp,
         push_trigger,
         server_pid,
     } = a;
@@ -192,6 +194,8 @@ pub fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsError> {
     v.opt("step", step.map(|n| n.to_string()));
     v.value("max_message", max_message.to_string());
     v.value("push_format", push_format.to_string());
+    v.value("push_latency", push_latency.to_string());
+    v.opt("push_stamp", push_stamp.map(|i| i.to_string()));
     v.opt(
         "push_trigger",
         push_trigger.as_ref().map(ToString::to_string),
@@ -244,6 +248,8 @@ impl ChildPlan {
         client.stay = true;
         client.common.quiet = true;
         client.push_format = args.push_format.clone();
+        client.push_latency = args.push_latency;
+        client.push_stamp = args.push_stamp;
         let plan = ChildPlan { server, client };
         // The children's parsers and checks, now: a bad value is named before any child
         // starts, by the code that would have refused it in the child.
@@ -298,6 +304,8 @@ mod tests {
         a.stay = true;
         a.step = Some(500);
         a.push_format = crate::workload::push_format::PushFormat::Json("ts".into());
+        a.push_latency = crate::workload::push_rule::PushInstant::Write;
+        a.push_stamp = Some(crate::workload::push_rule::PushInstant::Broadcast);
         a.push_trigger = Some("signal:USR2".parse().unwrap());
         a.server_pid = Some(4242);
         a

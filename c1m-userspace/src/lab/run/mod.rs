@@ -43,6 +43,7 @@ use crate::{
     workload::{
         config::{EngineKind, Mode},
         push_format::PushFormat,
+        push_rule::{PushInstant, PushRule},
         push_trigger::{self as trigger, PushTrigger},
         stats::AppSnapshot,
     },
@@ -152,6 +153,17 @@ pub struct RunArgs {
     /// json:FIELD. Per-message latency is from the stamp; fan-out from the trigger.
     #[arg(long, value_name = "FORMAT", default_value = "c1m", value_parser = crate::workload::push_format::parse)]
     pub push_format: PushFormat,
+    /// Per-message push latency is measured from: broadcast (the instant the broadcast
+    /// began, the seeds' rule) or write (the instant the server wrote that frame), for
+    /// every server alike. A server whose stamp cannot follow the rule is marked, not
+    /// mixed. Fan-out is always from the trigger instant, on the client's clock.
+    #[arg(long, value_name = "INSTANT", default_value = "broadcast", value_parser = crate::workload::push_rule::parse)]
+    pub push_latency: PushInstant,
+    /// The instant a one-stamp --push-format's stamp was taken: broadcast or write
+    /// (`--servers` knows the reference servers': broadcast). Unstated, per-message
+    /// latency is marked as not comparable.
+    #[arg(long, value_name = "INSTANT", value_parser = crate::workload::push_rule::parse)]
+    pub push_stamp: Option<PushInstant>,
     /// How long to wait for pushes: with --push-trigger none, the whole push phase; a
     /// server that never pushes is reported as "no push arrived".
     #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
@@ -223,6 +235,7 @@ impl ServerSpec {
             ),
             _ => {}
         }
+        PushRule::check_stamp(&args.push_format, args.push_stamp).map_err(anyhow::Error::msg)?;
         if own && args.push_format != PushFormat::C1m {
             bail!(
                 "--push-format {} is for a server of yours (--server-cmd or --target); c1m's own server sends c1m frames",
@@ -611,6 +624,14 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
             idle_s: args.idle.as_secs_f64(),
             push_count: args.pushes,
             push_writers: args.push_writers as u64,
+            // The lab tells its own client each trigger's instant; clients on other
+            // hosts are told none.
+            push: Some(PushRule::new(
+                args.push_latency,
+                &args.push_format,
+                args.push_stamp,
+                !external && trigger != PushTrigger::None,
+            )),
             observer: observer_wanted,
             tuned: tuning.as_ref().is_some_and(|t| !t.changed.is_empty()),
             command_line: std::env::args().collect::<Vec<_>>().join(" "),
@@ -1405,7 +1426,17 @@ impl Lab {
         } else if args.mode == Mode::Ws && args.pushes > 0 {
             self.begin("push");
             let mut notes = Vec::new();
-            for _ in 0..args.pushes {
+            for k in 1..=u64::from(args.pushes) {
+                // The trigger instant, on this box's clock (the client's), told to the
+                // client under the id the server gives its k-th push (the lab is its only
+                // driver), just before the trigger: fan-out starts where the push did,
+                // as for a foreign server's signal.
+                if self.client_ctl.is_some() {
+                    let fired_at = crate::workload::sys::realtime_ns();
+                    self.client_call(&format!("mark {k} {fired_at}"))
+                        .await
+                        .context("telling the client when the push was triggered")?;
+                }
                 let answer = self
                     .server_ctl
                     .call(&format!("push {}", args.push_writers))
@@ -1415,6 +1446,13 @@ impl Lab {
                     .ok()
                     .and_then(|v| v.get("push_id")?.as_u64())
                     .with_context(|| format!("the server refused the push: {answer}"))?;
+                if push_id != k && self.client_ctl.is_some() {
+                    let w = format!(
+                        "push {push_id}: the server numbered the lab's push {k} {push_id}, so its fan-out is from the broadcast start, not the trigger"
+                    );
+                    self.warn(w.clone());
+                    notes.push(w);
+                }
                 let open = push_witness(
                     external,
                     self.last_server.as_ref(),

@@ -26,6 +26,7 @@ use super::{
 use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
     push_format::{PushFormat, Stamp},
+    push_rule::PushInstant,
     sockopt::{self, Connecting},
     stats::{self, Counters, Hists, PushStat, TIMELINE_BIN_MS},
     sys::{self, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, Epoll, splitmix64},
@@ -191,7 +192,8 @@ pub struct Proto {
     pub open_in_process: Arc<AtomicU64>,
     /// The ramp's epoch (monotonic ns), from `Start`.
     pub t0_mono: u64,
-    /// The push that frames without an id belong to, and its trigger instant (0: none).
+    /// The push marked last (frames without an id belong to it) and the instant its
+    /// trigger fired, on this client's clock (0: not known).
     mark: (u64, u64),
 }
 
@@ -506,27 +508,48 @@ impl Proto {
         }
     }
 
-    /// A push: c1m's frame names its push and broadcast start; a foreign stamp belongs
-    /// to the push marked last, timed for fan-out from its trigger (if one fired).
+    /// A push, timed by the run's rule (workload/push_rule.rs): per message from the
+    /// broadcast start or the frame's write (c1m's frame carries both; a foreign frame's
+    /// one stamp is what it is), fan-out from the trigger instant the push was marked
+    /// with. A c1m frame of a push marked without an instant (clients on other hosts,
+    /// or a push nobody here triggered) is timed for fan-out from its broadcast start.
     fn on_push(&mut self, stamp: Stamp) {
         // On the server's clock: its stamps are compared with it.
         let now = sys::realtime_ns().saturating_add_signed(self.cfg.clock_offset_ns);
-        let (id, started, written) = match stamp {
+        let (mark_id, trigger) = self.mark;
+        let (id, per_message_from, fanout_from) = match stamp {
             Stamp::C1m {
                 id,
                 started_unix_ns,
                 written_unix_ns,
-            } => (id, started_unix_ns, written_unix_ns),
-            Stamp::At(at) => (self.mark.0, self.mark.1, at),
+            } => (
+                id,
+                match self.cfg.push_latency {
+                    PushInstant::Broadcast => started_unix_ns,
+                    PushInstant::Write => written_unix_ns,
+                },
+                if id == mark_id && trigger > 0 {
+                    trigger
+                } else {
+                    started_unix_ns
+                },
+            ),
+            Stamp::At(at) => (mark_id, at, trigger),
         };
         // No trigger: the push is known by its stamp alone.
-        let known_from = if started > 0 { started } else { written };
+        let known_from = if fanout_from > 0 {
+            fanout_from
+        } else {
+            per_message_from
+        };
         self.c.pushes_received += 1;
-        self.hists
-            .record(stats::PUSH_MESSAGE, now.saturating_sub(written) / 1000);
-        if started > 0 {
+        self.hists.record(
+            stats::PUSH_MESSAGE,
+            now.saturating_sub(per_message_from) / 1000,
+        );
+        if fanout_from > 0 {
             self.hists
-                .record(stats::PUSH_FANOUT, now.saturating_sub(started) / 1000);
+                .record(stats::PUSH_FANOUT, now.saturating_sub(fanout_from) / 1000);
         }
         let e = self.rep.pushes.entry(id).or_insert(PushStat {
             push_id: id,

@@ -753,6 +753,7 @@ mod tests {
             seed: 1,
             clock_offset_ns: 0,
             push_format: PushFormat::C1m,
+            push_latency: Default::default(),
         }
     }
 

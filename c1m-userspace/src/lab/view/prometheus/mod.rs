@@ -68,12 +68,12 @@ pub const LATENCIES: [(&str, &str, &str); HIST_NAMES.len()] = [
     (
         "push_message_us",
         "c1m_push_message_seconds",
-        "Push receive time minus the time the server wrote that connection's frame.",
+        "Push receive time minus the server instant --push-latency names: the broadcast start (default) or that connection's frame's write.",
     ),
     (
         "push_fanout_us",
         "c1m_push_fanout_seconds",
-        "Push receive time minus the time the broadcast began.",
+        "Push receive time minus the instant the push was triggered, on the client's clock.",
     ),
 ];
 
