@@ -10,11 +10,8 @@
 use std::{
     fmt,
     path::{Path, PathBuf},
+    process::ExitStatus,
     str::FromStr,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
 };
 
 use anyhow::{Context as _, Result, bail};
@@ -26,9 +23,12 @@ use super::{
         cli::{CompareArgs, EXIT_BAD_INPUT},
         input::RunSpec,
     },
-    export::{load_run, write_run},
-    model::{Outcome, RunRecord},
-    run::{Clients, RunArgs},
+    export::load_run,
+    model::Outcome,
+    run::{
+        Clients, RunArgs, child_args,
+        isolation::{self, Isolation},
+    },
 };
 use crate::{
     util::PortList,
@@ -353,47 +353,87 @@ fn severity(o: Outcome) -> u8 {
     }
 }
 
-/// A run that stopped on an error before the lab could conclude it: its folder says
-/// `failed` and why, so the comparison lists it beside the others.
-fn record_failure(dir: &Path, error: &anyhow::Error) -> Result<()> {
-    let mut record = load_run(dir).unwrap_or_else(|_| RunRecord {
-        c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
-        started_unix_ms: super::run::now_ms(),
-        ..RunRecord::default()
-    });
-    if record.outcome == Outcome::Running {
-        record.outcome = Outcome::Failed;
-        record.ended_unix_ms = super::run::now_ms();
-        record
-            .warnings
-            .insert(0, format!("the run failed: {error:#}"));
-    }
-    write_run(dir, &record).with_context(|| format!("writing {}", dir.display()))?;
-    Ok(())
+/// SIGINT and SIGTERM to the sequence: each stops it, and is passed on to the run under
+/// way (a TUI in raw mode takes Ctrl-C as a key and ends its run itself; the sequence
+/// then stops on the run's outcome).
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    stop: bool,
 }
 
-/// SIGINT or SIGTERM at any time of the sequence, also between two runs (each run's
-/// own handler ends that run; this one ends the sequence).
-fn stop_flag() -> Result<Arc<AtomicBool>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let stop = Arc::new(AtomicBool::new(false));
-    for kind in [SignalKind::interrupt(), SignalKind::terminate()] {
-        let mut s = signal(kind).context("installing signal handlers")?;
-        let flag = stop.clone();
-        tokio::spawn(async move {
-            if s.recv().await.is_some() {
-                flag.store(true, Ordering::Relaxed);
-            }
-        });
+impl Signals {
+    fn new() -> Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt()).context("installing signal handlers")?,
+            terminate: signal(SignalKind::terminate()).context("installing signal handlers")?,
+            stop: false,
+        })
     }
-    Ok(stop)
+
+    /// The next signal's number.
+    async fn next(&mut self) -> i32 {
+        tokio::select! {
+            _ = self.interrupt.recv() => libc::SIGINT,
+            _ = self.terminate.recv() => libc::SIGTERM,
+        }
+    }
+}
+
+/// Runs `c1m ARGV…` (one run of the sequence) to its end, passing the sequence's signals
+/// on. Called from the lab's main thread (the `block_on` of `run::main`), which lives as
+/// long as the sequence: the run dies with it.
+async fn run_one(argv: &[std::ffi::OsString], signals: &mut Signals) -> Result<ExitStatus> {
+    let exe = std::env::current_exe().context("locating the c1m binary")?;
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.args(argv).kill_on_drop(true);
+    let parent = std::process::id();
+    // SAFETY: prctl and getppid are async-signal-safe and touch no memory.
+    unsafe {
+        cmd.pre_exec(move || crate::util::die_with_parent(parent));
+    }
+    let mut child = cmd.spawn().context("starting a run of the sequence")?;
+    loop {
+        tokio::select! {
+            status = child.wait() => return status.context("waiting for a run of the sequence"),
+            sig = signals.next() => {
+                signals.stop = true;
+                if let Some(pid) = child.id() {
+                    // SAFETY: our own child, not yet reaped (its pid cannot be reused).
+                    unsafe { libc::kill(pid as i32, sig) };
+                }
+            }
+        }
+    }
+}
+
+/// How the runs are kept apart: `--isolation`, or a namespace each where that works
+/// (root, loopback addresses), else the wait; with the reason for the default.
+fn choose_isolation(args: &RunArgs, host: std::net::IpAddr) -> Result<(Isolation, String)> {
+    let mut addrs = vec![host];
+    if let Some(s) = &args.source {
+        addrs.extend(crate::workload::cli::parse_addrs(std::slice::from_ref(s))?);
+    }
+    let possible = isolation::netns_possible(&addrs);
+    Ok(match (args.isolation, possible) {
+        (Some(Isolation::Netns), Err(why)) => bail!(
+            "--isolation netns: {why}; use --isolation wait (each run waits for the sockets an earlier one left)"
+        ),
+        (Some(i), _) => (i, "--isolation".to_owned()),
+        (None, Ok(())) => (Isolation::Netns, "the default as root".to_owned()),
+        (None, Err(why)) => (Isolation::Wait, why),
+    })
 }
 
 /// `c1m run --servers NAMES [--repeat K]`: the lab's run once per entry of [`schedule`],
 /// into `<out>/<stamp>-servers/<name>-<k>/`, then the comparison of them all into that
-/// folder. Everything is checked before the first run starts: a bad name or a server not
-/// built exits 2, a flag `--servers` sets itself exits 1. A failed run is listed with its
-/// outcome and the sequence goes on; Ctrl-C ends it and compares what was measured.
+/// folder. Each run is a `c1m run` process of its own (its memory, fds and, as root, its
+/// network namespace), so nothing but the box carries from one run to the next; the
+/// sequence keeps only the order and the comparison. Everything is checked before the
+/// first run starts: a bad name or a server not built exits 2, a flag `--servers` sets
+/// itself exits 1. A failed run is listed with its outcome and the sequence goes on;
+/// Ctrl-C ends it and compares what was measured.
 pub async fn run_all(mut args: RunArgs) -> Result<i32> {
     let names = args.servers.take().unwrap_or_default();
     let servers = match parse_list(&names) {
@@ -411,13 +451,15 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
     if args.clients == Clients::External {
         bail!("--servers runs its clients on this box: drop --clients external");
     }
-    let host = match crate::workload::cli::parse_addrs(std::slice::from_ref(&args.addr))?[..] {
-        [ip] => ip.to_string(),
+    let ip = match crate::workload::cli::parse_addrs(std::slice::from_ref(&args.addr))?[..] {
+        [ip] => ip,
         _ => bail!(
             "--servers takes one --addr (a reference server listens on one address), not {}",
             args.addr
         ),
     };
+    let host = ip.to_string();
+    let (isolation, why) = choose_isolation(&args, ip)?;
     let built = built_dir()?;
     let mut flags = Vec::new();
     for s in &servers {
@@ -435,12 +477,20 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
     ));
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("creating the comparison folder {}", dir.display()))?;
-    let stop = stop_flag()?;
+    let mut signals = Signals::new()?;
+    eprintln!(
+        "c1m run --servers: {} ({why})",
+        match isolation {
+            Isolation::Netns => "each run in a network namespace of its own",
+            Isolation::Wait =>
+                "each run waits until the sockets an earlier run left on its ports are gone",
+        }
+    );
     let order = schedule(&servers, args.repeat as usize);
     let mut runs = Vec::new();
     let mut worst = Outcome::Complete;
     for (i, (server, r)) in order.iter().enumerate() {
-        if stop.load(Ordering::Relaxed) {
+        if signals.stop {
             worst = Outcome::Interrupted;
             break;
         }
@@ -455,9 +505,23 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
         if let Some((_, f)) = flags.iter().find(|(s, _)| s == server) {
             f.clone().apply(&mut one);
         }
-        if let Err(e) = super::run::run(one, Some(run_dir.clone())).await {
-            eprintln!("c1m run --servers: {server}: {e:#}");
-            record_failure(&run_dir, &e)?;
+        one.repeat = 1;
+        one.isolation = Some(isolation);
+        one.server_name = Some(server.name().to_owned());
+        one.into = Some(run_dir.clone());
+        let ended = match child_args::run_argv(&one) {
+            Ok(argv) => run_one(&argv, &mut signals).await,
+            Err(e) => Err(e.into()),
+        };
+        // A run that could not even say why it stopped (killed, or never started).
+        let concluded = load_run(&run_dir).is_ok_and(|r| r.outcome != Outcome::Running);
+        match ended {
+            Err(e) => super::run::record_failure(&run_dir, &e)?,
+            Ok(status) if !concluded => super::run::record_failure(
+                &run_dir,
+                &anyhow::anyhow!("its c1m run process ended ({status}) before concluding"),
+            )?,
+            Ok(_) => {}
         }
         let outcome = load_run(&run_dir)
             .map(|r| r.outcome)
