@@ -457,6 +457,34 @@ pub struct RunRecord {
     pub start: Option<StartState>,
 }
 
+impl RunRecord {
+    /// The server it measured and what that runs on, for every run header (summary,
+    /// report, comparison): "go (go 1.19.8, gorilla/websocket 1.5.0)". A run recorded
+    /// before the server was is named only when its command line shows c1m's own.
+    pub fn server_label(&self) -> String {
+        match &self.server_info {
+            Some(info) => info.label(),
+            None if ["--server-cmd", "--target", "--servers"]
+                .iter()
+                .any(|f| self.config.command_line.contains(f)) =>
+            {
+                "server not recorded".to_owned()
+            }
+            None => format!("c1m ({} engine)", self.config.server_engine.name()),
+        }
+    }
+
+    /// The client it ran: always c1m's own.
+    pub fn client_label(&self) -> String {
+        format!("c1m client ({} engine)", self.config.engine.name())
+    }
+
+    /// "started clean: …" / "started dirty: …", or None for a run recorded before.
+    pub fn start_line(&self) -> Option<String> {
+        self.start.as_ref().map(StartState::describe)
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(default)]
 pub struct PerConnection {

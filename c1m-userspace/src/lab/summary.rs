@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::model::RunRecord;
 use crate::{
     fmt::bytes,
-    workload::stats::{HIST_NAMES, Percentiles, SETUP_LATENCY_PAIRS},
+    workload::stats::{HIST_NAMES, Percentiles, SETUP_LATENCY_PAIRS, hist_label},
 };
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -33,6 +33,15 @@ pub fn text(run: &RunRecord) -> String {
             r => format!("{} target", crate::fmt::pace(r)),
         }
     );
+    let _ = writeln!(
+        s,
+        "server: {}; client: {}",
+        run.server_label(),
+        run.client_label()
+    );
+    if let Some(start) = run.start_line() {
+        let _ = writeln!(s, "start: {start}");
+    }
     for w in &run.warnings {
         let _ = writeln!(s, "warning: {w}");
     }
@@ -170,7 +179,7 @@ pub fn text(run: &RunRecord) -> String {
                 let _ = write!(
                     s,
                     "\n{}",
-                    Percentiles::of(&h).table(&format!("{side} {name}"))
+                    Percentiles::of(&h).table(&format!("{side} {}", hist_label(name)))
                 );
             }
         }

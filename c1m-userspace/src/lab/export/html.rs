@@ -1060,17 +1060,19 @@ pub(crate) fn page(title: &str, body: &str) -> String {
     )
 }
 
-/// A one-line headline for a run: target, mode, engine, host, when.
+/// A one-line headline for a run: target, mode, server (with its versions), client,
+/// host, when.
 pub(crate) fn headline(run: &RunRecord) -> String {
     format!(
-        "{} connections · {} · {} engine · {} · {}",
+        "{} connections · {} · {} · {} · {} · {}",
         count(run.config.connections),
         if run.config.mode.is_empty() {
             "?"
         } else {
             &run.config.mode
         },
-        run.config.engine.name(),
+        run.server_label(),
+        run.client_label(),
         if run.machine.hostname.is_empty() {
             "?"
         } else {
@@ -1112,6 +1114,14 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
             esc(&run.config.connections_reason)
         );
     }
+    if let Some(start) = &run.start {
+        let _ = write!(
+            b,
+            "<div class=\"sub\">{}{}</div>",
+            if start.dirty() { "⚠ " } else { "" },
+            esc(&start.describe())
+        );
+    }
     b.push_str("<nav><a href=\"#figures\">key figures</a><a href=\"#charts\">charts</a><a href=\"#phases\">phases</a><a href=\"#kva\">kernel vs app</a><a href=\"#latency\">latency</a><a href=\"#perconn\">per connection</a><a href=\"#workload\">workload</a><a href=\"#kernel\">kernel</a><a href=\"#config\">config &amp; machine</a><a href=\"#files\">files</a></nav></header>");
     if !run.warnings.is_empty() {
         b.push_str("<div class=\"warn\"><b>Warnings</b><ul>");
@@ -1143,7 +1153,10 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
     b.push_str("<h2 id=\"latency\">Latency</h2>");
     let rows: Vec<(String, Percentiles)> = hists
         .iter()
-        .map(|h| (format!("{} {}", h.side, h.name), Percentiles::of(&h.hist)))
+        .map(|h| {
+            let name = crate::workload::stats::hist_label(&h.name);
+            (format!("{} {name}", h.side), Percentiles::of(&h.hist))
+        })
         .collect();
     b.push_str(&setup_latency_table(run, &hists));
     if rows.is_empty() {
