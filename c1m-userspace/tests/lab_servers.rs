@@ -542,3 +542,66 @@ fn a_run_that_starts_beside_an_earlier_runs_sockets_is_flagged_dirty() {
         "{csv}"
     );
 }
+
+/// A `kill -9` of the sequence leaves nothing running: the run under way (a `c1m run`
+/// process of its own, in a namespace of its own) dies with it, and its server and client
+/// with the run.
+#[test]
+fn kill_9_of_the_sequence_ends_the_run_under_way() {
+    let test = "kill_9_of_the_sequence_ends_the_run_under_way";
+    if !root_or_skip(test) {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let out_dir = fresh_dir("servers-kill9");
+    let args = [
+        "--servers",
+        "c1m-epoll",
+        "-n",
+        "500",
+        "--idle",
+        "120s",
+        "--tune",
+    ];
+    let mut sequence = c1m_run(&out_dir, &args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn c1m run");
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let idle = lab_util::run_folders(&out_dir)
+            .first()
+            .map(|cmp| cmp.join("c1m-epoll-1"))
+            .is_some_and(|d| load_run(&d).is_ok_and(|r| !r.phases.is_empty()));
+        if idle {
+            break;
+        }
+        assert!(Instant::now() < until, "the setup phase never ended");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The sequence, its run, the run's server and client (and their workers, if any).
+    let tree: Vec<(u32, u64)> = c1m::lab::run::foreign::tree(sequence.id())
+        .into_iter()
+        .filter_map(|p| Some((p, c1m::workload::procstat::start_time(p)?)))
+        .collect();
+    assert!(tree.len() >= 4, "sequence, run, server, client: {tree:?}");
+    sequence.kill().expect("kill -9");
+    sequence.wait().expect("reap");
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let alive: Vec<u32> = tree
+            .iter()
+            .filter(|(p, t)| c1m::workload::procstat::start_time(*p) == Some(*t))
+            .map(|(p, _)| *p)
+            .collect();
+        if alive.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "still running 10 s after the kill: {alive:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

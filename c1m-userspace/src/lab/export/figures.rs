@@ -272,7 +272,7 @@ fn latency_groups(hists: &[RunHist], full: bool) -> Vec<Group> {
                 us("max", p.max as f64),
             ]);
             Group {
-                title: format!("Latency: {} {}", h.side, hist_label(&h.name)),
+                title: format!("Latency: {} {}", h.side, hist_label(h.name)),
                 figures,
             }
         })

@@ -1154,7 +1154,7 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
     let rows: Vec<(String, Percentiles)> = hists
         .iter()
         .map(|h| {
-            let name = crate::workload::stats::hist_label(&h.name);
+            let name = crate::workload::stats::hist_label(h.name);
             (format!("{} {name}", h.side), Percentiles::of(&h.hist))
         })
         .collect();
