@@ -1,11 +1,12 @@
 //! The lab's data model: what a run records, what the live view shows and what the
 //! exports are written from. Every figure keeps its unit in its name.
 
+use c1m_common::tcp_state;
 use serde::{Deserialize, Serialize};
 
 use super::figures::{Figures, STALE_AFTER_S, Source};
 use crate::{
-    observer::{KernelView, audit::Audit},
+    observer::{KernelView, audit::Audit, view::state_key},
     workload::stats::AppSnapshot,
 };
 
@@ -300,16 +301,22 @@ pub struct StartState {
     pub wait_limit_s: Option<f64>,
 }
 
+/// Sockets by state on a run's ports, less the listeners: see [`StartState::leftovers`].
+pub fn leftovers(on_ports: &std::collections::BTreeMap<String, u64>) -> u64 {
+    let listen = state_key(tcp_state::LISTEN);
+    on_ports
+        .iter()
+        .filter(|(state, _)| **state != listen)
+        .map(|(_, n)| n)
+        .sum()
+}
+
 impl StartState {
     /// Connections on the run's ports when it started, in any state but LISTEN: what an
     /// earlier run left (a listener there is a `--target` server's own, or one the port
     /// preflight refuses).
     pub fn leftovers(&self) -> u64 {
-        self.sockets_on_ports
-            .iter()
-            .filter(|(state, _)| state.as_str() != "listen")
-            .map(|(_, n)| n)
-            .sum()
+        leftovers(&self.sockets_on_ports)
     }
 
     /// Sockets of the whole namespace when it started.
@@ -335,7 +342,7 @@ impl StartState {
         };
         let mut parts = vec![if self.dirty() {
             let mut left = self.sockets_on_ports.clone();
-            left.remove("listen");
+            left.remove(&state_key(tcp_state::LISTEN));
             format!(
                 "started dirty: {} socket(s) of an earlier run on its ports ({})",
                 count(self.leftovers()),

@@ -2,7 +2,8 @@
 //! server in turn, one run folder each under one comparison folder, then the comparison
 //! of `c1m compare` written there and printed. Here: how each server is started, how its
 //! push is triggered and what its push frame looks like, the order of the runs, and the
-//! sequence itself (each run is the lab's own `run` with the flags of its server). The
+//! sequence itself (each run is a `c1m run` process with the flags of its server, kept
+//! apart from the others by `run/isolation.rs`). The
 //! reference servers live in `reference-servers/` (their protocol:
 //! `reference-servers/PROTOCOL.md`) and are built by `cargo xtask reference-servers` into
 //! `target/reference-servers/<name>/run`.

@@ -25,7 +25,7 @@ use anyhow::{Context as _, Result, bail};
 use crate::{
     lab::{
         doctor,
-        model::{Netns, StartState},
+        model::{Netns, StartState, leftovers},
     },
     observer::view::state_key,
     proc_net_tcp::for_each_row,
@@ -138,17 +138,13 @@ fn sockets(ports: &[u16]) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
     (all, on_ports)
 }
 
-/// Sockets on `ports` now.
-fn on_ports(ports: &[u16]) -> u64 {
-    sockets(ports).1.values().sum()
-}
-
-/// Waits until no socket is left on `ports` or `limit` passes; the seconds waited.
+/// Waits until an earlier run's sockets on `ports` are gone (any but a listener, as
+/// [`StartState::leftovers`] counts them) or `limit` passes; the seconds waited.
 pub async fn wait_for_clean_ports(ports: &[u16], limit: Duration) -> f64 {
     let started = Instant::now();
     loop {
         let ports_now = ports.to_vec();
-        let left = tokio::task::spawn_blocking(move || on_ports(&ports_now))
+        let left = tokio::task::spawn_blocking(move || leftovers(&sockets(&ports_now).1))
             .await
             .unwrap_or(0);
         if left == 0 || started.elapsed() >= limit {

@@ -168,8 +168,9 @@ pub struct RunArgs {
     /// `c1m compare` is written and then printed.
     #[arg(long, value_name = "NAMES")]
     pub servers: Option<String>,
-    /// With --servers: run each server K times, interleaved (round r starts at the r-th
-    /// server), so the comparison shows the spread across repeats.
+    /// With --servers: run each server K times, in rounds ordered so that each server
+    /// runs right after each other one equally often, so the comparison shows the
+    /// spread across repeats.
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
     /// With --servers: how runs are kept from inheriting each other's sockets, conntrack
@@ -755,9 +756,13 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     };
 
     let title = format!(
-        "c1m run: {} {} connections",
+        "c1m run: {} {} connections · {}",
         args.mode.name(),
-        count(connections)
+        count(connections),
+        record
+            .server_info
+            .as_ref()
+            .map_or("c1m", |i| i.name.as_str())
     );
     // Before the server: a bad --metrics-addr fails the command before anything starts.
     let live = Live::new(
