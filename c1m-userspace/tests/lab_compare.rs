@@ -78,12 +78,12 @@ fn two_real_runs_compare_with_exact_counts() {
     );
     assert_eq!(line(&text, "client failures"), "client failures 0 0 same");
     for name in ["a", "b"] {
-        // The latency table: connect_us has one value per connection.
+        // The latency table: connect has one value per connection.
         let row = text
             .lines()
-            .skip_while(|l| !l.trim_start().starts_with("client connect_us "))
+            .skip_while(|l| !l.trim_start().starts_with("client connect "))
             .find(|l| l.trim_start().starts_with(&format!("{name} ")))
-            .unwrap_or_else(|| panic!("no connect_us row for {name}\n{text}"));
+            .unwrap_or_else(|| panic!("no connect row for {name}\n{text}"));
         assert_eq!(row.split_whitespace().nth(1), Some("2,000"), "{row}");
     }
     for f in ["compare.csv", "compare.json", "compare.html"] {

@@ -205,8 +205,8 @@ fn c1m_on_both_engines_and_python_measured_from_the_broadcast_start() {
     // in it.
     let table = &stdout[stdout.rfind("Key figures").expect("the comparison table")..];
     for title in [
-        "client push_message_us, from the broadcast start ",
-        "client push_fanout_us, from the trigger, on the client's clock ",
+        "client push_message, from the broadcast start ",
+        "client push_fanout, from the trigger, on the client's clock ",
     ] {
         let rows = latency_rows(table, title);
         assert_eq!(
@@ -271,13 +271,13 @@ fn a_write_rule_keeps_apart_the_reference_server_that_cannot_follow_it() {
     assert_eq!(
         latency_rows(
             table,
-            "client push_message_us, from the broadcast start, cannot follow write "
+            "client push_message, from the broadcast start, cannot follow write "
         ),
         [("python", "2,000"), ("c1m-epoll", "–")],
         "{table}"
     );
     assert_eq!(
-        latency_rows(table, "client push_message_us, from the frame's write "),
+        latency_rows(table, "client push_message, from the frame's write "),
         [("python", "–"), ("c1m-epoll", "2,000")],
         "{table}"
     );

@@ -57,7 +57,7 @@ fn five_thousand_connection_run(engine: EngineKind) {
         "c1m run failed\n{stdout}\n{stderr}"
     );
     assert!(
-        stdout.contains("push_message_us") && stdout.contains("99.9%"),
+        stdout.contains("push_message (ms)") && stdout.contains("99.9%"),
         "latency table in the seeds' form:\n{stdout}"
     );
     let dir = run_folder(&out);

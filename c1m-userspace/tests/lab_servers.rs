@@ -11,10 +11,10 @@ use std::{
 
 use c1m::lab::{
     export::load_run,
-    model::{Outcome, RunRecord},
+    model::{Netns, Outcome, RunRecord},
 };
 use c1m::workload::config::EngineKind;
-use lab_util::{built, c1m_run, fresh_dir, root_or_skip, run_servers};
+use lab_util::{built, c1m_run, fresh_dir, root_or_skip, run_servers, run_servers_with};
 
 mod lab_util;
 
@@ -95,7 +95,7 @@ fn python_and_c1m_epoll_each_get_a_complete_run_and_one_comparison() {
     // The table is printed at the end, latency table and all.
     let table = &stdout[stdout.rfind("Key figures").expect("the comparison table")..];
     assert!(
-        table.contains("push_message_us") && table.contains("c1m-epoll"),
+        table.contains("client push_message") && table.contains("c1m-epoll"),
         "{table}"
     );
 }
@@ -275,4 +275,292 @@ fn bad_servers_flags_are_one_line_and_start_nothing() {
         lab_util::run_folders(&out_dir).is_empty(),
         "a refused start writes no folder"
     );
+}
+
+/// The run folders of a comparison folder in the order they ran.
+fn in_run_order(cmp: &Path) -> Vec<(String, RunRecord)> {
+    let mut runs: Vec<(String, RunRecord)> = run_names(cmp)
+        .into_iter()
+        .map(|n| {
+            let r = record(&cmp.join(&n));
+            (n, r)
+        })
+        .collect();
+    runs.sort_by_key(|(_, r)| r.started_unix_ms);
+    runs
+}
+
+/// A runtime's own word on its version: the last whitespace-separated word of
+/// `program args…`'s output matching `pick`.
+fn reported(program: &str, args: &[&str], pick: impl Fn(&str) -> Option<String>) -> String {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.split_whitespace()
+        .find_map(pick)
+        .unwrap_or_else(|| panic!("{program} {args:?} said no version: {text}"))
+}
+
+/// The sequence, isolated: each run in a namespace of its own starts from nothing
+/// (0 sockets, 0 conntrack entries), and the second run of a server holds exactly what
+/// the first held (no TIME_WAIT inherited, the kernel's ESTABLISHED exactly n per side
+/// through the idle phase). The go runs name Go's and gorilla/websocket's versions as
+/// the toolchain and the package manager report them, in summary.json, the run's printed
+/// header and the comparison's run list.
+#[test]
+fn isolated_runs_start_clean_and_repeat_exact_counts() {
+    let test = "isolated_runs_start_clean_and_repeat_exact_counts";
+    if !root_or_skip(test) || !built(test, "go") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    const N: i64 = 2000;
+    let (text, cmp) = run_servers_with(
+        "servers-isolated",
+        "c1m-epoll,go",
+        "2000",
+        &["--repeat", "2", "--idle", "2s"],
+        Duration::from_secs(240),
+    );
+    assert!(
+        text.contains("each run in a network namespace of its own (the default as root)"),
+        "{text}"
+    );
+    let runs = in_run_order(&cmp);
+    let order: Vec<&str> = runs.iter().map(|(n, _)| n.as_str()).collect();
+    // The Williams order for two servers: the second round starts with the other one.
+    assert_eq!(order, ["c1m-epoll-1", "go-1", "go-2", "c1m-epoll-2"]);
+    for (name, run) in &runs {
+        complete_and_every_connection_pushed(name, run, N as u64);
+        let start = run.start.as_ref().expect("start state");
+        assert_eq!(start.netns, Netns::Fresh, "{name}");
+        assert_eq!(start.in_namespace(), 0, "{name}: {start:?}");
+        assert_eq!(start.leftovers(), 0, "{name}: {start:?}");
+        assert!(!start.dirty(), "{name}");
+        assert_eq!(start.conntrack_entries.unwrap_or(0), 0, "{name}: {start:?}");
+        assert!(start.mem_available_bytes > 0, "{name}");
+        // Every second of the idle phase: exactly the run's own connections.
+        let idle: Vec<_> = run.samples.iter().filter(|s| s.phase == "idle").collect();
+        assert!(!idle.is_empty(), "{name}: no idle sample");
+        for s in idle {
+            assert_eq!(
+                (
+                    s.kernel_server_established,
+                    s.kernel_client_established,
+                    s.kernel_time_wait
+                ),
+                (Some(N), Some(N), Some(0)),
+                "{name} at {} s",
+                s.t_s
+            );
+        }
+        // The same kernel bytes per socket in either round: nothing else was counted.
+        let peak = run
+            .samples
+            .iter()
+            .filter_map(|s| s.kernel_socket_bytes)
+            .max()
+            .expect("kernel socket bytes");
+        assert!(peak > 0, "{name}");
+    }
+    let go = runs
+        .iter()
+        .find(|(n, _)| n == "go-1")
+        .map(|(_, r)| r)
+        .expect("go-1");
+    let info = go.server_info.as_ref().expect("server info");
+    let go_version = reported("go", &["version"], |w| {
+        w.strip_prefix("go1.").map(|v| format!("1.{v}"))
+    });
+    let gorilla = reported(
+        "dpkg-query",
+        &["-W", "-f=${Version}", "golang-github-gorilla-websocket-dev"],
+        |w| w.split('-').next().map(str::to_owned),
+    );
+    assert_eq!((info.name.as_str(), info.engine), ("go", None), "{info:?}");
+    let runtime = info.runtime.as_ref().expect("runtime");
+    let library = info.library.as_ref().expect("library");
+    assert_eq!(
+        (runtime.name.as_str(), runtime.version.as_str()),
+        ("go", go_version.as_str())
+    );
+    assert_eq!(
+        (library.name.as_str(), library.version.as_str()),
+        ("gorilla/websocket", gorilla.as_str())
+    );
+    let label = format!("go (go {go_version}, gorilla/websocket {gorilla})");
+    assert_eq!(go.server_label(), label);
+    let own = runs
+        .iter()
+        .find(|(n, _)| n == "c1m-epoll-1")
+        .map(|(_, r)| r)
+        .expect("c1m");
+    assert_eq!(
+        own.server_label(),
+        format!(
+            "c1m-epoll (c1m {}, epoll engine)",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    // The run's own header and the comparison's run list name them; no run is called
+    // an "epoll engine" server unless it is one.
+    assert!(
+        text.contains(&format!(
+            "server: {label}; client: c1m client (epoll engine)"
+        )),
+        "{text}"
+    );
+    let list = &text[text.rfind("Runs\n").expect("the comparison's run list")..];
+    let list = &list[..list.find("Setup differences").expect("end of the run list")];
+    assert_eq!(list.matches(&label).count(), 2, "{list}");
+    assert_eq!(
+        list.matches("started clean: no socket on its ports; a fresh network namespace")
+            .count(),
+        4,
+        "{list}"
+    );
+    assert!(!list.contains("started dirty"), "{list}");
+    let doc = compare_json(&cmp);
+    for run in doc["runs"].as_array().expect("runs") {
+        assert_eq!(run["started_dirty"], false, "{run}");
+        assert_eq!(run["start"]["netns"], "fresh", "{run}");
+    }
+}
+
+/// Without a namespace of its own and no wait (`--isolation wait --clean-wait 0s`), the
+/// second run starts beside the first one's TIME_WAIT sockets: its start records exactly
+/// them, and the run's summary, the comparison and compare.json flag it in words.
+#[test]
+fn a_run_that_starts_beside_an_earlier_runs_sockets_is_flagged_dirty() {
+    let test = "a_run_that_starts_beside_an_earlier_runs_sockets_is_flagged_dirty";
+    if !root_or_skip(test) {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let (text, cmp) = run_servers_with(
+        "servers-dirty",
+        "c1m-epoll,c1m-tokio",
+        "2000",
+        &["--idle", "1s", "--isolation", "wait", "--clean-wait", "0s"],
+        Duration::from_secs(120),
+    );
+    assert!(text.contains("each run waits until the sockets an earlier run left on its ports are gone (--isolation)"), "{text}");
+    let runs = in_run_order(&cmp);
+    let [(first, a), (second, b)] = &runs[..] else {
+        panic!("two runs: {runs:?}");
+    };
+    assert_eq!(
+        (first.as_str(), second.as_str()),
+        ("c1m-epoll-1", "c1m-tokio-1")
+    );
+    let a_start = a.start.as_ref().expect("start");
+    assert_eq!(
+        (a_start.netns, a_start.leftovers()),
+        (Netns::Inherited, 0),
+        "{a_start:?}"
+    );
+    assert_eq!(a_start.wait_limit_s, Some(0.0));
+    // c1m's server closes first, so each of its 2,000 connections left it a TIME_WAIT.
+    let b_start = b.start.as_ref().expect("start");
+    assert_eq!(
+        b_start.sockets_on_ports,
+        std::collections::BTreeMap::from([("time_wait".to_owned(), 2000)]),
+        "{b_start:?}"
+    );
+    assert!(b_start.dirty());
+    let flagged = "started dirty: 2,000 socket(s) of an earlier run on its ports (2,000 time_wait)";
+    assert!(
+        b_start.describe().starts_with(flagged),
+        "{}",
+        b_start.describe()
+    );
+    assert!(text.contains(&format!("start: {flagged}")), "{text}");
+    assert!(
+        text.contains("1 of 2 runs started dirty (c1m-tokio-1): their figures include sockets an earlier run left on their ports"),
+        "{text}"
+    );
+    let doc = compare_json(&cmp);
+    let dirty: Vec<bool> = doc["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| r["started_dirty"].as_bool().expect("started_dirty"))
+        .collect();
+    // compare.json lists the runs by name: c1m-epoll, then c1m-tokio.
+    assert_eq!(dirty, [false, true]);
+    let csv = std::fs::read_to_string(cmp.join("compare.csv")).expect("compare.csv");
+    assert!(
+        csv.lines().any(|l| l
+            .starts_with("Start,sockets an earlier run left on its ports,count,c1m-tokio,1,2000,")),
+        "{csv}"
+    );
+}
+
+/// A `kill -9` of the sequence leaves nothing running: the run under way (a `c1m run`
+/// process of its own, in a namespace of its own) dies with it, and its server and client
+/// with the run.
+#[test]
+fn kill_9_of_the_sequence_ends_the_run_under_way() {
+    let test = "kill_9_of_the_sequence_ends_the_run_under_way";
+    if !root_or_skip(test) {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let out_dir = fresh_dir("servers-kill9");
+    let args = [
+        "--servers",
+        "c1m-epoll",
+        "-n",
+        "500",
+        "--idle",
+        "120s",
+        "--tune",
+    ];
+    let mut sequence = c1m_run(&out_dir, &args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn c1m run");
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let idle = lab_util::run_folders(&out_dir)
+            .first()
+            .map(|cmp| cmp.join("c1m-epoll-1"))
+            .is_some_and(|d| load_run(&d).is_ok_and(|r| !r.phases.is_empty()));
+        if idle {
+            break;
+        }
+        assert!(Instant::now() < until, "the setup phase never ended");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The sequence, its run, the run's server and client (and their workers, if any).
+    let tree: Vec<(u32, u64)> = c1m::lab::run::foreign::tree(sequence.id())
+        .into_iter()
+        .filter_map(|p| Some((p, c1m::workload::procstat::start_time(p)?)))
+        .collect();
+    assert!(tree.len() >= 4, "sequence, run, server, client: {tree:?}");
+    sequence.kill().expect("kill -9");
+    sequence.wait().expect("reap");
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let alive: Vec<u32> = tree
+            .iter()
+            .filter(|(p, t)| c1m::workload::procstat::start_time(*p) == Some(*t))
+            .map(|(p, _)| *p)
+            .collect();
+        if alive.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "still running 10 s after the kill: {alive:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -241,3 +241,130 @@ fn reference_server_go() {
 fn reference_server_netty() {
     check("netty");
 }
+
+/// What a runtime or package manager says about itself: the output of `program args…`
+/// (stdout and stderr), with the process's failure as the panic.
+fn said(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(out.status.success(), "{program} {args:?}: {out:?}");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The runtime and library each server will name, as their own tools report them.
+fn expected_versions(name: &str, run: &Path) -> (String, String) {
+    let built = run.parent().expect("the server's build folder");
+    match name {
+        "python" => {
+            let v = said(
+                "python3",
+                &[
+                    "-c",
+                    "import platform, websockets; print(f'python@{platform.python_version()} websockets@{websockets.__version__}')",
+                ],
+            );
+            let (rt, lib) = v.trim().split_once(' ').expect("two words");
+            (rt.to_owned(), lib.to_owned())
+        }
+        "node" => {
+            let ws = built.join("node_modules/ws/package.json");
+            let v = said(
+                "node",
+                &[
+                    "-p",
+                    &format!(
+                        "'node@' + process.versions.node + ' ws@' + require({:?}).version",
+                        ws.display().to_string()
+                    ),
+                ],
+            );
+            let (rt, lib) = v.trim().split_once(' ').expect("two words");
+            (rt.to_owned(), lib.to_owned())
+        }
+        "go" => {
+            // "go version go1.19.8 linux/amd64"; a GOPATH binary knows the library only
+            // from the Debian package it was built against.
+            let v = said("go", &["version"]);
+            let go = v
+                .split_whitespace()
+                .nth(2)
+                .expect("go1.x")
+                .trim_start_matches("go");
+            let deb = said(
+                "dpkg-query",
+                &["-W", "-f=${Version}", "golang-github-gorilla-websocket-dev"],
+            );
+            let lib = deb.trim().split('-').next().expect("upstream version");
+            (format!("go@{go}"), format!("gorilla/websocket@{lib}"))
+        }
+        "netty" => {
+            let v = said("java", &["-XshowSettings:properties", "-version"]);
+            let java = v
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("java.version = "))
+                .expect("java.version");
+            let props = said(
+                "python3",
+                &[
+                    "-c",
+                    "import zipfile; print(zipfile.ZipFile('/usr/share/java/netty-codec-http.jar').read('META-INF/io.netty.versions.properties').decode())",
+                ],
+            );
+            let netty = props
+                .lines()
+                .find_map(|l| l.strip_prefix("netty-codec-http.version="))
+                .expect("netty-codec-http.version");
+            (format!("java@{java}"), format!("netty@{netty}"))
+        }
+        other => panic!("no expectation for {other}"),
+    }
+}
+
+/// Each server's first line names its runtime and library at the versions their own
+/// tools report (PROTOCOL.md, `version:`), and c1m reads it as that.
+#[test]
+fn each_reference_server_names_the_versions_its_runtime_reports() {
+    let test = "each_reference_server_names_the_versions_its_runtime_reports";
+    if !root_or_skip(test) {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let dir = fresh_dir(test);
+    for name in ["python", "node", "go", "netty"] {
+        let Some(run) = run_script(name) else {
+            continue;
+        };
+        let stdout = dir.join(format!("{name}.out"));
+        let child = Command::new(&run)
+            .args(["--host", "127.0.0.1", "--ports", "20000"])
+            .stdout(fs::File::create(&stdout).expect("stdout file"))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the reference server");
+        let mut server = Server { child, stdout };
+        server.wait_line("listening: 127.0.0.1:20000", Duration::from_secs(30));
+        let lines = server.lines();
+        let (runtime, library) = expected_versions(name, &run);
+        assert_eq!(
+            lines[0],
+            format!("version: runtime={runtime} library={library}"),
+            "{name}: {lines:?}"
+        );
+        let parsed = c1m::lab::run::foreign::parse_version_line(&lines[0]).expect("a version line");
+        let words = |s: Option<c1m::lab::model::Software>| {
+            let s = s.expect("named");
+            assert!(!s.name.is_empty() && !s.version.is_empty(), "{name}: {s:?}");
+            format!("{}@{}", s.name, s.version)
+        };
+        assert_eq!(
+            (words(parsed.runtime), words(parsed.library)),
+            (runtime, library)
+        );
+    }
+}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,11 @@ func (h *hub) snapshot() []*conn {
 	return out
 }
 
+// libraryVersion is gorilla/websocket's version, set at link time by `cargo xtask
+// reference-servers` (-X main.libraryVersion=…) from the package the build used: a GOPATH
+// build records no module versions in the binary.
+var libraryVersion = "unknown"
+
 var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 
 func parsePorts(spec string) ([]int, error) {
@@ -85,6 +91,8 @@ func main() {
 	host := flag.String("host", env("C1M_HOST", "127.0.0.1"), "listen address")
 	spec := flag.String("ports", env("C1M_PORTS", "8000-8099"), "ports: 8000-8099, a list or one")
 	flag.Parse()
+	fmt.Printf("version: runtime=go@%s library=gorilla/websocket@%s\n",
+		strings.TrimPrefix(runtime.Version(), "go"), libraryVersion)
 	ports, err := parsePorts(*spec)
 	if err != nil {
 		log.Fatalf("--ports %q: %v", *spec, err)

@@ -18,6 +18,7 @@ import io.netty.handler.codec.http.websocketx.BinaryWebSocketFrame;
 import io.netty.handler.codec.http.websocketx.TextWebSocketFrame;
 import io.netty.handler.codec.http.websocketx.WebSocketFrame;
 import io.netty.handler.codec.http.websocketx.WebSocketServerProtocolHandler;
+import io.netty.util.Version;
 import io.netty.util.concurrent.GlobalEventExecutor;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -74,6 +75,10 @@ public final class RefServer {
     public static void main(String[] args) throws Exception {
         String host = arg(args, "--host", "C1M_HOST", "127.0.0.1");
         String spec = arg(args, "--ports", "C1M_PORTS", "8000-8099");
+        // Netty's own record of its jars (META-INF/io.netty.versions.properties).
+        Version netty = Version.identify().get("netty-codec-http");
+        System.out.println("version: runtime=java@" + System.getProperty("java.version")
+                + " library=netty@" + (netty == null ? "unknown" : netty.artifactVersion()));
         EventLoopGroup boss = new NioEventLoopGroup(1);
         EventLoopGroup workers = new NioEventLoopGroup();
         ServerBootstrap b = new ServerBootstrap()

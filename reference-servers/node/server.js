@@ -17,6 +17,8 @@ function parsePorts(spec) {
   return ports;
 }
 
+console.log(`version: runtime=node@${process.versions.node} library=ws@${require('ws/package.json').version}`);
+
 const host = arg('--host', 'C1M_HOST', '127.0.0.1');
 const spec = arg('--ports', 'C1M_PORTS', '8000-8099');
 

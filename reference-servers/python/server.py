@@ -4,11 +4,13 @@
 import argparse
 import asyncio
 import os
+import platform
 import resource
 import signal
 import struct
 import time
 
+import websockets
 from websockets.asyncio.server import broadcast, serve
 
 
@@ -25,6 +27,10 @@ async def main():
     p.add_argument("--host", default=os.environ.get("C1M_HOST", "127.0.0.1"))
     p.add_argument("--ports", default=os.environ.get("C1M_PORTS", "8000-8099"))
     args = p.parse_args()
+    print(
+        f"version: runtime=python@{platform.python_version()} library=websockets@{websockets.__version__}",
+        flush=True,
+    )
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 

@@ -21,6 +21,7 @@ use crate::util::{have, is_root, python_websockets, root, run};
 /// the build needs no network.
 const GOPATH: &str = "/usr/share/gocode";
 const GORILLA: &str = "/usr/share/gocode/src/github.com/gorilla/websocket";
+const GORILLA_PACKAGE: &str = "golang-github-gorilla-websocket-dev";
 /// Debian's libnetty-java: one jar per Netty module (netty-all.jar is only a manifest).
 const NETTY_JARS: [&str; 7] = [
     "netty-buffer",
@@ -81,7 +82,7 @@ impl Server {
             Server::Go => {
                 apt_if_missing(&[("go", "golang-go")])?;
                 if !Path::new(GORILLA).is_dir() {
-                    apt(&["golang-github-gorilla-websocket-dev"])?;
+                    apt(&[GORILLA_PACKAGE])?;
                 }
                 Ok(())
             }
@@ -112,8 +113,16 @@ impl Server {
             }
             Server::Go => {
                 let bin = out.join("server");
+                // A GOPATH build records no module version: the server reports the one of
+                // the package this build compiled in.
+                let ldflags = format!(
+                    "-X main.libraryVersion={}",
+                    debian_upstream_version(GORILLA_PACKAGE).unwrap_or_else(|| "unknown".into())
+                );
                 run(Command::new("go")
                     .arg("build")
+                    .arg("-ldflags")
+                    .arg(ldflags)
                     .arg("-o")
                     .arg(&bin)
                     .arg(src.join("main.go"))
@@ -191,6 +200,19 @@ pub fn build_all() -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The upstream version of an installed Debian package: `1:4.1.48-7+deb12u2` → `4.1.48`
+/// (no epoch, no Debian revision); None when dpkg does not know it.
+fn debian_upstream_version(package: &str) -> Option<String> {
+    let out = Command::new("dpkg-query")
+        .args(["-W", "-f=${Version}", package])
+        .output()
+        .ok()?;
+    let full = String::from_utf8(out.stdout).ok()?;
+    let no_epoch = full.trim().split_once(':').map_or(full.trim(), |(_, v)| v);
+    let upstream = no_epoch.rsplit_once('-').map_or(no_epoch, |(v, _)| v);
+    (out.status.success() && !upstream.is_empty()).then(|| upstream.to_owned())
 }
 
 fn copy(from: &Path, to: &Path) -> Result<()> {

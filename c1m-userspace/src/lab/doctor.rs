@@ -688,7 +688,7 @@ pub fn restore_orphans() -> Result<Vec<Changed>, TuneError> {
 /// Whether a sysctl has a value per network namespace (`net.core.somaxconn` and the
 /// `net.ipv4` ones --tune sets) rather than one for the box (`fs.*`, and the conntrack
 /// table size, writable only from the first namespace).
-fn per_netns(name: &str) -> bool {
+pub(crate) fn per_netns(name: &str) -> bool {
     name == "net.core.somaxconn" || name.starts_with("net.ipv4.")
 }
 

@@ -54,6 +54,16 @@ impl LiveOutput {
     }
 }
 
+/// Where the Prometheus endpoint listens.
+#[derive(Debug)]
+pub enum MetricsAt {
+    /// `--metrics-addr`, bound by [`Live::new`].
+    Addr(SocketAddr),
+    /// Bound before the run moved into a network namespace of its own, so it answers
+    /// on the addresses of the namespace the user started in.
+    Bound(std::net::TcpListener),
+}
+
 pub struct Live {
     out: Option<LiveOutput>,
     state: Arc<Mutex<LiveState>>,
@@ -68,7 +78,7 @@ pub struct Live {
 impl Live {
     pub async fn new(
         out: LiveOutput,
-        metrics_addr: Option<SocketAddr>,
+        metrics: Option<MetricsAt>,
         title: &str,
         info: RunInfo,
         started_unix_ms: u64,
@@ -78,10 +88,16 @@ impl Live {
             info: info.clone(),
             ..LiveState::default()
         }));
-        let metrics_stop = match metrics_addr {
-            Some(addr) => {
+        let metrics_stop = match metrics {
+            Some(at) => {
                 // Bind now, so a bad address fails the command before anything starts.
-                let listener = prometheus::bind(addr).await?;
+                let listener = match at {
+                    MetricsAt::Addr(addr) => prometheus::bind(addr).await?,
+                    MetricsAt::Bound(l) => {
+                        l.set_nonblocking(true)?;
+                        tokio::net::TcpListener::from_std(l)?
+                    }
+                };
                 let (tx, rx) = tokio::sync::oneshot::channel::<()>();
                 let state = state.clone();
                 tokio::spawn(async move {

@@ -1,11 +1,12 @@
 //! The lab's data model: what a run records, what the live view shows and what the
 //! exports are written from. Every figure keeps its unit in its name.
 
+use c1m_common::tcp_state;
 use serde::{Deserialize, Serialize};
 
 use super::figures::{Figures, STALE_AFTER_S, Source};
 use crate::{
-    observer::{KernelView, audit::Audit},
+    observer::{KernelView, audit::Audit, view::state_key},
     workload::stats::AppSnapshot,
 };
 
@@ -266,6 +267,175 @@ impl<'de> Deserialize<'de> for Outcome {
     }
 }
 
+/// Which network namespace a run's sockets lived in.
+#[derive(
+    Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Netns {
+    /// The one `c1m run` was started in, shared with whatever ran there before.
+    #[default]
+    Inherited,
+    /// One made for this run (`--servers --isolation netns`): empty when it started,
+    /// gone with its last socket when it ended.
+    Fresh,
+}
+
+/// What the box and the run's network namespace held when the run started, before any
+/// of its processes: a run that inherits a previous run's sockets (5,000 in TIME_WAIT
+/// for a minute), conntrack entries or memory measures them too.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+#[serde(default)]
+pub struct StartState {
+    /// When it was read, ms since the Unix epoch.
+    pub unix_ms: u64,
+    pub netns: Netns,
+    /// TCP sockets of the namespace by state (the kernel's names, lower case).
+    pub sockets: std::collections::BTreeMap<String, u64>,
+    /// Of those, the ones on the run's ports (local or remote): what a previous run
+    /// left. Any but a listener makes the start dirty.
+    pub sockets_on_ports: std::collections::BTreeMap<String, u64>,
+    /// `nf_conntrack_count` of the namespace; None when conntrack is not loaded.
+    pub conntrack_entries: Option<u64>,
+    /// /proc/meminfo MemAvailable.
+    pub mem_available_bytes: u64,
+    /// `--isolation wait`: seconds the run waited for the sockets on its ports to go,
+    /// and the most it would wait (`--clean-wait`).
+    pub waited_s: Option<f64>,
+    pub wait_limit_s: Option<f64>,
+}
+
+/// Sockets by state on a run's ports, less the listeners: see [`StartState::leftovers`].
+pub fn leftovers(on_ports: &std::collections::BTreeMap<String, u64>) -> u64 {
+    let listen = state_key(tcp_state::LISTEN);
+    on_ports
+        .iter()
+        .filter(|(state, _)| **state != listen)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+impl StartState {
+    /// Connections on the run's ports when it started, in any state but LISTEN: what an
+    /// earlier run left (a listener there is a `--target` server's own, or one the port
+    /// preflight refuses).
+    pub fn leftovers(&self) -> u64 {
+        leftovers(&self.sockets_on_ports)
+    }
+
+    /// Sockets of the whole namespace when it started.
+    pub fn in_namespace(&self) -> u64 {
+        self.sockets.values().sum()
+    }
+
+    /// Started beside connections of an earlier run on its ports.
+    pub fn dirty(&self) -> bool {
+        self.leftovers() > 0
+    }
+
+    /// One line for people, the dirty case first: "started dirty: 5,000 sockets on its
+    /// ports (5,000 time_wait) after waiting 70 s; …" or "started clean: …".
+    pub fn describe(&self) -> String {
+        use crate::fmt::{bytes, count};
+        let by_state = |m: &std::collections::BTreeMap<String, u64>| {
+            m.iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(s, n)| format!("{} {s}", count(*n)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut parts = vec![if self.dirty() {
+            let mut left = self.sockets_on_ports.clone();
+            left.remove(&state_key(tcp_state::LISTEN));
+            format!(
+                "started dirty: {} socket(s) of an earlier run on its ports ({})",
+                count(self.leftovers()),
+                by_state(&left)
+            )
+        } else {
+            "started clean: no socket on its ports".to_owned()
+        }];
+        parts.push(match self.netns {
+            Netns::Fresh => "a fresh network namespace".to_owned(),
+            Netns::Inherited => "the namespace it was started in".to_owned(),
+        });
+        if let Some(w) = self.waited_s {
+            parts.push(match self.wait_limit_s {
+                Some(limit) if self.dirty() => {
+                    format!("waited {w:.0} s (the --clean-wait bound, {limit:.0} s)")
+                }
+                _ => format!("waited {w:.0} s"),
+            });
+        }
+        parts.push(match self.in_namespace() {
+            0 => "0 TCP sockets in the namespace".to_owned(),
+            n => format!(
+                "{} TCP socket(s) in the namespace ({})",
+                count(n),
+                by_state(&self.sockets)
+            ),
+        });
+        parts.push(match self.conntrack_entries {
+            Some(n) => format!("{} conntrack entries", count(n)),
+            None => "conntrack not loaded".to_owned(),
+        });
+        parts.push(format!(
+            "{} MemAvailable",
+            bytes(self.mem_available_bytes as f64)
+        ));
+        parts.join("; ")
+    }
+}
+
+/// A program or library at a version, as it said at run time.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
+#[serde(default)]
+pub struct Software {
+    pub name: String,
+    pub version: String,
+}
+
+impl std::fmt::Display for Software {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.name, self.version)
+    }
+}
+
+/// The server a run measured, named as the comparison names it, with what it runs on.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+#[serde(default)]
+pub struct ServerInfo {
+    /// `--server-name` (a `--servers` name such as go or c1m-epoll), else `c1m` for
+    /// c1m's own server or the program of `--server-cmd`.
+    pub name: String,
+    /// c1m's own server: its engine (None: a server c1m did not write).
+    pub engine: Option<crate::workload::config::EngineKind>,
+    /// Its language runtime, as the server reported it at start (the `version:` line of
+    /// reference-servers/PROTOCOL.md); None when it said nothing.
+    pub runtime: Option<Software>,
+    /// Its WebSocket library, likewise; c1m's own server: c1m at its version.
+    pub library: Option<Software>,
+}
+
+impl ServerInfo {
+    /// "go (go 1.19.8, gorilla/websocket 1.5.0)", "c1m-epoll (c1m 0.1.0, epoll
+    /// engine)", "my-server (no version reported)".
+    pub fn label(&self) -> String {
+        let mut about: Vec<String> = [&self.runtime, &self.library]
+            .into_iter()
+            .flatten()
+            .map(ToString::to_string)
+            .collect();
+        if let Some(e) = self.engine {
+            about.push(format!("{} engine", e.name()));
+        }
+        if about.is_empty() {
+            about.push("no version reported".to_owned());
+        }
+        format!("{} ({})", self.name, about.join(", "))
+    }
+}
+
 /// Everything a run produced: `summary.json` is this struct.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
@@ -292,6 +462,38 @@ pub struct RunRecord {
     pub host: Option<crate::multihost::model::HostInfo>,
     /// A merged multi-host run (`c1m merge`): the per-host breakdown and clock bound.
     pub multihost: Option<crate::multihost::model::Merged>,
+    /// The server measured, and what it runs on (None: a run before this was recorded).
+    pub server_info: Option<ServerInfo>,
+    /// What the box and the namespace held when the run started (None: likewise).
+    pub start: Option<StartState>,
+}
+
+impl RunRecord {
+    /// The server it measured and what that runs on, for every run header (summary,
+    /// report, comparison): "go (go 1.19.8, gorilla/websocket 1.5.0)". A run recorded
+    /// before the server was is named only when its command line shows c1m's own.
+    pub fn server_label(&self) -> String {
+        match &self.server_info {
+            Some(info) => info.label(),
+            None if ["--server-cmd", "--target", "--servers"]
+                .iter()
+                .any(|f| self.config.command_line.contains(f)) =>
+            {
+                "server not recorded".to_owned()
+            }
+            None => format!("c1m ({} engine)", self.config.server_engine.name()),
+        }
+    }
+
+    /// The client it ran: always c1m's own.
+    pub fn client_label(&self) -> String {
+        format!("c1m client ({} engine)", self.config.engine.name())
+    }
+
+    /// "started clean: …" / "started dirty: …", or None for a run recorded before.
+    pub fn start_line(&self) -> Option<String> {
+        self.start.as_ref().map(StartState::describe)
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]

@@ -2,7 +2,8 @@
 //! server in turn, one run folder each under one comparison folder, then the comparison
 //! of `c1m compare` written there and printed. Here: how each server is started, how its
 //! push is triggered and what its push frame looks like, the order of the runs, and the
-//! sequence itself (each run is the lab's own `run` with the flags of its server). The
+//! sequence itself (each run is a `c1m run` process with the flags of its server, kept
+//! apart from the others by `run/isolation.rs`). The
 //! reference servers live in `reference-servers/` (their protocol:
 //! `reference-servers/PROTOCOL.md`) and are built by `cargo xtask reference-servers` into
 //! `target/reference-servers/<name>/run`.
@@ -10,11 +11,8 @@
 use std::{
     fmt,
     path::{Path, PathBuf},
+    process::ExitStatus,
     str::FromStr,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
 };
 
 use anyhow::{Context as _, Result, bail};
@@ -26,9 +24,12 @@ use super::{
         cli::{CompareArgs, EXIT_BAD_INPUT},
         input::RunSpec,
     },
-    export::{load_run, write_run},
-    model::{Outcome, RunRecord},
-    run::{Clients, RunArgs},
+    export::load_run,
+    model::Outcome,
+    run::{
+        Clients, RunArgs, child_args,
+        isolation::{self, Isolation},
+    },
 };
 use crate::{
     util::PortList,
@@ -220,14 +221,100 @@ pub fn parse_list(s: &str) -> Result<Vec<ReferenceServer>, ServerError> {
     Ok(out)
 }
 
-/// The order of the runs for `--repeat K`: round `r` starts at server `r mod n`, so no
-/// server always runs first (a box warming up, or filling its memory, over the rounds
-/// then weighs on every server alike). Each entry is (server, repeat index).
+/// The order of the runs for `--repeat K`: each entry is (server, repeat index), every
+/// round runs each server once. What a run inherits from the one before it (memory the
+/// kernel has not given back yet, a warm or busy box; without a fresh network namespace,
+/// its TIME_WAIT sockets) must weigh on every server alike, so each server should follow
+/// each other server equally often. Rotating the list did not do that: `a b c`, `b c a`,
+/// `c a b` has `b` after `a` in every round. The rounds are the rows of a Williams
+/// design (the crossover design balanced for first-order carry-over): over its period
+/// (n rounds for an even number of servers, 2n for an odd one) every ordered pair stands
+/// next to each other within rounds equally often and every server runs first equally
+/// often. The rows of a period are taken in the order that keeps the pairs across round
+/// boundaries balanced too (the row that leaves the fewest repeats), so over a period
+/// the counts of "a right after b", boundaries included, differ by at most one.
 pub fn schedule(servers: &[ReferenceServer], repeat: usize) -> Vec<(ReferenceServer, usize)> {
-    let n = servers.len();
-    (0..repeat)
-        .flat_map(|r| (0..n).map(move |i| (servers[(r + i) % n], r)))
+    balanced_order(servers.len(), repeat)
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| (servers[s], i / servers.len().max(1)))
         .collect()
+}
+
+/// The rows of a Williams design for `n` treatments: the cyclic Latin square whose first
+/// row is 0, 1, n−1, 2, n−2, …, and for odd `n` also its rows reversed.
+fn williams_rows(n: usize) -> Vec<Vec<usize>> {
+    let mut first = Vec::with_capacity(n);
+    let (mut lo, mut hi) = (1, n);
+    for i in 0..n {
+        // 0, then alternately the next from the bottom and the next from the top.
+        if i == 0 {
+            first.push(0);
+        } else if i % 2 == 1 {
+            first.push(lo);
+            lo += 1;
+        } else {
+            hi -= 1;
+            first.push(hi);
+        }
+    }
+    let mut rows: Vec<Vec<usize>> = (0..n)
+        .map(|r| first.iter().map(|x| (x + r) % n).collect())
+        .collect();
+    if n % 2 == 1 {
+        let mirrored: Vec<Vec<usize>> = rows
+            .iter()
+            .map(|r| r.iter().rev().copied().collect())
+            .collect();
+        rows.extend(mirrored);
+    }
+    rows
+}
+
+/// `rounds` rounds of `0..n`, one after another, as indices (see [`schedule`]).
+fn balanced_order(n: usize, rounds: usize) -> Vec<usize> {
+    let rows = williams_rows(n);
+    // follows[a][b]: how often b ran right after a so far.
+    let mut follows = vec![vec![0u32; n]; n];
+    let mut order: Vec<usize> = Vec::with_capacity(n * rounds);
+    let mut unused: Vec<usize> = Vec::new();
+    for _ in 0..rounds {
+        if unused.is_empty() {
+            unused = (0..rows.len()).collect();
+        }
+        // The row whose pairs, with the one across the boundary, leave the counts most
+        // even: the lowest highest count, then the smallest spread, then no server
+        // right after itself, then the fewest repeats; ties go to the design's order.
+        let cost = |row: &[usize]| {
+            let mut f = follows.clone();
+            let mut itself = 0;
+            let boundary = order.last().map(|&last| (last, row[0]));
+            for (a, b) in boundary
+                .into_iter()
+                .chain(row.windows(2).map(|w| (w[0], w[1])))
+            {
+                f[a][b] += 1;
+                itself += u32::from(a == b);
+            }
+            let others = (0..n).flat_map(|a| (0..n).filter(move |&b| b != a).map(move |b| (a, b)));
+            let counts: Vec<u32> = others.map(|(a, b)| f[a][b]).collect();
+            let max = counts.iter().copied().max().unwrap_or(0);
+            let min = counts.iter().copied().min().unwrap_or(0);
+            let squares: u32 = counts.iter().map(|c| c * c).sum();
+            (max, max - min, itself, squares)
+        };
+        let Some(pick) = unused.iter().copied().min_by_key(|&i| (cost(&rows[i]), i)) else {
+            break;
+        };
+        unused.retain(|&i| i != pick);
+        for &s in &rows[pick] {
+            if let Some(&last) = order.last() {
+                follows[last][s] += 1;
+            }
+            order.push(s);
+        }
+    }
+    order
 }
 
 /// The `c1m compare` argument for one run folder: its server's name, so repeats group.
@@ -276,47 +363,87 @@ fn severity(o: Outcome) -> u8 {
     }
 }
 
-/// A run that stopped on an error before the lab could conclude it: its folder says
-/// `failed` and why, so the comparison lists it beside the others.
-fn record_failure(dir: &Path, error: &anyhow::Error) -> Result<()> {
-    let mut record = load_run(dir).unwrap_or_else(|_| RunRecord {
-        c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
-        started_unix_ms: super::run::now_ms(),
-        ..RunRecord::default()
-    });
-    if record.outcome == Outcome::Running {
-        record.outcome = Outcome::Failed;
-        record.ended_unix_ms = super::run::now_ms();
-        record
-            .warnings
-            .insert(0, format!("the run failed: {error:#}"));
-    }
-    write_run(dir, &record).with_context(|| format!("writing {}", dir.display()))?;
-    Ok(())
+/// SIGINT and SIGTERM to the sequence: each stops it, and is passed on to the run under
+/// way (a TUI in raw mode takes Ctrl-C as a key and ends its run itself; the sequence
+/// then stops on the run's outcome).
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    stop: bool,
 }
 
-/// SIGINT or SIGTERM at any time of the sequence, also between two runs (each run's
-/// own handler ends that run; this one ends the sequence).
-fn stop_flag() -> Result<Arc<AtomicBool>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let stop = Arc::new(AtomicBool::new(false));
-    for kind in [SignalKind::interrupt(), SignalKind::terminate()] {
-        let mut s = signal(kind).context("installing signal handlers")?;
-        let flag = stop.clone();
-        tokio::spawn(async move {
-            if s.recv().await.is_some() {
-                flag.store(true, Ordering::Relaxed);
-            }
-        });
+impl Signals {
+    fn new() -> Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt()).context("installing signal handlers")?,
+            terminate: signal(SignalKind::terminate()).context("installing signal handlers")?,
+            stop: false,
+        })
     }
-    Ok(stop)
+
+    /// The next signal's number.
+    async fn next(&mut self) -> i32 {
+        tokio::select! {
+            _ = self.interrupt.recv() => libc::SIGINT,
+            _ = self.terminate.recv() => libc::SIGTERM,
+        }
+    }
+}
+
+/// Runs `c1m ARGV…` (one run of the sequence) to its end, passing the sequence's signals
+/// on. Called from the lab's main thread (the `block_on` of `run::main`), which lives as
+/// long as the sequence: the run dies with it.
+async fn run_one(argv: &[std::ffi::OsString], signals: &mut Signals) -> Result<ExitStatus> {
+    let exe = std::env::current_exe().context("locating the c1m binary")?;
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.args(argv).kill_on_drop(true);
+    let parent = std::process::id();
+    // SAFETY: prctl and getppid are async-signal-safe and touch no memory.
+    unsafe {
+        cmd.pre_exec(move || crate::util::die_with_parent(parent));
+    }
+    let mut child = cmd.spawn().context("starting a run of the sequence")?;
+    loop {
+        tokio::select! {
+            status = child.wait() => return status.context("waiting for a run of the sequence"),
+            sig = signals.next() => {
+                signals.stop = true;
+                if let Some(pid) = child.id() {
+                    // SAFETY: our own child, not yet reaped (its pid cannot be reused).
+                    unsafe { libc::kill(pid as i32, sig) };
+                }
+            }
+        }
+    }
+}
+
+/// How the runs are kept apart: `--isolation`, or a namespace each where that works
+/// (root, loopback addresses), else the wait; with the reason for the default.
+fn choose_isolation(args: &RunArgs, host: std::net::IpAddr) -> Result<(Isolation, String)> {
+    let mut addrs = vec![host];
+    if let Some(s) = &args.source {
+        addrs.extend(crate::workload::cli::parse_addrs(std::slice::from_ref(s))?);
+    }
+    let possible = isolation::netns_possible(&addrs);
+    Ok(match (args.isolation, possible) {
+        (Some(Isolation::Netns), Err(why)) => bail!(
+            "--isolation netns: {why}; use --isolation wait (each run waits for the sockets an earlier one left)"
+        ),
+        (Some(i), _) => (i, "--isolation".to_owned()),
+        (None, Ok(())) => (Isolation::Netns, "the default as root".to_owned()),
+        (None, Err(why)) => (Isolation::Wait, why),
+    })
 }
 
 /// `c1m run --servers NAMES [--repeat K]`: the lab's run once per entry of [`schedule`],
 /// into `<out>/<stamp>-servers/<name>-<k>/`, then the comparison of them all into that
-/// folder. Everything is checked before the first run starts: a bad name or a server not
-/// built exits 2, a flag `--servers` sets itself exits 1. A failed run is listed with its
-/// outcome and the sequence goes on; Ctrl-C ends it and compares what was measured.
+/// folder. Each run is a `c1m run` process of its own (its memory, fds and, as root, its
+/// network namespace), so nothing but the box carries from one run to the next; the
+/// sequence keeps only the order and the comparison. Everything is checked before the
+/// first run starts: a bad name or a server not built exits 2, a flag `--servers` sets
+/// itself exits 1. A failed run is listed with its outcome and the sequence goes on;
+/// Ctrl-C ends it and compares what was measured.
 pub async fn run_all(mut args: RunArgs) -> Result<i32> {
     let names = args.servers.take().unwrap_or_default();
     let servers = match parse_list(&names) {
@@ -334,13 +461,15 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
     if args.clients == Clients::External {
         bail!("--servers runs its clients on this box: drop --clients external");
     }
-    let host = match crate::workload::cli::parse_addrs(std::slice::from_ref(&args.addr))?[..] {
-        [ip] => ip.to_string(),
+    let ip = match crate::workload::cli::parse_addrs(std::slice::from_ref(&args.addr))?[..] {
+        [ip] => ip,
         _ => bail!(
             "--servers takes one --addr (a reference server listens on one address), not {}",
             args.addr
         ),
     };
+    let host = ip.to_string();
+    let (isolation, why) = choose_isolation(&args, ip)?;
     let built = built_dir()?;
     let mut flags = Vec::new();
     for s in &servers {
@@ -358,12 +487,20 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
     ));
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("creating the comparison folder {}", dir.display()))?;
-    let stop = stop_flag()?;
+    let mut signals = Signals::new()?;
+    eprintln!(
+        "c1m run --servers: {} ({why})",
+        match isolation {
+            Isolation::Netns => "each run in a network namespace of its own",
+            Isolation::Wait =>
+                "each run waits until the sockets an earlier run left on its ports are gone",
+        }
+    );
     let order = schedule(&servers, args.repeat as usize);
     let mut runs = Vec::new();
     let mut worst = Outcome::Complete;
     for (i, (server, r)) in order.iter().enumerate() {
-        if stop.load(Ordering::Relaxed) {
+        if signals.stop {
             worst = Outcome::Interrupted;
             break;
         }
@@ -378,9 +515,23 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
         if let Some((_, f)) = flags.iter().find(|(s, _)| s == server) {
             f.clone().apply(&mut one);
         }
-        if let Err(e) = super::run::run(one, Some(run_dir.clone())).await {
-            eprintln!("c1m run --servers: {server}: {e:#}");
-            record_failure(&run_dir, &e)?;
+        one.repeat = 1;
+        one.isolation = Some(isolation);
+        one.server_name = Some(server.name().to_owned());
+        one.into = Some(run_dir.clone());
+        let ended = match child_args::run_argv(&one) {
+            Ok(argv) => run_one(&argv, &mut signals).await,
+            Err(e) => Err(e.into()),
+        };
+        // A run that could not even say why it stopped (killed, or never started).
+        let concluded = load_run(&run_dir).is_ok_and(|r| r.outcome != Outcome::Running);
+        match ended {
+            Err(e) => super::run::record_failure(&run_dir, &e)?,
+            Ok(status) if !concluded => super::run::record_failure(
+                &run_dir,
+                &anyhow::anyhow!("its c1m run process ended ({status}) before concluding"),
+            )?,
+            Ok(_) => {}
         }
         let outcome = load_run(&run_dir)
             .map(|r| r.outcome)
@@ -439,25 +590,105 @@ mod tests {
         assert_eq!(parse_list(" , ").unwrap_err(), ServerError::Empty);
     }
 
+    /// How often each server ran right after each other one (a != b), and right after
+    /// itself, over the whole sequence, round boundaries included.
+    fn follow_counts(order: &[usize], n: usize) -> (Vec<u32>, u32) {
+        let mut f = vec![vec![0u32; n]; n];
+        for w in order.windows(2) {
+            f[w[0]][w[1]] += 1;
+        }
+        let others = (0..n)
+            .flat_map(|a| (0..n).filter(move |&b| b != a).map(move |b| (a, b)))
+            .map(|(a, b)| f[a][b])
+            .collect();
+        (others, (0..n).map(|a| f[a][a]).sum())
+    }
+
     #[test]
-    fn repeats_interleave_and_rotate() {
+    fn each_server_follows_each_other_equally_often_over_a_period() {
+        for n in 2..=6 {
+            // A Williams design's period: n rounds for even n, 2n for odd n (for n = 3
+            // and 5 no n rounds can put every pair side by side once).
+            let period = if n % 2 == 0 { n } else { 2 * n };
+            // Two periods stay balanced for an even count; for 3 or 5 servers the second
+            // period's boundaries repeat the first's.
+            for periods in 1..=(if n % 2 == 0 { 2 } else { 1 }) {
+                let rounds = period * periods;
+                let order = balanced_order(n, rounds);
+                assert_eq!(order.len(), n * rounds);
+                for (r, round) in order.chunks(n).enumerate() {
+                    let mut sorted = round.to_vec();
+                    sorted.sort_unstable();
+                    assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "n={n} round {r}");
+                }
+                // Within rounds, the design itself: every ordered pair equally often.
+                let mut within = vec![vec![0u32; n]; n];
+                for round in order.chunks(n) {
+                    for w in round.windows(2) {
+                        within[w[0]][w[1]] += 1;
+                    }
+                }
+                let want = (rounds / n) as u32;
+                for (a, row) in within.iter().enumerate() {
+                    for (b, &count) in row.iter().enumerate().filter(|&(b, _)| b != a) {
+                        assert_eq!(count, want, "n={n} rounds={rounds}: {b} after {a}");
+                    }
+                }
+                // With the boundaries between rounds: as even as the count allows.
+                let (counts, itself) = follow_counts(&order, n);
+                let (min, max) = (
+                    counts.iter().copied().min().unwrap(),
+                    counts.iter().copied().max().unwrap(),
+                );
+                assert!(max - min <= 1, "n={n} rounds={rounds}: counts {counts:?}");
+                let pairs = (n * (n - 1)) as u32;
+                let total: u32 = counts.iter().sum();
+                assert_eq!(min, total / pairs, "n={n} rounds={rounds}");
+                // No server right after itself, except where two servers allow no other.
+                if n > 3 {
+                    assert_eq!(itself, 0, "n={n} rounds={rounds}");
+                }
+                // Every server first equally often.
+                let mut first = vec![0usize; n];
+                for round in order.chunks(n) {
+                    first[round[0]] += 1;
+                }
+                assert!(first.iter().all(|&f| f == rounds / n), "n={n}: {first:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_shorter_sequence_repeats_no_pair_more_than_once() {
+        // Fewer rounds than a period (the usual --repeat 2 or 3): a pair comes twice
+        // only once the sequence has nearly as many neighbours as there are pairs.
+        for n in 2..=6 {
+            for rounds in 1..=n {
+                let (counts, _) = follow_counts(&balanced_order(n, rounds), n);
+                let max = counts.iter().copied().max().unwrap();
+                let pairs = n * (n - 1);
+                let limit = if (n * rounds - 1) <= pairs - n { 1 } else { 2 };
+                assert!(max <= limit, "n={n} rounds={rounds}: {counts:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn repeats_follow_the_balanced_order() {
         use ReferenceServer::*;
-        let s = schedule(&[Python, Go, C1mEpoll], 3);
-        assert_eq!(
-            s,
-            vec![
-                (Python, 0),
-                (Go, 0),
-                (C1mEpoll, 0),
-                (Go, 1),
-                (C1mEpoll, 1),
-                (Python, 1),
-                (C1mEpoll, 2),
-                (Python, 2),
-                (Go, 2),
-            ]
-        );
+        let s = schedule(&[Python, Go, C1mEpoll, Node], 4);
+        let mut after = std::collections::HashMap::new();
+        for w in s.windows(2) {
+            *after.entry((w[0].0, w[1].0)).or_insert(0) += 1;
+        }
+        // 15 neighbours over 12 ordered pairs: each pair once or twice, none missing.
+        assert_eq!(after.len(), 12, "{s:?}");
+        assert!(after.values().all(|&c| c == 1 || c == 2), "{after:?}");
+        assert_eq!(s[0], (Python, 0));
+        assert!(s.iter().take(4).all(|&(_, r)| r == 0));
+        assert!(s.iter().skip(12).all(|&(_, r)| r == 3));
         assert!(schedule(&[Go], 0).is_empty());
+        assert_eq!(schedule(&[Go], 2), vec![(Go, 0), (Go, 1)]);
         let arg = compare_arg(Path::new("c1m-runs/x"), Netty);
         assert_eq!(
             (arg.dir, arg.name.as_str()),

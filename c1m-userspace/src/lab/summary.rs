@@ -34,6 +34,15 @@ pub fn text(run: &RunRecord) -> String {
             r => format!("{} target", crate::fmt::pace(r)),
         }
     );
+    let _ = writeln!(
+        s,
+        "server: {}; client: {}",
+        run.server_label(),
+        run.client_label()
+    );
+    if let Some(start) = run.start_line() {
+        let _ = writeln!(s, "start: {start}");
+    }
     for w in &run.warnings {
         let _ = writeln!(s, "warning: {w}");
     }
@@ -56,9 +65,10 @@ pub fn text(run: &RunRecord) -> String {
             "{:<9} {:>7.1} {:>16} {:>16} {:>14} {:>10} {:>10} {:>11} {:>10}",
             p.name,
             p.duration_s,
-            format!("{:.1}/{:.1}", p.server.cpu_user_s, p.server.cpu_sys_s),
-            format!("{:.1}/{:.1}", p.client.cpu_user_s, p.client.cpu_sys_s),
-            format!("{:.1}/{:.1}", p.observer.cpu_user_s, p.observer.cpu_sys_s),
+            // CPU comes in /proc's clock ticks (10 ms at CLK_TCK 100): to the tick.
+            format!("{:.2}/{:.2}", p.server.cpu_user_s, p.server.cpu_sys_s),
+            format!("{:.2}/{:.2}", p.client.cpu_user_s, p.client.cpu_sys_s),
+            format!("{:.2}/{:.2}", p.observer.cpu_user_s, p.observer.cpu_sys_s),
             bytes(p.server.rss_bytes as f64),
             bytes(p.client.rss_bytes as f64),
             p.kernel_socket_bytes

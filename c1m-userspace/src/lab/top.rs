@@ -97,7 +97,7 @@ async fn top(mut args: TopArgs) -> Result<()> {
     let started_ms = crate::util::unix_ms_now();
     let mut live = Live::new(
         LiveOutput::choose(args.plain, false),
-        args.metrics_addr,
+        args.metrics_addr.map(super::live::MetricsAt::Addr),
         "c1m top",
         // Attached to whatever runs: nothing else is known for the whole watch.
         RunInfo {

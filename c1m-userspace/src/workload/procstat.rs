@@ -27,6 +27,14 @@ pub fn open_fds(pid: u32) -> Option<u64> {
     Some(fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as u64)
 }
 
+/// Seconds per clock tick, the unit /proc counts CPU time in (`sysconf(_SC_CLK_TCK)`,
+/// 100 on common kernels: 10 ms).
+pub fn clock_tick_s() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    1.0 / hz
+}
+
 /// (user, system) CPU seconds of `pid` (all its threads), or None if it is gone.
 pub fn cpu_seconds(pid: u32) -> Option<(f64, f64)> {
     let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -36,9 +44,8 @@ pub fn cpu_seconds(pid: u32) -> Option<(f64, f64)> {
     // After ')': state is field 3 of stat(5), so utime (14) and stime (15) are at 11 and 12.
     let ut: f64 = f.get(11)?.parse().ok()?;
     let st: f64 = f.get(12)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Some((ut / hz, st / hz))
+    let tick = clock_tick_s();
+    Some((ut * tick, st * tick))
 }
 
 /// Fields of /proc/PID/stat after the command name: `state` is index 0 (field 3 of

@@ -201,6 +201,13 @@ pub const HIST_NAMES: [&str; HISTS] = [
     "push_fanout_us",
 ];
 
+/// A histogram of [`HIST_NAMES`] as views name it: without the `_us` of the unit it is
+/// stored in, since every view prints it in ms ("connect_us" under an "ms" heading read
+/// as two units).
+pub fn hist_label(name: &str) -> &str {
+    name.strip_suffix("_us").unwrap_or(name)
+}
+
 /// The setup latencies timed both ways: (what, from the call, from the schedule). Views
 /// show each pair side by side, next to the asked and achieved [`SetupRate`].
 pub const SETUP_LATENCY_PAIRS: [(&str, &str, &str); 2] = [

@@ -164,3 +164,25 @@ pub fn run_servers(
     );
     (stdout, run_folder(&out_dir))
 }
+
+/// `c1m run --servers SERVERS -n N --tune MORE…` (no --idle of its own), which must exit
+/// 0 within `limit`: stdout and stderr together, and its comparison folder.
+pub fn run_servers_with(
+    folder: &str,
+    servers: &str,
+    n: &str,
+    more: &[&str],
+    limit: Duration,
+) -> (String, PathBuf) {
+    let out_dir = fresh_dir(folder);
+    let mut args = vec!["--servers", servers, "-n", n, "--tune"];
+    args.extend_from_slice(more);
+    let out = bounded(c1m_run(&out_dir, &args), limit);
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    (text, run_folder(&out_dir))
+}

@@ -6,15 +6,20 @@ use super::input::LoadedRun;
 use crate::lab::{export::html::flatten, model::RunRecord};
 
 /// Facts that vary with every run and say nothing about its setup.
-const IGNORED: [&str; 3] = [
+const IGNORED: [&str; 4] = [
     "machine.mem_available_bytes",
     "config.command_line",
     // Says how much memory was free at the start.
     "config.connections_reason",
+    // Unused by a foreign server; c1m's own names its engine in `server`.
+    "config.server_engine",
 ];
 
 fn facts(r: &RunRecord) -> Vec<(String, String)> {
-    let mut rows = vec![("c1m_version".to_owned(), r.c1m_version.clone())];
+    let mut rows = vec![
+        ("c1m_version".to_owned(), r.c1m_version.clone()),
+        ("server".to_owned(), r.server_label()),
+    ];
     for (prefix, v) in [
         ("config", serde_json::to_value(&r.config)),
         ("machine", serde_json::to_value(&r.machine)),

@@ -25,7 +25,7 @@ use crate::lab::{
         multiples::{self, ComparedRun},
         palette::RunStyle,
     },
-    model::Outcome,
+    model::{Outcome, ServerInfo, StartState},
 };
 
 pub const CSV: &str = "compare.csv";
@@ -39,6 +39,13 @@ struct RunEntry<'a> {
     outcome: Outcome,
     connections: u64,
     started_unix_ms: u64,
+    /// The server and what it runs on, as the run's header names it.
+    server: String,
+    server_info: Option<&'a ServerInfo>,
+    /// What the run started from; `started_dirty` when an earlier run's sockets were
+    /// still on its ports.
+    start: Option<&'a StartState>,
+    started_dirty: bool,
 }
 
 #[derive(Serialize)]
@@ -114,6 +121,10 @@ fn json(cmp: &Comparison) -> Result<String, ExportError> {
                 outcome: r.run.outcome,
                 connections: r.run.config.connections,
                 started_unix_ms: r.run.started_unix_ms,
+                server: r.run.server_label(),
+                server_info: r.run.server_info.as_ref(),
+                start: r.run.start.as_ref(),
+                started_dirty: r.run.start.as_ref().is_some_and(StartState::dirty),
             })
             .collect(),
         setup_differences: config
@@ -157,6 +168,17 @@ fn html(cmp: &Comparison) -> Result<String, ExportError> {
             esc(&headline(&r.run)),
             esc(r.run.outcome.name())
         );
+        if let Some(start) = &r.run.start {
+            let _ = write!(
+                body,
+                "<div class=\"sub\" style=\"margin-left:2em\">{}{}</div>",
+                if start.dirty() { "⚠ " } else { "" },
+                esc(&start.describe())
+            );
+        }
+    }
+    if let Some(line) = super::dirty_starts(runs) {
+        let _ = write!(body, "<div class=\"warn\">{}</div>", esc(&line));
     }
     body.push_str("</div>");
     let hists = runs

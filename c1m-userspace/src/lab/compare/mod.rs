@@ -31,6 +31,30 @@ pub struct Comparison {
     pub rows: Vec<table::Row>,
 }
 
+/// "2 of 6 runs started dirty (go-1, node-2): …", or None when every run that recorded
+/// its start began clean. Said above the figures, since they carry what those runs
+/// inherited.
+pub fn dirty_starts(runs: &[input::LoadedRun]) -> Option<String> {
+    let dirty: Vec<String> = runs
+        .iter()
+        .filter(|r| r.run.start.as_ref().is_some_and(|s| s.dirty()))
+        .map(|r| {
+            r.spec
+                .dir
+                .file_name()
+                .map_or_else(|| r.spec.name.clone(), |f| f.to_string_lossy().into_owned())
+        })
+        .collect();
+    (!dirty.is_empty()).then(|| {
+        format!(
+            "{} of {} runs started dirty ({}): their figures include sockets an earlier run left on their ports",
+            dirty.len(),
+            runs.len(),
+            dirty.join(", ")
+        )
+    })
+}
+
 impl Comparison {
     pub fn of(runs: Vec<input::LoadedRun>) -> Result<Comparison, crate::lab::export::ExportError> {
         let names = table::names(&runs);
@@ -94,7 +118,7 @@ mod tests {
             let row = rows
                 .iter()
                 .find(|r| {
-                    r.group == format!("Latency: client push_message_us{group}")
+                    r.group == format!("Latency: client push_message{group}")
                         && r.figure == "count"
                 })
                 .unwrap_or_else(|| panic!("no {group} row"));

@@ -86,7 +86,13 @@ pub fn render(cmp: &Comparison) -> String {
                 headline(&r.run),
                 r.run.outcome
             );
+            if let Some(start) = r.run.start_line() {
+                let _ = writeln!(out, "      {start}");
+            }
         }
+    }
+    if let Some(line) = super::dirty_starts(runs) {
+        let _ = writeln!(out, "  {line}");
     }
     out.push_str("\nSetup differences (first run of each name)\n");
     if config.is_empty() {

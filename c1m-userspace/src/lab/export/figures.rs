@@ -8,8 +8,12 @@ use super::{
 };
 use crate::{
     lab::model::{RunRecord, Sample},
-    workload::stats::{
-        HIST_NAMES, PEAK_WINDOW_MS, PUSH_FANOUT, PUSH_MESSAGE, PeakRate, Percentiles, SetupRate,
+    workload::{
+        procstat::clock_tick_s,
+        stats::{
+            HIST_NAMES, PEAK_WINDOW_MS, PUSH_FANOUT, PUSH_MESSAGE, PeakRate, Percentiles,
+            SetupRate, hist_label,
+        },
     },
 };
 
@@ -21,6 +25,10 @@ pub(crate) enum Unit {
     /// Stored in µs, shown in ms.
     Micros,
     Seconds,
+    /// CPU seconds counted in /proc's clock ticks (10 ms at CLK_TCK 100): shown no finer
+    /// than a tick, so 0 and one tick read "0 ms" and "10 ms", not "0.00 ms" beside
+    /// "10 ms".
+    CpuSeconds,
 }
 
 impl Unit {
@@ -31,7 +39,7 @@ impl Unit {
             Unit::PerSecond => "per_s",
             Unit::Bytes => "bytes",
             Unit::Micros => "us",
-            Unit::Seconds => "s",
+            Unit::Seconds | Unit::CpuSeconds => "s",
         }
     }
 
@@ -42,7 +50,23 @@ impl Unit {
             Unit::Bytes => bytes(v),
             Unit::Micros => format!("{} ms", ms(v)),
             Unit::Seconds => secs(v),
+            Unit::CpuSeconds => cpu(v, clock_tick_s()),
         }
+    }
+}
+
+/// CPU seconds at the resolution of a `tick` (s): whole ms below a second (a mean over
+/// repeats may fall between ticks), hundredths of a second above, never finer than the
+/// tick.
+fn cpu(v: f64, tick: f64) -> String {
+    if !v.is_finite() {
+        return "–".to_owned();
+    }
+    if v.abs() < 1.0 {
+        let ms_digits = if tick < 0.001 { 1 } else { 0 };
+        format!("{} ms", num(v * 1000.0, ms_digits))
+    } else {
+        secs(v)
     }
 }
 
@@ -84,7 +108,7 @@ pub(crate) fn hist_title(run: &RunRecord, side: &str, name: &str) -> String {
         None if message || fanout => ", rule not recorded".to_owned(),
         _ => String::new(),
     };
-    format!("{side} {name}{tail}")
+    format!("{side} {}{tail}", hist_label(name))
 }
 
 /// The run's push rule in one line (the summary's and the report's push section), or
@@ -214,14 +238,44 @@ pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Gro
             cpu.push(fig(
                 format!("{}: {who}", p.name),
                 Some(u.cpu_user_s + u.cpu_sys_s),
-                Unit::Seconds,
+                Unit::CpuSeconds,
             ));
         }
     }
     if !cpu.is_empty() {
         groups.push(Group {
-            title: "CPU time per phase (user + sys)".into(),
+            title: format!(
+                "CPU time per phase (user + sys, counted in {} ticks)",
+                secs(clock_tick_s())
+            ),
             figures: cpu,
+        });
+    }
+    if let Some(start) = &run.start {
+        groups.push(Group {
+            title: "Start (before any process of the run)".into(),
+            figures: vec![
+                fig(
+                    "sockets an earlier run left on its ports",
+                    Some(start.leftovers() as f64),
+                    Unit::Count,
+                ),
+                fig(
+                    "TCP sockets in its network namespace",
+                    Some(start.in_namespace() as f64),
+                    Unit::Count,
+                ),
+                fig(
+                    "conntrack entries",
+                    start.conntrack_entries.map(|n| n as f64),
+                    Unit::Count,
+                ),
+                fig(
+                    "box MemAvailable",
+                    Some(start.mem_available_bytes as f64),
+                    Unit::Bytes,
+                ),
+            ],
         });
     }
     Ok(groups)
@@ -295,7 +349,7 @@ mod tests {
             get("Setup", "achieved rate (connected / ramp)"),
             Some(50_000.0)
         );
-        assert!(get("Latency: client connect_us", "99%").unwrap() > 0.0);
+        assert!(get("Latency: client connect", "99%").unwrap() > 0.0);
         assert_eq!(
             get("Setup", "peak rate (busiest ≥ 1 s)"),
             Some(51_230.0),
@@ -303,18 +357,27 @@ mod tests {
         );
         assert!(
             get(
-                "Latency: client push_message_us, from the broadcast start",
+                "Latency: client push_message, from the broadcast start",
                 "99%"
             )
             .is_some()
         );
         assert!(
             get(
-                "Latency: client push_fanout_us, from the trigger, on the client's clock",
+                "Latency: client push_fanout, from the trigger, on the client's clock",
                 "99%"
             )
             .is_some()
         );
+        assert_eq!(
+            get("Start", "sockets an earlier run left on its ports"),
+            Some(0.0)
+        );
+        // At CLK_TCK 100: no hundredths of a ms beside whole ticks.
+        assert_eq!(cpu(0.0, 0.01), "0 ms");
+        assert_eq!(cpu(0.01 - 1e-12, 0.01), "10 ms");
+        assert_eq!(cpu(0.0133, 0.01), "13 ms");
+        assert_eq!(cpu(1.414, 0.01), "1.41 s");
         assert_eq!(Unit::PerSecond.show(50_123.4), "50,123/s");
         assert_eq!(Unit::Micros.show(1234.0), "1.234 ms");
     }
@@ -363,12 +426,12 @@ mod tests {
         });
         assert_eq!(
             title(&run, "push_message_us"),
-            "client push_message_us, from the broadcast start, cannot follow write"
+            "client push_message, from the broadcast start, cannot follow write"
         );
         run.config.push = None;
         assert_eq!(
             title(&run, "push_fanout_us"),
-            "client push_fanout_us, rule not recorded"
+            "client push_fanout, rule not recorded"
         );
         assert!(push_rule_line(&run).unwrap().contains("not recorded"));
     }

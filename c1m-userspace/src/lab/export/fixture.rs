@@ -391,6 +391,25 @@ fn build(with_snapshots: bool) -> (RunRecord, Vec<(String, AppSnapshot)>) {
         samples,
         host: None,
         multihost: None,
+        server_info: Some(crate::lab::model::ServerInfo {
+            name: "c1m-epoll".into(),
+            engine: Some(crate::workload::config::EngineKind::Epoll),
+            runtime: None,
+            library: Some(crate::lab::model::Software {
+                name: "c1m".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            }),
+        }),
+        start: Some(crate::lab::model::StartState {
+            unix_ms: START_UNIX_MS - 20,
+            netns: crate::lab::model::Netns::Fresh,
+            sockets: Default::default(),
+            sockets_on_ports: Default::default(),
+            conntrack_entries: Some(0),
+            mem_available_bytes: 20 << 30,
+            waited_s: Some(0.0),
+            wait_limit_s: Some(70.0),
+        }),
     };
     (run, snaps_out)
 }

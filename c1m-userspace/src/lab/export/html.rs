@@ -1064,17 +1064,19 @@ pub(crate) fn page(title: &str, body: &str) -> String {
     )
 }
 
-/// A one-line headline for a run: target, mode, engine, host, when.
+/// A one-line headline for a run: target, mode, server (with its versions), client,
+/// host, when.
 pub(crate) fn headline(run: &RunRecord) -> String {
     format!(
-        "{} connections · {} · {} engine · {} · {}",
+        "{} connections · {} · {} · {} · {} · {}",
         count(run.config.connections),
         if run.config.mode.is_empty() {
             "?"
         } else {
             &run.config.mode
         },
-        run.config.engine.name(),
+        run.server_label(),
+        run.client_label(),
         if run.machine.hostname.is_empty() {
             "?"
         } else {
@@ -1114,6 +1116,14 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
             b,
             "<div class=\"sub\">{}</div>",
             esc(&run.config.connections_reason)
+        );
+    }
+    if let Some(start) = &run.start {
+        let _ = write!(
+            b,
+            "<div class=\"sub\">{}{}</div>",
+            if start.dirty() { "⚠ " } else { "" },
+            esc(&start.describe())
         );
     }
     b.push_str("<nav><a href=\"#figures\">key figures</a><a href=\"#charts\">charts</a><a href=\"#phases\">phases</a><a href=\"#kva\">kernel vs app</a><a href=\"#latency\">latency</a><a href=\"#perconn\">per connection</a><a href=\"#workload\">workload</a><a href=\"#kernel\">kernel</a><a href=\"#config\">config &amp; machine</a><a href=\"#files\">files</a></nav></header>");

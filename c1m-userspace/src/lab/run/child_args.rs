@@ -11,7 +11,7 @@ use std::{ffi::OsString, path::Path, time::Duration};
 use clap::{Args, Command, FromArgMatches};
 use thiserror::Error;
 
-use super::RunArgs;
+use super::{RunArgs, TargetArg};
 use crate::workload::cli::{ClientArgs, CommonArgs, Hold, ServerArgs};
 
 #[derive(Debug, Error)]
@@ -204,6 +204,105 @@ pub fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsError> {
     v.finish()
 }
 
+/// A clap value enum's name on the command line.
+fn value_name(v: &impl clap::ValueEnum) -> String {
+    v.to_possible_value()
+        .map(|p| p.get_name().to_owned())
+        .unwrap_or_default()
+}
+
+/// `c1m run …` for `a`: one run of a `--servers` sequence, started as its own process.
+pub fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
+    let RunArgs {
+        connections,
+        rate,
+        ports,
+        addr,
+        source,
+        mode,
+        engine,
+        server_engine,
+        idle,
+        pushes,
+        push_writers,
+        setup_timeout,
+        in_flight,
+        tune,
+        no_observer,
+        force,
+        out,
+        metrics_addr,
+        plain,
+        json,
+        clients,
+        expect,
+        control_addr,
+        server_cmd,
+        target,
+        server_pid,
+        push_trigger,
+        push_format,
+        push_wait,
+        servers,
+        repeat,
+        isolation,
+        clean_wait,
+        server_name,
+        into,
+        // A bound socket, not a flag: a child binds --metrics-addr itself.
+        metrics_listener: _,
+    } = a;
+    let mut v = Argv::new::<RunArgs>("run");
+    v.opt(
+        "connections",
+        connections.map(|c| match c {
+            TargetArg::Count(n) => n.to_string(),
+            TargetArg::Max => "max".to_owned(),
+        }),
+    );
+    v.value("rate", rate.to_string());
+    // --target sets the address and ports itself (and conflicts with both flags).
+    if target.is_none() {
+        v.value("ports", ports.to_string());
+        v.value("addr", addr);
+    }
+    v.opt("source", source.as_ref());
+    v.value("mode", mode.name());
+    v.value("engine", engine.name());
+    v.opt("server_engine", server_engine.map(|e| e.name()));
+    v.value("idle", duration(*idle));
+    v.value("pushes", pushes.to_string());
+    v.value("push_writers", push_writers.to_string());
+    v.opt("setup_timeout", setup_timeout.map(duration));
+    v.value("in_flight", in_flight.to_string());
+    v.flag("tune", *tune);
+    v.flag("no_observer", *no_observer);
+    v.flag("force", *force);
+    v.value("out", out);
+    v.opt("metrics_addr", metrics_addr.map(|m| m.to_string()));
+    v.flag("plain", *plain);
+    v.flag("json", *json);
+    v.value("clients", value_name(clients));
+    v.opt("expect", expect.map(|n| n.to_string()));
+    v.opt("control_addr", control_addr.as_ref());
+    v.opt("server_cmd", server_cmd.as_ref());
+    v.opt("target", target.as_ref().map(ToString::to_string));
+    v.opt("server_pid", server_pid.map(|p| p.to_string()));
+    v.opt(
+        "push_trigger",
+        push_trigger.as_ref().map(ToString::to_string),
+    );
+    v.value("push_format", push_format.to_string());
+    v.value("push_wait", duration(*push_wait));
+    v.opt("servers", servers.as_ref());
+    v.value("repeat", repeat.to_string());
+    v.opt("isolation", isolation.as_ref().map(value_name));
+    v.value("clean_wait", duration(*clean_wait));
+    v.opt("server_name", server_name.as_ref());
+    v.opt("into", into.as_ref());
+    v.finish()
+}
+
 /// `T` as its parser fills it from `argv` (the subcommand name first).
 pub fn parse<T: Args + FromArgMatches>(argv: &[OsString]) -> Result<T, ChildArgsError> {
     let m = T::augment_args(Command::new("c1m")).try_get_matches_from(argv)?;
@@ -327,6 +426,96 @@ mod tests {
         forever_not.hold = Hold::For(Duration::from_secs(30));
         let back: ClientArgs = parse(&client_argv(&forever_not).unwrap()).unwrap();
         assert_eq!(back.hold, Hold::For(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn run_args_survive_the_round_trip() {
+        let argv = |args: &[&str]| -> Vec<OsString> {
+            std::iter::once("run")
+                .chain(args.iter().copied())
+                .map(OsString::from)
+                .collect()
+        };
+        for args in [
+            &[][..],
+            &[
+                "-n",
+                "5000",
+                "--rate",
+                "0",
+                "--ports",
+                "9000-9009",
+                "--addr",
+                "127.0.0.1",
+                "--source",
+                "127.0.0.2-127.0.0.3",
+                "--mode",
+                "echo",
+                "--engine",
+                "tokio",
+                "--server-engine",
+                "epoll",
+                "--idle",
+                "2.5s",
+                "--pushes",
+                "3",
+                "--push-writers",
+                "2",
+                "--setup-timeout",
+                "90s",
+                "--in-flight",
+                "64",
+                "--tune",
+                "--no-observer",
+                "--force",
+                "--out",
+                "/tmp/runs",
+                "--metrics-addr",
+                "127.0.0.1:9464",
+                "--plain",
+                "--server-cmd",
+                "python3 'a b.py' --port 9000",
+                "--push-trigger",
+                "signal:USR1",
+                "--push-format",
+                "u64le-us",
+                "--push-wait",
+                "20s",
+                "--isolation",
+                "wait",
+                "--clean-wait",
+                "5s",
+                "--server-name",
+                "go",
+                "--into",
+                "/tmp/runs/x",
+            ][..],
+            &[
+                "-n",
+                "max",
+                "--servers",
+                "go,c1m-epoll",
+                "--repeat",
+                "3",
+                "--json",
+            ][..],
+            &[
+                "--target",
+                "127.0.0.1:9000-9001",
+                "--server-pid",
+                "42",
+                "--clients",
+                "external",
+                "--expect",
+                "100",
+                "--control-addr",
+                "127.0.0.1:7999",
+            ][..],
+        ] {
+            let a: RunArgs = parse(&argv(args)).unwrap();
+            let back: RunArgs = parse(&run_argv(&a).unwrap()).unwrap();
+            assert_eq!(format!("{back:?}"), format!("{a:?}"), "{args:?}");
+        }
     }
 
     #[test]

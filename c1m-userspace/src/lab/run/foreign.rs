@@ -18,9 +18,12 @@ use std::{
 
 use thiserror::Error;
 
-use crate::workload::{
-    procstat,
-    stats::{AppSnapshot, Counters},
+use crate::{
+    lab::model::Software,
+    workload::{
+        procstat,
+        stats::{AppSnapshot, Counters},
+    },
 };
 
 /// Its output files in the run folder.
@@ -258,6 +261,13 @@ impl ForeignServer {
             .map(|l| l.trim().chars().take(200).collect())
     }
 
+    /// What it said it runs on: the `version:` line of its stdout (see
+    /// [`parse_version_line`]); None before it printed one, or when it prints none.
+    pub fn reported_versions(&self) -> Option<Reported> {
+        let text = std::fs::read_to_string(self.dir.join(STDOUT_LOG)).ok()?;
+        text.lines().find_map(parse_version_line)
+    }
+
     /// The soft fd limit the server runs with (/proc/PID/limits), if it is on this box.
     pub fn nofile(&self) -> Option<u64> {
         let text = std::fs::read_to_string(format!("/proc/{}/limits", self.pid)).ok()?;
@@ -444,6 +454,42 @@ pub fn listening_ports() -> BTreeSet<u16> {
     out
 }
 
+/// A server's runtime and library as it named them at start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reported {
+    pub runtime: Option<Software>,
+    pub library: Option<Software>,
+}
+
+/// `version: runtime=NAME@VERSION library=NAME@VERSION` (reference-servers/PROTOCOL.md:
+/// printed before `listening:`; a name may hold `/`, the version is after the last `@`).
+/// Keys it does not know are skipped; None for any other line.
+pub fn parse_version_line(line: &str) -> Option<Reported> {
+    let rest = line.trim().strip_prefix("version:")?;
+    let mut out = Reported::default();
+    for word in rest.split_whitespace() {
+        let Some((key, value)) = word.split_once('=') else {
+            continue;
+        };
+        let Some((name, version)) = value.rsplit_once('@') else {
+            continue;
+        };
+        if name.is_empty() || version.is_empty() {
+            continue;
+        }
+        let software = Some(Software {
+            name: name.to_owned(),
+            version: version.to_owned(),
+        });
+        match key {
+            "runtime" => out.runtime = software,
+            "library" => out.library = software,
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
 /// The last non-empty lines of a log, joined on one line (at most ~300 characters).
 fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -477,6 +523,25 @@ mod tests {
         );
         assert!(split_command("  ").is_err());
         assert!(split_command("python3 'unclosed").is_err());
+    }
+
+    #[test]
+    fn the_version_line_names_runtime_and_library() {
+        let v = parse_version_line(
+            "version: runtime=go@1.19.8 library=github.com/gorilla/websocket@1.5.0",
+        )
+        .unwrap();
+        let sw = |name: &str, version: &str| {
+            Some(Software {
+                name: name.into(),
+                version: version.into(),
+            })
+        };
+        assert_eq!(v.runtime, sw("go", "1.19.8"));
+        assert_eq!(v.library, sw("github.com/gorilla/websocket", "1.5.0"));
+        let v = parse_version_line("version: library=ws@8.18.0 extra=x@1 runtime=node").unwrap();
+        assert_eq!((v.runtime, v.library), (None, sw("ws", "8.18.0")));
+        assert_eq!(parse_version_line("listening: 127.0.0.1:8000"), None);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 pub mod child_args;
 mod ctl;
 pub mod foreign;
+pub mod isolation;
 pub mod journal;
 mod ports;
 pub mod sources;
@@ -33,8 +34,11 @@ use self::{
 use super::{
     doctor::{self, Status, Target, Tuning},
     figures::{Figures, FiguresBuilder, Rows},
-    live::{Live, LiveOutput},
-    model::{Machine, Outcome, PerConnection, Phase, ProcessUsage, RunConfig, RunInfo, RunRecord},
+    live::{Live, LiveOutput, MetricsAt},
+    model::{
+        Machine, Netns, Outcome, PerConnection, Phase, ProcessUsage, RunConfig, RunInfo,
+        RunRecord, ServerInfo, Software,
+    },
 };
 use crate::fmt::count;
 use crate::{
@@ -176,10 +180,33 @@ pub struct RunArgs {
     /// `c1m compare` is written and then printed.
     #[arg(long, value_name = "NAMES")]
     pub servers: Option<String>,
-    /// With --servers: run each server K times, interleaved (round r starts at the r-th
-    /// server), so the comparison shows the spread across repeats.
+    /// With --servers: run each server K times, in rounds ordered so that each server
+    /// runs right after each other one equally often, so the comparison shows the
+    /// spread across repeats.
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
+    /// With --servers: how runs are kept from inheriting each other's sockets, conntrack
+    /// entries and sysctls: netns (each run in a network namespace of its own; the
+    /// default as root with loopback addresses) or wait (each run waits, at most
+    /// --clean-wait, until no socket of an earlier run is left on its ports). Each run
+    /// records what it started from and a dirty start is flagged.
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub isolation: Option<isolation::Isolation>,
+    /// With --isolation wait: the longest a run waits for an earlier run's sockets on its
+    /// ports to go (TIME_WAIT lasts 60 s).
+    #[arg(long, value_name = "DURATION", default_value = isolation::CLEAN_WAIT_DEFAULT, value_parser = crate::duration::parse)]
+    pub clean_wait: Duration,
+    /// The server's name in the run's header and in comparisons (default: c1m for c1m's
+    /// own server, else the --server-cmd program's name).
+    #[arg(long, value_name = "NAME")]
+    pub server_name: Option<String>,
+    /// The run folder itself, instead of a new one under --out (--servers gives each of
+    /// its runs one).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub into: Option<PathBuf>,
+    /// `--metrics-addr` bound before the run moved into a namespace of its own.
+    #[arg(skip)]
+    pub metrics_listener: Option<std::sync::Arc<std::net::TcpListener>>,
 }
 
 /// Whose server the run measures.
@@ -248,6 +275,23 @@ impl ServerSpec {
     fn foreign(&self) -> bool {
         *self != ServerSpec::Own
     }
+
+    /// The server's name when `--server-name` gives none: c1m, the command's program, or
+    /// where the target is.
+    fn default_name(&self) -> String {
+        match self {
+            ServerSpec::Own => "c1m".to_owned(),
+            ServerSpec::Command(argv) => argv
+                .first()
+                .map(|p| {
+                    Path::new(p)
+                        .file_name()
+                        .map_or_else(|| p.clone(), |f| f.to_string_lossy().into_owned())
+                })
+                .unwrap_or_default(),
+            ServerSpec::Target(t, _) => format!("the server at {t}"),
+        }
+    }
 }
 
 /// Where a run's clients are.
@@ -276,7 +320,30 @@ macro_rules! say_raw {
     };
 }
 
-pub fn main(args: RunArgs) -> Result<i32> {
+pub fn main(mut args: RunArgs) -> Result<i32> {
+    if args.isolation.is_some() && args.servers.is_none() && args.into.is_none() {
+        bail!(
+            "--isolation keeps the runs of --servers apart: add --servers NAMES, or drop --isolation"
+        );
+    }
+    // One run of a `--servers` sequence in a namespace of its own: before the first
+    // thread, so every thread and child lives there.
+    let carry_failed = match (args.servers.is_none(), args.isolation) {
+        (true, Some(isolation::Isolation::Netns)) => {
+            // The endpoint answers where the user started the sequence, not in the
+            // run's namespace, which has nothing but its own lo.
+            if let Some(addr) = args.metrics_addr {
+                let bound = std::net::TcpListener::bind(addr)
+                    .map_err(|e| super::view::prometheus::flag_error(addr, &e))?;
+                args.metrics_listener = Some(std::sync::Arc::new(bound));
+            }
+            isolation::enter_fresh_netns(&RECORDED_SYSCTLS)?
+        }
+        _ => Vec::new(),
+    };
+    for f in carry_failed {
+        eprintln!("c1m: the run's namespace keeps its default for {f}");
+    }
     // The lab draws the view and polls both sides: like the observer, it must keep up
     // with the load it watches (its children are put back to the default weight).
     crate::priority::watcher();
@@ -292,7 +359,32 @@ pub fn main(args: RunArgs) -> Result<i32> {
     if args.repeat != 1 {
         bail!("--repeat repeats the runs of --servers: add --servers NAMES, or drop --repeat");
     }
-    runtime.block_on(run(args, None))
+    let into = args.into.clone();
+    let result = runtime.block_on(run(args, into.clone()));
+    // A run of a sequence that stopped on an error says so in its own folder.
+    if let (Err(e), Some(dir)) = (&result, &into) {
+        record_failure(dir, e)?;
+    }
+    result
+}
+
+/// A run that stopped on an error before the lab could conclude it: its folder says
+/// `failed` and why, so a comparison lists it beside the others.
+pub(crate) fn record_failure(dir: &Path, error: &anyhow::Error) -> Result<()> {
+    let mut record = super::export::load_run(dir).unwrap_or_else(|_| RunRecord {
+        c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
+        started_unix_ms: now_ms(),
+        ..RunRecord::default()
+    });
+    if record.outcome == Outcome::Running {
+        record.outcome = Outcome::Failed;
+        record.ended_unix_ms = now_ms();
+        record
+            .warnings
+            .insert(0, format!("the run failed: {error:#}"));
+    }
+    super::export::write_run(dir, &record).with_context(|| format!("writing {}", dir.display()))?;
+    Ok(())
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -364,19 +456,23 @@ fn resolve_target(asked: Option<TargetArg>) -> (u64, String) {
     }
 }
 
+/// The sysctls every run records (`machine.sysctls`); the per-namespace ones among them
+/// are carried into a run's fresh namespace.
+pub const RECORDED_SYSCTLS: [&str; 8] = [
+    "fs.file-max",
+    "fs.nr_open",
+    "net.core.somaxconn",
+    "net.ipv4.tcp_max_syn_backlog",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.tcp_abort_on_overflow",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.tcp_max_tw_buckets",
+];
+
 pub(crate) fn machine() -> Machine {
     let (soft, hard) = doctor::nofile_limits();
     let mut sysctls = std::collections::BTreeMap::new();
-    for name in [
-        "fs.file-max",
-        "fs.nr_open",
-        "net.core.somaxconn",
-        "net.ipv4.tcp_max_syn_backlog",
-        "net.ipv4.ip_local_port_range",
-        "net.ipv4.tcp_abort_on_overflow",
-        "net.ipv4.tcp_syncookies",
-        "net.ipv4.tcp_max_tw_buckets",
-    ] {
+    for name in RECORDED_SYSCTLS {
         if let Some(v) = doctor::read_sysctl(name) {
             sysctls.insert(name.to_owned(), v);
         }
@@ -540,6 +636,33 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         plan.server.common.control_token_file = server_token.clone();
     }
     let listen_addrs = crate::workload::cli::parse_addrs(&plan.server.addrs)?;
+    // What the run starts from, after the wait for an earlier run's sockets when asked.
+    let wait = match args.isolation {
+        Some(isolation::Isolation::Wait) => {
+            let waited = isolation::wait_for_clean_ports(&args.ports.0, args.clean_wait).await;
+            Some((waited, args.clean_wait))
+        }
+        _ => None,
+    };
+    let netns = match args.isolation {
+        Some(isolation::Isolation::Netns) => Netns::Fresh,
+        _ => Netns::Inherited,
+    };
+    let start = isolation::start_state(&args.ports.0, netns, wait);
+    let mut server_info = ServerInfo {
+        name: args
+            .server_name
+            .clone()
+            .unwrap_or_else(|| spec.default_name()),
+        ..ServerInfo::default()
+    };
+    if spec == ServerSpec::Own {
+        server_info.engine = Some(args.server_engine.unwrap_or(args.engine));
+        server_info.library = Some(Software {
+            name: "c1m".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        });
+    }
     // A --target listens there already, by design.
     if !matches!(spec, ServerSpec::Target(..)) {
         ports::preflight(&args.ports.0, &listen_addrs)?;
@@ -553,6 +676,7 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         args.mode.name()
     );
     say!(args.json, "sources: {sources_reason}");
+    say!(args.json, "start: {}", start.describe());
 
     // Preflight.
     // Not this run's problem (and not root's business to fail a user's run over).
@@ -643,6 +767,8 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
             label: machine().hostname,
             ..Default::default()
         }),
+        server_info: Some(server_info),
+        start: Some(start),
         ..RunRecord::default()
     };
     // A summary from the first second: even a `kill -9` leaves a parseable one.
@@ -664,14 +790,21 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     };
 
     let title = format!(
-        "c1m run: {} {} connections",
+        "c1m run: {} {} connections · {}",
         args.mode.name(),
-        count(connections)
+        count(connections),
+        record
+            .server_info
+            .as_ref()
+            .map_or("c1m", |i| i.name.as_str())
     );
     // Before the server: a bad --metrics-addr fails the command before anything starts.
     let live = Live::new(
         LiveOutput::choose(args.plain, args.json),
-        args.metrics_addr,
+        match args.metrics_listener.take() {
+            Some(bound) => Some(MetricsAt::Bound(bound.try_clone()?)),
+            None => args.metrics_addr.map(MetricsAt::Addr),
+        },
         &title,
         RunInfo {
             command: "run",
@@ -759,6 +892,8 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     if let Some(f) = lab.foreign.as_mut() {
         f.stop(foreign::STOP_GRACE).await;
     }
+    // A server that printed its versions late (or had to be waited for) is named now.
+    lab.record_versions();
     lab.observer = None;
     lab.live.stop();
 
@@ -895,6 +1030,20 @@ struct Lab {
 impl Lab {
     fn kernel_view(&self) -> Option<KernelView> {
         self.kernel.clone()
+    }
+
+    /// What a foreign server said it runs on, once it said so.
+    fn record_versions(&mut self) {
+        let (Some(f), Some(info)) = (&self.foreign, self.record.server_info.as_mut()) else {
+            return;
+        };
+        if info.runtime.is_none()
+            && info.library.is_none()
+            && let Some(v) = f.reported_versions()
+        {
+            info.runtime = v.runtime;
+            info.library = v.library;
+        }
     }
 
     /// A foreign server's side: its process tree now, its connections as the client
@@ -1300,6 +1449,7 @@ impl Lab {
             Some(f) if f.owned() => {
                 f.wait_listening(&args.ports.0, foreign::LISTEN_TIMEOUT)
                     .await?;
+                self.record_versions();
             }
             Some(_) => {}
             None => {
