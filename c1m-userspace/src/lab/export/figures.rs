@@ -49,12 +49,23 @@ pub(crate) struct Figure {
     pub label: String,
     pub value: Option<f64>,
     pub unit: Unit,
+    /// A latency percentile's quantile (0.5 for the median): `c1m compare` redraws it
+    /// from the histogram's connections for its intervals.
+    pub quantile: Option<f64>,
+    /// The smallest difference the measurement can tell, where it is coarse.
+    pub resolution: Option<f64>,
 }
+
+/// CPU times come from /proc in USER_HZ ticks (1/100 s on every Linux ABI); a phase's
+/// CPU figure adds two differences of tick counts (user, sys), so it can be 2 ticks off.
+const CPU_RESOLUTION_S: f64 = 0.02;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Group {
     pub title: String,
     pub figures: Vec<Figure>,
+    /// A latency group's histogram: its index in the histograms the figures came from.
+    pub hist: Option<usize>,
 }
 
 fn fig(label: impl Into<String>, value: Option<f64>, unit: Unit) -> Figure {
@@ -62,6 +73,8 @@ fn fig(label: impl Into<String>, value: Option<f64>, unit: Unit) -> Figure {
         label: label.into(),
         value: value.filter(|v| v.is_finite()),
         unit,
+        quantile: None,
+        resolution: None,
     }
 }
 
@@ -85,6 +98,11 @@ pub(crate) fn setup_rate(run: &RunRecord) -> Option<SetupRate> {
 /// The run's key figures, grouped. `full_latency`: every percentile of the seeds' table
 /// (for `c1m compare`), else count, median, 99%, 99.9% and max.
 pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Group>, ExportError> {
+    Ok(key_figures_of(run, &histograms(run)?, full_latency))
+}
+
+/// [`key_figures`] from the run's histograms, decoded once by the caller.
+pub(crate) fn key_figures_of(run: &RunRecord, hists: &[RunHist], full_latency: bool) -> Vec<Group> {
     let s = &run.samples;
     let mut groups = Vec::new();
     let overflows = run
@@ -118,6 +136,7 @@ pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Gro
     groups.push(Group {
         title: "Connections".into(),
         figures,
+        hist: None,
     });
     let setup = run.phases.iter().find(|p| p.name == "setup");
     groups.push(Group {
@@ -140,6 +159,7 @@ pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Gro
                 Unit::PerSecond,
             ),
         ],
+        hist: None,
     });
     let pc = &run.per_connection;
     groups.push(Group {
@@ -167,9 +187,9 @@ pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Gro
                 Unit::Bytes,
             ),
         ],
+        hist: None,
     });
-    let hists = histograms(run)?;
-    groups.extend(latency_groups(&hists, full_latency));
+    groups.extend(latency_groups(hists, full_latency));
     let mut cpu = Vec::new();
     for p in &run.phases {
         for (who, u) in [
@@ -177,50 +197,61 @@ pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Gro
             ("client", &p.client),
             ("observer", &p.observer),
         ] {
-            cpu.push(fig(
-                format!("{}: {who}", p.name),
-                Some(u.cpu_user_s + u.cpu_sys_s),
-                Unit::Seconds,
-            ));
+            cpu.push(Figure {
+                resolution: Some(CPU_RESOLUTION_S),
+                ..fig(
+                    format!("{}: {who}", p.name),
+                    Some(u.cpu_user_s + u.cpu_sys_s),
+                    Unit::Seconds,
+                )
+            });
         }
     }
     if !cpu.is_empty() {
         groups.push(Group {
             title: "CPU time per phase (user + sys)".into(),
             figures: cpu,
+            hist: None,
         });
     }
-    Ok(groups)
+    groups
 }
 
 fn latency_groups(hists: &[RunHist], full: bool) -> Vec<Group> {
     hists
         .iter()
-        .map(|h| {
+        .enumerate()
+        .map(|(i, h)| {
             let p = Percentiles::of(&h.hist);
             let us = |label: &str, v: f64| fig(label, Some(v), Unit::Micros);
+            // The quantile each percentile of [`Percentiles::of`] is taken at.
+            let pct = |label: &str, q: f64, v: u64| Figure {
+                quantile: Some(q),
+                ..us(label, v as f64)
+            };
             let mut figures = vec![fig("count", Some(p.count as f64), Unit::Count)];
             if full {
                 figures.extend([
                     us("min", p.min as f64),
                     us("mean", p.mean),
                     us("stddev", p.stddev),
-                    us("median", p.p50 as f64),
-                    us("75%", p.p75 as f64),
-                    us("95%", p.p95 as f64),
-                    us("98%", p.p98 as f64),
+                    pct("median", 0.5, p.p50),
+                    pct("75%", 0.75, p.p75),
+                    pct("95%", 0.95, p.p95),
+                    pct("98%", 0.98, p.p98),
                 ]);
             } else {
-                figures.push(us("median", p.p50 as f64));
+                figures.push(pct("median", 0.5, p.p50));
             }
             figures.extend([
-                us("99%", p.p99 as f64),
-                us("99.9%", p.p999 as f64),
+                pct("99%", 0.99, p.p99),
+                pct("99.9%", 0.999, p.p999),
                 us("max", p.max as f64),
             ]);
             Group {
                 title: format!("Latency: {} {}", h.side, h.name),
                 figures,
+                hist: Some(i),
             }
         })
         .collect()

@@ -168,6 +168,9 @@ pub struct RunArgs {
     /// server), so the comparison shows the spread across repeats.
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
+    /// With --servers: the server every other is compared with (default: the first named).
+    #[arg(long, value_name = "NAME")]
+    pub baseline: Option<String>,
 }
 
 /// Whose server the run measures.
@@ -265,6 +268,11 @@ pub fn main(args: RunArgs) -> Result<i32> {
     }
     if args.repeat != 1 {
         bail!("--repeat repeats the runs of --servers: add --servers NAMES, or drop --repeat");
+    }
+    if args.baseline.is_some() {
+        bail!(
+            "--baseline names the server of --servers the others are compared with: add --servers NAMES, or drop --baseline"
+        );
     }
     runtime.block_on(run(args, None))
 }
