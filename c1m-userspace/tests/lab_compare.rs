@@ -93,11 +93,19 @@ fn two_real_runs_compare_with_exact_counts() {
         .unwrap_or_else(|| panic!("no connect_us count\n{text}"));
     assert_eq!(count, "count 2,000 2,000 same");
     // One run each: no call, whatever the difference.
+    let verdicts = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Verdicts vs a, over "))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no verdicts for b\n{text}"));
     assert!(
-        !text.contains("BEYOND") && !text.contains("within "),
-        "{text}"
+        verdicts.starts_with("  b: ") && verdicts.contains(" too few runs"),
+        "{verdicts}"
     );
-    assert!(text.contains("Verdicts vs a, over "), "{text}");
+    assert!(
+        !verdicts.contains("beyond") && !verdicts.contains("measurably"),
+        "{verdicts}"
+    );
     for f in ["compare.csv", "compare.json", "compare.html"] {
         assert!(out.join(f).exists(), "{f}");
     }

@@ -292,7 +292,11 @@ fn bad_servers_flags_are_one_line_and_start_nothing() {
             "--baseline go: not among --servers; pick from c1m-epoll, c1m-tokio",
             2,
         ),
-        (&["--baseline", "go"], "add --servers NAMES, or drop --baseline", 1),
+        (
+            &["--baseline", "go"],
+            "add --servers NAMES, or drop --baseline",
+            1,
+        ),
     ];
     for (args, cause, code) in cases {
         let out = c1m_run(&out_dir, args)
