@@ -14,7 +14,7 @@ use rand_distr::{Beta, Distribution as _};
 use serde::Serialize;
 
 /// Resamples per interval, fixed so intervals are reproducible; with 2,000 the 2.5% and
-/// 97.5% points are the 50th and the 1,951st smallest.
+/// 97.5% points are the 51st and the 1,950th of the sorted differences.
 pub const RESAMPLES: usize = 2000;
 /// The interval's confidence: it holds the middle 95% of the resampled differences.
 pub const CONFIDENCE: f64 = 0.95;
