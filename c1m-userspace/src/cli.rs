@@ -21,8 +21,9 @@ pub enum Command {
     Run(crate::lab::run::RunArgs),
     /// Regenerate a run folder's report.html (and derived files) from its summary.json.
     Report(crate::lab::export::cli::ReportArgs),
-    /// Put any number of runs side by side (`RUN_DIR=NAME`; a shared name = repeats,
-    /// shown with their spread); writes compare.csv, compare.json, compare.html.
+    /// Put any number of runs side by side (`RUN_DIR=NAME`; a shared name = repeats),
+    /// each name's difference from a baseline with its interval and verdict; writes
+    /// compare.csv, compare.json, compare.html.
     Compare(crate::lab::compare::cli::CompareArgs),
     /// Check every limit a run of this size meets: value found, value needed, the fix.
     Doctor(crate::lab::doctor::DoctorArgs),

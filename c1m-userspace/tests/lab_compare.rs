@@ -1,7 +1,8 @@
 //! `c1m compare` on real runs: two `c1m run -n 2000` folders compared as two setups and
 //! as repeats of one (exact counts in the table and in compare.csv), and every kind of
 //! bad input exiting 2 with one line that names the path. Root: the runs happen in a
-//! private network namespace; without root the test says SKIP loudly.
+//! private network namespace; without root the test says SKIP loudly. Written runs (no
+//! root): six names of three repeats fit $COLUMNS.
 
 use std::{path::Path, process::Command};
 
@@ -10,7 +11,13 @@ use lab_util::{c1m_run, fresh_dir, root_or_skip, run_folders};
 mod lab_util;
 
 fn compare(args: &[String], out: &Path) -> (i32, String, String) {
+    compare_within(args, out, "120")
+}
+
+/// `c1m compare ARGS --out OUT` with $COLUMNS set: (exit code, stdout, stderr).
+fn compare_within(args: &[String], out: &Path, columns: &str) -> (i32, String, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_c1m"))
+        .env("COLUMNS", columns)
         .arg("compare")
         .args(args)
         .arg("--out")
@@ -77,15 +84,28 @@ fn two_real_runs_compare_with_exact_counts() {
         "peak ESTABLISHED, server kernel 2,000 2,000 same"
     );
     assert_eq!(line(&text, "client failures"), "client failures 0 0 same");
-    for name in ["a", "b"] {
-        // The latency table: connect has one value per connection.
-        let row = text
-            .lines()
-            .skip_while(|l| !l.trim_start().starts_with("client connect "))
-            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
-            .unwrap_or_else(|| panic!("no connect row for {name}\n{text}"));
-        assert_eq!(row.split_whitespace().nth(1), Some("2,000"), "{row}");
-    }
+    // The latency table: connect has one value per connection, in a and in b.
+    let count = text
+        .lines()
+        .skip_while(|l| l.trim() != "client connect")
+        .find(|l| l.trim_start().starts_with("count "))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| panic!("no connect count\n{text}"));
+    assert_eq!(count, "count 2,000 2,000 same");
+    // One run each: no call, whatever the difference.
+    let verdicts = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Verdicts vs a, over "))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no verdicts for b\n{text}"));
+    assert!(
+        verdicts.starts_with("  b: ") && verdicts.contains(" too few runs"),
+        "{verdicts}"
+    );
+    assert!(
+        !verdicts.contains("beyond") && !verdicts.contains("measurably"),
+        "{verdicts}"
+    );
     for f in ["compare.csv", "compare.json", "compare.html"] {
         assert!(out.join(f).exists(), "{f}");
     }
@@ -97,10 +117,8 @@ fn two_real_runs_compare_with_exact_counts() {
     assert!(text.contains("  r: 2 runs\n"), "{text}");
     let csv = std::fs::read_to_string(out.join("compare.csv")).unwrap();
     assert!(
-        csv.lines().any(
-            |l| l == "Connections,peak open, client app,count,r,2,2000,0,2000,2000,"
-                || l == "Connections,\"peak open, client app\",count,r,2,2000,0,2000,2000,"
-        ),
+        csv.lines().any(|l| l
+            == "Connections,\"peak open, client app\",count,r,2,2000,0,2000,2000,2000,r,,,,,,,,,,baseline"),
         "{csv}"
     );
     let json: serde_json::Value =
@@ -142,4 +160,64 @@ fn bad_input_exits_2_with_one_line() {
     let (code, _, err) = compare(&[format!("{}=", missing.display())], &dir.join("out"));
     assert_ne!(code, 0, "{err}");
     assert!(err.contains("empty name after '='"), "{err}");
+
+    // A baseline that names no run.
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    let run = c1m::lab::export::sample_run();
+    for d in [&a, &b] {
+        c1m::lab::export::write_run(d, &run).unwrap();
+    }
+    let args = [
+        format!("{}=go", a.display()),
+        format!("{}=node", b.display()),
+        "--baseline".into(),
+        "rust".into(),
+    ];
+    let (code, out, err) = compare(&args, &dir.join("out"));
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert_eq!(
+        err,
+        "c1m compare: --baseline rust: no run is named so; pick from go, node\n"
+    );
+}
+
+/// Six names of three repeats each, every figure a little different: every line of the
+/// output fits $COLUMNS, 120 and 80.
+#[test]
+fn six_names_of_three_repeats_fit_the_columns() {
+    let dir = fresh_dir("compare-columns");
+    let mut args = Vec::new();
+    let base = c1m::lab::export::sample_run();
+    for r in 0..3 {
+        for n in 0..6 {
+            let mut run = base.clone();
+            let jitter = 1.0 + 0.013 * (r * 6 + n) as f64;
+            run.per_connection.server_user_bytes = Some(1234.0 * jitter);
+            run.per_connection.kernel_bytes_per_socket = Some(4086.0 * jitter);
+            for p in &mut run.phases {
+                p.duration_s *= jitter;
+                p.server.cpu_sys_s *= jitter;
+            }
+            run.config.sources_reason =
+                format!("server {n}: a long sentence about where the source addresses came from");
+            let folder = dir.join(format!("server-{n}-{r}"));
+            c1m::lab::export::write_run(&folder, &run).unwrap();
+            args.push(format!("{}=server-{n}", folder.display()));
+        }
+    }
+    args.extend(["--baseline".into(), "server-2".into()]);
+    for columns in [120, 80] {
+        let (code, text, err) = compare_within(&args, &dir.join("out"), &columns.to_string());
+        assert_eq!(code, 0, "{err}");
+        let wide: Vec<&str> = text
+            .lines()
+            .filter(|l| l.chars().count() > columns)
+            .collect();
+        assert!(wide.is_empty(), "wider than {columns}: {wide:#?}\n{text}");
+        assert!(text.contains("Verdicts vs server-2, over "), "{text}");
+        assert!(
+            text.contains("[1] server-2, config.sources_reason: server 2: a long"),
+            "{text}"
+        );
+    }
 }

@@ -226,7 +226,7 @@ fn bad_servers_flags_are_one_line_and_start_nothing() {
     let out_dir = fresh_dir("servers-flags");
     let missing = fresh_dir("servers-not-built");
     // (args, cause in the one line, exit code)
-    let cases: [(&[&str], &str, i32); 6] = [
+    let cases: [(&[&str], &str, i32); 8] = [
         (
             &["--servers", "python,rust"],
             "unknown server `rust`: pick from python, node, go, netty, c1m-epoll",
@@ -256,6 +256,16 @@ fn bad_servers_flags_are_one_line_and_start_nothing() {
             1,
         ),
         (&["--repeat", "2"], "add --servers NAMES", 1),
+        (
+            &["--servers", "c1m-epoll,c1m-tokio", "--baseline", "go"],
+            "--baseline go: not among --servers; pick from c1m-epoll, c1m-tokio",
+            2,
+        ),
+        (
+            &["--baseline", "go"],
+            "add --servers NAMES, or drop --baseline",
+            1,
+        ),
     ];
     for (args, cause, code) in cases {
         let out = c1m_run(&out_dir, args)

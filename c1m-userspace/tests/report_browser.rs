@@ -197,6 +197,7 @@ fn compare_page_renders_in_chromium() {
         compare::cli::CompareArgs {
             runs: vec![spec(&a, "A"), spec(&b, "B")],
             out: out.clone(),
+            baseline: None,
         },
         &mut std::io::sink(),
     )

@@ -453,6 +453,16 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
             return Ok(EXIT_BAD_INPUT);
         }
     };
+    if let Some(b) = &args.baseline
+        && !servers.iter().any(|s| s.name() == b)
+    {
+        let choices: Vec<&str> = servers.iter().map(|s| s.name()).collect();
+        eprintln!(
+            "c1m run: --baseline {b}: not among --servers; pick from {}",
+            choices.join(", ")
+        );
+        return Ok(EXIT_BAD_INPUT);
+    }
     if let Some(flag) = refused_flags(&args).first() {
         bail!(
             "--servers starts each named server with its own push, so it cannot be used with {flag}: drop one of them"
@@ -516,6 +526,8 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
             f.clone().apply(&mut one);
         }
         one.repeat = 1;
+        // The comparison's, not the run's: a run on its own compares with nothing.
+        one.baseline = None;
         one.isolation = Some(isolation);
         one.server_name = Some(server.name().to_owned());
         one.into = Some(run_dir.clone());
@@ -547,6 +559,7 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
     let compare = CompareArgs {
         runs,
         out: dir.clone(),
+        baseline: args.baseline.clone(),
     };
     let code = if args.json {
         compare::cli::run(compare, &mut std::io::stderr().lock())?

@@ -6,7 +6,7 @@ use std::{io::Write, path::PathBuf};
 use anyhow::{Context as _, Result};
 use clap::Args;
 
-use super::{Comparison, files, input, text};
+use super::{CompareError, Comparison, files, fit, input, text};
 
 /// Exit code for input that is not a set of comparable run folders.
 pub const EXIT_BAD_INPUT: i32 = 2;
@@ -14,13 +14,17 @@ pub const EXIT_BAD_INPUT: i32 = 2;
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {
     /// Run folders written by `c1m run`, each optionally named: `c1m-runs/X=go`. Runs
-    /// that share a name are repeats: the table shows mean ± sd and says whether
-    /// differences are beyond the spread. Without a name, the folder's own name.
+    /// that share a name are repeats: the table shows mean ± sd, and each name's
+    /// difference from the baseline with its interval and whether it exceeds the
+    /// run-to-run spread (3 runs a name at least). Without a name, the folder's own name.
     #[arg(value_name = "RUN_DIR[=NAME]", required = true, value_parser = parse_spec)]
     pub runs: Vec<input::RunSpec>,
     /// Folder for compare.csv, compare.json and compare.html (created if needed).
     #[arg(long, value_name = "DIR", default_value = "c1m-compare")]
     pub out: PathBuf,
+    /// The name every other is compared with (default: the first given).
+    #[arg(long, value_name = "NAME")]
+    pub baseline: Option<String>,
 }
 
 fn parse_spec(s: &str) -> Result<input::RunSpec, String> {
@@ -32,8 +36,13 @@ pub fn main(args: CompareArgs) -> Result<i32> {
     run(args, &mut std::io::stdout().lock())
 }
 
-/// [`main`], printing to `out`.
+/// [`main`], printing to `out`, each line within $COLUMNS (else the terminal's width,
+/// else 120).
 pub fn run(args: CompareArgs, out: &mut dyn Write) -> Result<i32> {
+    run_within(args, out, fit::width())
+}
+
+fn run_within(args: CompareArgs, out: &mut dyn Write, width: usize) -> Result<i32> {
     let runs = match input::load_all(&args.runs) {
         Ok(runs) => runs,
         Err(e) => {
@@ -41,13 +50,20 @@ pub fn run(args: CompareArgs, out: &mut dyn Write) -> Result<i32> {
             return Ok(EXIT_BAD_INPUT);
         }
     };
-    let cmp = Comparison::of(runs).context("compare")?;
+    let cmp = match Comparison::of(runs, args.baseline.as_deref()) {
+        Ok(cmp) => cmp,
+        Err(e @ CompareError::UnknownBaseline { .. }) => {
+            eprintln!("c1m compare: {e}");
+            return Ok(EXIT_BAD_INPUT);
+        }
+        Err(e) => return Err(e).context("compare"),
+    };
     let written = files::write(&args.out, &cmp)
         .with_context(|| format!("compare: writing {}", args.out.display()))?;
-    let _ = out.write_all(text::render(&cmp).as_bytes());
+    let _ = out.write_all(text::render(&cmp, width).as_bytes());
     let _ = writeln!(out);
     for p in written {
-        let _ = writeln!(out, "wrote {}", p.display());
+        let _ = out.write_all(fit::wrap(&format!("wrote {}", p.display()), width, "").as_bytes());
     }
     Ok(0)
 }
@@ -75,6 +91,7 @@ mod tests {
             CompareArgs {
                 runs: vec![spec(&a, "x"), spec(&b, "x"), spec(&a, "y")],
                 out: out.clone(),
+                baseline: Some("y".into()),
             },
             &mut text,
         )
@@ -82,7 +99,7 @@ mod tests {
         assert_eq!(code, 0);
         let text = String::from_utf8(text).unwrap();
         assert!(
-            text.contains("  x: 2 runs\n") && text.contains("  y: 1 run\n"),
+            text.contains("  x: 2 runs\n") && text.contains("  y: 1 run (baseline)\n"),
             "{text}"
         );
         for f in [files::CSV, files::JSON, files::HTML] {
@@ -102,7 +119,15 @@ mod tests {
         assert!(!html.contains("<script"));
         let code = main(CompareArgs {
             runs: vec![spec(&dir.join("missing"), "x")],
+            out: out.clone(),
+            baseline: None,
+        })
+        .unwrap();
+        assert_eq!(code, EXIT_BAD_INPUT);
+        let code = main(CompareArgs {
+            runs: vec![spec(&a, "x"), spec(&b, "y")],
             out,
+            baseline: Some("z".into()),
         })
         .unwrap();
         assert_eq!(code, EXIT_BAD_INPUT);

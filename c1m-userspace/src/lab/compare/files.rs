@@ -12,7 +12,8 @@ use serde::Serialize;
 use super::{
     Comparison,
     input::LoadedRun,
-    table::{Row, show},
+    interval::{CONFIDENCE, RESAMPLES},
+    table::{MIN_REPEATS, Row, show},
     text::{LATENCY_COLUMNS, latency_tables},
 };
 use crate::lab::{
@@ -52,10 +53,31 @@ struct RunEntry<'a> {
 struct Document<'a> {
     c1m_version: &'static str,
     names: &'a [String],
+    /// The name every difference is taken from; its percents are of its medians.
+    baseline: &'a str,
+    /// How the differences' intervals were made.
+    method: Method,
     runs: Vec<RunEntry<'a>>,
     setup_differences: Vec<SetupDifference<'a>>,
     rows: &'a [Row],
 }
+
+#[derive(Serialize)]
+struct Method {
+    statistic: &'static str,
+    confidence: f64,
+    resamples: usize,
+    min_repeats: usize,
+    spread: &'static str,
+}
+
+const METHOD: Method = Method {
+    statistic: "median over a name's runs; differences as median(name) - median(baseline), percents of median(baseline)",
+    confidence: CONFIDENCE,
+    resamples: RESAMPLES,
+    min_repeats: MIN_REPEATS,
+    spread: "the two names' ranges (max - min over their repeats) added, at least the figure's resolution",
+};
 
 #[derive(Serialize)]
 struct SetupDifference<'a> {
@@ -66,11 +88,7 @@ struct SetupDifference<'a> {
 /// Writes the three files into `dir` (created if needed); returns their paths.
 pub fn write(dir: &Path, cmp: &Comparison) -> Result<Vec<PathBuf>, ExportError> {
     std::fs::create_dir_all(dir).map_err(ExportError::io(dir))?;
-    let files = [
-        (CSV, csv(&cmp.rows)?),
-        (JSON, json(cmp)?),
-        (HTML, html(cmp)?),
-    ];
+    let files = [(CSV, csv(cmp)?), (JSON, json(cmp)?), (HTML, html(cmp)?)];
     let mut written = Vec::new();
     for (name, text) in files {
         let path = dir.join(name);
@@ -80,26 +98,67 @@ pub fn write(dir: &Path, cmp: &Comparison) -> Result<Vec<PathBuf>, ExportError> 
     Ok(written)
 }
 
-fn csv(rows: &[Row]) -> Result<String, ExportError> {
+/// One line per figure and name: the name's values, then its difference from the
+/// baseline (empty on the baseline's own line, whose verdict says `baseline`).
+fn csv(cmp: &Comparison) -> Result<String, ExportError> {
     let mut w = ::csv::Writer::from_writer(Vec::new());
     w.write_record([
-        "group", "figure", "unit", "name", "n", "mean", "sd", "min", "max", "spread",
+        "group",
+        "figure",
+        "unit",
+        "name",
+        "n",
+        "mean",
+        "sd",
+        "min",
+        "max",
+        "median",
+        "baseline",
+        "delta",
+        "delta_pct",
+        "low",
+        "high",
+        "low_pct",
+        "high_pct",
+        "resampled",
+        "spread",
+        "spread_pct",
+        "verdict",
     ])?;
     let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
-    for r in rows {
+    let baseline = &cmp.names[cmp.baseline];
+    for r in &cmp.rows {
         for c in &r.cells {
-            w.write_record([
-                r.group.as_str(),
-                r.figure.as_str(),
-                r.unit_name,
-                c.name.as_str(),
-                &c.n.to_string(),
-                &num(c.mean),
-                &num(c.sd),
-                &num(c.min),
-                &num(c.max),
-                &r.spread(),
-            ])?;
+            let mut line = vec![
+                r.group.clone(),
+                r.figure.clone(),
+                r.unit_name.to_owned(),
+                c.name.clone(),
+                c.n.to_string(),
+                num(c.mean),
+                num(c.sd),
+                num(c.min),
+                num(c.max),
+                num(c.median),
+                baseline.clone(),
+            ];
+            match r.difference(&c.name) {
+                Some(d) => line.extend([
+                    num(d.delta),
+                    num(d.delta_pct),
+                    num(d.low),
+                    num(d.high),
+                    num(d.low_pct),
+                    num(d.high_pct),
+                    d.resampled.map(|x| x.key().to_owned()).unwrap_or_default(),
+                    num(d.spread),
+                    num(d.spread_pct),
+                    d.verdict.key().to_owned(),
+                ]),
+                None => line
+                    .extend(std::iter::repeat_n(String::new(), 9).chain(["baseline".to_owned()])),
+            }
+            w.write_record(&line)?;
         }
     }
     let bytes = w
@@ -113,6 +172,8 @@ fn json(cmp: &Comparison) -> Result<String, ExportError> {
     let doc = Document {
         c1m_version: env!("CARGO_PKG_VERSION"),
         names,
+        baseline: &names[cmp.baseline],
+        method: METHOD,
         runs: runs
             .iter()
             .map(|r| RunEntry {
@@ -229,11 +290,19 @@ fn html(cmp: &Comparison) -> Result<String, ExportError> {
         .collect();
     body.push_str("<div id=\"charts\">");
     body.push_str(&multiples::sections(&compared));
-    body.push_str("</div><h2>Key figures (mean ± sd over repeats)</h2><table class=\"wide\"><tr><th class=\"t\">figure</th>");
+    let base = &names[cmp.baseline];
+    let _ = write!(
+        body,
+        "</div><h2>Key figures (mean ± sd over repeats; vs {}: the difference of the medians, its 95% interval and the verdict, as <code>c1m compare</code> prints them)</h2><table class=\"wide\"><tr><th class=\"t\">figure</th>",
+        esc(base)
+    );
     for n in names {
         let _ = write!(body, "<th>{}</th>", esc(n));
     }
-    body.push_str("<th>spread</th></tr>");
+    for n in names.iter().filter(|n| *n != base) {
+        let _ = write!(body, "<th>{} vs {}</th>", esc(n), esc(base));
+    }
+    body.push_str("</tr>");
     let mut group = "";
     for r in rows.iter().filter(|r| !r.is_latency()) {
         if r.group != group {
@@ -241,7 +310,7 @@ fn html(cmp: &Comparison) -> Result<String, ExportError> {
             let _ = write!(
                 body,
                 "<tr><th class=\"t\" colspan=\"{}\">{}</th></tr>",
-                names.len() + 2,
+                2 * names.len(),
                 esc(group)
             );
         }
@@ -249,7 +318,11 @@ fn html(cmp: &Comparison) -> Result<String, ExportError> {
         for c in &r.cells {
             let _ = write!(body, "<td>{}</td>", esc(&show(r.unit, c)));
         }
-        let _ = write!(body, "<td>{}</td></tr>", esc(&r.spread()));
+        for d in &r.differences {
+            let cell = [d.show_delta(r.unit), d.show_verdict(r.unit)].join(" ");
+            let _ = write!(body, "<td>{}</td>", esc(cell.trim()));
+        }
+        body.push_str("</tr>");
     }
     body.push_str("</table><h2>Latency (ms), the seeds' table (mean±sd over repeats)</h2><table class=\"wide\"><tr><th class=\"t\">histogram</th>");
     for (h, _) in LATENCY_COLUMNS {

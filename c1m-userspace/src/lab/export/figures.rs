@@ -78,12 +78,25 @@ pub(crate) struct Figure {
     /// Why there is no value, in a few words, where one is known (views show it in
     /// place of the value: never a misleading number, never a bare dash).
     pub why_none: Option<String>,
+    /// A latency percentile's quantile (0.5 for the median): `c1m compare` redraws it
+    /// from the histogram's connections for its intervals.
+    pub quantile: Option<f64>,
+    /// The smallest difference the measurement can tell, where it is coarse.
+    pub resolution: Option<f64>,
+}
+
+/// CPU times come from /proc in clock ticks; a phase's CPU figure adds two differences
+/// of tick counts (user, sys), so it can be 2 ticks off.
+fn cpu_resolution_s() -> f64 {
+    2.0 * clock_tick_s()
 }
 
 #[derive(Debug, Clone)]
 pub(crate) struct Group {
     pub title: String,
     pub figures: Vec<Figure>,
+    /// A latency group's histogram: its index in the histograms the figures came from.
+    pub hist: Option<usize>,
 }
 
 fn fig(label: impl Into<String>, value: Option<f64>, unit: Unit) -> Figure {
@@ -92,6 +105,8 @@ fn fig(label: impl Into<String>, value: Option<f64>, unit: Unit) -> Figure {
         value: value.filter(|v| v.is_finite()),
         unit,
         why_none: None,
+        quantile: None,
+        resolution: None,
     }
 }
 
@@ -147,6 +162,11 @@ pub(crate) fn setup_rate(run: &RunRecord) -> Option<SetupRate> {
 /// The run's key figures, grouped. `full_latency`: every percentile of the seeds' table
 /// (for `c1m compare`), else count, median, 99%, 99.9% and max.
 pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Group>, ExportError> {
+    Ok(key_figures_of(run, &histograms(run)?, full_latency))
+}
+
+/// [`key_figures`] from the run's histograms, decoded once by the caller.
+pub(crate) fn key_figures_of(run: &RunRecord, hists: &[RunHist], full_latency: bool) -> Vec<Group> {
     let s = &run.samples;
     let mut groups = Vec::new();
     let overflows = run
@@ -180,6 +200,7 @@ pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Gro
     groups.push(Group {
         title: "Connections".into(),
         figures,
+        hist: None,
     });
     let setup = run.phases.iter().find(|p| p.name == "setup");
     groups.push(Group {
@@ -198,6 +219,7 @@ pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Gro
             ),
             peak_setup_rate(run),
         ],
+        hist: None,
     });
     let pc = &run.per_connection;
     groups.push(Group {
@@ -225,9 +247,9 @@ pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Gro
                 Unit::Bytes,
             ),
         ],
+        hist: None,
     });
-    let hists = histograms(run)?;
-    groups.extend(latency_groups(&hists, full_latency));
+    groups.extend(latency_groups(hists, full_latency));
     let mut cpu = Vec::new();
     for p in &run.phases {
         for (who, u) in [
@@ -235,11 +257,14 @@ pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Gro
             ("client", &p.client),
             ("observer", &p.observer),
         ] {
-            cpu.push(fig(
-                format!("{}: {who}", p.name),
-                Some(u.cpu_user_s + u.cpu_sys_s),
-                Unit::CpuSeconds,
-            ));
+            cpu.push(Figure {
+                resolution: Some(cpu_resolution_s()),
+                ..fig(
+                    format!("{}: {who}", p.name),
+                    Some(u.cpu_user_s + u.cpu_sys_s),
+                    Unit::CpuSeconds,
+                )
+            });
         }
     }
     if !cpu.is_empty() {
@@ -249,6 +274,7 @@ pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Gro
                 secs(clock_tick_s())
             ),
             figures: cpu,
+            hist: None,
         });
     }
     if let Some(start) = &run.start {
@@ -278,7 +304,7 @@ pub(crate) fn key_figures(run: &RunRecord, full_latency: bool) -> Result<Vec<Gro
             ],
         });
     }
-    Ok(groups)
+    groups
 }
 
 /// The busiest stretch of the ramp (see [`PeakRate`]), or why there is none.
@@ -297,31 +323,38 @@ fn peak_setup_rate(run: &RunRecord) -> Figure {
 fn latency_groups(hists: &[RunHist], full: bool) -> Vec<Group> {
     hists
         .iter()
-        .map(|h| {
+        .enumerate()
+        .map(|(i, h)| {
             let p = Percentiles::of(&h.hist);
             let us = |label: &str, v: f64| fig(label, Some(v), Unit::Micros);
+            // The quantile each percentile of [`Percentiles::of`] is taken at.
+            let pct = |label: &str, q: f64, v: u64| Figure {
+                quantile: Some(q),
+                ..us(label, v as f64)
+            };
             let mut figures = vec![fig("count", Some(p.count as f64), Unit::Count)];
             if full {
                 figures.extend([
                     us("min", p.min as f64),
                     us("mean", p.mean),
                     us("stddev", p.stddev),
-                    us("median", p.p50 as f64),
-                    us("75%", p.p75 as f64),
-                    us("95%", p.p95 as f64),
-                    us("98%", p.p98 as f64),
+                    pct("median", 0.5, p.p50),
+                    pct("75%", 0.75, p.p75),
+                    pct("95%", 0.95, p.p95),
+                    pct("98%", 0.98, p.p98),
                 ]);
             } else {
-                figures.push(us("median", p.p50 as f64));
+                figures.push(pct("median", 0.5, p.p50));
             }
             figures.extend([
-                us("99%", p.p99 as f64),
-                us("99.9%", p.p999 as f64),
+                pct("99%", 0.99, p.p99),
+                pct("99.9%", 0.999, p.p999),
                 us("max", p.max as f64),
             ]);
             Group {
                 title: format!("Latency: {}", h.title),
                 figures,
+                hist: Some(i),
             }
         })
         .collect()

@@ -1,4 +1,4 @@
-//! HTML escaping and percent changes for the report and `c1m compare`; numbers, sizes,
+//! HTML escaping for the report and `c1m compare`; numbers, sizes,
 //! durations and dates come from [`crate::fmt`] (re-exported here under the names the
 //! report uses).
 
@@ -20,11 +20,6 @@ pub(crate) fn esc(s: &str) -> String {
     out
 }
 
-/// Change from `a` to `b` in percent of `a`, when it means something.
-pub(crate) fn pct_change(a: f64, b: f64) -> Option<f64> {
-    (a != 0.0 && a.is_finite() && b.is_finite()).then(|| (b - a) / a.abs() * 100.0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -34,7 +29,5 @@ mod tests {
         assert_eq!(count(1_000_000), "1,000,000");
         assert_eq!(bytes(3712.0), "3.62 KiB");
         assert_eq!(esc("<a href=\"x\">&"), "&lt;a href=&quot;x&quot;&gt;&amp;");
-        assert_eq!(pct_change(200.0, 250.0), Some(25.0));
-        assert_eq!(pct_change(0.0, 1.0), None);
     }
 }

@@ -207,6 +207,9 @@ pub struct RunArgs {
     /// `--metrics-addr` bound before the run moved into a namespace of its own.
     #[arg(skip)]
     pub metrics_listener: Option<std::sync::Arc<std::net::TcpListener>>,
+    /// With --servers: the server every other is compared with (default: the first named).
+    #[arg(long, value_name = "NAME")]
+    pub baseline: Option<String>,
 }
 
 /// Whose server the run measures.
@@ -358,6 +361,11 @@ pub fn main(mut args: RunArgs) -> Result<i32> {
     }
     if args.repeat != 1 {
         bail!("--repeat repeats the runs of --servers: add --servers NAMES, or drop --repeat");
+    }
+    if args.baseline.is_some() {
+        bail!(
+            "--baseline names the server of --servers the others are compared with: add --servers NAMES, or drop --baseline"
+        );
     }
     let into = args.into.clone();
     let result = runtime.block_on(run(args, into.clone()));
