@@ -6,6 +6,7 @@
 
 pub mod child_args;
 mod ctl;
+pub mod folder;
 pub mod foreign;
 pub mod journal;
 mod ports;
@@ -497,22 +498,10 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         }
     };
     let started_ms = now_ms();
-    let dir = dir.unwrap_or_else(|| args.out.join(crate::fmt::stamp(started_ms)));
-    let mut plan = ChildPlan::new(&args, connections, &sources, &dir)?;
-    let server_token = external.then(|| dir.join("server.token"));
-    if external {
-        // Client hosts reach this endpoint for `time`; the lab too, with the token.
-        let first = crate::workload::cli::parse_addrs(std::slice::from_ref(&args.addr))?;
-        let ctl = match (&args.control_addr, first.first()) {
-            (Some(a), _) => a.clone(),
-            (None, Some(ip)) => std::net::SocketAddr::new(*ip, EXTERNAL_CONTROL_PORT).to_string(),
-            (None, None) => bail!(
-                "--addr names no address to serve the control endpoint on: give --control-addr HOST:PORT"
-            ),
-        };
-        plan.server.common.control = Some(ctl);
-        plan.server.common.control_token_file = server_token.clone();
-    }
+    let stamp = crate::fmt::stamp(started_ms);
+    // Checked now with the folder the run would get; made (never shared) after preflight.
+    let wanted = dir.clone().unwrap_or_else(|| args.out.join(&stamp));
+    let (mut plan, mut server_token) = plan_into(&args, connections, &sources, &wanted, external)?;
     let listen_addrs = crate::workload::cli::parse_addrs(&plan.server.addrs)?;
     // A --target listens there already, by design.
     if !matches!(spec, ServerSpec::Target(..)) {
@@ -570,8 +559,15 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         bail!("{}", doctor::failure_line(&failed));
     }
 
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("creating the run folder {}", dir.display()))?;
+    let dir = match dir {
+        Some(d) => folder::create_given(&d).map(|()| d),
+        None => folder::create_unique(&args.out, &stamp),
+    }
+    .with_context(|| format!("creating the run folder {}", wanted.display()))?;
+    if dir != wanted {
+        // Another lab took the name this second: the children write here instead.
+        (plan, server_token) = plan_into(&args, connections, &sources, &dir, external)?;
+    }
     say!(args.json, "run folder: {}", dir.display());
     // Before any child: what a `kill -9` of this process would leave, and where.
     let mut journal = JournalFile::create(
@@ -760,6 +756,32 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     Ok(lab.record.outcome.exit_code())
 }
 
+/// The children's plan for a run into `dir`: their arguments and, with external clients,
+/// the server's control endpoint and the token file it writes (the lab reads it).
+fn plan_into(
+    args: &RunArgs,
+    connections: u64,
+    sources: &str,
+    dir: &Path,
+    external: bool,
+) -> Result<(ChildPlan, Option<PathBuf>)> {
+    let mut plan = ChildPlan::new(args, connections, sources, dir)?;
+    let server_token = external.then(|| dir.join("server.token"));
+    if external {
+        // Client hosts reach this endpoint for `time`; the lab too, with the token.
+        let first = crate::workload::cli::parse_addrs(std::slice::from_ref(&args.addr))?;
+        let ctl = match (&args.control_addr, first.first()) {
+            (Some(a), _) => a.clone(),
+            (None, Some(ip)) => std::net::SocketAddr::new(*ip, EXTERNAL_CONTROL_PORT).to_string(),
+            (None, None) => bail!(
+                "--addr names no address to serve the control endpoint on: give --control-addr HOST:PORT"
+            ),
+        };
+        plan.server.common.control = Some(ctl);
+        plan.server.common.control_token_file = server_token.clone();
+    }
+    Ok((plan, server_token))
+}
 /// The live view's period: it redraws twice a second.
 const TICK: Duration = Duration::from_millis(500);
 
