@@ -608,8 +608,12 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         ..RunRecord::default()
     };
     // A summary from the first second: even a `kill -9` leaves a parseable one.
-    super::export::write_run(&dir, &record)
-        .with_context(|| format!("writing the run folder {}", dir.display()))?;
+    if let Err(e) = super::export::write_run(&dir, &record)
+        .with_context(|| format!("writing the run folder {}", dir.display()))
+    {
+        fail_in_place(&dir, &mut record, &e);
+        return Err(e);
+    }
 
     let observer = if observer_wanted {
         match ObserverHandle::start(args.ports.0.clone()) {
@@ -737,13 +741,17 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         Ok(()) if !lab.record.warnings.is_empty() => Outcome::Degraded,
         Ok(()) => Outcome::Complete,
     };
-    lab.write_exports()?;
+    let written = lab.write_exports();
+    if let Err(e) = &written {
+        fail_in_place(&lab.dir, &mut lab.record, e);
+    }
     if let Some(mut t) = tuning {
         for f in t.restore() {
             eprintln!("c1m: could not restore sysctl {f}");
         }
     }
     drop(lab.journal.take());
+    written?;
     say_raw!(args.json, "{}", super::summary::text(&lab.record));
     say!(args.json, "run folder: {}", dir.display());
     // Bad news on stderr too, where scripts and CI look for it.
@@ -754,6 +762,34 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         eprintln!("c1m run: {}", lab.record.outcome);
     }
     Ok(lab.record.outcome.exit_code())
+}
+
+/// The run folder did not take the exports (full, say): summary.json must not keep
+/// saying `running`. It says `failed` with the reason, written alone after the files
+/// `c1m report` rebuilds from it are removed to make room, or it is removed. Measured
+/// before: a full 64 KiB tmpfs left `running` and exit 1.
+fn fail_in_place(dir: &Path, record: &mut RunRecord, e: &anyhow::Error) {
+    use super::export::{REPORT, SCHEMA, SUMMARY, TIMESERIES};
+    match record.warnings.first() {
+        Some(w) if w.starts_with("the run failed:") => {}
+        _ => record.warnings.insert(0, format!("the run failed: {e:#}")),
+    }
+    record.outcome = Outcome::Failed;
+    if record.ended_unix_ms == 0 {
+        record.ended_unix_ms = now_ms();
+    }
+    for name in [REPORT, TIMESERIES, SCHEMA] {
+        let _ = std::fs::remove_file(dir.join(name));
+    }
+    let summary = dir.join(SUMMARY);
+    let written = serde_json::to_vec_pretty(&*record)
+        .map_err(|e| e.to_string())
+        .and_then(|json| {
+            super::export::atomic::write_atomic(&summary, &json).map_err(|e| e.to_string())
+        });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&summary);
+    }
 }
 
 /// The children's plan for a run into `dir`: their arguments and, with external clients,
@@ -782,6 +818,7 @@ fn plan_into(
     }
     Ok((plan, server_token))
 }
+
 /// The live view's period: it redraws twice a second.
 const TICK: Duration = Duration::from_millis(500);
 
