@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::lab::doctor::Changed;
+use crate::lab::tuning::Changed;
 use crate::workload::procstat;
 
 /// The journal's name in the run folder.

@@ -32,10 +32,11 @@ use self::{
     stall::{StallEvidence, StallWatch},
 };
 use super::{
-    doctor::{self, Status, Target, Tuning},
+    doctor::{self, Status, Target},
     figures::{Figures, FiguresBuilder, Rows},
     live::{Live, LiveOutput},
     model::{Machine, Outcome, PerConnection, Phase, ProcessUsage, RunConfig, RunRecord},
+    tuning::{self, Sweep, Tuning},
 };
 use crate::fmt::count;
 use crate::{
@@ -519,10 +520,24 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
 
     // Preflight.
     // Not this run's problem (and not root's business to fail a user's run over).
-    if let Err(e) = doctor::restore_orphans() {
-        eprintln!(
+    match tuning::restore_orphans(Sweep::Run) {
+        Ok(swept) => {
+            for (c, ns) in &swept.restored {
+                let there = ns
+                    .map(|n| format!(" in network namespace net:[{n}]"))
+                    .unwrap_or_default();
+                eprintln!(
+                    "c1m: restored {} = {} (was {}){there}, left by a killed tuned run",
+                    c.name, c.old, c.new
+                );
+            }
+            for l in &swept.left {
+                eprintln!("c1m: sysctls left by a killed tuned run stay as they are: {l}");
+            }
+        }
+        Err(e) => eprintln!(
             "c1m: sysctls left by a killed tuned run stay as they are ({e}); fix: sudo c1m doctor --restore"
-        );
+        ),
     }
     for left in journal::leftovers() {
         eprintln!("c1m: leftover: {}", left.describe());
@@ -540,6 +555,15 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         let t = Tuning::apply(&checks).context("--tune")?;
         for c in &t.changed {
             say!(args.json, "tune: {} {} -> {}", c.name, c.old, c.new);
+        }
+        for c in &t.held {
+            say!(
+                args.json,
+                "tune: {} stays {}: another tuned lab set it; the last of us restores {}",
+                c.name,
+                c.new,
+                c.old
+            );
         }
         checks = doctor::checks(&target);
         Some(t)
@@ -746,8 +770,18 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         fail_in_place(&lab.dir, &mut lab.record, e);
     }
     if let Some(mut t) = tuning {
-        for f in t.restore() {
+        let restore = t.restore();
+        for f in restore.failed {
             eprintln!("c1m: could not restore sysctl {f}");
+        }
+        for (c, pid) in restore.left_to {
+            say!(
+                args.json,
+                "tune: {} stays {}: tuned lab pid {pid} still runs, and restores {} when it ends",
+                c.name,
+                c.new,
+                c.old
+            );
         }
     }
     drop(lab.journal.take());
