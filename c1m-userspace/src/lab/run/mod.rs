@@ -4,6 +4,8 @@
 //! connection), teardown. Live view while it runs; a run folder with every export
 //! after it, rewritten as it goes so Ctrl-C or a crash loses nothing measured.
 
+mod capped_log;
+pub mod cgroup;
 pub mod child_args;
 mod ctl;
 pub mod folder;
@@ -686,6 +688,13 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     }
     if let Some(f) = foreign.as_ref().filter(|f| f.owned()) {
         journal.add(Role::Server, f.pid)?;
+        if let Some(c) = f.cgroup() {
+            journal.add_cgroup(c.path())?;
+        }
+        if let Some(w) = f.unwatched() {
+            eprintln!("c1m: {w}");
+            record.warnings.push(w);
+        }
     }
     let children = Children {
         server,
