@@ -1622,6 +1622,11 @@ impl Lab {
             established_not_accepted: k
                 .as_ref()
                 .map(|k| k.server.state(ESTABLISHED) - c.open as i64),
+            accept_queue: k
+                .as_ref()
+                .filter(|k| !k.listeners.is_empty())
+                .map(KernelView::queue_depth),
+            server_fds: self.last_server.as_ref().and_then(|s| s.open_fds),
             accept_queue_overflows: k.as_ref().map(|k| k.queue_overflows()),
             nofile: self.foreign.as_ref().and_then(ForeignServer::nofile),
             emfile_line: self
