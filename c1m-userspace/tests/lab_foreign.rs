@@ -484,7 +484,9 @@ fn pids_with(needle: &str) -> Vec<u32> {
         .filter(|p| {
             std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| {
                 // Arguments are NUL-separated.
-                String::from_utf8_lossy(&c).replace('\0', " ").contains(needle)
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(needle)
             })
         })
         .collect()
@@ -567,7 +569,7 @@ fn a_chatty_servers_logs_keep_head_and_tail_and_say_what_was_cut() {
     let (out, _, dir) = run_lab_with_server(
         "foreign-chatty",
         "9400",
-        "--spam 40",
+        "--spam 20",
         &["-n", "100", "--pushes", "0"],
         Duration::from_secs(180),
     );
