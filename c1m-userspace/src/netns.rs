@@ -58,6 +58,32 @@ pub fn set_sysctl(path: &str, value: &str) -> io::Result<()> {
     std::fs::write(format!("/proc/sys/{path}"), value)
 }
 
+/// The calling thread's network namespace's cookie (SO_NETNS_COOKIE, the id sock_ops
+/// programs can read). Unlike the nsfs inode number, which the kernel gives to the next
+/// namespace once this one is gone, a cookie is never reused while the box runs.
+pub fn own_cookie() -> io::Result<u64> {
+    const SO_NETNS_COOKIE: libc::c_int = 71;
+    // The wildcard: a socket belongs to the namespace it was made in, loopback up or not.
+    let socket =
+        std::net::UdpSocket::bind("0.0.0.0:0").or_else(|_| std::net::UdpSocket::bind("[::]:0"))?;
+    let mut cookie = 0u64;
+    let mut len = size_of::<u64>() as libc::socklen_t;
+    // SAFETY: cookie and len are valid for writes of the sizes given.
+    let rc = unsafe {
+        libc::getsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&socket),
+            libc::SOL_SOCKET,
+            SO_NETNS_COOKIE,
+            (&raw mut cookie).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cookie)
+}
+
 /// Whether the namespace with nsfs inode `inode` (see `observer::procfs::own_netns_inum`)
 /// still exists: a thread in it, a process holding it open, or a mount of it (`ip netns
 /// add` keeps one under /run/netns with nothing running inside).

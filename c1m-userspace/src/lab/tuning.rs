@@ -49,12 +49,44 @@ pub struct Changed {
     pub new: String,
 }
 
+/// A network namespace: somaxconn, the port range and the SYN backlog are per
+/// namespace, and a value from one must not be put into another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ns {
+    /// Its nsfs inode, by which it is found (`netns::open`).
+    inode: Option<u32>,
+    /// Its cookie, by which it is told from a later namespace that got the same inode
+    /// (the kernel hands out the lowest free one).
+    cookie: Option<u64>,
+}
+
+impl Ns {
+    /// The calling thread's.
+    fn here() -> Ns {
+        Ns {
+            inode: procfs::own_netns_inum(),
+            cookie: crate::netns::own_cookie().ok(),
+        }
+    }
+
+    /// Whether both name one namespace (a record without a cookie, by inode alone).
+    fn is(self, other: Ns) -> bool {
+        self.inode == other.inode
+            && match (self.cookie, other.cookie) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+    }
+}
+
 /// One tuning process's restore record.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Record {
-    /// Network namespace (nsfs inode) it ran in: somaxconn, the port range and the SYN
-    /// backlog are per namespace, and a value from one must not be put into another.
+    /// Network namespace (nsfs inode) it ran in.
     netns: Option<u32>,
+    /// That namespace's cookie.
+    #[serde(default)]
+    netns_cookie: Option<u64>,
     /// Its start time (/proc/PID/stat), so a reused pid is not taken for it.
     #[serde(default)]
     start_time: Option<u64>,
@@ -100,15 +132,22 @@ impl Stored {
         self.record.changed.iter().chain(&self.record.held)
     }
 
-    /// Whether it holds `name` as a tuner in namespace `netns` would see it.
-    fn holds(&self, name: &str, netns: Option<u32>) -> bool {
-        same_scope(name, self.record.netns, netns) && self.entries().any(|c| c.name == name)
+    fn ns(&self) -> Ns {
+        Ns {
+            inode: self.record.netns,
+            cookie: self.record.netns_cookie,
+        }
+    }
+
+    /// Whether it holds `name` as a tuner in namespace `ns` would see it.
+    fn holds(&self, name: &str, ns: Ns) -> bool {
+        same_scope(name, self.ns(), ns) && self.entries().any(|c| c.name == name)
     }
 }
 
 /// Whether a sysctl set in namespace `a` is the one a process in `b` sees.
-fn same_scope(name: &str, a: Option<u32>, b: Option<u32>) -> bool {
-    !per_netns(name) || a == b
+fn same_scope(name: &str, a: Ns, b: Ns) -> bool {
+    !per_netns(name) || a.is(b)
 }
 
 /// Every record on disk except `except`'s.
@@ -179,7 +218,7 @@ pub struct Tuning {
     pub changed: Vec<Changed>,
     /// What another tuner set that this run relies on.
     pub held: Vec<Changed>,
-    netns: Option<u32>,
+    ns: Ns,
     start_time: Option<u64>,
     path: PathBuf,
 }
@@ -201,17 +240,17 @@ impl Tuning {
         let mut t = Tuning {
             changed: Vec::new(),
             held: Vec::new(),
-            netns: procfs::own_netns_inum(),
+            ns: Ns::here(),
             start_time: procstat::start_time(me),
             path: record_path(me),
         };
         // Live or killed, another tuner's values are what this run's preflight saw: held
         // here too, each with the value from before that tuner.
         let others = stored(me);
-        for c in others.iter().flat_map(|o| {
-            o.entries()
-                .filter(|c| same_scope(&c.name, o.record.netns, t.netns))
-        }) {
+        for c in others
+            .iter()
+            .flat_map(|o| o.entries().filter(|c| same_scope(&c.name, o.ns(), t.ns)))
+        {
             if !t.held.iter().any(|h| h.name == c.name) {
                 t.held.push(Changed {
                     new: read_sysctl(&c.name).unwrap_or_else(|| c.new.clone()),
@@ -251,7 +290,8 @@ impl Tuning {
             return;
         }
         let record = Record {
-            netns: self.netns,
+            netns: self.ns.inode,
+            netns_cookie: self.ns.cookie,
             start_time: self.start_time,
             changed: self.changed.clone(),
             held: self.held.clone(),
@@ -278,7 +318,7 @@ impl Tuning {
         let mut out = Restore::default();
         let mut back = Vec::new();
         for c in mine {
-            match others.iter().find(|o| o.holds(&c.name, self.netns)) {
+            match others.iter().find(|o| o.holds(&c.name, self.ns)) {
                 Some(o) => out.left_to.push((c, o.pid)),
                 None => back.push(c),
             }
@@ -333,13 +373,13 @@ pub struct Swept {
 /// own namespace; a sysctl another tuner still holds stays (that one restores it).
 pub fn restore_orphans(sweep: Sweep) -> Result<Swept, TuneError> {
     let _lock = lock()?;
-    let here = procfs::own_netns_inum();
+    let here = Ns::here();
     let (live, dead): (Vec<Stored>, Vec<Stored>) = stored(std::process::id())
         .into_iter()
         .partition(Stored::alive);
     let mut out = Swept::default();
     for d in dead {
-        let ns = d.record.netns;
+        let ns = d.ns();
         let entries: Vec<Changed> = d
             .entries()
             .filter(|c| !live.iter().any(|l| l.holds(&c.name, ns)))
@@ -349,60 +389,40 @@ pub fn restore_orphans(sweep: Sweep) -> Result<Swept, TuneError> {
         // inside it.
         let (here_too, theirs): (Vec<Changed>, Vec<Changed>) = entries
             .into_iter()
-            .partition(|c| !per_netns(&c.name) || ns.is_none() || ns == here);
+            .partition(|c| !per_netns(&c.name) || ns.inode.is_none() || ns.is(here));
         let mut left = Vec::new();
         let failed = restore_all(&here_too);
-        for c in here_too {
-            if failed
-                .iter()
-                .any(|f| f.starts_with(&format!("{} = ", c.name)))
-            {
-                left.push(c);
-            } else {
-                out.restored.push((c, None));
-            }
-        }
+        settle(here_too, &failed, None, &mut out.restored, &mut left);
         if !failed.is_empty() {
             out.left.push(format!(
                 "could not restore {} (needs root): sudo c1m doctor --restore",
                 failed.join(", ")
             ));
         }
-        if let (Some(inode), false) = (ns, theirs.is_empty()) {
-            match crate::netns::open(inode) {
-                Some(fd) => match crate::netns::run_in(&fd, || restore_all(&theirs)) {
-                    Ok(failed) => {
-                        for c in theirs {
-                            if failed
-                                .iter()
-                                .any(|f| f.starts_with(&format!("{} = ", c.name)))
-                            {
-                                left.push(c);
-                            } else {
-                                out.restored.push((c, Some(inode)));
-                            }
-                        }
-                        if !failed.is_empty() {
-                            out.left.push(format!(
-                                "could not restore {} in network namespace net:[{inode}] (needs root): sudo c1m doctor --restore",
-                                failed.join(", ")
-                            ));
-                        }
-                    }
-                    Err(e) => {
+        if let (Some(inode), false) = (ns.inode, theirs.is_empty()) {
+            match enter_and_restore(ns, &theirs) {
+                Reached::Restored(failed) => {
+                    if !failed.is_empty() {
                         out.left.push(format!(
-                            "could not enter network namespace net:[{inode}] to restore {} ({e}): sudo c1m doctor --restore",
-                            names(&theirs)
+                            "could not restore {} in network namespace net:[{inode}] (needs root): sudo c1m doctor --restore",
+                            failed.join(", ")
                         ));
-                        left.extend(theirs);
                     }
-                },
-                None if sweep == Sweep::Doctor => {
+                    settle(theirs, &failed, Some(inode), &mut out.restored, &mut left);
+                }
+                Reached::Unreachable(e) => {
+                    out.left.push(format!(
+                        "could not enter network namespace net:[{inode}] to restore {} ({e}): sudo c1m doctor --restore",
+                        names(&theirs)
+                    ));
+                    left.extend(theirs);
+                }
+                Reached::Gone if sweep == Sweep::Doctor => {
                     out.gone.extend(theirs.into_iter().map(|c| (c, inode)));
                 }
-                None => {
+                Reached::Gone => {
                     out.left.push(format!(
-                        "network namespace net:[{inode}] of lab pid {} is not found from here ({}): c1m doctor --restore drops the record if it is gone",
+                        "network namespace net:[{inode}] of lab pid {} is not found ({}): c1m doctor --restore drops the record if it is gone",
                         d.pid,
                         names(&theirs)
                     ));
@@ -424,6 +444,54 @@ pub fn restore_orphans(sweep: Sweep) -> Result<Swept, TuneError> {
     Ok(out)
 }
 
+/// Sorts `changed` into restored (with the namespace, when another) and left (failed).
+fn settle(
+    changed: Vec<Changed>,
+    failed: &[String],
+    inode: Option<u32>,
+    restored: &mut Vec<(Changed, Option<u32>)>,
+    left: &mut Vec<Changed>,
+) {
+    for c in changed {
+        if failed
+            .iter()
+            .any(|f| f.starts_with(&format!("{} = ", c.name)))
+        {
+            left.push(c);
+        } else {
+            restored.push((c, inode));
+        }
+    }
+}
+
+/// How an attempt to restore inside another namespace went.
+enum Reached {
+    /// Written there; the ones that failed.
+    Restored(Vec<String>),
+    /// No namespace has the inode, or the one that has it now is a later one.
+    Gone,
+    Unreachable(std::io::Error),
+}
+
+fn enter_and_restore(ns: Ns, changed: &[Changed]) -> Reached {
+    let Some(fd) = ns.inode.and_then(crate::netns::open) else {
+        return Reached::Gone;
+    };
+    let inside = crate::netns::run_in(&fd, || {
+        // The cookie tells the recorded namespace from a later one with its inode.
+        let now = Ns {
+            inode: ns.inode,
+            cookie: crate::netns::own_cookie().ok(),
+        };
+        ns.is(now).then(|| restore_all(changed))
+    });
+    match inside {
+        Ok(Some(failed)) => Reached::Restored(failed),
+        Ok(None) => Reached::Gone,
+        Err(e) => Reached::Unreachable(e),
+    }
+}
+
 fn names(changed: &[Changed]) -> String {
     changed
         .iter()
@@ -440,6 +508,7 @@ fn per_netns(name: &str) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
 mod tests {
     use super::*;
 
@@ -449,9 +518,47 @@ mod tests {
         assert!(per_netns("net.ipv4.ip_local_port_range"));
         assert!(!per_netns("fs.file-max"));
         assert!(!per_netns("net.netfilter.nf_conntrack_max"));
-        assert!(same_scope("fs.file-max", Some(1), Some(2)));
-        assert!(!same_scope("net.core.somaxconn", Some(1), Some(2)));
-        assert!(same_scope("net.core.somaxconn", Some(1), Some(1)));
+        let ns = |inode, cookie| Ns {
+            inode: Some(inode),
+            cookie,
+        };
+        assert!(same_scope("fs.file-max", ns(1, None), ns(2, None)));
+        assert!(!same_scope("net.core.somaxconn", ns(1, None), ns(2, None)));
+        assert!(same_scope(
+            "net.core.somaxconn",
+            ns(1, None),
+            ns(1, Some(7))
+        ));
+        // The same inode, a later namespace: not the same scope.
+        assert!(!same_scope(
+            "net.core.somaxconn",
+            ns(1, Some(7)),
+            ns(1, Some(8))
+        ));
+    }
+
+    /// The cookie of a thread's namespace changes with the namespace, and a namespace
+    /// is entered and read back by its inode.
+    #[test]
+    fn a_namespace_is_found_by_inode_and_told_apart_by_cookie() {
+        if !crate::observer::privileges::is_root() {
+            eprintln!("SKIP a_namespace_is_found_by_inode_and_told_apart_by_cookie: needs root");
+            return;
+        }
+        let here = Ns::here();
+        let private = std::thread::spawn(|| {
+            crate::netns::enter_private().unwrap();
+            let ns = Ns::here();
+            let fd = crate::netns::open(ns.inode.unwrap()).unwrap();
+            (ns, fd)
+        })
+        .join()
+        .unwrap();
+        let (ns, fd) = private;
+        assert!(!ns.is(here) && ns.cookie != here.cookie);
+        let inside = crate::netns::run_in(&fd, Ns::here).unwrap();
+        assert!(inside.is(ns), "{inside:?} {ns:?}");
+        assert_eq!(inside.cookie, ns.cookie);
     }
 
     #[test]
