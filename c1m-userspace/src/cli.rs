@@ -53,8 +53,44 @@ fn exit_code(result: anyhow::Result<i32>) -> i32 {
     })
 }
 
+/// A command whose stdout was closed (`c1m doctor | head -1`) ends quietly: Rust ignores
+/// SIGPIPE, so the next `println!` panics with "failed printing to stdout: Broken pipe".
+/// That panic is told apart from every other one and not printed; it unwinds (dropping
+/// what the command holds: a lab's children, its sysctls) to [`main`], which exits with
+/// [`CLOSED_STDOUT`].
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !is_closed_stdout(info.payload()) {
+            default(info);
+        }
+    }));
+}
+
+fn is_closed_stdout(payload: &(dyn std::any::Any + Send)) -> bool {
+    let text = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or_default();
+    text.starts_with("failed printing to stdout") && text.contains("Broken pipe")
+}
+
+/// The exit code of a command cut short by a closed stdout: the shell's for a command
+/// SIGPIPE ended (128 + 13), as `cat` or `yes` would give.
+pub const CLOSED_STDOUT: i32 = 141;
+
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
+    quiet_on_closed_stdout();
+    match std::panic::catch_unwind(run) {
+        Ok(code) => code,
+        Err(p) if is_closed_stdout(&*p) => CLOSED_STDOUT,
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
+fn run() -> i32 {
     // Bad flags exit 1 (clap's own 2 would read as `c1m run`'s "degraded").
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

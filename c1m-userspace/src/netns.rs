@@ -1,9 +1,18 @@
 //! Private network namespaces for tests and benchmarks: each gets its own loopback,
 //! port space, sysctls and `/proc/net` counters, so runs can't see each other.
 //! A namespace belongs to the calling *thread* (unshare(2) is per task): everything
-//! the thread does or spawns afterwards lives in it.
+//! the thread does or spawns afterwards lives in it. A namespace lives as long as a
+//! thread is in it, a process holds it open, or it is mounted (`ip netns add`): each
+//! kind is a way back into it ([`open`], [`run_in`]).
 
-use std::io;
+use std::{
+    io,
+    os::{
+        fd::{AsFd, OwnedFd},
+        unix::fs::MetadataExt,
+    },
+    path::PathBuf,
+};
 
 /// Moves the calling thread into a new network namespace with `lo` up.
 pub fn enter_private() -> io::Result<()> {
@@ -49,28 +58,156 @@ pub fn set_sysctl(path: &str, value: &str) -> io::Result<()> {
     std::fs::write(format!("/proc/sys/{path}"), value)
 }
 
-/// Whether any process is still in the namespace with nsfs inode `inode` (see
-/// `observer::procfs::own_netns_inum`): it dies with the last one.
-pub fn alive(inode: u32) -> bool {
-    all_alive().contains(&inode)
+/// The calling thread's network namespace's cookie (SO_NETNS_COOKIE, the id sock_ops
+/// programs can read). Unlike the nsfs inode number, which the kernel gives to the next
+/// namespace once this one is gone, a cookie is never reused while the box runs.
+pub fn own_cookie() -> io::Result<u64> {
+    const SO_NETNS_COOKIE: libc::c_int = 71;
+    // The wildcard: a socket belongs to the namespace it was made in, loopback up or not.
+    let socket =
+        std::net::UdpSocket::bind("0.0.0.0:0").or_else(|_| std::net::UdpSocket::bind("[::]:0"))?;
+    let mut cookie = 0u64;
+    let mut len = size_of::<u64>() as libc::socklen_t;
+    // SAFETY: cookie and len are valid for writes of the sizes given.
+    let rc = unsafe {
+        libc::getsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&socket),
+            libc::SOL_SOCKET,
+            SO_NETNS_COOKIE,
+            (&raw mut cookie).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cookie)
 }
 
-/// Every network namespace some thread is in now (nsfs inodes). Per thread: a thread
-/// that entered a private namespace (as tests do) is the only one in it.
+/// Whether the namespace with nsfs inode `inode` (see `observer::procfs::own_netns_inum`)
+/// still exists: a thread in it, a process holding it open, or a mount of it (`ip netns
+/// add` keeps one under /run/netns with nothing running inside).
+pub fn alive(inode: u32) -> bool {
+    holders().any(|(ino, _)| ino == inode)
+}
+
+/// Every network namespace that exists now, as far as this process sees (nsfs inodes).
 pub fn all_alive() -> std::collections::HashSet<u32> {
-    use std::os::unix::fs::MetadataExt;
-    let mut out = std::collections::HashSet::new();
-    for pid in crate::workload::procstat::all_pids() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for task in tasks.flatten() {
-            if let Ok(m) = std::fs::metadata(task.path().join("ns/net"))
-                && let Ok(ino) = u32::try_from(m.ino())
-            {
-                out.insert(ino);
+    holders().map(|(ino, _)| ino).collect()
+}
+
+/// The namespace with nsfs inode `inode`, opened (checked by the opened file's inode,
+/// so a holder that changed meanwhile is not taken for it).
+pub fn open(inode: u32) -> Option<OwnedFd> {
+    holders()
+        .filter(|(ino, _)| *ino == inode)
+        .find_map(|(_, path)| {
+            let f = std::fs::File::open(path).ok()?;
+            (f.metadata().ok()?.ino() == u64::from(inode)).then(|| OwnedFd::from(f))
+        })
+}
+
+/// Runs `f` on a thread moved into the namespace `ns` (the caller's thread stays where
+/// it is): /proc/sys/net/* opened there are that namespace's sysctls.
+pub fn run_in<T: Send>(ns: &OwnedFd, f: impl FnOnce() -> T + Send) -> io::Result<T> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            rustix::thread::move_into_link_name_space(
+                ns.as_fd(),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )?;
+            Ok(f())
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the thread in the namespace panicked")))
+    })
+}
+
+/// (inode, a path that opens to it) for every network namespace held now: nsfs mounts
+/// (/run/netns/NAME), then each thread's namespace, then open namespace fds.
+fn holders() -> impl Iterator<Item = (u32, PathBuf)> {
+    mounts().chain(threads()).chain(open_fds())
+}
+
+/// `net:[INODE]` as readlink and mountinfo write it.
+fn nsfs_inode(s: &str) -> Option<u32> {
+    s.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()
+}
+
+fn mounts() -> impl Iterator<Item = (u32, PathBuf)> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let found: Vec<(u32, PathBuf)> = text
+        .lines()
+        .filter_map(|line| {
+            // id parent major:minor root mountpoint options ... - fstype source superopts
+            let (left, right) = line.split_once(" - ")?;
+            if right.split_whitespace().next()? != "nsfs" {
+                return None;
+            }
+            let cols: Vec<&str> = left.split_whitespace().collect();
+            Some((
+                nsfs_inode(cols.get(3)?)?,
+                PathBuf::from(unescape(cols.get(4)?)),
+            ))
+        })
+        .collect();
+    found.into_iter()
+}
+
+/// Mountinfo's octal escapes (`\040` for a space) undone.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let code = b
+            .get(i + 1..i + 4)
+            .filter(|_| b[i] == b'\\')
+            .and_then(|d| u8::from_str_radix(std::str::from_utf8(d).ok()?, 8).ok());
+        match code {
+            Some(c) => {
+                out.push(c);
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
             }
         }
     }
-    out
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Per thread: a thread that entered a private namespace (as tests do) is the only one
+/// in it.
+fn threads() -> impl Iterator<Item = (u32, PathBuf)> {
+    crate::workload::procstat::all_pids()
+        .into_iter()
+        .flat_map(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/task"))
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .filter_map(|task| {
+            let path = task.path().join("ns/net");
+            let ino = u32::try_from(std::fs::metadata(&path).ok()?.ino()).ok()?;
+            Some((ino, path))
+        })
+}
+
+fn open_fds() -> impl Iterator<Item = (u32, PathBuf)> {
+    crate::workload::procstat::all_pids()
+        .into_iter()
+        .flat_map(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .filter_map(|fd| {
+            let path = fd.path();
+            let ino = nsfs_inode(&std::fs::read_link(&path).ok()?.to_string_lossy())?;
+            Some((ino, path))
+        })
 }

@@ -610,3 +610,79 @@ fn unix_socket_is_private_kept_from_others_and_removed() {
     assert!(out.status.success(), "{out:?}");
     assert!(!Path::new(&sock).exists(), "socket left after SIGTERM");
 }
+
+/// `--control-token-file` never takes over a file it did not create: someone else's
+/// file is refused and left as it was; a token file another server made is read as the
+/// token and left in place when this one ends; only its creator removes it.
+#[test]
+fn token_file_is_never_replaced_or_removed_by_a_server_that_did_not_create_it() {
+    if !root_or_skip("token_file_is_never_replaced_or_removed_by_a_server_that_did_not_create_it") {
+        return;
+    }
+    use std::os::unix::fs::chown;
+    let dir = Dir::new("token-owner");
+    let theirs = dir.join("theirs");
+    std::fs::write(&theirs, "precious\n").unwrap();
+    chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let refused = server(
+        "c1m server (someone else's file)",
+        18660,
+        "127.0.0.1:18661",
+        &["--control-token-file", &theirs],
+    )
+    .wait(Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains(&theirs) && err.contains("uid 65534"), "{err}");
+    let meta = std::fs::metadata(&theirs).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (65534, 65534), "still theirs");
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "precious\n");
+
+    // Two servers, one token path: the second reads the first's token and leaves it.
+    let shared = dir.join("shared.token");
+    let first = server(
+        "c1m server (creates the token)",
+        18662,
+        "127.0.0.1:18663",
+        &["--control-token-file", &shared],
+    );
+    wait_path(&shared);
+    let made = std::fs::metadata(&shared).unwrap();
+    let token = std::fs::read_to_string(&shared).unwrap().trim().to_owned();
+    let admitted = |ep: &str| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = probe(ep, "stats", Some(&token), None, None);
+            if got.len() == 3 || Instant::now() > deadline {
+                return got;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    assert_eq!(admitted("127.0.0.1:18663")[0], "{\"ok\":\"auth\"}");
+    let second = server(
+        "c1m server (shares the token)",
+        18664,
+        "127.0.0.1:18665",
+        &["--control-token-file", &shared],
+    );
+    let with = admitted("127.0.0.1:18665");
+    assert_eq!(
+        with[0], "{\"ok\":\"auth\"}",
+        "the second serves the same token: {with:?}"
+    );
+    let pid = second.child.as_ref().unwrap().id() as i32;
+    // SAFETY: pid is our own child.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert!(second.wait(Duration::from_secs(30)).status.success());
+    let after = std::fs::metadata(&shared).expect("the first's token file outlives the second");
+    assert_eq!(after.ino(), made.ino(), "not replaced");
+    assert_eq!(std::fs::read_to_string(&shared).unwrap().trim(), token);
+    assert_eq!(admitted("127.0.0.1:18663")[0], "{\"ok\":\"auth\"}");
+    let pid = first.child.as_ref().unwrap().id() as i32;
+    // SAFETY: pid is our own child.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert!(first.wait(Duration::from_secs(30)).status.success());
+    assert!(!Path::new(&shared).exists(), "its creator removes it");
+}

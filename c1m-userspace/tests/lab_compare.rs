@@ -221,3 +221,35 @@ fn six_names_of_three_repeats_fit_the_columns() {
         );
     }
 }
+
+/// One folder named twice is one run, not two repeats: `A=a A=a B=b B=b` once turned
+/// two single runs into "apart (+0.0%)" rows. Refused, naming the folder.
+#[test]
+fn the_same_folder_twice_is_refused_not_counted_as_a_repeat() {
+    let dir = fresh_dir("compare-twice");
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    for d in [&a, &b] {
+        c1m::lab::export::write_run(d, &c1m::lab::export::fixture::sample_run()).unwrap();
+    }
+    let arg = |p: &Path, n: &str| format!("{}={n}", p.display());
+    // The same folder under another spelling is the same folder.
+    let a_again = format!("{}/./=A", a.display());
+    for args in [
+        vec![arg(&a, "A"), arg(&a, "A"), arg(&b, "B"), arg(&b, "B")],
+        vec![arg(&a, "A"), a_again, arg(&b, "B")],
+        vec![arg(&a, "A"), arg(&a, "B")],
+    ] {
+        let (code, out, err) = compare(&args, &dir.join("out"));
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert_eq!(out, "", "{args:?}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("c1m compare: ") && err.contains(&*a.display().to_string()),
+            "{err}"
+        );
+        assert!(err.contains("given twice"), "{err}");
+    }
+    let (code, _, err) = compare(&[arg(&a, "A"), arg(&b, "B")], &dir.join("out"));
+    assert_eq!(code, 0, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -484,3 +484,151 @@ fn c1m_client_refuses_triggers_it_cannot_fire() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
     }
 }
+
+/// Processes whose command line holds `needle` (this test's own marker), pids.
+fn pids_with(needle: &str) -> Vec<u32> {
+    c1m::workload::procstat::all_pids()
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| {
+                // Arguments are NUL-separated.
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(needle)
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_server_that_daemonizes_is_measured_and_ended_through_its_cgroup() {
+    if !ready("a_server_that_daemonizes_is_measured_and_ended_through_its_cgroup") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    // setsid -f: a fork that leaves the session and the process group, its parent gone
+    // at once; the process c1m started waits in `sleep`.
+    let marker = format!("--ports 9300 --every {}", 1000 + std::process::id() % 1000);
+    let cmd = format!(
+        "sh -c 'setsid -f python3 {} {marker}; exec sleep 600'",
+        server_py().display()
+    );
+    let (out, run, _) = run_lab(
+        "foreign-daemon",
+        &[
+            "--server-cmd",
+            &cmd,
+            "--ports",
+            "9300",
+            "-n",
+            "500",
+            "--rate",
+            "2000",
+            "--pushes",
+            "0",
+        ],
+        Duration::from_secs(120),
+    );
+    let left = pids_with(&marker);
+    for &pid in &left {
+        // SAFETY: a process of this test's own server command (unique marker).
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+    assert_eq!(out.status.code(), Some(0), "{}", says(&out));
+    assert!(
+        left.is_empty(),
+        "the daemonized server outlived the lab: pids {left:?}"
+    );
+    assert!(
+        !c1m::lab::run::foreign::listening_ports().contains(&9300),
+        "something still listens on 9300"
+    );
+    // Measured as the server it is: the daemon holds every connection.
+    let idle = &run.phases[1];
+    assert_eq!(idle.name, "idle");
+    assert!(
+        idle.server.open_fds.is_some_and(|n| n >= 500),
+        "the daemon's fds: {:?}",
+        idle.server
+    );
+    let server = run.server.as_ref().expect("server");
+    assert!(server.split.contains("cgroup"), "{}", server.split);
+    assert!(
+        run.per_connection
+            .server_user_bytes
+            .is_some_and(|b| b > 0.0),
+        "{:?}",
+        run.per_connection
+    );
+    let setup_cpu = run.phases[0].server.cpu_user_s + run.phases[0].server.cpu_sys_s;
+    assert!(
+        setup_cpu > 0.0,
+        "the daemon's CPU: {:?}",
+        run.phases[0].server
+    );
+}
+
+#[test]
+fn a_chatty_servers_logs_keep_head_and_tail_and_say_what_was_cut() {
+    if !ready("a_chatty_servers_logs_keep_head_and_tail_and_say_what_was_cut") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let (out, _, dir) = run_lab_with_server(
+        "foreign-chatty",
+        "9400",
+        "--spam 20",
+        &["-n", "100", "--pushes", "0"],
+        Duration::from_secs(180),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", says(&out));
+    for (name, stream) in [
+        ("server.stdout.log", "stdout"),
+        ("server.stderr.log", "stderr"),
+    ] {
+        let path = dir.join(name);
+        let len = std::fs::metadata(&path).expect(name).len();
+        assert!(len <= 4 << 20, "{name} is {len} bytes: not capped");
+        let text = std::fs::read_to_string(&path).expect(name);
+        assert!(
+            text.starts_with(&format!("spam {stream} line            0 of")),
+            "{name} keeps its head"
+        );
+        assert!(
+            text.contains(&format!("spam {stream} done")),
+            "{name} keeps its tail"
+        );
+        let cut = text
+            .lines()
+            .find(|l| l.contains("bytes cut"))
+            .unwrap_or_else(|| panic!("{name} says nothing of a cut"));
+        assert!(cut.starts_with("[c1m: "), "{cut}");
+    }
+}
+
+#[test]
+fn a_server_that_accepts_and_never_answers_is_told_from_one_that_never_accepts() {
+    if !ready("a_server_that_accepts_and_never_answers_is_told_from_one_that_never_accepts") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let (out, run, _) = run_lab_with_server(
+        "foreign-mute",
+        "9500",
+        "--mute",
+        &["-n", "300", "--rate", "3000", "--pushes", "0"],
+        Duration::from_secs(180),
+    );
+    assert_eq!(out.status.code(), Some(2), "degraded: {}", says(&out));
+    let stall = run
+        .warnings
+        .iter()
+        .find(|w| w.starts_with("setup stalled"))
+        .unwrap_or_else(|| panic!("no stall named: {:?}", run.warnings));
+    assert!(stall.contains("300 accepted, never answered"), "{stall}");
+    assert!(!stall.contains("never accepted"), "{stall}");
+    assert!(
+        stall.contains("the server holds ") && stall.contains(" fds"),
+        "its fds are named: {stall}"
+    );
+}

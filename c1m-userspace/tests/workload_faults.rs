@@ -572,3 +572,24 @@ fn a_server_that_never_closes_stalls_the_teardown_only_5_s() {
 fn rfc_key() -> c1m::workload::ws::handshake::Key {
     c1m::workload::ws::handshake::Key::from_nonce(*b"the sample nonce")
 }
+
+/// A rate the pacing cannot honour (not a number, infinite, or beyond any box) is
+/// refused when parsed, naming the flag; before, the client took it and hung.
+#[test]
+fn rates_that_cannot_be_paced_are_refused_at_parse() {
+    for rate in ["nan", "inf", "-inf", "1e308", "-5"] {
+        let mut cmd = c1m();
+        cmd.args([
+            "client", "--ports", "20160", "-n", "5", "--hold", "0s", "--quiet",
+        ])
+        .arg(format!("--rate={rate}"));
+        let out = Proc::spawn("c1m client (bad rate)", &mut cmd).wait(Duration::from_secs(30));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "--rate {rate}: {err}");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(
+            first.contains("--rate") && first.contains(&format!("'{rate}'")),
+            "--rate {rate}: {err}"
+        );
+    }
+}

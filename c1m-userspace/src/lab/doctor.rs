@@ -1,7 +1,8 @@
 //! Preflight: every limit the C1M blog posts tripped over, with the value found, the
 //! value a run of this size needs and the command that fixes it. `--tune` applies the
 //! sysctls a run needs and puts the old values back afterwards, also on Ctrl-C,
-//! SIGTERM, or (via `c1m doctor --restore`) after the process was killed.
+//! SIGTERM, or (via `c1m doctor --restore`) after the process was killed: see
+//! [`super::tuning`].
 
 use std::{
     fmt,
@@ -9,8 +10,8 @@ use std::{
 };
 
 use serde::{Deserialize, Serialize};
-use thiserror::Error;
 
+use super::tuning::{self, Sweep, Tuning};
 use crate::observer::{privileges, procfs};
 
 /// The memory model: what one connection (both ends on this box) was measured to
@@ -91,7 +92,7 @@ pub fn read_sysctl(name: &str) -> Option<String> {
         .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
-fn sysctl_path(name: &str) -> PathBuf {
+pub(crate) fn sysctl_path(name: &str) -> PathBuf {
     Path::new("/proc/sys").join(name.replace('.', "/"))
 }
 
@@ -504,205 +505,9 @@ pub fn failure_line(failed: &[&Check]) -> String {
     s
 }
 
-#[derive(Debug, Error)]
-pub enum TuneError {
-    #[error("setting {name} to {value}: {source} (needs root)")]
-    Write {
-        name: String,
-        value: String,
-        source: std::io::Error,
-    },
-    #[error("restore file {0}: {1}")]
-    RestoreFile(String, String),
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Changed {
-    pub name: String,
-    pub old: String,
-    pub new: String,
-}
-
-/// Sysctls set for a run; the old values come back when this is dropped. A copy of
-/// the old values sits in a restore file until then, for `c1m doctor --restore`.
-#[derive(Debug)]
-pub struct Tuning {
-    pub changed: Vec<Changed>,
-    restore_file: PathBuf,
-}
-
-fn restore_dir() -> PathBuf {
-    std::env::temp_dir()
-}
-
-impl Tuning {
-    pub fn apply(checks: &[Check]) -> Result<Self, TuneError> {
-        let restore_file = restore_dir().join(format!("c1m-tuned-{}.json", std::process::id()));
-        let mut tuning = Tuning {
-            changed: Vec::new(),
-            restore_file,
-        };
-        for (name, value) in checks.iter().filter_map(|c| c.tune.clone()) {
-            let old = read_sysctl(&name).unwrap_or_default();
-            // Record before writing, so even a crash right after leaves a restore file.
-            tuning.changed.push(Changed {
-                name: name.clone(),
-                old,
-                new: value.clone(),
-            });
-            tuning.save();
-            std::fs::write(sysctl_path(&name), &value).map_err(|source| TuneError::Write {
-                name: name.clone(),
-                value: value.clone(),
-                source,
-            })?;
-        }
-        if tuning.changed.is_empty() {
-            let _ = std::fs::remove_file(&tuning.restore_file);
-        }
-        Ok(tuning)
-    }
-
-    fn save(&self) {
-        let file = RestoreFile {
-            netns: procfs::own_netns_inum(),
-            changed: self.changed.clone(),
-        };
-        if let Ok(json) = serde_json::to_string_pretty(&file) {
-            let _ = std::fs::write(&self.restore_file, json);
-        }
-    }
-
-    /// Puts every changed sysctl back (newest first); returns the ones that failed.
-    pub fn restore(&mut self) -> Vec<String> {
-        let failed = restore_all(&self.changed);
-        self.changed.clear();
-        if failed.is_empty() {
-            let _ = std::fs::remove_file(&self.restore_file);
-        }
-        failed
-    }
-}
-
-impl Drop for Tuning {
-    fn drop(&mut self) {
-        for f in self.restore() {
-            eprintln!("c1m: could not restore {f}");
-        }
-    }
-}
-
-/// What a tuned process changed, in which network namespace (somaxconn, the port range
-/// and the SYN backlog are per namespace: a value from a private one must not be put
-/// back into another).
-#[derive(Debug, Serialize, Deserialize)]
-struct RestoreFile {
-    netns: Option<u32>,
-    changed: Vec<Changed>,
-}
-
-/// A restore file as written now, or as a bare list (before namespaces were recorded).
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum AnyRestoreFile {
-    Current(RestoreFile),
-    Bare(Vec<Changed>),
-}
-
-fn restore_all(changed: &[Changed]) -> Vec<String> {
-    changed
-        .iter()
-        .rev()
-        .filter(|c| std::fs::write(sysctl_path(&c.name), &c.old).is_err())
-        .map(|c| format!("{} = {}", c.name, c.old))
-        .collect()
-}
-
-/// Restores the sysctls of tuned runs whose process is gone (killed before it could).
-pub fn restore_orphans() -> Result<Vec<Changed>, TuneError> {
-    let mut restored = Vec::new();
-    let Ok(dir) = std::fs::read_dir(restore_dir()) else {
-        return Ok(restored);
-    };
-    for entry in dir.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix("c1m-tuned-")
-            .and_then(|s| s.strip_suffix(".json"))
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if Path::new(&format!("/proc/{pid}")).exists() {
-            continue;
-        }
-        let path = entry.path();
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| TuneError::RestoreFile(path.display().to_string(), e.to_string()))?;
-        let file: AnyRestoreFile = serde_json::from_str(&text)
-            .map_err(|e| TuneError::RestoreFile(path.display().to_string(), e.to_string()))?;
-        let (netns, changed) = match file {
-            AnyRestoreFile::Current(f) => (f.netns, f.changed),
-            AnyRestoreFile::Bare(changed) => (None, changed),
-        };
-        let here = procfs::own_netns_inum();
-        let (changed, elsewhere) = match netns {
-            Some(ns) if Some(ns) != here => {
-                // Another namespace's own values are restored from inside it, or went
-                // with it; the box-wide ones (fs.file-max) are restored from anywhere.
-                let (theirs, global): (Vec<Changed>, Vec<Changed>) =
-                    changed.into_iter().partition(|c| per_netns(&c.name));
-                let keep = RestoreFile {
-                    netns,
-                    changed: theirs,
-                };
-                (
-                    global,
-                    (!keep.changed.is_empty() && crate::netns::alive(ns)).then_some(keep),
-                )
-            }
-            _ => (changed, None),
-        };
-        let failed = restore_all(&changed);
-        if !failed.is_empty() {
-            return Err(TuneError::RestoreFile(
-                path.display().to_string(),
-                failed.join(", "),
-            ));
-        }
-        match elsewhere {
-            Some(keep) => {
-                if let Ok(json) = serde_json::to_string_pretty(&keep) {
-                    let _ = std::fs::write(&path, json);
-                }
-            }
-            None => {
-                let _ = std::fs::remove_file(&path);
-            }
-        }
-        restored.extend(changed);
-    }
-    Ok(restored)
-}
-
-/// Whether a sysctl has a value per network namespace (`net.core.somaxconn` and the
-/// `net.ipv4` ones --tune sets) rather than one for the box (`fs.*`, and the conntrack
-/// table size, writable only from the first namespace).
-pub(crate) fn per_netns(name: &str) -> bool {
-    name == "net.core.somaxconn" || name.starts_with("net.ipv4.")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_network_sysctls_belong_to_a_namespace() {
-        assert!(per_netns("net.core.somaxconn"));
-        assert!(per_netns("net.ipv4.ip_local_port_range"));
-        assert!(!per_netns("fs.file-max"));
-        assert!(!per_netns("net.netfilter.nf_conntrack_max"));
-    }
 
     #[test]
     fn memory_budget_is_both_ends_with_head_room() {
@@ -821,15 +626,27 @@ pub fn main(args: DoctorArgs) -> anyhow::Result<i32> {
                 );
             }
         }
-        let restored = restore_orphans()?;
-        nothing &= restored.is_empty();
+        let swept = tuning::restore_orphans(Sweep::Doctor)?;
+        nothing &= swept.restored.is_empty() && swept.gone.is_empty() && swept.left.is_empty();
         if nothing {
             println!("nothing to restore");
         }
-        for c in restored {
-            println!("restored {} = {} (was {})", c.name, c.old, c.new);
+        for (c, ns) in &swept.restored {
+            let there = ns
+                .map(|n| format!(" in network namespace net:[{n}]"))
+                .unwrap_or_default();
+            println!("restored {} = {} (was {}){there}", c.name, c.old, c.new);
         }
-        return Ok(0);
+        for (c, ns) in &swept.gone {
+            println!(
+                "dropped {} = {} (was {}): its network namespace net:[{ns}] is gone, and the value with it",
+                c.name, c.old, c.new
+            );
+        }
+        for l in &swept.left {
+            eprintln!("c1m doctor: {l}");
+        }
+        return Ok(i32::from(!swept.left.is_empty()));
     }
     for left in super::run::journal::leftovers() {
         println!("leftover: {}", left.describe());
@@ -864,7 +681,13 @@ pub fn main(args: DoctorArgs) -> anyhow::Result<i32> {
         for c in &t.changed {
             println!("tuned {}: {} -> {}", c.name, c.old, c.new);
         }
-        if t.changed.is_empty() {
+        for c in &t.held {
+            println!(
+                "held {} at {}: another tuner set it; the last one restores {}",
+                c.name, c.new, c.old
+            );
+        }
+        if t.changed.is_empty() && t.held.is_empty() {
             println!("nothing to tune");
             return Ok(i32::from(failed));
         }

@@ -10,7 +10,8 @@
 //! | `export`  | the run folder: summary.json, CSV, histograms, report.html             |
 //! | `compare` | any number of runs side by side, repeats with their spread             |
 //! | `model`   | what a run records (`RunRecord`, `Sample`, phases, outcome)            |
-//! | `doctor`  | preflight, `--tune`, leftovers and `--restore`                         |
+//! | `doctor`  | preflight, leftovers and `--restore`                                   |
+//! | `tuning`  | `--tune`: sysctls set for a run, counted over tuners, restored in place |
 //! | `top`     | the live view for a server already running                            |
 //! | `servers` | the servers `--servers` compares: start command, push trigger, format  |
 
@@ -24,4 +25,5 @@ pub mod run;
 pub mod servers;
 pub mod summary;
 pub mod top;
+pub mod tuning;
 pub mod view;

@@ -491,12 +491,14 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
             }
         }
     }
-    let dir = args.out.join(format!(
-        "{}-servers",
-        crate::fmt::stamp(super::run::now_ms())
-    ));
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("creating the comparison folder {}", dir.display()))?;
+    // Never another lab's, as a run folder (`run/folder.rs`).
+    let stamp = format!("{}-servers", crate::fmt::stamp(super::run::now_ms()));
+    let dir = super::run::folder::create_unique(&args.out, &stamp).with_context(|| {
+        format!(
+            "creating the comparison folder {}",
+            args.out.join(&stamp).display()
+        )
+    })?;
     let mut signals = Signals::new()?;
     eprintln!(
         "c1m run --servers: {} ({why})",

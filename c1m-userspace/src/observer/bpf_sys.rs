@@ -38,25 +38,7 @@ pub fn iter_create(link: BorrowedFd<'_>) -> io::Result<File> {
 
 /// This network namespace's cookie, the id sock_ops programs can read.
 pub fn own_netns_cookie() -> io::Result<u64> {
-    const SO_NETNS_COOKIE: libc::c_int = 71;
-    let socket = std::net::UdpSocket::bind("127.0.0.1:0")
-        .or_else(|_| std::net::UdpSocket::bind("[::1]:0"))?;
-    let mut cookie = 0u64;
-    let mut len = size_of::<u64>() as libc::socklen_t;
-    // SAFETY: cookie and len are valid for writes of the sizes given.
-    let rc = unsafe {
-        libc::getsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            SO_NETNS_COOKIE,
-            (&raw mut cookie).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(cookie)
+    crate::netns::own_cookie()
 }
 
 /// How often the kernel skipped each program because another BPF program was already

@@ -109,7 +109,7 @@ pub struct ClientArgs {
     #[arg(short = 'n', long, default_value_t = 1000, value_parser = parse_connections)]
     pub connections: u64,
     /// Target setup rate in connections per second (0: as fast as --in-flight allows).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
     pub rate: f64,
     /// Most connects (and WebSocket handshakes) in flight at once, over all shards; at
     /// teardown, most WebSocket close frames waiting for the server to close.
@@ -231,6 +231,23 @@ pub fn parse_connections(s: &str) -> Result<u64, String> {
         Ok(0) => Err("at least 1 connection is needed".to_owned()),
         Ok(n) => Ok(n),
         Err(_) => Err(format!("not a count: {s:?} (e.g. 100000)")),
+    }
+}
+
+/// The fastest `--rate` taken: far beyond any box (the pace schedules each connect at
+/// `k / rate` s; NaN, infinities and rates near f64's end made it schedule none, and the
+/// client hung).
+pub const MAX_RATE: f64 = 100_000_000.0;
+
+/// `--rate`: connections per second, 0 (unpaced) up to [`MAX_RATE`].
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if (0.0..=MAX_RATE).contains(&r) => Ok(r),
+        Ok(_) => Err(format!(
+            "a rate is 0 (as fast as --in-flight allows) up to {} connections per second",
+            crate::fmt::count(MAX_RATE as u64)
+        )),
+        Err(_) => Err(format!("not a rate: {s:?} (e.g. 25000)")),
     }
 }
 

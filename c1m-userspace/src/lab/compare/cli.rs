@@ -78,9 +78,10 @@ mod tests {
     fn compare_writes_the_folder_and_bad_input_exits_2() {
         let dir = fixture::test_dir("compare-cli");
         let sample = fixture::sample_run();
-        let (a, b) = (dir.join("a"), dir.join("b"));
-        write_run(&a, &sample).unwrap();
-        write_run(&b, &sample).unwrap();
+        let (a, b, c) = (dir.join("a"), dir.join("b"), dir.join("c"));
+        for d in [&a, &b, &c] {
+            write_run(d, &sample).unwrap();
+        }
         let out = dir.join("cmp");
         let spec = |p: &std::path::Path, n: &str| input::RunSpec {
             dir: p.to_owned(),
@@ -89,7 +90,7 @@ mod tests {
         let mut text = Vec::new();
         let code = run(
             CompareArgs {
-                runs: vec![spec(&a, "x"), spec(&b, "x"), spec(&a, "y")],
+                runs: vec![spec(&a, "x"), spec(&b, "x"), spec(&c, "y")],
                 out: out.clone(),
                 baseline: Some("y".into()),
             },

@@ -346,12 +346,14 @@ mod tests {
             }
         }
         assert_eq!(table.render(400).split("\n\n").count(), 1);
-        // Side by side where a block fits; at 60, stacked rather than broken in a number.
+        // Side by side where a block fits; at 100 (two groups need 124 side by side, 94
+        // stacked), stacked rather than broken in a number.
         assert!(table.render(200).contains("2,000/s ± 1,234/s"));
-        let narrow = table.render(60);
-        assert!(
-            narrow.contains("2,000/s") && narrow.contains("+12.3%"),
-            "{narrow}"
-        );
+        let narrow = table.render(100);
+        assert!(widest(&narrow) <= 100, "{narrow}");
+        assert!(!narrow.contains("2,000/s ± 1,234/s"), "{narrow}");
+        for piece in ["2,000/s", "± 1,234/s", "+12.3%", "[+8.1, +15.0]"] {
+            assert!(narrow.contains(piece), "{piece}:\n{narrow}");
+        }
     }
 }

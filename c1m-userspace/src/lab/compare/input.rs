@@ -29,6 +29,15 @@ pub enum InputError {
         path.display()
     )]
     Schema { path: PathBuf, missing: String },
+    #[error(
+        "{}: given twice (as {first} and as {second}): one folder is one run; repeats are runs in folders of their own",
+        dir.display()
+    )]
+    Twice {
+        dir: PathBuf,
+        first: String,
+        second: String,
+    },
     #[error("{0}")]
     Load(#[from] ExportError),
 }
@@ -78,15 +87,29 @@ pub struct LoadedRun {
     pub run: RunRecord,
 }
 
-/// Reads every run; the first bad one ends it.
+/// Reads every run; the first bad one ends it. A folder named twice is refused: as two
+/// repeats it turned single runs into "apart (+0.0%)" rows, a spread of zero.
 pub fn load_all(specs: &[RunSpec]) -> Result<Vec<LoadedRun>, InputError> {
     if specs.is_empty() {
         return Err(InputError::NoRuns);
     }
+    let mut seen: Vec<(PathBuf, &RunSpec)> = Vec::new();
+    for spec in specs {
+        check_shape(&spec.dir)?;
+        // The same folder under any spelling (`a`, `./a/`, a symlink) is one folder.
+        let real = std::fs::canonicalize(&spec.dir).unwrap_or_else(|_| spec.dir.clone());
+        if let Some((_, first)) = seen.iter().find(|(p, _)| *p == real) {
+            return Err(InputError::Twice {
+                dir: spec.dir.clone(),
+                first: first.name.clone(),
+                second: spec.name.clone(),
+            });
+        }
+        seen.push((real, spec));
+    }
     specs
         .iter()
         .map(|spec| {
-            check_shape(&spec.dir)?;
             Ok(LoadedRun {
                 spec: spec.clone(),
                 run: load_run(&spec.dir)?,
@@ -182,10 +205,28 @@ mod tests {
         let good = dir.join("good");
         write_run(&good, &fixture::sample_run()).unwrap();
         let runs = load_all(&[RunSpec {
-            dir: good,
+            dir: good.clone(),
             name: "x".into(),
         }])
         .unwrap();
         assert_eq!(runs.len(), 1);
+        let twice = [
+            RunSpec {
+                dir: good.clone(),
+                name: "x".into(),
+            },
+            RunSpec {
+                dir: good.join("."),
+                name: "y".into(),
+            },
+        ];
+        let e = load_all(&twice).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "{}/.: given twice (as x and as y)",
+                good.display()
+            )),
+            "{e}"
+        );
     }
 }

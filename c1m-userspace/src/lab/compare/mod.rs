@@ -147,13 +147,14 @@ mod tests {
         if let Some(r) = foreign.client.as_mut().and_then(|c| c.setup_rate.as_mut()) {
             r.peak = PeakRate::RampShorter { ramp_s: 0.34 };
         }
-        let rows = table::rows(&[loaded("c1m", own_write), loaded("go", foreign)]).unwrap();
+        let names = ["c1m".to_owned(), "go".to_owned()];
+        let runs = [loaded("c1m", own_write), loaded("go", foreign)];
+        let rows = table::rows(&runs, &names, 0).unwrap();
         let counts = |group: &str| {
             let row = rows
                 .iter()
                 .find(|r| {
-                    r.group == format!("Latency: client push_message{group}")
-                        && r.figure == "count"
+                    r.group == format!("Latency: client push_message{group}") && r.figure == "count"
                 })
                 .unwrap_or_else(|| panic!("no {group} row"));
             row.cells.iter().map(|c| c.n).collect::<Vec<_>>()

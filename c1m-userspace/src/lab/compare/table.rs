@@ -593,7 +593,7 @@ mod tests {
         // A latency percentile is redrawn from the runs' connections; a count is not.
         let connect = |figure: &str| {
             rows.iter()
-                .find(|r| r.group == "Latency: client connect_us" && r.figure == figure)
+                .find(|r| r.group == "Latency: client connect" && r.figure == figure)
                 .and_then(|r| r.difference("x"))
                 .unwrap()
                 .clone()

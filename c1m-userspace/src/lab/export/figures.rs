@@ -302,6 +302,7 @@ pub(crate) fn key_figures_of(run: &RunRecord, hists: &[RunHist], full_latency: b
                     Unit::Bytes,
                 ),
             ],
+            hist: None,
         });
     }
     groups
@@ -451,7 +452,7 @@ mod tests {
         use crate::workload::push_rule::{FanoutFrom, FrameStamps, PushInstant, PushRule};
         let mut run = crate::lab::export::sample_run();
         let title = |run: &RunRecord, name: &str| hist_title(run, "client", name);
-        assert_eq!(title(&run, "connect_us"), "client connect_us");
+        assert_eq!(title(&run, "connect_us"), "client connect");
         run.config.push = Some(PushRule {
             latency_from: PushInstant::Write,
             stamps: FrameStamps::Broadcast,

@@ -242,9 +242,12 @@ pub fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         server_pid,
         push_trigger,
         push_format,
+        push_latency,
+        push_stamp,
         push_wait,
         servers,
         repeat,
+        baseline,
         isolation,
         clean_wait,
         server_name,
@@ -293,9 +296,12 @@ pub fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         push_trigger.as_ref().map(ToString::to_string),
     );
     v.value("push_format", push_format.to_string());
+    v.value("push_latency", value_name(push_latency));
+    v.opt("push_stamp", push_stamp.as_ref().map(value_name));
     v.value("push_wait", duration(*push_wait));
     v.opt("servers", servers.as_ref());
     v.value("repeat", repeat.to_string());
+    v.opt("baseline", baseline.as_ref());
     v.opt("isolation", isolation.as_ref().map(value_name));
     v.value("clean_wait", duration(*clean_wait));
     v.opt("server_name", server_name.as_ref());
@@ -479,6 +485,10 @@ mod tests {
                 "signal:USR1",
                 "--push-format",
                 "u64le-us",
+                "--push-latency",
+                "write",
+                "--push-stamp",
+                "broadcast",
                 "--push-wait",
                 "20s",
                 "--isolation",
@@ -497,6 +507,8 @@ mod tests {
                 "go,c1m-epoll",
                 "--repeat",
                 "3",
+                "--baseline",
+                "go",
                 "--json",
             ][..],
             &[

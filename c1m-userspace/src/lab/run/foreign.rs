@@ -1,6 +1,7 @@
 //! A server c1m did not write, under the lab's microscope: started from `--server-cmd`
-//! (or found by `--server-pid` beside `--target`), its process tree measured from /proc,
-//! its listeners awaited, its logs kept, and stopped at the end.
+//! in a cgroup of its own (`cgroup.rs`; or found by `--server-pid` beside `--target`),
+//! its processes measured, its listeners awaited, its logs kept at a bounded size
+//! (`capped_log.rs`), and stopped at the end, every descendant with it.
 //!
 //! It has no control endpoint, so its app side is what the client saw (handshakes
 //! completed, connections open, closes by the server): [`ForeignServer::snapshot`] puts
@@ -9,15 +10,19 @@
 
 use std::{
     collections::{BTreeSet, HashMap},
-    fs::File,
-    os::unix::process::CommandExt,
+    os::{
+        fd::{AsRawFd, BorrowedFd},
+        unix::process::CommandExt,
+    },
     path::{Path, PathBuf},
     process::{Child, Command, ExitStatus, Stdio},
     time::{Duration, Instant},
 };
 
+use rustix::process::{Pid, Resource, Signal};
 use thiserror::Error;
 
+use super::{capped_log::CappedLog, cgroup::Cgroup};
 use crate::{
     lab::model::Software,
     workload::{
@@ -135,6 +140,12 @@ impl TargetAddr {
 pub struct ForeignServer {
     /// The process c1m started (None: `--server-pid`, someone else's).
     child: Option<Child>,
+    /// Where every process of a server c1m started lives, whatever it forks.
+    cgroup: Option<Cgroup>,
+    /// Why a server c1m started has no cgroup (its tree is then walked in /proc).
+    no_cgroup: Option<String>,
+    /// Its stdout and stderr, capped.
+    logs: Vec<CappedLog>,
     /// The tree's root: signals go here, figures are summed below it.
     pub pid: u32,
     /// What the user asked for, for the split line.
@@ -143,8 +154,11 @@ pub struct ForeignServer {
     started: Instant,
     /// The tree's RSS once it listened, before any connection.
     baseline_rss: Option<u64>,
-    /// Last CPU seen per process (a process that exited keeps what it used).
+    /// Last CPU seen per process (a process that exited keeps what it used), when there
+    /// is no cgroup to say it.
     cpu: HashMap<u32, (f64, f64)>,
+    /// The cgroup's CPU seconds, user and system, when there is one.
+    cgroup_cpu: Option<(f64, f64)>,
     /// Pids ever seen in the tree, to journal each once.
     pub seen: BTreeSet<u32>,
 }
@@ -159,15 +173,21 @@ pub struct TreeUsage {
 }
 
 impl ForeignServer {
-    /// Starts `argv` with the raised soft fd limit, in its own process group (so the
-    /// whole tree is signalled at the end), dying with the lab, its stdout and stderr
-    /// in `dir`. Called from the lab's main thread, which lives as long as the lab.
+    /// Starts `argv` in a cgroup of its own (when this process may make one), with the
+    /// raised soft fd limit, in its own process group, dying with the lab, its stdout
+    /// and stderr in `dir`. Called from the lab's main thread, which lives as long as
+    /// the lab.
     pub fn start(argv: &[String], dir: &Path) -> Result<Self, ForeignError> {
         let log = |name: &str| {
             let path = dir.join(name);
-            File::create(&path).map_err(|source| ForeignError::Log { path, source })
+            CappedLog::create(&path).map_err(|source| ForeignError::Log { path, source })
         };
-        let (out, err) = (log(STDOUT_LOG)?, log(STDERR_LOG)?);
+        let ((out_log, out), (err_log, err)) = (log(STDOUT_LOG)?, log(STDERR_LOG)?);
+        let (cgroup, no_cgroup) = match Cgroup::create("server") {
+            Ok(c) => (Some(c), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        let procs = cgroup.as_ref().map(|c| c.procs_fd().as_raw_fd());
         let command = argv.join(" ");
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
@@ -175,22 +195,33 @@ impl ForeignServer {
             .stdout(out)
             .stderr(err);
         let lab = std::process::id();
-        // SAFETY: getrlimit, setrlimit, setpgid, setpriority, prctl and getppid are
-        // async-signal-safe and touch only the stack: the server gets what c1m's own
-        // server gives itself (soft fd limit = hard), the default CPU weight, its own
-        // process group, and dies with the lab.
+        // SAFETY: write, getrlimit, setrlimit, setpgid, setpriority, prctl and getppid
+        // are async-signal-safe and touch only the stack; `procs` was opened before the
+        // fork and stays open until the spawn returns. The server joins its cgroup
+        // before anything else, so all it ever forks is in there; it gets what c1m's
+        // own server gives itself (soft fd limit = hard), the default CPU weight, its
+        // own process group, and dies with the lab.
         unsafe {
             cmd.pre_exec(move || {
-                let mut r = libc::rlimit {
-                    rlim_cur: 0,
-                    rlim_max: 0,
-                };
-                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
-                    r.rlim_cur = r.rlim_max;
-                    libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+                if let Some(fd) = procs {
+                    rustix::io::write(BorrowedFd::borrow_raw(fd), b"0")?;
                 }
-                libc::setpgid(0, 0);
-                libc::setpriority(libc::PRIO_PROCESS, 0, 0);
+                let r = rustix::process::getrlimit(Resource::Nofile);
+                // None is unlimited.
+                let below = match (r.current, r.maximum) {
+                    (Some(soft), Some(hard)) => soft < hard,
+                    (Some(_), None) => true,
+                    (None, _) => false,
+                };
+                if below {
+                    let raised = rustix::process::Rlimit {
+                        current: r.maximum,
+                        ..r
+                    };
+                    let _ = rustix::process::setrlimit(Resource::Nofile, raised);
+                }
+                rustix::process::setpgid(None, None)?;
+                rustix::process::setpriority_process(None, 0)?;
                 crate::util::die_with_parent(lab)
             });
         }
@@ -201,12 +232,16 @@ impl ForeignServer {
         let pid = child.id();
         Ok(ForeignServer {
             child: Some(child),
+            cgroup,
+            no_cgroup,
+            logs: vec![out_log, err_log],
             pid,
             command,
             dir: dir.to_owned(),
             started: Instant::now(),
             baseline_rss: None,
             cpu: HashMap::new(),
+            cgroup_cpu: None,
             seen: BTreeSet::from([pid]),
         })
     }
@@ -216,12 +251,16 @@ impl ForeignServer {
     pub fn attach(pid: u32, dir: &Path) -> Self {
         ForeignServer {
             child: None,
+            cgroup: None,
+            no_cgroup: None,
+            logs: Vec::new(),
             pid,
             command: procstat::command_line(pid).unwrap_or_else(|| format!("pid {pid}")),
             dir: dir.to_owned(),
             started: Instant::now(),
             baseline_rss: None,
             cpu: HashMap::new(),
+            cgroup_cpu: None,
             seen: BTreeSet::from([pid]),
         }
     }
@@ -238,6 +277,21 @@ impl ForeignServer {
     /// Whether c1m started it (and so stops it).
     pub fn owned(&self) -> bool {
         self.child.is_some()
+    }
+
+    /// The cgroup every process of the server is in, when c1m made one.
+    pub fn cgroup(&self) -> Option<&Cgroup> {
+        self.cgroup.as_ref()
+    }
+
+    /// For the run's warnings: a server c1m started without a cgroup of its own, whose
+    /// processes are found only by their parent links.
+    pub fn unwatched(&self) -> Option<String> {
+        let why = self.no_cgroup.as_ref()?;
+        Some(format!(
+            "the server's processes are found by walking /proc from pid {} (no cgroup of its own: {why}): one that leaves the tree (setsid and a fork) is neither measured nor stopped",
+            self.pid
+        ))
     }
 
     /// The exit status if the process c1m started has exited.
@@ -315,18 +369,28 @@ impl ForeignServer {
         }
     }
 
-    /// The tree now: RSS, threads and fds summed, CPU remembered per process.
+    /// Its processes now (the cgroup's, or the tree's): RSS, threads and fds summed;
+    /// CPU from the cgroup, or remembered per process.
     pub fn usage(&mut self) -> TreeUsage {
         let mut u = TreeUsage::default();
-        for pid in tree(self.pid) {
+        let pids = match &self.cgroup {
+            Some(c) => c.pids(),
+            None => tree(self.pid),
+        };
+        for pid in pids {
             self.seen.insert(pid);
             u.processes += 1;
             u.rss_bytes += procstat::rss_bytes(pid).unwrap_or(0);
             u.threads += procstat::threads(pid).unwrap_or(0);
             u.open_fds += procstat::open_fds(pid).unwrap_or(0);
-            if let Some(cpu) = procstat::cpu_seconds(pid) {
+            if self.cgroup.is_none()
+                && let Some(cpu) = procstat::cpu_seconds(pid)
+            {
                 self.cpu.insert(pid, cpu);
             }
+        }
+        if let Some(cpu) = self.cgroup.as_ref().and_then(Cgroup::cpu_seconds) {
+            self.cgroup_cpu = Some(cpu);
         }
         u
     }
@@ -340,10 +404,15 @@ impl ForeignServer {
         target: u64,
     ) -> AppSnapshot {
         let u = self.usage();
-        let (cpu_user_s, cpu_sys_s) = self
-            .cpu
-            .values()
-            .fold((0.0, 0.0), |(a, b), (u, s)| (a + u, b + s));
+        let (cpu_user_s, cpu_sys_s) = self.cgroup_cpu.unwrap_or_else(|| {
+            self.cpu
+                .values()
+                .fold((0.0, 0.0), |(a, b), (u, s)| (a + u, b + s))
+        });
+        let found = match &self.cgroup {
+            Some(c) => format!("cgroup {}", c.name()),
+            None => "process tree".to_owned(),
+        };
         let now = crate::workload::sys::realtime_ns();
         let seen = client.map(|c| c.counters).unwrap_or_default();
         let mut counters = Counters {
@@ -366,7 +435,7 @@ impl ForeignServer {
             phase: "running".into(),
             target,
             split: format!(
-                "foreign server: {} (pid {}, {} process(es), {} threads); connections as the client saw them",
+                "foreign server: {} (pid {}, {found}: {} process(es), {} threads); connections as the client saw them",
                 self.command, self.pid, u.processes, u.threads
             ),
             counters,
@@ -382,26 +451,50 @@ impl ForeignServer {
         }
     }
 
-    /// SIGTERM to its process group, SIGKILL after `grace`; a server c1m did not start
-    /// is left alone.
+    /// SIGTERM to its process group and to every process of its cgroup, SIGKILL to
+    /// whatever is left after `grace` (`cgroup.kill`: forks included), then its logs
+    /// made final; a server c1m did not start is left alone.
     pub async fn stop(&mut self, grace: Duration) {
         let Some(child) = self.child.as_mut() else {
             return;
         };
-        let pgid = child.id() as i32;
-        // SAFETY: kill on our own child's process group (setpgid in pre_exec); the
-        // child is not reaped yet, so its pid (the group id) cannot have been reused.
-        unsafe { libc::kill(-pgid, libc::SIGTERM) };
+        // Our own child, not reaped yet: its pid (the group's id, setpgid in pre_exec)
+        // cannot have been reused.
+        let group = Pid::from_raw(child.id() as i32);
+        if let Some(g) = group {
+            let _ = rustix::process::kill_process_group(g, Signal::TERM);
+        }
+        // A process that left the group (setsid) is still in the cgroup.
+        for pid in self.cgroup.as_ref().map(Cgroup::pids).unwrap_or_default() {
+            if let Some(p) = Pid::from_raw(pid as i32) {
+                let _ = rustix::process::kill_process(p, Signal::TERM);
+            }
+        }
         let until = Instant::now() + grace;
         while Instant::now() < until {
-            if matches!(child.try_wait(), Ok(Some(_))) && tree(pgid as u32).is_empty() {
+            let rest = match &self.cgroup {
+                Some(c) => c.populated(),
+                None => !tree(child.id()).is_empty(),
+            };
+            if matches!(child.try_wait(), Ok(Some(_))) && !rest {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        // SAFETY: as above; members of the group that outlived SIGTERM end here.
-        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        if let Some(g) = group {
+            let _ = rustix::process::kill_process_group(g, Signal::KILL);
+        }
+        if let Some(c) = &self.cgroup {
+            let _ = c.kill();
+        }
         let _ = child.wait();
+        if let Some(c) = &self.cgroup {
+            let _ = c.remove(STOP_GRACE);
+        }
+        // Every writer is gone now (unless one escaped a tree walk): the logs end.
+        for log in &self.logs {
+            log.finish(Duration::from_secs(2));
+        }
     }
 }
 
@@ -410,10 +503,15 @@ impl Drop for ForeignServer {
         if let Some(child) = self.child.as_mut()
             && matches!(child.try_wait(), Ok(None))
         {
-            // SAFETY: our own unreaped child's process group, as in `stop`.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            if let Some(g) = Pid::from_raw(child.id() as i32) {
+                let _ = rustix::process::kill_process_group(g, Signal::KILL);
+            }
+            if let Some(c) = &self.cgroup {
+                let _ = c.kill();
+            }
             let _ = child.wait();
         }
+        // The cgroup's own drop kills what is left in it and removes it.
     }
 }
 

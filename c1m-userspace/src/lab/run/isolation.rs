@@ -26,6 +26,7 @@ use crate::{
     lab::{
         doctor,
         model::{Netns, StartState, leftovers},
+        tuning,
     },
     observer::view::state_key,
     proc_net_tcp::for_each_row,
@@ -62,7 +63,7 @@ fn per_namespace(recorded: &[&'static str]) -> Vec<&'static str> {
     recorded
         .iter()
         .copied()
-        .filter(|n| doctor::per_netns(n))
+        .filter(|n| tuning::per_netns(n))
         .collect()
 }
 

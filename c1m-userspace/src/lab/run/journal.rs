@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::lab::doctor::Changed;
+use crate::lab::tuning::Changed;
 use crate::workload::procstat;
 
 /// The journal's name in the run folder.
@@ -74,6 +74,10 @@ pub struct Journal {
     pub netns: u32,
     pub sysctls: Vec<Changed>,
     pub children: Vec<Child>,
+    /// Cgroups it made for a foreign server: whatever runs in one is that server's,
+    /// however it forked (ended by `cgroup.kill`, then removed).
+    #[serde(default)]
+    pub cgroups: Vec<PathBuf>,
 }
 
 fn labs_dir() -> std::io::Result<PathBuf> {
@@ -100,6 +104,7 @@ impl JournalFile {
             netns: crate::observer::procfs::own_netns_inum().unwrap_or(0),
             sysctls: sysctls.to_vec(),
             children: Vec::new(),
+            cgroups: Vec::new(),
         };
         let file = JournalFile {
             journal,
@@ -118,6 +123,12 @@ impl JournalFile {
             return Ok(());
         };
         self.journal.children.push(Child { role, proc });
+        self.write()
+    }
+
+    /// Records a cgroup the lab made.
+    pub fn add_cgroup(&mut self, path: &Path) -> std::io::Result<()> {
+        self.journal.cgroups.push(path.to_owned());
         self.write()
     }
 
@@ -147,6 +158,8 @@ pub struct Leftover {
     pub path: PathBuf,
     /// Its children still running.
     pub alive: Vec<Child>,
+    /// Processes still in its cgroups (a server that left its tree is one of them).
+    pub in_cgroups: Vec<u32>,
 }
 
 impl Leftover {
@@ -158,14 +171,20 @@ impl Leftover {
             j.lab.pid,
             j.run_folder.display()
         );
-        if self.alive.is_empty() {
+        let mut names: Vec<String> = self
+            .alive
+            .iter()
+            .map(|c| format!("{} pid {}", c.role.name(), c.proc.pid))
+            .collect();
+        names.extend(
+            self.in_cgroups
+                .iter()
+                .filter(|p| !self.alive.iter().any(|c| c.proc.pid == **p))
+                .map(|p| format!("server process pid {p} (in its cgroup)")),
+        );
+        if names.is_empty() {
             s.push_str("; none of its processes runs");
         } else {
-            let names: Vec<String> = self
-                .alive
-                .iter()
-                .map(|c| format!("{} pid {}", c.role.name(), c.proc.pid))
-                .collect();
             s.push_str(&format!("; still running: {}", names.join(", ")));
         }
         if !j.sysctls.is_empty() {
@@ -181,15 +200,20 @@ impl Leftover {
     }
 
     /// SIGKILLs its children still running (each checked by start time right before)
-    /// and forgets the journal. Returns what it ended.
+    /// and everything in its cgroups (then removed), and forgets the journal. Returns
+    /// the children it ended.
     pub fn end(self) -> Vec<Child> {
         let mut ended = Vec::new();
         for c in &self.alive {
-            // SAFETY: kill on a pid whose start time matched just now; a reused pid
-            // would have another start time.
-            if c.proc.alive() && unsafe { libc::kill(c.proc.pid as i32, libc::SIGKILL) } == 0 {
+            // A pid whose start time matched just now: a reused pid would have another.
+            let kill = |p| rustix::process::kill_process(p, rustix::process::Signal::KILL);
+            let pid = rustix::process::Pid::from_raw(c.proc.pid as i32);
+            if c.proc.alive() && pid.is_some_and(|p| kill(p).is_ok()) {
                 ended.push(*c);
             }
+        }
+        for cg in &self.journal.cgroups {
+            let _ = super::cgroup::remove(cg, std::time::Duration::from_secs(5));
         }
         let _ = std::fs::remove_file(&self.path);
         ended
@@ -219,10 +243,16 @@ pub fn leftovers() -> Vec<Leftover> {
             .filter(|c| c.proc.alive())
             .copied()
             .collect();
+        let in_cgroups = journal
+            .cgroups
+            .iter()
+            .flat_map(|c| super::cgroup::pids_of(c))
+            .collect();
         out.push(Leftover {
             journal,
             path,
             alive,
+            in_cgroups,
         });
     }
     out
@@ -270,9 +300,11 @@ mod tests {
                     role: Role::Server,
                     proc: stale,
                 }],
+                cgroups: Vec::new(),
             },
             path: dir.join("none.json"),
             alive: Vec::new(),
+            in_cgroups: Vec::new(),
         };
         assert!(!stale.alive(), "another start time is another process");
         let line = left.describe();

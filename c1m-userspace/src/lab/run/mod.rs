@@ -4,8 +4,11 @@
 //! connection), teardown. Live view while it runs; a run folder with every export
 //! after it, rewritten as it goes so Ctrl-C or a crash loses nothing measured.
 
+mod capped_log;
+pub mod cgroup;
 pub mod child_args;
 mod ctl;
+pub mod folder;
 pub mod foreign;
 pub mod isolation;
 pub mod journal;
@@ -32,13 +35,14 @@ use self::{
     stall::{StallEvidence, StallWatch},
 };
 use super::{
-    doctor::{self, Status, Target, Tuning},
+    doctor::{self, Status, Target},
     figures::{Figures, FiguresBuilder, Rows},
     live::{Live, LiveOutput, MetricsAt},
     model::{
-        Machine, Netns, Outcome, PerConnection, Phase, ProcessUsage, RunConfig, RunInfo,
-        RunRecord, ServerInfo, Software,
+        Machine, Netns, Outcome, PerConnection, Phase, ProcessUsage, RunConfig, RunInfo, RunRecord,
+        ServerInfo, Software,
     },
+    tuning::{self, Sweep, Tuning},
 };
 use crate::fmt::count;
 use crate::{
@@ -627,22 +631,10 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         }
     };
     let started_ms = now_ms();
-    let dir = dir.unwrap_or_else(|| args.out.join(crate::fmt::stamp(started_ms)));
-    let mut plan = ChildPlan::new(&args, connections, &sources, &dir)?;
-    let server_token = external.then(|| dir.join("server.token"));
-    if external {
-        // Client hosts reach this endpoint for `time`; the lab too, with the token.
-        let first = crate::workload::cli::parse_addrs(std::slice::from_ref(&args.addr))?;
-        let ctl = match (&args.control_addr, first.first()) {
-            (Some(a), _) => a.clone(),
-            (None, Some(ip)) => std::net::SocketAddr::new(*ip, EXTERNAL_CONTROL_PORT).to_string(),
-            (None, None) => bail!(
-                "--addr names no address to serve the control endpoint on: give --control-addr HOST:PORT"
-            ),
-        };
-        plan.server.common.control = Some(ctl);
-        plan.server.common.control_token_file = server_token.clone();
-    }
+    let stamp = crate::fmt::stamp(started_ms);
+    // Checked now with the folder the run would get; made (never shared) after preflight.
+    let wanted = dir.clone().unwrap_or_else(|| args.out.join(&stamp));
+    let (mut plan, mut server_token) = plan_into(&args, connections, &sources, &wanted, external)?;
     let listen_addrs = crate::workload::cli::parse_addrs(&plan.server.addrs)?;
     // What the run starts from, after the wait for an earlier run's sockets when asked.
     let wait = match args.isolation {
@@ -688,10 +680,24 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
 
     // Preflight.
     // Not this run's problem (and not root's business to fail a user's run over).
-    if let Err(e) = doctor::restore_orphans() {
-        eprintln!(
+    match tuning::restore_orphans(Sweep::Run) {
+        Ok(swept) => {
+            for (c, ns) in &swept.restored {
+                let there = ns
+                    .map(|n| format!(" in network namespace net:[{n}]"))
+                    .unwrap_or_default();
+                eprintln!(
+                    "c1m: restored {} = {} (was {}){there}, left by a killed tuned run",
+                    c.name, c.old, c.new
+                );
+            }
+            for l in &swept.left {
+                eprintln!("c1m: sysctls left by a killed tuned run stay as they are: {l}");
+            }
+        }
+        Err(e) => eprintln!(
             "c1m: sysctls left by a killed tuned run stay as they are ({e}); fix: sudo c1m doctor --restore"
-        );
+        ),
     }
     for left in journal::leftovers() {
         eprintln!("c1m: leftover: {}", left.describe());
@@ -709,6 +715,15 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         let t = Tuning::apply(&checks).context("--tune")?;
         for c in &t.changed {
             say!(args.json, "tune: {} {} -> {}", c.name, c.old, c.new);
+        }
+        for c in &t.held {
+            say!(
+                args.json,
+                "tune: {} stays {}: another tuned lab set it; the last of us restores {}",
+                c.name,
+                c.new,
+                c.old
+            );
         }
         checks = doctor::checks(&target);
         Some(t)
@@ -728,8 +743,15 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         bail!("{}", doctor::failure_line(&failed));
     }
 
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("creating the run folder {}", dir.display()))?;
+    let dir = match dir {
+        Some(d) => folder::create_given(&d).map(|()| d),
+        None => folder::create_unique(&args.out, &stamp),
+    }
+    .with_context(|| format!("creating the run folder {}", wanted.display()))?;
+    if dir != wanted {
+        // Another lab took the name this second: the children write here instead.
+        (plan, server_token) = plan_into(&args, connections, &sources, &dir, external)?;
+    }
     say!(args.json, "run folder: {}", dir.display());
     // Before any child: what a `kill -9` of this process would leave, and where.
     let mut journal = JournalFile::create(
@@ -780,8 +802,12 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         ..RunRecord::default()
     };
     // A summary from the first second: even a `kill -9` leaves a parseable one.
-    super::export::write_run(&dir, &record)
-        .with_context(|| format!("writing the run folder {}", dir.display()))?;
+    if let Err(e) = super::export::write_run(&dir, &record)
+        .with_context(|| format!("writing the run folder {}", dir.display()))
+    {
+        fail_in_place(&dir, &mut record, &e);
+        return Err(e);
+    }
 
     let observer = if observer_wanted {
         match ObserverHandle::start(args.ports.0.clone()) {
@@ -844,6 +870,13 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     }
     if let Some(f) = foreign.as_ref().filter(|f| f.owned()) {
         journal.add(Role::Server, f.pid)?;
+        if let Some(c) = f.cgroup() {
+            journal.add_cgroup(c.path())?;
+        }
+        if let Some(w) = f.unwatched() {
+            eprintln!("c1m: {w}");
+            record.warnings.push(w);
+        }
     }
     let children = Children {
         server,
@@ -925,13 +958,27 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         Ok(()) if !lab.record.warnings.is_empty() => Outcome::Degraded,
         Ok(()) => Outcome::Complete,
     };
-    lab.write_exports()?;
+    let written = lab.write_exports();
+    if let Err(e) = &written {
+        fail_in_place(&lab.dir, &mut lab.record, e);
+    }
     if let Some(mut t) = tuning {
-        for f in t.restore() {
+        let restore = t.restore();
+        for f in restore.failed {
             eprintln!("c1m: could not restore sysctl {f}");
+        }
+        for (c, pid) in restore.left_to {
+            say!(
+                args.json,
+                "tune: {} stays {}: tuned lab pid {pid} still runs, and restores {} when it ends",
+                c.name,
+                c.new,
+                c.old
+            );
         }
     }
     drop(lab.journal.take());
+    written?;
     say_raw!(args.json, "{}", super::summary::text(&lab.record));
     say!(args.json, "run folder: {}", dir.display());
     // Bad news on stderr too, where scripts and CI look for it.
@@ -942,6 +989,61 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         eprintln!("c1m run: {}", lab.record.outcome);
     }
     Ok(lab.record.outcome.exit_code())
+}
+
+/// The run folder did not take the exports (full, say): summary.json must not keep
+/// saying `running`. It says `failed` with the reason, written alone after the files
+/// `c1m report` rebuilds from it are removed to make room, or it is removed. Measured
+/// before: a full 64 KiB tmpfs left `running` and exit 1.
+fn fail_in_place(dir: &Path, record: &mut RunRecord, e: &anyhow::Error) {
+    use super::export::{REPORT, SCHEMA, SUMMARY, TIMESERIES};
+    match record.warnings.first() {
+        Some(w) if w.starts_with("the run failed:") => {}
+        _ => record.warnings.insert(0, format!("the run failed: {e:#}")),
+    }
+    record.outcome = Outcome::Failed;
+    if record.ended_unix_ms == 0 {
+        record.ended_unix_ms = now_ms();
+    }
+    for name in [REPORT, TIMESERIES, SCHEMA] {
+        let _ = std::fs::remove_file(dir.join(name));
+    }
+    let summary = dir.join(SUMMARY);
+    let written = serde_json::to_vec_pretty(&*record)
+        .map_err(|e| e.to_string())
+        .and_then(|json| {
+            super::export::atomic::write_atomic(&summary, &json).map_err(|e| e.to_string())
+        });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&summary);
+    }
+}
+
+/// The children's plan for a run into `dir`: their arguments and, with external clients,
+/// the server's control endpoint and the token file it writes (the lab reads it).
+fn plan_into(
+    args: &RunArgs,
+    connections: u64,
+    sources: &str,
+    dir: &Path,
+    external: bool,
+) -> Result<(ChildPlan, Option<PathBuf>)> {
+    let mut plan = ChildPlan::new(args, connections, sources, dir)?;
+    let server_token = external.then(|| dir.join("server.token"));
+    if external {
+        // Client hosts reach this endpoint for `time`; the lab too, with the token.
+        let first = crate::workload::cli::parse_addrs(std::slice::from_ref(&args.addr))?;
+        let ctl = match (&args.control_addr, first.first()) {
+            (Some(a), _) => a.clone(),
+            (None, Some(ip)) => std::net::SocketAddr::new(*ip, EXTERNAL_CONTROL_PORT).to_string(),
+            (None, None) => bail!(
+                "--addr names no address to serve the control endpoint on: give --control-addr HOST:PORT"
+            ),
+        };
+        plan.server.common.control = Some(ctl);
+        plan.server.common.control_token_file = server_token.clone();
+    }
+    Ok((plan, server_token))
 }
 
 /// The live view's period: it redraws twice a second.
@@ -1736,6 +1838,11 @@ impl Lab {
             established_not_accepted: k
                 .as_ref()
                 .map(|k| k.server.state(ESTABLISHED) - c.open as i64),
+            accept_queue: k
+                .as_ref()
+                .filter(|k| !k.listeners.is_empty())
+                .map(KernelView::queue_depth),
+            server_fds: self.last_server.as_ref().and_then(|s| s.open_fds),
             accept_queue_overflows: k.as_ref().map(|k| k.queue_overflows()),
             nofile: self.foreign.as_ref().and_then(ForeignServer::nofile),
             emfile_line: self

@@ -40,6 +40,13 @@ pub struct StallEvidence {
     pub asked: u64,
     /// Server-side ESTABLISHED in the kernel minus connections the client saw complete.
     pub established_not_accepted: Option<i64>,
+    /// Connections waiting in the server's accept queues now (None: no listener walk).
+    /// Those are the ones never accepted; the rest of the difference above the server
+    /// accepted and never answered (a server that accepts and then says nothing was
+    /// once reported as 300 "never accepted" with its accept queue at 0).
+    pub accept_queue: Option<u64>,
+    /// Open fds of the server's processes.
+    pub server_fds: Option<u64>,
     pub accept_queue_overflows: Option<u64>,
     /// The soft fd limit the server runs with.
     pub nofile: Option<u64>,
@@ -57,11 +64,36 @@ impl StallEvidence {
             crate::fmt::count(self.attempted)
         );
         let mut kernel = Vec::new();
-        if let Some(n) = self.established_not_accepted.filter(|n| *n > 0) {
-            kernel.push(format!(
-                "{} ESTABLISHED in the kernel never accepted",
-                crate::fmt::count(n as u64)
-            ));
+        let stuck = self
+            .established_not_accepted
+            .filter(|n| *n > 0)
+            .map(|n| n as u64);
+        match (stuck, self.accept_queue) {
+            (Some(n), Some(queued)) => {
+                let waiting = n.min(queued);
+                if n > waiting {
+                    let fds = self
+                        .server_fds
+                        .map(|f| format!("the server holds {} fds, ", crate::fmt::count(f)))
+                        .unwrap_or_default();
+                    kernel.push(format!(
+                        "{} accepted, never answered ({fds}its accept queues {})",
+                        crate::fmt::count(n - waiting),
+                        crate::fmt::count(queued)
+                    ));
+                }
+                if waiting > 0 {
+                    kernel.push(format!(
+                        "{} ESTABLISHED in the kernel never accepted (waiting in the accept queues)",
+                        crate::fmt::count(waiting)
+                    ));
+                }
+            }
+            (Some(n), None) => kernel.push(format!(
+                "{} ESTABLISHED in the kernel the client never saw answered",
+                crate::fmt::count(n)
+            )),
+            (None, _) => {}
         }
         if let Some(n) = self.accept_queue_overflows.filter(|n| *n > 0) {
             kernel.push(format!("{} accept-queue overflows", crate::fmt::count(n)));
@@ -110,6 +142,8 @@ mod tests {
             attempted: 3000,
             asked: 3000,
             established_not_accepted: Some(412),
+            accept_queue: Some(1024),
+            server_fds: Some(998),
             accept_queue_overflows: Some(7),
             nofile: Some(1000),
             emfile_line: Some("OSError: [Errno 24] Too many open files".into()),
@@ -118,12 +152,45 @@ mod tests {
         assert!(!line.contains('\n'));
         for part in [
             "at 990 of 3,000",
-            "412 ESTABLISHED in the kernel never accepted",
+            "412 ESTABLISHED in the kernel never accepted (waiting in the accept queues)",
             "7 accept-queue overflows",
             "RLIMIT_NOFILE 1000",
             "Too many open files",
         ] {
             assert!(line.contains(part), "{part} in {line}");
         }
+        assert!(!line.contains("never answered"), "{line}");
+    }
+
+    #[test]
+    fn accepted_and_never_answered_is_told_from_never_accepted() {
+        let mute = StallEvidence {
+            connected: 0,
+            attempted: 300,
+            asked: 300,
+            established_not_accepted: Some(300),
+            accept_queue: Some(0),
+            server_fds: Some(310),
+            ..StallEvidence::default()
+        };
+        let line = mute.describe();
+        assert!(
+            line.contains(
+                "300 accepted, never answered (the server holds 310 fds, its accept queues 0)"
+            ),
+            "{line}"
+        );
+        assert!(!line.contains("never accepted"), "{line}");
+        // Both at once: the queue's share never accepted, the rest unanswered.
+        let both = StallEvidence {
+            accept_queue: Some(100),
+            ..mute
+        };
+        let line = both.describe();
+        assert!(line.contains("200 accepted, never answered"), "{line}");
+        assert!(
+            line.contains("100 ESTABLISHED in the kernel never accepted"),
+            "{line}"
+        );
     }
 }

@@ -42,7 +42,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use line::{LineBuf, LineError};
-pub use token::Token;
+pub use token::{Token, TokenFile};
 use tokio::{
     io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader},
     net::{TcpListener, TcpSocket, UnixListener},
@@ -103,45 +103,50 @@ struct Access {
 }
 
 /// A served endpoint. Dropping it stops accepting and removes the socket file and the
-/// token file, so a normal exit, a signal handled by the supervisor and `stop` all
-/// leave nothing behind.
+/// token file this process made, so a normal exit, a signal handled by the supervisor
+/// and `stop` all leave nothing of theirs behind (and nothing of anyone else's gone).
 pub struct Serving {
     task: JoinHandle<()>,
     _socket: Option<unix::SocketFile>,
-    token_file: Option<PathBuf>,
+    token_file: Option<TokenFile>,
 }
 
 impl Drop for Serving {
     fn drop(&mut self) {
         self.task.abort();
-        if let Some(p) = &self.token_file {
-            let _ = std::fs::remove_file(p);
+        if let Some(f) = &self.token_file {
+            f.remove();
         }
     }
 }
 
 /// Binds the endpoint (so it answers as soon as this returns) and serves it in the
-/// background, forwarding each line to `tx`. With `token_file`, a fresh token is written
-/// there and required on every connection; without one, only loopback TCP and unix
-/// sockets are accepted.
+/// background, forwarding each line to `tx`. With `token_file`, the token claimed there
+/// ([`TokenFile::claim`]: a fresh one, or a token file of this user's found there) is
+/// required on every connection; without one, only loopback TCP and unix sockets are
+/// accepted.
 pub async fn serve(
     ep: Endpoint,
     token_file: Option<&Path>,
     tx: mpsc::UnboundedSender<Request>,
 ) -> Result<Serving> {
     let sessions = Arc::new(Semaphore::new(MAX_SESSIONS));
-    let token = match token_file {
+    let token_file = match token_file {
         None => None,
         Some(p) => {
-            let t = Token::generate()?;
-            t.write(p)?;
+            let f = TokenFile::claim(p)?;
+            let (how, after) = match f.made() {
+                true => ("written to", ""),
+                false => ("read from", ", which is not ours and stays at exit"),
+            };
             eprintln!(
-                "c1m: control token written to {} (send `auth <token>` first; c1m reads it from ${TOKEN_ENV})",
+                "c1m: control token {how} {}{after} (send `auth <token>` first; c1m reads it from ${TOKEN_ENV})",
                 p.display()
             );
-            Some(t)
+            Some(f)
         }
     };
+    let token = token_file.as_ref().map(|f| f.token().clone());
     match ep {
         Endpoint::Tcp(addr) => {
             let addrs: Vec<SocketAddr> = addr
@@ -181,7 +186,7 @@ pub async fn serve(
             Ok(Serving {
                 task,
                 _socket: None,
-                token_file: token_file.map(Path::to_owned),
+                token_file,
             })
         }
         Endpoint::Unix(path) => {
@@ -211,7 +216,7 @@ pub async fn serve(
             Ok(Serving {
                 task,
                 _socket: Some(file),
-                token_file: token_file.map(Path::to_owned),
+                token_file,
             })
         }
     }

@@ -1,0 +1,71 @@
+//! A run folder belongs to one lab. Its name has one-second resolution, so two labs with
+//! the same `--out` started in the same second would pick the same one: the folder is
+//! made with mkdir(2), which fails on a folder that exists, and a taken name gets the
+//! next free suffix (`20261130-002901-2`). Measured before: two labs sharing a folder
+//! lost a journal ("No such file or directory"), fought over `server.sock`, and left one
+//! summary mixing both.
+
+use std::{
+    io,
+    path::{Path, PathBuf},
+};
+
+/// Suffixes tried before giving up: far more labs than a box starts in one second.
+const MAX_SUFFIX: u32 = 1000;
+
+/// Creates `<parent>/<stamp>` (or `<stamp>-2`, `-3`, … if taken) for this lab alone.
+pub fn create_unique(parent: &Path, stamp: &str) -> io::Result<PathBuf> {
+    std::fs::create_dir_all(parent)?;
+    for i in 1..=MAX_SUFFIX {
+        let name = match i {
+            1 => stamp.to_owned(),
+            _ => format!("{stamp}-{i}"),
+        };
+        let dir = parent.join(name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!("{MAX_SUFFIX} folders named {stamp}-N exist already"),
+    ))
+}
+
+/// Creates `dir` (a folder chosen by the caller, e.g. one run of `--servers`) for this
+/// lab alone: a folder that exists belongs to another lab and is refused.
+pub fn create_given(dir: &Path) -> io::Result<()> {
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::create_dir(dir).map_err(|e| match e.kind() {
+        io::ErrorKind::AlreadyExists => io::Error::new(
+            e.kind(),
+            "it exists already: a run folder is never shared (another lab writes there)",
+        ),
+        _ => e,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_taken_name_gets_the_next_suffix_and_a_given_folder_is_never_shared() {
+        let parent = crate::lab::export::fixture::test_dir("run-folder");
+        let a = create_unique(&parent, "20261130-002901").unwrap();
+        let b = create_unique(&parent, "20261130-002901").unwrap();
+        let c = create_unique(&parent, "20261130-002901").unwrap();
+        assert_eq!(a, parent.join("20261130-002901"));
+        assert_eq!(b, parent.join("20261130-002901-2"));
+        assert_eq!(c, parent.join("20261130-002901-3"));
+        let given = parent.join("servers/go-1");
+        create_given(&given).unwrap();
+        let e = create_given(&given).unwrap_err();
+        assert!(e.to_string().contains("never shared"), "{e}");
+    }
+}
