@@ -16,7 +16,7 @@ use crate::observer::{privileges, procfs};
 
 /// The memory model: what one connection (both ends on this box) was measured to
 /// cost, times a head room. Measured by the lab at 1,000,000 WebSocket connections
-/// (README, "Measured on this box"): the observer's slab accounting gave 4,092 B of
+/// (docs/results.md): the observer's slab accounting gave 4,092 B of
 /// kernel memory per idle loopback socket (TCP object, inode, file, dentry, epoll
 /// item); the processes' RSS gave at most 46 B per connection on the server and 85 B
 /// on the client.
