@@ -49,6 +49,9 @@ use self::{btf::BtfError, tracefs::TracefsError};
 
 /// The eBPF object, embedded by build.rs (empty when `cargo xtask build-ebpf` has not run).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/c1m-ebpf.o"));
+/// The kernel-side source that was newer than the object build.rs found, which it then
+/// left out rather than embed programs out of step with this binary.
+const STALE_OBJECT: Option<&str> = option_env!("C1M_EBPF_STALE");
 
 #[derive(Debug, Error)]
 pub enum ObserverError {
@@ -62,6 +65,11 @@ pub enum ObserverError {
          (`cargo xtask build` does both)"
     )]
     NoObject,
+    #[error(
+        "this c1m binary was built without its eBPF object: the object was older than {0}; \
+         run `cargo xtask build-ebpf` and rebuild (`cargo xtask build` does both)"
+    )]
+    StaleObject(&'static str),
     #[error(
         "program {0} is missing from the eBPF object built into c1m: rebuild with \
          `cargo xtask build`"
@@ -161,6 +169,9 @@ impl Observer {
     /// unavailable and the rest keep running.
     pub fn start(config: ObserverConfig) -> Result<Self, ObserverError> {
         privileges::check_bpf().map_err(ObserverError::NotPrivileged)?;
+        if let Some(newer) = STALE_OBJECT {
+            return Err(ObserverError::StaleObject(newer));
+        }
         if OBJECT.is_empty() {
             return Err(ObserverError::NoObject);
         }
