@@ -179,7 +179,7 @@ fn the_cluster_run_is_what_c1m_expects() {
         .as_deref()
         .and_then(|a| a.rsplit_once(':'))
         .and_then(|(_, p)| p.parse().ok())
-        .expect("--control-addr HOST:PORT");
+        .expect("--control HOST:PORT");
     assert!(service_ports.contains(&control_port));
     for p in run.ports.0.iter() {
         assert!(

@@ -423,7 +423,7 @@ fn c1m_client_triggers_and_decodes_a_foreign_push() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_c1m"));
     cmd.args([
         "client",
-        "--host",
+        "--addr",
         "127.0.0.1",
         "--ports",
         "9200",

@@ -374,7 +374,7 @@ fn dashboard_and_scrape_config_read_what_c1m_serves() {
             "client",
             "-n",
             &n,
-            "--host",
+            "--addr",
             "127.0.0.1",
             "--ports",
             PORTS,

@@ -213,6 +213,7 @@ fn two_client_hosts_merge_exactly_into_one_run() {
             &format!("{i}/2"),
             "-n",
             &total,
+            // --addr's old name, still accepted.
             "--host",
             SERVER,
             "--ports",

@@ -512,6 +512,13 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
     let mut runs = Vec::new();
     let mut worst = Outcome::Complete;
     for (i, (server, r)) in order.iter().enumerate() {
+        // A signal that came between two runs (while the last one was read back) stops
+        // the sequence here, before the next run starts only to be killed.
+        tokio::select! {
+            biased;
+            _ = signals.next() => signals.stop = true,
+            () = std::future::ready(()) => {}
+        }
         if signals.stop {
             worst = Outcome::Interrupted;
             break;
@@ -539,13 +546,19 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
         };
         // A run that could not even say why it stopped (killed, or never started).
         let concluded = load_run(&run_dir).is_ok_and(|r| r.outcome != Outcome::Running);
-        match ended {
-            Err(e) => super::run::record_failure(&run_dir, &e)?,
-            Ok(status) if !concluded => super::run::record_failure(
-                &run_dir,
-                &anyhow::anyhow!("its c1m run process ended ({status}) before concluding"),
-            )?,
-            Ok(_) => {}
+        let failure = match ended {
+            Err(e) => Some(e),
+            Ok(status) if !concluded => Some(anyhow::anyhow!(
+                "its c1m run process ended ({status}) before concluding"
+            )),
+            Ok(_) => None,
+        };
+        // The sequence goes on (and compares what it has) even when the folder cannot
+        // take the failure either, e.g. a full disk.
+        if let Some(e) = failure
+            && let Err(w) = super::run::record_failure(&run_dir, &e)
+        {
+            eprintln!("c1m run --servers: {server}: {e:#}; and recording it: {w:#}");
         }
         let outcome = load_run(&run_dir)
             .map(|r| r.outcome)

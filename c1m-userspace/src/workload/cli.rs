@@ -100,7 +100,13 @@ pub struct ServerArgs {
 #[derive(Args, Debug, Clone)]
 pub struct ClientArgs {
     /// Server addresses: comma-separated, IPv4 ranges allowed.
-    #[arg(long = "host", default_value = "127.0.0.1", value_delimiter = ',')]
+    /// (`--addr`, as for `c1m server` and `c1m run`; `--host` is its old name.)
+    #[arg(
+        long = "addr",
+        alias = "host",
+        default_value = "127.0.0.1",
+        value_delimiter = ','
+    )]
     pub hosts: Vec<String>,
     /// Server ports, used round robin: a range (8000-8099), a list or one port.
     #[arg(long, default_value = "8000-8099")]
@@ -434,11 +440,11 @@ impl ClientArgs {
     pub fn endpoints(&self) -> Result<ClientEndpoints> {
         let targets = product(&parse_addrs(&self.hosts)?, &parse_ports(&self.ports)?);
         if targets.is_empty() {
-            bail!("no --host to connect to");
+            bail!("no --addr to connect to");
         }
         let sources = parse_addrs(&self.sources)?;
         if sources.iter().any(|s| s.is_ipv4() != targets[0].is_ipv4()) {
-            bail!("--source and --host must be the same address family");
+            bail!("--source and --addr must be the same address family");
         }
         let source_ports = match &self.source_ports {
             None => None,

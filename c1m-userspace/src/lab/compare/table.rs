@@ -18,7 +18,7 @@ use super::{
 };
 use crate::lab::export::{
     ExportError,
-    figures::{Unit, key_figures_of},
+    figures::{START_GROUP, Unit, key_figures_of},
     fmt::num,
     histograms,
 };
@@ -396,8 +396,11 @@ pub fn rows(
                 })
                 .collect();
             let base_runs = run_values(&measured[baseline]);
+            // What the box was like when a run started describes the box, not the
+            // server: shown beside the figures, never called a difference between them.
+            let context = group == group_key(START_GROUP);
             let differences: Vec<Difference> = (0..names.len())
-                .filter(|k| *k != baseline)
+                .filter(|k| *k != baseline && !context)
                 .map(|k| {
                     let seed = interval::seed(&[&group, &figure, &names[baseline], &names[k]]);
                     let iv = interval::difference(&base_runs, &run_values(&measured[k]), seed);

@@ -91,6 +91,9 @@ fn cpu_resolution_s() -> f64 {
     2.0 * clock_tick_s()
 }
 
+/// The group of a run's start state: the box's, shown as context, not the server's.
+pub(crate) const START_GROUP: &str = "Start (before any process of the run)";
+
 #[derive(Debug, Clone)]
 pub(crate) struct Group {
     pub title: String,
@@ -279,7 +282,7 @@ pub(crate) fn key_figures_of(run: &RunRecord, hists: &[RunHist], full_latency: b
     }
     if let Some(start) = &run.start {
         groups.push(Group {
-            title: "Start (before any process of the run)".into(),
+            title: START_GROUP.into(),
             figures: vec![
                 fig(
                     "sockets an earlier run left on its ports",

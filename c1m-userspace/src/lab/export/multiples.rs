@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 
 use super::{
     RunHist,
+    figures::hist_title,
     fmt::esc,
     hlog::RunLog,
     html::{
@@ -197,7 +198,13 @@ fn over_time(log: &RunLog, q: f64) -> Points {
         .collect()
 }
 
-fn latency_over_time(runs: &[ComparedRun], side: &str, name: &str) -> Vec<Chart> {
+fn latency_over_time(
+    runs: &[ComparedRun],
+    side: &str,
+    name: &str,
+    title: &str,
+    id: &str,
+) -> Vec<Chart> {
     OVER_TIME
         .iter()
         .flat_map(|&(suffix, what, q)| {
@@ -219,10 +226,13 @@ fn latency_over_time(runs: &[ComparedRun], side: &str, name: &str) -> Vec<Chart>
             };
             faceted(
                 runs,
-                &format!("chart-latt-{side}-{name}-{suffix}"),
-                &format!("{side} {name}: {what} over time"),
+                &format!("{id}-{suffix}"),
+                &format!("{title}: {what} over time"),
                 &template,
                 |r| {
+                    if hist_title(r.run, side, name) != title {
+                        return None;
+                    }
                     let log = r.logs.iter().find(|l| l.side == side && l.name == name)?;
                     Some(styled(r, over_time(log, q), Vec::new()))
                 },
@@ -277,16 +287,28 @@ pub(crate) fn sections(runs: &[ComparedRun]) -> String {
         grid(&mut out, &time_multiples(runs, &tc));
     }
     out.push_str("<h2 id=\"latency-over-time\">Latency over time</h2>");
-    let logged = keys(
-        runs.iter()
-            .flat_map(|r| r.logs.iter().map(|l| (l.side, l.name))),
-    );
+    // Keyed by the histogram's title, as the distributions are: runs measured by
+    // different push rules never share a chart.
+    let logged = keys(runs.iter().flat_map(|r| {
+        r.logs
+            .iter()
+            .map(|l| (l.side, l.name, hist_title(r.run, l.side, l.name)))
+    }));
     if logged.is_empty() {
         out.push_str("<p class=\"mut\">No run folder holds an .hlog interval log.</p>");
     }
-    for (side, name) in logged {
-        let _ = write!(out, "<h3>{} {}</h3>", esc(side), esc(name));
-        grid(&mut out, &latency_over_time(runs, side, name));
+    let mut ids: Vec<String> = Vec::new();
+    for (side, name, title) in &logged {
+        let key = format!("chart-latt-{side}-{name}");
+        let n = ids.iter().filter(|i| **i == key).count();
+        ids.push(key.clone());
+        let id = if n == 0 {
+            key
+        } else {
+            format!("{key}-{}", n + 1)
+        };
+        let _ = write!(out, "<h3>{}</h3>", esc(title));
+        grid(&mut out, &latency_over_time(runs, side, name, title, &id));
     }
     out.push_str("<h2 id=\"latency-distributions\">Latency distributions</h2>");
     let mut charts = Vec::new();

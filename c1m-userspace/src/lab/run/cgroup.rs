@@ -29,6 +29,8 @@ pub enum CgroupError {
     Unknown,
     #[error("creating {}: {source}", path.display())]
     Create { path: PathBuf, source: io::Error },
+    #[error("this kernel has no cgroup.kill (Linux 5.14 and later do)")]
+    NoKill,
 }
 
 /// A cgroup this process made; removed (its members killed first) when dropped.
@@ -59,6 +61,12 @@ impl Cgroup {
             source,
         };
         std::fs::create_dir(&path).map_err(err)?;
+        // Without cgroup.kill a process that leaves the tree could not be ended with the
+        // rest: better the tree walk, which says so, than a cgroup that only looks safe.
+        if !path.join("cgroup.kill").exists() {
+            let _ = std::fs::remove_dir(&path);
+            return Err(CgroupError::NoKill);
+        }
         let procs = OpenOptions::new()
             .write(true)
             .open(path.join("cgroup.procs"))

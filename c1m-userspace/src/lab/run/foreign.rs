@@ -221,7 +221,9 @@ impl ForeignServer {
                     let _ = rustix::process::setrlimit(Resource::Nofile, raised);
                 }
                 rustix::process::setpgid(None, None)?;
-                rustix::process::setpriority_process(None, 0)?;
+                // Without CAP_SYS_NICE a lab run under `nice` cannot go back to 0; the
+                // server then keeps the lab's weight, as c1m's own server does.
+                let _ = rustix::process::setpriority_process(None, 0);
                 crate::util::die_with_parent(lab)
             });
         }

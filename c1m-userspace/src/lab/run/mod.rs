@@ -61,120 +61,136 @@ use crate::{
 pub struct RunArgs {
     /// Connections to open and hold, at least 1, or `max`: the most free memory allows
     /// (default: 1,000,000, or fewer if memory does not allow it).
-    #[arg(short = 'n', long, value_parser = parse_target)]
+    #[arg(help_heading = "Workload", short = 'n', long, value_parser = parse_target)]
     pub connections: Option<TargetArg>,
     /// Target setup rate, connections per second (the seeds ramped at 10,000/s; 0: as
     /// fast as the client's in-flight bound allows).
-    #[arg(long, default_value_t = 25_000)]
+    #[arg(help_heading = "Workload", long, default_value_t = 25_000)]
     pub rate: u64,
     /// Server ports (the Netty 1M test listened on 100).
-    #[arg(long, default_value = "8000-8099")]
+    #[arg(help_heading = "Workload", long, default_value = "8000-8099")]
     pub ports: PortList,
     /// Server address(es).
-    #[arg(long, default_value = "127.0.0.1")]
+    #[arg(help_heading = "Workload", long, default_value = "127.0.0.1")]
     pub addr: String,
     /// Client source addresses, e.g. 127.0.0.2-127.0.0.41 (default: as many as the
     /// ephemeral port range needs, from 127.0.0.2 up).
-    #[arg(long)]
+    #[arg(help_heading = "Workload", long)]
     pub source: Option<String>,
     /// Workload: hold (TCP), echo, or ws (WebSocket with broadcast push, as the seeds).
-    #[arg(long, value_enum, default_value_t = Mode::Ws)]
+    #[arg(help_heading = "Workload", long, value_enum, default_value_t = Mode::Ws)]
     pub mode: Mode,
     /// What runs c1m's own server and client: `epoll` or `tokio` (see `c1m server --help`).
-    #[arg(long, value_enum, env = "C1M_ENGINE", default_value_t = EngineKind::Epoll)]
+    #[arg(help_heading = "Workload", long, value_enum, env = "C1M_ENGINE", default_value_t = EngineKind::Epoll)]
     pub engine: EngineKind,
     /// c1m's own server on another engine than its client (default: --engine), e.g. a
     /// tokio server met by the epoll client every other server meets.
-    #[arg(long, value_enum)]
+    #[arg(help_heading = "Workload", long, value_enum)]
     pub server_engine: Option<EngineKind>,
     /// Length of the idle phase.
-    #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
+    #[arg(help_heading = "Workload", long, default_value = "10s", value_parser = crate::duration::parse)]
     pub idle: Duration,
     /// Broadcasts in the push phase (ws mode).
-    #[arg(long, default_value_t = 1)]
+    #[arg(help_heading = "Workload", long, default_value_t = 1)]
     pub pushes: u32,
     /// Server shards writing a push at once (0: all, the fastest fan-out; a few at a time
     /// leaves CPU to the readers and cuts per-message latency).
-    #[arg(long, default_value_t = 0)]
+    #[arg(help_heading = "Workload", long, default_value_t = 0)]
     pub push_writers: usize,
     /// Give up on the setup phase after this long (default: only when no connect has
     /// finished for 2 min, however long the ramp takes).
-    #[arg(long, value_parser = crate::duration::parse)]
+    #[arg(help_heading = "Workload", long, value_parser = crate::duration::parse)]
     pub setup_timeout: Option<Duration>,
     /// Connects in flight at once.
-    #[arg(long, default_value_t = 2048)]
+    #[arg(help_heading = "Workload", long, default_value_t = 2048)]
     pub in_flight: u64,
     /// Apply the sysctls the run needs (somaxconn, port range, …) and restore them after.
-    #[arg(long)]
+    #[arg(help_heading = "Lab and output", long)]
     pub tune: bool,
     /// Run without the kernel observer (no root needed).
-    #[arg(long)]
+    #[arg(help_heading = "Lab and output", long)]
     pub no_observer: bool,
     /// Start even if preflight finds a limit that will make the run fail.
-    #[arg(long)]
+    #[arg(help_heading = "Lab and output", long)]
     pub force: bool,
     /// Parent folder of the run folder.
-    #[arg(long, default_value = "c1m-runs")]
+    #[arg(help_heading = "Lab and output", long, default_value = "c1m-runs")]
     pub out: PathBuf,
     /// Serve Prometheus metrics here, e.g. 127.0.0.1:9464 or :9464.
-    #[arg(long, value_parser = crate::lab::view::prometheus::parse_addr)]
+    #[arg(help_heading = "Lab and output", long, value_parser = crate::lab::view::prometheus::parse_addr)]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Plain lines instead of the terminal UI, even on a terminal.
-    #[arg(long)]
+    #[arg(help_heading = "Lab and output", long)]
     pub plain: bool,
     /// One JSON object per second (phase and every figure with its age) instead of the
     /// terminal UI, as `c1m observe --json`.
-    #[arg(long, conflicts_with = "plain")]
+    #[arg(help_heading = "Lab and output", long, conflicts_with = "plain")]
     pub json: bool,
     /// Where the clients run: `local` (this box) or `external` (other hosts running
     /// `c1m client --shard I/N`; this box runs the server and the observer, waits for
     /// --expect connections, pushes and closes them; `c1m merge` joins the folders).
-    #[arg(long, value_enum, default_value_t = Clients::Local)]
+    #[arg(help_heading = "Client hosts", long, value_enum, default_value_t = Clients::Local)]
     pub clients: Clients,
     /// External clients: the connections to wait for (the clients' -n over all hosts).
-    #[arg(long, required_if_eq("clients", "external"), value_parser = crate::workload::cli::parse_connections)]
+    #[arg(help_heading = "Client hosts", long, required_if_eq("clients", "external"), value_parser = crate::workload::cli::parse_connections)]
     pub expect: Option<u64>,
     /// External clients: the server's control endpoint HOST:PORT, which client hosts
     /// name in --clock-from (`time` is open, anything else needs the token the server
     /// writes to the run folder's server.token). Default: the first --addr, port 7999.
-    #[arg(long)]
+    /// (`--control`, as for `c1m server` and `c1m client`; `--control-addr` is its old
+    /// name.)
+    #[arg(
+        help_heading = "Client hosts",
+        long = "control",
+        alias = "control-addr"
+    )]
     pub control_addr: Option<String>,
     /// Your server instead of c1m's: c1m starts "CMD ARGS" (split into words, no shell
     /// unless you write `sh -c "…"`) with the raised fd limit, waits until every --ports
     /// port listens, measures its process tree and stops it at the end (SIGTERM, then
     /// SIGKILL). Its stdout/stderr go to server.stdout.log / server.stderr.log.
-    #[arg(long, value_name = "CMD", conflicts_with = "target")]
+    #[arg(
+        help_heading = "Your own server",
+        long,
+        value_name = "CMD",
+        conflicts_with = "target"
+    )]
     pub server_cmd: Option<String>,
     /// A server already running, here or elsewhere: HOST:PORTS (c1m starts none).
-    #[arg(long, value_name = "HOST:PORTS", conflicts_with_all = ["addr", "ports"])]
+    #[arg(help_heading = "Your own server", long, value_name = "HOST:PORTS", conflicts_with_all = ["addr", "ports"])]
     pub target: Option<TargetAddr>,
     /// The --target server's pid on this box: its process tree's RSS, CPU, threads and
     /// fds are measured, and signal triggers go to it.
-    #[arg(long, value_name = "PID", requires = "target")]
+    #[arg(
+        help_heading = "Your own server",
+        long,
+        value_name = "PID",
+        requires = "target"
+    )]
     pub server_pid: Option<u32>,
     /// What makes the server push: control (c1m's server, its default), signal:NAME
     /// (e.g. signal:USR1, to the server's pid), http:URL (a GET), http-post:URL, cmd:"COMMAND", or none
     /// (the server pushes on its own schedule; the default for a foreign server).
-    #[arg(long, value_name = "TRIGGER", value_parser = trigger::parse)]
+    #[arg(help_heading = "Push latency", long, value_name = "TRIGGER", value_parser = trigger::parse)]
     pub push_trigger: Option<PushTrigger>,
     /// How the server stamps its pushes: c1m, u64le-us, u64be-ms, text-ms, text-us or
     /// json:FIELD. Per-message latency is from the stamp; fan-out from the trigger.
-    #[arg(long, value_name = "FORMAT", default_value = "c1m", value_parser = crate::workload::push_format::parse)]
+    #[arg(help_heading = "Push latency", long, value_name = "FORMAT", default_value = "c1m", value_parser = crate::workload::push_format::parse)]
     pub push_format: PushFormat,
     /// Per-message push latency is measured from: broadcast (the instant the broadcast
     /// began, the seeds' rule) or write (the instant the server wrote that frame), for
     /// every server alike. A server whose stamp cannot follow the rule is marked, not
     /// mixed. Fan-out is always from the trigger instant, on the client's clock.
-    #[arg(long, value_name = "INSTANT", default_value = "broadcast", value_parser = crate::workload::push_rule::parse)]
+    #[arg(help_heading = "Push latency", long, value_name = "INSTANT", default_value = "broadcast", value_parser = crate::workload::push_rule::parse)]
     pub push_latency: PushInstant,
     /// The instant a one-stamp --push-format's stamp was taken: broadcast or write
     /// (`--servers` knows the reference servers': broadcast). Unstated, per-message
     /// latency is marked as not comparable.
-    #[arg(long, value_name = "INSTANT", value_parser = crate::workload::push_rule::parse)]
+    #[arg(help_heading = "Push latency", long, value_name = "INSTANT", value_parser = crate::workload::push_rule::parse)]
     pub push_stamp: Option<PushInstant>,
     /// How long to wait for pushes: with --push-trigger none, the whole push phase; a
     /// server that never pushes is reported as "no push arrived".
-    #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
+    #[arg(help_heading = "Push latency", long, default_value = "10s", value_parser = crate::duration::parse)]
     pub push_wait: Duration,
     /// Run the same phases against each of these servers in turn: python, node, go,
     /// netty (built by `cargo xtask reference-servers` into target/reference-servers, or
@@ -182,27 +198,32 @@ pub struct RunArgs {
     /// each engine, met by the same client). Each
     /// run gets a folder under <out>/<stamp>-servers/, where the comparison of
     /// `c1m compare` is written and then printed.
-    #[arg(long, value_name = "NAMES")]
+    #[arg(help_heading = "Comparison (--servers)", long, value_name = "NAMES")]
     pub servers: Option<String>,
     /// With --servers: run each server K times, in rounds ordered so that each server
     /// runs right after each other one equally often, so the comparison shows the
     /// spread across repeats.
-    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(help_heading = "Comparison (--servers)", long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
     /// With --servers: how runs are kept from inheriting each other's sockets, conntrack
     /// entries and sysctls: netns (each run in a network namespace of its own; the
     /// default as root with loopback addresses) or wait (each run waits, at most
     /// --clean-wait, until no socket of an earlier run is left on its ports). Each run
     /// records what it started from and a dirty start is flagged.
-    #[arg(long, value_enum, value_name = "HOW")]
+    #[arg(
+        help_heading = "Comparison (--servers)",
+        long,
+        value_enum,
+        value_name = "HOW"
+    )]
     pub isolation: Option<isolation::Isolation>,
     /// With --isolation wait: the longest a run waits for an earlier run's sockets on its
     /// ports to go (TIME_WAIT lasts 60 s).
-    #[arg(long, value_name = "DURATION", default_value = isolation::CLEAN_WAIT_DEFAULT, value_parser = crate::duration::parse)]
+    #[arg(help_heading = "Comparison (--servers)", long, value_name = "DURATION", default_value = isolation::CLEAN_WAIT_DEFAULT, value_parser = crate::duration::parse)]
     pub clean_wait: Duration,
     /// The server's name in the run's header and in comparisons (default: c1m for c1m's
     /// own server, else the --server-cmd program's name).
-    #[arg(long, value_name = "NAME")]
+    #[arg(help_heading = "Your own server", long, value_name = "NAME")]
     pub server_name: Option<String>,
     /// The run folder itself, instead of a new one under --out (--servers gives each of
     /// its runs one).
@@ -212,7 +233,7 @@ pub struct RunArgs {
     #[arg(skip)]
     pub metrics_listener: Option<std::sync::Arc<std::net::TcpListener>>,
     /// With --servers: the server every other is compared with (default: the first named).
-    #[arg(long, value_name = "NAME")]
+    #[arg(help_heading = "Comparison (--servers)", long, value_name = "NAME")]
     pub baseline: Option<String>,
 }
 
@@ -310,7 +331,7 @@ pub enum Clients {
     External,
 }
 
-/// The server's control port for external clients, when --control-addr is not given.
+/// The server's control port for external clients, when --control is not given.
 pub const EXTERNAL_CONTROL_PORT: u16 = 7999;
 
 /// A line for the user: stdout, or stderr when stdout carries `--json` lines.
@@ -373,12 +394,18 @@ pub fn main(mut args: RunArgs) -> Result<i32> {
     }
     let into = args.into.clone();
     let result = runtime.block_on(run(args, into.clone()));
-    // A run of a sequence that stopped on an error says so in its own folder.
-    if let (Err(e), Some(dir)) = (&result, &into) {
+    // A run of a sequence that stopped on an error says so in its own folder: only
+    // once it is its own (a --into folder that existed is another lab's).
+    if let (Err(e), Some(dir)) = (&result, &into)
+        && FOLDER_MADE.load(std::sync::atomic::Ordering::Relaxed)
+    {
         record_failure(dir, e)?;
     }
     result
 }
+
+/// Set once this process has made its run folder.
+static FOLDER_MADE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// A run that stopped on an error before the lab could conclude it: its folder says
 /// `failed` and why, so a comparison lists it beside the others.
@@ -748,6 +775,7 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         None => folder::create_unique(&args.out, &stamp),
     }
     .with_context(|| format!("creating the run folder {}", wanted.display()))?;
+    FOLDER_MADE.store(true, std::sync::atomic::Ordering::Relaxed);
     if dir != wanted {
         // Another lab took the name this second: the children write here instead.
         (plan, server_token) = plan_into(&args, connections, &sources, &dir, external)?;
@@ -844,7 +872,11 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
             command: "run",
             mode: args.mode.name().to_owned(),
             engine: args.engine.name().to_owned(),
-            server: spec.name(args.server_engine.unwrap_or(args.engine)),
+            // A reference server's command is `…/<name>/run`: its name, not "run".
+            server: args
+                .server_name
+                .clone()
+                .unwrap_or_else(|| spec.name(args.server_engine.unwrap_or(args.engine))),
             target_connections: connections,
         },
         started_ms,
@@ -873,9 +905,10 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         if let Some(c) = f.cgroup() {
             journal.add_cgroup(c.path())?;
         }
+        // A note, not a warning: without root (or a delegated cgroup) every run would be
+        // degraded for what only a server that leaves its tree makes true.
         if let Some(w) = f.unwatched() {
-            eprintln!("c1m: {w}");
-            record.warnings.push(w);
+            eprintln!("c1m: note: {w}");
         }
     }
     let children = Children {
@@ -1037,7 +1070,7 @@ fn plan_into(
             (Some(a), _) => a.clone(),
             (None, Some(ip)) => std::net::SocketAddr::new(*ip, EXTERNAL_CONTROL_PORT).to_string(),
             (None, None) => bail!(
-                "--addr names no address to serve the control endpoint on: give --control-addr HOST:PORT"
+                "--addr names no address to serve the control endpoint on: give --control HOST:PORT"
             ),
         };
         plan.server.common.control = Some(ctl);
