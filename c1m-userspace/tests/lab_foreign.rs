@@ -103,7 +103,9 @@ fn a_python_server_is_measured_end_to_end_with_a_signal_push() {
     let text = says(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(
-        text.contains("push_message (ms)") && text.contains("99.9%"),
+        // Titled by its rule: a stamp of unstated instant (no --push-stamp).
+        text.contains("client push_message, from a stamp of unstated instant (ms)")
+            && text.contains("99.9%"),
         "latency table: {text}"
     );
     assert_eq!(run.outcome, Outcome::Complete, "{:?}", run.warnings);

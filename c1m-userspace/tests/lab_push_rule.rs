@@ -67,18 +67,38 @@ fn push_1(snap: &AppSnapshot) -> PushSummary {
     *snap.pushes.iter().find(|p| p.push_id == 1).expect("push 1")
 }
 
-/// The lines of the comparison's latency table under the header that starts with
-/// `title`: (name, count cell), one per setup.
-fn latency_rows<'a>(text: &'a str, title: &str) -> Vec<(&'a str, &'a str)> {
-    let mut lines = text
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with(title));
-    assert!(lines.next().is_some(), "no `{title}` table in\n{text}");
-    lines
-        .take_while(|l| l.starts_with("    "))
-        .map(|l| {
-            let mut cells = l.split_whitespace();
-            (cells.next().unwrap_or(""), cells.next().unwrap_or(""))
+/// The latency table titled `title` in the printed comparison `text` (its own line),
+/// and its count per setup from the comparison's compare.json: (name, count as printed,
+/// "–" for a setup with none).
+fn latency_rows(text: &str, cmp: &Path, title: &str) -> Vec<(String, String)> {
+    assert!(
+        text.lines().any(|l| l.trim() == title),
+        "no `{title}` table in\n{text}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(cmp.join("compare.json")).expect("compare.json"),
+    )
+    .expect("compare.json is JSON");
+    let group = format!("Latency: {title}");
+    let row = doc["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["group"] == group.as_str() && r["figure"] == "count")
+        .unwrap_or_else(|| panic!("no count row in {group}"));
+    row["cells"]
+        .as_array()
+        .expect("cells")
+        .iter()
+        .map(|c| {
+            let count = match c["mean"].as_f64() {
+                Some(n) if c["n"].as_u64() > Some(0) => {
+                    let n = n.round() as u64;
+                    format!("{},{:03}", n / 1000, n % 1000)
+                }
+                _ => "–".to_owned(),
+            };
+            (c["name"].as_str().unwrap_or("").to_owned(), count)
         })
         .collect()
 }
@@ -205,10 +225,11 @@ fn c1m_on_both_engines_and_python_measured_from_the_broadcast_start() {
     // in it.
     let table = &stdout[stdout.rfind("Key figures").expect("the comparison table")..];
     for title in [
-        "client push_message, from the broadcast start ",
-        "client push_fanout, from the trigger, on the client's clock ",
+        "client push_message, from the broadcast start",
+        "client push_fanout, from the trigger, on the client's clock",
     ] {
-        let rows = latency_rows(table, title);
+        let rows = latency_rows(table, &cmp, title);
+        let rows: Vec<(&str, &str)> = rows.iter().map(|(n, c)| (n.as_str(), c.as_str())).collect();
         assert_eq!(
             rows,
             [
@@ -219,12 +240,24 @@ fn c1m_on_both_engines_and_python_measured_from_the_broadcast_start() {
             "{title}\n{table}"
         );
     }
-    // A ramp shorter than the window is said in words in its cell, never a number.
+    // A ramp shorter than the window is said in words, never a number: in a note under
+    // the table, its cell holding the note's mark.
     let peak = figure_line(table, "peak rate (busiest ≥ 1 s)");
+    let flat = table.split_whitespace().collect::<Vec<_>>().join(" ");
     for why in &shorter {
-        assert!(peak.contains(why.as_str()), "{why:?} not in {peak}");
+        assert!(flat.contains(why.as_str()), "{why:?} not in\n{table}");
     }
     assert_eq!(peak.matches("/s").count(), 3 - shorter.len(), "{peak}");
+    let marks = peak
+        .split_whitespace()
+        .filter(|t| {
+            t.len() > 2
+                && t.starts_with('(')
+                && t.ends_with(')')
+                && t[1..t.len() - 1].chars().all(|c| c.is_ascii_digit())
+        })
+        .count();
+    assert_eq!(marks, shorter.len(), "{peak}");
     if let Some(out_dir) = cmp.parent() {
         let _ = std::fs::remove_dir_all(out_dir);
     }
@@ -268,17 +301,23 @@ fn a_write_rule_keeps_apart_the_reference_server_that_cannot_follow_it() {
     // Each quantity in its own table, the mark in its header: python's per-message
     // figures are from the broadcast start, not mixed with c1m's from each write.
     let table = &stdout[stdout.rfind("Key figures").expect("the comparison table")..];
+    let owned = |v: [(&str, &str); 2]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(n, c)| ((*n).to_owned(), (*c).to_owned()))
+            .collect()
+    };
     assert_eq!(
         latency_rows(
             table,
-            "client push_message, from the broadcast start, cannot follow write "
+            &cmp,
+            "client push_message, from the broadcast start, cannot follow write"
         ),
-        [("python", "2,000"), ("c1m-epoll", "–")],
+        owned([("python", "2,000"), ("c1m-epoll", "–")]),
         "{table}"
     );
     assert_eq!(
-        latency_rows(table, "client push_message, from the frame's write "),
-        [("python", "–"), ("c1m-epoll", "2,000")],
+        latency_rows(table, &cmp, "client push_message, from the frame's write"),
+        owned([("python", "–"), ("c1m-epoll", "2,000")]),
         "{table}"
     );
     let peak = figure_line(table, "peak rate (busiest ≥ 1 s)");

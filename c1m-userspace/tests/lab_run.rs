@@ -57,7 +57,8 @@ fn five_thousand_connection_run(engine: EngineKind) {
         "c1m run failed\n{stdout}\n{stderr}"
     );
     assert!(
-        stdout.contains("push_message (ms)") && stdout.contains("99.9%"),
+        stdout.contains("client push_message, from the broadcast start (ms)")
+            && stdout.contains("99.9%"),
         "latency table in the seeds' form:\n{stdout}"
     );
     let dir = run_folder(&out);

@@ -426,8 +426,10 @@ fn isolated_runs_start_clean_and_repeat_exact_counts() {
         )),
         "{text}"
     );
-    let list = &text[text.rfind("Runs\n").expect("the comparison's run list")..];
+    // "Runs, in <folder>", wrapped to the terminal: read with its whitespace collapsed.
+    let list = &text[text.rfind("\nRuns").expect("the comparison's run list")..];
     let list = &list[..list.find("Setup differences").expect("end of the run list")];
+    let list = list.split_whitespace().collect::<Vec<_>>().join(" ");
     assert_eq!(list.matches(&label).count(), 2, "{list}");
     assert_eq!(
         list.matches("started clean: no socket on its ports; a fresh network namespace")

@@ -571,6 +571,9 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
             break;
         }
     }
+    // The table's columns in the order the servers were named (the rounds' order is
+    // the Williams design's); each server's repeats keep their run order.
+    runs.sort_by_key(|r| servers.iter().position(|s| s.name() == r.name));
     let compare = CompareArgs {
         runs,
         out: dir.clone(),

@@ -158,7 +158,30 @@ fn setup_section(cmp: &Comparison, width: usize) -> String {
 
 /// The figures table of `rows`: a column per name (the baseline first), and for every
 /// other name its difference from the baseline and the verdict.
-fn figures_table(cmp: &Comparison, head: &str, rows: &[&Row], latency: bool) -> Blocks {
+/// Why a cell has no value, when that is prose: it goes below the table as note `(n)`
+/// (pushed onto `notes`), and the cell holds the marker, so no cell is a paragraph.
+fn prose_note(
+    cmp: &Comparison,
+    r: &Row,
+    k: usize,
+    text: &str,
+    notes: &mut Vec<String>,
+) -> Option<Cell> {
+    let c = &r.cells[k];
+    if c.n > 0 || c.why_none.is_empty() || text.chars().count() <= PROSE_AT {
+        return None;
+    }
+    notes.push(format!("{}, {}: {text}", cmp.names[k], r.figure));
+    Some(format!("({})", notes.len()).into())
+}
+
+fn figures_table(
+    cmp: &Comparison,
+    head: &str,
+    rows: &[&Row],
+    latency: bool,
+    notes: &mut Vec<String>,
+) -> Blocks {
     let order = columns(cmp);
     let base = &cmp.names[cmp.baseline];
     let groups = order
@@ -193,11 +216,13 @@ fn figures_table(cmp: &Comparison, head: &str, rows: &[&Row], latency: bool) -> 
             .iter()
             .map(|k| {
                 let c = &r.cells[*k];
-                let value = if latency {
-                    stackable(latency_cell(r, c), "±")
+                let text = if latency {
+                    latency_cell(r, c)
                 } else {
-                    stackable(show(r.unit, c), " ± ")
+                    show(r.unit, c)
                 };
+                let value = prose_note(cmp, r, *k, &text, notes)
+                    .unwrap_or_else(|| stackable(text, if latency { "±" } else { " ± " }));
                 match r.difference(&cmp.names[*k]) {
                     Some(d) => vec![
                         value,
@@ -306,12 +331,20 @@ pub fn render(cmp: &Comparison, width: usize) -> String {
     out.push_str(&setup_section(cmp, width));
     let (latency, key): (Vec<&Row>, Vec<&Row>) = cmp.rows.iter().partition(|r| r.is_latency());
     out.push('\n');
-    out.push_str(&figures_table(cmp, "Key figures (mean ± sd)", &key, false).render(width));
+    let mut notes = Vec::new();
+    out.push_str(
+        &figures_table(cmp, "Key figures (mean ± sd)", &key, false, &mut notes).render(width),
+    );
     out.push('\n');
     if latency.is_empty() {
         out.push_str("Latency\n  (no latency recorded)\n");
     } else {
-        out.push_str(&figures_table(cmp, "Latency (ms; mean±sd)", &latency, true).render(width));
+        out.push_str(
+            &figures_table(cmp, "Latency (ms; mean±sd)", &latency, true, &mut notes).render(width),
+        );
+    }
+    for (i, n) in notes.iter().enumerate() {
+        out.push_str(&wrap(&format!("({}) {n}", i + 1), width, "  "));
     }
     if cmp.names.len() > 1 {
         out.push('\n');
