@@ -1,6 +1,7 @@
 //! c1m: open and hold a million TCP and WebSocket connections on one box and see what
 //! the kernel does meanwhile. The binary is a thin shell over these modules.
 
+pub mod args;
 pub mod bench;
 pub mod cli;
 pub mod duration;
@@ -11,5 +12,6 @@ pub mod netns;
 pub mod observer;
 pub mod priority;
 pub mod proc_net_tcp;
+pub mod procstat;
 pub mod util;
 pub mod workload;

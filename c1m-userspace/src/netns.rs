@@ -181,7 +181,7 @@ fn unescape(s: &str) -> String {
 /// Per thread: a thread that entered a private namespace (as tests do) is the only one
 /// in it.
 fn threads() -> impl Iterator<Item = (u32, PathBuf)> {
-    crate::workload::procstat::all_pids()
+    crate::procstat::all_pids()
         .into_iter()
         .flat_map(|pid| {
             std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -197,7 +197,7 @@ fn threads() -> impl Iterator<Item = (u32, PathBuf)> {
 }
 
 fn open_fds() -> impl Iterator<Item = (u32, PathBuf)> {
-    crate::workload::procstat::all_pids()
+    crate::procstat::all_pids()
         .into_iter()
         .flat_map(|pid| {
             std::fs::read_dir(format!("/proc/{pid}/fd"))

@@ -48,7 +48,7 @@ impl std::str::FromStr for PortList {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let mut ports = crate::workload::cli::parse_ports(s).map_err(|e| format!("{e:#}"))?;
+        let mut ports = crate::args::parse_ports(s).map_err(|e| format!("{e:#}"))?;
         ports.sort_unstable();
         ports.dedup();
         Ok(PortList(ports))

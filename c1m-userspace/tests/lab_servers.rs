@@ -478,17 +478,40 @@ fn a_run_that_starts_beside_an_earlier_runs_sockets_is_flagged_dirty() {
         "{a_start:?}"
     );
     assert_eq!(a_start.wait_limit_s, Some(0.0));
-    // c1m's server closes first, so each of its 2,000 connections left it a TIME_WAIT.
+    // The first run's 2,000 connections each left a closing socket on its ports (a
+    // TIME_WAIT on the side that closed first; under load a few close with a reset and
+    // leave none): the count the second run recorded is the one every view shows.
     let b_start = b.start.as_ref().expect("start");
-    assert_eq!(
-        b_start.sockets_on_ports,
-        std::collections::BTreeMap::from([("time_wait".to_owned(), 2000)]),
+    let left = b_start.leftovers();
+    assert!((1_900..=4_000).contains(&left), "{b_start:?}");
+    let closing = [
+        "time_wait",
+        "fin_wait1",
+        "fin_wait2",
+        "closing",
+        "last_ack",
+        "close_wait",
+    ];
+    assert!(
+        b_start
+            .sockets_on_ports
+            .keys()
+            .all(|s| closing.contains(&s.as_str())),
         "{b_start:?}"
     );
     assert!(b_start.dirty());
-    let flagged = "started dirty: 2,000 socket(s) of an earlier run on its ports (2,000 time_wait)";
+    let by_state: Vec<String> = b_start
+        .sockets_on_ports
+        .iter()
+        .map(|(s, n)| format!("{} {s}", c1m::fmt::count(*n)))
+        .collect();
+    let flagged = format!(
+        "started dirty: {} socket(s) of an earlier run on its ports ({})",
+        c1m::fmt::count(left),
+        by_state.join(", ")
+    );
     assert!(
-        b_start.describe().starts_with(flagged),
+        b_start.describe().starts_with(&flagged),
         "{}",
         b_start.describe()
     );
@@ -508,8 +531,9 @@ fn a_run_that_starts_beside_an_earlier_runs_sockets_is_flagged_dirty() {
     assert_eq!(dirty, [false, true]);
     let csv = std::fs::read_to_string(cmp.join("compare.csv")).expect("compare.csv");
     assert!(
-        csv.lines().any(|l| l
-            .starts_with("Start,sockets an earlier run left on its ports,count,c1m-tokio,1,2000,")),
+        csv.lines().any(|l| l.starts_with(&format!(
+            "Start,sockets an earlier run left on its ports,count,c1m-tokio,1,{left},"
+        ))),
         "{csv}"
     );
 }
@@ -575,4 +599,11 @@ fn kill_9_of_the_sequence_ends_the_run_under_way() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The killed run's --tune record names a namespace that died with it: dropped here,
+    // as the message every later run prints says, rather than left to them.
+    let restore = std::process::Command::new(env!("CARGO_BIN_EXE_c1m"))
+        .args(["doctor", "--restore"])
+        .output()
+        .expect("c1m doctor --restore");
+    assert!(restore.status.success(), "{restore:?}");
 }

@@ -27,7 +27,7 @@ pub mod control;
 pub mod engine;
 pub mod limits;
 pub mod port_lock;
-pub mod procstat;
+pub use crate::procstat;
 pub mod push_format;
 pub mod push_rule;
 pub mod push_trigger;
