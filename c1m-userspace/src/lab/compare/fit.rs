@@ -41,9 +41,11 @@ fn width_from(columns: Option<&str>, tty: impl FnOnce() -> Option<usize>) -> usi
 /// indented two more; a word longer than a line is broken.
 pub fn wrap(text: &str, width: usize, indent: &str) -> String {
     let more = format!("{indent}  ");
+    // No hyphenation: a date or a range (2026-12-01, 127.0.0.2-127.0.0.41) stays whole.
     let opts = textwrap::Options::new(width)
         .initial_indent(indent)
-        .subsequent_indent(&more);
+        .subsequent_indent(&more)
+        .word_splitter(textwrap::WordSplitter::NoHyphenation);
     let mut out = textwrap::fill(text, opts);
     out.push('\n');
     out
@@ -57,7 +59,8 @@ fn wrap_label(label: &str, width: usize) -> String {
     let more = format!("{lead}  ");
     let opts = textwrap::Options::new(width)
         .initial_indent(lead)
-        .subsequent_indent(&more);
+        .subsequent_indent(&more)
+        .word_splitter(textwrap::WordSplitter::NoHyphenation);
     textwrap::fill(trimmed, opts)
 }
 

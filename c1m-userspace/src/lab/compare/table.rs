@@ -140,6 +140,12 @@ pub struct Difference {
     pub verdict: Verdict,
 }
 
+/// No difference under this % of the baseline's median is called beyond the spread.
+/// Figures computed exactly repeat to the byte, so their spread is 0: on 15,000
+/// connections c1m's kernel bytes per socket (4,091.15) against python's (4,091.57)
+/// read "-0.01% BEYOND" without it, which no reader should act on.
+pub const SMALLEST_FINDING_PCT: f64 = 1.0;
+
 impl Difference {
     fn of(
         base: &Spread,
@@ -180,7 +186,11 @@ impl Difference {
             (d.low_pct, d.high_pct) = (pct(i.low), pct(i.high));
         }
         d.spread = match (base.range(), other.range()) {
-            (Some(a), Some(b)) => Some((a + b).max(resolution.unwrap_or(0.0))),
+            (Some(x), Some(y)) => Some(
+                (x + y)
+                    .max(resolution.unwrap_or(0.0))
+                    .max(b.abs() * SMALLEST_FINDING_PCT / 100.0),
+            ),
             _ => None,
         };
         d.spread_pct = d.spread.and_then(pct);

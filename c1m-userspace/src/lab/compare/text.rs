@@ -269,7 +269,8 @@ fn legend(base: &str, width: usize) -> String {
         (
             "within S%",
             format!(
-                "measurably different (the interval excludes 0), but by no more than S%, the run-to-run spread: the two names' ranges (max − min over their repeats) added, as % of {base}'s median. Runs of one setup on this box move that much by themselves."
+                "measurably different (the interval excludes 0), but by no more than S%, the run-to-run spread: the two names' ranges (max − min over their repeats) added, as % of {base}'s median, and never under {}% (figures computed exactly repeat to the byte). Runs of one setup on this box move that much by themselves.",
+                super::table::SMALLEST_FINDING_PCT
             ),
         ),
         (
