@@ -173,6 +173,18 @@ fn time_multiples(runs: &[ComparedRun], tc: &TimeChart) -> Vec<Chart> {
         .collect()
 }
 
+/// `key` as a chart id not yet in `taken` (`key`, then `key-2`, …), now taken: a
+/// histogram measured by two rules gets a chart, and an id, per rule.
+fn unique_id(taken: &mut Vec<String>, key: String) -> String {
+    let n = taken.iter().filter(|t| **t == key).count();
+    taken.push(key.clone());
+    if n == 0 {
+        key
+    } else {
+        format!("{key}-{}", n + 1)
+    }
+}
+
 /// The distinct items (e.g. (side, histogram) pairs) any run has, in the runs' order.
 fn keys<T: PartialEq>(names: impl Iterator<Item = T>) -> Vec<T> {
     let mut keys = Vec::new();
@@ -299,14 +311,7 @@ pub(crate) fn sections(runs: &[ComparedRun]) -> String {
     }
     let mut ids: Vec<String> = Vec::new();
     for (side, name, title) in &logged {
-        let key = format!("chart-latt-{side}-{name}");
-        let n = ids.iter().filter(|i| **i == key).count();
-        ids.push(key.clone());
-        let id = if n == 0 {
-            key
-        } else {
-            format!("{key}-{}", n + 1)
-        };
+        let id = unique_id(&mut ids, format!("chart-latt-{side}-{name}"));
         let _ = write!(out, "<h3>{}</h3>", esc(title));
         grid(&mut out, &latency_over_time(runs, side, name, title, &id));
     }
@@ -317,15 +322,7 @@ pub(crate) fn sections(runs: &[ComparedRun]) -> String {
         runs.iter()
             .flat_map(|r| r.hists.iter().map(|h| (h.side, h.name, h.title.as_str()))),
     ) {
-        let key = format!("chart-lat-{side}-{name}");
-        // A second title of one histogram (another rule) gets its own id.
-        let n = ids.iter().filter(|i| **i == key).count();
-        ids.push(key.clone());
-        let id = if n == 0 {
-            key
-        } else {
-            format!("{key}-{}", n + 1)
-        };
+        let id = unique_id(&mut ids, format!("chart-lat-{side}-{name}"));
         charts.extend(latency_distributions(runs, &id, title));
     }
     if charts.is_empty() {

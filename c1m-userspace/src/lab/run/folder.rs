@@ -34,6 +34,20 @@ pub fn create_unique(parent: &Path, stamp: &str) -> io::Result<PathBuf> {
     ))
 }
 
+/// Why a given run folder is refused: it exists, so it is another lab's.
+#[derive(Debug, thiserror::Error)]
+#[error("it exists already: a run folder is never shared (another lab writes there)")]
+pub struct Taken;
+
+impl Taken {
+    /// Whether `e` (anyhow's, with any context) is a given folder refused as taken.
+    pub fn is(e: &anyhow::Error) -> bool {
+        e.downcast_ref::<io::Error>()
+            .and_then(io::Error::get_ref)
+            .is_some_and(|inner| inner.is::<Taken>())
+    }
+}
+
 /// Creates `dir` (a folder chosen by the caller, e.g. one run of `--servers`) for this
 /// lab alone: a folder that exists belongs to another lab and is refused.
 pub fn create_given(dir: &Path) -> io::Result<()> {
@@ -41,10 +55,7 @@ pub fn create_given(dir: &Path) -> io::Result<()> {
         std::fs::create_dir_all(parent)?;
     }
     std::fs::create_dir(dir).map_err(|e| match e.kind() {
-        io::ErrorKind::AlreadyExists => io::Error::new(
-            e.kind(),
-            "it exists already: a run folder is never shared (another lab writes there)",
-        ),
+        io::ErrorKind::AlreadyExists => io::Error::new(e.kind(), Taken),
         _ => e,
     })
 }
@@ -67,5 +78,11 @@ mod tests {
         create_given(&given).unwrap();
         let e = create_given(&given).unwrap_err();
         assert!(e.to_string().contains("never shared"), "{e}");
+        // Told apart from any other failure, through the context a caller adds: a run
+        // refused another lab's folder never writes its failure there.
+        let e = anyhow::Error::from(e).context("creating the run folder");
+        assert!(Taken::is(&e));
+        let other = anyhow::Error::from(create_given(&given.join("x/y\0")).unwrap_err());
+        assert!(!Taken::is(&other.context("creating the run folder")));
     }
 }

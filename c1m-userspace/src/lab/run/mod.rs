@@ -397,15 +397,12 @@ pub fn main(mut args: RunArgs) -> Result<i32> {
     // A run of a sequence that stopped on an error says so in its own folder: only
     // once it is its own (a --into folder that existed is another lab's).
     if let (Err(e), Some(dir)) = (&result, &into)
-        && FOLDER_MADE.load(std::sync::atomic::Ordering::Relaxed)
+        && !folder::Taken::is(e)
     {
         record_failure(dir, e)?;
     }
     result
 }
-
-/// Set once this process has made its run folder.
-static FOLDER_MADE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// A run that stopped on an error before the lab could conclude it: its folder says
 /// `failed` and why, so a comparison lists it beside the others.
@@ -775,7 +772,6 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         None => folder::create_unique(&args.out, &stamp),
     }
     .with_context(|| format!("creating the run folder {}", wanted.display()))?;
-    FOLDER_MADE.store(true, std::sync::atomic::Ordering::Relaxed);
     if dir != wanted {
         // Another lab took the name this second: the children write here instead.
         (plan, server_token) = plan_into(&args, connections, &sources, &dir, external)?;
