@@ -13,5 +13,6 @@ pub mod observer;
 pub mod priority;
 pub mod proc_net_tcp;
 pub mod procstat;
+pub mod state_dir;
 pub mod util;
 pub mod workload;

@@ -21,6 +21,18 @@ pub fn threads(pid: u32) -> Option<u64> {
         .ok()
 }
 
+/// The real uid of `pid` (first of the `Uid:` line of its status), or None if it is
+/// gone: with the start time it tells a journal's child from another user's process.
+pub fn uid(pid: u32) -> Option<u32> {
+    let s = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Open file descriptors of `pid` (entries of /proc/PID/fd; needs the same user or
 /// root), or None if they cannot be read.
 pub fn open_fds(pid: u32) -> Option<u64> {
@@ -114,6 +126,8 @@ mod tests {
         let start = start_time(me).unwrap();
         assert!(alive(me, start));
         assert!(!alive(me, start + 1));
+        assert_eq!(uid(me), Some(rustix::process::getuid().as_raw()));
+        assert_eq!(uid(u32::MAX), None);
         assert_eq!(parent(me), Some(std::os::unix::process::parent_id()));
         assert!(command_line(me).unwrap().len() > 1);
         assert!(all_pids().contains(&me));

@@ -55,27 +55,6 @@ impl std::str::FromStr for PortList {
     }
 }
 
-/// Where c1m keeps state that outlives one process but not a reboot (port locks, lab
-/// journals): /run/c1m as root, else $XDG_RUNTIME_DIR/c1m, else /tmp/c1m-UID. Created
-/// on first use.
-pub fn runtime_dir() -> std::io::Result<std::path::PathBuf> {
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
-    let candidates = [
-        (uid == 0).then(|| std::path::PathBuf::from("/run/c1m")),
-        std::env::var_os("XDG_RUNTIME_DIR").map(|d| std::path::Path::new(&d).join("c1m")),
-        Some(std::env::temp_dir().join(format!("c1m-{uid}"))),
-    ];
-    let mut last = std::io::Error::other("no runtime directory");
-    for dir in candidates.into_iter().flatten() {
-        match std::fs::create_dir_all(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
-}
-
 /// Between fork and exec of a child: have the kernel SIGKILL it when its parent dies,
 /// so a `kill -9` of the parent leaves no child holding connections. The signal fires
 /// when the parent *thread* that forked exits: callers spawn from the main thread (the

@@ -22,6 +22,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("netns", 0),
     ("proc_net_tcp", 0),
     ("procstat", 0),
+    ("state_dir", 0),
     ("observer", 1),
     ("workload", 1),
     // What the lab needs to know of other hosts: their records, peers and shares, and

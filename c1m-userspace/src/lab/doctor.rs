@@ -92,8 +92,31 @@ pub fn read_sysctl(name: &str) -> Option<String> {
         .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
-pub(crate) fn sysctl_path(name: &str) -> PathBuf {
+fn sysctl_path(name: &str) -> PathBuf {
     Path::new("/proc/sys").join(name.replace('.', "/"))
+}
+
+const FILE_MAX: &str = "fs.file-max";
+const PORT_RANGE: &str = "net.ipv4.ip_local_port_range";
+const SOMAXCONN: &str = "net.core.somaxconn";
+const SYN_BACKLOG: &str = "net.ipv4.tcp_max_syn_backlog";
+const TW_BUCKETS: &str = "net.ipv4.tcp_max_tw_buckets";
+const CONNTRACK_MAX: &str = "net.netfilter.nf_conntrack_max";
+
+/// Every sysctl `--tune` may set: the only names a restore record may hold, so a
+/// record never makes root write anything else (issue 30, case 1).
+pub const TUNABLE: &[&str] = &[
+    FILE_MAX,
+    PORT_RANGE,
+    SOMAXCONN,
+    SYN_BACKLOG,
+    TW_BUCKETS,
+    CONNTRACK_MAX,
+];
+
+/// The /proc/sys file of a sysctl `--tune` sets; None for any other name.
+pub(crate) fn tunable_path(name: &str) -> Option<PathBuf> {
+    TUNABLE.contains(&name).then(|| sysctl_path(name))
 }
 
 fn read_u64(name: &str) -> Option<u64> {
@@ -232,10 +255,10 @@ pub fn checks(target: &Target) -> Vec<Check> {
         ));
     }
 
-    let file_max = read_u64("fs.file-max").unwrap_or(0);
+    let file_max = read_u64(FILE_MAX).unwrap_or(0);
     let file_need = sockets + sockets / 10 + 10_000;
     let mut c = Check {
-        name: "fs.file-max".to_owned(),
+        name: FILE_MAX.to_owned(),
         current: file_max.to_string(),
         needed: format!("≥ {file_need}"),
         status: if file_max >= file_need {
@@ -244,7 +267,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
             Status::Fail
         },
         fix: (file_max < file_need).then(|| format!("sysctl -w fs.file-max={file_need}")),
-        tune: (file_max < file_need).then(|| ("fs.file-max".to_owned(), file_need.to_string())),
+        tune: (file_max < file_need).then(|| (FILE_MAX.to_owned(), file_need.to_string())),
         note: "open files on the whole box: every socket is one".to_owned(),
     };
     out.push(c.clone());
@@ -263,7 +286,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
         "the ceiling for any process's RLIMIT_NOFILE",
     ));
 
-    let range = read_sysctl("net.ipv4.ip_local_port_range").unwrap_or_default();
+    let range = read_sysctl(PORT_RANGE).unwrap_or_default();
     let (lo, hi) = range
         .split_once(' ')
         .and_then(|(a, b)| Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?)))
@@ -273,7 +296,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
     // the whole range.
     let capacity = per_tuple * target.server_ports.max(1) * target.sources.max(1);
     c = Check {
-        name: "net.ipv4.ip_local_port_range".to_owned(),
+        name: PORT_RANGE.to_owned(),
         current: format!("{lo}-{hi}: {per_tuple} ports × {} server ports × {} sources = {capacity}", target.server_ports, target.sources),
         needed: format!("≥ {n} client ports"),
         status: if capacity >= n { Status::Ok } else { Status::Fail },
@@ -283,19 +306,19 @@ pub fn checks(target: &Target) -> Vec<Check> {
                 per_tuple * target.server_ports.max(1)
             )
         }),
-        tune: (capacity < n).then(|| ("net.ipv4.ip_local_port_range".to_owned(), "10000 65535".to_owned())),
+        tune: (capacity < n).then(|| (PORT_RANGE.to_owned(), "10000 65535".to_owned())),
         note: "ephemeral ports per 4-tuple; c1m binds sources with IP_BIND_ADDRESS_NO_PORT".to_owned(),
     };
     out.push(c);
 
     for (name, want, why) in [
         (
-            "net.core.somaxconn",
+            SOMAXCONN,
             4096,
             "caps every listen() backlog: the accept queue a ramp fills",
         ),
         (
-            "net.ipv4.tcp_max_syn_backlog",
+            SYN_BACKLOG,
             8192,
             "half-open handshakes per listener during the ramp",
         ),
@@ -321,7 +344,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
     // too. Past the limit the kernel frees the socket, so the peer's FIN meets no socket
     // and draws a RST: 626,177 of them at 1M with the default 131,072 (TCPTimeWaitOverflow).
     // A slot is a 256 B `tw_sock_TCP`, taken as the full sockets are freed.
-    let tw_name = "net.ipv4.tcp_max_tw_buckets";
+    let tw_name = TW_BUCKETS;
     if let Some(cur) = read_u64(tw_name) {
         let want = n + n / 10;
         out.push(Check {
@@ -336,12 +359,10 @@ pub fn checks(target: &Target) -> Vec<Check> {
         });
     }
 
-    if let Some(max) =
-        read_u64("net.netfilter.nf_conntrack_max").filter(|_| conntrack_tracks_loopback())
-    {
+    if let Some(max) = read_u64(CONNTRACK_MAX).filter(|_| conntrack_tracks_loopback()) {
         let want = sockets + sockets / 10;
         out.push(Check {
-            name: "net.netfilter.nf_conntrack_max".to_owned(),
+            name: CONNTRACK_MAX.to_owned(),
             current: max.to_string(),
             needed: format!("≥ {want}"),
             status: if max >= want {
@@ -349,13 +370,8 @@ pub fn checks(target: &Target) -> Vec<Check> {
             } else {
                 Status::Fail
             },
-            fix: (max < want).then(|| format!("sysctl -w net.netfilter.nf_conntrack_max={want}")),
-            tune: (max < want).then(|| {
-                (
-                    "net.netfilter.nf_conntrack_max".to_owned(),
-                    want.to_string(),
-                )
-            }),
+            fix: (max < want).then(|| format!("sysctl -w {CONNTRACK_MAX}={want}")),
+            tune: (max < want).then(|| (CONNTRACK_MAX.to_owned(), want.to_string())),
             note: "conntrack is loaded: a full table drops new connections silently".to_owned(),
         });
     }
@@ -552,15 +568,20 @@ mod tests {
         );
     }
 
-    #[test]
-    fn checks_name_a_fix_for_every_failure() {
-        let huge = Target {
+    /// A run far past what this box holds: every check has something to say.
+    fn huge() -> Target {
+        Target {
             connections: 100_000_000,
             server_ports: 1,
             sources: 1,
             observer: false,
             foreign_server: false,
-        };
+        }
+    }
+
+    #[test]
+    fn checks_name_a_fix_for_every_failure() {
+        let huge = huge();
         let checks = checks(&huge);
         let failed: Vec<&Check> = checks.iter().filter(|c| c.status == Status::Fail).collect();
         assert!(failed.iter().any(|c| c.name == "memory"));
@@ -573,6 +594,23 @@ mod tests {
             assert!(c.fix.is_some(), "{} has no fix", c.name);
         }
         assert!(table(&checks).contains("fix: --connections"));
+    }
+
+    /// What `--tune` may set is the list a restore record is checked against, and no
+    /// other name reaches /proc/sys (issue 30, case 1).
+    #[test]
+    fn only_the_tune_list_is_ever_written() {
+        let huge = huge();
+        for (name, _) in checks(&huge).iter().filter_map(|c| c.tune.clone()) {
+            assert!(tunable_path(&name).is_some(), "{name} is tuned but not listed");
+        }
+        assert_eq!(
+            tunable_path("net.core.somaxconn"),
+            Some(PathBuf::from("/proc/sys/net/core/somaxconn"))
+        );
+        for name in ["/tmp/proof", "/etc/crontab", "kernel.core_pattern", "fs/../../etc/x", ""] {
+            assert_eq!(tunable_path(name), None, "{name}");
+        }
     }
 }
 
@@ -612,44 +650,10 @@ pub struct DoctorArgs {
 /// Runs `c1m doctor`; exit code 1 when a check fails.
 pub fn main(args: DoctorArgs) -> anyhow::Result<i32> {
     if args.restore {
-        let mut nothing = true;
-        for left in super::run::journal::leftovers() {
-            nothing = false;
-            println!("{}", left.describe());
-            let folder = left.journal.run_folder.clone();
-            for c in left.end() {
-                println!(
-                    "ended {} pid {} (of {})",
-                    c.role.name(),
-                    c.proc.pid,
-                    folder.display()
-                );
-            }
-        }
-        let swept = tuning::restore_orphans(Sweep::Doctor)?;
-        nothing &= swept.restored.is_empty() && swept.gone.is_empty() && swept.left.is_empty();
-        if nothing {
-            println!("nothing to restore");
-        }
-        for (c, ns) in &swept.restored {
-            let there = ns
-                .map(|n| format!(" in network namespace net:[{n}]"))
-                .unwrap_or_default();
-            println!("restored {} = {} (was {}){there}", c.name, c.old, c.new);
-        }
-        for (c, ns) in &swept.gone {
-            println!(
-                "dropped {} = {} (was {}): its network namespace net:[{ns}] is gone, and the value with it",
-                c.name, c.old, c.new
-            );
-        }
-        for l in &swept.left {
-            eprintln!("c1m doctor: {l}");
-        }
-        return Ok(i32::from(!swept.left.is_empty()));
+        return restore();
     }
-    for left in super::run::journal::leftovers() {
-        println!("leftover: {}", left.describe());
+    for l in super::run::journal::leftover_lines() {
+        println!("{l}");
     }
     let server_ports = crate::workload::cli::parse_ports(&args.ports)?.len() as u64;
     let target = Target {
@@ -700,4 +704,68 @@ pub fn main(args: DoctorArgs) -> anyhow::Result<i32> {
         println!("restored");
     }
     Ok(i32::from(failed))
+}
+
+/// `c1m doctor --restore`: ends what killed labs left and puts back their sysctls,
+/// one line per thing it ended, removed, restored or dropped ("nothing to restore"
+/// when there was nothing). Exit 1 when something is left.
+fn restore() -> anyhow::Result<i32> {
+    let found = super::run::journal::leftovers()?;
+    let mut done = 0usize;
+    let mut left = false;
+    for l in &found.ignored {
+        eprintln!("c1m doctor: {l}");
+    }
+    for leftover in found.leftovers {
+        println!("{}", leftover.describe());
+        let folder = leftover.journal.run_folder.clone();
+        let ended = leftover.end();
+        for c in &ended.ended {
+            println!(
+                "ended {} pid {} (of {})",
+                c.role.name(),
+                c.proc.pid,
+                folder.display()
+            );
+        }
+        for (c, why) in &ended.spared {
+            println!("left {} pid {} running: {why}", c.role.name(), c.proc.pid);
+        }
+        for p in &ended.removed {
+            println!("removed {}", p.display());
+        }
+        for f in &ended.failed {
+            eprintln!("c1m doctor: {f}");
+        }
+        done += ended.ended.len() + ended.removed.len();
+        left |= !ended.failed.is_empty();
+    }
+    let swept = tuning::restore_orphans(Sweep::Doctor)?;
+    for l in &swept.ignored {
+        eprintln!("c1m doctor: {l}");
+    }
+    for (c, ns) in &swept.restored {
+        let there = ns
+            .map(|n| format!(" in network namespace net:[{n}]"))
+            .unwrap_or_default();
+        println!("restored {} = {} (was {}){there}", c.name, c.old, c.new);
+    }
+    for (c, ns) in &swept.gone {
+        println!(
+            "dropped {} = {} (was {}): its network namespace net:[{ns}] is gone, and the value with it",
+            c.name, c.old, c.new
+        );
+    }
+    for p in &swept.removed {
+        println!("removed {}", p.display());
+    }
+    for l in &swept.left {
+        eprintln!("c1m doctor: {l}");
+    }
+    done += swept.restored.len() + swept.gone.len() + swept.removed.len();
+    left |= !swept.left.is_empty();
+    if done == 0 && !left {
+        println!("nothing to restore");
+    }
+    Ok(i32::from(left))
 }

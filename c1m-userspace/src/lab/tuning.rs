@@ -1,7 +1,8 @@
 //! `--tune`: the sysctls a run needs, set for its life and put back after it, also when
 //! tuned labs overlap and when one is killed.
 //!
-//! Each tuning process keeps a restore record, `$TMPDIR/c1m-tuned-PID.json`: its network
+//! Each tuning process keeps a restore record, `tuned-PID.json` in its own state
+//! directory (`state_dir::runtime_dir`, /run/c1m as root): its network
 //! namespace, what it set (`changed`) and what another tuner had set that it relies on
 //! (`held`, its preflight passed on those values), each with the value from before any
 //! tuner. A sysctl goes back only when no other record holds it (reference counting over
@@ -15,30 +16,54 @@
 //! only `doctor --restore` drops one whose namespace is gone (its values went with it).
 //! Before, a namespace kept only by `ip netns add` counted as dead, and any run
 //! elsewhere deleted the record unrestored (`tcp_max_syn_backlog` stayed 8192).
+//!
+//! Root writes what a record says, so a record is read only from root's own directory,
+//! from a file of root's own (`state_dir::read_private`), and only if every name in it
+//! is a sysctl `--tune` sets (`doctor::TUNABLE`); nothing else is ever joined to
+//! /proc/sys. In world-writable /tmp any user once planted one naming `/etc/crontab`
+//! (issue 30, case 1). Records an older c1m left in /tmp are not read, only named.
 
 use std::{
     fs::{File, OpenOptions},
+    os::unix::fs::OpenOptionsExt,
     path::{Path, PathBuf},
 };
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::doctor::{Check, read_sysctl, sysctl_path};
-use crate::{observer::procfs, workload::procstat};
+use super::doctor::{Check, read_sysctl, tunable_path};
+use crate::{
+    observer::procfs,
+    state_dir::{self, StateError},
+    workload::procstat,
+};
+
+/// A record is a few hundred bytes; anything much larger is not one.
+const MAX_RECORD_BYTES: u64 = 64 << 10;
 
 #[derive(Debug, Error)]
 pub enum TuneError {
-    #[error("setting {name} to {value}: {source} (needs root)")]
+    /// The cause is in the message, not a `source`: anyhow's chain would say it twice
+    /// ("Permission denied (os error 13) (needs root): Permission denied (os error 13)").
+    #[error("setting {name} to {value}: {cause}{}", needs_root(cause))]
     Write {
         name: String,
         value: String,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
-    #[error("restore file {0}: {1}")]
-    RestoreFile(String, String),
     #[error("locking {0}: {1}")]
     Lock(String, std::io::Error),
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+fn needs_root(e: &std::io::Error) -> &'static str {
+    if e.kind() == std::io::ErrorKind::PermissionDenied {
+        "; sysctls are root's to set: sudo -E c1m …"
+    } else {
+        ""
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -105,12 +130,12 @@ enum AnyRecord {
     Bare(Vec<Changed>),
 }
 
-fn records_dir() -> PathBuf {
-    std::env::temp_dir()
+fn records_dir() -> Result<PathBuf, StateError> {
+    state_dir::runtime_dir()
 }
 
-fn record_path(pid: u32) -> PathBuf {
-    records_dir().join(format!("c1m-tuned-{pid}.json"))
+fn record_path(dir: &Path, pid: u32) -> PathBuf {
+    dir.join(format!("tuned-{pid}.json"))
 }
 
 /// A record on disk.
@@ -150,16 +175,24 @@ fn same_scope(name: &str, a: Ns, b: Ns) -> bool {
     !per_netns(name) || a.is(b)
 }
 
-/// Every record on disk except `except`'s.
-fn stored(except: u32) -> Vec<Stored> {
-    let Ok(dir) = std::fs::read_dir(records_dir()) else {
-        return Vec::new();
+/// The records in a directory, and one line per file that was not read.
+#[derive(Default)]
+struct Listing {
+    stored: Vec<Stored>,
+    ignored: Vec<String>,
+}
+
+/// Every record in `dir` except `except`'s; a file that is not the user's own, or
+/// names anything but a sysctl c1m tunes, is refused with a line saying why.
+fn stored(dir: &Path, except: u32) -> Listing {
+    let mut out = Listing::default();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
     };
-    let mut out = Vec::new();
-    for entry in dir.flatten() {
+    for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(pid) = name
-            .strip_prefix("c1m-tuned-")
+            .strip_prefix("tuned-")
             .and_then(|s| s.strip_suffix(".json"))
             .and_then(|s| s.parse::<u32>().ok())
             .filter(|p| *p != except)
@@ -167,44 +200,108 @@ fn stored(except: u32) -> Vec<Stored> {
             continue;
         };
         let path = entry.path();
-        let record = match std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|t| serde_json::from_str::<AnyRecord>(&t).ok())
-        {
-            Some(AnyRecord::Current(r)) => r,
-            Some(AnyRecord::Bare(changed)) => Record {
-                changed,
-                ..Record::default()
-            },
-            // Half-written by a process killed mid-write, or not ours: left alone.
-            None => continue,
-        };
-        out.push(Stored { pid, path, record });
+        match read_record(&path) {
+            Ok(record) => out.stored.push(Stored { pid, path, record }),
+            Err(why) => out.ignored.push(format!("not read: {why}")),
+        }
     }
     out
 }
 
+/// The record at `path`, or why it is not trusted.
+fn read_record(path: &Path) -> Result<Record, String> {
+    let bytes = state_dir::read_private(path, MAX_RECORD_BYTES).map_err(|e| e.to_string())?;
+    let record = match serde_json::from_slice::<AnyRecord>(&bytes) {
+        Ok(AnyRecord::Current(r)) => r,
+        Ok(AnyRecord::Bare(changed)) => Record {
+            changed,
+            ..Record::default()
+        },
+        // Half-written by a process killed mid-write (the rename makes that rare).
+        Err(e) => return Err(format!("{}: not a restore record ({e})", path.display())),
+    };
+    let foreign: Vec<&str> = record
+        .changed
+        .iter()
+        .chain(&record.held)
+        .map(|c| c.name.as_str())
+        .filter(|n| tunable_path(n).is_none())
+        .collect();
+    if !foreign.is_empty() {
+        return Err(format!(
+            "{} names {}, not a sysctl --tune sets",
+            path.display(),
+            foreign.join(", ")
+        ));
+    }
+    Ok(record)
+}
+
+/// Restore records an older c1m kept in /tmp: never read (anyone could have written
+/// them), only named, so that one root left is put back with that version.
+fn legacy_records() -> Vec<String> {
+    let mut dirs = vec![PathBuf::from("/tmp"), std::env::temp_dir()];
+    dirs.dedup();
+    let mut found = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("c1m-tuned-") && name.ends_with(".json") {
+                let owner = std::fs::symlink_metadata(e.path())
+                    .map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+                found.push((e.path(), owner.ok()));
+            }
+        }
+    }
+    found.sort();
+    found
+        .iter()
+        .map(|(p, owner)| {
+            format!(
+                "not read: {} (owned by uid {}): restore records live in c1m's own state directory now, never in /tmp; one an older c1m left as root is restored by that version's `c1m doctor --restore`",
+                p.display(),
+                owner.map_or_else(|| "?".to_owned(), |u| u.to_string())
+            )
+        })
+        .collect()
+}
+
 fn save(path: &Path, record: &Record) {
     if let Ok(json) = serde_json::to_string_pretty(record) {
-        let _ = crate::lab::export::atomic::write_atomic(path, json.as_bytes());
+        let _ = state_dir::write_private(path, json.as_bytes());
     }
+}
+
+/// Writes a sysctl of c1m's own list; any other name is refused, never joined to
+/// /proc/sys (an absolute one would escape it).
+fn write_sysctl(name: &str, value: &str) -> std::io::Result<()> {
+    let path = tunable_path(name).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{name} is not a sysctl --tune sets"),
+        )
+    })?;
+    std::fs::write(path, value)
 }
 
 /// Held while records are read and changed: tuners starting or ending at once see each
 /// other. The kernel lets go when the process dies.
 struct Lock(#[allow(dead_code)] File);
 
-fn lock() -> Result<Lock, TuneError> {
-    let path = records_dir().join("c1m-tuned.lock");
+fn lock(dir: &Path) -> Result<Lock, TuneError> {
+    let path = dir.join("tuned.lock");
     let err = |e| TuneError::Lock(path.display().to_string(), e);
-    // Read-only is enough for flock: a lock file another user created still locks.
     let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o600)
         .open(&path)
-        .or_else(|_| File::open(&path))
         .map_err(err)?;
     file.lock().map_err(err)?;
     Ok(Lock(file))
@@ -220,6 +317,8 @@ pub struct Tuning {
     pub held: Vec<Changed>,
     ns: Ns,
     start_time: Option<u64>,
+    /// The records' directory (this user's state directory).
+    dir: PathBuf,
     path: PathBuf,
 }
 
@@ -235,18 +334,21 @@ pub struct Restore {
 impl Tuning {
     /// Sets what `checks` ask for, counting with every other tuner's record.
     pub fn apply(checks: &[Check]) -> Result<Self, TuneError> {
-        let _lock = lock()?;
+        let dir = records_dir()?;
+        let _lock = lock(&dir)?;
         let me = std::process::id();
         let mut t = Tuning {
             changed: Vec::new(),
             held: Vec::new(),
             ns: Ns::here(),
             start_time: procstat::start_time(me),
-            path: record_path(me),
+            path: record_path(&dir, me),
+            dir,
         };
         // Live or killed, another tuner's values are what this run's preflight saw: held
-        // here too, each with the value from before that tuner.
-        let others = stored(me);
+        // here too, each with the value from before that tuner. (A file refused here
+        // was named by the sweep at the run's start.)
+        let others = stored(&t.dir, me).stored;
         for c in others
             .iter()
             .flat_map(|o| o.entries().filter(|c| same_scope(&c.name, o.ns(), t.ns)))
@@ -268,16 +370,17 @@ impl Tuning {
                 old,
                 new: value.clone(),
             });
-            // Recorded before writing, so even a crash right after leaves a restore file.
+            // Recorded before writing, so even a crash right after leaves a restore file
+            // (restoring a value never written writes what is there).
             t.save();
-            if let Err(source) = std::fs::write(sysctl_path(&name), &value) {
-                // Under the lock already: undone here, so the drop has nothing to take.
+            if let Err(cause) = write_sysctl(&name, &value) {
+                // Not written: not recorded either (a user's `doctor --tune` once left a
+                // record claiming tcp_max_syn_backlog went 2048 -> 8192). Under the lock
+                // already: the rest is undone here, so the drop has nothing to take.
+                t.changed.pop();
+                t.save();
                 t.restore_locked();
-                return Err(TuneError::Write {
-                    name,
-                    value,
-                    source,
-                });
+                return Err(TuneError::Write { name, value, cause });
             }
         }
         t.save();
@@ -304,14 +407,15 @@ impl Tuning {
         if self.changed.is_empty() && self.held.is_empty() {
             return Restore::default();
         }
-        // Without the lock (another user's lock file, say), restoring still beats not.
-        let _lock = lock();
+        // Without the lock, restoring still beats not.
+        let _lock = lock(&self.dir);
         self.restore_locked()
     }
 
     fn restore_locked(&mut self) -> Restore {
         let mine: Vec<Changed> = self.changed.drain(..).chain(self.held.drain(..)).collect();
-        let others: Vec<Stored> = stored(std::process::id())
+        let others: Vec<Stored> = stored(&self.dir, std::process::id())
+            .stored
             .into_iter()
             .filter(Stored::alive)
             .collect();
@@ -323,10 +427,12 @@ impl Tuning {
                 None => back.push(c),
             }
         }
-        out.failed = restore_all(&back);
-        if out.failed.is_empty() {
-            let _ = std::fs::remove_file(&self.path);
-        }
+        let failed = restore_all(&back);
+        out.failed = failed.iter().map(assignment).collect();
+        // What is still to restore, and only that, stays recorded for a sweep.
+        self.changed = failed;
+        self.save();
+        self.changed.clear();
         out
     }
 }
@@ -340,13 +446,18 @@ impl Drop for Tuning {
 }
 
 /// Writes each old value back, newest first; returns the ones that failed.
-fn restore_all(changed: &[Changed]) -> Vec<String> {
+fn restore_all(changed: &[Changed]) -> Vec<Changed> {
     changed
         .iter()
         .rev()
-        .filter(|c| std::fs::write(sysctl_path(&c.name), &c.old).is_err())
-        .map(|c| format!("{} = {}", c.name, c.old))
+        .filter(|c| write_sysctl(&c.name, &c.old).is_err())
+        .cloned()
         .collect()
+}
+
+/// `name = old`, as the restore lines name what failed.
+fn assignment(c: &Changed) -> String {
+    format!("{} = {}", c.name, c.old)
 }
 
 /// Who sweeps the records of tuners that are gone.
@@ -367,17 +478,27 @@ pub struct Swept {
     pub gone: Vec<(Changed, u32)>,
     /// Left for later, one line each (why, and the fix).
     pub left: Vec<String>,
+    /// Records restored or dropped, so removed.
+    pub removed: Vec<PathBuf>,
+    /// Files not read (not the user's own, naming something not a sysctl c1m tunes,
+    /// or an older c1m's in /tmp), one line each.
+    pub ignored: Vec<String>,
 }
 
 /// Restores the records of tuners that are gone (killed before they could), each in its
 /// own namespace; a sysctl another tuner still holds stays (that one restores it).
 pub fn restore_orphans(sweep: Sweep) -> Result<Swept, TuneError> {
-    let _lock = lock()?;
+    let mut out = Swept {
+        ignored: legacy_records(),
+        ..Swept::default()
+    };
+    let dir = records_dir()?;
+    let _lock = lock(&dir)?;
     let here = Ns::here();
-    let (live, dead): (Vec<Stored>, Vec<Stored>) = stored(std::process::id())
-        .into_iter()
-        .partition(Stored::alive);
-    let mut out = Swept::default();
+    let listing = stored(&dir, std::process::id());
+    out.ignored.extend(listing.ignored);
+    let (live, dead): (Vec<Stored>, Vec<Stored>) =
+        listing.stored.into_iter().partition(Stored::alive);
     for d in dead {
         let ns = d.ns();
         let entries: Vec<Changed> = d
@@ -392,20 +513,20 @@ pub fn restore_orphans(sweep: Sweep) -> Result<Swept, TuneError> {
             .partition(|c| !per_netns(&c.name) || ns.inode.is_none() || ns.is(here));
         let mut left = Vec::new();
         let failed = restore_all(&here_too);
-        settle(here_too, &failed, None, &mut out.restored, &mut left);
         if !failed.is_empty() {
             out.left.push(format!(
                 "could not restore {} (needs root): sudo c1m doctor --restore",
-                failed.join(", ")
+                assignments(&failed)
             ));
         }
+        settle(here_too, &failed, None, &mut out.restored, &mut left);
         if let (Some(inode), false) = (ns.inode, theirs.is_empty()) {
             match enter_and_restore(ns, &theirs) {
                 Reached::Restored(failed) => {
                     if !failed.is_empty() {
                         out.left.push(format!(
                             "could not restore {} in network namespace net:[{inode}] (needs root): sudo c1m doctor --restore",
-                            failed.join(", ")
+                            assignments(&failed)
                         ));
                     }
                     settle(theirs, &failed, Some(inode), &mut out.restored, &mut left);
@@ -431,7 +552,9 @@ pub fn restore_orphans(sweep: Sweep) -> Result<Swept, TuneError> {
             }
         }
         if left.is_empty() {
-            let _ = std::fs::remove_file(&d.path);
+            if std::fs::remove_file(&d.path).is_ok() {
+                out.removed.push(d.path.clone());
+            }
         } else {
             let keep = Record {
                 changed: left,
@@ -444,19 +567,20 @@ pub fn restore_orphans(sweep: Sweep) -> Result<Swept, TuneError> {
     Ok(out)
 }
 
+fn assignments(changed: &[Changed]) -> String {
+    changed.iter().map(assignment).collect::<Vec<_>>().join(", ")
+}
+
 /// Sorts `changed` into restored (with the namespace, when another) and left (failed).
 fn settle(
     changed: Vec<Changed>,
-    failed: &[String],
+    failed: &[Changed],
     inode: Option<u32>,
     restored: &mut Vec<(Changed, Option<u32>)>,
     left: &mut Vec<Changed>,
 ) {
     for c in changed {
-        if failed
-            .iter()
-            .any(|f| f.starts_with(&format!("{} = ", c.name)))
-        {
+        if failed.iter().any(|f| f.name == c.name) {
             left.push(c);
         } else {
             restored.push((c, inode));
@@ -467,7 +591,7 @@ fn settle(
 /// How an attempt to restore inside another namespace went.
 enum Reached {
     /// Written there; the ones that failed.
-    Restored(Vec<String>),
+    Restored(Vec<Changed>),
     /// No namespace has the inode, or the one that has it now is a later one.
     Gone,
     Unreachable(std::io::Error),
@@ -559,6 +683,55 @@ mod tests {
         let inside = crate::netns::run_in(&fd, Ns::here).unwrap();
         assert!(inside.is(ns), "{inside:?} {ns:?}");
         assert_eq!(inside.cookie, ns.cookie);
+    }
+
+    /// A record is trusted for sysctls of c1m's own list only: a planted name (a path,
+    /// or a sysctl --tune never sets) is refused, and never written (issue 30, case 1).
+    #[test]
+    fn a_record_naming_anything_but_a_tuned_sysctl_is_refused() {
+        let dir = std::env::temp_dir().join(format!("c1m-tuned-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let proof = dir.join("proof");
+        let record = |name: &str| {
+            format!(r#"{{"netns":null,"changed":[{{"name":"{name}","old":"planted","new":"x"}}]}}"#)
+        };
+        let path = |pid: u32| record_path(&dir, pid);
+        let planted = [proof.display().to_string(), "kernel.core_pattern".to_owned()];
+        for (pid, name) in [(4_194_305, &planted[0]), (4_194_306, &planted[1])] {
+            state_dir::write_private(&path(pid), record(name).as_bytes()).unwrap();
+        }
+        state_dir::write_private(&path(4_194_307), record("net.core.somaxconn").as_bytes())
+            .unwrap();
+        let listing = stored(&dir, 0);
+        let kept: Vec<u32> = listing.stored.iter().map(|s| s.pid).collect();
+        assert_eq!(kept, vec![4_194_307]);
+        assert_eq!(listing.ignored.len(), 2, "{:?}", listing.ignored);
+        for name in &planted {
+            assert!(
+                listing.ignored.iter().any(|l| l.contains(name.as_str())
+                    && l.contains("not a sysctl --tune sets")),
+                "{:?}",
+                listing.ignored
+            );
+        }
+        assert!(write_sysctl(&planted[0], "x").is_err());
+        assert!(!proof.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The cause once, and the fix (issue 30, case 13).
+    #[test]
+    fn a_failed_write_says_its_cause_once() {
+        let e = anyhow::Error::from(TuneError::Write {
+            name: "net.core.somaxconn".into(),
+            value: "4096".into(),
+            cause: std::io::Error::from_raw_os_error(libc::EACCES),
+        })
+        .context("--tune");
+        let line = format!("{e:#}");
+        assert_eq!(line.matches("os error 13").count(), 1, "{line}");
+        assert!(line.contains("sudo"), "{line}");
     }
 
     #[test]

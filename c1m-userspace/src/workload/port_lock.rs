@@ -84,9 +84,9 @@ pub struct PortLocks {
 }
 
 fn lock_path(port: u16) -> Result<PathBuf, PortError> {
-    let dir = crate::util::runtime_dir().map_err(|source| PortError::Io {
+    let dir = crate::state_dir::runtime_dir().map_err(|e| PortError::Io {
         path: PathBuf::from("runtime directory"),
-        source,
+        source: std::io::Error::other(e),
     })?;
     let netns = crate::observer::procfs::own_netns_inum().unwrap_or(0);
     Ok(dir.join(format!("port-{netns}-{port}.lock")))
@@ -128,7 +128,7 @@ fn sweep_dead_namespaces(dir: &std::path::Path, here: u32) {
 /// before any socket binds; keep the result as long as the listeners live.
 pub fn lock(ports: &[u16], addrs: &[IpAddr]) -> Result<PortLocks, PortError> {
     if let (Ok(dir), Some(here)) = (
-        crate::util::runtime_dir(),
+        crate::state_dir::runtime_dir(),
         crate::observer::procfs::own_netns_inum(),
     ) {
         sweep_dead_namespaces(&dir, here);

@@ -5,13 +5,24 @@
 //! taken for the child. One copy sits in the run folder (`journal.json`), one in the
 //! runtime directory (`labs/PID.json`), where `c1m run` and `c1m doctor` look for the
 //! journals of labs that are gone; `c1m doctor --restore` ends what they left.
+//!
+//! Only journals in the user's own state directory, in files of the user's own, are
+//! read (`state_dir`), and a child is signalled only while its pid, start time and
+//! owner are still the journal's: a journal planted in another user's directory once
+//! had `doctor --restore` kill the reader's own process (issue 30, case 2).
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::lab::tuning::Changed;
-use crate::workload::procstat;
+use crate::{
+    lab::tuning::Changed,
+    state_dir::{self, StateError},
+    workload::procstat,
+};
+
+/// A journal is a few KiB; anything much larger is not one.
+const MAX_BYTES: u64 = 1 << 20;
 
 /// The journal's name in the run folder.
 pub const FILE: &str = "journal.json";
@@ -42,6 +53,10 @@ pub struct Proc {
     pub pid: u32,
     /// Clock ticks since boot (/proc/PID/stat field 22).
     pub start_time: u64,
+    /// Its real uid: a process is signalled only while it is still the journal's user's
+    /// (None in journals of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
 }
 
 impl Proc {
@@ -50,11 +65,31 @@ impl Proc {
         Some(Proc {
             pid,
             start_time: procstat::start_time(pid)?,
+            uid: procstat::uid(pid),
         })
     }
 
     pub fn alive(&self) -> bool {
         procstat::alive(self.pid, self.start_time)
+    }
+
+    /// Why the process with this pid now is not the one recorded (None when it is):
+    /// another start time is another process, another owner is another user's.
+    fn not_the_recorded_one(&self) -> Option<String> {
+        if !self.alive() {
+            return Some("it ended, or its pid is another process's now".to_owned());
+        }
+        match (self.uid, procstat::uid(self.pid)) {
+            (Some(want), Some(found)) if want == found => None,
+            (Some(want), Some(found)) => Some(format!(
+                "it runs as uid {found}, its journal says uid {want}"
+            )),
+            (None, _) => Some(
+                "its journal (an older c1m's) does not say whose it is; end it by hand if it is the lab's"
+                    .to_owned(),
+            ),
+            (Some(_), None) => Some("its owner cannot be read".to_owned()),
+        }
     }
 }
 
@@ -80,10 +115,33 @@ pub struct Journal {
     pub cgroups: Vec<PathBuf>,
 }
 
-fn labs_dir() -> std::io::Result<PathBuf> {
-    let dir = crate::util::runtime_dir()?.join("labs");
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
+fn labs_dir() -> Result<PathBuf, StateError> {
+    state_dir::private_dir(&state_dir::runtime_dir()?.join("labs"))
+}
+
+/// The journal at `path`, if it is one and the user's own (else why not).
+fn read(path: &Path) -> Result<Journal, String> {
+    let bytes = state_dir::read_private(path, MAX_BYTES).map_err(|e| e.to_string())?;
+    serde_json::from_slice(&bytes).map_err(|e| format!("{}: not a journal ({e})", path.display()))
+}
+
+/// Every journal file in the user's labs directory, read or refused.
+fn journals() -> Result<Vec<(PathBuf, Result<Journal, String>)>, StateError> {
+    let dir = labs_dir()?;
+    let entries = std::fs::read_dir(&dir).map_err(|cause| StateError::Io {
+        path: dir.clone(),
+        cause,
+    })?;
+    Ok(entries
+        .flatten()
+        .map(|e| e.path())
+        // A `.tmp` is a write in progress (or cut short): the rename publishes it.
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| {
+            let j = read(&p);
+            (p, j)
+        })
+        .collect())
 }
 
 /// The running lab's journal; the well-known copy goes when the lab ends normally.
@@ -137,7 +195,7 @@ impl JournalFile {
         crate::lab::export::atomic::write_atomic(&self.journal.run_folder.join(FILE), &json)
             .map_err(std::io::Error::other)?;
         if let Some(p) = &self.well_known {
-            crate::lab::export::atomic::write_atomic(p, &json).map_err(std::io::Error::other)?;
+            state_dir::write_private(p, &json).map_err(std::io::Error::other)?;
         }
         Ok(())
     }
@@ -199,40 +257,97 @@ impl Leftover {
         s
     }
 
-    /// SIGKILLs its children still running (each checked by start time right before)
-    /// and everything in its cgroups (then removed), and forgets the journal. Returns
-    /// the children it ended.
-    pub fn end(self) -> Vec<Child> {
-        let mut ended = Vec::new();
+    /// SIGKILLs its children still running (each checked by start time and owner right
+    /// before) and everything in its cgroups (then removed), and forgets the journal.
+    pub fn end(self) -> Ended {
+        let mut out = Ended::default();
         for c in &self.alive {
-            // A pid whose start time matched just now: a reused pid would have another.
+            // Checked just now: a reused pid has another start time, another user's
+            // process another uid.
+            if let Some(why) = c.proc.not_the_recorded_one() {
+                out.spared.push((*c, why));
+                continue;
+            }
             let kill = |p| rustix::process::kill_process(p, rustix::process::Signal::KILL);
             let pid = rustix::process::Pid::from_raw(c.proc.pid as i32);
-            if c.proc.alive() && pid.is_some_and(|p| kill(p).is_ok()) {
-                ended.push(*c);
+            match pid.map(kill) {
+                Some(Ok(())) => out.ended.push(*c),
+                Some(Err(e)) => out.spared.push((*c, e.to_string())),
+                None => out.spared.push((*c, "not a pid".to_owned())),
             }
         }
         for cg in &self.journal.cgroups {
-            let _ = super::cgroup::remove(cg, std::time::Duration::from_secs(5));
+            if !made_by(cg, self.journal.lab.pid) {
+                out.failed.push(format!(
+                    "left cgroup {}: not one c1m makes for lab pid {}",
+                    cg.display(),
+                    self.journal.lab.pid
+                ));
+                continue;
+            }
+            if !cg.exists() {
+                continue;
+            }
+            match super::cgroup::remove(cg, std::time::Duration::from_secs(5)) {
+                Ok(()) => out.removed.push(cg.clone()),
+                Err(e) => out
+                    .failed
+                    .push(format!("could not remove cgroup {}: {e}", cg.display())),
+            }
         }
-        let _ = std::fs::remove_file(&self.path);
-        ended
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => out.removed.push(self.path.clone()),
+            Err(e) => out.failed.push(format!(
+                "could not remove the journal {}: {e}",
+                self.path.display()
+            )),
+        }
+        out
     }
 }
 
-/// The journals of labs that are no longer running.
-pub fn leftovers() -> Vec<Leftover> {
-    let Ok(dir) = labs_dir().and_then(std::fs::read_dir) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for entry in dir.flatten() {
-        let path = entry.path();
-        let Some(journal) = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|s| serde_json::from_str::<Journal>(&s).ok())
-        else {
-            continue;
+/// Whether `cgroup` is named as `cgroup::Cgroup::create` names the ones lab `pid` makes
+/// (`c1m-PURPOSE-PID-N`): a journal's word alone never has another cgroup killed.
+fn made_by(cgroup: &Path, pid: u32) -> bool {
+    cgroup
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("c1m-"))
+        .is_some_and(|n| n.contains(&format!("-{pid}-")))
+}
+
+/// What ending a leftover did, for one line each.
+#[derive(Debug, Default)]
+pub struct Ended {
+    /// Children killed.
+    pub ended: Vec<Child>,
+    /// Children left running, and why.
+    pub spared: Vec<(Child, String)>,
+    /// Cgroups and the journal file, removed.
+    pub removed: Vec<PathBuf>,
+    /// What could not be removed, one line each.
+    pub failed: Vec<String>,
+}
+
+/// The labs that are gone, as their journals tell, and the files that were not read.
+#[derive(Debug, Default)]
+pub struct Found {
+    pub leftovers: Vec<Leftover>,
+    /// One line per journal file refused (not the user's, not a journal).
+    pub ignored: Vec<String>,
+}
+
+/// The journals of labs that are no longer running. Fails (one line naming the
+/// directory, its owner and the fix) when the state directory is not the user's.
+pub fn leftovers() -> Result<Found, StateError> {
+    let mut out = Found::default();
+    for (path, journal) in journals()? {
+        let journal = match journal {
+            Ok(j) => j,
+            Err(why) => {
+                out.ignored.push(format!("not read: {why}"));
+                continue;
+            }
         };
         if journal.lab.alive() {
             continue;
@@ -246,27 +361,44 @@ pub fn leftovers() -> Vec<Leftover> {
         let in_cgroups = journal
             .cgroups
             .iter()
+            .filter(|c| made_by(c, journal.lab.pid))
             .flat_map(|c| super::cgroup::pids_of(c))
             .collect();
-        out.push(Leftover {
+        out.leftovers.push(Leftover {
             journal,
             path,
             alive,
             in_cgroups,
         });
     }
-    out
+    Ok(out)
+}
+
+/// What `c1m run` and `c1m doctor` say of other labs' leftovers before they start, one
+/// line each: a refused file, a lab gone, or the state directory refused (which does not
+/// stop them here; a run's port locks refuse it too, and fail the run there).
+pub fn leftover_lines() -> Vec<String> {
+    match leftovers() {
+        Ok(found) => found
+            .ignored
+            .into_iter()
+            .chain(
+                found
+                    .leftovers
+                    .iter()
+                    .map(|l| format!("leftover: {}", l.describe())),
+            )
+            .collect(),
+        Err(e) => vec![e.to_string()],
+    }
 }
 
 /// The journal of the running lab that started `pid` (a server, client or worker).
 pub fn lab_of(pid: u32) -> Option<Journal> {
-    let dir = labs_dir().ok()?;
-    std::fs::read_dir(dir)
+    journals()
         .ok()?
-        .flatten()
-        .filter_map(|e| {
-            serde_json::from_str::<Journal>(&std::fs::read_to_string(e.path()).ok()?).ok()
-        })
+        .into_iter()
+        .filter_map(|(_, j)| j.ok())
         .find(|j| {
             j.lab.alive() && (j.lab.pid == pid || j.children.iter().any(|c| c.proc.pid == pid))
         })
@@ -282,8 +414,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let me = Proc::of(std::process::id()).unwrap();
         let stale = Proc {
-            pid: me.pid,
             start_time: me.start_time + 1,
+            ..me
         };
         let left = Leftover {
             journal: Journal {
@@ -312,7 +444,58 @@ mod tests {
         assert!(line.contains("net.core.somaxconn 4096 (was 128)"), "{line}");
         assert!(line.contains("c1m doctor --restore"), "{line}");
         // Nothing alive to end: this process (same pid, other start time) survives.
-        assert!(left.end().is_empty());
+        let ended = left.end();
+        assert!(ended.ended.is_empty() && ended.spared.is_empty());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A live process with the journal's pid and start time but another owner is not
+    /// the journal's: spared, with the reason (issue 30, case 2).
+    #[test]
+    fn a_child_of_another_owner_is_never_signalled() {
+        let mut sleep = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let real = Proc::of(sleep.id()).unwrap();
+        let theirs = Proc {
+            uid: real.uid.map(|u| u.wrapping_add(1)),
+            ..real
+        };
+        let older = Proc { uid: None, ..real };
+        let child = |proc| Child {
+            role: Role::Server,
+            proc,
+        };
+        let left = Leftover {
+            journal: Journal {
+                lab: Proc {
+                    start_time: real.start_time + 1,
+                    ..real
+                },
+                run_folder: std::env::temp_dir(),
+                command_line: "c1m run".into(),
+                netns: 0,
+                sysctls: Vec::new(),
+                children: vec![child(theirs), child(older)],
+                // Not a name c1m gives its cgroups: never killed on a journal's word.
+                cgroups: vec![PathBuf::from("/sys/fs/cgroup/system.slice")],
+            },
+            path: std::env::temp_dir().join(format!("c1m-none-{}.json", real.pid)),
+            alive: vec![child(theirs), child(older)],
+            in_cgroups: Vec::new(),
+        };
+        let ended = left.end();
+        let running = matches!(sleep.try_wait(), Ok(None));
+        let _ = sleep.kill();
+        let _ = sleep.wait();
+        assert!(running, "a process of another owner was killed");
+        assert!(ended.ended.is_empty());
+        assert_eq!(ended.spared.len(), 2);
+        assert!(ended.spared[0].1.contains("its journal says uid"), "{:?}", ended.spared);
+        assert!(ended.spared[1].1.contains("does not say whose"), "{:?}", ended.spared);
+        assert!(ended.failed[0].contains("not one c1m makes"), "{:?}", ended.failed);
+        assert!(made_by(Path::new("/sys/fs/cgroup/x/c1m-server-42-0"), 42));
+        assert!(!made_by(Path::new("/sys/fs/cgroup/x/c1m-server-421-0"), 42));
     }
 }

@@ -718,13 +718,16 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
             for l in &swept.left {
                 eprintln!("c1m: sysctls left by a killed tuned run stay as they are: {l}");
             }
+            for l in &swept.ignored {
+                eprintln!("c1m: {l}");
+            }
         }
         Err(e) => eprintln!(
             "c1m: sysctls left by a killed tuned run stay as they are ({e}); fix: sudo c1m doctor --restore"
         ),
     }
-    for left in journal::leftovers() {
-        eprintln!("c1m: leftover: {}", left.describe());
+    for l in journal::leftover_lines() {
+        eprintln!("c1m: {l}");
     }
     let target = Target {
         connections,
