@@ -24,9 +24,12 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum StateError {
     #[error("{}: {cause}", path.display())]
-    Io { path: PathBuf, cause: std::io::Error },
+    Io {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
     #[error(
-        "c1m's state directory {} is not trusted: {why}; fix: rm -r {} (as its owner), then run again",
+        "the state directory {} is not trusted: {why}; fix: rm -r {} (as its owner), then run again",
         path.display(),
         path.display()
     )]
@@ -54,9 +57,12 @@ pub fn runtime_dir() -> Result<PathBuf, StateError> {
         .map(PathBuf::from)
         .filter(|d| d.is_absolute() && untrusted_dir(d).is_none());
     let mut last = None;
-    for dir in [xdg.map(|d| d.join("c1m")), Some(std::env::temp_dir().join(format!("c1m-{uid}")))]
-        .into_iter()
-        .flatten()
+    for dir in [
+        xdg.map(|d| d.join("c1m")),
+        Some(std::env::temp_dir().join(format!("c1m-{uid}"))),
+    ]
+    .into_iter()
+    .flatten()
     {
         match private_dir(&dir) {
             Ok(d) => return Ok(d),
@@ -138,7 +144,8 @@ pub fn read_private(path: &Path, cap: u64) -> Result<Vec<u8>, StateError> {
         path: path.to_owned(),
         why,
     };
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
     let fd = match rustix::fs::open(path, flags, Mode::empty()) {
         Ok(fd) => fd,
         Err(rustix::io::Errno::LOOP) => return Err(refused("a symbolic link".to_owned())),
@@ -152,7 +159,10 @@ pub fn read_private(path: &Path, cap: u64) -> Result<Vec<u8>, StateError> {
     }
     why.extend(owner_and_mode(meta.uid(), meta.mode()));
     if meta.len() > cap {
-        why.push(format!("{} bytes, more than a state file's {cap}", meta.len()));
+        why.push(format!(
+            "{} bytes, more than a state file's {cap}",
+            meta.len()
+        ));
     }
     if !why.is_empty() {
         return Err(refused(why.join(", ")));
@@ -172,7 +182,8 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
         let p = p.to_owned();
         move |cause: std::io::Error| StateError::Io { path: p, cause }
     };
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let flags =
+        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let written = rustix::fs::open(&tmp, flags, Mode::from_raw_mode(0o600))
         .map_err(std::io::Error::from)
         .and_then(|fd| {

@@ -323,7 +323,11 @@ fn doctor_restore_names_what_it_removed() {
     }
     let mut child = NobodySleep::start();
     // A pid the kernel since gave another process (the start time differs): spared.
-    let reused = (me, c1m::procstat::start_time(me).expect("own start") + 1, NOBODY);
+    let reused = (
+        me,
+        c1m::procstat::start_time(me).expect("own start") + 1,
+        NOBODY,
+    );
     let lab = impossible_pid(me);
     let journal = labs.join(format!("{lab}.json"));
     std::fs::write(

@@ -602,13 +602,22 @@ mod tests {
     fn only_the_tune_list_is_ever_written() {
         let huge = huge();
         for (name, _) in checks(&huge).iter().filter_map(|c| c.tune.clone()) {
-            assert!(tunable_path(&name).is_some(), "{name} is tuned but not listed");
+            assert!(
+                tunable_path(&name).is_some(),
+                "{name} is tuned but not listed"
+            );
         }
         assert_eq!(
             tunable_path("net.core.somaxconn"),
             Some(PathBuf::from("/proc/sys/net/core/somaxconn"))
         );
-        for name in ["/tmp/proof", "/etc/crontab", "kernel.core_pattern", "fs/../../etc/x", ""] {
+        for name in [
+            "/tmp/proof",
+            "/etc/crontab",
+            "kernel.core_pattern",
+            "fs/../../etc/x",
+            "",
+        ] {
             assert_eq!(tunable_path(name), None, "{name}");
         }
     }

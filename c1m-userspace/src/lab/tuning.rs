@@ -568,7 +568,11 @@ pub fn restore_orphans(sweep: Sweep) -> Result<Swept, TuneError> {
 }
 
 fn assignments(changed: &[Changed]) -> String {
-    changed.iter().map(assignment).collect::<Vec<_>>().join(", ")
+    changed
+        .iter()
+        .map(assignment)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Sorts `changed` into restored (with the namespace, when another) and left (failed).
@@ -697,7 +701,10 @@ mod tests {
             format!(r#"{{"netns":null,"changed":[{{"name":"{name}","old":"planted","new":"x"}}]}}"#)
         };
         let path = |pid: u32| record_path(&dir, pid);
-        let planted = [proof.display().to_string(), "kernel.core_pattern".to_owned()];
+        let planted = [
+            proof.display().to_string(),
+            "kernel.core_pattern".to_owned(),
+        ];
         for (pid, name) in [(4_194_305, &planted[0]), (4_194_306, &planted[1])] {
             state_dir::write_private(&path(pid), record(name).as_bytes()).unwrap();
         }
@@ -709,8 +716,10 @@ mod tests {
         assert_eq!(listing.ignored.len(), 2, "{:?}", listing.ignored);
         for name in &planted {
             assert!(
-                listing.ignored.iter().any(|l| l.contains(name.as_str())
-                    && l.contains("not a sysctl --tune sets")),
+                listing
+                    .ignored
+                    .iter()
+                    .any(|l| l.contains(name.as_str()) && l.contains("not a sysctl --tune sets")),
                 "{:?}",
                 listing.ignored
             );

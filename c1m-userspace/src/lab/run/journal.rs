@@ -126,7 +126,10 @@ fn read(path: &Path) -> Result<Journal, String> {
 }
 
 /// Every journal file in the user's labs directory, read or refused.
-fn journals() -> Result<Vec<(PathBuf, Result<Journal, String>)>, StateError> {
+/// A journal file, read, or why it was refused.
+type Entry = (PathBuf, Result<Journal, String>);
+
+fn journals() -> Result<Vec<Entry>, StateError> {
     let dir = labs_dir()?;
     let entries = std::fs::read_dir(&dir).map_err(|cause| StateError::Io {
         path: dir.clone(),
@@ -492,9 +495,21 @@ mod tests {
         assert!(running, "a process of another owner was killed");
         assert!(ended.ended.is_empty());
         assert_eq!(ended.spared.len(), 2);
-        assert!(ended.spared[0].1.contains("its journal says uid"), "{:?}", ended.spared);
-        assert!(ended.spared[1].1.contains("does not say whose"), "{:?}", ended.spared);
-        assert!(ended.failed[0].contains("not one c1m makes"), "{:?}", ended.failed);
+        assert!(
+            ended.spared[0].1.contains("its journal says uid"),
+            "{:?}",
+            ended.spared
+        );
+        assert!(
+            ended.spared[1].1.contains("does not say whose"),
+            "{:?}",
+            ended.spared
+        );
+        assert!(
+            ended.failed[0].contains("not one c1m makes"),
+            "{:?}",
+            ended.failed
+        );
         assert!(made_by(Path::new("/sys/fs/cgroup/x/c1m-server-42-0"), 42));
         assert!(!made_by(Path::new("/sys/fs/cgroup/x/c1m-server-421-0"), 42));
     }
