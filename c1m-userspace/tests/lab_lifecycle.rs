@@ -637,7 +637,7 @@ fn a_killed_labs_sysctls_are_restored_in_its_own_namespace_not_forgotten() {
         );
     }
     // Nothing runs in the namespace now: only its /run/netns mount keeps it.
-    let record = std::path::PathBuf::from(format!("/run/c1m/tuned-{}.json", journal.lab.pid));
+    let record = PathBuf::from(format!("/run/c1m/tuned-{}.json", journal.lab.pid));
     assert!(record.exists(), "the lab's restore record");
 
     // From another namespace: doctor only names it, and a run sweeps it at its start.
