@@ -46,6 +46,22 @@ fn split(resp: &str) -> (&str, &str) {
     resp.split_once("\r\n\r\n").unwrap()
 }
 
+/// The body of a whole 200 answer to a scrape of the demo state.
+fn full_scrape(resp: &str) -> &str {
+    let (head, body) = split(resp);
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    assert!(head.contains(&format!("Content-Type: {}", prometheus::CONTENT_TYPE)));
+    assert!(
+        head.contains(&format!("Content-Length: {}", body.len())),
+        "{head}"
+    );
+    assert_eq!(
+        value(body, r#"c1m_connections_open{side="server",source="app"}"#),
+        600_000.0
+    );
+    body
+}
+
 fn value(body: &str, series: &str) -> f64 {
     let parsed = prometheus::check::parse(body).unwrap_or_else(|e| panic!("{e}\n{body}"));
     let line = body
@@ -96,17 +112,7 @@ async fn scrape_over_a_real_socket() {
         "GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n",
     )
     .await;
-    let (head, body) = split(&resp);
-    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
-    assert!(head.contains(&format!("Content-Type: {}", prometheus::CONTENT_TYPE)));
-    assert!(
-        head.contains(&format!("Content-Length: {}", body.len())),
-        "{head}"
-    );
-    assert_eq!(
-        value(body, r#"c1m_connections_open{side="server",source="app"}"#),
-        600_000.0
-    );
+    let body = full_scrape(&resp);
     assert_eq!(
         value(
             body,
@@ -386,15 +392,7 @@ async fn slow_clients_do_not_hold_the_endpoint_shut() {
         let from = scrapers[i % scrapers.len()];
         match scrape_from(from, r.addr).await {
             Ok(resp) if resp.starts_with("HTTP/1.1 200 OK\r\n") => {
-                let (head, body) = split(&resp);
-                assert!(
-                    head.contains(&format!("Content-Length: {}", body.len())),
-                    "{head}"
-                );
-                assert_eq!(
-                    value(body, r#"c1m_connections_open{side="server",source="app"}"#),
-                    600_000.0
-                );
+                full_scrape(&resp);
             }
             Ok(resp) if resp.is_empty() => {
                 failed.push(format!("scrape {i} from {from}: closed with no answer"));
