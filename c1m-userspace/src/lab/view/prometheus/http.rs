@@ -1,8 +1,11 @@
-//! The metrics endpoint's HTTP/1.1: bind (errors name the flag), serve on a tokio
-//! listener with a bounded number of scrapers, answer `GET`/`HEAD /metrics`.
+//! The metrics endpoint's HTTP/1.1 on hyper: bind (errors name the flag), serve on a
+//! tokio listener, answer `GET`/`HEAD /metrics`. Hostile clients are bounded: a request
+//! head within [`HEAD_TIMEOUT`] and [`MAX_HEAD_BYTES`], a whole connection within
+//! [`CONN_TIMEOUT`], and slots per peer and in all ([`admit`](super::admit)) so clients
+//! trickling heads from many addresses cannot keep a scraper out.
 
 use std::{
-    fmt::Write as _,
+    convert::Infallible,
     future::Future,
     io,
     net::SocketAddr,
@@ -10,14 +13,19 @@ use std::{
     time::Duration,
 };
 
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Method, Request, Response, StatusCode, Uri, header, server::conn::http1};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
-    sync::Semaphore,
     task::JoinSet,
 };
 
-use super::render;
+use super::{
+    admit::{self, Evicted, Slot, Slots},
+    render,
+};
 use crate::lab::model::LiveState;
 
 /// The flag this server answers to, named in its errors.
@@ -26,12 +34,14 @@ pub const FLAG: &str = "--metrics-addr";
 pub const PATH: &str = "/metrics";
 /// `Content-Type` of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-/// Scrapes served at once; more are closed at once (a scraper retries).
-const MAX_CLIENTS: usize = 32;
-/// A request head larger than this is refused.
+/// A request head larger than this is refused with 431 (hyper's smallest buffer).
 const MAX_HEAD_BYTES: usize = 8192;
-/// A client that does not send its request (or read the answer) in time is dropped.
-const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// A scraper sends its request head in one packet; a client that has not sent all of
+/// it this long after connecting (hyper times it from the first poll) is dropped.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(2);
+/// A whole connection, request to the last byte of the answer (a client that does not
+/// read its answer is dropped). Prometheus's own scrape timeout is 10 s by default.
+pub const CONN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Back-off after a failed accept (e.g. EMFILE while a million sockets are open).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -93,23 +103,19 @@ pub async fn serve_listener(
     shutdown: impl Future,
 ) -> io::Result<()> {
     tokio::pin!(shutdown);
-    let slots = Arc::new(Semaphore::new(MAX_CLIENTS));
+    let slots = Slots::new(admit::PER_PEER, admit::TOTAL);
     let mut clients = JoinSet::new();
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
             Some(_) = clients.join_next(), if !clients.is_empty() => {}
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-                        continue; // too many scrapers at once: close this one
+                Ok((stream, peer)) => {
+                    let Some((slot, evicted)) = slots.admit(peer.ip()) else {
+                        continue; // every slot in question is answering: close this one
                     };
                     let state = Arc::clone(&state);
-                    clients.spawn(async move {
-                        let _slot = slot;
-                        // A failed scrape concerns only that scraper.
-                        let _ = answer(stream, &state).await;
-                    });
+                    clients.spawn(connection(stream, slot, evicted, state));
                 }
                 Err(_) => tokio::time::sleep(ACCEPT_BACKOFF).await,
             },
@@ -119,179 +125,157 @@ pub async fn serve_listener(
     Ok(())
 }
 
-async fn answer(mut stream: TcpStream, state: &Mutex<LiveState>) -> io::Result<()> {
-    let head = tokio::time::timeout(IO_TIMEOUT, read_head(&mut stream))
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "request head timed out"))??;
-    let response = respond(&head, || {
-        render(&state.lock().unwrap_or_else(PoisonError::into_inner))
+/// One connection, one request (`Connection: close`), until answered, evicted or late.
+async fn connection(stream: TcpStream, slot: Slot, evicted: Evicted, state: Arc<Mutex<LiveState>>) {
+    let slot = Arc::new(slot);
+    let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+        slot.answering();
+        let response = respond(req.method(), req.uri(), || {
+            render(&state.lock().unwrap_or_else(PoisonError::into_inner))
+        });
+        async move { Ok::<_, Infallible>(response) }
     });
-    tokio::time::timeout(IO_TIMEOUT, stream.write_all(&response))
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "response timed out"))??;
-    stream.shutdown().await
-}
-
-/// Reads up to the blank line that ends the request head (a GET has no body).
-async fn read_head(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    loop {
-        let n = stream.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(head);
-        }
-        head.extend_from_slice(&buf[..n]);
-        if head.windows(4).any(|w| w == b"\r\n\r\n") || head.len() > MAX_HEAD_BYTES {
-            return Ok(head);
-        }
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .keep_alive(false)
+        .title_case_headers(true)
+        .serve_connection(TokioIo::new(stream), service);
+    // A failed, evicted or late connection concerns only that client.
+    tokio::select! {
+        _ = tokio::time::timeout(CONN_TIMEOUT, conn) => {}
+        _ = evicted => {}
     }
 }
 
-/// The whole HTTP answer to a request head; `body` renders the metrics when asked for.
-pub fn respond(head: &[u8], body: impl FnOnce() -> Result<String, std::fmt::Error>) -> Vec<u8> {
-    let text = String::from_utf8_lossy(head);
-    let mut request_line = text.lines().next().unwrap_or("").split(' ');
-    let (method, target, version) = (
-        request_line.next().unwrap_or(""),
-        request_line.next().unwrap_or(""),
-        request_line.next().unwrap_or(""),
-    );
-    let path = target.split('?').next().unwrap_or("");
-    if head.len() > MAX_HEAD_BYTES {
-        return http(
-            431,
-            "Request Header Fields Too Large",
+/// The answer to a request; `body` renders the metrics when asked for. Only the
+/// origin form (`/path`) is served: a full URL or `*` is a bad request.
+pub fn respond(
+    method: &Method,
+    uri: &Uri,
+    body: impl FnOnce() -> Result<String, std::fmt::Error>,
+) -> Response<Full<Bytes>> {
+    if uri.authority().is_some() || !uri.path().starts_with('/') {
+        return plain(
+            StatusCode::BAD_REQUEST,
             "text/plain",
-            "request head too large\n",
-            true,
-            &[],
+            "bad request\n".into(),
         );
     }
-    if !version.starts_with("HTTP/1.") || !target.starts_with('/') {
-        return http(400, "Bad Request", "text/plain", "bad request\n", true, &[]);
+    if method != Method::GET && method != Method::HEAD {
+        let mut r = plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "only GET and HEAD\n".into(),
+        );
+        r.headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
+        return r;
     }
-    let with_body = match method {
-        "GET" => true,
-        "HEAD" => false,
-        _ => {
-            return http(
-                405,
-                "Method Not Allowed",
-                "text/plain",
-                "only GET and HEAD\n",
-                true,
-                &[("Allow", "GET, HEAD")],
-            );
-        }
-    };
-    match path {
+    // For HEAD hyper writes the same head (Content-Length included) and no body.
+    match uri.path() {
         PATH => match body() {
-            Ok(text) => http(200, "OK", CONTENT_TYPE, &text, with_body, &[]),
-            Err(_) => http(
-                500,
-                "Internal Server Error",
+            Ok(text) => plain(StatusCode::OK, CONTENT_TYPE, text),
+            Err(_) => plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
                 "text/plain",
-                "the metrics could not be encoded\n",
-                with_body,
-                &[],
+                "the metrics could not be encoded\n".into(),
             ),
         },
-        "/" => http(
-            200,
-            "OK",
+        "/" => plain(
+            StatusCode::OK,
             "text/plain; charset=utf-8",
-            "c1m live view: metrics at /metrics\n",
-            with_body,
-            &[],
+            "c1m live view: metrics at /metrics\n".into(),
         ),
-        _ => http(
-            404,
-            "Not Found",
+        _ => plain(
+            StatusCode::NOT_FOUND,
             "text/plain",
-            "not found: try /metrics\n",
-            with_body,
-            &[],
+            "not found: try /metrics\n".into(),
         ),
     }
 }
 
-fn http(
-    status: u16,
-    reason: &str,
-    content_type: &str,
-    body: &str,
-    with_body: bool,
-    extra: &[(&str, &str)],
-) -> Vec<u8> {
-    let mut out = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
-         Cache-Control: no-store\r\nConnection: close\r\n",
-        body.len()
+fn plain(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
+    let len = body.len();
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(content_type),
     );
-    for (k, v) in extra {
-        let _ = write!(out, "{k}: {v}\r\n");
-    }
-    out.push_str("\r\n");
-    let mut out = out.into_bytes();
-    if with_body {
-        out.extend_from_slice(body.as_bytes());
-    }
-    out
+    h.insert(header::CONTENT_LENGTH, header::HeaderValue::from(len));
+    h.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    h.insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    r
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // panics are the assertions in tests
 mod tests {
+    use http_body_util::BodyExt as _;
+
     use super::*;
 
-    #[test]
-    fn http_answers() {
+    /// Status, header lines and body of the answer to `method target`.
+    async fn answer(
+        method: &str,
+        target: &str,
+        body: fn() -> Result<String, std::fmt::Error>,
+    ) -> (u16, String, String) {
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
+        let uri: Uri = target.parse().unwrap();
+        let r = respond(&method, &uri, body);
+        let status = r.status().as_u16();
+        let heads = r
+            .headers()
+            .iter()
+            .map(|(k, v)| format!("{k}: {}\n", v.to_str().unwrap()))
+            .collect();
+        let bytes = r.into_body().collect().await.unwrap().to_bytes();
+        (status, heads, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn http_answers() {
         let body = || Ok("c1m_x 1\n".to_owned());
-        let r =
-            String::from_utf8(respond(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", body)).unwrap();
-        assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
-        assert!(r.contains(&format!("Content-Type: {CONTENT_TYPE}\r\n")));
-        assert!(r.contains("Content-Length: 8\r\n"));
-        assert!(r.ends_with("\r\n\r\nc1m_x 1\n"));
-        let r = String::from_utf8(respond(b"HEAD /metrics?x=1 HTTP/1.0\r\n\r\n", body)).unwrap();
+        let (status, heads, text) = answer("GET", "/metrics", body).await;
+        assert_eq!(status, 200);
         assert!(
-            r.starts_with("HTTP/1.1 200 OK\r\n") && r.ends_with("\r\n\r\n"),
-            "{r}"
+            heads.contains(&format!("content-type: {CONTENT_TYPE}\n")),
+            "{heads}"
         );
-        assert!(r.contains("Content-Length: 8\r\n"));
-        let status = |req: &[u8]| {
-            let r = respond(req, body);
-            String::from_utf8(r)
-                .unwrap()
-                .lines()
-                .next()
-                .unwrap()
-                .to_owned()
-        };
-        assert_eq!(
-            status(b"GET /nope HTTP/1.1\r\n\r\n"),
-            "HTTP/1.1 404 Not Found"
-        );
-        assert_eq!(
-            status(b"POST /metrics HTTP/1.1\r\n\r\n"),
-            "HTTP/1.1 405 Method Not Allowed"
-        );
-        assert_eq!(status(b"hello\r\n\r\n"), "HTTP/1.1 400 Bad Request");
-        assert_eq!(status(b""), "HTTP/1.1 400 Bad Request");
-        assert_eq!(
-            status(&[b'a'; MAX_HEAD_BYTES + 1]),
-            "HTTP/1.1 431 Request Header Fields Too Large"
-        );
-        assert_eq!(status(b"GET / HTTP/1.1\r\n\r\n"), "HTTP/1.1 200 OK");
-        let failed = String::from_utf8(respond(b"GET /metrics HTTP/1.1\r\n\r\n", || {
-            Err(std::fmt::Error)
-        }))
-        .unwrap();
-        assert!(
-            failed.starts_with("HTTP/1.1 500 Internal Server Error\r\n"),
-            "{failed}"
-        );
+        assert!(heads.contains("content-length: 8\n"), "{heads}");
+        assert!(heads.contains("connection: close\n"), "{heads}");
+        assert_eq!(text, "c1m_x 1\n");
+        let (status, heads, _) = answer("HEAD", "/metrics?x=1", body).await;
+        assert_eq!(status, 200);
+        assert!(heads.contains("content-length: 8\n"), "{heads}");
+        for (method, target, want) in [
+            ("GET", "/nope", 404),
+            ("GET", "/../metrics", 404),
+            ("POST", "/metrics", 405),
+            ("GET", "http://x/metrics", 400),
+            ("OPTIONS", "*", 400),
+            ("GET", "/", 200),
+        ] {
+            assert_eq!(
+                answer(method, target, body).await.0,
+                want,
+                "{method} {target}"
+            );
+        }
+        let (_, heads, _) = answer("POST", "/metrics", body).await;
+        assert!(heads.contains("allow: GET, HEAD\n"), "{heads}");
+        let failed = answer("GET", "/metrics", || Err(std::fmt::Error)).await;
+        assert_eq!(failed.0, 500);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! `--metrics-addr ADDR`: the live state in the Prometheus text exposition format
-//! (version 0.0.4), served by a tiny HTTP/1.1 server on a tokio listener.
+//! (version 0.0.4), served over HTTP/1.1 by hyper on a tokio listener.
 //!
 //! Conventions: one prefix `c1m_`; base units (`_seconds`, `_bytes`); `_total` for
 //! counters; labels `side` (server, client, other), `source` (kernel, app), `state`,
@@ -10,11 +10,13 @@
 //! they add up across client hosts. `c1m_run_info` says what the run is with labels that
 //! never change mid-run; the phase is `c1m_phase`, one series per phase (1: current).
 //!
-//! Five files: this one says what is exported, from [`LiveState`] and its
+//! Six files: this one says what is exported, from [`LiveState`] and its
 //! [`Figures`](crate::lab::figures::Figures); [`latency`] turns histograms into buckets;
 //! [`encode`] hands the families to the `prometheus-client` encoder; [`check`] is a
-//! strict reader tests use; [`http`] binds, serves and answers.
+//! strict reader tests use; [`http`] binds, serves and answers; [`admit`] caps the
+//! connections per peer and in all.
 
+mod admit;
 pub mod check;
 mod encode;
 mod http;
@@ -22,10 +24,12 @@ mod latency;
 
 use c1m_common::{side, tcp_state};
 
+pub use self::admit::{PER_PEER, TOTAL};
 use self::encode::{Exposition, Kind, Value};
 pub use self::{
     http::{
-        CONTENT_TYPE, FLAG, PATH, bind, flag_error, parse_addr, respond, serve, serve_listener,
+        CONN_TIMEOUT, CONTENT_TYPE, FLAG, HEAD_TIMEOUT, PATH, bind, flag_error, parse_addr,
+        respond, serve, serve_listener,
     },
     latency::BOUNDS_US,
 };
