@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::doctor::{Check, read_sysctl, sysctl_path};
-use crate::{observer::procfs, workload::procstat};
+use crate::{observer::procfs, procstat};
 
 #[derive(Debug, Error)]
 pub enum TuneError {

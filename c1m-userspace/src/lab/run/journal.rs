@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::lab::tuning::Changed;
-use crate::workload::procstat;
+use crate::procstat;
 
 /// The journal's name in the run folder.
 pub const FILE: &str = "journal.json";

@@ -24,9 +24,7 @@ use c1m_common::{side, tcp_state};
 
 use self::encode::{Exposition, Kind, Value};
 pub use self::{
-    http::{
-        CONTENT_TYPE, FLAG, PATH, bind, flag_error, parse_addr, respond, serve, serve_listener,
-    },
+    http::{CONTENT_TYPE, FLAG, PATH, bind, flag_error, respond, serve, serve_listener},
     latency::BOUNDS_US,
 };
 use crate::{
