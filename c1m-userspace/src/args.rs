@@ -2,7 +2,7 @@
 //! ports): the bottom layer, used by the workload, the lab and the multi-host parts
 //! alike, importing none of them.
 
-use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 
 use anyhow::{Context, Result, bail};
 
@@ -34,6 +34,20 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
         )),
         Err(_) => Err(format!("not a rate: {s:?} (e.g. 25000)")),
     }
+}
+
+/// `--metrics-addr`: `HOST:PORT` with an IP host, or `:PORT` for every IPv4 address.
+pub fn parse_metrics_addr(s: &str) -> Result<SocketAddr, String> {
+    let full;
+    let text = if let Some(port) = s.strip_prefix(':') {
+        full = format!("0.0.0.0:{port}");
+        full.as_str()
+    } else {
+        s
+    };
+    text.parse().map_err(|_| {
+        format!("--metrics-addr {s}: not an IP address and port (e.g. 127.0.0.1:9100 or :9100)")
+    })
 }
 
 /// Expands `a,b,c-d` items (IPv4 ranges inclusive) into addresses.

@@ -109,7 +109,7 @@ fn run() -> i32 {
         Command::Compare(args) => return exit_code(crate::lab::compare::cli::main(args)),
         Command::Bench(args) => crate::bench::run(args),
         Command::Server(args) => crate::workload::cli::run_server(args),
-        Command::Client(args) => crate::workload::cli::run_client(args),
+        Command::Client(args) => crate::multihost::client_run::run_client(args),
         Command::Worker(args) => crate::workload::cli::run_worker(args),
     };
     match result {

@@ -7,10 +7,10 @@
 use std::{collections::BTreeMap, path::PathBuf};
 
 use c1m::{
+    args::parse_ports,
     cli::{Cli, Command},
     lab::run::Clients,
     multihost::share::{self, ShardOf},
-    workload::cli::parse_ports,
 };
 use clap::Parser as _;
 use serde_yaml::Value;

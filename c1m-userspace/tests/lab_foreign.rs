@@ -168,7 +168,7 @@ fn a_python_server_is_measured_end_to_end_with_a_signal_push() {
         .and_then(|c| c["pid"].as_u64())
         .expect("the server in the journal") as u32;
     assert!(
-        c1m::workload::procstat::start_time(pid).is_none(),
+        c1m::procstat::start_time(pid).is_none(),
         "the server (pid {pid}) still runs"
     );
 }
@@ -489,7 +489,7 @@ fn c1m_client_refuses_triggers_it_cannot_fire() {
 
 /// Processes whose command line holds `needle` (this test's own marker), pids.
 fn pids_with(needle: &str) -> Vec<u32> {
-    c1m::workload::procstat::all_pids()
+    c1m::procstat::all_pids()
         .into_iter()
         .filter(|p| {
             std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| {

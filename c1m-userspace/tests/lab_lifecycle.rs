@@ -15,7 +15,7 @@ use c1m::{
         run::journal::{self, Journal, Role},
     },
     observer::privileges,
-    workload::procstat,
+    procstat,
 };
 use lab_util::{fresh_dir, root_or_skip, run_folders, set_low, sysctl};
 

@@ -578,7 +578,7 @@ fn kill_9_of_the_sequence_ends_the_run_under_way() {
     // The sequence, its run, the run's server and client (and their workers, if any).
     let tree: Vec<(u32, u64)> = c1m::lab::run::foreign::tree(sequence.id())
         .into_iter()
-        .filter_map(|p| Some((p, c1m::workload::procstat::start_time(p)?)))
+        .filter_map(|p| Some((p, c1m::procstat::start_time(p)?)))
         .collect();
     assert!(tree.len() >= 4, "sequence, run, server, client: {tree:?}");
     sequence.kill().expect("kill -9");
@@ -587,7 +587,7 @@ fn kill_9_of_the_sequence_ends_the_run_under_way() {
     loop {
         let alive: Vec<u32> = tree
             .iter()
-            .filter(|(p, t)| c1m::workload::procstat::start_time(*p) == Some(*t))
+            .filter(|(p, t)| c1m::procstat::start_time(*p) == Some(*t))
             .map(|(p, _)| *p)
             .collect();
         if alive.is_empty() {

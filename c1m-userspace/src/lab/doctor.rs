@@ -664,7 +664,7 @@ pub fn main(args: DoctorArgs) -> anyhow::Result<i32> {
     for l in super::run::journal::leftover_lines() {
         println!("{l}");
     }
-    let server_ports = crate::workload::cli::parse_ports(&args.ports)?.len() as u64;
+    let server_ports = crate::args::parse_ports(&args.ports)?.len() as u64;
     let target = Target {
         connections: args.connections,
         server_ports,

@@ -423,7 +423,7 @@ async fn run_one(argv: &[std::ffi::OsString], signals: &mut Signals) -> Result<E
 fn choose_isolation(args: &RunArgs, host: std::net::IpAddr) -> Result<(Isolation, String)> {
     let mut addrs = vec![host];
     if let Some(s) = &args.source {
-        addrs.extend(crate::workload::cli::parse_addrs(std::slice::from_ref(s))?);
+        addrs.extend(crate::args::parse_addrs(std::slice::from_ref(s))?);
     }
     let possible = isolation::netns_possible(&addrs);
     Ok(match (args.isolation, possible) {
@@ -471,7 +471,7 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
     if args.clients == Clients::External {
         bail!("--servers runs its clients on this box: drop --clients external");
     }
-    let ip = match crate::workload::cli::parse_addrs(std::slice::from_ref(&args.addr))?[..] {
+    let ip = match crate::args::parse_addrs(std::slice::from_ref(&args.addr))?[..] {
         [ip] => ip,
         _ => bail!(
             "--servers takes one --addr (a reference server listens on one address), not {}",

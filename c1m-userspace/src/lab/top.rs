@@ -33,7 +33,7 @@ pub struct TopArgs {
     #[arg(long)]
     pub plain: bool,
     /// Serve Prometheus metrics here too, e.g. 127.0.0.1:9464 or :9464.
-    #[arg(long, value_parser = crate::lab::view::prometheus::parse_addr)]
+    #[arg(long, value_parser = crate::args::parse_metrics_addr)]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Stop after this long (default: until q / Ctrl-C).
     #[arg(long, value_parser = crate::duration::parse)]

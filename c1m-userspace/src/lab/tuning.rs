@@ -35,8 +35,8 @@ use thiserror::Error;
 use super::doctor::{Check, read_sysctl, tunable_path};
 use crate::{
     observer::procfs,
+    procstat,
     state_dir::{self, StateError},
-    workload::procstat,
 };
 
 /// A record is a few hundred bytes; anything much larger is not one.

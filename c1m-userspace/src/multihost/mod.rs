@@ -11,6 +11,7 @@
 
 pub mod client_host;
 pub mod client_metrics;
+pub mod client_run;
 pub mod clock;
 pub mod merge;
 pub mod model;

@@ -1,7 +1,14 @@
 //! Resets in words: who sent them and the kernel's reason for each (pure, no I/O).
 
-use super::view::SideView;
+use super::view::{KernelView, SideView};
 use crate::fmt::count as group;
+
+impl KernelView {
+    /// What the resets sent since attach were, in words; None when none was sent.
+    pub fn resets_explained(&self) -> Option<String> {
+        explain(&self.server, &self.client, &self.other)
+    }
+}
 
 /// What a reason of `enum sk_rst_reason` means for a run, by the name its tracepoint
 /// prints; None for reasons without a note (the name is shown alone).

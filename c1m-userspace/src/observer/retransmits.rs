@@ -1,7 +1,14 @@
 //! Retransmits in words: what a pattern of kinds means for a run (pure, no I/O).
 
-use super::view::Retransmits;
+use super::view::{KernelView, Retransmits};
 use crate::fmt::count as group;
+
+impl KernelView {
+    /// What the retransmits since attach were, in words.
+    pub fn retransmits_explained(&self) -> String {
+        explain(&self.retransmits(), self.connections_established())
+    }
+}
 
 /// One sentence on what sent the retransmits and why, per connection, e.g.
 /// "1.0 retransmit per connection (2,000): 2,000 tail-loss probes (a segment waited

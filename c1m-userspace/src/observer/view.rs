@@ -112,17 +112,6 @@ impl KernelView {
         }
     }
 
-    /// What the resets sent since attach were, in words (see [`super::resets`]); None
-    /// when none was sent.
-    pub fn resets_explained(&self) -> Option<String> {
-        super::resets::explain(&self.server, &self.client, &self.other)
-    }
-
-    /// What the retransmits since attach were, in words (see [`super::retransmits`]).
-    pub fn retransmits_explained(&self) -> String {
-        super::retransmits::explain(&self.retransmits(), self.connections_established())
-    }
-
     /// Sum over the sides of one state's gauge.
     pub fn total(&self, state: u32) -> i64 {
         (0..side::COUNT as u32)

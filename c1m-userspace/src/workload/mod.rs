@@ -16,7 +16,6 @@
 //! | `port_lock`  | one owner per port: a flock per port, a listener check in the kernel |
 //! | `sockopt`    | SO_REUSEPORT listeners, IP_BIND_ADDRESS_NO_PORT connects             |
 //! | `sys`        | epoll, clocks, read/write/accept wrappers                            |
-//! | `procstat`   | RSS and CPU time from /proc                                          |
 //! | `bench`      | benchmark scenarios for `c1m bench`                                   |
 //! | `cli`        | `c1m server` / `c1m client` / `c1m worker` arguments                  |
 
@@ -27,7 +26,6 @@ pub mod control;
 pub mod engine;
 pub mod limits;
 pub mod port_lock;
-pub use crate::procstat;
 pub mod push_format;
 pub mod push_rule;
 pub mod push_trigger;

@@ -18,7 +18,7 @@ use std::{
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::procstat;
+use crate::procstat;
 
 /// Who holds a port.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]

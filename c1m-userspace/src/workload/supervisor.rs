@@ -23,7 +23,6 @@ use super::{
     control::{self, Request},
     engine::ShardEvent,
     limits::Plan,
-    procstat,
     push_trigger::PushTrigger,
     shard::{self, ShardHandle},
     stats::{
@@ -32,6 +31,7 @@ use super::{
     },
     sys,
 };
+use crate::procstat;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {

@@ -8,12 +8,10 @@ use super::{
 };
 use crate::{
     lab::model::{RunRecord, Sample},
-    workload::{
-        procstat::clock_tick_s,
-        stats::{
-            HIST_NAMES, PEAK_WINDOW_MS, PUSH_FANOUT, PUSH_MESSAGE, PeakRate, Percentiles,
-            SetupRate, hist_label,
-        },
+    procstat::clock_tick_s,
+    workload::stats::{
+        HIST_NAMES, PEAK_WINDOW_MS, PUSH_FANOUT, PUSH_MESSAGE, PeakRate, Percentiles, SetupRate,
+        hist_label,
     },
 };
 

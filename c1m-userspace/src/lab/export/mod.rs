@@ -80,6 +80,15 @@ pub enum ExportError {
     IntervalLog { what: String, error: String },
 }
 
+impl From<atomic::WriteError> for ExportError {
+    fn from(e: atomic::WriteError) -> Self {
+        ExportError::Io {
+            path: e.path,
+            error: e.error,
+        }
+    }
+}
+
 impl ExportError {
     pub(crate) fn io(path: &Path) -> impl FnOnce(io::Error) -> ExportError + '_ {
         move |error| ExportError::Io {

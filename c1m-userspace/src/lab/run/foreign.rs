@@ -25,10 +25,8 @@ use thiserror::Error;
 use super::{capped_log::CappedLog, cgroup::Cgroup};
 use crate::{
     lab::model::Software,
-    workload::{
-        procstat,
-        stats::{AppSnapshot, Counters},
-    },
+    procstat,
+    workload::stats::{AppSnapshot, Counters},
 };
 
 /// Its output files in the run folder.

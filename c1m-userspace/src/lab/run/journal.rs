@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     lab::tuning::Changed,
+    procstat,
     state_dir::{self, StateError},
-    workload::procstat,
 };
 
 /// A journal is a few KiB; anything much larger is not one.

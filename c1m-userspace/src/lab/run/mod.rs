@@ -117,7 +117,7 @@ pub struct RunArgs {
     #[arg(help_heading = "Lab and output", long, default_value = "c1m-runs")]
     pub out: PathBuf,
     /// Serve Prometheus metrics here, e.g. 127.0.0.1:9464 or :9464.
-    #[arg(help_heading = "Lab and output", long, value_parser = crate::lab::view::prometheus::parse_addr)]
+    #[arg(help_heading = "Lab and output", long, value_parser = crate::args::parse_metrics_addr)]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Plain lines instead of the terminal UI, even on a terminal.
     #[arg(help_heading = "Lab and output", long)]
@@ -132,7 +132,7 @@ pub struct RunArgs {
     #[arg(help_heading = "Client hosts", long, value_enum, default_value_t = Clients::Local)]
     pub clients: Clients,
     /// External clients: the connections to wait for (the clients' -n over all hosts).
-    #[arg(help_heading = "Client hosts", long, required_if_eq("clients", "external"), value_parser = crate::workload::cli::parse_connections)]
+    #[arg(help_heading = "Client hosts", long, required_if_eq("clients", "external"), value_parser = crate::args::parse_connections)]
     pub expect: Option<u64>,
     /// External clients: the server's control endpoint HOST:PORT, which client hosts
     /// name in --clock-from (`time` is open, anything else needs the token the server
@@ -442,7 +442,7 @@ fn parse_target(s: &str) -> Result<TargetArg, String> {
     if s.trim() == "max" {
         Ok(TargetArg::Max)
     } else {
-        crate::workload::cli::parse_connections(s).map(TargetArg::Count)
+        crate::args::parse_connections(s).map(TargetArg::Count)
     }
 }
 
@@ -642,7 +642,7 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     let (sources, source_count, sources_reason) = match &args.source {
         Some(s) => (
             s.clone(),
-            crate::workload::cli::parse_addrs(std::slice::from_ref(s))?.len() as u64,
+            crate::args::parse_addrs(std::slice::from_ref(s))?.len() as u64,
             "--source".to_owned(),
         ),
         None => {
@@ -659,7 +659,7 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     // Checked now with the folder the run would get; made (never shared) after preflight.
     let wanted = dir.clone().unwrap_or_else(|| args.out.join(&stamp));
     let (mut plan, mut server_token) = plan_into(&args, connections, &sources, &wanted, external)?;
-    let listen_addrs = crate::workload::cli::parse_addrs(&plan.server.addrs)?;
+    let listen_addrs = crate::args::parse_addrs(&plan.server.addrs)?;
     // What the run starts from, after the wait for an earlier run's sockets when asked.
     let wait = match args.isolation {
         Some(isolation::Isolation::Wait) => {
@@ -1064,7 +1064,7 @@ fn plan_into(
     let server_token = external.then(|| dir.join("server.token"));
     if external {
         // Client hosts reach this endpoint for `time`; the lab too, with the token.
-        let first = crate::workload::cli::parse_addrs(std::slice::from_ref(&args.addr))?;
+        let first = crate::args::parse_addrs(std::slice::from_ref(&args.addr))?;
         let ctl = match (&args.control_addr, first.first()) {
             (Some(a), _) => a.clone(),
             (None, Some(ip)) => std::net::SocketAddr::new(*ip, EXTERNAL_CONTROL_PORT).to_string(),
@@ -2041,12 +2041,12 @@ fn usage(before: Option<&AppSnapshot>, after: Option<&AppSnapshot>) -> ProcessUs
 
 /// User and system CPU seconds of this process (the observer and the orchestration).
 pub fn own_cpu() -> (f64, f64) {
-    crate::workload::procstat::cpu_seconds(std::process::id()).unwrap_or((0.0, 0.0))
+    crate::procstat::cpu_seconds(std::process::id()).unwrap_or((0.0, 0.0))
 }
 
 /// Resident memory of this process, bytes.
 pub fn own_rss() -> u64 {
-    crate::workload::procstat::rss_bytes(std::process::id()).unwrap_or(0)
+    crate::procstat::rss_bytes(std::process::id()).unwrap_or(0)
 }
 
 /// Whose count of a push's frames judges it: the lab's client (frames received) or, with

@@ -70,21 +70,6 @@ pub fn flag_error(addr: SocketAddr, e: &io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{prefix}{why}"))
 }
 
-/// Parses the flag's value: `HOST:PORT` with an IP host, or `:PORT` for every IPv4
-/// address. For clap: `#[arg(long, value_parser = prometheus::parse_addr)]`.
-pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
-    let full;
-    let text = if let Some(port) = s.strip_prefix(':') {
-        full = format!("0.0.0.0:{port}");
-        full.as_str()
-    } else {
-        s
-    };
-    text.parse().map_err(|_| {
-        format!("{FLAG} {s}: not an IP address and port (e.g. 127.0.0.1:9100 or :9100)")
-    })
-}
-
 /// Binds `addr` and serves `GET /metrics` from `state` until `shutdown` completes.
 pub async fn serve(
     addr: SocketAddr,
@@ -281,19 +266,19 @@ mod tests {
     #[test]
     fn addresses_and_their_errors() {
         assert_eq!(
-            parse_addr("127.0.0.1:9100").unwrap(),
+            crate::args::parse_metrics_addr("127.0.0.1:9100").unwrap(),
             "127.0.0.1:9100".parse().unwrap()
         );
         assert_eq!(
-            parse_addr(":9100").unwrap(),
+            crate::args::parse_metrics_addr(":9100").unwrap(),
             "0.0.0.0:9100".parse().unwrap()
         );
         assert_eq!(
-            parse_addr("[::1]:9100").unwrap(),
+            crate::args::parse_metrics_addr("[::1]:9100").unwrap(),
             "[::1]:9100".parse().unwrap()
         );
         assert_eq!(
-            parse_addr("localhost").unwrap_err(),
+            crate::args::parse_metrics_addr("localhost").unwrap_err(),
             "--metrics-addr localhost: not an IP address and port (e.g. 127.0.0.1:9100 or :9100)"
         );
         let addr: SocketAddr = "127.0.0.1:9100".parse().unwrap();
