@@ -28,8 +28,8 @@ pub use self::admit::{PER_PEER, TOTAL};
 use self::encode::{Exposition, Kind, Value};
 pub use self::{
     http::{
-        CONN_TIMEOUT, CONTENT_TYPE, FLAG, HEAD_TIMEOUT, PATH, bind, flag_error,
-        respond, serve, serve_listener,
+        CONN_TIMEOUT, CONTENT_TYPE, FLAG, HEAD_TIMEOUT, PATH, bind, flag_error, respond, serve,
+        serve_listener,
     },
     latency::BOUNDS_US,
 };
