@@ -148,6 +148,29 @@ fn tree_paths(tree: &str, prefix: &str, out: &mut Vec<String>) {
     }
 }
 
+/// Where the path at the start of `after` ends: past its closing brace for a `{…}` tree,
+/// else at the first character no path has.
+fn path_end(after: &str) -> usize {
+    if after.starts_with('{') {
+        let mut depth = 0;
+        after
+            .char_indices()
+            .find(|(_, c)| {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+                depth == 0
+            })
+            .map_or(after.len(), |(j, _)| j + 1)
+    } else {
+        after
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .unwrap_or(after.len())
+    }
+}
+
 /// The crate modules a source names, from `use crate::…;` trees and inline
 /// `crate::a::b` paths (outside its test module).
 fn imports(text: &str) -> BTreeSet<String> {
@@ -159,24 +182,7 @@ fn imports(text: &str) -> BTreeSet<String> {
     let mut rest = text;
     while let Some(i) = rest.find("crate::") {
         let after = &rest[i + "crate::".len()..];
-        let end = if after.starts_with('{') {
-            let mut depth = 0;
-            after
-                .char_indices()
-                .find(|(_, c)| {
-                    match c {
-                        '{' => depth += 1,
-                        '}' => depth -= 1,
-                        _ => {}
-                    }
-                    depth == 0
-                })
-                .map_or(after.len(), |(j, _)| j + 1)
-        } else {
-            after
-                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-                .unwrap_or(after.len())
-        };
+        let end = path_end(after);
         tree_paths(after[..end].trim_end_matches(':'), "", &mut paths);
         rest = &after[end..];
     }
@@ -293,24 +299,7 @@ fn relative_imports(text: &str, module: &str) -> BTreeSet<String> {
             }
             let prefix = base.join("::");
             let mut paths = Vec::new();
-            let end = if after.starts_with('{') {
-                let mut depth = 0;
-                after
-                    .char_indices()
-                    .find(|(_, c)| {
-                        match c {
-                            '{' => depth += 1,
-                            '}' => depth -= 1,
-                            _ => {}
-                        }
-                        depth == 0
-                    })
-                    .map_or(after.len(), |(j, _)| j + 1)
-            } else {
-                after
-                    .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-                    .unwrap_or(after.len())
-            };
+            let end = path_end(after);
             tree_paths(after[..end].trim_end_matches(':'), &prefix, &mut paths);
             out.extend(paths);
         }
