@@ -105,7 +105,7 @@ fn run() -> i32 {
         Command::Run(args) => return exit_code(crate::lab::run::main(args)),
         Command::Merge(args) => return exit_code(crate::multihost::merge::main(args)),
         Command::Top(args) => crate::lab::top::main(args),
-        Command::Report(args) => crate::lab::export::cli::run_report(args),
+        Command::Report(args) => return exit_code(crate::lab::export::cli::main(args)),
         Command::Compare(args) => return exit_code(crate::lab::compare::cli::main(args)),
         Command::Bench(args) => crate::bench::run(args),
         Command::Server(args) => crate::workload::cli::run_server(args),

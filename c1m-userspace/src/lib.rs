@@ -6,6 +6,7 @@ pub mod bench;
 pub mod cli;
 pub mod duration;
 pub mod fmt;
+pub mod infile;
 pub mod lab;
 pub mod multihost;
 pub mod netns;

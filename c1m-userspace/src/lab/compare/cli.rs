@@ -8,8 +8,9 @@ use clap::Args;
 
 use super::{CompareError, Comparison, files, fit, input, text};
 
-/// Exit code for input that is not a set of comparable run folders.
-pub const EXIT_BAD_INPUT: i32 = 2;
+/// Exit code for input that is not a set of comparable run folders (report and merge
+/// share it).
+pub use crate::lab::export::EXIT_BAD_INPUT;
 
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {

@@ -130,17 +130,17 @@ fn csv(cmp: &Comparison) -> Result<String, ExportError> {
     for r in &cmp.rows {
         for c in &r.cells {
             let mut line = vec![
-                r.group.clone(),
-                r.figure.clone(),
-                r.unit_name.to_owned(),
-                c.name.clone(),
+                text(&r.group),
+                text(&r.figure),
+                text(r.unit_name),
+                text(&c.name),
                 c.n.to_string(),
                 num(c.mean),
                 num(c.sd),
                 num(c.min),
                 num(c.max),
                 num(c.median),
-                baseline.clone(),
+                text(baseline),
             ];
             match r.difference(&c.name) {
                 Some(d) => line.extend([
@@ -150,10 +150,10 @@ fn csv(cmp: &Comparison) -> Result<String, ExportError> {
                     num(d.high),
                     num(d.low_pct),
                     num(d.high_pct),
-                    d.resampled.map(|x| x.key().to_owned()).unwrap_or_default(),
+                    d.resampled.map(|x| text(x.key())).unwrap_or_default(),
                     num(d.spread),
                     num(d.spread_pct),
-                    d.verdict.key().to_owned(),
+                    text(d.verdict.key()),
                 ]),
                 None => line
                     .extend(std::iter::repeat_n(String::new(), 9).chain(["baseline".to_owned()])),
@@ -165,6 +165,18 @@ fn csv(cmp: &Comparison) -> Result<String, ExportError> {
         .into_inner()
         .map_err(|e| ExportError::Csv(e.into_error().into()))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// A text cell a spreadsheet will not run: one that starts like a formula (`=`, `+`,
+/// `-`, `@`, or a tab or CR before one) gets a leading `'` (OWASP's CSV injection rule),
+/// so a run named `+HYPERLINK(…)` reads as its name. Numbers are not text cells: a
+/// negative one stays a number.
+fn text(s: &str) -> String {
+    if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{s}")
+    } else {
+        s.to_owned()
+    }
 }
 
 fn json(cmp: &Comparison) -> Result<String, ExportError> {
@@ -248,7 +260,7 @@ fn html(cmp: &Comparison) -> Result<String, ExportError> {
         .collect::<Result<Vec<_>, _>>()?;
     let logs: Vec<(Vec<hlog::RunLog>, Vec<String>)> = runs
         .iter()
-        .map(|r| hlog::read_run_logs(&r.spec.dir))
+        .map(|r| hlog::read_run_logs(&r.spec.dir, &multiples::OVER_TIME_QUANTILES))
         .collect();
     let problems: Vec<&String> = logs.iter().flat_map(|(_, p)| p).collect();
     if !problems.is_empty() {

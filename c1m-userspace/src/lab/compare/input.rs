@@ -9,12 +9,9 @@ use std::{
 use thiserror::Error;
 
 use crate::lab::{
-    export::{ExportError, SUMMARY, load_run},
+    export::{ExportError, load_run},
     model::RunRecord,
 };
-
-/// Keys a `summary.json` of any c1m version has; a JSON file without them is not one.
-const REQUIRED_KEYS: [&str; 3] = ["c1m_version", "config", "phases"];
 
 #[derive(Debug, Error)]
 pub enum InputError {
@@ -24,11 +21,6 @@ pub enum InputError {
     EmptyName { arg: String },
     #[error("{}: no such folder: pass a run folder written by c1m run (c1m-runs/<timestamp>/)", .0.display())]
     Missing(PathBuf),
-    #[error(
-        "{}: summary.json lacks {missing}: not a c1m run summary (schema mismatch); pass a run folder written by c1m run, or regenerate it with c1m report",
-        path.display()
-    )]
-    Schema { path: PathBuf, missing: String },
     #[error(
         "{}: given twice (as {first} and as {second}): one folder is one run; repeats are runs in folders of their own",
         dir.display()
@@ -95,7 +87,9 @@ pub fn load_all(specs: &[RunSpec]) -> Result<Vec<LoadedRun>, InputError> {
     }
     let mut seen: Vec<(PathBuf, &RunSpec)> = Vec::new();
     for spec in specs {
-        check_shape(&spec.dir)?;
+        if !spec.dir.is_dir() {
+            return Err(InputError::Missing(spec.dir.clone()));
+        }
         // The same folder under any spelling (`a`, `./a/`, a symlink) is one folder.
         let real = std::fs::canonicalize(&spec.dir).unwrap_or_else(|_| spec.dir.clone());
         if let Some((_, first)) = seen.iter().find(|(p, _)| *p == real) {
@@ -116,34 +110,6 @@ pub fn load_all(specs: &[RunSpec]) -> Result<Vec<LoadedRun>, InputError> {
             })
         })
         .collect()
-}
-
-/// The folder exists and its summary.json carries the keys every version writes
-/// (`RunRecord` reads missing keys as defaults, so `{}` would otherwise compare as zeros).
-fn check_shape(dir: &Path) -> Result<(), InputError> {
-    if !dir.is_dir() {
-        return Err(InputError::Missing(dir.to_owned()));
-    }
-    let path = dir.join(SUMMARY);
-    let Ok(bytes) = std::fs::read(&path) else {
-        // load_run names the missing summary and the fix.
-        return Ok(());
-    };
-    let Ok(serde_json::Value::Object(map)) = serde_json::from_slice(&bytes) else {
-        return Ok(());
-    };
-    let missing: Vec<&str> = REQUIRED_KEYS
-        .into_iter()
-        .filter(|k| !map.contains_key(*k))
-        .collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(InputError::Schema {
-            path,
-            missing: missing.join(", "),
-        })
-    }
 }
 
 #[cfg(test)]
@@ -190,13 +156,17 @@ mod tests {
         assert!(load(&empty).contains("summary.json not found: pass a run folder"));
         let other = dir.join("other");
         std::fs::create_dir_all(&other).unwrap();
-        std::fs::write(other.join(SUMMARY), r#"{"name": "not ours"}"#).unwrap();
+        std::fs::write(
+            other.join(crate::lab::export::SUMMARY),
+            r#"{"name": "not ours"}"#,
+        )
+        .unwrap();
         let e = load(&other);
         assert!(
-            e.contains("summary.json lacks c1m_version, config, phases: not a c1m run summary (schema mismatch)"),
+            e.contains("summary.json: lacks c1m_version, config, phases: not a c1m run summary (schema mismatch)"),
             "{e}"
         );
-        std::fs::write(other.join(SUMMARY), "{").unwrap();
+        std::fs::write(other.join(crate::lab::export::SUMMARY), "{").unwrap();
         assert!(load(&other).contains("not a c1m run summary"));
         for e in [load(&missing), load(&empty), load(&other)] {
             assert!(!e.contains('\n'), "{e}");

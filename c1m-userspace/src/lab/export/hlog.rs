@@ -17,6 +17,7 @@
 
 use std::{
     collections::BTreeMap,
+    io::{BufRead, BufReader, Read},
     path::{Path, PathBuf},
     time::{Duration, UNIX_EPOCH},
 };
@@ -25,11 +26,14 @@ use hdrhistogram::{
     Histogram,
     serialization::{
         V2DeflateSerializer,
-        interval_log::{IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag},
+        interval_log::{
+            IntervalLogHistogram, IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
+        },
     },
 };
 
 use super::{ExportError, atomic::write_atomic};
+use crate::infile::{Capped, InFileError};
 use crate::workload::stats::{AppSnapshot, HIST_NAMES, decode_hist, new_hist};
 
 const LEGEND: &str =
@@ -199,6 +203,14 @@ fn tag_safe(s: &str) -> String {
         .collect()
 }
 
+/// The most of a `.hlog` read back: an interval line is ~275 B, so 256 MiB is ~1M
+/// intervals (a poll a second for 11 days); a crafted file stops here.
+pub const HLOG_CAP: u64 = 256 << 20;
+
+/// The longest line read: one interval's histogram, V2-deflated and base64'd (a full
+/// [`new_hist`] is ~250 KB so).
+const LINE_CAP: u64 = 4 << 20;
+
 /// One interval read back from a log.
 #[derive(Debug, Clone)]
 pub struct Interval {
@@ -209,37 +221,112 @@ pub struct Interval {
     pub histogram: Histogram<u64>,
 }
 
+impl Interval {
+    /// Decodes one line the crate's reader parsed.
+    pub fn decode(i: &IntervalLogHistogram<'_>) -> Result<Interval, String> {
+        Ok(Interval {
+            tag: i.tag().map(|t| t.as_str().to_owned()),
+            start_s: i.start_timestamp().as_secs_f64(),
+            length_s: i.duration().as_secs_f64(),
+            histogram: decode_hist(i.encoded_histogram()).map_err(|e| e.to_string())?,
+        })
+    }
+}
+
+/// Hands every interval of an interval log to `f`, in file order, one line at a time:
+/// memory is one line and what `f` keeps, never the file (decoded, each interval is a
+/// whole histogram, ~185 KB: 40,000 of them once took 7.4 GB). Lines are parsed by the
+/// crate's reader; a line it cannot read ends it, naming the line.
+pub fn for_each_interval(
+    mut input: impl BufRead,
+    mut f: impl FnMut(&IntervalLogHistogram<'_>) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut line = Vec::new();
+    for number in 1usize.. {
+        line.clear();
+        let n = Read::take(&mut input, LINE_CAP + 1)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            break;
+        }
+        if n as u64 > LINE_CAP {
+            return Err(format!(
+                "line {number} is longer than {} MiB, more than any interval",
+                LINE_CAP >> 20
+            ));
+        }
+        for entry in IntervalLogIterator::new(&line) {
+            match entry {
+                Ok(LogEntry::Interval(i)) => f(&i).map_err(|e| format!("line {number}: {e}"))?,
+                Ok(_) => {}
+                Err(_) => return Err(format!("line {number} does not parse")),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A `.hlog` of a run folder, open: a regular file within [`HLOG_CAP`].
+pub(crate) fn open(path: &Path) -> Result<Option<BufReader<Capped>>, InFileError> {
+    match Capped::open(path, HLOG_CAP) {
+        Ok(f) => Ok(Some(BufReader::new(f))),
+        Err(e) if e.is_missing() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// One interval of a run's log, as a comparison plots it.
+#[derive(Debug, Clone)]
+pub(crate) struct IntervalAt {
+    /// Seconds since the log's BaseTime at the interval's end (its values were recorded
+    /// within it).
+    pub end_s: f64,
+    /// The interval's value at each quantile asked for, in µs.
+    pub at: Vec<u64>,
+}
+
 /// One `.hlog` of a run folder, read back: what a comparison plots over time.
 #[derive(Clone)]
 pub(crate) struct RunLog {
     pub side: &'static str,
     pub name: &'static str,
-    pub intervals: Vec<Interval>,
+    pub intervals: Vec<IntervalAt>,
 }
 
 /// Every `<side>-<name>.hlog` in `dir` with at least one interval (absent ones are
-/// skipped). A log that does not read is named in the second list, with what is lost,
-/// and left out: one bad file costs one line, not the comparison.
-pub(crate) fn read_run_logs(dir: &Path) -> (Vec<RunLog>, Vec<String>) {
+/// skipped), each interval kept as its values at `quantiles`. A log that does not read
+/// is named in the second list, with what is lost, and left out: one bad file costs
+/// one line, not the comparison.
+pub(crate) fn read_run_logs(dir: &Path, quantiles: &[f64]) -> (Vec<RunLog>, Vec<String>) {
     let mut logs = Vec::new();
     let mut problems = Vec::new();
     for side in ["server", "client"] {
         for name in HIST_NAMES {
             let path = dir.join(format!("{side}-{name}.hlog"));
-            let text = match std::fs::read_to_string(&path) {
-                Ok(t) => t,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            let file = match open(&path) {
+                Ok(Some(f)) => f,
+                Ok(None) => continue,
                 Err(e) => {
-                    problems.push(format!(
-                        "{}: {e}; its latency over time is left out",
-                        path.display()
-                    ));
+                    problems.push(format!("{e}; its latency over time is left out"));
                     continue;
                 }
             };
-            match read(&text) {
-                Ok(intervals) if intervals.is_empty() => {}
-                Ok(intervals) => logs.push(RunLog {
+            let mut intervals = Vec::new();
+            let read = for_each_interval(file, |i| {
+                let h = Interval::decode(i)?;
+                intervals.push(IntervalAt {
+                    end_s: h.start_s + h.length_s,
+                    at: quantiles
+                        .iter()
+                        .map(|q| h.histogram.value_at_quantile(*q))
+                        .collect(),
+                });
+                Ok(())
+            });
+            match read {
+                Ok(()) if intervals.is_empty() => {}
+                Ok(()) => logs.push(RunLog {
                     side,
                     name,
                     intervals,
@@ -254,31 +341,26 @@ pub(crate) fn read_run_logs(dir: &Path) -> (Vec<RunLog>, Vec<String>) {
     (logs, problems)
 }
 
-/// Parses an interval log with the crate's reader and decodes every interval.
+/// Every interval of an interval log, decoded (tests: a long log is to be streamed).
+#[cfg(test)]
 pub fn read(text: &str) -> Result<Vec<Interval>, String> {
     let mut out = Vec::new();
-    for entry in IntervalLogIterator::new(text.as_bytes()) {
-        match entry {
-            Ok(LogEntry::Interval(i)) => out.push(Interval {
-                tag: i.tag().map(|t| t.as_str().to_owned()),
-                start_s: i.start_timestamp().as_secs_f64(),
-                length_s: i.duration().as_secs_f64(),
-                histogram: decode_hist(i.encoded_histogram()).map_err(|e| e.to_string())?,
-            }),
-            Ok(_) => {}
-            Err(e) => return Err(format!("{e:?}")),
-        }
-    }
+    for_each_interval(text.as_bytes(), |i| {
+        out.push(Interval::decode(i)?);
+        Ok(())
+    })?;
     Ok(out)
 }
 
-/// Merges every interval of several logs (e.g. one per client box) into one histogram.
+/// Merges every interval of several logs (e.g. one per client box) into one histogram,
+/// one interval in memory at a time.
 pub fn merge(texts: &[&str]) -> Result<Histogram<u64>, String> {
     let mut all = new_hist().map_err(|e| e.to_string())?;
     for t in texts {
-        for i in read(t)? {
-            all.add(&i.histogram).map_err(|e| e.to_string())?;
-        }
+        for_each_interval(t.as_bytes(), |i| {
+            all.add(&Interval::decode(i)?.histogram)
+                .map_err(|e| e.to_string())
+        })?;
     }
     Ok(all)
 }

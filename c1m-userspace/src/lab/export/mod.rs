@@ -37,6 +37,7 @@ use std::{
 #[doc(hidden)]
 pub use fixture::{sample_run, sample_run_with_snapshots};
 pub use hlog::IntervalRecorder;
+use serde::Deserialize as _;
 use thiserror::Error;
 
 use self::atomic::write_atomic;
@@ -47,6 +48,18 @@ pub const SUMMARY: &str = "summary.json";
 pub const SCHEMA: &str = "summary.schema.json";
 pub const TIMESERIES: &str = "timeseries.csv";
 pub const REPORT: &str = "report.html";
+
+/// The exit code of `c1m report`, `c1m compare` and `c1m merge` when an input is not a
+/// run folder they can read (one line on stderr names the file and the fix).
+pub const EXIT_BAD_INPUT: i32 = 2;
+
+/// The most of a `summary.json` read back. A summary grows ~1.7 KB a sample (one a
+/// second): 256 MiB is a run of ~40 hours; a crafted file stops here, not in memory.
+pub const SUMMARY_CAP: u64 = 256 << 20;
+
+/// Keys a `summary.json` of any c1m version has; a JSON file without them is not one
+/// (`RunRecord` reads missing keys as defaults, so `{}` would read as a run of zeros).
+const REQUIRED_KEYS: [&str; 3] = ["c1m_version", "config", "phases"];
 
 /// Why an export or a read-back failed. Each message is one line naming the cause and
 /// the fix.
@@ -59,6 +72,14 @@ pub enum ExportError {
     NotARun(PathBuf),
     #[error("{}: {error}", path.display())]
     Io { path: PathBuf, error: io::Error },
+    /// An input that is not a regular file of a sane size (a FIFO, a device, a link).
+    #[error("{0}")]
+    Input(crate::infile::InFileError),
+    #[error(
+        "{}: lacks {missing}: not a c1m run summary (schema mismatch); pass a summary.json written by c1m run",
+        path.display()
+    )]
+    Schema { path: PathBuf, missing: String },
     #[error(
         "{}: not a c1m run summary ({error}): pass a summary.json written by c1m run",
         path.display()
@@ -135,6 +156,9 @@ impl HgrmUnit {
 pub struct ExportOptions {
     /// Also write `.hgrm` files in these units (µs files are always written).
     pub extra_hgrm_units: Vec<HgrmUnit>,
+    /// Leave a `timeseries.csv` that exists as it is (`c1m report`: the run wrote it as it
+    /// went, and a summary that lost its samples once cut it to its header).
+    pub keep_timeseries: bool,
 }
 
 /// Writes the whole run folder from `run`: `summary.json` and everything derived from
@@ -177,10 +201,13 @@ pub fn write_derived_with(
         error,
     })?;
     put(SCHEMA.to_owned(), schema.as_bytes())?;
-    put(
-        TIMESERIES.to_owned(),
-        timeseries::csv(&run.samples)?.as_bytes(),
-    )?;
+    let kept = opts.keep_timeseries && std::fs::symlink_metadata(dir.join(TIMESERIES)).is_ok();
+    if !kept {
+        put(
+            TIMESERIES.to_owned(),
+            timeseries::csv(&run.samples)?.as_bytes(),
+        )?;
+    }
     let mut units = vec![HgrmUnit::Us];
     units.extend(opts.extra_hgrm_units.iter().filter(|u| **u != HgrmUnit::Us));
     for h in present_histograms(run)? {
@@ -196,26 +223,47 @@ pub fn write_derived_with(
     Ok(written)
 }
 
-/// Reads `dir/summary.json` back. A missing file says how to find a run folder; values
-/// a crashed writer left as `null` (NaN) read back as their defaults.
+/// Reads `dir/summary.json` back: a regular file within [`SUMMARY_CAP`], JSON within
+/// serde_json's nesting limit, with the keys every summary has. A missing file says how
+/// to find a run folder; values a crashed writer left as `null` (NaN) read back as their
+/// defaults.
 pub fn load_run(dir: &Path) -> Result<RunRecord, ExportError> {
     let path = dir.join(SUMMARY);
-    let bytes = match std::fs::read(&path) {
+    let bytes = match crate::infile::read(&path, SUMMARY_CAP) {
         Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ExportError::NotARun(path)),
-        Err(e) => return Err(ExportError::io(&path)(e)),
+        Err(e) if e.is_missing() => return Err(ExportError::NotARun(path)),
+        Err(e) => return Err(ExportError::Input(e)),
     };
-    match serde_json::from_slice::<RunRecord>(&bytes) {
+    // As a value first, which is what holds the nesting limit: into `RunRecord` an
+    // unknown key is skipped however deep it goes, so a 200-level `{"x": [[[…]]]}` read
+    // as a run of zeros.
+    let value: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(error) => return Err(ExportError::BadSummary { path, error }),
+    };
+    drop(bytes);
+    let missing: Vec<&str> = REQUIRED_KEYS
+        .into_iter()
+        .filter(|k| value.get(*k).is_none())
+        .chain(
+            value
+                .get("config")
+                .filter(|c| c.get("connections").is_none())
+                .map(|_| "config.connections"),
+        )
+        .collect();
+    if !missing.is_empty() {
+        return Err(ExportError::Schema {
+            path,
+            missing: missing.join(", "),
+        });
+    }
+    match RunRecord::deserialize(&value) {
         Ok(run) => Ok(run),
-        Err(error) => {
-            // serde_json writes NaN/inf as null, which no f64 reads back; dropping nulls
-            // lets `#[serde(default)]` and `Option` fill them in.
-            let lenient = serde_json::from_slice::<serde_json::Value>(&bytes)
-                .ok()
-                .map(drop_nulls)
-                .and_then(|v| serde_json::from_value::<RunRecord>(v).ok());
-            lenient.ok_or(ExportError::BadSummary { path, error })
-        }
+        // serde_json writes NaN/inf as null, which no f64 reads back; dropping nulls
+        // lets `#[serde(default)]` and `Option` fill them in.
+        Err(error) => serde_json::from_value::<RunRecord>(drop_nulls(value))
+            .map_err(|_| ExportError::BadSummary { path, error }),
     }
 }
 

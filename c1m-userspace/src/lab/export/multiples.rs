@@ -27,6 +27,10 @@ pub(crate) const MAX_SERIES: usize = 8;
 /// The quantiles drawn over time, each its own chart: (id suffix, title, quantile).
 const OVER_TIME: [(&str, &str, f64); 2] = [("p50", "median", 0.5), ("p99", "p99", 0.99)];
 
+/// The quantiles of [`OVER_TIME`], in its order: what a run's logs are read at
+/// ([`hlog::read_run_logs`](super::hlog::read_run_logs)).
+pub(crate) const OVER_TIME_QUANTILES: [f64; 2] = [OVER_TIME[0].2, OVER_TIME[1].2];
+
 /// One run of a comparison, as its charts need it.
 pub(crate) struct ComparedRun<'a> {
     /// "go", or "go #2" for a repeat.
@@ -196,17 +200,12 @@ fn keys<T: PartialEq>(names: impl Iterator<Item = T>) -> Vec<T> {
     keys
 }
 
-/// Latency over time of one histogram at quantile `q`: a point per `.hlog` interval, at
-/// its end (the values were recorded within it), in ms.
-fn over_time(log: &RunLog, q: f64) -> Points {
+/// Latency over time of one histogram at the `k`-th of [`OVER_TIME_QUANTILES`]: a point
+/// per `.hlog` interval, at its end (the values were recorded within it), in ms.
+fn over_time(log: &RunLog, k: usize) -> Points {
     log.intervals
         .iter()
-        .map(|i| {
-            (
-                i.start_s + i.length_s,
-                Some(i.histogram.value_at_quantile(q) as f64 / 1000.0),
-            )
-        })
+        .map(|i| (i.end_s, i.at.get(k).map(|v| *v as f64 / 1000.0)))
         .collect()
 }
 
@@ -219,7 +218,8 @@ fn latency_over_time(
 ) -> Vec<Chart> {
     OVER_TIME
         .iter()
-        .flat_map(|&(suffix, what, q)| {
+        .enumerate()
+        .flat_map(|(k, &(suffix, what, _))| {
             let template = Chart {
                 id: String::new(),
                 title: String::new(),
@@ -246,7 +246,7 @@ fn latency_over_time(
                         return None;
                     }
                     let log = r.logs.iter().find(|l| l.side == side && l.name == name)?;
-                    Some(styled(r, over_time(log, q), Vec::new()))
+                    Some(styled(r, over_time(log, k), Vec::new()))
                 },
             )
         })
@@ -361,7 +361,7 @@ mod tests {
         }
         let dir = fixture::test_dir("multiples");
         rec.write(&dir).unwrap();
-        let (logs, problems) = read_run_logs(&dir);
+        let (logs, problems) = read_run_logs(&dir, &OVER_TIME_QUANTILES);
         assert!(problems.is_empty(), "{problems:?}");
         (run, logs)
     }
