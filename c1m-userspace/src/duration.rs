@@ -8,9 +8,24 @@ use std::time::Duration;
 pub const SYNTAX: &str =
     "write a number with a unit, e.g. 500ms, 3s, 2m, 1h30m (a plain number means seconds)";
 
-/// Parses a duration flag's value (a clap `value_parser`).
+/// The longest any duration flag takes: far beyond any run, and short enough that
+/// `Instant::now() + d` cannot overflow (an `--idle` of u64::MAX seconds panicked after
+/// the setup phase and left its summary saying `running`).
+pub const MAX: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Parses a duration flag's value (a clap `value_parser`), at most [`MAX`].
 pub fn parse(s: &str) -> Result<Duration, String> {
     let s = s.trim();
+    let d = parse_unbounded(s)?;
+    if d > MAX {
+        return Err(format!(
+            "{s:?} is longer than 7 days (168h), the longest a duration flag takes"
+        ));
+    }
+    Ok(d)
+}
+
+fn parse_unbounded(s: &str) -> Result<Duration, String> {
     let bad = || format!("{s:?} is not a duration: {SYNTAX}");
     if let Ok(secs) = s.parse::<f64>() {
         return Duration::try_from_secs_f64(secs).map_err(|_| bad());
@@ -61,6 +76,11 @@ mod tests {
                 "{s}: {e}"
             );
             assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        assert_eq!(parse("168h").unwrap(), MAX);
+        for s in ["18446744073709551615s", "8d", "604801"] {
+            let e = parse(s).unwrap_err();
+            assert!(e.contains("longer than 7 days"), "{s}: {e}");
         }
     }
 }

@@ -13,6 +13,16 @@ pub fn unix_ms_now() -> u64 {
         .unwrap_or(0)
 }
 
+/// This process's command line as one line for the record: lossy, since a path
+/// argument need not be UTF-8 (`std::env::args` panicked on one, after the run folder
+/// was made).
+pub fn command_line() -> String {
+    std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A port list argument (`8000-8099`, `80,443`): one clap value holding many ports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortList(pub Vec<u16>);
@@ -75,25 +85,76 @@ pub fn die_with_parent(parent: u32) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A flag set by SIGINT or SIGTERM, for synchronous loops.
-pub fn shutdown_flag() -> std::io::Result<Arc<AtomicBool>> {
-    static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
-    let flag = FLAG
-        .get_or_init(|| Arc::new(AtomicBool::new(false)))
-        .clone();
-    extern "C" fn on_signal(_: libc::c_int) {
-        if let Some(f) = FLAG.get() {
-            f.store(true, Ordering::Relaxed);
+/// The flag of [`shutdown_flag`], once installed.
+static SHUTDOWN: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+
+/// stdout and stderr as terminals, read by [`note_terminals`] (a hung-up terminal
+/// answers no question, so [`leave_dead_terminal`] cannot ask then).
+static ON_TERMINAL: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+
+/// Notes which of stdout and stderr are terminals, for [`leave_dead_terminal`].
+pub fn note_terminals() {
+    use std::io::IsTerminal;
+    ON_TERMINAL[0].store(std::io::stdout().is_terminal(), Ordering::Relaxed);
+    ON_TERMINAL[1].store(std::io::stderr().is_terminal(), Ordering::Relaxed);
+}
+
+/// After a hangup: stdout and stderr, where they were terminals, point at /dev/null.
+/// The terminal is gone, and the next write to it (EIO) would panic the line that
+/// tells a run's end. Async-signal-safe.
+pub fn leave_dead_terminal() {
+    // SAFETY: open, dup2 and close are async-signal-safe; the path is a C string.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if null >= 0 {
+            for (fd, tty) in [1, 2].into_iter().zip(&ON_TERMINAL) {
+                if tty.load(Ordering::Relaxed) {
+                    libc::dup2(null, fd);
+                }
+            }
+            libc::close(null);
         }
     }
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only does an atomic store, which is async-signal-safe.
+}
+
+/// A flag set by SIGINT, SIGTERM or SIGHUP, for loops that end gracefully: one per
+/// process, installed by the first call (`c1m run` calls it before anything else, so a
+/// signal at any moment ends the run as `interrupted` with everything restored). A
+/// hangup also [leaves the dead terminal](leave_dead_terminal).
+pub fn shutdown_flag() -> std::io::Result<Arc<AtomicBool>> {
+    let mut first = false;
+    let flag = SHUTDOWN
+        .get_or_init(|| {
+            first = true;
+            Arc::new(AtomicBool::new(false))
+        })
+        .clone();
+    if !first {
+        return Ok(flag);
+    }
+    extern "C" fn on_signal(sig: libc::c_int) {
+        if let Some(f) = SHUTDOWN.get() {
+            f.store(true, Ordering::Relaxed);
+        }
+        if sig == libc::SIGHUP {
+            leave_dead_terminal();
+        }
+    }
+    note_terminals();
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only does atomic loads and stores and async-signal-safe
+        // calls.
         let previous = unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
         if previous == libc::SIG_ERR {
             return Err(std::io::Error::last_os_error());
         }
     }
     Ok(flag)
+}
+
+/// True once SIGINT, SIGTERM or SIGHUP came (after [`shutdown_flag`] installed them).
+pub fn shutdown_requested() -> bool {
+    SHUTDOWN.get().is_some_and(|f| f.load(Ordering::Relaxed))
 }
 
 #[cfg(test)]

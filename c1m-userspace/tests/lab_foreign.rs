@@ -421,7 +421,8 @@ fn c1m_client_triggers_and_decodes_a_foreign_push() {
     }
     c1m::netns::enter_private().expect("private netns");
     let mut server = start_own_server("--ports 9200 --on-signal --format u64le-us", 9200);
-    let stats = fresh_dir("foreign-client").join("client.json");
+    let stats_dir = fresh_dir("foreign-client");
+    let stats = stats_dir.join("client.json");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_c1m"));
     cmd.args([
         "client",

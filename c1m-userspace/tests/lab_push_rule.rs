@@ -35,9 +35,9 @@ const N: u64 = 2000;
 /// The quantiles of the seeds' latency table.
 const QUANTILES: [f64; 9] = [0.0, 0.5, 0.75, 0.95, 0.98, 0.99, 0.999, 0.9999, 1.0];
 
-/// `c1m run --servers SERVERS -n 2000 --idle 1s --tune EXTRA…`: its stdout and its
-/// comparison folder.
-fn run(folder: &str, servers: &str, extra: &[&str]) -> (String, PathBuf) {
+/// `c1m run --servers SERVERS -n 2000 --idle 1s --tune EXTRA…`: its stdout, its
+/// comparison folder and the guard that removes it.
+fn run(folder: &str, servers: &str, extra: &[&str]) -> (String, PathBuf, lab_util::TempDir) {
     run_servers(
         folder,
         servers,
@@ -166,7 +166,7 @@ fn c1m_on_both_engines_and_python_measured_from_the_broadcast_start() {
         return;
     }
     c1m::netns::enter_private().expect("private netns");
-    let (stdout, cmp) = run("push-rule-broadcast", "python,c1m-epoll,c1m-tokio", &[]);
+    let (stdout, cmp, _dir) = run("push-rule-broadcast", "python,c1m-epoll,c1m-tokio", &[]);
     let mut shorter = Vec::new();
     for name in ["python", "c1m-epoll", "c1m-tokio"] {
         let run = complete_run(&cmp, name);
@@ -272,7 +272,7 @@ fn a_write_rule_keeps_apart_the_reference_server_that_cannot_follow_it() {
     c1m::netns::enter_private().expect("private netns");
     // 2,000 at 1,500/s: the last connect is scheduled 1.33 s in, so the ramp is longer
     // than the peak's one-second window whatever the box's speed.
-    let (stdout, cmp) = run(
+    let (stdout, cmp, _dir) = run(
         "push-rule-write",
         "python,c1m-epoll",
         &["--push-latency", "write", "--rate", "1500"],

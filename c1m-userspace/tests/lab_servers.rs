@@ -60,7 +60,7 @@ fn python_and_c1m_epoll_each_get_a_complete_run_and_one_comparison() {
         return;
     }
     c1m::netns::enter_private().expect("private netns");
-    let (stdout, cmp) = run_servers(
+    let (stdout, cmp, _dir) = run_servers(
         "servers-two",
         "python,c1m-epoll",
         "2000",
@@ -111,7 +111,7 @@ fn every_reference_server_holds_15000_pushed_and_measured() {
         return;
     }
     c1m::netns::enter_private().expect("private netns");
-    let (_, cmp) = run_servers(
+    let (_, cmp, _dir) = run_servers(
         "servers-all",
         "python,node,go,netty,c1m-epoll,c1m-tokio",
         "15000",
@@ -331,7 +331,7 @@ fn isolated_runs_start_clean_and_repeat_exact_counts() {
     }
     c1m::netns::enter_private().expect("private netns");
     const N: i64 = 2000;
-    let (text, cmp) = run_servers_with(
+    let (text, cmp, _dir) = run_servers_with(
         "servers-isolated",
         "c1m-epoll,go",
         "2000",
@@ -455,7 +455,7 @@ fn a_run_that_starts_beside_an_earlier_runs_sockets_is_flagged_dirty() {
         return;
     }
     c1m::netns::enter_private().expect("private netns");
-    let (text, cmp) = run_servers_with(
+    let (text, cmp, _dir) = run_servers_with(
         "servers-dirty",
         "c1m-epoll,c1m-tokio",
         "2000",

@@ -107,21 +107,10 @@ impl Live {
             }
             None => None,
         };
-        // SIGTERM (and SIGINT when no TUI owns the keyboard) end the run gracefully.
-        let signalled = Arc::new(AtomicBool::new(false));
-        for kind in [
-            tokio::signal::unix::SignalKind::interrupt(),
-            tokio::signal::unix::SignalKind::terminate(),
-        ] {
-            let mut signal =
-                tokio::signal::unix::signal(kind).context("installing signal handlers")?;
-            let flag = signalled.clone();
-            tokio::spawn(async move {
-                if signal.recv().await.is_some() {
-                    flag.store(true, Ordering::Relaxed);
-                }
-            });
-        }
+        // SIGTERM, SIGHUP (and SIGINT when no TUI owns the keyboard) end the run
+        // gracefully: the process's one flag, which `c1m run` installed before it
+        // touched anything.
+        let signalled = crate::util::shutdown_flag().context("installing signal handlers")?;
         Ok(Self {
             out: Some(out),
             state,
@@ -211,7 +200,7 @@ impl Live {
         }
     }
 
-    /// Waits up to `timeout`; true when the user asked to stop (q, Ctrl-C, SIGTERM).
+    /// Waits up to `timeout`; true when the user asked to stop (q, Ctrl-C, SIGTERM, SIGHUP).
     pub async fn poll_quit(&mut self, timeout: Duration) -> Result<bool> {
         if self.signalled.load(Ordering::Relaxed) {
             return Ok(true);

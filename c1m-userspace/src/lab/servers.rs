@@ -363,21 +363,24 @@ fn severity(o: Outcome) -> u8 {
     }
 }
 
-/// SIGINT and SIGTERM to the sequence: each stops it, and is passed on to the run under
-/// way (a TUI in raw mode takes Ctrl-C as a key and ends its run itself; the sequence
-/// then stops on the run's outcome).
+/// SIGINT, SIGTERM and SIGHUP to the sequence: each stops it, and is passed on to the
+/// run under way (a TUI in raw mode takes Ctrl-C as a key and ends its run itself; the
+/// sequence then stops on the run's outcome).
 struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
     stop: bool,
 }
 
 impl Signals {
     fn new() -> Result<Self> {
         use tokio::signal::unix::{SignalKind, signal};
+        crate::util::note_terminals();
         Ok(Signals {
             interrupt: signal(SignalKind::interrupt()).context("installing signal handlers")?,
             terminate: signal(SignalKind::terminate()).context("installing signal handlers")?,
+            hangup: signal(SignalKind::hangup()).context("installing signal handlers")?,
             stop: false,
         })
     }
@@ -387,6 +390,11 @@ impl Signals {
         tokio::select! {
             _ = self.interrupt.recv() => libc::SIGINT,
             _ = self.terminate.recv() => libc::SIGTERM,
+            _ = self.hangup.recv() => {
+                // The terminal is gone: the comparison printed at the end must not fail.
+                crate::util::leave_dead_terminal();
+                libc::SIGHUP
+            }
         }
     }
 }
@@ -416,6 +424,33 @@ async fn run_one(argv: &[std::ffi::OsString], signals: &mut Signals) -> Result<E
             }
         }
     }
+}
+
+/// The sequence's size and length before it starts: each run's ramp at --rate, its
+/// idle phase and ~15 s of start, settling, push and teardown (a wait for clean ports
+/// comes on top).
+fn estimate(args: &RunArgs, runs: usize, isolation: Isolation) -> String {
+    let (n, _) = super::run::resolve_target(args.connections);
+    let ramp = n as f64
+        / if args.rate == 0 {
+            25_000.0
+        } else {
+            args.rate as f64
+        };
+    let each = ramp + args.idle.as_secs_f64() + 15.0;
+    let wait = match isolation {
+        Isolation::Wait => format!(
+            ", plus up to --clean-wait {}s each",
+            args.clean_wait.as_secs()
+        ),
+        Isolation::Netns => String::new(),
+    };
+    format!(
+        "{runs} run{}, ~{} each, estimated {} in all{wait}",
+        if runs == 1 { "" } else { "s" },
+        crate::fmt::duration(each),
+        crate::fmt::duration(each * runs as f64)
+    )
 }
 
 /// How the runs are kept apart: `--isolation`, or a namespace each where that works
@@ -491,6 +526,8 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
             }
         }
     }
+    // What would fail every run fails now, before any wait or folder.
+    super::run::preflight::sequence(&args, servers.iter().any(|s| s.is_reference()))?;
     // Never another lab's, as a run folder (`run/folder.rs`).
     let stamp = format!("{}-servers", crate::fmt::stamp(super::run::now_ms()));
     let dir = super::run::folder::create_unique(&args.out, &stamp).with_context(|| {
@@ -509,6 +546,10 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
         }
     );
     let order = schedule(&servers, args.repeat as usize);
+    eprintln!(
+        "c1m run --servers: {}",
+        estimate(&args, order.len(), isolation)
+    );
     let mut runs = Vec::new();
     let mut worst = Outcome::Complete;
     for (i, (server, r)) in order.iter().enumerate() {

@@ -166,7 +166,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
                 ports: a.ports.clone(),
                 server_addrs: a.hosts.join(","),
                 sources: a.sources.join(","),
-                command_line: std::env::args().collect::<Vec<_>>().join(" "),
+                command_line: crate::util::command_line(),
                 // This host is told one trigger instant: its own --push-trigger's.
                 push: Some(PushRule::new(
                     a.push_latency,

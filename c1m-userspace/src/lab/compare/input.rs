@@ -30,6 +30,11 @@ pub enum InputError {
         first: String,
         second: String,
     },
+    #[error(
+        "{}: no such folder, but {} is one: the last '=' splits RUN_DIR=NAME, so give its name after one more: {}=NAME",
+        dir.display(), whole.display(), whole.display()
+    )]
+    EqualsInName { dir: PathBuf, whole: PathBuf },
     #[error("{0}")]
     Load(#[from] ExportError),
 }
@@ -87,6 +92,7 @@ pub fn load_all(specs: &[RunSpec]) -> Result<Vec<LoadedRun>, InputError> {
     }
     let mut seen: Vec<(PathBuf, &RunSpec)> = Vec::new();
     for spec in specs {
+        equals_in_name(spec)?;
         if !spec.dir.is_dir() {
             return Err(InputError::Missing(spec.dir.clone()));
         }
@@ -110,6 +116,24 @@ pub fn load_all(specs: &[RunSpec]) -> Result<Vec<LoadedRun>, InputError> {
             })
         })
         .collect()
+}
+
+/// `a=b` read as folder `a` named `b`, where no `a` exists but a folder `a=b` does.
+fn equals_in_name(spec: &RunSpec) -> Result<(), InputError> {
+    if spec.dir.exists() {
+        return Ok(());
+    }
+    let mut whole = spec.dir.clone().into_os_string();
+    whole.push("=");
+    whole.push(&spec.name);
+    let whole = PathBuf::from(whole);
+    if whole.is_dir() {
+        return Err(InputError::EqualsInName {
+            dir: spec.dir.clone(),
+            whole,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

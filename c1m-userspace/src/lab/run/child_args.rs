@@ -55,10 +55,13 @@ impl Argv {
         long
     }
 
+    /// `--flag=VALUE` in one word: a value that begins with `-` (`--out=-runs`) is
+    /// then never read as a flag of the child.
     fn value(&mut self, id: &'static str, v: impl Into<OsString>) {
         if let Some(flag) = self.long(id) {
-            self.out.push(flag.into());
-            self.out.push(v.into());
+            let mut word = OsString::from(format!("{flag}="));
+            word.push(v.into());
+            self.out.push(word);
         }
     }
 
@@ -320,6 +323,21 @@ pub fn defaults<T: Args + FromArgMatches>(sub: &str) -> Result<T, ChildArgsError
     parse(&[OsString::from(sub)])
 }
 
+/// Where the `side`'s control socket is: in the run folder, or, when the folder's path is
+/// not UTF-8 (`--control` is text, a unix path or HOST:PORT, and a lossy copy named a
+/// folder that does not exist), in this user's runtime folder under the lab's pid.
+fn control_socket(dir: &Path, side: &str) -> std::io::Result<String> {
+    let name = format!("{side}.sock");
+    if let Some(p) = dir.join(&name).to_str() {
+        return Ok(p.to_owned());
+    }
+    let elsewhere = crate::util::runtime_dir()?.join(format!("ctl-{}-{name}", std::process::id()));
+    elsewhere
+        .to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| std::io::Error::other("no UTF-8 path for the control sockets: set TMPDIR"))
+}
+
 /// The server and client of a run as typed arguments: built and checked by the
 /// children's own parsers before anything starts.
 pub struct ChildPlan {
@@ -335,7 +353,7 @@ impl ChildPlan {
         server.mode = args.mode;
         server.common.engine = args.server_engine.unwrap_or(args.engine);
         server.max_conns = Some(n);
-        server.common.control = Some(dir.join("server.sock").display().to_string());
+        server.common.control = Some(control_socket(dir, "server")?);
         server.common.stats_json = Some(dir.join("server-final.json"));
         server.common.quiet = true;
         let mut client: ClientArgs = defaults("client")?;
@@ -348,7 +366,7 @@ impl ChildPlan {
         client.sources = vec![sources.to_owned()];
         client.mode = args.mode;
         client.common.engine = args.engine;
-        client.common.control = Some(dir.join("client.sock").display().to_string());
+        client.common.control = Some(control_socket(dir, "client")?);
         client.common.stats_json = Some(dir.join("client-final.json"));
         client.stay = true;
         client.common.quiet = true;
@@ -511,6 +529,13 @@ mod tests {
                 "go",
                 "--json",
             ][..],
+            // Values that look like flags, and one that is not UTF-8.
+            &[
+                "--out=-runs",
+                "--server-name=--go",
+                "--into=-x/y",
+                "--source=-",
+            ][..],
             &[
                 "--target",
                 "127.0.0.1:9000-9001",
@@ -528,6 +553,14 @@ mod tests {
             let back: RunArgs = parse(&run_argv(&a).unwrap()).unwrap();
             assert_eq!(format!("{back:?}"), format!("{a:?}"), "{args:?}");
         }
+        let mut argv = argv(&[]);
+        argv.push(OsString::from("--out"));
+        argv.push(
+            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"runs-\xff").into(),
+        );
+        let a: RunArgs = parse(&argv).unwrap();
+        let back: RunArgs = parse(&run_argv(&a).unwrap()).unwrap();
+        assert_eq!(back.out, a.out);
     }
 
     #[test]

@@ -148,7 +148,8 @@ pub async fn wait_for_clean_ports(ports: &[u16], limit: Duration) -> f64 {
         let left = tokio::task::spawn_blocking(move || leftovers(&sockets(&ports_now).1))
             .await
             .unwrap_or(0);
-        if left == 0 || started.elapsed() >= limit {
+        // A signal ends the wait too: the run then ends as interrupted at once.
+        if left == 0 || started.elapsed() >= limit || crate::util::shutdown_requested() {
             return started.elapsed().as_secs_f64();
         }
         tokio::time::sleep(POLL.min(limit.saturating_sub(started.elapsed()))).await;

@@ -161,7 +161,7 @@ impl JournalFile {
         let journal = Journal {
             lab: Proc::of(me).ok_or_else(|| std::io::Error::other("no /proc/self/stat"))?,
             run_folder: std::path::absolute(run_folder)?,
-            command_line: std::env::args().collect::<Vec<_>>().join(" "),
+            command_line: crate::util::command_line(),
             netns: crate::observer::procfs::own_netns_inum().unwrap_or(0),
             sysctls: sysctls.to_vec(),
             children: Vec::new(),

@@ -13,6 +13,7 @@ pub mod foreign;
 pub mod isolation;
 pub mod journal;
 mod ports;
+pub(crate) mod preflight;
 pub mod sources;
 pub mod stall;
 mod verdict;
@@ -202,8 +203,9 @@ pub struct RunArgs {
     pub servers: Option<String>,
     /// With --servers: run each server K times, in rounds ordered so that each server
     /// runs right after each other one equally often, so the comparison shows the
-    /// spread across repeats.
-    #[arg(help_heading = "Comparison (--servers)", long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    /// spread across repeats; at most 1,000 (the sequence prints its estimate before the
+    /// first run).
+    #[arg(help_heading = "Comparison (--servers)", long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_REPEAT))]
     pub repeat: u32,
     /// With --servers: how runs are kept from inheriting each other's sockets, conntrack
     /// entries and sysctls: netns (each run in a network namespace of its own; the
@@ -236,6 +238,9 @@ pub struct RunArgs {
     #[arg(help_heading = "Comparison (--servers)", long, value_name = "NAME")]
     pub baseline: Option<String>,
 }
+
+/// The most `--repeat` takes: a thousand rounds of six servers is already weeks.
+pub const MAX_REPEAT: i64 = 1000;
 
 /// Whose server the run measures.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -349,6 +354,13 @@ macro_rules! say_raw {
 }
 
 pub fn main(mut args: RunArgs) -> Result<i32> {
+    // SIGINT, SIGTERM and SIGHUP end a run as `interrupted`, whenever they come: handled
+    // before the first sysctl is touched (a SIGTERM between --tune and the live view
+    // ended the process with 143, the kernel tuned and the summary `running`). A
+    // sequence of --servers passes them on to its runs itself.
+    if args.servers.is_none() {
+        crate::util::shutdown_flag().context("installing signal handlers")?;
+    }
     if args.isolation.is_some() && args.servers.is_none() && args.into.is_none() {
         bail!(
             "--isolation keeps the runs of --servers apart: add --servers NAMES, or drop --isolation"
@@ -447,7 +459,7 @@ fn parse_target(s: &str) -> Result<TargetArg, String> {
 }
 
 /// The connections to aim for and why.
-fn resolve_target(asked: Option<TargetArg>) -> (u64, String) {
+pub(crate) fn resolve_target(asked: Option<TargetArg>) -> (u64, String) {
     let available = doctor::mem_available();
     let fit = doctor::connections_that_fit(available);
     let gib = available as f64 / (1u64 << 30) as f64;
@@ -638,6 +650,9 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         Some(n) if external => (n, "--expect: clients on other hosts".to_owned()),
         _ => resolve_target(args.connections),
     };
+    if !external {
+        preflight::memory_first(connections, args.force)?;
+    }
     let server_ports = args.ports.0.len() as u64;
     let (sources, source_count, sources_reason) = match &args.source {
         Some(s) => (
@@ -815,7 +830,7 @@ pub(crate) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
             )),
             observer: observer_wanted,
             tuned: tuning.as_ref().is_some_and(|t| !t.changed.is_empty()),
-            command_line: std::env::args().collect::<Vec<_>>().join(" "),
+            command_line: crate::util::command_line(),
         },
         machine: machine(),
         host: external.then(|| crate::multihost::model::HostInfo {

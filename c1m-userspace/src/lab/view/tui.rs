@@ -969,15 +969,36 @@ pub struct Tui {
     last: Option<Box<LiveState>>,
 }
 
+/// Why this process may not take the terminal, if it may not: raw mode and the alternate
+/// screen are `tcsetattr`s, and one from outside the terminal's foreground process group
+/// (`c1m run … &`, or under `timeout`, which runs its command in a group of its own)
+/// stops the whole process with SIGTTOU, a stop that SIGTERM does not end.
+fn not_in_foreground() -> Option<&'static str> {
+    let me = rustix::process::getpgrp();
+    let stdin = io::stdin();
+    let stdout = io::stdout();
+    let owned =
+        |fd: std::os::fd::BorrowedFd<'_>| rustix::termios::tcgetpgrp(fd).is_ok_and(|g| g == me);
+    use std::os::fd::AsFd;
+    let stdout_ok = owned(stdout.as_fd());
+    let stdin_ok = !stdin.is_terminal() || owned(stdin.as_fd());
+    (!(stdout_ok && stdin_ok))
+        .then_some("not in the terminal's foreground process group (started in the background?)")
+}
+
 impl Tui {
     /// Enters raw mode and the alternate screen. Fails when stdout is not a terminal (use
-    /// [`super::plain::line`] then) or when a `Tui` is already running.
+    /// [`super::plain::line`] then), when this process is not in the terminal's
+    /// foreground group, or when a `Tui` is already running.
     pub fn start() -> io::Result<Tui> {
         if !io::stdout().is_terminal() {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "the live view needs a terminal on stdout (use the plain lines instead)",
             ));
+        }
+        if let Some(why) = not_in_foreground() {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, why));
         }
         install_panic_hook();
         if ACTIVE.swap(true, Ordering::SeqCst) {
