@@ -157,6 +157,77 @@ pub fn shutdown_requested() -> bool {
     SHUTDOWN.get().is_some_and(|f| f.load(Ordering::Relaxed))
 }
 
+/// A path in a JSON record as it is on disk: a string when it is UTF-8, else its bytes
+/// (a folder named `runs-\xff` made serde_json refuse the whole lab journal, so a run
+/// under it could not start: issue 30, case 9). `#[serde(with = "crate::util::os_path")]`.
+pub mod os_path {
+    use std::{
+        ffi::OsString,
+        os::unix::ffi::{OsStrExt, OsStringExt},
+        path::{Path, PathBuf},
+    };
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes `p` as a string, or as an array of bytes when it is not UTF-8.
+    pub fn serialize<S: Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+        match p.to_str() {
+            Some(text) => s.serialize_str(text),
+            None => s.collect_seq(p.as_os_str().as_bytes()),
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Text(String),
+        Bytes(Vec<u8>),
+    }
+
+    impl Either {
+        fn into_path(self) -> PathBuf {
+            match self {
+                Either::Text(t) => PathBuf::from(t),
+                Either::Bytes(b) => PathBuf::from(OsString::from_vec(b)),
+            }
+        }
+    }
+
+    /// Reads what [`serialize`] wrote.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+        Ok(Either::deserialize(d)?.into_path())
+    }
+
+    /// The same for a list of paths.
+    pub mod vec {
+        use super::*;
+        use serde::ser::SerializeSeq;
+
+        /// Writes each path as [`super::serialize`] does.
+        pub fn serialize<S: Serializer>(ps: &[PathBuf], s: S) -> Result<S::Ok, S::Error> {
+            struct One<'a>(&'a Path);
+            impl serde::Serialize for One<'_> {
+                fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                    super::serialize(self.0, s)
+                }
+            }
+            let mut seq = s.serialize_seq(Some(ps.len()))?;
+            for p in ps {
+                seq.serialize_element(&One(p))?;
+            }
+            seq.end()
+        }
+
+        /// Reads what [`serialize`] wrote.
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+            Ok(Vec::<Either>::deserialize(d)?
+                .into_iter()
+                .map(Either::into_path)
+                .collect())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,5 +243,21 @@ mod tests {
         assert_eq!(p.to_string(), "80,443,8000-8002");
         let q: PortList = "21000-21003,21005".parse().unwrap();
         assert_eq!(q.to_string().parse::<PortList>().unwrap(), q);
+    }
+
+    #[test]
+    fn paths_round_trip_through_json_whether_utf8_or_not() {
+        use std::os::unix::ffi::OsStrExt;
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct R {
+            #[serde(with = "super::os_path")]
+            p: std::path::PathBuf,
+        }
+        for raw in [&b"/tmp/runs"[..], &b"/tmp/runs-\xff"[..]] {
+            let p = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(raw));
+            let json = serde_json::to_string(&R { p: p.clone() }).unwrap();
+            let back: R = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.p, p, "{json}");
+        }
     }
 }

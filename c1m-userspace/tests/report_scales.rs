@@ -58,10 +58,13 @@ fn one_spike_does_not_flatten_a_chart() {
     let mut run = sample_run();
     run.samples = spiky_samples();
     assert_eq!(run.samples.len(), 81);
-    let dir = std::env::temp_dir().join(format!("c1m-report-scales-{}", std::process::id()));
+    let scratch = tempfile::Builder::new()
+        .prefix("c1m-test-report-scales-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path().join("run");
     write_run(&dir, &run).unwrap();
     let html = std::fs::read_to_string(dir.join(REPORT)).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 
     // Memory per connection: log axis from 16 B (under the 31 B line) to 16 KiB (over
     // the 4 KiB one), not to the 100 KiB spike, which is marked as clipped.

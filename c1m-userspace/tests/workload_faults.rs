@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use workload_util::{Proc, c1m, control, each_engine, wait_for, ws_server};
+use workload_util::{Proc, c1m, control, each_engine, scratch, wait_for, ws_server};
 
 const T: Duration = Duration::from_secs(60);
 const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
@@ -242,6 +242,8 @@ fn full_workers_stop_listening_and_everything_is_counted() {
         }
         let server = Proc::spawn("server", &mut cmd);
         wait_for(ctl, "server up", T, |s| s.phase == "running");
+        let scratch = scratch("cap");
+        let json = scratch.path().join("client.json");
         let out = c1m()
             .args([
                 "client",
@@ -255,19 +257,13 @@ fn full_workers_stop_listening_and_everything_is_counted() {
                 "--connect-timeout",
                 "3s",
             ])
-            .args([
-                "--stats-json",
-                &std::env::temp_dir()
-                    .join(format!("c1m-cap-{}.json", std::process::id()))
-                    .to_string_lossy(),
-            ])
+            .arg("--stats-json")
+            .arg(&json)
             .output()
             .unwrap();
         assert!(!out.status.success(), "500 cannot all fit");
-        let json = std::env::temp_dir().join(format!("c1m-cap-{}.json", std::process::id()));
         let c: c1m::workload::stats::AppSnapshot =
             serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-        let _ = std::fs::remove_file(&json);
         let s = wait_for(ctl, "server drained", T, |s| s.counters.open == 0);
         // The client's books: every attempt ended somewhere.
         let cc = c.counters;
@@ -295,7 +291,8 @@ fn full_workers_stop_listening_and_everything_is_counted() {
 fn dead_worker_is_reported_and_its_connections_lost() {
     each_engine(|_| {
         let ctl = "127.0.0.1:20912";
-        let cctl = std::env::temp_dir().join(format!("c1m-ctl-{}.sock", std::process::id()));
+        let scratch = scratch("ctl");
+        let cctl = scratch.path().join("client.sock");
         let cctl = cctl.to_string_lossy().to_string();
         let server = Proc::spawn(
             "server",

@@ -12,7 +12,7 @@ use std::{
 };
 
 use workload_util::{
-    Proc, c1m, control, each_engine, require_python_websockets, wait_for, ws_server,
+    Proc, c1m, control, each_engine, require_python_websockets, scratch, wait_for, ws_server,
 };
 
 const T: Duration = Duration::from_secs(90);
@@ -187,7 +187,8 @@ fn c1m_client_against_python_websockets_server() {
         let port = 20250u16;
         let (py, mut py_out) =
             python_peer("python server", &[PY_SERVER, &port.to_string()], "READY");
-        let json = std::env::temp_dir().join(format!("c1m-interop-{}.json", std::process::id()));
+        let scratch = scratch("interop");
+        let json = scratch.path().join("client.json");
         let out = c1m()
             .args([
                 "client",
@@ -232,7 +233,6 @@ fn c1m_client_against_python_websockets_server() {
         assert_eq!(s.percentiles["push_message_us"].count, N);
         // The server saw every connection end with our close frame: 1000, not 1006.
         expect_close_codes(&mut py_out, N as usize, 1000);
-        let _ = std::fs::remove_file(&json);
         drop(py);
     });
 }

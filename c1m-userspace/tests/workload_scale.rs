@@ -8,7 +8,7 @@ mod workload_util;
 
 use std::time::Duration;
 
-use workload_util::{Proc, c1m, control, each_engine, wait_for};
+use workload_util::{Proc, c1m, control, each_engine, scratch, wait_for};
 
 const N: u64 = 25_000;
 /// Generous bounds: two 25k-connection runs may share 2 cores with other test binaries.
@@ -157,8 +157,8 @@ fn ws_25k_sharded_exact_counts_push_and_echo() {
 fn tcp_echo_25k_sharded_verified_byte_for_byte() {
     each_engine(|_| {
         let sctl = "127.0.0.1:20902";
-        let dir = std::env::temp_dir().join(format!("c1m-echo-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = scratch("echo");
+        let dir = scratch.path();
         let json = dir.join("client.json");
         let server = Proc::spawn(
             "server",
@@ -227,6 +227,5 @@ fn tcp_echo_25k_sharded_verified_byte_for_byte() {
         );
         control(sctl, "stop").unwrap();
         assert!(server.wait(LONG).status.success());
-        let _ = std::fs::remove_dir_all(&dir);
     });
 }

@@ -12,7 +12,7 @@ mod workload_util;
 use std::process::Command;
 
 use c1m::workload::stats::AppSnapshot;
-use workload_util::{each_engine, is_root};
+use workload_util::{each_engine, is_root, scratch};
 
 #[test]
 fn several_source_addresses_pass_where_one_cannot() {
@@ -25,8 +25,8 @@ fn several_source_addresses_pass_where_one_cannot() {
             return;
         }
         let bin = env!("CARGO_BIN_EXE_c1m");
-        let dir = std::env::temp_dir().join(format!("c1m-source-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = scratch("source");
+        let dir = scratch.path();
         let d = dir.display();
         let script = format!(
             r#"
@@ -82,7 +82,6 @@ kill $SPID; wait $SPID
             three.counters.failures
         );
         assert!(stdout.contains("three_rc=0"), "{stdout}");
-        let _ = std::fs::remove_dir_all(&dir);
     });
 }
 
@@ -99,7 +98,8 @@ fn connect_timeout_is_counted() {
             return;
         }
         let bin = env!("CARGO_BIN_EXE_c1m");
-        let json = std::env::temp_dir().join(format!("c1m-timeout-{}.json", std::process::id()));
+        let scratch = scratch("timeout");
+        let json = scratch.path().join("client.json");
         let j = json.display();
         let script = format!(
             r#"
@@ -125,7 +125,6 @@ kill $PY
                 panic!("{e}: {stdout} {}", String::from_utf8_lossy(&out.stderr))
             }))
             .unwrap();
-        let _ = std::fs::remove_file(&json);
         let c = s.counters;
         // The accept queue (backlog 1) takes a couple; every other connect times out.
         assert_eq!(c.attempted, 20);

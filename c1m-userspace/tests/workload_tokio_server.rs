@@ -9,7 +9,7 @@ mod workload_util;
 
 use std::time::Duration;
 
-use workload_util::{Proc, c1m, control, wait_for};
+use workload_util::{Proc, c1m, control, scratch, wait_for};
 
 const N: u64 = 3_000;
 const LONG: Duration = Duration::from_secs(60);
@@ -49,8 +49,8 @@ fn client(ctl: &str) -> Proc {
 #[test]
 fn tokio_server_ws_push_and_closes_exact() {
     let (sctl, cctl) = ("127.0.0.1:23190", "127.0.0.1:23191");
-    let dir = std::env::temp_dir().join(format!("c1m-tokio-server-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = scratch("tokio-server");
+    let dir = scratch.path();
     let json = dir.join("server.json");
     let server = server(sctl, &json);
     let silent: Vec<std::net::TcpStream> = (0..4)
@@ -126,5 +126,4 @@ fn tokio_server_ws_push_and_closes_exact() {
     assert_eq!(counters["closed"]["peer_closed"], N);
     control(cctl, "stop").unwrap();
     assert!(c2.wait(LONG).status.success());
-    let _ = std::fs::remove_dir_all(&dir);
 }

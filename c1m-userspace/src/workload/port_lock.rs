@@ -52,11 +52,15 @@ pub enum PortError {
         owner: u32,
         holder: Option<Holder>,
     },
-    #[error("port lock {path}: {source}")]
+    /// The cause is in the message, not a `source`: anyhow's chain would say it twice.
+    #[error("port lock {}: {cause}", path.display())]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
+    /// Where the locks live is not usable (its own one-line error).
+    #[error(transparent)]
+    State(#[from] crate::state_dir::StateError),
 }
 
 fn stop_hint(h: &Holder) -> String {
@@ -72,7 +76,7 @@ impl PortError {
     pub fn holder(&self) -> Option<(u16, &Holder)> {
         match self {
             PortError::Taken { port, holder } => Some((*port, holder)),
-            PortError::Io { .. } | PortError::NotOwner { .. } => None,
+            PortError::Io { .. } | PortError::State(_) | PortError::NotOwner { .. } => None,
         }
     }
 }
@@ -84,10 +88,7 @@ pub struct PortLocks {
 }
 
 fn lock_path(port: u16) -> Result<PathBuf, PortError> {
-    let dir = crate::state_dir::runtime_dir().map_err(|e| PortError::Io {
-        path: PathBuf::from("runtime directory"),
-        source: std::io::Error::other(e),
-    })?;
+    let dir = crate::state_dir::runtime_dir()?;
     let netns = crate::observer::procfs::own_netns_inum().unwrap_or(0);
     Ok(dir.join(format!("port-{netns}-{port}.lock")))
 }
@@ -140,9 +141,9 @@ pub fn lock(ports: &[u16], addrs: &[IpAddr]) -> Result<PortLocks, PortError> {
     let mut files = Vec::with_capacity(ports.len());
     for &port in ports {
         let path = lock_path(port)?;
-        let io = |source| PortError::Io {
+        let io = |cause| PortError::Io {
             path: path.clone(),
-            source,
+            cause,
         };
         let mut file = File::options()
             .read(true)

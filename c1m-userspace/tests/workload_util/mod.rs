@@ -178,3 +178,12 @@ pub fn require_python_websockets() {
          or `python3 -m pip install websockets`"
     );
 }
+
+/// An empty folder of this test's under the temp dir, removed when dropped, also when
+/// the test fails.
+pub fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("c1m-test-{name}-"))
+        .tempdir()
+        .expect("scratch dir")
+}

@@ -326,16 +326,16 @@ pub fn defaults<T: Args + FromArgMatches>(sub: &str) -> Result<T, ChildArgsError
 /// Where the `side`'s control socket is: in the run folder, or, when the folder's path is
 /// not UTF-8 (`--control` is text, a unix path or HOST:PORT, and a lossy copy named a
 /// folder that does not exist), in this user's runtime folder under the lab's pid.
-fn control_socket(dir: &Path, side: &str) -> std::io::Result<String> {
+fn control_socket(dir: &Path, side: &str) -> anyhow::Result<String> {
     let name = format!("{side}.sock");
     if let Some(p) = dir.join(&name).to_str() {
         return Ok(p.to_owned());
     }
-    let elsewhere = crate::util::runtime_dir()?.join(format!("ctl-{}-{name}", std::process::id()));
-    elsewhere
-        .to_str()
-        .map(str::to_owned)
-        .ok_or_else(|| std::io::Error::other("no UTF-8 path for the control sockets: set TMPDIR"))
+    let elsewhere =
+        crate::state_dir::runtime_dir()?.join(format!("ctl-{}-{name}", std::process::id()));
+    elsewhere.to_str().map(str::to_owned).ok_or_else(|| {
+        anyhow::anyhow!("no UTF-8 path for the control sockets: set TMPDIR to a UTF-8 path")
+    })
 }
 
 /// The server and client of a run as typed arguments: built and checked by the

@@ -103,6 +103,7 @@ pub struct Child {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Journal {
     pub lab: Proc,
+    #[serde(with = "crate::util::os_path")]
     pub run_folder: PathBuf,
     pub command_line: String,
     /// Network namespace (nsfs inode) the lab ran in: its sysctls are that namespace's.
@@ -111,7 +112,7 @@ pub struct Journal {
     pub children: Vec<Child>,
     /// Cgroups it made for a foreign server: whatever runs in one is that server's,
     /// however it forked (ended by `cgroup.kill`, then removed).
-    #[serde(default)]
+    #[serde(default, with = "crate::util::os_path::vec")]
     pub cgroups: Vec<PathBuf>,
 }
 

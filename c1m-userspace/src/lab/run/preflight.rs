@@ -43,7 +43,7 @@ pub fn sequence(args: &RunArgs, foreign_server: bool) -> Result<()> {
     let (connections, _) = super::resolve_target(args.connections);
     let server_ports = args.ports.0.len() as u64;
     let sources = match &args.source {
-        Some(s) => crate::workload::cli::parse_addrs(std::slice::from_ref(s))?.len() as u64,
+        Some(s) => crate::args::parse_addrs(std::slice::from_ref(s))?.len() as u64,
         None => {
             super::sources::choose(
                 connections,
