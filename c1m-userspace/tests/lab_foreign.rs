@@ -40,14 +40,36 @@ fn server_cmd(opts: &str) -> String {
     format!("python3 {} {opts}", server_py().display())
 }
 
-/// `c1m run ARGS --idle 1s --tune` into a fresh folder, bounded: its output and record.
-fn run_lab(name: &str, args: &[&str], limit: Duration) -> (Output, RunRecord, PathBuf) {
+/// A run folder, kept until dropped with the fresh folder above it.
+struct RunDir {
+    path: PathBuf,
+    _parent: lab_util::TempDir,
+}
+
+impl std::ops::Deref for RunDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// `c1m run ARGS --idle 1s --tune` into a fresh folder, bounded: its output, record and
+/// folder (removed when the last is dropped, so a test can still read the logs).
+fn run_lab(name: &str, args: &[&str], limit: Duration) -> (Output, RunRecord, RunDir) {
     let out_dir = fresh_dir(name);
     let mut all = args.to_vec();
     all.extend(["--idle", "1s", "--tune"]);
     let out = bounded(c1m_run(&out_dir, &all), limit);
-    let dir = run_folder(&out_dir);
-    (out, record(&dir), dir)
+    let path = run_folder(&out_dir);
+    let run = record(&path);
+    (
+        out,
+        run,
+        RunDir {
+            path,
+            _parent: out_dir,
+        },
+    )
 }
 
 /// `run_lab` against the test server, started by the lab itself (`--server-cmd`) on
@@ -58,7 +80,7 @@ fn run_lab_with_server(
     opts: &str,
     args: &[&str],
     limit: Duration,
-) -> (Output, RunRecord, PathBuf) {
+) -> (Output, RunRecord, RunDir) {
     let cmd = server_cmd(&format!("--ports {ports} {opts}"));
     let mut all = vec!["--server-cmd", cmd.as_str(), "--ports", ports];
     all.extend_from_slice(args);

@@ -402,7 +402,15 @@ fn without_root_preflight_names_the_real_cause_and_the_fix_that_applies() {
         c
     };
     if privileges::is_root() {
-        cmd.uid(65534).gid(65534);
+        // Its state directory (port locks) in the test's folder, not /tmp/c1m-65534.
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = out.join("tmp");
+        std::fs::create_dir(&tmp).expect("tmp");
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+        cmd.uid(65534)
+            .gid(65534)
+            .env("TMPDIR", &tmp)
+            .env_remove("XDG_RUNTIME_DIR");
     }
     let result = cmd.output().expect("c1m run");
     let stderr = String::from_utf8_lossy(&result.stderr);
@@ -424,8 +432,10 @@ fn without_root_preflight_names_the_real_cause_and_the_fix_that_applies() {
         !stderr.contains("tracefs: not mounted") || tracefs_unmounted(),
         "tracefs is mounted, only unreadable:\n{stderr}"
     );
-    assert!(run_folders(&out).is_empty(), "nothing started");
-    let _ = std::fs::remove_dir_all(&out);
+    assert!(
+        run_folders(&out).iter().all(|d| d.ends_with("tmp")),
+        "nothing started"
+    );
 }
 
 fn tracefs_unmounted() -> bool {

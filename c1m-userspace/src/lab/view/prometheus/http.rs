@@ -24,7 +24,7 @@ use tokio::{
 
 use super::{
     admit::{self, Evicted, Slot, Slots},
-    render,
+    families::render,
 };
 use crate::lab::model::LiveState;
 

@@ -6,6 +6,48 @@
 use hdrhistogram::Histogram;
 
 use super::encode::Buckets;
+use crate::workload::stats::HIST_NAMES;
+
+/// The app's latency histograms ([`HIST_NAMES`], µs) and their families (seconds): the
+/// family is the histogram's name with `_us` turned into `_seconds`.
+pub const LATENCIES: [(&str, &str, &str); HIST_NAMES.len()] = [
+    (
+        "connect_us",
+        "c1m_connect_seconds",
+        "TCP connect, from the connect() call to the socket established.",
+    ),
+    (
+        "connect_from_schedule_us",
+        "c1m_connect_from_schedule_seconds",
+        "TCP connect, from the instant --rate scheduled it (includes waiting for an \
+         in-flight slot: no coordinated omission).",
+    ),
+    (
+        "ws_handshake_us",
+        "c1m_ws_handshake_seconds",
+        "WebSocket handshake, from the request written to a valid 101.",
+    ),
+    (
+        "ws_open_from_schedule_us",
+        "c1m_ws_open_from_schedule_seconds",
+        "WebSocket open, from the instant --rate scheduled the connect to the 101.",
+    ),
+    (
+        "echo_rtt_us",
+        "c1m_echo_rtt_seconds",
+        "Echo round-trip time, verified byte for byte.",
+    ),
+    (
+        "push_message_us",
+        "c1m_push_message_seconds",
+        "Push receive time minus the server instant --push-latency names: the broadcast start (default) or that connection's frame's write.",
+    ),
+    (
+        "push_fanout_us",
+        "c1m_push_fanout_seconds",
+        "Push receive time minus the instant the push was triggered, on the client's clock.",
+    ),
+];
 
 /// Upper bounds of the buckets, µs: steps of 1, 2.5 and 5 from 5 µs (below a loopback
 /// round trip) to 100 s (a connect behind SYN retransmits, a fan-out to a million);
