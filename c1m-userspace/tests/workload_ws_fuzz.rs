@@ -12,7 +12,7 @@ use std::path::Path;
 
 use c1m::workload::{
     engine::server::{WsState, ws_input},
-    stats::Counters,
+    stats::counters::Counters,
     ws::{
         Decoder, Opcode, Role,
         decoder::{OwnedEvent, decode_stream},

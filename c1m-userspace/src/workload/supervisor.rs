@@ -26,8 +26,11 @@ use super::{
     push_trigger::PushTrigger,
     shard::{self, ShardHandle},
     stats::{
-        self, AppSnapshot, Counters, HIST_NAMES, Percentiles, PushStat, PushSummary, ShardKind,
-        WorkerInfo, WorkerReport, Workers,
+        self,
+        counters::Counters,
+        histograms::{HIST_NAMES, Percentiles},
+        report::{PushStat, WorkerReport},
+        snapshot::{AppSnapshot, PushSummary, ShardKind, WorkerInfo, Workers},
     },
     sys,
 };
@@ -303,7 +306,7 @@ impl Supervisor {
         s.closed_all = r.closed_all;
         s.mark = r.mark;
         for (name, blob) in &r.hists {
-            match stats::decode_hist(blob) {
+            match stats::histograms::decode_hist(blob) {
                 Ok(h) => {
                     s.hists.insert(name.clone(), h);
                 }
@@ -337,7 +340,7 @@ impl Supervisor {
         let counters = self.counters();
         let mut hists: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
         for name in HIST_NAMES {
-            let Ok(mut merged) = stats::new_hist() else {
+            let Ok(mut merged) = stats::histograms::new_hist() else {
                 continue;
             };
             for s in &self.shards {
@@ -406,14 +409,14 @@ impl Supervisor {
                     })
                     .collect(),
             },
-            setup_steps: stats::setup_steps(&self.timeline, self.o.step),
+            setup_steps: stats::setup_rate::setup_steps(&self.timeline, self.o.step),
             setup_rate: self.ramp.map(|(began, ended)| {
                 let duration_s = match ended {
-                    Some(end) => stats::last_connection_s(&self.timeline)
+                    Some(end) => stats::setup_rate::last_connection_s(&self.timeline)
                         .unwrap_or_else(|| end.duration_since(began).as_secs_f64()),
                     None => began.elapsed().as_secs_f64(),
                 };
-                stats::SetupRate::of_timeline(
+                stats::setup_rate::SetupRate::of_timeline(
                     self.o.rate,
                     counters.connected,
                     duration_s,
@@ -444,7 +447,7 @@ impl Supervisor {
                 .collect(),
             histograms: hists
                 .iter()
-                .filter_map(|(k, h)| Some((k.clone(), stats::encode_hist(h).ok()?)))
+                .filter_map(|(k, h)| Some((k.clone(), stats::histograms::encode_hist(h).ok()?)))
                 .collect(),
         }
     }

@@ -22,7 +22,7 @@ use super::{
 use crate::workload::{
     config::{Mode, ServerShardConfig, ShardCommand},
     sockopt,
-    stats::{Counters, PushStat},
+    stats::{counters::Counters, report::PushStat},
     sys::{self, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, Epoll},
     ws::{self, Decoder, Event, Fragment, Opcode, Role, frame::encode_frame, handshake},
 };

@@ -51,7 +51,7 @@ use crate::workload::{
         closed_by, failure_of, pace,
     },
     sockopt::{self, Connecting},
-    stats::Counters,
+    stats::counters::Counters,
     sys,
 };
 

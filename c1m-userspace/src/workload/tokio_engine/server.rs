@@ -90,7 +90,7 @@ use crate::workload::{
         shard_loop::Extra,
     },
     sockopt,
-    stats::{Counters, PushStat},
+    stats::{counters::Counters, report::PushStat},
     sys,
     ws::{Decoder, Role},
 };

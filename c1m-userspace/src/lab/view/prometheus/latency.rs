@@ -69,7 +69,7 @@ pub(super) fn buckets(h: &Histogram<u64>) -> Buckets {
 #[allow(clippy::unwrap_used)] // panics are the assertions in tests
 mod tests {
     use super::*;
-    use crate::workload::stats::new_hist;
+    use crate::workload::stats::histograms::new_hist;
 
     #[test]
     fn cumulative_counts_are_the_histograms_own_at_every_bound() {

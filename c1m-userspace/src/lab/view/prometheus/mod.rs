@@ -37,7 +37,10 @@ use crate::{
     lab::figures::Source,
     lab::model::LiveState,
     observer::{KernelView, view::GAUGE_STATES},
-    workload::stats::{AppSnapshot, HIST_NAMES, decode_hist},
+    workload::stats::{
+        histograms::{HIST_NAMES, decode_hist},
+        snapshot::AppSnapshot,
+    },
 };
 
 /// The app's latency histograms ([`HIST_NAMES`], µs) and their families (seconds): the
@@ -528,7 +531,7 @@ mod tests {
     use super::{check::parse, *};
     use crate::{
         lab::{model::RunInfo, view::demo},
-        workload::stats::{Percentiles, encode_hist, new_hist},
+        workload::stats::histograms::{Percentiles, encode_hist, new_hist},
     };
 
     fn find(series: &[check::Series], name: &str, labels: &[(&str, &str)]) -> Option<f64> {

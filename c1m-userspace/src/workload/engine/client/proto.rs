@@ -20,7 +20,9 @@ use crate::workload::{
     },
     push_format::{PushFormat, Stamp},
     push_rule::PushInstant,
-    stats::{self, Counters, Hists, PushStat, TIMELINE_BIN_MS},
+    stats::{
+        self, counters::Counters, histograms::Hists, report::PushStat, setup_rate::TIMELINE_BIN_MS,
+    },
     sys::{self, splitmix64},
     ws::{
         Decoder, Event, Fragment, Opcode, Role,
@@ -300,11 +302,15 @@ impl Proto {
 
     /// The TCP connect of `conn` completed at `now`: its latencies.
     pub fn connected(&mut self, conn: &ConnProto, now: u64) {
-        self.hists
-            .record(stats::CONNECT, now.saturating_sub(conn.t_ns) / 1000);
+        self.hists.record(
+            stats::histograms::CONNECT,
+            now.saturating_sub(conn.t_ns) / 1000,
+        );
         if let Some(due) = scheduled(&self.cfg, self.t0_mono, conn.g) {
-            self.hists
-                .record(stats::CONNECT_FROM_SCHEDULE, now.saturating_sub(due) / 1000);
+            self.hists.record(
+                stats::histograms::CONNECT_FROM_SCHEDULE,
+                now.saturating_sub(due) / 1000,
+            );
         }
     }
 
@@ -323,11 +329,15 @@ impl Proto {
         conn.state = State::Open;
         if self.cfg.mode == Mode::Ws {
             // `t_ns` is still the handshake request's: the echo that resets it comes after.
-            self.hists
-                .record(stats::WS_HANDSHAKE, now.saturating_sub(conn.t_ns) / 1000);
+            self.hists.record(
+                stats::histograms::WS_HANDSHAKE,
+                now.saturating_sub(conn.t_ns) / 1000,
+            );
             if let Some(due) = scheduled(&self.cfg, self.t0_mono, conn.g) {
-                self.hists
-                    .record(stats::WS_OPEN_FROM_SCHEDULE, now.saturating_sub(due) / 1000);
+                self.hists.record(
+                    stats::histograms::WS_OPEN_FROM_SCHEDULE,
+                    now.saturating_sub(due) / 1000,
+                );
             }
         }
         self.c.in_flight -= 1;
@@ -395,7 +405,7 @@ impl Proto {
             return EchoStep::Partial;
         }
         self.hists.record(
-            stats::ECHO_RTT,
+            stats::histograms::ECHO_RTT,
             sys::monotonic_ns().saturating_sub(conn.t_ns) / 1000,
         );
         conn.seq += 1;
@@ -458,7 +468,7 @@ impl Proto {
                                     p == &self.payload[..]
                                 } {
                                     self.hists.record(
-                                        stats::ECHO_RTT,
+                                        stats::histograms::ECHO_RTT,
                                         sys::monotonic_ns().saturating_sub(conn.t_ns) / 1000,
                                     );
                                     self.c.echo_round_trips += 1;
@@ -532,12 +542,14 @@ impl Proto {
         };
         self.c.pushes_received += 1;
         self.hists.record(
-            stats::PUSH_MESSAGE,
+            stats::histograms::PUSH_MESSAGE,
             now.saturating_sub(per_message_from) / 1000,
         );
         if fanout_from > 0 {
-            self.hists
-                .record(stats::PUSH_FANOUT, now.saturating_sub(fanout_from) / 1000);
+            self.hists.record(
+                stats::histograms::PUSH_FANOUT,
+                now.saturating_sub(fanout_from) / 1000,
+            );
         }
         let e = self.rep.pushes.entry(id).or_insert(PushStat {
             push_id: id,
