@@ -11,7 +11,7 @@ mod workload_util;
 use std::path::Path;
 
 use c1m::workload::{
-    engine::server::{WsState, ws_input},
+    engine::server::proto::{WsState, ws_input},
     stats::counters::Counters,
     ws::{
         Decoder, Opcode, Role,

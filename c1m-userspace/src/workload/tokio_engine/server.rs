@@ -85,7 +85,9 @@ use crate::workload::{
     engine::{
         MAX_PENDING_OUT, READ_BUF, closed_by, failure_of,
         server::{
-            self as epoll, Action, EMFILE_PAUSE_MS, PUSH_CHUNK, REOPEN_FILL, WsState, ws_input,
+            EMFILE_PAUSE_MS, PUSH_CHUNK, REOPEN_FILL,
+            proto::{self, Action, WsState, ws_input},
+            warnings,
         },
         shard_loop::Extra,
     },
@@ -109,7 +111,7 @@ async fn serve(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU
         match listen(addr, cfg.backlog) {
             Ok(l) => listeners.push(l),
             Err(e) => {
-                let msg = epoll::listen_error(addr, &e);
+                let msg = warnings::listen_error(addr, &e);
                 rep.fatal(&mut sink, msg.clone());
                 anyhow::bail!(msg);
             }
@@ -361,7 +363,7 @@ impl Shard {
             self.c.borrow_mut().failures.over_capacity += 1;
             if !self.accepting.borrow().is_empty() {
                 self.close_listeners();
-                self.warn(epoll::cap_warning(self.cfg.shard, self.cfg.cap));
+                self.warn(warnings::cap_warning(self.cfg.shard, self.cfg.cap));
             }
             return false;
         }
@@ -440,7 +442,7 @@ impl Shard {
 
     fn start_push(&self, id: u64, started_unix_ns: u64) {
         if self.cfg.mode != Mode::Ws {
-            self.warn(epoll::push_ignored(id));
+            self.warn(warnings::push_ignored(id));
             self.push_done.set(Some(id));
             return;
         }
@@ -518,7 +520,7 @@ impl Shard {
                         .spill
                         .as_ref()
                         .is_some_and(|s| !s.inbuf.is_empty() || s.frag.is_some());
-                    epoll::peer_eof(&mut c, self.cfg.mode, conn.ws, partial);
+                    proto::peer_eof(&mut c, self.cfg.mode, conn.ws, partial);
                 }
                 End::Io(e) => closed_by(&e, &mut c.closed),
                 End::Peer => c.closed.peer_closed += 1,
@@ -530,7 +532,7 @@ impl Shard {
                     // queued output it is dropped, as the close discards that too.
                     if open_ws
                         && !conn.has_out()
-                        && let Ok(n) = sys::write_before_close(conn.raw_fd(), &epoll::going_away())
+                        && let Ok(n) = sys::write_before_close(conn.raw_fd(), &proto::going_away())
                     {
                         c.bytes_out += n as u64;
                     }
@@ -568,7 +570,7 @@ async fn accept_loop(sh: Rc<Shard>, l: TcpListener) {
                 if matches!(sys::errno(&e), libc::EMFILE | libc::ENFILE) {
                     if !sh.warned_emfile.replace(true) {
                         let conns = sh.open_in_process.load(Ordering::Relaxed);
-                        sh.warn(epoll::emfile_warning(&e, conns, sh.cfg.cap));
+                        sh.warn(warnings::emfile_warning(&e, conns, sh.cfg.cap));
                     }
                     // Leave the port alone instead of spinning on a connection we cannot take.
                     tokio::time::sleep(Duration::from_millis(EMFILE_PAUSE_MS)).await;
@@ -795,8 +797,8 @@ impl Conn {
         else {
             return Ok(()); // cut short by a close
         };
-        let mut frame = epoll::push_frame(id, started);
-        let now = epoll::stamp_push(&mut frame);
+        let mut frame = proto::push_frame(id, started);
+        let now = proto::stamp_push(&mut frame);
         let r = self.send(&frame, &mut sh.c.borrow_mut().bytes_out);
         sh.settle_push(r.as_ref().ok().map(|()| now));
         r
