@@ -18,7 +18,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use c1m::workload::stats::AppSnapshot;
+use c1m::workload::stats::snapshot::AppSnapshot;
 use workload_util::{Proc, c1m, is_root, stats, wait_for};
 
 /// Env vars that turn [`probe_helper`] into a control client run as another user or in

@@ -20,7 +20,7 @@ use c1m::{
         model::RunRecord,
     },
     multihost::model::{HostInfo, HostRole},
-    workload::stats::{Percentiles, encode_hist, new_hist},
+    workload::stats::histograms::{Percentiles, encode_hist, new_hist},
 };
 use hdrhistogram::serialization::{
     V2DeflateSerializer,

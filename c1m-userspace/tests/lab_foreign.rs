@@ -472,7 +472,7 @@ fn c1m_client_triggers_and_decodes_a_foreign_push() {
     let _ = server.kill();
     let _ = server.wait();
     assert!(out.status.success(), "{}", says(&out));
-    let snap: c1m::workload::stats::AppSnapshot =
+    let snap: c1m::workload::stats::snapshot::AppSnapshot =
         serde_json::from_str(&std::fs::read_to_string(&stats).expect("stats JSON"))
             .expect("a snapshot");
     assert_eq!(snap.counters.pushes_received, 300);

@@ -23,7 +23,10 @@ use c1m::{
     },
     workload::{
         push_rule::{FanoutFrom, FrameStamps, PushInstant, PushRule},
-        stats::{AppSnapshot, PeakRate, PushSummary},
+        stats::{
+            setup_rate::PeakRate,
+            snapshot::{AppSnapshot, PushSummary},
+        },
     },
 };
 use lab_util::{built, root_or_skip, run_servers};

@@ -13,7 +13,7 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use c1m::{lab::export, workload::stats::HIST_NAMES};
+use c1m::{lab::export, workload::stats::histograms::HIST_NAMES};
 use lab_util::{fresh_dir, root_or_skip};
 
 /// Connections over both client hosts (15,000 each, 10 workers a host).

@@ -262,7 +262,7 @@ fn full_workers_stop_listening_and_everything_is_counted() {
             .output()
             .unwrap();
         assert!(!out.status.success(), "500 cannot all fit");
-        let c: c1m::workload::stats::AppSnapshot =
+        let c: c1m::workload::stats::snapshot::AppSnapshot =
             serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         let s = wait_for(ctl, "server drained", T, |s| s.counters.open == 0);
         // The client's books: every attempt ended somewhere.
@@ -323,7 +323,7 @@ fn dead_worker_is_reported_and_its_connections_lost() {
                 ])
                 .args(["--stay", "--control", &cctl]),
         );
-        let unix_stats = |cond: &dyn Fn(&c1m::workload::stats::AppSnapshot) -> bool| {
+        let unix_stats = |cond: &dyn Fn(&c1m::workload::stats::snapshot::AppSnapshot) -> bool| {
             let deadline = std::time::Instant::now() + T;
             loop {
                 let rt = tokio::runtime::Builder::new_current_thread()
@@ -332,7 +332,8 @@ fn dead_worker_is_reported_and_its_connections_lost() {
                     .unwrap();
                 let line = rt.block_on(c1m::workload::control::call(&cctl, "stats"));
                 if let Ok(line) = line {
-                    let s: c1m::workload::stats::AppSnapshot = serde_json::from_str(&line).unwrap();
+                    let s: c1m::workload::stats::snapshot::AppSnapshot =
+                        serde_json::from_str(&line).unwrap();
                     if cond(&s) {
                         return s;
                     }
@@ -347,7 +348,9 @@ fn dead_worker_is_reported_and_its_connections_lost() {
         unix_stats(&|s| s.phase == "hold" && s.counters.open == 1000);
         let s = wait_for(ctl, "all accepted", T, |s| s.counters.open == 1000);
         let victim = s.workers.list[0].clone();
-        assert!(victim.open > 0 && victim.kind == c1m::workload::stats::ShardKind::Process);
+        assert!(
+            victim.open > 0 && victim.kind == c1m::workload::stats::snapshot::ShardKind::Process
+        );
         // SAFETY: kill(2) on a worker process this test's server started.
         assert_eq!(unsafe { libc::kill(victim.pid as i32, libc::SIGKILL) }, 0);
         let s = wait_for(ctl, "death noticed", T, |s| s.workers.alive == 1);
@@ -453,7 +456,7 @@ fn supervisors_watch_above_the_load_their_shards_make() {
             .workers
             .list
             .iter()
-            .filter(|w| w.kind == c1m::workload::stats::ShardKind::Process)
+            .filter(|w| w.kind == c1m::workload::stats::snapshot::ShardKind::Process)
             .collect();
         assert_eq!(workers.len(), 2, "{:?}", s.workers);
         for w in workers {
@@ -470,7 +473,7 @@ fn supervisors_watch_above_the_load_their_shards_make() {
             c.workers
                 .list
                 .iter()
-                .all(|w| w.kind == c1m::workload::stats::ShardKind::Thread),
+                .all(|w| w.kind == c1m::workload::stats::snapshot::ShardKind::Thread),
             "{:?}",
             c.workers
         );

@@ -217,7 +217,7 @@ fn c1m_client_against_python_websockets_server() {
             "c1m client failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let s: c1m::workload::stats::AppSnapshot =
+        let s: c1m::workload::stats::snapshot::AppSnapshot =
             serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         let c = s.counters;
         assert_eq!(

@@ -8,7 +8,10 @@ mod workload_util;
 
 use std::time::Duration;
 
-use c1m::workload::stats::{AppSnapshot, Percentiles, SETUP_LATENCY_PAIRS};
+use c1m::workload::stats::{
+    histograms::{Percentiles, SETUP_LATENCY_PAIRS},
+    snapshot::AppSnapshot,
+};
 use workload_util::{Proc, c1m, each_engine, wait_for, ws_server};
 
 const LONG: Duration = Duration::from_secs(90);

@@ -39,7 +39,7 @@ fn ws_25k_sharded_exact_counts_push_and_echo() {
             s0.workers
                 .list
                 .iter()
-                .all(|w| w.kind == c1m::workload::stats::ShardKind::Process)
+                .all(|w| w.kind == c1m::workload::stats::snapshot::ShardKind::Process)
         );
 
         let client = Proc::spawn(
@@ -208,7 +208,7 @@ fn tcp_echo_25k_sharded_verified_byte_for_byte() {
             "client failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let c: c1m::workload::stats::AppSnapshot =
+        let c: c1m::workload::stats::snapshot::AppSnapshot =
             serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         assert!(c.workers.count >= 2, "client must shard: {}", c.split);
         assert_eq!(

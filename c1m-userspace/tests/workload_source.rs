@@ -11,7 +11,7 @@ mod workload_util;
 
 use std::process::Command;
 
-use c1m::workload::stats::AppSnapshot;
+use c1m::workload::stats::snapshot::AppSnapshot;
 use workload_util::{each_engine, is_root, scratch};
 
 #[test]

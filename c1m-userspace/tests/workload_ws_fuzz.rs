@@ -11,8 +11,8 @@ mod workload_util;
 use std::path::Path;
 
 use c1m::workload::{
-    engine::server::{WsState, ws_input},
-    stats::Counters,
+    engine::server::proto::{WsState, ws_input},
+    stats::counters::Counters,
     ws::{
         Decoder, Opcode, Role,
         decoder::{OwnedEvent, decode_stream},

@@ -18,7 +18,7 @@ use super::view::compare;
 use crate::{
     lab::model::{KernelVsApp, Sample},
     observer::{KernelView, SideMemory, SideView},
-    workload::stats::AppSnapshot,
+    workload::stats::snapshot::AppSnapshot,
 };
 
 /// A figure older than this (two ticks of the live view) is stale.

@@ -21,7 +21,7 @@ use super::{
     model::{LiveState, RunInfo, RunRecord},
     view::{plain, prometheus, tui::Tui},
 };
-use crate::{observer::KernelView, workload::stats::AppSnapshot};
+use crate::{observer::KernelView, workload::stats::snapshot::AppSnapshot};
 
 /// How many samples of history the view keeps (10 minutes at one per second).
 const HISTORY: usize = 600;

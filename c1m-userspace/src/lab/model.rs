@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::figures::{Figures, STALE_AFTER_S, Source};
 use crate::{
     observer::{KernelView, audit::Audit, view::state_key},
-    workload::stats::AppSnapshot,
+    workload::stats::snapshot::AppSnapshot,
 };
 
 /// One point of the per-second time series (`timeseries.csv`, the report's plots and

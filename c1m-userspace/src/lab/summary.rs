@@ -7,7 +7,10 @@ use super::export::figures::{hist_title, push_rule_line};
 use super::model::RunRecord;
 use crate::{
     fmt::bytes,
-    workload::stats::{HIST_NAMES, PeakRate, Percentiles, SETUP_LATENCY_PAIRS},
+    workload::stats::{
+        histograms::{HIST_NAMES, Percentiles, SETUP_LATENCY_PAIRS},
+        setup_rate::PeakRate,
+    },
 };
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {

@@ -51,7 +51,7 @@ pub fn main(args: TopArgs) -> Result<()> {
         .block_on(top(args))
 }
 
-async fn stats(endpoint: &Option<String>) -> Option<crate::workload::stats::AppSnapshot> {
+async fn stats(endpoint: &Option<String>) -> Option<crate::workload::stats::snapshot::AppSnapshot> {
     let line = tokio::time::timeout(
         Duration::from_secs(5),
         control::call(endpoint.as_deref()?, "stats"),

@@ -17,7 +17,7 @@ use crate::{
         figures::{FiguresBuilder, Rows},
         model::{Outcome, RunConfig, RunRecord, Sample},
     },
-    workload::stats::AppSnapshot,
+    workload::stats::snapshot::AppSnapshot,
 };
 
 /// How often the folder is rewritten while the run goes on.

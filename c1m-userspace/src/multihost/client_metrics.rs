@@ -17,7 +17,7 @@ use crate::{
         model::{LiveState, RunInfo},
         view::prometheus,
     },
-    workload::stats::AppSnapshot,
+    workload::stats::snapshot::AppSnapshot,
 };
 
 pub struct ClientMetrics {

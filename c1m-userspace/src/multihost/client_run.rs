@@ -16,7 +16,7 @@ use crate::{
         limits::{self, plan_client},
         push_rule::PushRule,
         push_trigger::PushTrigger,
-        stats::AppSnapshot,
+        stats::snapshot::AppSnapshot,
         supervisor::{self, Options, Side},
         sys,
     },

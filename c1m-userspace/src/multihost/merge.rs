@@ -35,8 +35,12 @@ use crate::{
         model::{KernelVsApp, RunRecord, Sample},
     },
     workload::stats::{
-        self, AppSnapshot, Counters, HIST_NAMES, Percentiles, PushStat, PushSummary, SetupRate,
-        Workers,
+        self,
+        counters::Counters,
+        histograms::{HIST_NAMES, Percentiles},
+        report::PushStat,
+        setup_rate::SetupRate,
+        snapshot::{AppSnapshot, PushSummary, Workers},
     },
 };
 
@@ -157,7 +161,8 @@ fn read_host(dir: &Path) -> Result<Host, MergeError> {
     let mut hists = BTreeMap::new();
     let mut intervals = BTreeMap::new();
     for name in HIST_NAMES {
-        let mut sum = stats::new_hist().map_err(|e| bad(name.to_owned(), e.to_string()))?;
+        let mut sum =
+            stats::histograms::new_hist().map_err(|e| bad(name.to_owned(), e.to_string()))?;
         let mut list = Vec::new();
         let file = dir.join(format!("client-{name}.hlog"));
         if let Some(log) = hlog::open(&file)? {
@@ -388,7 +393,7 @@ fn merged_snapshot(hosts: &[Host]) -> Result<AppSnapshot, String> {
                 Some(m) => m,
                 None => hists
                     .entry((*name).to_owned())
-                    .or_insert(stats::new_hist().map_err(|e| e.to_string())?),
+                    .or_insert(stats::histograms::new_hist().map_err(|e| e.to_string())?),
             };
             m.add(hist).map_err(|e| e.to_string())?;
         }
@@ -422,7 +427,7 @@ fn merged_snapshot(hosts: &[Host]) -> Result<AppSnapshot, String> {
         snap.cpu_sys_s += s.cpu_sys_s;
     }
     snap.setup_rate = (ramp_s > 0.0).then(|| SetupRate {
-        peak: stats::PeakRate::AcrossHosts,
+        peak: stats::setup_rate::PeakRate::AcrossHosts,
         ..SetupRate::new(asked, counters.connected, ramp_s)
     });
     snap.counters = counters;
@@ -430,8 +435,10 @@ fn merged_snapshot(hosts: &[Host]) -> Result<AppSnapshot, String> {
     snap.pushes = pushes.into_values().map(PushSummary::from).collect();
     for (k, h) in &hists {
         snap.percentiles.insert(k.clone(), Percentiles::of(h));
-        snap.histograms
-            .insert(k.clone(), stats::encode_hist(h).map_err(|e| e.to_string())?);
+        snap.histograms.insert(
+            k.clone(),
+            stats::histograms::encode_hist(h).map_err(|e| e.to_string())?,
+        );
     }
     Ok(snap)
 }
@@ -595,7 +602,8 @@ fn write(
             .begin_log_with(&mut text, &mut ser)
             .map_err(|e| werr(&path, e.to_string()))?;
         for (at, len, encoded) in all {
-            let h = stats::decode_hist(encoded).map_err(|e| werr(&path, e.to_string()))?;
+            let h =
+                stats::histograms::decode_hist(encoded).map_err(|e| werr(&path, e.to_string()))?;
             w.write_histogram(
                 &h,
                 Duration::from_nanos(at.saturating_sub(base_ns)),

@@ -26,7 +26,7 @@ use crate::observer::mib::{self, MibCounters};
 use super::{
     config::EngineKind,
     control,
-    stats::{AppSnapshot, Percentiles, SetupStep},
+    stats::{histograms::Percentiles, setup_rate::SetupStep, snapshot::AppSnapshot},
 };
 
 /// Where and how big the benchmark runs are.

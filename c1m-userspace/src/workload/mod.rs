@@ -9,7 +9,7 @@
 //! | `shard`      | shards as threads or re-exec'd worker processes; the worker main     |
 //! | `supervisor` | aggregation, lifecycle, signals, `connections: N`, summary           |
 //! | `control`    | the line-protocol control endpoint (`stats`, `push`, `close`, `stop`), owner-only|
-//! | `stats`      | counters, histograms, [`stats::AppSnapshot`]                          |
+//! | `stats`      | counters, histograms, [`stats::snapshot::AppSnapshot`]                          |
 //! | `push_rule`  | which instant push latency is measured from, one rule for every server |
 //! | `limits`     | RLIMIT_NOFILE and the split decision (with the balance arithmetic)   |
 //! | `config`     | what a shard is told (JSON to workers)                               |

@@ -24,7 +24,7 @@ use tokio::{
 use super::{
     config::{EngineKind, ShardCommand, ShardConfig},
     engine::{self, Commands, ShardEvent, ShardIo, Sink},
-    stats::WorkerReport,
+    stats::report::WorkerReport,
     sys::{self, EventFd},
     tokio_engine,
 };

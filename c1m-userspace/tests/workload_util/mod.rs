@@ -9,7 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use c1m::workload::stats::AppSnapshot;
+use c1m::workload::stats::snapshot::AppSnapshot;
 
 /// The built `c1m`, running the engine of the current [`each_engine`] round (epoll
 /// outside one).

@@ -234,7 +234,7 @@ mod tests {
     /// the median of 15,000 connections uniform on 1..=1000 µs moves by about ±1%.
     #[test]
     fn a_percentile_is_redrawn_from_the_connections() {
-        let mut h = crate::workload::stats::new_hist().unwrap();
+        let mut h = crate::workload::stats::histograms::new_hist().unwrap();
         for i in 0..15_000u64 {
             h.record(1 + i % 1000).unwrap();
         }

@@ -114,7 +114,7 @@ mod tests {
         lab::model::RunRecord,
         workload::{
             push_rule::{FrameStamps, PushInstant, PushRule},
-            stats::PeakRate,
+            stats::setup_rate::PeakRate,
         },
     };
 

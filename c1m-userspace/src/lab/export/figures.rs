@@ -10,8 +10,8 @@ use crate::{
     lab::model::{RunRecord, Sample},
     procstat::clock_tick_s,
     workload::stats::{
-        HIST_NAMES, PEAK_WINDOW_MS, PUSH_FANOUT, PUSH_MESSAGE, PeakRate, Percentiles, SetupRate,
-        hist_label,
+        histograms::{HIST_NAMES, PUSH_FANOUT, PUSH_MESSAGE, Percentiles, hist_label},
+        setup_rate::{PEAK_WINDOW_MS, PeakRate, SetupRate},
     },
 };
 

@@ -22,8 +22,10 @@ use crate::{
     },
     workload::{
         stats::{
-            AppSnapshot, Counters, PeakRate, Percentiles, PushSummary, SetupRate, SetupStep,
-            WorkerInfo, Workers, encode_hist, new_hist,
+            counters::Counters,
+            histograms::{Percentiles, encode_hist, new_hist},
+            setup_rate::{PeakRate, SetupRate, SetupStep},
+            snapshot::{AppSnapshot, PushSummary, WorkerInfo, Workers},
         },
         sys::splitmix64,
     },
@@ -457,7 +459,7 @@ fn app_snapshot(
             .map(|i| WorkerInfo {
                 shard: i,
                 pid: 4100 + i + if client { 10 } else { 0 },
-                kind: crate::workload::stats::ShardKind::Process,
+                kind: crate::workload::stats::snapshot::ShardKind::Process,
                 alive: true,
                 open: open / 2,
                 exit: None,

@@ -150,7 +150,7 @@ pub fn parse(text: &str) -> Result<Parsed, String> {
 #[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
     use super::*;
-    use crate::workload::stats::new_hist;
+    use crate::workload::stats::histograms::new_hist;
 
     /// Checks a parsed distribution against its source histogram, exactly: every row's
     /// value is a recorded value and is the value at the row's percentile, its total count

@@ -34,7 +34,10 @@ use hdrhistogram::{
 
 use super::{ExportError, atomic::write_atomic};
 use crate::infile::{Capped, InFileError};
-use crate::workload::stats::{AppSnapshot, HIST_NAMES, decode_hist, new_hist};
+use crate::workload::stats::{
+    histograms::{HIST_NAMES, decode_hist, new_hist},
+    snapshot::AppSnapshot,
+};
 
 const LEGEND: &str =
     "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n";
@@ -369,7 +372,7 @@ pub fn merge(texts: &[&str]) -> Result<Histogram<u64>, String> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::{lab::export::fixture, workload::stats::encode_hist};
+    use crate::{lab::export::fixture, workload::stats::histograms::encode_hist};
 
     #[test]
     fn merged_intervals_equal_final_cumulative() {

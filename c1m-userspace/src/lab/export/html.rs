@@ -19,7 +19,10 @@ use crate::{
         model::{Outcome, RunRecord, Sample},
     },
     observer::audit::Verdict,
-    workload::stats::{AppSnapshot, Percentiles, SETUP_LATENCY_PAIRS},
+    workload::stats::{
+        histograms::{Percentiles, SETUP_LATENCY_PAIRS},
+        snapshot::AppSnapshot,
+    },
 };
 
 pub(crate) const CSS: &str = r#"

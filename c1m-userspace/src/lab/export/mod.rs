@@ -42,7 +42,7 @@ use thiserror::Error;
 
 use self::atomic::write_atomic;
 use super::model::RunRecord;
-use crate::workload::stats::{HIST_NAMES, HistError};
+use crate::workload::stats::histograms::{HIST_NAMES, HistError};
 
 pub const SUMMARY: &str = "summary.json";
 pub const SCHEMA: &str = "summary.schema.json";
@@ -390,8 +390,8 @@ mod tests {
     fn an_empty_histogram_gets_an_hgrm_but_no_chart() {
         let dir = fixture::test_dir("empty-hist");
         let mut run = sample_run();
-        let empty = crate::workload::stats::new_hist().unwrap();
-        let blob = crate::workload::stats::encode_hist(&empty).unwrap();
+        let empty = crate::workload::stats::histograms::new_hist().unwrap();
+        let blob = crate::workload::stats::histograms::encode_hist(&empty).unwrap();
         if let Some(c) = run.client.as_mut() {
             c.histograms.insert("echo_rtt_us".into(), blob);
         }

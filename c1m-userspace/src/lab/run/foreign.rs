@@ -26,7 +26,7 @@ use super::{capped_log::CappedLog, cgroup::Cgroup};
 use crate::{
     lab::model::Software,
     procstat,
-    workload::stats::{AppSnapshot, Counters},
+    workload::stats::{counters::Counters, snapshot::AppSnapshot},
 };
 
 /// Its output files in the run folder.

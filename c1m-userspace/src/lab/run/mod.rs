@@ -54,7 +54,7 @@ use crate::{
         push_format::PushFormat,
         push_rule::{PushInstant, PushRule},
         push_trigger::{self as trigger, PushTrigger},
-        stats::AppSnapshot,
+        stats::snapshot::AppSnapshot,
     },
 };
 
@@ -1457,7 +1457,7 @@ impl Lab {
                     .workers
                     .list
                     .iter()
-                    .filter(|w| w.kind == crate::workload::stats::ShardKind::Process)
+                    .filter(|w| w.kind == crate::workload::stats::snapshot::ShardKind::Process)
                 {
                     journal.add(role, w.pid)?;
                 }

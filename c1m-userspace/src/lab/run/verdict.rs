@@ -2,14 +2,14 @@
 //! `warnings` (summary.json, the live view's notes, the report's top line, stderr), and
 //! any warning makes the outcome "degraded". Pure functions of the snapshots.
 
-use crate::workload::stats::AppSnapshot;
+use crate::workload::stats::snapshot::AppSnapshot;
 
 /// A worker process of `side` that died before teardown (its connections went with it).
 pub fn worker_deaths(side: &str, snap: &AppSnapshot) -> Vec<String> {
     snap.workers
         .list
         .iter()
-        .filter(|w| w.kind == crate::workload::stats::ShardKind::Process && !w.alive)
+        .filter(|w| w.kind == crate::workload::stats::snapshot::ShardKind::Process && !w.alive)
         .filter_map(|w| {
             let why = w.exit.as_deref()?;
             Some(format!(
@@ -61,7 +61,7 @@ pub fn losses(n: u64, server: Option<&AppSnapshot>, client: Option<&AppSnapshot>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::stats::WorkerInfo;
+    use crate::workload::stats::snapshot::WorkerInfo;
 
     fn snap(connected: u64, lost: u64) -> AppSnapshot {
         let mut s = AppSnapshot::default();
@@ -71,7 +71,7 @@ mod tests {
             WorkerInfo {
                 shard: 0,
                 pid: 10,
-                kind: crate::workload::stats::ShardKind::Process,
+                kind: crate::workload::stats::snapshot::ShardKind::Process,
                 alive: true,
                 open: 5,
                 exit: None,
@@ -79,7 +79,7 @@ mod tests {
             WorkerInfo {
                 shard: 1,
                 pid: 11,
-                kind: crate::workload::stats::ShardKind::Process,
+                kind: crate::workload::stats::snapshot::ShardKind::Process,
                 alive: false,
                 open: 0,
                 exit: Some("signal: 9 (SIGKILL)".into()),

@@ -22,7 +22,7 @@ use crate::fmt::{count, int, whole};
 use crate::{
     lab::{figures::Source, model::KernelVsApp},
     observer::{KernelView, SideView},
-    workload::{engine::REPORT_EVERY_NS, stats::AppSnapshot},
+    workload::{engine::REPORT_EVERY_NS, stats::snapshot::AppSnapshot},
 };
 
 /// Row names (`KernelVsApp::what`).

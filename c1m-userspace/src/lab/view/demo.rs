@@ -15,7 +15,10 @@ use crate::{
         KernelMemory, KernelView, ListenerView, SideMemory, SideView, view::WalkInfo,
         view::state_key,
     },
-    workload::stats::{AppSnapshot, Percentiles, Workers},
+    workload::stats::{
+        histograms::Percentiles,
+        snapshot::{AppSnapshot, Workers},
+    },
 };
 
 /// Wall clock of every reading in the demo (kernel and app read at the same instant).

@@ -3,7 +3,7 @@
 //!
 //! | request | side   | answer (one line)                                   |
 //! |---------|--------|-----------------------------------------------------|
-//! | `stats` | both   | the [`AppSnapshot`](super::stats::AppSnapshot) JSON |
+//! | `stats` | both   | the [`AppSnapshot`](super::stats::snapshot::AppSnapshot) JSON |
 //! | `push`  | server | `{"push_id":N,"started_unix_ns":T}`                 |
 //! | `mark ID NS` | client | `{"ok":"marked"}`: id-less pushes from now are push ID, triggered at NS |
 //! | `close` | client | `{"ok":"closing"}`: tear down every connection      |

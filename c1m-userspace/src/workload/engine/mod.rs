@@ -41,7 +41,7 @@ use tokio::sync::mpsc;
 
 use super::{
     config::ShardCommand,
-    stats::WorkerReport,
+    stats::report::WorkerReport,
     sys::{self, EPOLLIN, EPOLLOUT, Epoll, EventFd},
     ws::Fragment,
 };
@@ -413,7 +413,7 @@ pub struct ShardIo {
 }
 
 /// The errno of a failed connect/accept, as a failure cause.
-pub fn failure_of(e: &io::Error, f: &mut super::stats::Failures) {
+pub fn failure_of(e: &io::Error, f: &mut super::stats::counters::Failures) {
     match sys::errno(e) {
         libc::ECONNREFUSED => f.refused += 1,
         libc::EADDRNOTAVAIL | libc::EADDRINUSE => f.addr_not_avail += 1,
@@ -426,7 +426,7 @@ pub fn failure_of(e: &io::Error, f: &mut super::stats::Failures) {
 }
 
 /// The errno of a failed read/write on an open connection, as a close cause.
-pub fn closed_by(e: &io::Error, c: &mut super::stats::Closed) {
+pub fn closed_by(e: &io::Error, c: &mut super::stats::counters::Closed) {
     match sys::errno(e) {
         libc::ECONNRESET | libc::EPIPE | libc::ETIMEDOUT => c.reset += 1,
         _ => c.error += 1,

@@ -15,7 +15,10 @@ use anyhow::{Context, Result};
 use super::{COMMAND_TOKEN, REPORT_EVERY_NS, ShardIo, Sink};
 use crate::workload::{
     config::ShardCommand,
-    stats::{Counters, PushStat, WorkerReport},
+    stats::{
+        counters::Counters,
+        report::{PushStat, WorkerReport},
+    },
     sys::{self, Epoll, Events},
 };
 

@@ -44,11 +44,14 @@ use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
     engine::{
         MAX_PENDING_OUT, READ_BUF,
-        client::{CloseWatch, ConnProto, EchoStep, PACE_NS, Proto, State},
+        client::{
+            PACE_NS,
+            proto::{CloseWatch, ConnProto, EchoStep, Proto, State},
+        },
         closed_by, failure_of, pace,
     },
     sockopt::{self, Connecting},
-    stats::Counters,
+    stats::counters::Counters,
     sys,
 };
 

@@ -1,5 +1,5 @@
 //! The tokio engine: the same shards (a thread, or a worker process), the same commands in
-//! and [`WorkerReport`](crate::workload::stats::WorkerReport)s out, the same protocol and
+//! and [`WorkerReport`](crate::workload::stats::report::WorkerReport)s out, the same protocol and
 //! stats as the epoll engine (`engine`), but written the way a tokio server is written:
 //! each shard runs a current-thread runtime, and tasks own connections on `tokio::net`
 //! sockets. Why a runtime per shard rather than one multi-thread runtime per process: a

@@ -12,7 +12,7 @@ use crate::{
     lab::figures::Source,
     lab::model::LiveState,
     observer::{KernelView, view::GAUGE_STATES},
-    workload::stats::{AppSnapshot, decode_hist},
+    workload::stats::{histograms::decode_hist, snapshot::AppSnapshot},
 };
 
 /// The phases `c1m_phase` has a series for: the lab's (`c1m run`), then `c1m top`'s. A

@@ -6,7 +6,7 @@
 use hdrhistogram::Histogram;
 
 use super::encode::Buckets;
-use crate::workload::stats::HIST_NAMES;
+use crate::workload::stats::histograms::HIST_NAMES;
 
 /// The app's latency histograms ([`HIST_NAMES`], µs) and their families (seconds): the
 /// family is the histogram's name with `_us` turned into `_seconds`.
@@ -111,7 +111,7 @@ pub(super) fn buckets(h: &Histogram<u64>) -> Buckets {
 #[allow(clippy::unwrap_used)] // panics are the assertions in tests
 mod tests {
     use super::*;
-    use crate::workload::stats::new_hist;
+    use crate::workload::stats::histograms::new_hist;
 
     #[test]
     fn cumulative_counts_are_the_histograms_own_at_every_bound() {

@@ -6,7 +6,7 @@ use super::{
 };
 use crate::{
     lab::{model::RunInfo, view::demo},
-    workload::stats::{HIST_NAMES, Percentiles, encode_hist, new_hist},
+    workload::stats::histograms::{HIST_NAMES, Percentiles, encode_hist, new_hist},
 };
 
 fn find(series: &[check::Series], name: &str, labels: &[(&str, &str)]) -> Option<f64> {

@@ -1,45 +1,35 @@
-//! The client shard: paced non-blocking connects from chosen source addresses, then hold,
-//! echo (verified byte for byte) or WebSocket (handshake, pushes, echo).
-//!
-//! [`Proto`] is the part both engines share: a shard's counters, histograms and report
-//! state, and what a connection's input means (echo checks, the WebSocket client's frames,
-//! push stamps). The epoll [`Shard`] below and the tokio engine's tasks only move bytes.
+//! What a client connection's input means, shared by both engines: [`Proto`] holds a
+//! shard's counters, histograms and report state; the engines only move bytes.
 
 use std::{
-    collections::{BTreeMap, VecDeque},
+    collections::BTreeMap,
     mem,
-    os::fd::{AsRawFd, OwnedFd},
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
     },
 };
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use super::{
-    COMMAND_TOKEN, READ_BUF, Sent, ShardIo, Sink, Slab, Spill, closed_by, failure_of, flush,
-    interest, pace, rearm, send,
-    shard_loop::{self, Engine, Extra, Reporter},
-    shrink,
-};
 use crate::workload::{
-    config::{ClientShardConfig, Mode, ShardCommand},
+    config::{ClientShardConfig, Mode},
+    engine::{
+        Sink, failure_of, pace,
+        shard_loop::{Extra, Reporter},
+    },
     push_format::{PushFormat, Stamp},
     push_rule::PushInstant,
-    sockopt::{self, Connecting},
-    stats::{self, Counters, Hists, PushStat, TIMELINE_BIN_MS},
-    sys::{self, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, Epoll, splitmix64},
+    stats::{
+        self, counters::Counters, histograms::Hists, report::PushStat, setup_rate::TIMELINE_BIN_MS,
+    },
+    sys::{self, splitmix64},
     ws::{
         Decoder, Event, Fragment, Opcode, Role,
         frame::encode_frame,
         handshake::{self, HandshakeError},
     },
 };
-
-/// Pacing tick while ramping with a target rate: 5 ms keeps bursts small (150 connects at
-/// 30k/s) without waking the shard more than 200 times a second.
-pub const PACE_NS: u64 = 5_000_000;
 
 /// Where a client connection is in its life.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -312,11 +302,15 @@ impl Proto {
 
     /// The TCP connect of `conn` completed at `now`: its latencies.
     pub fn connected(&mut self, conn: &ConnProto, now: u64) {
-        self.hists
-            .record(stats::CONNECT, now.saturating_sub(conn.t_ns) / 1000);
+        self.hists.record(
+            stats::histograms::CONNECT,
+            now.saturating_sub(conn.t_ns) / 1000,
+        );
         if let Some(due) = scheduled(&self.cfg, self.t0_mono, conn.g) {
-            self.hists
-                .record(stats::CONNECT_FROM_SCHEDULE, now.saturating_sub(due) / 1000);
+            self.hists.record(
+                stats::histograms::CONNECT_FROM_SCHEDULE,
+                now.saturating_sub(due) / 1000,
+            );
         }
     }
 
@@ -335,11 +329,15 @@ impl Proto {
         conn.state = State::Open;
         if self.cfg.mode == Mode::Ws {
             // `t_ns` is still the handshake request's: the echo that resets it comes after.
-            self.hists
-                .record(stats::WS_HANDSHAKE, now.saturating_sub(conn.t_ns) / 1000);
+            self.hists.record(
+                stats::histograms::WS_HANDSHAKE,
+                now.saturating_sub(conn.t_ns) / 1000,
+            );
             if let Some(due) = scheduled(&self.cfg, self.t0_mono, conn.g) {
-                self.hists
-                    .record(stats::WS_OPEN_FROM_SCHEDULE, now.saturating_sub(due) / 1000);
+                self.hists.record(
+                    stats::histograms::WS_OPEN_FROM_SCHEDULE,
+                    now.saturating_sub(due) / 1000,
+                );
             }
         }
         self.c.in_flight -= 1;
@@ -407,7 +405,7 @@ impl Proto {
             return EchoStep::Partial;
         }
         self.hists.record(
-            stats::ECHO_RTT,
+            stats::histograms::ECHO_RTT,
             sys::monotonic_ns().saturating_sub(conn.t_ns) / 1000,
         );
         conn.seq += 1;
@@ -470,7 +468,7 @@ impl Proto {
                                     p == &self.payload[..]
                                 } {
                                     self.hists.record(
-                                        stats::ECHO_RTT,
+                                        stats::histograms::ECHO_RTT,
                                         sys::monotonic_ns().saturating_sub(conn.t_ns) / 1000,
                                     );
                                     self.c.echo_round_trips += 1;
@@ -544,12 +542,14 @@ impl Proto {
         };
         self.c.pushes_received += 1;
         self.hists.record(
-            stats::PUSH_MESSAGE,
+            stats::histograms::PUSH_MESSAGE,
             now.saturating_sub(per_message_from) / 1000,
         );
         if fanout_from > 0 {
-            self.hists
-                .record(stats::PUSH_FANOUT, now.saturating_sub(fanout_from) / 1000);
+            self.hists.record(
+                stats::histograms::PUSH_FANOUT,
+                now.saturating_sub(fanout_from) / 1000,
+            );
         }
         let e = self.rep.pushes.entry(id).or_insert(PushStat {
             push_id: id,
@@ -564,572 +564,6 @@ impl Proto {
             last_unix_ns: now,
         });
         self.rep.dirty_pushes.insert(id);
-    }
-}
-
-struct Conn {
-    fd: OwnedFd,
-    p: ConnProto,
-    spill: Option<Box<Spill>>,
-}
-
-struct Shard {
-    p: Proto,
-    conns: Slab<Conn>,
-    buf: Vec<u8>,
-    /// Next local connection index to start.
-    next: u64,
-    started: bool,
-    closing: bool,
-    /// Teardown: the connections in [`State::Closing`].
-    close_watch: CloseWatch,
-    /// Teardown: open WebSocket connections not yet sent their close frame. At most
-    /// `--in-flight` wait in [`State::Closing`] at once, the next going as one ends: all
-    /// at once kept the shard writing close frames for tens of seconds at 1.85M while the
-    /// servers' FINs waited unread, and 221,128 server sockets outlived `tcp_fin_timeout`
-    /// (60 s) in FIN_WAIT2, so the late FIN drew a RST.
-    to_close: Vec<u64>,
-    /// Connections in [`State::Closing`].
-    closes_waiting: u64,
-    /// False once the teardown stalled: the rest close right after their close frame.
-    close_waits: bool,
-    /// Attempts in start order, for the connect/handshake timeout: the sweep looks only at
-    /// the front, not at every connection (a full scan cost O(connections) 4× a second).
-    pending: VecDeque<(u64, u64)>,
-    /// Connects are paced this turn (decided before the wait), and the next pace tick.
-    pacing: bool,
-    next_pace: u64,
-}
-
-/// Runs one client shard: waits for `Start`, ramps, holds until `Close`/`Stop`.
-pub fn run(cfg: ClientShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU64>) -> Result<()> {
-    let ep = Epoll::new().context("epoll_create1")?;
-    ep.add(io.commands.fd(), EPOLLIN, COMMAND_TOKEN)
-        .context("epoll_ctl command source")?;
-    let mut s = Shard {
-        conns: Slab::with_capacity(cfg.count as usize),
-        buf: vec![0; READ_BUF],
-        next: 0,
-        started: false,
-        closing: false,
-        close_watch: CloseWatch::default(),
-        to_close: Vec::new(),
-        closes_waiting: 0,
-        close_waits: true,
-        pending: VecDeque::new(),
-        pacing: false,
-        next_pace: 0,
-        p: Proto::new(cfg, open_in_process)?,
-    };
-    shard_loop::run(&mut s, &ep, &mut io)
-}
-
-impl Engine for Shard {
-    fn wait_ms(&mut self, next_tick: u64) -> i32 {
-        self.pacing =
-            self.started && !self.closing && self.next < self.p.cfg.count && self.p.cfg.rate > 0.0;
-        let deadline = if self.pacing {
-            next_tick.min(self.next_pace)
-        } else {
-            next_tick
-        };
-        sys::ms_until(sys::monotonic_ns(), deadline)
-    }
-
-    #[inline]
-    fn event(&mut self, ep: &Epoll, tok: u64, ev: u32) {
-        self.conn_event(ep, tok, ev);
-    }
-
-    fn after_events(&mut self, ep: &Epoll) {
-        self.pump(ep);
-        self.close_more();
-    }
-
-    fn command(&mut self, ep: &Epoll, c: ShardCommand, sink: &mut Sink) -> Result<()> {
-        match c {
-            ShardCommand::Start { t0_mono_ns } => {
-                self.p.t0_mono = t0_mono_ns;
-                self.started = true;
-                self.pump(ep);
-            }
-            ShardCommand::Close => {
-                Shard::close_all(self);
-                self.report(sink, true, self.conns.is_empty())?;
-            }
-            ShardCommand::Mark {
-                id,
-                started_unix_ns,
-            } => {
-                self.p.mark(id, started_unix_ns);
-                // At once: the lab fires the trigger when every shard has said so.
-                self.report(sink, true, false)?;
-            }
-            ShardCommand::Push { .. } | ShardCommand::Stop => {}
-        }
-        Ok(())
-    }
-
-    fn tick(&mut self, ep: &Epoll) -> bool {
-        self.sweep_timeouts();
-        self.pump(ep);
-        if self.closing {
-            self.close_stalled();
-            self.close_more();
-        }
-        self.closing && self.conns.is_empty()
-    }
-
-    fn turn_end(&mut self, ep: &Epoll, now: u64, _sink: &mut Sink) -> Result<()> {
-        if self.pacing && now >= self.next_pace {
-            // Missed pace ticks are skipped, not caught up: `pump` works from the rate and
-            // the elapsed time, so one call starts everything that is due.
-            self.next_pace = now + PACE_NS;
-            self.pump(ep);
-        }
-        Ok(())
-    }
-
-    fn close_all(&mut self, _ep: &Epoll) {
-        Shard::close_all(self);
-        // The shard exits now: every connection still gets its close frame.
-        self.close_waits = false;
-        self.close_more();
-    }
-
-    fn report(&mut self, sink: &mut Sink, force: bool, closed_all: bool) -> Result<()> {
-        let ramp_done = self.ramp_done();
-        self.p.report(sink, ramp_done, force, closed_all)
-    }
-}
-
-impl Shard {
-    fn ramp_done(&self) -> bool {
-        self.started && self.next >= self.p.cfg.count && self.p.c.in_flight == 0
-    }
-
-    /// Starts as many connects as the rate and the in-flight bound allow.
-    fn pump(&mut self, ep: &Epoll) {
-        if !self.started || self.closing {
-            return;
-        }
-        let elapsed = sys::monotonic_ns().saturating_sub(self.p.t0_mono);
-        let allowed = pace::due(self.p.cfg.rate, self.p.cfg.count, elapsed);
-        while self.next < allowed && self.p.c.in_flight < self.p.cfg.in_flight {
-            let g = self.p.cfg.first + self.next * self.p.cfg.stride;
-            self.next += 1;
-            self.connect(ep, g);
-        }
-    }
-
-    fn connect(&mut self, ep: &Epoll, g: u64) {
-        self.p.c.attempted += 1;
-        let (src, dst) = self.p.cfg.endpoints(g);
-        let nodelay = self.p.cfg.mode != Mode::Hold;
-        let t_ns = sys::monotonic_ns();
-        let (fd, done) = match sockopt::connect(src.as_ref(), &dst, nodelay) {
-            Ok(Connecting::InProgress(fd)) => (fd, false),
-            Ok(Connecting::Done(fd)) => (fd, true),
-            Err(e) => {
-                self.p.connect_failed(&e, g);
-                return;
-            }
-        };
-        let raw = fd.as_raw_fd();
-        let tok = self.conns.insert(Conn {
-            fd,
-            p: ConnProto::new(g, t_ns),
-            spill: None,
-        });
-        self.p.c.in_flight += 1;
-        self.pending.push_back((tok, t_ns));
-        self.p.open_in_process.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = ep.add(raw, EPOLLOUT, tok) {
-            failure_of(&e, &mut self.p.c.failures);
-            self.drop_conn(tok);
-            return;
-        }
-        if done {
-            self.on_connected(ep, tok);
-        }
-    }
-
-    /// Removes a connection that never opened (failure already counted).
-    fn drop_conn(&mut self, tok: u64) {
-        if self.conns.remove(tok).is_some() {
-            self.p.c.in_flight -= 1;
-            self.p.open_in_process.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Removes an open connection (close cause already counted).
-    fn close_open(&mut self, tok: u64) {
-        if self.conns.remove(tok).is_some() {
-            self.p.c.open -= 1;
-            self.p.open_in_process.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Teardown: every open WebSocket connection sends its close frame and waits in
-    /// [`State::Closing`] for the server to close, `--in-flight` at a time
-    /// ([`Shard::close_more`]); everything else is closed now.
-    fn close_all(&mut self) {
-        self.closing = true;
-        self.pending.clear();
-        let ws = self.p.cfg.mode == Mode::Ws;
-        self.to_close.clear();
-        let (toks, _) = self.conns.tokens_from(0, self.conns.len());
-        for tok in toks {
-            let Some(conn) = self.conns.get_mut(tok) else {
-                continue;
-            };
-            match conn.p.state {
-                State::Open if ws => self.to_close.push(tok),
-                State::Open => {
-                    self.p.c.closed.local_close += 1;
-                    self.close_open(tok);
-                }
-                // Said goodbye already (`Stop` after `Close`).
-                State::Closing => {}
-                State::Connecting | State::Handshake => {
-                    self.p.c.failures.aborted += 1;
-                    self.drop_conn(tok);
-                }
-            }
-        }
-        // Popped from the end: oldest connection first.
-        self.to_close.reverse();
-        self.close_watch = CloseWatch::new(self.conns.len() as u64, sys::monotonic_ns());
-        self.close_more();
-    }
-
-    /// Sends close frames while fewer than `--in-flight` connections wait for their server
-    /// (all of the rest once the teardown stalled).
-    fn close_more(&mut self) {
-        while !self.close_waits || self.closes_waiting < self.p.cfg.in_flight {
-            let Some(tok) = self.to_close.pop() else {
-                return;
-            };
-            self.say_goodbye(tok);
-        }
-    }
-
-    /// Our close frame on an open WebSocket connection, then [`State::Closing`] (or a
-    /// close at once, when the frame cannot go out or the teardown stalled).
-    fn say_goodbye(&mut self, tok: u64) {
-        // Gone meanwhile (the server closed it first, and that was counted), or already
-        // waiting.
-        let Some(conn) = self.conns.get_mut(tok).filter(|c| c.p.state == State::Open) else {
-            return;
-        };
-        self.p.c.closed.local_close += 1;
-        let mut written = 0;
-        let sent = send(
-            conn.fd.as_raw_fd(),
-            &mut conn.spill,
-            self.p.close_frame(),
-            &mut written,
-        );
-        self.p.c.bytes_out += written;
-        if matches!(sent, Ok(Sent::All)) && self.close_waits {
-            conn.p.state = State::Closing;
-            self.p.c.open -= 1;
-            self.closes_waiting += 1;
-        } else {
-            // Output stuck behind a peer that does not read: no goodbye to wait for.
-            self.close_open(tok);
-        }
-    }
-
-    /// A connection in [`State::Closing`] is readable: its server's close reply, then its
-    /// FIN (or an error) ends it.
-    fn closing_event(&mut self, tok: u64) {
-        let Some(conn) = self.conns.get_mut(tok) else {
-            return;
-        };
-        loop {
-            match sys::read(conn.fd.as_raw_fd(), &mut self.buf) {
-                Ok(0) => break,
-                Ok(n) => self.p.c.bytes_in += n as u64,
-                Err(e) if sys::would_block(&e) => return,
-                Err(_) => break,
-            }
-        }
-        self.end(tok);
-    }
-
-    /// Closes the teardown's stragglers once no connection has finished its close for
-    /// [`CLOSE_STALL_NS`].
-    fn close_stalled(&mut self) {
-        let left = self.conns.len() as u64;
-        if !self.close_watch.stalled(left, sys::monotonic_ns()) {
-            return;
-        }
-        self.p.warn_close_unanswered(self.closes_waiting);
-        self.close_waits = false;
-        let (toks, _) = self.conns.tokens_from(0, self.conns.len());
-        for tok in toks {
-            if self
-                .conns
-                .get_mut(tok)
-                .is_some_and(|c| c.p.state == State::Closing)
-            {
-                self.end(tok);
-            }
-        }
-    }
-
-    /// Closes the socket of a [`State::Closing`] connection (already out of `open`).
-    fn end(&mut self, tok: u64) {
-        if self.conns.remove(tok).is_some() {
-            self.closes_waiting -= 1;
-            self.p.open_in_process.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-
-    fn sweep_timeouts(&mut self) {
-        if self.p.c.in_flight == 0 {
-            self.pending.clear();
-            return;
-        }
-        let limit = self.p.cfg.connect_timeout_ms * 1_000_000;
-        let now = sys::monotonic_ns();
-        // Oldest first: stop at the first attempt still in flight and not yet expired.
-        while let Some(&(tok, started)) = self.pending.front() {
-            let in_flight = self
-                .conns
-                .get_mut(tok)
-                .is_some_and(|c| c.p.state != State::Open);
-            if in_flight && now.saturating_sub(started) <= limit {
-                break;
-            }
-            self.pending.pop_front();
-            if in_flight {
-                self.p.c.failures.timed_out += 1;
-                self.drop_conn(tok);
-            }
-        }
-    }
-
-    fn on_connected(&mut self, ep: &Epoll, tok: u64) {
-        let now = sys::monotonic_ns();
-        let Some(conn) = self.conns.get_mut(tok) else {
-            return;
-        };
-        self.p.connected(&conn.p, now);
-        let fd = conn.fd.as_raw_fd();
-        if let Err(e) = ep.modify(fd, EPOLLIN, tok) {
-            failure_of(&e, &mut self.p.c.failures);
-            self.drop_conn(tok);
-            return;
-        }
-        if self.p.cfg.mode == Mode::Ws {
-            let req = self.p.handshake_request(&mut conn.p, now);
-            let mut sent = 0;
-            let r = send(fd, &mut conn.spill, req, &mut sent);
-            self.p.c.bytes_out += sent;
-            if let Err(e) = r {
-                failure_of(&e, &mut self.p.c.failures);
-                self.drop_conn(tok);
-            }
-            return;
-        }
-        self.opened(tok, now);
-        self.echo_next(ep, tok);
-    }
-
-    fn opened(&mut self, tok: u64, now: u64) {
-        if let Some(conn) = self.conns.get_mut(tok) {
-            self.p.opened(&mut conn.p, now);
-        }
-    }
-
-    /// Sends the next echo request on `tok` if more are wanted.
-    fn echo_next(&mut self, ep: &Epoll, tok: u64) {
-        let Some(conn) = self.conns.get_mut(tok) else {
-            return;
-        };
-        let Some(bytes) = self.p.echo_request(&mut conn.p) else {
-            return;
-        };
-        let before = interest(&conn.spill);
-        let fd = conn.fd.as_raw_fd();
-        let mut written = 0;
-        let r = send(fd, &mut conn.spill, bytes, &mut written)
-            .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
-        self.p.c.bytes_out += written;
-        if let Err(e) = r {
-            closed_by(&e, &mut self.p.c.closed);
-            self.close_open(tok);
-        }
-    }
-
-    fn conn_event(&mut self, ep: &Epoll, tok: u64, ev: u32) {
-        let Some(conn) = self.conns.get_mut(tok) else {
-            return;
-        };
-        let fd = conn.fd.as_raw_fd();
-        if conn.p.state == State::Closing {
-            self.closing_event(tok);
-            return;
-        }
-        if conn.p.state == State::Connecting {
-            match sockopt::take_error(fd) {
-                Ok(None) if ev & (EPOLLOUT | EPOLLIN) != 0 && ev & EPOLLERR == 0 => {
-                    self.on_connected(ep, tok)
-                }
-                Ok(None) => {}
-                Ok(Some(e)) | Err(e) => {
-                    let g = conn.p.g;
-                    self.p.connect_failed(&e, g);
-                    self.drop_conn(tok);
-                }
-            }
-            return;
-        }
-        let before = interest(&conn.spill);
-        if before == EPOLLOUT {
-            let r = flush(fd, &mut conn.spill, &mut self.p.c.bytes_out)
-                .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
-            if let Err(e) = r {
-                self.fail_or_close(tok, &e);
-            }
-            return;
-        }
-        if ev & (EPOLLIN | EPOLLHUP | EPOLLERR) == 0 {
-            return;
-        }
-        let n = match sys::read(fd, &mut self.buf) {
-            Ok(0) => {
-                if conn.p.state == State::Open {
-                    self.p.c.closed.peer_closed += 1;
-                    self.close_open(tok);
-                } else {
-                    self.p.c.failures.reset += 1;
-                    self.drop_conn(tok);
-                }
-                return;
-            }
-            Ok(n) => n,
-            Err(e) if sys::would_block(&e) => return,
-            Err(e) => {
-                self.fail_or_close(tok, &e);
-                return;
-            }
-        };
-        self.p.c.bytes_in += n as u64;
-        match self.p.cfg.mode {
-            Mode::Hold => {}
-            Mode::Echo => self.echo_bytes(ep, tok, n),
-            Mode::Ws => self.ws_bytes(ep, tok, n),
-        }
-    }
-
-    fn fail_or_close(&mut self, tok: u64, e: &std::io::Error) {
-        match self.conns.get_mut(tok).map(|c| c.p.state) {
-            Some(State::Open) => {
-                closed_by(e, &mut self.p.c.closed);
-                self.close_open(tok);
-            }
-            Some(_) => {
-                failure_of(e, &mut self.p.c.failures);
-                self.drop_conn(tok);
-            }
-            None => {}
-        }
-    }
-
-    /// Raw TCP echo: checks the reply against the payload it must equal, piece by piece.
-    fn echo_bytes(&mut self, ep: &Epoll, tok: u64, n: usize) {
-        let Some(conn) = self.conns.get_mut(tok) else {
-            return;
-        };
-        match self.p.echo_input(&mut conn.p, &self.buf[..n]) {
-            EchoStep::Mismatch => {
-                self.p.c.closed.echo_mismatch += 1;
-                self.close_open(tok);
-            }
-            EchoStep::Partial => {}
-            EchoStep::RoundTrip => self.echo_next(ep, tok),
-        }
-    }
-
-    fn ws_bytes(&mut self, ep: &Epoll, tok: u64, n: usize) {
-        let Some(conn) = self.conns.get_mut(tok) else {
-            return;
-        };
-        let mut spill = conn.spill.take();
-        let mut inbuf = spill
-            .as_mut()
-            .map(|s| mem::take(&mut s.inbuf))
-            .unwrap_or_default();
-        let mut frag = spill.as_mut().and_then(|s| s.frag.take());
-        let spilled = !inbuf.is_empty();
-        let data: &mut [u8] = if !spilled {
-            &mut self.buf[..n]
-        } else {
-            inbuf.extend_from_slice(&self.buf[..n]);
-            &mut inbuf[..]
-        };
-        let data_len = data.len();
-        let step = self.p.ws_input(&mut conn.p, data, &mut frag);
-        // Keep an incomplete frame or head, and a fragmented message, for the next read.
-        if step.end.is_none() && (step.used < data_len || frag.is_some()) {
-            let s = spill.get_or_insert_with(Box::default);
-            if !spilled {
-                s.inbuf.extend_from_slice(&self.buf[step.used..n]);
-            } else {
-                inbuf.drain(..step.used);
-                s.inbuf = inbuf;
-            }
-            s.frag = frag;
-        }
-        let before = interest(&spill);
-        let fd = conn.fd.as_raw_fd();
-        let sent = if self.p.out.is_empty() {
-            Ok(())
-        } else {
-            send(fd, &mut spill, &self.p.out, &mut self.p.c.bytes_out).map(drop)
-        };
-        shrink(&mut spill);
-        conn.spill = spill;
-        let state = conn.p.state;
-        if let Some(end) = step.end {
-            if end.failed() {
-                end.count(&mut self.p.c);
-                self.drop_conn(tok);
-                return;
-            }
-            if step.became_open {
-                self.opened(tok, sys::monotonic_ns());
-            }
-            end.count(&mut self.p.c);
-            self.close_open(tok);
-            return;
-        }
-        if let Err(e) = sent {
-            if step.became_open {
-                self.opened(tok, sys::monotonic_ns());
-            }
-            self.fail_or_close(tok, &e);
-            return;
-        }
-        if let Some(conn) = self.conns.get_mut(tok)
-            && let Err(e) = rearm(ep, &conn.fd, tok, before, &conn.spill)
-        {
-            // Counted as opened first, as above, so `close_open` finds it counted.
-            if step.became_open {
-                self.opened(tok, sys::monotonic_ns());
-            }
-            self.fail_or_close(tok, &e);
-            return;
-        }
-        if step.became_open && state == State::Open {
-            self.opened(tok, sys::monotonic_ns());
-            self.echo_next(ep, tok);
-        } else if step.rtt_done {
-            self.echo_next(ep, tok);
-        }
     }
 }
 

@@ -1,0 +1,352 @@
+//! Reading the kernel's view: counters summed over CPUs, socket walks on the walker
+//! thread, listeners and MIB deltas, into one [`KernelView`] per [`Observer::snapshot`].
+
+use std::{
+    collections::BTreeMap,
+    os::fd::AsFd,
+    time::{Duration, Instant},
+};
+
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap};
+use c1m_common::{
+    ClosedListener, EVENT_SLOTS, ListenEvents, RESET_SLOTS, RETRANSMIT_SLOTS, TRANSITION_SLOTS,
+    event, event_index, hook, reset_index, reset_reason, retransmit, retransmit_index, side,
+    tcp_state, transition_index,
+};
+
+use super::{
+    Counters, Observer, ObserverConfig, ObserverError, map_err, mib, procfs,
+    view::{self, KernelView, Retransmits, Scope, SideView},
+    walk, walker,
+};
+
+impl Observer {
+    pub fn config(&self) -> &ObserverConfig {
+        &self.config
+    }
+
+    /// [`Self::snapshot`] after a full socket walk started now, however recent the last
+    /// one: for figures that must be of this moment (the end of a lab phase).
+    pub fn snapshot_fresh(&mut self) -> Result<KernelView, ObserverError> {
+        // A walk under way started before this moment: let it finish, then walk afresh.
+        if self.walker.busy() {
+            let r = self.walker.wait()?;
+            self.apply_walk(r);
+        }
+        self.walk_now()?;
+        self.snapshot()
+    }
+
+    /// Reads every counter map and walks the listeners (cheap: they come first and the
+    /// walk stops at the first non-listener), and returns the kernel's view now. Never
+    /// waits for a socket walk: one that is due is started on the walker thread, and one
+    /// that finished re-bases the gauges.
+    pub fn snapshot(&mut self) -> Result<KernelView, ObserverError> {
+        if let Some(logger) = self.logger.as_mut() {
+            logger.flush();
+        }
+        let closed = self.drain_closed_listeners()?;
+        self.listeners.closed(&closed);
+        let records = walk::listeners(self.listener_link.as_fd())?;
+        self.listeners.observe(&records, false);
+        self.learn_listening_ports(&records)?;
+        if let Some(r) = self.walker.try_take() {
+            self.apply_walk(r?);
+        }
+        if self.walk_due() {
+            self.walker.request();
+        }
+        let counters = self.read_counters()?;
+        let now = Instant::now();
+        let mut view = KernelView {
+            // The instant the counters (and so the gauges) describe.
+            unix_ms: crate::util::unix_ms_now(),
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            unavailable: self.unavailable.clone(),
+            map_errors: self.read_map_errors()?,
+            scope: self.scope(),
+            ..KernelView::default()
+        };
+        match self.read_mib() {
+            Ok(delta) => view.mib = Some(delta),
+            Err(why) => view
+                .unavailable
+                .push(format!("the kernel's own counters (audit): {why}")),
+        }
+        let elapsed = self
+            .previous
+            .as_ref()
+            .map(|(at, _)| now.duration_since(*at).as_secs_f64())
+            .unwrap_or(0.0);
+        for s in 0..side::COUNT as u32 {
+            let previous = self.previous.as_ref().map(|(_, c)| c);
+            *view.side_mut(s) = self.side_view(s, &counters, previous, elapsed);
+        }
+        let listen_events = self.read_listen_events()?;
+        let acks = !self.hook_missing(hook::KFREE_SKB);
+        let synacks = !self.hook_missing(hook::RETRANSMIT_SYNACK);
+        view.listeners = self
+            .listeners
+            .views(&listen_events, acks, self.rcv_ranges_known, synacks);
+        if let Some(walk) = &self.last_walk {
+            view.memory = Some(self.memory.compute(&walk.agg));
+            view.walk = view::WalkInfo {
+                age_s: Some(walk.ended.elapsed().as_secs_f64()),
+                ended_unix_ms: walk.ended_unix_ms,
+                duration_ms: walk.duration.as_secs_f64() * 1000.0,
+                sockets_walked: walk.sockets,
+                walks: self.walks,
+            };
+        }
+        self.previous = Some((now, counters));
+        Ok(view)
+    }
+
+    fn scope(&self) -> Scope {
+        if self.config.all_netns {
+            Scope::AllNamespaces
+        } else if self.config.ports.is_empty() && self.config.addrs.is_empty() {
+            Scope::Namespace
+        } else {
+            Scope::WatchedPorts
+        }
+    }
+
+    /// The MIB's movement since attach, read now in the calling thread's namespace.
+    fn read_mib(&self) -> Result<mib::MibDelta, String> {
+        let (base, netns) = self.mib_base.as_ref().map_err(Clone::clone)?;
+        if procfs::own_netns_inum() != *netns {
+            return Err(
+                "this snapshot was taken by a thread of another network namespace than the \
+                 observer's start"
+                    .to_owned(),
+            );
+        }
+        let now = mib::read().map_err(|e| e.to_string())?;
+        Ok(mib::MibDelta::new(&now, base))
+    }
+
+    fn hook_missing(&self, index: usize) -> bool {
+        self.missing_hooks.iter().any(|m| m.hook == index)
+    }
+
+    fn walk_due(&self) -> bool {
+        if self.walker.busy() {
+            return false;
+        }
+        let Some(last) = &self.last_walk else {
+            return true;
+        };
+        let interval = self.config.walk_interval.unwrap_or_else(|| {
+            // A walk costs ~1 µs per socket of the namespace (measured: 570k sockets in
+            // 0.45-0.75 s; at 1M connections it took 6% of the ramp's CPU at 20×):
+            // keep it near 2% of one core, at least every second when cheap, never
+            // older than a minute. Gauges don't wait for walks (transitions carry
+            // them) and the lab walks afresh at every phase end.
+            (last.duration * 50).clamp(Duration::from_secs(1), Duration::from_secs(60))
+        });
+        last.ended.elapsed() >= interval
+    }
+
+    /// A walk started now, waited for (at attach, and at phase ends).
+    pub(super) fn walk_now(&mut self) -> Result<(), ObserverError> {
+        let r = self.walker.wait()?;
+        self.apply_walk(r);
+        Ok(())
+    }
+
+    fn apply_walk(&mut self, r: walker::WalkResult) {
+        let walker::WalkResult {
+            walk,
+            transitions_before,
+            transitions_after,
+        } = r;
+        // A socket that changed state while the walk passed it may be in both the walk
+        // and the transitions: only a quiet walk may replace the gauges' base. Between
+        // quiet walks the transitions (exact) carry the gauges; the states no
+        // transition reaches are taken from every walk.
+        if transitions_before == transitions_after || self.last_walk.is_none() {
+            self.gauges.rebase(&walk.agg, transitions_before);
+        } else {
+            self.gauges.refresh_walk_only(&walk.agg);
+        }
+        self.last_walk = Some(walk);
+        self.walks += 1;
+    }
+
+    /// With no ports given, every listening port counts as a server port; the
+    /// set-state hook learns new ones at once, this catches those that existed before.
+    pub(super) fn learn_listening_ports(
+        &mut self,
+        records: &[c1m_common::ListenerRecord],
+    ) -> Result<(), ObserverError> {
+        if !self.config.ports.is_empty() {
+            return Ok(());
+        }
+        let mut ports: BpfHashMap<_, u32, u32> = BpfHashMap::try_from(
+            self.ebpf
+                .map_mut("WATCH_PORTS")
+                .ok_or(ObserverError::NoObject)?,
+        )
+        .map_err(map_err("WATCH_PORTS"))?;
+        for r in records {
+            if ports.get(&r.port, 0).is_err() {
+                ports.insert(r.port, 1, 0).map_err(map_err("WATCH_PORTS"))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn read_counters(&self) -> Result<Counters, ObserverError> {
+        let sum = |name: &str, len: usize| -> Result<Vec<u64>, ObserverError> {
+            walker::sum_per_cpu(
+                self.ebpf.map(name).ok_or(ObserverError::NoObject)?,
+                name,
+                len,
+            )
+        };
+        Ok(Counters {
+            transitions: sum("TRANSITIONS", TRANSITION_SLOTS)?,
+            events: sum("EVENTS", EVENT_SLOTS)?,
+            retransmits: sum("RETRANSMITS", RETRANSMIT_SLOTS)?,
+            resets: sum("RESETS", RESET_SLOTS)?,
+        })
+    }
+
+    fn drain_closed_listeners(&mut self) -> Result<Vec<(u64, ClosedListener)>, ObserverError> {
+        let mut map: BpfHashMap<&mut MapData, u64, ClosedListener> = BpfHashMap::try_from(
+            self.ebpf
+                .map_mut("LISTEN_CLOSED")
+                .ok_or(ObserverError::NoObject)?,
+        )
+        .map_err(map_err("LISTEN_CLOSED"))?;
+        let entries: Vec<(u64, ClosedListener)> = map.iter().filter_map(Result::ok).collect();
+        for (sk, _) in &entries {
+            // Already gone (LRU eviction) is fine.
+            let _ = map.remove(sk);
+        }
+        Ok(entries)
+    }
+
+    fn read_map_errors(&self) -> Result<u64, ObserverError> {
+        let map: PerCpuArray<&MapData, u64> =
+            PerCpuArray::try_from(self.ebpf.map("MAP_ERRORS").ok_or(ObserverError::NoObject)?)
+                .map_err(map_err("MAP_ERRORS"))?;
+        Ok(map.get(&0, 0).map_err(map_err("MAP_ERRORS"))?.iter().sum())
+    }
+
+    fn read_listen_events(&self) -> Result<BTreeMap<u16, ListenEvents>, ObserverError> {
+        let map: PerCpuHashMap<&MapData, u32, ListenEvents> = PerCpuHashMap::try_from(
+            self.ebpf
+                .map("LISTEN_EVENTS")
+                .ok_or(ObserverError::NoObject)?,
+        )
+        .map_err(map_err("LISTEN_EVENTS"))?;
+        let mut out = BTreeMap::new();
+        for entry in map.iter() {
+            let (port, values) = entry.map_err(map_err("LISTEN_EVENTS"))?;
+            let mut total = ListenEvents::default();
+            for v in values.iter() {
+                total.children += v.children;
+                total.synack_retransmits += v.synack_retransmits;
+                total.overflow_acks += v.overflow_acks;
+                total.rcv_discards += v.rcv_discards;
+            }
+            out.insert(port as u16, total);
+        }
+        Ok(out)
+    }
+
+    fn side_view(
+        &self,
+        s: u32,
+        now: &Counters,
+        previous: Option<&Counters>,
+        elapsed: f64,
+    ) -> SideView {
+        let mut v = SideView::default();
+        let established = |c: &Counters| -> u64 {
+            c.transitions[transition_index(s, tcp_state::SYN_SENT, tcp_state::ESTABLISHED) as usize]
+                + c.transitions
+                    [transition_index(s, tcp_state::SYN_RECV, tcp_state::ESTABLISHED) as usize]
+        };
+        let total = |c: &Counters| -> u64 {
+            (0..tcp_state::COUNT as u32)
+                .flat_map(|o| (0..tcp_state::COUNT as u32).map(move |n| transition_index(s, o, n)))
+                .map(|i| c.transitions[i as usize])
+                .sum()
+        };
+        for old in 0..tcp_state::COUNT as u32 {
+            for new in 0..tcp_state::COUNT as u32 {
+                let n = now.transitions[transition_index(s, old, new) as usize];
+                if n > 0 {
+                    v.transitions.insert(
+                        format!("{}->{}", view::state_key(old), view::state_key(new)),
+                        n,
+                    );
+                }
+            }
+        }
+        v.transitions_total = total(now);
+        v.established_total = established(now);
+        if let Some(prev) = previous.filter(|_| elapsed > 0.0) {
+            v.transitions_per_s = (v.transitions_total - total(prev)) as f64 / elapsed;
+            v.established_per_s = (v.established_total - established(prev)) as f64 / elapsed;
+        }
+        for state in view::GAUGE_STATES {
+            v.states.insert(
+                view::state_key(state),
+                self.gauges.value(s, state, &now.transitions),
+            );
+        }
+        let mut kinds = [0u64; retransmit::COUNT];
+        for (kind, slot) in kinds.iter_mut().enumerate() {
+            *slot = now.retransmits[retransmit_index(s, kind as u32) as usize];
+        }
+        v.retransmits = Retransmits::from_kinds(&kinds);
+        if !self.event_missing(event::RESET_SENT) {
+            for reason in 0..reset_reason::COUNT as u32 {
+                let n = now.resets[reset_index(s, reason) as usize];
+                if n > 0 {
+                    v.resets_sent_by_reason
+                        .insert(self.reset_reason_name(reason), n);
+                }
+            }
+        }
+        for (index, name) in event::NAMES.iter().enumerate() {
+            // Retransmits live in `v.retransmits` (sock_ops and the tracepoint both).
+            if index as u32 != event::RETRANSMIT && !self.event_missing(index as u32) {
+                // Resets are counted once, by reason (`RESETS`).
+                let n = if index as u32 == event::RESET_SENT {
+                    v.resets_sent_by_reason.values().sum()
+                } else {
+                    now.events[event_index(s, index as u32) as usize]
+                };
+                v.events.insert((*name).to_owned(), n);
+            }
+        }
+        v
+    }
+
+    /// The kernel's name of a reset reason (`NO_SOCKET`, …), as its tracepoint prints it.
+    fn reset_reason_name(&self, reason: u32) -> String {
+        match self.reset_reasons.get(reason as usize) {
+            _ if reason == reset_reason::UNKNOWN => "UNKNOWN".to_owned(),
+            Some(name) if !name.is_empty() => name.clone(),
+            _ => format!("REASON_{reason}"),
+        }
+    }
+
+    fn event_missing(&self, event_index: u32) -> bool {
+        let hook_index = match event_index {
+            event::SYNACK_RETRANSMIT => hook::RETRANSMIT_SYNACK,
+            event::RESET_SENT => hook::SEND_RESET,
+            event::RESET_RECEIVED => hook::RECEIVE_RESET,
+            event::RETRANSMIT => hook::RETRANSMIT_SKB,
+            event::EXCEED_BUF_LIMIT => hook::EXCEED_BUF_LIMIT,
+            event::ATTEMPT_FAIL => return self.attempt_fails_unknown,
+            _ => hook::KFREE_SKB,
+        };
+        self.hook_missing(hook_index)
+    }
+}

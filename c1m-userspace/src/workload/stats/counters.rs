@@ -1,0 +1,192 @@
+//! What a shard counts: connections by outcome, close causes, failures and protocol
+//! errors, bytes and messages, one schema for both sides.
+
+use serde::{Deserialize, Serialize};
+
+/// Defines a struct of named u64 counters with `add`, `total` and `iter`, so each cause is a
+/// stable JSON key and adding a cause is one line.
+macro_rules! counter_set {
+    ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $field:ident),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+        #[serde(default)]
+        pub struct $name { $($(#[$fm])* pub $field: u64),* }
+
+        impl $name {
+            pub fn add(&mut self, o: &$name) { $(self.$field += o.$field;)* }
+            pub fn total(&self) -> u64 { 0 $(+ self.$field)* }
+            pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
+                [$((stringify!($field), self.$field)),*].into_iter()
+            }
+        }
+    };
+}
+
+counter_set! {
+    /// Why an open connection ended.
+    Closed {
+        /// The peer closed (read returned 0, or a WebSocket close frame).
+        peer_closed,
+        /// ECONNRESET / EPIPE on an open connection.
+        reset,
+        /// We closed it: teardown (`close`, `stop`, end of hold).
+        local_close,
+        /// We closed it for a protocol violation (WebSocket 1002/1007/1009, bad handshake).
+        protocol,
+        /// Server: the WebSocket handshake had not completed within `--handshake-timeout`.
+        handshake_timeout,
+        /// Client only: an echo came back different from what was sent.
+        echo_mismatch,
+        /// Other I/O errors.
+        error,
+        /// The worker process holding it died; counted from its last report.
+        worker_lost,
+    }
+}
+
+counter_set! {
+    /// Why a connection never became open (client: connect or handshake; server: accept).
+    Failures {
+        /// ECONNREFUSED: nothing listens there (or the accept queue overflowed with syncookies off).
+        refused,
+        /// EADDRNOTAVAIL: source address/port space exhausted for that destination.
+        addr_not_avail,
+        /// ETIMEDOUT or our own `--connect-timeout` / handshake timeout.
+        timed_out,
+        /// EMFILE/ENFILE: out of file descriptors.
+        emfile,
+        /// ECONNRESET during connect or handshake.
+        reset,
+        /// ENETUNREACH/EHOSTUNREACH.
+        unreachable,
+        /// WebSocket: the server answered, but not 101.
+        handshake_rejected,
+        /// WebSocket: malformed answer or wrong Sec-WebSocket-Accept.
+        handshake_invalid,
+        /// Server: accepted but closed at once because the worker was at its fd cap.
+        over_capacity,
+        /// Client: connect in flight when teardown began.
+        aborted,
+        /// Anything else (errno kept in the worker's stderr line).
+        other,
+    }
+}
+
+counter_set! {
+    /// Protocol violations seen, by the answer the RFC prescribes.
+    ProtocolErrors {
+        /// Bad handshake answered with HTTP 400.
+        http_400,
+        /// Unsupported Sec-WebSocket-Version answered with HTTP 426.
+        http_426,
+        /// Frame-level protocol error, closed with 1002.
+        ws_1002,
+        /// Invalid UTF-8 in text, closed with 1007.
+        ws_1007,
+        /// Message too big, closed with 1009.
+        ws_1009,
+        /// Stream ended inside a frame or a handshake head.
+        truncated,
+    }
+}
+
+impl ProtocolErrors {
+    /// Counts a WebSocket close we sent for a protocol violation, by its code.
+    pub fn count_close(&mut self, code: u16) {
+        match code {
+            1007 => self.ws_1007 += 1,
+            1009 => self.ws_1009 += 1,
+            _ => self.ws_1002 += 1,
+        }
+    }
+}
+
+/// One side's counters. Server and client share the type; fields that do not apply to a
+/// side stay 0, so the lab reads one schema.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(default)]
+pub struct Counters {
+    /// Client: connects started.
+    pub attempted: u64,
+    /// Client: connections established (WebSocket: after a valid 101).
+    pub connected: u64,
+    /// Server: connections accepted.
+    pub accepted: u64,
+    /// Currently open (server: including those still in the handshake).
+    pub open: u64,
+    /// Client: connects or handshakes not yet finished.
+    pub in_flight: u64,
+    /// WebSocket connections past the handshake (the ones a push reaches).
+    pub ws_open: u64,
+    pub closed: Closed,
+    pub failures: Failures,
+    pub protocol_errors: ProtocolErrors,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Server: push frames written. Client: push frames received.
+    pub pushes_sent: u64,
+    pub pushes_received: u64,
+    /// Client: data frames that did not decode as a push of `--push-format` (and were
+    /// no echo reply): a wrong format shows here, not as silence.
+    pub push_undecodable: u64,
+    /// Client: round trips completed and verified byte for byte. Server: messages echoed.
+    pub echo_round_trips: u64,
+    /// WebSocket data messages received / sent (echoes, pushes excluded on the client).
+    pub ws_messages_in: u64,
+    pub ws_messages_out: u64,
+    pub ws_pings_in: u64,
+}
+
+impl Counters {
+    pub fn add(&mut self, o: &Counters) {
+        self.attempted += o.attempted;
+        self.connected += o.connected;
+        self.accepted += o.accepted;
+        self.open += o.open;
+        self.in_flight += o.in_flight;
+        self.ws_open += o.ws_open;
+        self.closed.add(&o.closed);
+        self.failures.add(&o.failures);
+        self.protocol_errors.add(&o.protocol_errors);
+        self.bytes_in += o.bytes_in;
+        self.bytes_out += o.bytes_out;
+        self.pushes_sent += o.pushes_sent;
+        self.pushes_received += o.pushes_received;
+        self.push_undecodable += o.push_undecodable;
+        self.echo_round_trips += o.echo_round_trips;
+        self.ws_messages_in += o.ws_messages_in;
+        self.ws_messages_out += o.ws_messages_out;
+        self.ws_pings_in += o.ws_pings_in;
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_sum_exactly() {
+        let mut a = Counters {
+            accepted: 5,
+            open: 3,
+            ..Default::default()
+        };
+        a.closed.peer_closed = 2;
+        let mut b = Counters {
+            accepted: 7,
+            open: 7,
+            ..Default::default()
+        };
+        b.failures.emfile = 1;
+        a.add(&b);
+        assert_eq!(
+            (a.accepted, a.open, a.closed.total(), a.failures.emfile),
+            (12, 10, 2, 1)
+        );
+        let json = serde_json::to_string(&a).unwrap();
+        assert_eq!(serde_json::from_str::<Counters>(&json).unwrap(), a);
+    }
+}

@@ -1,0 +1,313 @@
+//! The latency histograms: their names, the per-shard set, the lossless V2 encoding that
+//! carries them to the supervisor, and the percentile table views print.
+
+use std::collections::BTreeMap;
+
+use base64::{Engine as _, engine::general_purpose::STANDARD as B64};
+use hdrhistogram::{
+    Histogram,
+    serialization::{Deserializer, Serializer as _, V2DeflateSerializer, V2Serializer},
+};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Histogram names, in µs.
+///
+/// Connection setup is timed twice, as wrk2 times requests: `connect_us` from the
+/// `connect()` call to the socket being established (service time), and
+/// `connect_from_schedule_us` from the instant the pace scheduled that connect (see
+/// `engine::pace`) to the same moment (response time, including the wait for an
+/// in-flight slot when the client falls behind its `--rate`). WebSocket mode does the
+/// same for the handshake: `ws_handshake_us` from the request written to a valid 101,
+/// `ws_open_from_schedule_us` from the scheduled instant to that 101. The schedule
+/// histograms stay empty when no `--rate` was asked (nothing was scheduled).
+///
+/// `push_message_us`: receive time minus the server's stamp the run's rule names
+/// (`--push-latency`: the instant the broadcast began, the seeds' rule, or the instant
+/// the server wrote that connection's frame; see `push_rule`). `push_fanout_us`: receive
+/// time minus the instant the push was triggered, on the client's clock (its max is the
+/// time until the last connection had the push).
+pub const HIST_NAMES: [&str; HISTS] = [
+    "connect_us",
+    "connect_from_schedule_us",
+    "ws_handshake_us",
+    "ws_open_from_schedule_us",
+    "echo_rtt_us",
+    "push_message_us",
+    "push_fanout_us",
+];
+
+/// A histogram of [`HIST_NAMES`] as views name it: without the `_us` of the unit it is
+/// stored in, since every view prints it in ms ("connect_us" under an "ms" heading read
+/// as two units).
+pub fn hist_label(name: &str) -> &str {
+    name.strip_suffix("_us").unwrap_or(name)
+}
+
+/// The setup latencies timed both ways: (what, from the call, from the schedule). Views
+/// show each pair side by side, next to the asked and achieved
+/// [`SetupRate`](super::setup_rate::SetupRate).
+pub const SETUP_LATENCY_PAIRS: [(&str, &str, &str); 2] = [
+    ("TCP connect", "connect_us", "connect_from_schedule_us"),
+    (
+        "WebSocket open (call: handshake request → 101)",
+        "ws_handshake_us",
+        "ws_open_from_schedule_us",
+    ),
+];
+
+/// How many histograms a client shard keeps.
+pub const HISTS: usize = 7;
+
+/// 1 µs to 1 hour at 3 significant digits: covers loopback RTTs and a SYN retransmitted for
+/// minutes, at 0.1% resolution, in ~190 KiB per histogram (touched lazily).
+const HIST_MAX_US: u64 = 3_600_000_000;
+
+#[derive(Debug, Error)]
+pub enum HistError {
+    #[error("histogram bounds: {0}")]
+    Create(#[from] hdrhistogram::CreationError),
+    #[error("base64: {0}")]
+    Base64(#[from] base64::DecodeError),
+    #[error("histogram V2 deserialize: {0}")]
+    Deserialize(#[from] hdrhistogram::serialization::DeserializeError),
+    #[error("histogram V2 serialize: {0}")]
+    Serialize(#[from] hdrhistogram::serialization::V2DeflateSerializeError),
+    #[error("histogram V2 serialize: {0}")]
+    SerializePlain(#[from] hdrhistogram::serialization::V2SerializeError),
+    #[error("histogram merge: {0}")]
+    Add(#[from] hdrhistogram::AdditionError),
+    #[error("unknown histogram {0}")]
+    Unknown(String),
+}
+
+pub fn new_hist() -> Result<Histogram<u64>, HistError> {
+    Ok(Histogram::new_with_bounds(1, HIST_MAX_US, 3)?)
+}
+
+/// The shard-side histograms timed from the schedule: 2 significant digits (1%), 1/8 of
+/// the counts array. Their values spread from µs to minutes when a client falls behind, so
+/// a 3-digit histogram ends up touching nearly all its 190 KiB in the shard and again in
+/// the supervisor's copy: measured with 15,000 WebSocket connections over two shards,
+/// the two schedule histograms at 3 digits cost +50 B per connection (227 → 277).
+/// 1% is finer than anything a queueing wait is read for. The supervisor merges them
+/// into [`new_hist`] histograms (exact: every recorded value is re-recorded), so views
+/// see one kind.
+pub fn new_coarse_hist() -> Result<Histogram<u64>, HistError> {
+    Ok(Histogram::new_with_bounds(1, HIST_MAX_US, 2)?)
+}
+
+/// The histograms of one client shard, indexed by the constants below ([`HIST_NAMES`]
+/// order). Each is ~190 KiB of address space but only the pages its values touch are
+/// resident.
+#[derive(Clone)]
+pub struct Hists {
+    pub h: [Histogram<u64>; HISTS],
+    /// Total counts at the last report, to send only histograms that changed.
+    sent_len: [u64; HISTS],
+    /// When they were last sent (monotonic ns).
+    sent_at_ns: u64,
+}
+
+/// How often a ramping shard sends its histograms, against 4 reports a second for its
+/// counters. The supervisor decodes each blob into a fresh 190 KiB histogram (zeroed by
+/// the allocator): at 1M over 51 client workers that was ~1.5% of the box's CPU at 4 Hz.
+/// A shard whose ramp is done, and every forced or final report, sends at once.
+pub const HIST_REPORT_EVERY_NS: u64 = 1_000_000_000;
+
+pub const CONNECT: usize = 0;
+pub const CONNECT_FROM_SCHEDULE: usize = 1;
+pub const WS_HANDSHAKE: usize = 2;
+pub const WS_OPEN_FROM_SCHEDULE: usize = 3;
+pub const ECHO_RTT: usize = 4;
+pub const PUSH_MESSAGE: usize = 5;
+pub const PUSH_FANOUT: usize = 6;
+
+impl Hists {
+    pub fn new() -> Result<Hists, HistError> {
+        // One `new_hist` each, not clones: a fresh histogram's counts are zeroed pages the
+        // kernel maps on first touch, a clone would copy (and so touch) all 190 KiB.
+        let h = [
+            new_hist()?,
+            new_coarse_hist()?,
+            new_hist()?,
+            new_coarse_hist()?,
+            new_hist()?,
+            new_hist()?,
+            new_hist()?,
+        ];
+        Ok(Hists {
+            h,
+            sent_len: [0; HISTS],
+            sent_at_ns: 0,
+        })
+    }
+
+    /// Records a value in µs, saturating at the top of the range instead of failing.
+    pub fn record(&mut self, which: usize, us: u64) {
+        let h = &mut self.h[which];
+        h.saturating_record(us.clamp(1, HIST_MAX_US));
+    }
+
+    /// Base64 V2 blobs of the histograms that changed since they were last sent: at once,
+    /// or at most every [`HIST_REPORT_EVERY_NS`].
+    pub fn changed_blobs(
+        &mut self,
+        now_ns: u64,
+        at_once: bool,
+    ) -> Result<BTreeMap<String, String>, HistError> {
+        let mut out = BTreeMap::new();
+        if !at_once && now_ns < self.sent_at_ns.saturating_add(HIST_REPORT_EVERY_NS) {
+            return Ok(out);
+        }
+        self.sent_at_ns = now_ns;
+        for ((h, sent), name) in self.h.iter().zip(self.sent_len.iter_mut()).zip(HIST_NAMES) {
+            if h.len() != *sent {
+                out.insert(name.to_owned(), encode_hist_plain(h)?);
+                *sent = h.len();
+            }
+        }
+        Ok(out)
+    }
+}
+
+pub fn encode_hist(h: &Histogram<u64>) -> Result<String, HistError> {
+    let mut buf = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut buf)?;
+    Ok(B64.encode(buf))
+}
+
+/// A histogram as base64 V2 without deflate, for worker → supervisor reports: a client
+/// worker reports its connect histogram 4 times a second while ramping, and deflating it
+/// cost 3 µs of CPU per connection at 1M (8% of a 2-core box's budget per connection).
+/// [`decode_hist`] reads both forms.
+pub fn encode_hist_plain(h: &Histogram<u64>) -> Result<String, HistError> {
+    let mut buf = Vec::new();
+    V2Serializer::new().serialize(h, &mut buf)?;
+    Ok(B64.encode(buf))
+}
+
+pub fn decode_hist(s: &str) -> Result<Histogram<u64>, HistError> {
+    let raw = B64.decode(s)?;
+    Ok(Deserializer::new().deserialize(&mut raw.as_slice())?)
+}
+
+/// The seed's latency table (count, min, max, mean, stddev, median, 75%, 95%, 98%, 99%,
+/// 99.9%), in µs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Percentiles {
+    pub count: u64,
+    pub min: u64,
+    pub max: u64,
+    pub mean: f64,
+    pub stddev: f64,
+    pub p50: u64,
+    pub p75: u64,
+    pub p95: u64,
+    pub p98: u64,
+    pub p99: u64,
+    pub p999: u64,
+}
+
+impl Percentiles {
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            count: h.len(),
+            min: h.min(),
+            max: h.max(),
+            mean: h.mean(),
+            stddev: h.stdev(),
+            p50: h.value_at_quantile(0.50),
+            p75: h.value_at_quantile(0.75),
+            p95: h.value_at_quantile(0.95),
+            p98: h.value_at_quantile(0.98),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+        }
+    }
+
+    /// The table as the seed printed it, values converted to ms.
+    pub fn table(&self, title: &str) -> String {
+        let ms = |v: f64| v / 1000.0;
+        format!(
+            "{title} (ms)\n  count={}\n  min={:.3}\n  max={:.3}\n  mean={:.3}\n  stddev={:.3}\n  median={:.3}\n  75%={:.3}\n  95%={:.3}\n  98%={:.3}\n  99%={:.3}\n  99.9%={:.3}\n",
+            self.count,
+            ms(self.min as f64),
+            ms(self.max as f64),
+            ms(self.mean),
+            ms(self.stddev),
+            ms(self.p50 as f64),
+            ms(self.p75 as f64),
+            ms(self.p95 as f64),
+            ms(self.p98 as f64),
+            ms(self.p99 as f64),
+            ms(self.p999 as f64),
+        )
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::*;
+
+    /// 30,000 values up to `max`, recorded whole and split over three shards.
+    fn recorded(
+        new: fn() -> Result<Histogram<u64>, HistError>,
+        max: u64,
+    ) -> (Histogram<u64>, [Histogram<u64>; 3]) {
+        let mut whole = new().unwrap();
+        let mut parts = [new().unwrap(), new().unwrap(), new().unwrap()];
+        for i in 0..30_000u64 {
+            let v = 1 + (crate::workload::sys::splitmix64(i) % max);
+            whole.record(v).unwrap();
+            parts[(i % 3) as usize].record(v).unwrap();
+        }
+        (whole, parts)
+    }
+
+    #[test]
+    fn merged_histograms_equal_one_histogram() {
+        // Three shards record disjoint slices of one sample set; merging their V2 blobs must
+        // give exactly the histogram of the whole set (same counts in every bucket).
+        let (whole, parts) = recorded(new_hist, 5_000_000);
+        let mut merged = new_hist().unwrap();
+        for (i, p) in parts.iter().enumerate() {
+            // Worker reports carry plain V2, snapshots V2-deflate: both decode alike.
+            let blob = if i == 0 {
+                encode_hist_plain(p).unwrap()
+            } else {
+                encode_hist(p).unwrap()
+            };
+            merged.add(decode_hist(&blob).unwrap()).unwrap();
+        }
+        assert_eq!(merged, whole);
+        assert_eq!(Percentiles::of(&merged), Percentiles::of(&whole));
+    }
+
+    #[test]
+    fn coarse_shard_histograms_merge_exactly() {
+        // Schedule histograms are 2-digit in the shards and merged into 3-digit ones:
+        // three shards merged equal the whole set recorded coarse then merged, count for
+        // count, and the percentiles stay within the coarse histogram's 1%.
+        let (whole, parts) = recorded(new_coarse_hist, 500_000_000);
+        let mut merged = new_hist().unwrap();
+        for p in &parts {
+            merged
+                .add(decode_hist(&encode_hist_plain(p).unwrap()).unwrap())
+                .unwrap();
+        }
+        let mut expected = new_hist().unwrap();
+        expected.add(&whole).unwrap();
+        assert_eq!(merged, expected);
+        assert_eq!(merged.len(), 30_000);
+        let (a, b) = (
+            merged.value_at_quantile(0.99) as f64,
+            whole.value_at_quantile(0.99) as f64,
+        );
+        assert!((a - b).abs() / b < 0.01, "{a} {b}");
+    }
+}

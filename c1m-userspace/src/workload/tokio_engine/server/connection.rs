@@ -1,0 +1,393 @@
+//! A connection's life in the tokio server: taken at accept, served by its own task
+//! (reads, echo and WebSocket input, push frames, backpressure), and its books at close.
+
+use std::{
+    future::poll_fn,
+    io,
+    pin::{Pin, pin},
+    rc::Rc,
+    sync::atomic::Ordering,
+    task::{Context, Poll, ready},
+};
+
+use bytes::Buf;
+use tokio::{
+    io::{AsyncRead, ReadBuf},
+    net::TcpStream,
+    sync::futures::Notified,
+};
+
+use super::Shard;
+use crate::workload::{
+    config::Mode,
+    engine::{
+        MAX_PENDING_OUT, closed_by,
+        server::{
+            proto::{self, Action, WsState, ws_input},
+            warnings,
+        },
+    },
+    sys,
+    tokio_engine::Spill,
+};
+
+impl Shard {
+    /// Takes an accepted connection; `false` if the shard is full (listeners closed).
+    pub(super) fn on_accept(self: &Rc<Self>, stream: TcpStream) -> bool {
+        if self.open_in_process.load(Ordering::Relaxed) >= self.cfg.cap {
+            // Refuse loudly (RST), as the epoll server does.
+            let _ = stream.set_zero_linger();
+            self.c.borrow_mut().failures.over_capacity += 1;
+            if !self.accepting.borrow().is_empty() {
+                self.close_listeners();
+                self.warn(warnings::cap_warning(self.cfg.shard, self.cfg.cap));
+            }
+            return false;
+        }
+        if self.cfg.mode != Mode::Hold {
+            let _ = stream.set_nodelay(true);
+        }
+        {
+            let mut c = self.c.borrow_mut();
+            c.accepted += 1;
+            c.open += 1;
+        }
+        self.open_in_process.fetch_add(1, Ordering::Relaxed);
+        let conn = Conn {
+            stream,
+            ws: if self.cfg.mode == Mode::Ws {
+                WsState::Handshake
+            } else {
+                WsState::Raw
+            },
+            spill: None,
+            close_gen: self.close_gen.get(),
+            push_gen: self.push_gen.get(),
+            hs_seq: self.handshake_deadline(),
+        };
+        tokio::task::spawn_local(connection(self.clone(), conn));
+        true
+    }
+
+    /// The books of a connection that ends with `end`, then its close.
+    fn finish(&self, conn: Conn, end: End) {
+        let open_ws = conn.ws == WsState::Open;
+        if conn.ws == WsState::Handshake {
+            self.handshake_over(conn.hs_seq);
+        }
+        {
+            let mut c = self.c.borrow_mut();
+            match end {
+                End::Eof => {
+                    let partial = conn
+                        .spill
+                        .as_ref()
+                        .is_some_and(|s| !s.inbuf.is_empty() || s.frag.is_some());
+                    proto::peer_eof(&mut c, self.cfg.mode, conn.ws, partial);
+                }
+                End::Io(e) => closed_by(&e, &mut c.closed),
+                End::Peer => c.closed.peer_closed += 1,
+                End::Protocol => c.closed.protocol += 1,
+                End::HandshakeTimeout => c.closed.handshake_timeout += 1,
+                End::Local => {
+                    c.closed.local_close += 1;
+                    // The goodbye rides with the FIN (`engine::send_before_close`); behind
+                    // queued output it is dropped, as the close discards that too.
+                    if open_ws
+                        && !conn.has_out()
+                        && let Ok(n) = sys::write_before_close(conn.raw_fd(), &proto::going_away())
+                    {
+                        c.bytes_out += n as u64;
+                    }
+                }
+            }
+            if open_ws {
+                c.ws_open -= 1;
+            }
+            c.open -= 1;
+        }
+        if open_ws && conn.push_gen != self.push_gen.get() {
+            self.settle_push(None);
+        }
+        self.open_in_process.fetch_sub(1, Ordering::Relaxed);
+        drop(conn);
+        if self.stopping.get() && self.open() == 0 {
+            self.main_wake.notify_one();
+        }
+    }
+}
+
+struct Conn {
+    stream: TcpStream,
+    ws: WsState,
+    spill: Option<Box<Spill>>,
+    /// The shard's generations when this connection last looked (push: when it opened
+    /// or last wrote one).
+    close_gen: u64,
+    push_gen: u64,
+    /// Its handshake's number (see [`Shard::handshake_deadline`]).
+    hs_seq: u64,
+}
+
+/// Why a connection ends.
+enum End {
+    /// The peer closed the stream.
+    Eof,
+    /// A read or write failed (or the peer does not read: `MAX_PENDING_OUT`).
+    Io(io::Error),
+    /// WebSocket close handshake from the peer, answered.
+    Peer,
+    /// Protocol violation (counted where found), answered.
+    Protocol,
+    HandshakeTimeout,
+    /// `Close` or `Stop`.
+    Local,
+}
+
+/// What woke a connection task.
+enum Woke {
+    /// `wake` fired: look at the generations.
+    Shard,
+    Read(usize),
+    Eof,
+    Writable,
+    Err(io::Error),
+}
+
+async fn connection(sh: Rc<Shard>, mut conn: Conn) {
+    let end = conn.serve(&sh).await;
+    sh.finish(conn, end);
+}
+
+impl Conn {
+    fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.stream.as_raw_fd()
+    }
+
+    fn has_out(&self) -> bool {
+        self.spill.as_ref().is_some_and(|s| !s.out.is_empty())
+    }
+
+    /// Serves the connection until it ends.
+    async fn serve(&mut self, sh: &Shard) -> End {
+        let mut notified = pin!(sh.wake.notified());
+        notified.as_mut().enable();
+        loop {
+            if sh.close_gen.get() != self.close_gen {
+                return End::Local;
+            }
+            if self.ws == WsState::Handshake && self.hs_seq < sh.hs_cutoff.get() {
+                return End::HandshakeTimeout;
+            }
+            if self.ws == WsState::Open
+                && self.push_gen != sh.push_gen.get()
+                && let Err(e) = self.push(sh)
+            {
+                return End::Io(e);
+            }
+            let writing = self.has_out();
+            let woke = poll_fn(|cx| self.poll_wake(cx, sh, notified.as_mut(), writing)).await;
+            let end = match woke {
+                Woke::Shard => {
+                    notified.set(sh.wake.notified());
+                    notified.as_mut().enable();
+                    None
+                }
+                Woke::Writable => self.flush(sh).err().map(End::Io),
+                Woke::Read(n) => self.input(sh, n),
+                Woke::Eof => Some(End::Eof),
+                Woke::Err(e) => Some(End::Io(e)),
+            };
+            if let Some(end) = end {
+                return end;
+            }
+        }
+    }
+
+    /// Waits for the shard's wake, or for the socket: writable while output is queued
+    /// (a peer that does not read is not read from: backpressure), else readable, then
+    /// reads into the shard's buffer. A short read clears tokio's readiness, so a drained
+    /// socket costs no extra `read` returning EAGAIN.
+    fn poll_wake(
+        &mut self,
+        cx: &mut Context<'_>,
+        sh: &Shard,
+        notified: Pin<&mut Notified<'_>>,
+        writing: bool,
+    ) -> Poll<Woke> {
+        if notified.poll(cx).is_ready() {
+            return Poll::Ready(Woke::Shard);
+        }
+        if writing {
+            return Poll::Ready(match ready!(self.stream.poll_write_ready(cx)) {
+                Ok(()) => Woke::Writable,
+                Err(e) => Woke::Err(e),
+            });
+        }
+        let mut buf = sh.buf.borrow_mut();
+        let mut rb = ReadBuf::new(&mut buf);
+        Poll::Ready(
+            match ready!(Pin::new(&mut self.stream).poll_read(cx, &mut rb)) {
+                Ok(()) if rb.filled().is_empty() => Woke::Eof,
+                Ok(()) => Woke::Read(rb.filled().len()),
+                Err(e) => Woke::Err(e),
+            },
+        )
+    }
+
+    /// Handles `n` bytes just read into the shard's buffer.
+    fn input(&mut self, sh: &Shard, n: usize) -> Option<End> {
+        sh.c.borrow_mut().bytes_in += n as u64;
+        match sh.cfg.mode {
+            Mode::Hold => None,
+            Mode::Echo => {
+                let buf = sh.buf.borrow();
+                let mut c = sh.c.borrow_mut();
+                c.echo_round_trips += 1;
+                self.send(&buf[..n], &mut c.bytes_out).err().map(End::Io)
+            }
+            Mode::Ws => self.ws_input(sh, n),
+        }
+    }
+
+    fn ws_input(&mut self, sh: &Shard, n: usize) -> Option<End> {
+        let mut buf = sh.buf.borrow_mut();
+        let mut out = sh.out.borrow_mut();
+        let mut c = sh.c.borrow_mut();
+        out.clear();
+        let was_open = self.ws == WsState::Open;
+        let mut spill = self.spill.take();
+        let mut frag = spill.as_mut().and_then(|s| s.frag.take());
+        let action = match spill.as_mut().filter(|s| !s.inbuf.is_empty()) {
+            // A partial frame waits: append, decode from the connection's own buffer.
+            Some(s) => {
+                s.inbuf.extend_from_slice(&buf[..n]);
+                let (used, a) = ws_input(
+                    &sh.dec,
+                    &mut self.ws,
+                    &mut s.inbuf[..],
+                    &mut frag,
+                    &mut out,
+                    &mut c,
+                );
+                s.inbuf.advance(used);
+                a
+            }
+            // The usual case: decode in place in the shard's buffer, keep only a tail.
+            None => {
+                let (used, a) = ws_input(
+                    &sh.dec,
+                    &mut self.ws,
+                    &mut buf[..n],
+                    &mut frag,
+                    &mut out,
+                    &mut c,
+                );
+                if used < n {
+                    spill
+                        .get_or_insert_with(Box::default)
+                        .inbuf
+                        .extend_from_slice(&buf[used..n]);
+                }
+                a
+            }
+        };
+        if frag.is_some() {
+            spill.get_or_insert_with(Box::default).frag = frag;
+        }
+        self.spill = spill;
+        if !was_open && self.ws == WsState::Open {
+            // Pushes begun before it opened are not its own.
+            self.push_gen = sh.push_gen.get();
+            sh.handshake_over(self.hs_seq);
+        }
+        let sent = if out.is_empty() {
+            Ok(())
+        } else if action == Action::Continue {
+            self.send(&out, &mut c.bytes_out)
+        } else {
+            // The close reply is the last write: with the FIN in one segment (as the
+            // epoll engine's), so no tail-loss probe is armed for a lone reply.
+            if !self.has_out()
+                && let Ok(n) = sys::write_before_close(self.raw_fd(), &out)
+            {
+                c.bytes_out += n as u64;
+            }
+            Ok(())
+        };
+        self.shrink();
+        match (sent, action) {
+            (Err(e), _) => Some(End::Io(e)),
+            (Ok(()), Action::Continue) => None,
+            (Ok(()), Action::ClosePeer) => Some(End::Peer),
+            (Ok(()), Action::CloseProtocol) => Some(End::Protocol),
+        }
+    }
+
+    /// Writes the current push frame (the connection was open when it began).
+    fn push(&mut self, sh: &Shard) -> io::Result<()> {
+        self.push_gen = sh.push_gen.get();
+        let Some((id, started)) = sh.push.borrow().as_ref().map(|j| (j.id, j.started_unix_ns))
+        else {
+            return Ok(()); // cut short by a close
+        };
+        let mut frame = proto::push_frame(id, started);
+        let now = proto::stamp_push(&mut frame);
+        let r = self.send(&frame, &mut sh.c.borrow_mut().bytes_out);
+        sh.settle_push(r.as_ref().ok().map(|()| now));
+        r
+    }
+
+    /// Writes `bytes` after anything already queued; queues what the socket does not
+    /// take (the task then waits for `writable`). An error is a broken connection.
+    fn send(&mut self, bytes: &[u8], written: &mut u64) -> io::Result<()> {
+        if let Some(s) = self.spill.as_mut().filter(|s| !s.out.is_empty()) {
+            if s.out.len() + bytes.len() > MAX_PENDING_OUT {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "peer not reading: output queue full",
+                ));
+            }
+            s.out.extend_from_slice(bytes);
+            return Ok(());
+        }
+        let n = match self.stream.try_write(bytes) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(e),
+        };
+        *written += n as u64;
+        if n < bytes.len() {
+            let s = self.spill.get_or_insert_with(Box::default);
+            s.out.clear();
+            s.out.extend_from_slice(&bytes[n..]);
+        }
+        Ok(())
+    }
+
+    /// Writes queued output as far as the socket takes it.
+    fn flush(&mut self, sh: &Shard) -> io::Result<()> {
+        if let Some(s) = self.spill.as_mut() {
+            while !s.out.is_empty() {
+                match self.stream.try_write(&s.out) {
+                    Ok(n) => {
+                        s.out.advance(n);
+                        sh.c.borrow_mut().bytes_out += n as u64;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        self.shrink();
+        Ok(())
+    }
+
+    /// Drops the spill if it holds nothing, so idle connections return to zero heap.
+    fn shrink(&mut self) {
+        if self.spill.as_ref().is_some_and(|s| s.is_empty()) {
+            self.spill = None;
+        }
+    }
+}
