@@ -313,7 +313,6 @@ fn relative_imports(text: &str, module: &str) -> BTreeSet<String> {
 const KNOWN_CIRCLES: &[&[&str]] = &[
     &["lab::doctor", "lab::tuning"],
     &["lab::figures", "lab::model", "lab::view::compare"],
-    &["lab::run", "lab::run::child_args", "lab::servers"],
     &["lab::view::prometheus", "lab::view::prometheus::http"],
 ];
 

@@ -7,7 +7,7 @@
 
 use anyhow::{Result, bail};
 
-use super::RunArgs;
+use super::flags::RunArgs;
 use crate::lab::doctor::{self, Check, Status, Target};
 
 /// A target more than free memory holds fails now, with the memory check's own line
@@ -40,7 +40,7 @@ pub fn sequence(args: &RunArgs, foreign_server: bool) -> Result<()> {
     if args.force {
         return Ok(());
     }
-    let (connections, _) = super::resolve_target(args.connections);
+    let (connections, _) = super::plan::resolve_target(args.connections);
     let server_ports = args.ports.0.len() as u64;
     let sources = match &args.source {
         Some(s) => crate::args::parse_addrs(std::slice::from_ref(s))?.len() as u64,
