@@ -2,7 +2,7 @@
 //! push (through c1m's control endpoint or a foreign server's trigger) and teardown, each
 //! waited for tick by tick. What ends a wait is decided in `phases.rs`.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
@@ -14,15 +14,17 @@ use super::{
     journal::Role,
     lab::Lab,
     phases::{
-        Limit, PUSH_STALL, Progress, SETUP_STALL, counts_agree, push_witness, server_counts_agree,
-        server_established,
+        Limit, LimitWatch, PUSH_MARK, PUSH_STALL, Progress, PushPhase, SERVER_START, SETTLING,
+        Setup, TEARDOWN, clients_all_dead, foreign_rounds, foreign_want, frames, local_setup,
+        progress, push_audience, push_phase, push_reached, push_witness, server_established,
+        server_started, settled, setup_limit, torn_down,
     },
     stall::StallWatch,
 };
 use crate::{
     fmt::count,
     observer::KernelView,
-    workload::{config::Mode, push_trigger::PushTrigger, stats::AppSnapshot},
+    workload::{push_trigger::PushTrigger, stats::AppSnapshot},
 };
 
 impl Lab {
@@ -34,68 +36,28 @@ impl Lab {
         limit: Limit,
         done: impl Fn(Option<&AppSnapshot>, Option<&AppSnapshot>, Option<&KernelView>) -> bool,
     ) -> Result<bool> {
-        let started = Instant::now();
-        let mut progress = (0u64, started);
+        let mut watch = LimitWatch::new(limit, Instant::now());
+        let external = self.client_ctl.is_none();
         loop {
             if !self.tick().await? {
                 return Ok(false);
             }
             self.check_children()?;
-            if done(
-                self.last_server.as_ref(),
-                self.last_client.as_ref(),
-                self.kernel_view().as_ref(),
-            ) {
+            let (server, client) = (self.last_server.as_ref(), self.last_client.as_ref());
+            if done(server, client, self.kernel_view().as_ref()) {
                 return Ok(true);
             }
-            if let Some(c) = &self.last_client
-                && c.workers.count > 0
-                && c.workers.alive == 0
-            {
+            if clients_all_dead(client) {
                 bail!(
                     "every client worker died during {what}: see {}",
                     self.dir.join("client.log").display()
                 );
             }
-            match limit {
-                Limit::Total(d) if started.elapsed() > d => {
-                    bail!("{what} did not finish within {:.0} s", d.as_secs_f64())
-                }
-                Limit::Stall(d, measure) => {
-                    let done = self.progress(measure);
-                    if done > progress.0 {
-                        progress = (done, Instant::now());
-                    } else if progress.1.elapsed() > d {
-                        let step = match measure {
-                            Progress::Connects => "connect finished",
-                            Progress::Push(_) => "frame arrived",
-                        };
-                        bail!(
-                            "{what} stalled: no {step} for {:.0} s ({} so far)",
-                            d.as_secs_f64(),
-                            count(done)
-                        )
-                    }
-                }
-                Limit::Total(_) => {}
+            if let Some(overrun) = watch.check(Instant::now(), |measure| {
+                progress(measure, external, server, client)
+            }) {
+                bail!(overrun.message(what))
             }
-        }
-    }
-
-    /// How far a phase judged by [`Limit::Stall`] has come.
-    fn progress(&self, measure: Progress) -> u64 {
-        // External clients: the server's figures are the only word here.
-        match (measure, &self.last_client, &self.last_server) {
-            (Progress::Connects, Some(c), _) => c.counters.connected + c.counters.failures.total(),
-            (Progress::Connects, None, Some(s)) => s.counters.accepted,
-            (Progress::Connects, None, None) => 0,
-            (Progress::Push(id), _, _) => push_witness(
-                self.client_ctl.is_none(),
-                self.last_server.as_ref(),
-                self.last_client.as_ref(),
-            )
-            .and_then(|x| x.pushes.iter().find(|p| p.push_id == id))
-            .map_or(0, |p| p.count),
         }
     }
 
@@ -111,11 +73,9 @@ impl Lab {
             Some(_) => {}
             None => {
                 if !self
-                    .wait_for(
-                        "server start",
-                        Limit::Total(Duration::from_secs(60)),
-                        |s, _, _| s.is_some_and(|s| s.phase == "running"),
-                    )
+                    .wait_for("server start", Limit::Total(SERVER_START), |s, _, _| {
+                        server_started(s)
+                    })
                     .await?
                 {
                     return Ok(());
@@ -132,9 +92,7 @@ impl Lab {
                 c.client = Some(client);
             }
         }
-        let setup_timeout = args
-            .setup_timeout
-            .map_or(Limit::Stall(SETUP_STALL, Progress::Connects), Limit::Total);
+        let setup_timeout = setup_limit(args.setup_timeout);
         // A foreign server that stops completing connections ends the setup early.
         let watch = std::cell::RefCell::new(StallWatch::default());
         let stalled = std::cell::Cell::new(false);
@@ -147,21 +105,12 @@ impl Lab {
             .await?
         } else {
             self.wait_for("setup", setup_timeout, |_, c, _| {
-                let Some(c) = c else { return false };
-                if c.phase == "hold" || c.counters.attempted >= n && c.counters.in_flight == 0 {
-                    return true;
-                }
-                let pending = c.counters.connected < n;
-                if watch_stalls
-                    && c.phase == "ramp"
-                    && watch
-                        .borrow_mut()
-                        .stalled(Instant::now(), c.counters.connected, pending)
-                {
+                let mut watch = watch.borrow_mut();
+                let setup = local_setup(c, n, watch_stalls.then_some(&mut *watch), Instant::now());
+                if setup == Setup::Stalled {
                     stalled.set(true);
-                    return true;
                 }
-                false
+                setup != Setup::Ramping
             })
             .await?
         };
@@ -176,17 +125,9 @@ impl Lab {
             notes.push(w);
             Ok(true)
         } else {
-            self.wait_for(
-                "settling",
-                Limit::Total(Duration::from_secs(30)),
-                move |s, c, k| {
-                    if external {
-                        server_counts_agree(s, k)
-                    } else {
-                        counts_agree(s, c, k)
-                    }
-                },
-            )
+            self.wait_for("settling", Limit::Total(SETTLING), move |s, c, k| {
+                settled(external, s, c, k)
+            })
             .await
         };
         if external {
@@ -225,12 +166,13 @@ impl Lab {
         self.end(Vec::new()).await;
         self.write_exports()?;
 
-        if args.mode == Mode::Ws && args.pushes > 0 && self.trigger != PushTrigger::Control {
+        let push = push_phase(args.mode, args.pushes, &self.trigger);
+        if push == PushPhase::Trigger {
             self.begin("push");
             let notes = self.foreign_push(args).await?;
             self.end(notes).await;
             self.write_exports()?;
-        } else if args.mode == Mode::Ws && args.pushes > 0 {
+        } else if push == PushPhase::Control {
             self.begin("push");
             let mut notes = Vec::new();
             for k in 1..=u64::from(args.pushes) {
@@ -260,44 +202,30 @@ impl Lab {
                     self.warn(w.clone());
                     notes.push(w);
                 }
-                let open = push_witness(
+                let open = push_audience(
                     external,
                     self.last_server.as_ref(),
                     self.last_client.as_ref(),
-                )
-                .map(|x| {
-                    if external {
-                        x.counters.ws_open
-                    } else {
-                        x.counters.open
-                    }
-                })
-                .unwrap_or(0);
+                );
                 let reached = self
                     .wait_for(
                         "push",
                         Limit::Stall(PUSH_STALL, Progress::Push(push_id)),
-                        move |s, c, _| {
-                            push_witness(external, s, c).is_some_and(|x| {
-                                x.pushes
-                                    .iter()
-                                    .any(|p| p.push_id == push_id && p.count >= open)
-                            })
-                        },
+                        move |s, c, _| push_reached(external, s, c, push_id, open),
                     )
                     .await;
                 match reached {
                     Ok(true) => {}
                     Ok(false) => return Ok(()),
                     Err(e) => {
-                        let got = push_witness(
-                            external,
-                            self.last_server.as_ref(),
-                            self.last_client.as_ref(),
-                        )
-                        .and_then(|c| c.pushes.iter().find(|p| p.push_id == push_id))
-                        .map(|p| p.count)
-                        .unwrap_or(0);
+                        let got = frames(
+                            push_witness(
+                                external,
+                                self.last_server.as_ref(),
+                                self.last_client.as_ref(),
+                            ),
+                            push_id,
+                        );
                         let w =
                             format!("push {push_id} reached {got} of {open} connections: {e:#}");
                         self.warn(w.clone());
@@ -323,14 +251,9 @@ impl Lab {
             }
         }
         let done = self
-            .wait_for(
-                "teardown",
-                Limit::Total(Duration::from_secs(180)),
-                move |s, c, _| {
-                    (external || c.is_some_and(|c| c.counters.open == 0))
-                        && s.is_some_and(|s| s.counters.open == 0)
-                },
-            )
+            .wait_for("teardown", Limit::Total(TEARDOWN), move |s, c, _| {
+                torn_down(external, s, c)
+            })
             .await;
         let notes = match done {
             Ok(_) => Vec::new(),
@@ -351,23 +274,14 @@ impl Lab {
     /// sends within `--push-wait` is measured. Returns the phase's notes.
     async fn foreign_push(&mut self, args: &RunArgs) -> Result<Vec<String>> {
         let mut notes = Vec::new();
-        let pushes = if self.trigger == PushTrigger::None {
-            1
-        } else {
-            args.pushes
-        };
+        let pushes = foreign_rounds(&self.trigger, args.pushes);
         for id in 1..=u64::from(pushes) {
             let open = self
                 .last_client
                 .as_ref()
                 .map(|c| c.counters.open)
                 .unwrap_or(0);
-            // With `none`, every connection should get `--pushes` frames in the wait.
-            let want = if self.trigger == PushTrigger::None {
-                open * u64::from(args.pushes)
-            } else {
-                open
-            };
+            let want = foreign_want(&self.trigger, open, args.pushes);
             self.client_call(&format!("mark {id} 0"))
                 .await
                 .context("telling the client which push comes")?;
@@ -375,7 +289,7 @@ impl Lab {
             if !self
                 .wait_for(
                     "the client's push mark",
-                    Limit::Total(Duration::from_secs(10)),
+                    Limit::Total(PUSH_MARK),
                     |_, c, _| c.is_some_and(|c| c.push_mark >= id),
                 )
                 .await?
@@ -396,8 +310,8 @@ impl Lab {
                 .await
                 .with_context(|| format!("--push-trigger {}", self.trigger))?;
             let reached = self
-                .wait_for("push", Limit::Total(args.push_wait), |_, c, _| {
-                    c.is_some_and(|c| c.pushes.iter().any(|p| p.push_id == id && p.count >= want))
+                .wait_for("push", Limit::Total(args.push_wait), |s, c, _| {
+                    push_reached(false, s, c, id, want)
                 })
                 .await;
             match reached {
@@ -405,10 +319,7 @@ impl Lab {
                 Ok(false) => return Ok(notes),
                 Err(_) => {
                     let c = self.last_client.as_ref();
-                    let got = c
-                        .and_then(|c| c.pushes.iter().find(|p| p.push_id == id))
-                        .map(|p| p.count)
-                        .unwrap_or(0);
+                    let got = frames(c, id);
                     let undecodable = c.map(|c| c.counters.push_undecodable).unwrap_or(0);
                     let secs = args.push_wait.as_secs_f64();
                     let w = if got == 0 {
