@@ -2,7 +2,7 @@
 //! push (through c1m's control endpoint or a foreign server's trigger) and teardown, each
 //! waited for tick by tick. What ends a wait is decided in `phases.rs`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
@@ -61,7 +61,31 @@ impl Lab {
         }
     }
 
+    /// The phases in their order; Ok(()) too when the user stopped the run.
     pub(super) async fn drive(&mut self, args: &RunArgs, n: u64, plan: &ChildPlan) -> Result<()> {
+        if !self.setup(args, n, plan).await? || !self.idle(args.idle).await? {
+            return Ok(());
+        }
+        match push_phase(args.mode, args.pushes, &self.trigger) {
+            PushPhase::Trigger => {
+                self.begin("push");
+                let notes = self.foreign_push(args).await?;
+                self.end(notes).await;
+                self.write_exports()?;
+            }
+            PushPhase::Control => {
+                if !self.control_push(args).await? {
+                    return Ok(());
+                }
+            }
+            PushPhase::Skip => {}
+        }
+        self.teardown().await
+    }
+
+    /// Server up, client started, the ramp, then kernel and app agreeing. False when the
+    /// run goes no further (the user stopped it).
+    async fn setup(&mut self, args: &RunArgs, n: u64, plan: &ChildPlan) -> Result<bool> {
         // Server up?
         self.begin("setup");
         match self.foreign.as_mut() {
@@ -78,7 +102,7 @@ impl Lab {
                     })
                     .await?
                 {
-                    return Ok(());
+                    return Ok(false);
                 }
             }
         }
@@ -115,7 +139,7 @@ impl Lab {
             .await?
         };
         if !set_up {
-            return Ok(());
+            return Ok(false);
         }
         let mut notes = Vec::new();
         // Let the kernel and the app agree (accept queues drained) before calling it set up.
@@ -151,92 +175,96 @@ impl Lab {
         self.end(notes).await;
         // Each phase on disk as it ends: a reader of the run folder sees it at once.
         self.write_exports()?;
-        if self.interrupted {
-            return Ok(());
-        }
+        Ok(!self.interrupted)
+    }
 
+    /// The connections held for `length`. False when the user stopped the run.
+    async fn idle(&mut self, length: Duration) -> Result<bool> {
         self.begin("idle");
-        let idle_end = Instant::now() + args.idle;
+        let idle_end = Instant::now() + length;
         while Instant::now() < idle_end {
             if !self.tick().await? {
-                return Ok(());
+                return Ok(false);
             }
             self.check_children()?;
         }
         self.end(Vec::new()).await;
         self.write_exports()?;
+        Ok(true)
+    }
 
-        let push = push_phase(args.mode, args.pushes, &self.trigger);
-        if push == PushPhase::Trigger {
-            self.begin("push");
-            let notes = self.foreign_push(args).await?;
-            self.end(notes).await;
-            self.write_exports()?;
-        } else if push == PushPhase::Control {
-            self.begin("push");
-            let mut notes = Vec::new();
-            for k in 1..=u64::from(args.pushes) {
-                // The trigger instant, on this box's clock (the client's), told to the
-                // client under the id the server gives its k-th push (the lab is its only
-                // driver), just before the trigger: fan-out starts where the push did,
-                // as for a foreign server's signal.
-                if self.client_ctl.is_some() {
-                    let fired_at = crate::workload::sys::realtime_ns();
-                    self.client_call(&format!("mark {k} {fired_at}"))
-                        .await
-                        .context("telling the client when the push was triggered")?;
-                }
-                let answer = self
-                    .server_ctl
-                    .call(&format!("push {}", args.push_writers))
+    /// `--pushes` broadcasts of c1m's own server, each awaited at its witness. False when
+    /// the user stopped the run.
+    async fn control_push(&mut self, args: &RunArgs) -> Result<bool> {
+        let external = self.client_ctl.is_none();
+        self.begin("push");
+        let mut notes = Vec::new();
+        for k in 1..=u64::from(args.pushes) {
+            // The trigger instant, on this box's clock (the client's), told to the
+            // client under the id the server gives its k-th push (the lab is its only
+            // driver), just before the trigger: fan-out starts where the push did,
+            // as for a foreign server's signal.
+            if self.client_ctl.is_some() {
+                let fired_at = crate::workload::sys::realtime_ns();
+                self.client_call(&format!("mark {k} {fired_at}"))
                     .await
-                    .context("asking the server to push")?;
-                let push_id = serde_json::from_str::<serde_json::Value>(&answer)
-                    .ok()
-                    .and_then(|v| v.get("push_id")?.as_u64())
-                    .with_context(|| format!("the server refused the push: {answer}"))?;
-                if push_id != k && self.client_ctl.is_some() {
-                    let w = format!(
-                        "push {push_id}: the server numbered the lab's push {k} {push_id}, so its fan-out is from the broadcast start, not the trigger"
+                    .context("telling the client when the push was triggered")?;
+            }
+            let answer = self
+                .server_ctl
+                .call(&format!("push {}", args.push_writers))
+                .await
+                .context("asking the server to push")?;
+            let push_id = serde_json::from_str::<serde_json::Value>(&answer)
+                .ok()
+                .and_then(|v| v.get("push_id")?.as_u64())
+                .with_context(|| format!("the server refused the push: {answer}"))?;
+            if push_id != k && self.client_ctl.is_some() {
+                let w = format!(
+                    "push {push_id}: the server numbered the lab's push {k} {push_id}, so its fan-out is from the broadcast start, not the trigger"
+                );
+                self.warn(w.clone());
+                notes.push(w);
+            }
+            let open = push_audience(
+                external,
+                self.last_server.as_ref(),
+                self.last_client.as_ref(),
+            );
+            let reached = self
+                .wait_for(
+                    "push",
+                    Limit::Stall(PUSH_STALL, Progress::Push(push_id)),
+                    move |s, c, _| push_reached(external, s, c, push_id, open),
+                )
+                .await;
+            match reached {
+                Ok(true) => {}
+                Ok(false) => return Ok(false),
+                Err(e) => {
+                    let got = frames(
+                        push_witness(
+                            external,
+                            self.last_server.as_ref(),
+                            self.last_client.as_ref(),
+                        ),
+                        push_id,
                     );
+                    let w = format!("push {push_id} reached {got} of {open} connections: {e:#}");
                     self.warn(w.clone());
                     notes.push(w);
                 }
-                let open = push_audience(
-                    external,
-                    self.last_server.as_ref(),
-                    self.last_client.as_ref(),
-                );
-                let reached = self
-                    .wait_for(
-                        "push",
-                        Limit::Stall(PUSH_STALL, Progress::Push(push_id)),
-                        move |s, c, _| push_reached(external, s, c, push_id, open),
-                    )
-                    .await;
-                match reached {
-                    Ok(true) => {}
-                    Ok(false) => return Ok(()),
-                    Err(e) => {
-                        let got = frames(
-                            push_witness(
-                                external,
-                                self.last_server.as_ref(),
-                                self.last_client.as_ref(),
-                            ),
-                            push_id,
-                        );
-                        let w =
-                            format!("push {push_id} reached {got} of {open} connections: {e:#}");
-                        self.warn(w.clone());
-                        notes.push(w);
-                    }
-                }
             }
-            self.end(notes).await;
-            self.write_exports()?;
         }
+        self.end(notes).await;
+        self.write_exports()?;
+        Ok(true)
+    }
 
+    /// Every connection closed: by the lab's client, or by the server for clients on
+    /// other hosts.
+    async fn teardown(&mut self) -> Result<()> {
+        let external = self.client_ctl.is_none();
         self.begin("teardown");
         match &self.client_ctl {
             Some(c) => {

@@ -450,6 +450,28 @@ impl Lab {
         Ok(())
     }
 
+    /// Teardown of whatever is still up, whatever happened: c1m's children asked to stop
+    /// and awaited (10 s each), a foreign server stopped.
+    pub(super) async fn stop_servers_and_clients(&mut self) {
+        if let Some(c) = &self.client_ctl {
+            let _ = c.call("stop").await;
+        }
+        if self.foreign.is_none() {
+            let _ = self.server_ctl.call("stop").await;
+        }
+        let mut children = self.children.take();
+        if let Some(c) = children.as_mut().and_then(|c| c.client.as_mut()) {
+            let _ = tokio::time::timeout(Duration::from_secs(10), c.wait()).await;
+        }
+        if let Some(s) = children.as_mut().and_then(|c| c.server.as_mut()) {
+            let _ = tokio::time::timeout(Duration::from_secs(10), s.wait()).await;
+        }
+        drop(children);
+        if let Some(f) = self.foreign.as_mut() {
+            f.stop(foreign::STOP_GRACE).await;
+        }
+    }
+
     /// Records bad news once: summary.json, the live view's notes, the report's top
     /// line and, at the end, stderr; any warning makes the run "degraded".
     pub(super) fn warn(&mut self, w: String) {

@@ -2,10 +2,7 @@
 //! folder and its journal, the server, the lab's phases, then teardown, the verdict and
 //! the exports, whatever happened.
 
-use std::{
-    path::PathBuf,
-    time::{Duration, Instant},
-};
+use std::{path::PathBuf, time::Instant};
 
 use anyhow::{Context, Result, bail};
 use tokio::process::Child;
@@ -14,23 +11,22 @@ use super::{
     children::{Children, spawn_c1m},
     ctl::Ctl,
     flags::{Clients, RunArgs, ServerSpec},
-    folder, foreign,
+    folder,
     foreign::ForeignServer,
     host::machine,
     isolation,
-    journal::{self, JournalFile, Role},
+    journal::{JournalFile, Role},
     lab::{Lab, Pending},
-    plan::{plan_into, resolve_target},
-    ports, preflight, sources,
+    plan::{self, Sources, plan_into, resolve_target},
+    ports, preflight, verdict,
 };
 use crate::{
     fmt::count,
     lab::{
-        doctor::{self, Status, Target},
+        doctor::Target,
         figures::{FiguresBuilder, Rows},
         live::{Live, LiveOutput, MetricsAt},
-        model::{Netns, Outcome, RunConfig, RunInfo, RunRecord, ServerInfo, Software},
-        tuning::{self, Sweep, Tuning},
+        model::{Netns, Outcome, RunConfig, RunInfo, RunRecord},
     },
     observer::ObserverHandle,
     workload::{push_rule::PushRule, push_trigger::PushTrigger},
@@ -59,21 +55,13 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         preflight::memory_first(connections, args.force)?;
     }
     let server_ports = args.ports.0.len() as u64;
-    let (sources, source_count, sources_reason) = match &args.source {
-        Some(s) => (
-            s.clone(),
-            crate::args::parse_addrs(std::slice::from_ref(s))?.len() as u64,
-            "--source".to_owned(),
-        ),
-        None => {
-            let c = sources::choose(
-                connections,
-                server_ports,
-                crate::workload::limits::ephemeral_ports().unwrap_or(28_232),
-            );
-            (c.range(), c.count, c.reason())
-        }
-    };
+    let Sources {
+        range: sources,
+        count: source_count,
+        reason: sources_reason,
+    } = plan::sources(args.source.as_deref(), connections, server_ports, || {
+        crate::workload::limits::ephemeral_ports().unwrap_or(28_232)
+    })?;
     let started_ms = crate::util::unix_ms_now();
     let stamp = crate::fmt::stamp(started_ms);
     // Checked now with the folder the run would get; made (never shared) after preflight.
@@ -93,20 +81,7 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         _ => Netns::Inherited,
     };
     let start = isolation::start_state(&args.ports.0, netns, wait);
-    let mut server_info = ServerInfo {
-        name: args
-            .server_name
-            .clone()
-            .unwrap_or_else(|| spec.default_name()),
-        ..ServerInfo::default()
-    };
-    if spec == ServerSpec::Own {
-        server_info.engine = Some(args.server_engine.unwrap_or(args.engine));
-        server_info.library = Some(Software {
-            name: "c1m".to_owned(),
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-        });
-    }
+    let server_info = plan::server_info(&args, &spec);
     // A --target listens there already, by design.
     if !matches!(spec, ServerSpec::Target(..)) {
         ports::preflight(&args.ports.0, &listen_addrs)?;
@@ -123,32 +98,6 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     say!(args.json, "start: {}", start.describe());
 
     // Preflight.
-    // Not this run's problem (and not root's business to fail a user's run over).
-    match tuning::restore_orphans(Sweep::Run) {
-        Ok(swept) => {
-            for (c, ns) in &swept.restored {
-                let there = ns
-                    .map(|n| format!(" in network namespace net:[{n}]"))
-                    .unwrap_or_default();
-                eprintln!(
-                    "c1m: restored {} = {} (was {}){there}, left by a killed tuned run",
-                    c.name, c.old, c.new
-                );
-            }
-            for l in &swept.left {
-                eprintln!("c1m: sysctls left by a killed tuned run stay as they are: {l}");
-            }
-            for l in &swept.ignored {
-                eprintln!("c1m: {l}");
-            }
-        }
-        Err(e) => eprintln!(
-            "c1m: sysctls left by a killed tuned run stay as they are ({e}); fix: sudo c1m doctor --restore"
-        ),
-    }
-    for l in journal::leftover_lines() {
-        eprintln!("c1m: {l}");
-    }
     let target = Target {
         connections,
         server_ports,
@@ -157,38 +106,7 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         observer: observer_wanted,
         foreign_server: spec.foreign(),
     };
-    let mut checks = doctor::checks(&target);
-    let tuning = if args.tune {
-        let t = Tuning::apply(&checks).context("--tune")?;
-        for c in &t.changed {
-            say!(args.json, "tune: {} {} -> {}", c.name, c.old, c.new);
-        }
-        for c in &t.held {
-            say!(
-                args.json,
-                "tune: {} stays {}: another tuned lab set it; the last of us restores {}",
-                c.name,
-                c.new,
-                c.old
-            );
-        }
-        checks = doctor::checks(&target);
-        Some(t)
-    } else {
-        None
-    };
-    let problems: Vec<&doctor::Check> = checks.iter().filter(|c| c.status != Status::Ok).collect();
-    if !problems.is_empty() {
-        say_raw!(
-            args.json,
-            "{}",
-            doctor::table(&problems.iter().map(|c| (*c).clone()).collect::<Vec<_>>())
-        );
-    }
-    let failed: Vec<&doctor::Check> = checks.iter().filter(|c| c.status == Status::Fail).collect();
-    if !failed.is_empty() && !args.force {
-        bail!("{}", doctor::failure_line(&failed));
-    }
+    let tuning = preflight::checks(&target, args.tune, args.force, args.json)?;
 
     let dir = match dir {
         Some(d) => folder::create_given(&d).map(|()| d),
@@ -343,8 +261,8 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         live,
         figures: FiguresBuilder::new(),
         rows: Rows::new(started_ms),
-        server_ctl: server_ctl.clone(),
-        client_ctl: client_ctl.clone(),
+        server_ctl,
+        client_ctl,
         last_server: None,
         last_client: None,
         server_poll: Pending::new(),
@@ -367,24 +285,7 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     };
 
     let result = lab.drive(&args, connections, &plan).await;
-    // Teardown whatever is still up, whatever happened.
-    if let Some(c) = &client_ctl {
-        let _ = c.call("stop").await;
-    }
-    if lab.foreign.is_none() {
-        let _ = server_ctl.call("stop").await;
-    }
-    let mut children = lab.children.take();
-    if let Some(c) = children.as_mut().and_then(|c| c.client.as_mut()) {
-        let _ = tokio::time::timeout(Duration::from_secs(10), c.wait()).await;
-    }
-    if let Some(s) = children.as_mut().and_then(|c| c.server.as_mut()) {
-        let _ = tokio::time::timeout(Duration::from_secs(10), s.wait()).await;
-    }
-    drop(children);
-    if let Some(f) = lab.foreign.as_mut() {
-        f.stop(foreign::STOP_GRACE).await;
-    }
+    lab.stop_servers_and_clients().await;
     // A server that printed its versions late (or had to be waited for) is named now.
     lab.record_versions();
     lab.observer = None;
@@ -399,17 +300,16 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     if result.is_ok() && !lab.interrupted {
         lab.conclude(connections);
     }
-    lab.record.outcome = match &result {
-        Err(e) => {
-            lab.record
-                .warnings
-                .insert(0, format!("the run failed: {e:#}"));
-            Outcome::Failed
-        }
-        Ok(()) if lab.interrupted => Outcome::Interrupted,
-        Ok(()) if !lab.record.warnings.is_empty() => Outcome::Degraded,
-        Ok(()) => Outcome::Complete,
-    };
+    if let Err(e) = &result {
+        lab.record
+            .warnings
+            .insert(0, format!("the run failed: {e:#}"));
+    }
+    lab.record.outcome = verdict::outcome(
+        result.is_err(),
+        lab.interrupted,
+        !lab.record.warnings.is_empty(),
+    );
     let written = lab.write_exports();
     if let Err(e) = &written {
         folder::fail_in_place(&lab.dir, &mut lab.record, e);

@@ -1,4 +1,5 @@
-//! The run's plan from its flags: how many connections and why, and the children's
+//! The run's plan from its flags: how many connections and why, the
+//! client's source addresses, the server's name in the record, and the children's
 //! command lines (with external clients, the server's control endpoint).
 
 use std::path::{Path, PathBuf};
@@ -7,9 +8,15 @@ use anyhow::{Result, bail};
 
 use super::{
     child_args::ChildPlan,
-    flags::{EXTERNAL_CONTROL_PORT, RunArgs, TargetArg},
+    flags::{EXTERNAL_CONTROL_PORT, RunArgs, ServerSpec, TargetArg},
 };
-use crate::{fmt::count, lab::doctor};
+use crate::{
+    fmt::count,
+    lab::{
+        doctor,
+        model::{ServerInfo, Software},
+    },
+};
 
 /// The connections to aim for and why.
 pub(crate) fn resolve_target(asked: Option<TargetArg>) -> (u64, String) {
@@ -55,6 +62,59 @@ pub(crate) fn resolve_target(asked: Option<TargetArg>) -> (u64, String) {
             )
         }
     }
+}
+
+/// The client's source addresses: `--source`, or as many as the ephemeral port range
+/// needs (`ephemeral` reads its size, only then).
+pub(crate) struct Sources {
+    /// The addresses as the client's `--sources` takes them.
+    pub(crate) range: String,
+    pub(crate) count: u64,
+    /// Why these, for the run's header and record.
+    pub(crate) reason: String,
+}
+
+pub(crate) fn sources(
+    given: Option<&str>,
+    connections: u64,
+    server_ports: u64,
+    ephemeral: impl FnOnce() -> u64,
+) -> Result<Sources> {
+    Ok(match given {
+        Some(s) => Sources {
+            range: s.to_owned(),
+            count: crate::args::parse_addrs(&[s.to_owned()])?.len() as u64,
+            reason: "--source".to_owned(),
+        },
+        None => {
+            let c = super::sources::choose(connections, server_ports, ephemeral());
+            Sources {
+                range: c.range(),
+                count: c.count,
+                reason: c.reason(),
+            }
+        }
+    })
+}
+
+/// The server as the record names it: `--server-name` or its default; c1m's own with
+/// its engine and version.
+pub(super) fn server_info(args: &RunArgs, spec: &ServerSpec) -> ServerInfo {
+    let mut server_info = ServerInfo {
+        name: args
+            .server_name
+            .clone()
+            .unwrap_or_else(|| spec.default_name()),
+        ..ServerInfo::default()
+    };
+    if *spec == ServerSpec::Own {
+        server_info.engine = Some(args.server_engine.unwrap_or(args.engine));
+        server_info.library = Some(Software {
+            name: "c1m".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        });
+    }
+    server_info
 }
 
 /// The children's plan for a run into `dir`: their arguments and, with external clients,
