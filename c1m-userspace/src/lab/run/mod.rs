@@ -3,6 +3,11 @@
 //! comparison: setup (paced ramp), idle (hold), push (broadcast a timestamp to every
 //! connection), teardown. Live view while it runs; a run folder with every export
 //! after it, rewritten as it goes so Ctrl-C or a crash loses nothing measured.
+//!
+//! Here the entry; one run is `one.rs` (its flags `flags.rs`, its plan `plan.rs`), the lab
+//! while it runs `lab.rs`, its phases `drive.rs` with their decisions in `phases.rs`.
+
+// The macros come before the modules so that every room of the run can say a line.
 
 /// A line for the user: stdout, or stderr when stdout carries `--json` lines.
 macro_rules! say {
