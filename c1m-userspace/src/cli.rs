@@ -18,7 +18,7 @@ pub struct Cli {
 pub enum Command {
     /// The lab: server, client and kernel observer through setup, idle, push and
     /// teardown, with the live view and a run folder of exports.
-    Run(crate::lab::run::RunArgs),
+    Run(crate::lab::run::flags::RunArgs),
     /// Regenerate a run folder's report.html (and derived files) from its summary.json.
     Report(crate::lab::export::cli::ReportArgs),
     /// Put any number of runs side by side (`RUN_DIR=NAME`; a shared name = repeats),

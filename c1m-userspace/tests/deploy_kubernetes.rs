@@ -9,7 +9,7 @@ use std::{collections::BTreeMap, path::PathBuf};
 use c1m::{
     args::parse_ports,
     cli::{Cli, Command},
-    lab::run::Clients,
+    lab::run::flags::Clients,
     multihost::share::{self, ShardOf},
 };
 use clap::Parser as _;

@@ -313,12 +313,6 @@ fn relative_imports(text: &str, module: &str) -> BTreeSet<String> {
 const KNOWN_CIRCLES: &[&[&str]] = &[
     &["lab::doctor", "lab::tuning"],
     &["lab::figures", "lab::model", "lab::view::compare"],
-    &[
-        "lab::run",
-        "lab::run::child_args",
-        "lab::run::preflight",
-        "lab::servers",
-    ],
 ];
 
 /// Every module's imports, by file module: `crate::`, `super::` and `self::` paths,

@@ -27,7 +27,8 @@ use super::{
     export::load_run,
     model::Outcome,
     run::{
-        Clients, RunArgs, child_args,
+        child_args,
+        flags::{Clients, RunArgs},
         isolation::{self, Isolation},
     },
 };
@@ -430,7 +431,7 @@ async fn run_one(argv: &[std::ffi::OsString], signals: &mut Signals) -> Result<E
 /// idle phase and ~15 s of start, settling, push and teardown (a wait for clean ports
 /// comes on top).
 fn estimate(args: &RunArgs, runs: usize, isolation: Isolation) -> String {
-    let (n, _) = super::run::resolve_target(args.connections);
+    let (n, _) = super::run::plan::resolve_target(args.connections);
     let ramp = n as f64
         / if args.rate == 0 {
             25_000.0
@@ -529,7 +530,7 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
     // What would fail every run fails now, before any wait or folder.
     super::run::preflight::sequence(&args, servers.iter().any(|s| s.is_reference()))?;
     // Never another lab's, as a run folder (`run/folder.rs`).
-    let stamp = format!("{}-servers", crate::fmt::stamp(super::run::now_ms()));
+    let stamp = format!("{}-servers", crate::fmt::stamp(crate::util::unix_ms_now()));
     let dir = super::run::folder::create_unique(&args.out, &stamp).with_context(|| {
         format!(
             "creating the comparison folder {}",
@@ -597,7 +598,7 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
         // The sequence goes on (and compares what it has) even when the folder cannot
         // take the failure either, e.g. a full disk.
         if let Some(e) = failure
-            && let Err(w) = super::run::record_failure(&run_dir, &e)
+            && let Err(w) = super::run::folder::record_failure(&run_dir, &e)
         {
             eprintln!("c1m run --servers: {server}: {e:#}; and recording it: {w:#}");
         }
@@ -636,7 +637,7 @@ pub async fn run_all(mut args: RunArgs) -> Result<i32> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::lab::run::ServerSpec;
+    use crate::lab::run::flags::ServerSpec;
 
     #[test]
     fn names_round_trip_and_lists_are_checked() {

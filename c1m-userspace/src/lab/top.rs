@@ -122,7 +122,7 @@ async fn top(mut args: TopArgs) -> Result<()> {
         }
         state.elapsed_s = started.elapsed().as_secs_f64();
         state.target = state.client.as_ref().map(|c| c.target).unwrap_or(0);
-        let (own_user, own_sys) = super::run::own_cpu();
+        let (own_user, own_sys) = super::run::host::own_cpu();
         state.figures = figures.build(
             crate::util::unix_ms_now(),
             state.kernel.as_ref(),
@@ -134,7 +134,7 @@ async fn top(mut args: TopArgs) -> Result<()> {
         if let Some(sample) = rows.row(
             &state.figures,
             &state.phase,
-            (super::run::own_rss(), own_user + own_sys),
+            (super::run::host::own_rss(), own_user + own_sys),
         ) {
             state.history.push(sample);
             let excess = state.history.len().saturating_sub(600);

@@ -47,7 +47,7 @@ impl HostFolder {
             c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
             started_unix_ms: started,
             config,
-            machine: crate::lab::run::machine(),
+            machine: crate::lab::run::host::machine(),
             host: Some(host),
             ..RunRecord::default()
         };
@@ -83,11 +83,12 @@ impl HostFolder {
             None,
             Some(crate::lab::doctor::mem_available()),
         );
-        let own = crate::lab::run::own_cpu();
-        if let Some(row) =
-            self.rows
-                .row(&f, &snap.phase, (crate::lab::run::own_rss(), own.0 + own.1))
-        {
+        let own = crate::lab::run::host::own_cpu();
+        if let Some(row) = self.rows.row(
+            &f,
+            &snap.phase,
+            (crate::lab::run::host::own_rss(), own.0 + own.1),
+        ) {
             self.record.samples.push(Sample {
                 kernel_client_established: kernel_established,
                 ..row

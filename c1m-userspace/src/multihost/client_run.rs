@@ -142,12 +142,12 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         Some(dir) => {
             let host = crate::multihost::model::HostInfo {
                 role: crate::multihost::model::HostRole::Client,
-                hostname: crate::lab::run::machine().hostname,
+                hostname: crate::lab::run::host::machine().hostname,
                 label: a
                     .hosts_run
                     .host_label
                     .clone()
-                    .unwrap_or_else(|| crate::lab::run::machine().hostname),
+                    .unwrap_or_else(|| crate::lab::run::host::machine().hostname),
                 shard_index: shard.map(|s| s.index),
                 shard_count: shard.map(|s| s.count),
                 connections_total: Some(total),

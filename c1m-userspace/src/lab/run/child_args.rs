@@ -11,7 +11,7 @@ use std::{ffi::OsString, path::Path, time::Duration};
 use clap::{Args, Command, FromArgMatches};
 use thiserror::Error;
 
-use super::{RunArgs, TargetArg};
+use super::flags::{RunArgs, TargetArg};
 use crate::workload::cli::{ClientArgs, CommonArgs, Hold, ServerArgs};
 
 #[derive(Debug, Error)]

@@ -4,11 +4,18 @@
 //! next free suffix (`20261130-002901-2`). Measured before: two labs sharing a folder
 //! lost a journal ("No such file or directory"), fought over `server.sock`, and left one
 //! summary mixing both.
+//!
+//! A run that fails says so in its folder: `failed` and why, in place of `running`, even
+//! when the folder took no more exports.
 
 use std::{
     io,
     path::{Path, PathBuf},
 };
+
+use anyhow::{Context, Result};
+
+use crate::lab::model::{Outcome, RunRecord};
 
 /// Suffixes tried before giving up: far more labs than a box starts in one second.
 const MAX_SUFFIX: u32 = 1000;
@@ -58,6 +65,54 @@ pub fn create_given(dir: &Path) -> io::Result<()> {
         io::ErrorKind::AlreadyExists => io::Error::new(e.kind(), Taken),
         _ => e,
     })
+}
+
+/// A run that stopped on an error before the lab could conclude it: its folder says
+/// `failed` and why, so a comparison lists it beside the others.
+pub(crate) fn record_failure(dir: &Path, error: &anyhow::Error) -> Result<()> {
+    let mut record = crate::lab::export::load_run(dir).unwrap_or_else(|_| RunRecord {
+        c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
+        started_unix_ms: crate::util::unix_ms_now(),
+        ..RunRecord::default()
+    });
+    if record.outcome == Outcome::Running {
+        record.outcome = Outcome::Failed;
+        record.ended_unix_ms = crate::util::unix_ms_now();
+        record
+            .warnings
+            .insert(0, format!("the run failed: {error:#}"));
+    }
+    crate::lab::export::write_run(dir, &record)
+        .with_context(|| format!("writing {}", dir.display()))?;
+    Ok(())
+}
+
+/// The run folder did not take the exports (full, say): summary.json must not keep
+/// saying `running`. It says `failed` with the reason, written alone after the files
+/// `c1m report` rebuilds from it are removed to make room, or it is removed. Measured
+/// before: a full 64 KiB tmpfs left `running` and exit 1.
+pub(super) fn fail_in_place(dir: &Path, record: &mut RunRecord, e: &anyhow::Error) {
+    use crate::lab::export::{REPORT, SCHEMA, SUMMARY, TIMESERIES};
+    match record.warnings.first() {
+        Some(w) if w.starts_with("the run failed:") => {}
+        _ => record.warnings.insert(0, format!("the run failed: {e:#}")),
+    }
+    record.outcome = Outcome::Failed;
+    if record.ended_unix_ms == 0 {
+        record.ended_unix_ms = crate::util::unix_ms_now();
+    }
+    for name in [REPORT, TIMESERIES, SCHEMA] {
+        let _ = std::fs::remove_file(dir.join(name));
+    }
+    let summary = dir.join(SUMMARY);
+    let written = serde_json::to_vec_pretty(&*record)
+        .map_err(|e| e.to_string())
+        .and_then(|json| {
+            crate::lab::export::atomic::write_atomic(&summary, &json).map_err(|e| e.to_string())
+        });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&summary);
+    }
 }
 
 #[cfg(test)]

@@ -3,12 +3,15 @@
 //! was told "address range … larger than 65536"), and a `--servers` sequence's checks
 //! before its first run waits for clean ports (as non-root it waited out all 70 s of
 //! `--clean-wait`, then failed the privilege check in each run and printed a comparison
-//! of nothing).
+//! of nothing). Then a single run's own checks, with `--tune`.
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
-use super::RunArgs;
-use crate::lab::doctor::{self, Check, Status, Target};
+use super::{flags::RunArgs, journal};
+use crate::lab::{
+    doctor::{self, Check, Status, Target},
+    tuning::{self, Sweep, Tuning},
+};
 
 /// A target more than free memory holds fails now, with the memory check's own line
 /// and fix (`--force` starts anyway, as for every preflight failure).
@@ -40,19 +43,12 @@ pub fn sequence(args: &RunArgs, foreign_server: bool) -> Result<()> {
     if args.force {
         return Ok(());
     }
-    let (connections, _) = super::resolve_target(args.connections);
+    let (connections, _) = super::plan::resolve_target(args.connections);
     let server_ports = args.ports.0.len() as u64;
-    let sources = match &args.source {
-        Some(s) => crate::args::parse_addrs(std::slice::from_ref(s))?.len() as u64,
-        None => {
-            super::sources::choose(
-                connections,
-                server_ports,
-                crate::workload::limits::ephemeral_ports().unwrap_or(28_232),
-            )
-            .count
-        }
-    };
+    let sources = super::plan::sources(args.source.as_deref(), connections, server_ports, || {
+        crate::workload::limits::ephemeral_ports().unwrap_or(28_232)
+    })?
+    .count;
     let checks = doctor::checks(&Target {
         connections,
         server_ports,
@@ -68,4 +64,74 @@ pub fn sequence(args: &RunArgs, foreign_server: bool) -> Result<()> {
         bail!("{}", doctor::failure_line(&failed));
     }
     Ok(())
+}
+
+/// A single run's preflight: what killed labs left behind is swept first (restored, or
+/// said), then the checks for `target`, tuned with `--tune`; the problems are shown, and
+/// a failed check stops the run unless `--force`. The tuning, to restore at the end.
+pub(super) fn checks(
+    target: &Target,
+    tune: bool,
+    force: bool,
+    json: bool,
+) -> Result<Option<Tuning>> {
+    // Not this run's problem (and not root's business to fail a user's run over).
+    match tuning::restore_orphans(Sweep::Run) {
+        Ok(swept) => {
+            for (c, ns) in &swept.restored {
+                let there = ns
+                    .map(|n| format!(" in network namespace net:[{n}]"))
+                    .unwrap_or_default();
+                eprintln!(
+                    "c1m: restored {} = {} (was {}){there}, left by a killed tuned run",
+                    c.name, c.old, c.new
+                );
+            }
+            for l in &swept.left {
+                eprintln!("c1m: sysctls left by a killed tuned run stay as they are: {l}");
+            }
+            for l in &swept.ignored {
+                eprintln!("c1m: {l}");
+            }
+        }
+        Err(e) => eprintln!(
+            "c1m: sysctls left by a killed tuned run stay as they are ({e}); fix: sudo c1m doctor --restore"
+        ),
+    }
+    for l in journal::leftover_lines() {
+        eprintln!("c1m: {l}");
+    }
+    let mut checks = doctor::checks(target);
+    let tuning = if tune {
+        let t = Tuning::apply(&checks).context("--tune")?;
+        for c in &t.changed {
+            say!(json, "tune: {} {} -> {}", c.name, c.old, c.new);
+        }
+        for c in &t.held {
+            say!(
+                json,
+                "tune: {} stays {}: another tuned lab set it; the last of us restores {}",
+                c.name,
+                c.new,
+                c.old
+            );
+        }
+        checks = doctor::checks(target);
+        Some(t)
+    } else {
+        None
+    };
+    let problems: Vec<&Check> = checks.iter().filter(|c| c.status != Status::Ok).collect();
+    if !problems.is_empty() {
+        say_raw!(
+            json,
+            "{}",
+            doctor::table(&problems.iter().map(|c| (*c).clone()).collect::<Vec<_>>())
+        );
+    }
+    let failed: Vec<&Check> = checks.iter().filter(|c| c.status == Status::Fail).collect();
+    if !failed.is_empty() && !force {
+        bail!("{}", doctor::failure_line(&failed));
+    }
+    Ok(tuning)
 }

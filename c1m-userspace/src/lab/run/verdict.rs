@@ -1,8 +1,9 @@
 //! What went wrong in a run, as one warning line each: the lab adds them to the run's
 //! `warnings` (summary.json, the live view's notes, the report's top line, stderr), and
-//! any warning makes the outcome "degraded". Pure functions of the snapshots.
+//! any warning makes the outcome "degraded". Pure functions of the snapshots, and the
+//! outcome they make.
 
-use crate::workload::stats::snapshot::AppSnapshot;
+use crate::{lab::model::Outcome, workload::stats::snapshot::AppSnapshot};
 
 /// A worker process of `side` that died before teardown (its connections went with it).
 pub fn worker_deaths(side: &str, snap: &AppSnapshot) -> Vec<String> {
@@ -58,10 +59,32 @@ pub fn losses(n: u64, server: Option<&AppSnapshot>, client: Option<&AppSnapshot>
     out
 }
 
+/// The run's outcome: failed on an error, else interrupted by the user, degraded by any
+/// warning, or complete.
+pub fn outcome(failed: bool, interrupted: bool, warned: bool) -> Outcome {
+    if failed {
+        Outcome::Failed
+    } else if interrupted {
+        Outcome::Interrupted
+    } else if warned {
+        Outcome::Degraded
+    } else {
+        Outcome::Complete
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::workload::stats::snapshot::WorkerInfo;
+
+    #[test]
+    fn an_error_outranks_an_interruption_which_outranks_a_warning() {
+        assert_eq!(outcome(true, true, true), Outcome::Failed);
+        assert_eq!(outcome(false, true, true), Outcome::Interrupted);
+        assert_eq!(outcome(false, false, true), Outcome::Degraded);
+        assert_eq!(outcome(false, false, false), Outcome::Complete);
+    }
 
     fn snap(connected: u64, lost: u64) -> AppSnapshot {
         let mut s = AppSnapshot::default();

@@ -1,0 +1,376 @@
+//! The phase loop of one run: setup (server up, client started, ramp, settling), idle,
+//! push (through c1m's control endpoint or a foreign server's trigger) and teardown, each
+//! waited for tick by tick. What ends a wait is decided in `phases.rs`.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use super::{
+    child_args::ChildPlan,
+    children::spawn_c1m,
+    flags::RunArgs,
+    foreign,
+    journal::Role,
+    lab::Lab,
+    phases::{
+        Limit, LimitWatch, PUSH_MARK, PUSH_STALL, Progress, PushPhase, SERVER_START, SETTLING,
+        Setup, TEARDOWN, clients_all_dead, foreign_rounds, foreign_want, frames, local_setup,
+        progress, push_audience, push_phase, push_reached, push_witness, server_established,
+        server_started, settled, setup_limit, torn_down,
+    },
+    stall::StallWatch,
+};
+use crate::{
+    fmt::count,
+    observer::KernelView,
+    workload::{push_trigger::PushTrigger, stats::snapshot::AppSnapshot},
+};
+
+impl Lab {
+    /// Ticks until `done` holds for the latest snapshots, the limit passes (error)
+    /// or the user stops the run (Ok(false)).
+    async fn wait_for(
+        &mut self,
+        what: &str,
+        limit: Limit,
+        done: impl Fn(Option<&AppSnapshot>, Option<&AppSnapshot>, Option<&KernelView>) -> bool,
+    ) -> Result<bool> {
+        let mut watch = LimitWatch::new(limit, Instant::now());
+        let external = self.client_ctl.is_none();
+        loop {
+            if !self.tick().await? {
+                return Ok(false);
+            }
+            self.check_children()?;
+            let (server, client) = (self.last_server.as_ref(), self.last_client.as_ref());
+            if done(server, client, self.kernel_view().as_ref()) {
+                return Ok(true);
+            }
+            if clients_all_dead(client) {
+                bail!(
+                    "every client worker died during {what}: see {}",
+                    self.dir.join("client.log").display()
+                );
+            }
+            if let Some(overrun) = watch.check(Instant::now(), |measure| {
+                progress(measure, external, server, client)
+            }) {
+                bail!(overrun.message(what))
+            }
+        }
+    }
+
+    /// The phases in their order; Ok(()) too when the user stopped the run.
+    pub(super) async fn drive(&mut self, args: &RunArgs, n: u64, plan: &ChildPlan) -> Result<()> {
+        if !self.setup(args, n, plan).await? || !self.idle(args.idle).await? {
+            return Ok(());
+        }
+        match push_phase(args.mode, args.pushes, &self.trigger) {
+            PushPhase::Trigger => {
+                self.begin("push");
+                let notes = self.foreign_push(args).await?;
+                self.end(notes).await;
+                self.write_exports()?;
+            }
+            PushPhase::Control => {
+                if !self.control_push(args).await? {
+                    return Ok(());
+                }
+            }
+            PushPhase::Skip => {}
+        }
+        self.teardown().await
+    }
+
+    /// Server up, client started, the ramp, then kernel and app agreeing. False when the
+    /// run goes no further (the user stopped it).
+    async fn setup(&mut self, args: &RunArgs, n: u64, plan: &ChildPlan) -> Result<bool> {
+        // Server up?
+        self.begin("setup");
+        match self.foreign.as_mut() {
+            Some(f) if f.owned() => {
+                f.wait_listening(&args.ports.0, foreign::LISTEN_TIMEOUT)
+                    .await?;
+                self.record_versions();
+            }
+            Some(_) => {}
+            None => {
+                if !self
+                    .wait_for("server start", Limit::Total(SERVER_START), |s, _, _| {
+                        server_started(s)
+                    })
+                    .await?
+                {
+                    return Ok(false);
+                }
+            }
+        }
+        let external = self.client_ctl.is_none();
+        if !external {
+            let client = spawn_c1m(&plan.client_argv()?, &self.dir.join("client.log"))?;
+            if let (Some(pid), Some(journal)) = (client.id(), self.journal.as_mut()) {
+                journal.add(Role::Client, pid)?;
+            }
+            if let Some(c) = self.children.as_mut() {
+                c.client = Some(client);
+            }
+        }
+        let setup_timeout = setup_limit(args.setup_timeout);
+        // A foreign server that stops completing connections ends the setup early.
+        let watch = std::cell::RefCell::new(StallWatch::default());
+        let stalled = std::cell::Cell::new(false);
+        let watch_stalls = self.foreign.is_some();
+        let set_up = if external {
+            // The clients' hosts say nothing to this one: the kernel's count is the word.
+            self.wait_for("setup (external clients)", setup_timeout, |s, _, k| {
+                server_established(s, k) >= n
+            })
+            .await?
+        } else {
+            self.wait_for("setup", setup_timeout, |_, c, _| {
+                let mut watch = watch.borrow_mut();
+                let setup = local_setup(c, n, watch_stalls.then_some(&mut *watch), Instant::now());
+                if setup == Setup::Stalled {
+                    stalled.set(true);
+                }
+                setup != Setup::Ramping
+            })
+            .await?
+        };
+        if !set_up {
+            return Ok(false);
+        }
+        let mut notes = Vec::new();
+        // Let the kernel and the app agree (accept queues drained) before calling it set up.
+        let settled = if stalled.get() {
+            let w = self.stall_evidence(n).describe();
+            self.warn(w.clone());
+            notes.push(w);
+            Ok(true)
+        } else {
+            self.wait_for("settling", Limit::Total(SETTLING), move |s, c, k| {
+                settled(external, s, c, k)
+            })
+            .await
+        };
+        if external {
+            self.peers.forget();
+            let ports = self.ports.clone();
+            let peers =
+                tokio::task::spawn_blocking(move || crate::multihost::peers::by_peer(&ports))
+                    .await
+                    .unwrap_or_default();
+            notes.push(format!(
+                "at the end of setup: {}",
+                crate::multihost::peers::line(&peers)
+            ));
+        }
+        if let Err(e) = settled {
+            let w =
+                format!("setup: kernel and app counts still differed 30 s after the ramp ({e:#})");
+            self.warn(w.clone());
+            notes.push(w);
+        }
+        self.end(notes).await;
+        // Each phase on disk as it ends: a reader of the run folder sees it at once.
+        self.write_exports()?;
+        Ok(!self.interrupted)
+    }
+
+    /// The connections held for `length`. False when the user stopped the run.
+    async fn idle(&mut self, length: Duration) -> Result<bool> {
+        self.begin("idle");
+        let idle_end = Instant::now() + length;
+        while Instant::now() < idle_end {
+            if !self.tick().await? {
+                return Ok(false);
+            }
+            self.check_children()?;
+        }
+        self.end(Vec::new()).await;
+        self.write_exports()?;
+        Ok(true)
+    }
+
+    /// `--pushes` broadcasts of c1m's own server, each awaited at its witness. False when
+    /// the user stopped the run.
+    async fn control_push(&mut self, args: &RunArgs) -> Result<bool> {
+        let external = self.client_ctl.is_none();
+        self.begin("push");
+        let mut notes = Vec::new();
+        for k in 1..=u64::from(args.pushes) {
+            // The trigger instant, on this box's clock (the client's), told to the
+            // client under the id the server gives its k-th push (the lab is its only
+            // driver), just before the trigger: fan-out starts where the push did,
+            // as for a foreign server's signal.
+            if self.client_ctl.is_some() {
+                let fired_at = crate::workload::sys::realtime_ns();
+                self.client_call(&format!("mark {k} {fired_at}"))
+                    .await
+                    .context("telling the client when the push was triggered")?;
+            }
+            let answer = self
+                .server_ctl
+                .call(&format!("push {}", args.push_writers))
+                .await
+                .context("asking the server to push")?;
+            let push_id = serde_json::from_str::<serde_json::Value>(&answer)
+                .ok()
+                .and_then(|v| v.get("push_id")?.as_u64())
+                .with_context(|| format!("the server refused the push: {answer}"))?;
+            if push_id != k && self.client_ctl.is_some() {
+                let w = format!(
+                    "push {push_id}: the server numbered the lab's push {k} {push_id}, so its fan-out is from the broadcast start, not the trigger"
+                );
+                self.warn(w.clone());
+                notes.push(w);
+            }
+            let open = push_audience(
+                external,
+                self.last_server.as_ref(),
+                self.last_client.as_ref(),
+            );
+            let reached = self
+                .wait_for(
+                    "push",
+                    Limit::Stall(PUSH_STALL, Progress::Push(push_id)),
+                    move |s, c, _| push_reached(external, s, c, push_id, open),
+                )
+                .await;
+            match reached {
+                Ok(true) => {}
+                Ok(false) => return Ok(false),
+                Err(e) => {
+                    let got = frames(
+                        push_witness(
+                            external,
+                            self.last_server.as_ref(),
+                            self.last_client.as_ref(),
+                        ),
+                        push_id,
+                    );
+                    let w = format!("push {push_id} reached {got} of {open} connections: {e:#}");
+                    self.warn(w.clone());
+                    notes.push(w);
+                }
+            }
+        }
+        self.end(notes).await;
+        self.write_exports()?;
+        Ok(true)
+    }
+
+    /// Every connection closed: by the lab's client, or by the server for clients on
+    /// other hosts.
+    async fn teardown(&mut self) -> Result<()> {
+        let external = self.client_ctl.is_none();
+        self.begin("teardown");
+        match &self.client_ctl {
+            Some(c) => {
+                let _ = c.call("close").await;
+            }
+            // The server closes; each client host sees its peer close and ends.
+            None => {
+                self.server_ctl
+                    .call("close")
+                    .await
+                    .context("asking the server to close every connection")?;
+            }
+        }
+        let done = self
+            .wait_for("teardown", Limit::Total(TEARDOWN), move |s, c, _| {
+                torn_down(external, s, c)
+            })
+            .await;
+        let notes = match done {
+            Ok(_) => Vec::new(),
+            Err(e) => {
+                let w = format!("teardown: {e:#}");
+                self.warn(w.clone());
+                vec![w]
+            }
+        };
+        self.end(notes).await;
+        Ok(())
+    }
+}
+
+impl Lab {
+    /// The push phase without c1m's control endpoint: each push is marked on the client
+    /// (frames carry no id), triggered, and awaited; with `none`, whatever the server
+    /// sends within `--push-wait` is measured. Returns the phase's notes.
+    async fn foreign_push(&mut self, args: &RunArgs) -> Result<Vec<String>> {
+        let mut notes = Vec::new();
+        let pushes = foreign_rounds(&self.trigger, args.pushes);
+        for id in 1..=u64::from(pushes) {
+            let open = self
+                .last_client
+                .as_ref()
+                .map(|c| c.counters.open)
+                .unwrap_or(0);
+            let want = foreign_want(&self.trigger, open, args.pushes);
+            self.client_call(&format!("mark {id} 0"))
+                .await
+                .context("telling the client which push comes")?;
+            // Every shard must count the frames under this id before the server sends.
+            if !self
+                .wait_for(
+                    "the client's push mark",
+                    Limit::Total(PUSH_MARK),
+                    |_, c, _| c.is_some_and(|c| c.push_mark >= id),
+                )
+                .await?
+            {
+                return Ok(notes);
+            }
+            // The trigger instant, told just before it fires (the shards take commands
+            // before the I/O that follows them), so fan-out starts where the push did.
+            if self.trigger != PushTrigger::None {
+                let fired_at = crate::workload::sys::realtime_ns();
+                self.client_call(&format!("mark {id} {fired_at}"))
+                    .await
+                    .context("telling the client when the push was triggered")?;
+            }
+            let pid = self.foreign.as_ref().map(|f| f.pid).filter(|p| *p > 0);
+            self.trigger
+                .fire(pid)
+                .await
+                .with_context(|| format!("--push-trigger {}", self.trigger))?;
+            let reached = self
+                .wait_for("push", Limit::Total(args.push_wait), |s, c, _| {
+                    push_reached(false, s, c, id, want)
+                })
+                .await;
+            match reached {
+                Ok(true) => {}
+                Ok(false) => return Ok(notes),
+                Err(_) => {
+                    let c = self.last_client.as_ref();
+                    let got = frames(c, id);
+                    let undecodable = c.map(|c| c.counters.push_undecodable).unwrap_or(0);
+                    let secs = args.push_wait.as_secs_f64();
+                    let w = if got == 0 {
+                        format!(
+                            "push {id}: no push arrived within {secs:.0} s (--push-trigger {}, --push-format {}); frames that did not decode: {}",
+                            self.trigger,
+                            args.push_format,
+                            count(undecodable)
+                        )
+                    } else {
+                        format!(
+                            "push {id}: {} of {} frames arrived within {secs:.0} s (--push-trigger {}); frames that did not decode: {}",
+                            count(got),
+                            count(want),
+                            self.trigger,
+                            count(undecodable)
+                        )
+                    };
+                    self.warn(w.clone());
+                    notes.push(w);
+                }
+            }
+        }
+        Ok(notes)
+    }
+}

@@ -1,0 +1,335 @@
+//! `c1m run`'s flags: the clap definitions of [`RunArgs`] and what they say together
+//! (whose server, which push trigger), checked before anything starts. Apart from the
+//! run itself so the children's argv builder and the `--servers` sequence read the flags
+//! without importing the run.
+
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use anyhow::{Result, bail};
+use clap::Args;
+
+use super::{
+    foreign::{self, TargetAddr},
+    isolation,
+};
+use crate::{
+    util::PortList,
+    workload::{
+        config::{EngineKind, Mode},
+        push_format::PushFormat,
+        push_rule::{PushInstant, PushRule},
+        push_trigger::{self as trigger, PushTrigger},
+    },
+};
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Connections to open and hold, at least 1, or `max`: the most free memory allows
+    /// (default: 1,000,000, or fewer if memory does not allow it).
+    #[arg(help_heading = "Workload", short = 'n', long, value_parser = parse_target)]
+    pub connections: Option<TargetArg>,
+    /// Target setup rate, connections per second (the seeds ramped at 10,000/s; 0: as
+    /// fast as the client's in-flight bound allows).
+    #[arg(help_heading = "Workload", long, default_value_t = 25_000)]
+    pub rate: u64,
+    /// Server ports (the Netty 1M test listened on 100).
+    #[arg(help_heading = "Workload", long, default_value = "8000-8099")]
+    pub ports: PortList,
+    /// Server address(es).
+    #[arg(help_heading = "Workload", long, default_value = "127.0.0.1")]
+    pub addr: String,
+    /// Client source addresses, e.g. 127.0.0.2-127.0.0.41 (default: as many as the
+    /// ephemeral port range needs, from 127.0.0.2 up).
+    #[arg(help_heading = "Workload", long)]
+    pub source: Option<String>,
+    /// Workload: hold (TCP), echo, or ws (WebSocket with broadcast push, as the seeds).
+    #[arg(help_heading = "Workload", long, value_enum, default_value_t = Mode::Ws)]
+    pub mode: Mode,
+    /// What runs c1m's own server and client: `epoll` or `tokio` (see `c1m server --help`).
+    #[arg(help_heading = "Workload", long, value_enum, env = "C1M_ENGINE", default_value_t = EngineKind::Epoll)]
+    pub engine: EngineKind,
+    /// c1m's own server on another engine than its client (default: --engine), e.g. a
+    /// tokio server met by the epoll client every other server meets.
+    #[arg(help_heading = "Workload", long, value_enum)]
+    pub server_engine: Option<EngineKind>,
+    /// Length of the idle phase.
+    #[arg(help_heading = "Workload", long, default_value = "10s", value_parser = crate::duration::parse)]
+    pub idle: Duration,
+    /// Broadcasts in the push phase (ws mode).
+    #[arg(help_heading = "Workload", long, default_value_t = 1)]
+    pub pushes: u32,
+    /// Server shards writing a push at once (0: all, the fastest fan-out; a few at a time
+    /// leaves CPU to the readers and cuts per-message latency).
+    #[arg(help_heading = "Workload", long, default_value_t = 0)]
+    pub push_writers: usize,
+    /// Give up on the setup phase after this long (default: only when no connect has
+    /// finished for 2 min, however long the ramp takes).
+    #[arg(help_heading = "Workload", long, value_parser = crate::duration::parse)]
+    pub setup_timeout: Option<Duration>,
+    /// Connects in flight at once.
+    #[arg(help_heading = "Workload", long, default_value_t = 2048)]
+    pub in_flight: u64,
+    /// Apply the sysctls the run needs (somaxconn, port range, …) and restore them after.
+    #[arg(help_heading = "Lab and output", long)]
+    pub tune: bool,
+    /// Run without the kernel observer (no root needed).
+    #[arg(help_heading = "Lab and output", long)]
+    pub no_observer: bool,
+    /// Start even if preflight finds a limit that will make the run fail.
+    #[arg(help_heading = "Lab and output", long)]
+    pub force: bool,
+    /// Parent folder of the run folder.
+    #[arg(help_heading = "Lab and output", long, default_value = "c1m-runs")]
+    pub out: PathBuf,
+    /// Serve Prometheus metrics here, e.g. 127.0.0.1:9464 or :9464.
+    #[arg(help_heading = "Lab and output", long, value_parser = crate::args::parse_metrics_addr)]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Plain lines instead of the terminal UI, even on a terminal.
+    #[arg(help_heading = "Lab and output", long)]
+    pub plain: bool,
+    /// One JSON object per second (phase and every figure with its age) instead of the
+    /// terminal UI, as `c1m observe --json`.
+    #[arg(help_heading = "Lab and output", long, conflicts_with = "plain")]
+    pub json: bool,
+    /// Where the clients run: `local` (this box) or `external` (other hosts running
+    /// `c1m client --shard I/N`; this box runs the server and the observer, waits for
+    /// --expect connections, pushes and closes them; `c1m merge` joins the folders).
+    #[arg(help_heading = "Client hosts", long, value_enum, default_value_t = Clients::Local)]
+    pub clients: Clients,
+    /// External clients: the connections to wait for (the clients' -n over all hosts).
+    #[arg(help_heading = "Client hosts", long, required_if_eq("clients", "external"), value_parser = crate::args::parse_connections)]
+    pub expect: Option<u64>,
+    /// External clients: the server's control endpoint HOST:PORT, which client hosts
+    /// name in --clock-from (`time` is open, anything else needs the token the server
+    /// writes to the run folder's server.token). Default: the first --addr, port 7999.
+    /// (`--control`, as for `c1m server` and `c1m client`; `--control-addr` is its old
+    /// name.)
+    #[arg(
+        help_heading = "Client hosts",
+        long = "control",
+        alias = "control-addr"
+    )]
+    pub control_addr: Option<String>,
+    /// Your server instead of c1m's: c1m starts "CMD ARGS" (split into words, no shell
+    /// unless you write `sh -c "…"`) with the raised fd limit, waits until every --ports
+    /// port listens, measures its process tree and stops it at the end (SIGTERM, then
+    /// SIGKILL). Its stdout/stderr go to server.stdout.log / server.stderr.log.
+    #[arg(
+        help_heading = "Your own server",
+        long,
+        value_name = "CMD",
+        conflicts_with = "target"
+    )]
+    pub server_cmd: Option<String>,
+    /// A server already running, here or elsewhere: HOST:PORTS (c1m starts none).
+    #[arg(help_heading = "Your own server", long, value_name = "HOST:PORTS", conflicts_with_all = ["addr", "ports"])]
+    pub target: Option<TargetAddr>,
+    /// The --target server's pid on this box: its process tree's RSS, CPU, threads and
+    /// fds are measured, and signal triggers go to it.
+    #[arg(
+        help_heading = "Your own server",
+        long,
+        value_name = "PID",
+        requires = "target"
+    )]
+    pub server_pid: Option<u32>,
+    /// What makes the server push: control (c1m's server, its default), signal:NAME
+    /// (e.g. signal:USR1, to the server's pid), http:URL (a GET), http-post:URL, cmd:"COMMAND", or none
+    /// (the server pushes on its own schedule; the default for a foreign server).
+    #[arg(help_heading = "Push latency", long, value_name = "TRIGGER", value_parser = trigger::parse)]
+    pub push_trigger: Option<PushTrigger>,
+    /// How the server stamps its pushes: c1m, u64le-us, u64be-ms, text-ms, text-us or
+    /// json:FIELD. Per-message latency is from the stamp; fan-out from the trigger.
+    #[arg(help_heading = "Push latency", long, value_name = "FORMAT", default_value = "c1m", value_parser = crate::workload::push_format::parse)]
+    pub push_format: PushFormat,
+    /// Per-message push latency is measured from: broadcast (the instant the broadcast
+    /// began, the seeds' rule) or write (the instant the server wrote that frame), for
+    /// every server alike. A server whose stamp cannot follow the rule is marked, not
+    /// mixed. Fan-out is always from the trigger instant, on the client's clock.
+    #[arg(help_heading = "Push latency", long, value_name = "INSTANT", default_value = "broadcast", value_parser = crate::workload::push_rule::parse)]
+    pub push_latency: PushInstant,
+    /// The instant a one-stamp --push-format's stamp was taken: broadcast or write
+    /// (`--servers` knows the reference servers': broadcast). Unstated, per-message
+    /// latency is marked as not comparable.
+    #[arg(help_heading = "Push latency", long, value_name = "INSTANT", value_parser = crate::workload::push_rule::parse)]
+    pub push_stamp: Option<PushInstant>,
+    /// How long to wait for pushes: with --push-trigger none, the whole push phase; a
+    /// server that never pushes is reported as "no push arrived".
+    #[arg(help_heading = "Push latency", long, default_value = "10s", value_parser = crate::duration::parse)]
+    pub push_wait: Duration,
+    /// Run the same phases against each of these servers in turn: python, node, go,
+    /// netty (built by `cargo xtask reference-servers` into target/reference-servers, or
+    /// the folder in $C1M_REFERENCE_SERVERS), c1m-epoll and c1m-tokio (c1m's own, on
+    /// each engine, met by the same client). Each
+    /// run gets a folder under <out>/<stamp>-servers/, where the comparison of
+    /// `c1m compare` is written and then printed.
+    #[arg(help_heading = "Comparison (--servers)", long, value_name = "NAMES")]
+    pub servers: Option<String>,
+    /// With --servers: run each server K times, in rounds ordered so that each server
+    /// runs right after each other one equally often, so the comparison shows the
+    /// spread across repeats; at most 1,000 (the sequence prints its estimate before the
+    /// first run).
+    #[arg(help_heading = "Comparison (--servers)", long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_REPEAT))]
+    pub repeat: u32,
+    /// With --servers: how runs are kept from inheriting each other's sockets, conntrack
+    /// entries and sysctls: netns (each run in a network namespace of its own; the
+    /// default as root with loopback addresses) or wait (each run waits, at most
+    /// --clean-wait, until no socket of an earlier run is left on its ports). Each run
+    /// records what it started from and a dirty start is flagged.
+    #[arg(
+        help_heading = "Comparison (--servers)",
+        long,
+        value_enum,
+        value_name = "HOW"
+    )]
+    pub isolation: Option<isolation::Isolation>,
+    /// With --isolation wait: the longest a run waits for an earlier run's sockets on its
+    /// ports to go (TIME_WAIT lasts 60 s).
+    #[arg(help_heading = "Comparison (--servers)", long, value_name = "DURATION", default_value = isolation::CLEAN_WAIT_DEFAULT, value_parser = crate::duration::parse)]
+    pub clean_wait: Duration,
+    /// The server's name in the run's header and in comparisons (default: c1m for c1m's
+    /// own server, else the --server-cmd program's name).
+    #[arg(help_heading = "Your own server", long, value_name = "NAME")]
+    pub server_name: Option<String>,
+    /// The run folder itself, instead of a new one under --out (--servers gives each of
+    /// its runs one).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub into: Option<PathBuf>,
+    /// `--metrics-addr` bound before the run moved into a namespace of its own.
+    #[arg(skip)]
+    pub metrics_listener: Option<std::sync::Arc<std::net::TcpListener>>,
+    /// With --servers: the server every other is compared with (default: the first named).
+    #[arg(help_heading = "Comparison (--servers)", long, value_name = "NAME")]
+    pub baseline: Option<String>,
+}
+
+/// The most `--repeat` takes: a thousand rounds of six servers is already weeks.
+const MAX_REPEAT: i64 = 1000;
+
+/// Whose server the run measures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ServerSpec {
+    /// c1m's own `c1m server`.
+    Own,
+    /// `--server-cmd`, split into words.
+    Command(Vec<String>),
+    /// `--target`, with `--server-pid` if given.
+    Target(TargetAddr, Option<u32>),
+}
+
+impl ServerSpec {
+    /// The server as `c1m_run_info` names it: `c1m-ENGINE`, the command's program, or
+    /// the `--target` address.
+    pub(crate) fn name(&self, own_engine: EngineKind) -> String {
+        match self {
+            ServerSpec::Own => format!("c1m-{}", own_engine.name()),
+            ServerSpec::Command(argv) => argv
+                .first()
+                .map(|p| p.rsplit('/').next().unwrap_or(p).to_owned())
+                .unwrap_or_default(),
+            ServerSpec::Target(t, _) => t.to_string(),
+        }
+    }
+
+    /// The server and its push trigger from the flags, or one line saying which flags
+    /// contradict each other and what to say instead.
+    pub(crate) fn of(args: &RunArgs) -> Result<(ServerSpec, PushTrigger)> {
+        let spec = match (&args.server_cmd, &args.target) {
+            (Some(cmd), _) => ServerSpec::Command(foreign::split_command(cmd)?),
+            (None, Some(t)) => ServerSpec::Target(t.clone(), args.server_pid),
+            (None, None) => ServerSpec::Own,
+        };
+        let own = spec == ServerSpec::Own;
+        let trigger = args.push_trigger.clone().unwrap_or(if own {
+            PushTrigger::Control
+        } else {
+            PushTrigger::None
+        });
+        match (&spec, &trigger) {
+            (ServerSpec::Own, PushTrigger::Control) => {}
+            (ServerSpec::Own, t) => bail!(
+                "--push-trigger {t} is for a server of yours (--server-cmd or --target); c1m's own server pushes on `control`"
+            ),
+            (_, PushTrigger::Control) => bail!(
+                "--push-trigger control needs c1m's own server; yours takes signal:NAME, http:URL, cmd:\"…\" or none"
+            ),
+            (ServerSpec::Target(_, None), PushTrigger::Signal(s)) => bail!(
+                "--push-trigger signal:{} needs the server's pid: add --server-pid PID",
+                s.name
+            ),
+            _ => {}
+        }
+        PushRule::check_stamp(&args.push_format, args.push_stamp).map_err(anyhow::Error::msg)?;
+        if own && args.push_format != PushFormat::C1m {
+            bail!(
+                "--push-format {} is for a server of yours (--server-cmd or --target); c1m's own server sends c1m frames",
+                args.push_format
+            );
+        }
+        Ok((spec, trigger))
+    }
+
+    pub(super) fn foreign(&self) -> bool {
+        *self != ServerSpec::Own
+    }
+
+    /// The server's name when `--server-name` gives none: c1m, the command's program, or
+    /// where the target is.
+    pub(super) fn default_name(&self) -> String {
+        match self {
+            ServerSpec::Own => "c1m".to_owned(),
+            ServerSpec::Command(argv) => argv
+                .first()
+                .map(|p| {
+                    Path::new(p)
+                        .file_name()
+                        .map_or_else(|| p.clone(), |f| f.to_string_lossy().into_owned())
+                })
+                .unwrap_or_default(),
+            ServerSpec::Target(t, _) => format!("the server at {t}"),
+        }
+    }
+}
+
+/// Where a run's clients are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Clients {
+    /// `c1m run` starts the client on this box.
+    Local,
+    /// Client hosts connect from outside; the run waits for them.
+    External,
+}
+
+/// The server's control port for external clients, when --control is not given.
+pub(super) const EXTERNAL_CONTROL_PORT: u16 = 7999;
+
+/// What `-n` asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetArg {
+    Count(u64),
+    /// The largest target doctor says fits.
+    Max,
+}
+
+fn parse_target(s: &str) -> Result<TargetArg, String> {
+    if s.trim() == "max" {
+        Ok(TargetArg::Max)
+    } else {
+        crate::args::parse_connections(s).map(TargetArg::Count)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_is_a_count_or_max() {
+        assert_eq!(parse_target("max"), Ok(TargetArg::Max));
+        assert_eq!(parse_target("25000"), Ok(TargetArg::Count(25_000)));
+        assert!(parse_target("0").is_err());
+    }
+}

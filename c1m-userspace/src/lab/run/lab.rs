@@ -1,0 +1,580 @@
+//! The lab while a run goes on: its children's control endpoints, the observer, the live
+//! view and the record. Each tick polls both sides and the kernel, samples, redraws and
+//! rewrites the run folder now and then; a phase is opened and closed on fresh answers.
+//! The order of the phases is `drive.rs`.
+
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+
+use super::{
+    children::{Children, stats, stats_within},
+    ctl::Ctl,
+    foreign::{self, ForeignServer},
+    host::{own_cpu, own_rss},
+    journal::{JournalFile, Role},
+    stall::StallEvidence,
+    verdict,
+};
+use crate::{
+    lab::{
+        doctor,
+        figures::{Figures, FiguresBuilder, Rows},
+        live::Live,
+        model::{PerConnection, Phase, ProcessUsage, RunRecord},
+    },
+    observer::{KernelView, ObserverHandle},
+    workload::{
+        config::Mode, push_format::PushFormat, push_trigger::PushTrigger,
+        stats::snapshot::AppSnapshot,
+    },
+};
+
+/// The live view's period: it redraws twice a second.
+const TICK: Duration = Duration::from_millis(500);
+
+/// How long a tick waits for the apps' and the kernel's answers before it draws with what
+/// it has. Under a full ramp on two cores, a supervisor's stats answer or a socket walk
+/// competes with ~120 busy workers for CPU and can take seconds (a 1M ramp froze the view
+/// for 40 s while the observer walked 600k sockets): the view must keep moving, and the
+/// answer is taken at a later tick.
+const TICK_WAIT: Duration = Duration::from_millis(250);
+
+/// A poll that may outlive the tick that started it.
+pub(super) struct Pending<T> {
+    task: Option<tokio::task::JoinHandle<Option<T>>>,
+}
+
+impl<T: Send + 'static> Pending<T> {
+    pub(super) fn new() -> Self {
+        Pending { task: None }
+    }
+
+    /// Starts a poll unless one is still under way.
+    fn start_if_idle(
+        &mut self,
+        start: impl FnOnce() -> Option<tokio::task::JoinHandle<Option<T>>>,
+    ) {
+        if self.task.is_none() {
+            self.task = start();
+        }
+    }
+
+    /// The poll's answer if it comes by `deadline`; otherwise it stays pending.
+    async fn ready_by(&mut self, deadline: tokio::time::Instant) -> Option<T> {
+        let task = self.task.as_mut()?;
+        let answer = tokio::time::timeout_at(deadline, task).await.ok()?;
+        self.task = None;
+        answer.ok().flatten()
+    }
+
+    /// Drops a poll under way: its answer would be older than the one about to be taken.
+    pub(super) fn forget(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+/// A phase being measured, with the CPU readings it started from.
+pub(super) struct PhaseStart {
+    phase: Phase,
+    server: Option<AppSnapshot>,
+    client: Option<AppSnapshot>,
+    own_cpu: (f64, f64),
+}
+
+pub(super) struct Lab {
+    pub(super) record: RunRecord,
+    pub(super) dir: PathBuf,
+    pub(super) observer: Option<ObserverHandle>,
+    pub(super) kernel: Option<KernelView>,
+    pub(super) live: Live,
+    pub(super) figures: FiguresBuilder,
+    pub(super) rows: Rows,
+    pub(super) server_ctl: Ctl,
+    /// None: the clients are on other hosts.
+    pub(super) client_ctl: Option<Ctl>,
+    /// External clients: connections per peer address, read now and then.
+    pub(super) peers: Pending<std::collections::BTreeMap<std::net::IpAddr, u64>>,
+    pub(super) peers_at: Option<Instant>,
+    /// The server's ports (whose peers are counted) and the last line said about them.
+    pub(super) ports: Vec<u16>,
+    pub(super) peers_line: Option<String>,
+    pub(super) last_server: Option<AppSnapshot>,
+    pub(super) last_client: Option<AppSnapshot>,
+    pub(super) server_poll: Pending<AppSnapshot>,
+    pub(super) client_poll: Pending<AppSnapshot>,
+    pub(super) kernel_poll: Pending<KernelView>,
+    pub(super) phase_start: Option<PhaseStart>,
+    pub(super) interrupted: bool,
+    pub(super) last_write: Instant,
+    pub(super) children: Option<Children>,
+    /// What a `kill -9` would leave: children and workers are added as they start.
+    pub(super) journal: Option<JournalFile>,
+    /// A server c1m did not write; its app side is built from the client's snapshot.
+    pub(super) foreign: Option<ForeignServer>,
+    pub(super) trigger: PushTrigger,
+    pub(super) push_format: PushFormat,
+    pub(super) mode: Mode,
+    /// Connections asked for.
+    pub(super) target: u64,
+}
+
+impl Lab {
+    pub(super) fn kernel_view(&self) -> Option<KernelView> {
+        self.kernel.clone()
+    }
+
+    /// What a foreign server said it runs on, once it said so.
+    pub(super) fn record_versions(&mut self) {
+        let (Some(f), Some(info)) = (&self.foreign, self.record.server_info.as_mut()) else {
+            return;
+        };
+        if info.runtime.is_none()
+            && info.library.is_none()
+            && let Some(v) = f.reported_versions()
+        {
+            info.runtime = v.runtime;
+            info.library = v.library;
+        }
+    }
+
+    /// A foreign server's side: its process tree now, its connections as the client
+    /// saw them last.
+    fn foreign_snapshot(&mut self) {
+        if let Some(f) = self.foreign.as_mut() {
+            self.last_server =
+                Some(f.snapshot(self.last_client.as_ref(), self.mode.name(), self.target));
+        }
+    }
+
+    /// One tick: poll both sides, sample, redraw, export now and then. Returns false
+    /// when the user asked to stop.
+    pub(super) async fn tick(&mut self) -> Result<bool> {
+        // All three asked at once, so answers that come back in time describe one moment.
+        let started = tokio::time::Instant::now();
+        let deadline = started + TICK_WAIT;
+        // A poll left pending may take this long before it counts as lost.
+        const POLL_LIMIT: Duration = Duration::from_secs(30);
+        let ctl = self.server_ctl.clone();
+        let own = self.foreign.is_none();
+        self.server_poll.start_if_idle(|| {
+            own.then(|| tokio::spawn(async move { stats_within(&ctl, POLL_LIMIT).await }))
+        });
+        if let Some(ctl) = self.client_ctl.clone() {
+            self.client_poll.start_if_idle(|| {
+                Some(tokio::spawn(
+                    async move { stats_within(&ctl, POLL_LIMIT).await },
+                ))
+            });
+        }
+        if let Some(observer) = &self.observer {
+            self.kernel_poll
+                .start_if_idle(|| observer.start_request(false));
+        }
+        self.poll_peers().await;
+        let (server, client, kernel) = tokio::join!(
+            self.server_poll.ready_by(deadline),
+            self.client_poll.ready_by(deadline),
+            self.kernel_poll.ready_by(deadline),
+        );
+        if server.is_some() {
+            self.last_server = server;
+        }
+        if client.is_some() {
+            self.last_client = client;
+        }
+        if kernel.is_some() {
+            self.kernel = kernel;
+        }
+        self.foreign_snapshot();
+        if self
+            .last_client
+            .as_ref()
+            .is_some_and(|c| c.counters.push_undecodable > 0)
+        {
+            // Once (warnings are kept unique); the count is in the summary.
+            self.warn(format!(
+                "frames from the server did not decode as --push-format {} (counted as push_undecodable)",
+                self.push_format
+            ));
+        }
+        let kernel = self.kernel_view();
+        let phase = self
+            .phase_start
+            .as_ref()
+            .map(|p| p.phase.name.clone())
+            .unwrap_or_default();
+        let (own_user, own_sys) = own_cpu();
+        let figures = self.figures.build(
+            crate::util::unix_ms_now(),
+            kernel.as_ref(),
+            self.last_server.as_ref(),
+            self.last_client.as_ref(),
+            Some(own_user + own_sys),
+            Some(doctor::mem_available()),
+        );
+        if let Some(sample) = self
+            .rows
+            .row(&figures, &phase, (own_rss(), own_user + own_sys))
+        {
+            self.record.samples.push(sample);
+        }
+        self.live.observe(
+            &self.record,
+            kernel,
+            self.last_server.clone(),
+            self.last_client.clone(),
+            figures,
+            &phase,
+        );
+        if self.last_write.elapsed() > Duration::from_secs(10) {
+            self.write_exports()?;
+        }
+        let rest = TICK.saturating_sub(started.elapsed());
+        let quit = self.live.poll_quit(rest).await?;
+        if quit {
+            self.interrupted = true;
+        }
+        Ok(!quit)
+    }
+
+    /// External clients: who is connected, by peer address, every 2 s on a blocking
+    /// thread (a /proc/net/tcp read grows with the connections); said when it changes.
+    async fn poll_peers(&mut self) {
+        if self.client_ctl.is_some() {
+            return;
+        }
+        if self
+            .peers_at
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(2))
+        {
+            let ports = self.ports.clone();
+            let mut started = false;
+            self.peers.start_if_idle(|| {
+                started = true;
+                Some(tokio::task::spawn_blocking(move || {
+                    Some(crate::multihost::peers::by_peer(&ports))
+                }))
+            });
+            if started {
+                self.peers_at = Some(Instant::now());
+            }
+        }
+        let now = tokio::time::Instant::now();
+        if let Some(p) = self.peers.ready_by(now).await {
+            let line = crate::multihost::peers::line(&p);
+            if self.peers_line.as_ref() != Some(&line) {
+                eprintln!("c1m run: {line}");
+                self.peers_line = Some(line);
+            }
+        }
+    }
+
+    pub(super) fn write_exports(&mut self) -> Result<()> {
+        self.record.kernel = self.kernel_view();
+        self.record.server = self.last_server.clone();
+        self.record.client = self.last_client.clone();
+        self.last_write = Instant::now();
+        crate::lab::export::write_run(&self.dir, &self.record)
+            .with_context(|| format!("writing the run folder {}", self.dir.display()))?;
+        self.live.write_intervals(&self.dir)?;
+        Ok(())
+    }
+
+    pub(super) fn begin(&mut self, name: &str) {
+        let phase = Phase {
+            name: name.to_owned(),
+            started_unix_ms: crate::util::unix_ms_now(),
+            ..Phase::default()
+        };
+        self.phase_start = Some(PhaseStart {
+            phase,
+            server: self.last_server.clone(),
+            client: self.last_client.clone(),
+            own_cpu: own_cpu(),
+        });
+    }
+
+    /// Closes the phase on answers taken now, app first and then the kernel after a full
+    /// walk, so the phase's kernel-vs-app rows compare one moment.
+    pub(super) async fn end(&mut self, notes: Vec<String>) {
+        // The phase ends here; the walk below takes seconds at 1M (2M sockets) and would
+        // otherwise count as phase time: it was most of the observer's measured "cost"
+        // on setup (+8–14% at 1M).
+        let ended_unix_ms = crate::util::unix_ms_now();
+        self.server_poll.forget();
+        self.client_poll.forget();
+        self.kernel_poll.forget();
+        if self.foreign.is_none()
+            && let Some(s) = stats(&self.server_ctl).await
+        {
+            self.last_server = Some(s);
+        }
+        if let Some(ctl) = &self.client_ctl
+            && let Some(c) = stats(ctl).await
+        {
+            self.last_client = Some(c);
+        }
+        self.foreign_snapshot();
+        let mut end_walk_s = 0.0;
+        if let Some(observer) = &self.observer {
+            let walk_started = Instant::now();
+            if let Some(view) = observer.snapshot_fresh().await {
+                self.kernel = Some(view);
+            }
+            end_walk_s = walk_started.elapsed().as_secs_f64();
+        }
+        self.close_phase(notes, ended_unix_ms, end_walk_s);
+    }
+
+    fn close_phase(&mut self, notes: Vec<String>, ended_unix_ms: u64, end_walk_s: f64) {
+        let Some(PhaseStart {
+            mut phase,
+            server: s0,
+            client: c0,
+            own_cpu: o0,
+        }) = self.phase_start.take()
+        else {
+            return;
+        };
+        phase.ended_unix_ms = ended_unix_ms.max(phase.started_unix_ms);
+        phase.duration_s = (phase.ended_unix_ms - phase.started_unix_ms) as f64 / 1000.0;
+        phase.end_walk_s = end_walk_s;
+        phase.server = usage(s0.as_ref(), self.last_server.as_ref());
+        phase.client = usage(c0.as_ref(), self.last_client.as_ref());
+        let o1 = own_cpu();
+        phase.observer = ProcessUsage {
+            cpu_user_s: o1.0 - o0.0,
+            cpu_sys_s: o1.1 - o0.1,
+            rss_bytes: own_rss(),
+            ..ProcessUsage::default()
+        };
+        let kernel = self.kernel_view();
+        phase.kernel_socket_bytes = kernel
+            .as_ref()
+            .and_then(|k| k.memory.as_ref())
+            .map(|m| m.total.total_bytes);
+        phase.box_mem_available_bytes = doctor::mem_available();
+        phase.kernel_vs_app = Figures::of_sources(
+            crate::util::unix_ms_now(),
+            kernel.as_ref(),
+            self.last_server.as_ref(),
+            self.last_client.as_ref(),
+        )
+        .kernel_vs_app;
+        phase.notes = notes;
+        // Figures per connection are taken when everything is held and idle.
+        if phase.name == "idle" || phase.name == "setup" {
+            self.record.per_connection = per_connection(
+                kernel.as_ref(),
+                self.last_server.as_ref(),
+                self.last_client.as_ref(),
+            );
+        }
+        self.record.phases.push(phase);
+    }
+
+    /// Fails with the child's last words when the server or the client has exited;
+    /// warns of a worker that died; journals workers as they appear.
+    pub(super) fn check_children(&mut self) -> Result<()> {
+        let tearing_down = self
+            .phase_start
+            .as_ref()
+            .is_some_and(|p| p.phase.name == "teardown");
+        let mut news = Vec::new();
+        for (side, role, snap) in [
+            ("server", Role::ServerWorker, &self.last_server),
+            ("client", Role::ClientWorker, &self.last_client),
+        ] {
+            let Some(snap) = snap else { continue };
+            if let Some(journal) = self.journal.as_mut() {
+                for w in snap
+                    .workers
+                    .list
+                    .iter()
+                    .filter(|w| w.kind == crate::workload::stats::snapshot::ShardKind::Process)
+                {
+                    journal.add(role, w.pid)?;
+                }
+            }
+            if !tearing_down {
+                news.extend(verdict::worker_deaths(side, snap));
+            }
+        }
+        for w in news {
+            self.warn(w);
+        }
+        if let Some(f) = self.foreign.as_mut() {
+            if f.owned()
+                && let Some(journal) = self.journal.as_mut()
+            {
+                for &pid in f.seen.iter().filter(|&&p| p != f.pid) {
+                    journal.add(Role::ServerWorker, pid)?;
+                }
+            }
+            if let Some(status) = f.exited() {
+                bail!(
+                    "the server exited early ({status}); its stderr ends: {} (full log: {})",
+                    f.stderr_tail(),
+                    self.dir.join(foreign::STDERR_LOG).display()
+                );
+            }
+        }
+        let Some(children) = self.children.as_mut() else {
+            return Ok(());
+        };
+        let mut exited = Vec::new();
+        if let Some(Ok(Some(status))) = children.server.as_mut().map(|s| s.try_wait()) {
+            exited.push(("server", status));
+        }
+        if let Some(Ok(Some(status))) = children.client.as_mut().map(|c| c.try_wait()) {
+            exited.push(("client", status));
+        }
+        if let Some((side, status)) = exited.first() {
+            let log = self.dir.join(format!("{side}.log"));
+            let tail = std::fs::read_to_string(&log).unwrap_or_default();
+            let last = tail
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no output");
+            bail!(
+                "the {side} exited early ({status}): {last} (full log: {})",
+                log.display()
+            );
+        }
+        Ok(())
+    }
+
+    /// Teardown of whatever is still up, whatever happened: c1m's children asked to stop
+    /// and awaited (10 s each), a foreign server stopped.
+    pub(super) async fn stop_servers_and_clients(&mut self) {
+        if let Some(c) = &self.client_ctl {
+            let _ = c.call("stop").await;
+        }
+        if self.foreign.is_none() {
+            let _ = self.server_ctl.call("stop").await;
+        }
+        let mut children = self.children.take();
+        if let Some(c) = children.as_mut().and_then(|c| c.client.as_mut()) {
+            let _ = tokio::time::timeout(Duration::from_secs(10), c.wait()).await;
+        }
+        if let Some(s) = children.as_mut().and_then(|c| c.server.as_mut()) {
+            let _ = tokio::time::timeout(Duration::from_secs(10), s.wait()).await;
+        }
+        drop(children);
+        if let Some(f) = self.foreign.as_mut() {
+            f.stop(foreign::STOP_GRACE).await;
+        }
+    }
+
+    /// Records bad news once: summary.json, the live view's notes, the report's top
+    /// line and, at the end, stderr; any warning makes the run "degraded".
+    pub(super) fn warn(&mut self, w: String) {
+        if !self.record.warnings.contains(&w) {
+            self.record.warnings.push(w);
+        }
+    }
+
+    /// The run's losses, from the last snapshots, as warnings.
+    pub(super) fn conclude(&mut self, n: u64) {
+        for w in verdict::losses(n, self.last_server.as_ref(), self.last_client.as_ref()) {
+            self.warn(w);
+        }
+    }
+}
+
+impl Lab {
+    /// A line to the lab's own client (external clients have no endpoint here).
+    pub(super) async fn client_call(&self, line: &str) -> Result<String> {
+        match &self.client_ctl {
+            Some(c) => c.call(line).await,
+            None => bail!("no client on this box to tell {line:?}"),
+        }
+    }
+
+    /// What the kernel, the client and the server's log say about a stalled setup.
+    pub(super) fn stall_evidence(&self, n: u64) -> StallEvidence {
+        use c1m_common::tcp_state::ESTABLISHED;
+        let c = self
+            .last_client
+            .as_ref()
+            .map(|c| c.counters)
+            .unwrap_or_default();
+        let k = self.kernel_view();
+        StallEvidence {
+            connected: c.connected,
+            attempted: c.attempted,
+            asked: n,
+            established_not_accepted: k
+                .as_ref()
+                .map(|k| k.server.state(ESTABLISHED) - c.open as i64),
+            accept_queue: k
+                .as_ref()
+                .filter(|k| !k.listeners.is_empty())
+                .map(KernelView::queue_depth),
+            server_fds: self.last_server.as_ref().and_then(|s| s.open_fds),
+            accept_queue_overflows: k.as_ref().map(|k| k.queue_overflows()),
+            nofile: self.foreign.as_ref().and_then(ForeignServer::nofile),
+            emfile_line: self
+                .foreign
+                .as_ref()
+                .and_then(ForeignServer::fd_exhaustion_line),
+        }
+    }
+}
+
+fn per_connection(
+    k: Option<&KernelView>,
+    s: Option<&AppSnapshot>,
+    c: Option<&AppSnapshot>,
+) -> PerConnection {
+    let connections = c
+        .map(|c| c.counters.open)
+        .or(s.map(|s| s.counters.open))
+        .unwrap_or(0);
+    let memory = k.and_then(|k| k.memory.as_ref());
+    // Leftover TIME_WAIT and request sockets (e.g. of an earlier run) are not part of
+    // the held connections: take their slab cost out before dividing.
+    let held = memory.map(|m| {
+        let cost = |cache: &str| m.slab_object_bytes.get(cache).copied().unwrap_or(0);
+        let mini = m.total.time_wait_sockets * cost("tw_sock_TCP")
+            + m.total.request_sockets * cost("request_sock_TCP");
+        (
+            m.total.total_bytes.saturating_sub(mini),
+            m.total.full_sockets,
+        )
+    });
+    PerConnection {
+        connections,
+        server_user_bytes: s.and_then(|s| s.rss_per_connection_bytes),
+        client_user_bytes: c.and_then(|c| c.rss_per_connection_bytes),
+        kernel_bytes: held
+            .filter(|_| connections > 0)
+            .map(|(bytes, _)| bytes as f64 / connections as f64),
+        kernel_bytes_per_socket: held
+            .filter(|(_, n)| *n > 0)
+            .map(|(bytes, n)| bytes as f64 / n as f64),
+    }
+}
+
+fn usage(before: Option<&AppSnapshot>, after: Option<&AppSnapshot>) -> ProcessUsage {
+    let (u0, s0) = before
+        .map(|b| (b.cpu_user_s, b.cpu_sys_s))
+        .unwrap_or((0.0, 0.0));
+    match after {
+        Some(a) => ProcessUsage {
+            cpu_user_s: (a.cpu_user_s - u0).max(0.0),
+            cpu_sys_s: (a.cpu_sys_s - s0).max(0.0),
+            rss_bytes: a.rss_bytes,
+            threads: a.threads,
+            open_fds: a.open_fds,
+        },
+        None => ProcessUsage::default(),
+    }
+}

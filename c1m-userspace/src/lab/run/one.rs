@@ -1,0 +1,344 @@
+//! One run, from its flags to its exit code: the plan, preflight (and `--tune`), the run
+//! folder and its journal, the server, the lab's phases, then teardown, the verdict and
+//! the exports, whatever happened.
+
+use std::{path::PathBuf, time::Instant};
+
+use anyhow::{Context, Result, bail};
+use tokio::process::Child;
+
+use super::{
+    children::{Children, spawn_c1m},
+    ctl::Ctl,
+    flags::{Clients, RunArgs, ServerSpec},
+    folder,
+    foreign::ForeignServer,
+    host::machine,
+    isolation,
+    journal::{JournalFile, Role},
+    lab::{Lab, Pending},
+    plan::{self, Sources, plan_into, resolve_target},
+    ports, preflight, verdict,
+};
+use crate::{
+    fmt::count,
+    lab::{
+        doctor::Target,
+        figures::{FiguresBuilder, Rows},
+        live::{Live, LiveOutput, MetricsAt},
+        model::{Netns, Outcome, RunConfig, RunInfo, RunRecord},
+    },
+    observer::ObserverHandle,
+    workload::{push_rule::PushRule, push_trigger::PushTrigger},
+};
+
+/// One run into `dir`, or into a new `<out>/<stamp>` folder; its exit code.
+pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> {
+    // Everything the user said is checked before anything starts or is written.
+    let (spec, trigger) = ServerSpec::of(&args)?;
+    let external = args.clients == Clients::External;
+    if external && spec.foreign() {
+        bail!(
+            "--clients external runs c1m's own server for now: drop --server-cmd/--target, or run your server with clients on this box"
+        );
+    }
+    if let ServerSpec::Target(t, _) = &spec {
+        args.addr = t.host.clone();
+        args.ports = t.ports.clone();
+        t.reachable().await?;
+    }
+    let (connections, reason) = match args.expect {
+        Some(n) if external => (n, "--expect: clients on other hosts".to_owned()),
+        _ => resolve_target(args.connections),
+    };
+    if !external {
+        preflight::memory_first(connections, args.force)?;
+    }
+    let server_ports = args.ports.0.len() as u64;
+    let Sources {
+        range: sources,
+        count: source_count,
+        reason: sources_reason,
+    } = plan::sources(args.source.as_deref(), connections, server_ports, || {
+        crate::workload::limits::ephemeral_ports().unwrap_or(28_232)
+    })?;
+    let started_ms = crate::util::unix_ms_now();
+    let stamp = crate::fmt::stamp(started_ms);
+    // Checked now with the folder the run would get; made (never shared) after preflight.
+    let wanted = dir.clone().unwrap_or_else(|| args.out.join(&stamp));
+    let (mut plan, mut server_token) = plan_into(&args, connections, &sources, &wanted, external)?;
+    let listen_addrs = crate::args::parse_addrs(&plan.server.addrs)?;
+    // What the run starts from, after the wait for an earlier run's sockets when asked.
+    let wait = match args.isolation {
+        Some(isolation::Isolation::Wait) => {
+            let waited = isolation::wait_for_clean_ports(&args.ports.0, args.clean_wait).await;
+            Some((waited, args.clean_wait))
+        }
+        _ => None,
+    };
+    let netns = match args.isolation {
+        Some(isolation::Isolation::Netns) => Netns::Fresh,
+        _ => Netns::Inherited,
+    };
+    let start = isolation::start_state(&args.ports.0, netns, wait);
+    let server_info = plan::server_info(&args, &spec);
+    // A --target listens there already, by design.
+    if !matches!(spec, ServerSpec::Target(..)) {
+        ports::preflight(&args.ports.0, &listen_addrs)?;
+    }
+    let observer_wanted = !args.no_observer;
+    say!(
+        args.json,
+        "c1m run: {} connections ({reason}), {}, mode {}",
+        count(connections),
+        crate::fmt::pace(args.rate),
+        args.mode.name()
+    );
+    say!(args.json, "sources: {sources_reason}");
+    say!(args.json, "start: {}", start.describe());
+
+    // Preflight.
+    let target = Target {
+        connections,
+        server_ports,
+        // External clients bring their own addresses and ports.
+        sources: if external { 0 } else { source_count },
+        observer: observer_wanted,
+        foreign_server: spec.foreign(),
+    };
+    let tuning = preflight::checks(&target, args.tune, args.force, args.json)?;
+
+    let dir = match dir {
+        Some(d) => folder::create_given(&d).map(|()| d),
+        None => folder::create_unique(&args.out, &stamp),
+    }
+    .with_context(|| format!("creating the run folder {}", wanted.display()))?;
+    if dir != wanted {
+        // Another lab took the name this second: the children write here instead.
+        (plan, server_token) = plan_into(&args, connections, &sources, &dir, external)?;
+    }
+    say!(args.json, "run folder: {}", dir.display());
+    // Before any child: what a `kill -9` of this process would leave, and where.
+    let mut journal = JournalFile::create(
+        &dir,
+        tuning.as_ref().map(|t| t.changed.as_slice()).unwrap_or(&[]),
+    )
+    .with_context(|| format!("writing the journal in {}", dir.display()))?;
+
+    let mut record = RunRecord {
+        c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
+        started_unix_ms: started_ms,
+        outcome: Outcome::Running,
+        config: RunConfig {
+            connections,
+            connections_reason: reason,
+            rate_per_s: args.rate,
+            mode: args.mode.name().to_owned(),
+            engine: args.engine,
+            server_engine: args.server_engine.unwrap_or(args.engine),
+            ports: args.ports.to_string(),
+            server_addrs: args.addr.clone(),
+            sources: sources.clone(),
+            sources_reason: sources_reason.clone(),
+            idle_s: args.idle.as_secs_f64(),
+            push_count: args.pushes,
+            push_writers: args.push_writers as u64,
+            // The lab tells its own client each trigger's instant; clients on other
+            // hosts are told none.
+            push: Some(PushRule::new(
+                args.push_latency,
+                &args.push_format,
+                args.push_stamp,
+                !external && trigger != PushTrigger::None,
+            )),
+            observer: observer_wanted,
+            tuned: tuning.as_ref().is_some_and(|t| !t.changed.is_empty()),
+            command_line: crate::util::command_line(),
+        },
+        machine: machine(),
+        host: external.then(|| crate::multihost::model::HostInfo {
+            role: crate::multihost::model::HostRole::Server,
+            hostname: machine().hostname,
+            label: machine().hostname,
+            ..Default::default()
+        }),
+        server_info: Some(server_info),
+        start: Some(start),
+        ..RunRecord::default()
+    };
+    // A summary from the first second: even a `kill -9` leaves a parseable one.
+    if let Err(e) = crate::lab::export::write_run(&dir, &record)
+        .with_context(|| format!("writing the run folder {}", dir.display()))
+    {
+        folder::fail_in_place(&dir, &mut record, &e);
+        return Err(e);
+    }
+
+    let observer = if observer_wanted {
+        match ObserverHandle::start(args.ports.0.clone()) {
+            Ok(handle) => Some(handle),
+            Err(e) => {
+                let w = format!("kernel observer unavailable: {e:#}");
+                eprintln!("c1m: {w}");
+                record.warnings.push(w);
+                None
+            }
+        }
+    } else {
+        None
+    };
+
+    let title = format!(
+        "c1m run: {} {} connections · {}",
+        args.mode.name(),
+        count(connections),
+        record
+            .server_info
+            .as_ref()
+            .map_or("c1m", |i| i.name.as_str())
+    );
+    // Before the server: a bad --metrics-addr fails the command before anything starts.
+    let live = Live::new(
+        LiveOutput::choose(args.plain, args.json),
+        match args.metrics_listener.take() {
+            Some(bound) => Some(MetricsAt::Bound(bound.try_clone()?)),
+            None => args.metrics_addr.map(MetricsAt::Addr),
+        },
+        &title,
+        RunInfo {
+            command: "run",
+            mode: args.mode.name().to_owned(),
+            engine: args.engine.name().to_owned(),
+            // A reference server's command is `…/<name>/run`: its name, not "run".
+            server: args
+                .server_name
+                .clone()
+                .unwrap_or_else(|| spec.name(args.server_engine.unwrap_or(args.engine))),
+            target_connections: connections,
+        },
+        started_ms,
+    )
+    .await?;
+    let server_ctl = Ctl::new(
+        plan.server.common.control.clone().unwrap_or_default(),
+        server_token,
+    );
+    let client_ctl =
+        (!external).then(|| Ctl::new(plan.client.common.control.clone().unwrap_or_default(), None));
+    let (server, foreign) = match &spec {
+        ServerSpec::Own => (
+            Some(spawn_c1m(&plan.server_argv()?, &dir.join("server.log"))?),
+            None,
+        ),
+        ServerSpec::Command(argv) => (None, Some(ForeignServer::start(argv, &dir)?)),
+        ServerSpec::Target(_, Some(pid)) => (None, Some(ForeignServer::attach(*pid, &dir))),
+        ServerSpec::Target(t, None) => (None, Some(ForeignServer::remote(&t.to_string(), &dir))),
+    };
+    if let Some(pid) = server.as_ref().and_then(Child::id) {
+        journal.add(Role::Server, pid)?;
+    }
+    if let Some(f) = foreign.as_ref().filter(|f| f.owned()) {
+        journal.add(Role::Server, f.pid)?;
+        if let Some(c) = f.cgroup() {
+            journal.add_cgroup(c.path())?;
+        }
+        // A note, not a warning: without root (or a delegated cgroup) every run would be
+        // degraded for what only a server that leaves its tree makes true.
+        if let Some(w) = f.unwatched() {
+            eprintln!("c1m: note: {w}");
+        }
+    }
+    let children = Children {
+        server,
+        client: None,
+    };
+
+    let mut lab = Lab {
+        record,
+        dir: dir.clone(),
+        observer,
+        kernel: None,
+        live,
+        figures: FiguresBuilder::new(),
+        rows: Rows::new(started_ms),
+        server_ctl,
+        client_ctl,
+        last_server: None,
+        last_client: None,
+        server_poll: Pending::new(),
+        client_poll: Pending::new(),
+        peers: Pending::new(),
+        peers_at: None,
+        ports: args.ports.0.clone(),
+        peers_line: None,
+        kernel_poll: Pending::new(),
+        phase_start: None,
+        interrupted: false,
+        last_write: Instant::now(),
+        children: Some(children),
+        journal: Some(journal),
+        foreign,
+        trigger,
+        push_format: args.push_format.clone(),
+        mode: args.mode,
+        target: connections,
+    };
+
+    let result = lab.drive(&args, connections, &plan).await;
+    lab.stop_servers_and_clients().await;
+    // A server that printed its versions late (or had to be waited for) is named now.
+    lab.record_versions();
+    lab.observer = None;
+    lab.live.stop();
+
+    lab.record.ended_unix_ms = crate::util::unix_ms_now();
+    // The last kernel view (the teardown's end, taken afresh) against the kernel's counters.
+    lab.record.audit = lab
+        .kernel_view()
+        .as_ref()
+        .map(crate::observer::audit::audit);
+    if result.is_ok() && !lab.interrupted {
+        lab.conclude(connections);
+    }
+    if let Err(e) = &result {
+        lab.record
+            .warnings
+            .insert(0, format!("the run failed: {e:#}"));
+    }
+    lab.record.outcome = verdict::outcome(
+        result.is_err(),
+        lab.interrupted,
+        !lab.record.warnings.is_empty(),
+    );
+    let written = lab.write_exports();
+    if let Err(e) = &written {
+        folder::fail_in_place(&lab.dir, &mut lab.record, e);
+    }
+    if let Some(mut t) = tuning {
+        let restore = t.restore();
+        for f in restore.failed {
+            eprintln!("c1m: could not restore sysctl {f}");
+        }
+        for (c, pid) in restore.left_to {
+            say!(
+                args.json,
+                "tune: {} stays {}: tuned lab pid {pid} still runs, and restores {} when it ends",
+                c.name,
+                c.new,
+                c.old
+            );
+        }
+    }
+    drop(lab.journal.take());
+    written?;
+    say_raw!(args.json, "{}", crate::lab::summary::text(&lab.record));
+    say!(args.json, "run folder: {}", dir.display());
+    // Bad news on stderr too, where scripts and CI look for it.
+    for w in &lab.record.warnings {
+        eprintln!("c1m run: warning: {w}");
+    }
+    if lab.record.outcome != Outcome::Complete {
+        eprintln!("c1m run: {}", lab.record.outcome);
+    }
+    Ok(lab.record.outcome.exit_code())
+}

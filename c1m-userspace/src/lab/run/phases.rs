@@ -1,0 +1,596 @@
+//! The decisions of the run's phases (setup, idle, push, teardown), as pure functions of
+//! the latest snapshots and the time gone: when a phase is done, when its limit has
+//! passed, whose count judges a push. The loop that polls and waits is `drive.rs`; here
+//! nothing waits, so each decision is tested without sockets.
+
+use std::time::{Duration, Instant};
+
+use super::stall::StallWatch;
+use crate::{
+    fmt::count,
+    observer::KernelView,
+    workload::{config::Mode, push_trigger::PushTrigger, stats::snapshot::AppSnapshot},
+};
+
+/// How long a phase may take.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Limit {
+    /// At most this long in all.
+    Total(Duration),
+    /// As long as `Progress` keeps growing; fails after this long without a step.
+    Stall(Duration, Progress),
+}
+
+/// What a phase judged by [`Limit::Stall`] counts as a step forward.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Progress {
+    /// Connects finished (connected or failed) by the client; the server's accepts
+    /// when the clients are on other hosts.
+    Connects,
+    /// Frames of this push received (the server's frames written, for external clients).
+    Push(u64),
+}
+
+impl Progress {
+    /// A step forward, as a stalled wait's error names it.
+    fn step(self) -> &'static str {
+        match self {
+            Progress::Connects => "connect finished",
+            Progress::Push(_) => "frame arrived",
+        }
+    }
+}
+
+/// A ramp with no connect finished (connected or failed) for this long is stuck: each
+/// connect gives up after 10 s (`--connect-timeout`). A fixed budget from the asked
+/// rate failed the largest target: 1,732,000 asked, the box slowed from 10k to ~4k
+/// conn/s past 1.5M (3.3M sockets in the 262,144-bucket established hash), and the
+/// 3 × ramp + 2 min = 328 s ran out at 1,662,915 with the ramp still moving.
+pub(super) const SETUP_STALL: Duration = Duration::from_secs(120);
+
+/// A push with no frame received for this long is stuck. A fixed 120 s failed the
+/// largest target: at 1,757,881 connections on a loaded box, 823,411 frames had arrived
+/// with the push still moving.
+pub(super) const PUSH_STALL: Duration = Duration::from_secs(30);
+
+/// How long c1m's own server may take to say it runs.
+pub(super) const SERVER_START: Duration = Duration::from_secs(60);
+
+/// How long kernel and app counts may take to agree after the ramp.
+pub(super) const SETTLING: Duration = Duration::from_secs(30);
+
+/// How long the client may take to count frames under a push's id (foreign server).
+pub(super) const PUSH_MARK: Duration = Duration::from_secs(10);
+
+/// How long every connection may take to close.
+pub(super) const TEARDOWN: Duration = Duration::from_secs(180);
+
+/// The setup phase's limit: `--setup-timeout` in all, or else a stall of the connects.
+pub(super) fn setup_limit(setup_timeout: Option<Duration>) -> Limit {
+    setup_timeout.map_or(Limit::Stall(SETUP_STALL, Progress::Connects), Limit::Total)
+}
+
+/// Why a wait may not go on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Overrun {
+    /// A [`Limit::Total`] passed.
+    Total(Duration),
+    /// A [`Limit::Stall`]: no step for `limit`, with `so_far` done.
+    Stalled {
+        limit: Duration,
+        step: &'static str,
+        so_far: u64,
+    },
+}
+
+impl Overrun {
+    /// The error of the wait for `what`.
+    pub(super) fn message(&self, what: &str) -> String {
+        match self {
+            Overrun::Total(d) => format!("{what} did not finish within {:.0} s", d.as_secs_f64()),
+            Overrun::Stalled {
+                limit,
+                step,
+                so_far,
+            } => format!(
+                "{what} stalled: no {step} for {:.0} s ({} so far)",
+                limit.as_secs_f64(),
+                count(*so_far)
+            ),
+        }
+    }
+}
+
+/// A wait against its [`Limit`]: when it started, and the most progress seen with the
+/// instant it was reached.
+#[derive(Debug)]
+pub(super) struct LimitWatch {
+    limit: Limit,
+    started: Instant,
+    best: (u64, Instant),
+}
+
+impl LimitWatch {
+    pub(super) fn new(limit: Limit, now: Instant) -> Self {
+        LimitWatch {
+            limit,
+            started: now,
+            best: (0, now),
+        }
+    }
+
+    /// Checked once a tick at `now`: whether the limit has passed. `progress` says how
+    /// far the phase has come (asked only under a stall limit).
+    pub(super) fn check(
+        &mut self,
+        now: Instant,
+        progress: impl FnOnce(Progress) -> u64,
+    ) -> Option<Overrun> {
+        match self.limit {
+            Limit::Total(d) if now.saturating_duration_since(self.started) > d => {
+                Some(Overrun::Total(d))
+            }
+            Limit::Stall(d, measure) => {
+                let done = progress(measure);
+                if done > self.best.0 {
+                    self.best = (done, now);
+                    None
+                } else if now.saturating_duration_since(self.best.1) > d {
+                    Some(Overrun::Stalled {
+                        limit: d,
+                        step: measure.step(),
+                        so_far: done,
+                    })
+                } else {
+                    None
+                }
+            }
+            Limit::Total(_) => None,
+        }
+    }
+}
+
+/// How far a phase judged by [`Limit::Stall`] has come.
+pub(super) fn progress(
+    measure: Progress,
+    external: bool,
+    server: Option<&AppSnapshot>,
+    client: Option<&AppSnapshot>,
+) -> u64 {
+    // External clients: the server's figures are the only word here.
+    match (measure, client, server) {
+        (Progress::Connects, Some(c), _) => c.counters.connected + c.counters.failures.total(),
+        (Progress::Connects, None, Some(s)) => s.counters.accepted,
+        (Progress::Connects, None, None) => 0,
+        (Progress::Push(id), _, _) => frames(push_witness(external, server, client), id),
+    }
+}
+
+/// Every worker of the lab's client has died (a client with no workers yet has not).
+pub(super) fn clients_all_dead(client: Option<&AppSnapshot>) -> bool {
+    client.is_some_and(|c| c.workers.count > 0 && c.workers.alive == 0)
+}
+
+/// c1m's own server says it runs.
+pub(super) fn server_started(server: Option<&AppSnapshot>) -> bool {
+    server.is_some_and(|s| s.phase == "running")
+}
+
+/// Where the ramp of the lab's own client stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Setup {
+    Ramping,
+    /// Every connection attempted and none in flight, or the client holds.
+    Done,
+    /// The server stopped completing connections (watched for a foreign server only).
+    Stalled,
+}
+
+/// The lab's own client's ramp towards `n` connections; `watch` is the stall watch of
+/// a foreign server's setup.
+pub(super) fn local_setup(
+    client: Option<&AppSnapshot>,
+    n: u64,
+    watch: Option<&mut StallWatch>,
+    now: Instant,
+) -> Setup {
+    let Some(c) = client else {
+        return Setup::Ramping;
+    };
+    if c.phase == "hold" || c.counters.attempted >= n && c.counters.in_flight == 0 {
+        return Setup::Done;
+    }
+    let pending = c.counters.connected < n;
+    if let Some(w) = watch
+        && c.phase == "ramp"
+        && w.stalled(now, c.counters.connected, pending)
+    {
+        Setup::Stalled
+    } else {
+        Setup::Ramping
+    }
+}
+
+/// Server-side connections ESTABLISHED in the kernel (the app's open count without
+/// the observer).
+pub(super) fn server_established(s: Option<&AppSnapshot>, k: Option<&KernelView>) -> u64 {
+    use c1m_common::tcp_state::ESTABLISHED;
+    match k {
+        Some(k) => k.server.state(ESTABLISHED).max(0) as u64,
+        None => s.map(|s| s.counters.open).unwrap_or(0),
+    }
+}
+
+/// External clients: kernel ESTABLISHED equals the server's open count.
+fn server_counts_agree(s: Option<&AppSnapshot>, k: Option<&KernelView>) -> bool {
+    s.is_some_and(|s| server_established(Some(s), k) == s.counters.open)
+}
+
+/// Kernel ESTABLISHED equals the app's open count on both sides.
+fn counts_agree(s: Option<&AppSnapshot>, c: Option<&AppSnapshot>, k: Option<&KernelView>) -> bool {
+    use c1m_common::tcp_state::ESTABLISHED;
+    let (Some(s), Some(c)) = (s, c) else {
+        return false;
+    };
+    match k {
+        Some(k) => {
+            k.server.state(ESTABLISHED) == s.counters.open as i64
+                && k.client.state(ESTABLISHED) == c.counters.open as i64
+        }
+        None => s.counters.open == c.counters.open,
+    }
+}
+
+/// Set up, settled: kernel and app agree on the connections (with external clients, on
+/// the server's alone).
+pub(super) fn settled(
+    external: bool,
+    s: Option<&AppSnapshot>,
+    c: Option<&AppSnapshot>,
+    k: Option<&KernelView>,
+) -> bool {
+    if external {
+        server_counts_agree(s, k)
+    } else {
+        counts_agree(s, c, k)
+    }
+}
+
+/// How the push phase goes, if at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PushPhase {
+    /// No push phase: not WebSocket, or no pushes asked for.
+    Skip,
+    /// c1m's own server, asked through its control endpoint.
+    Control,
+    /// A server of the user's, by its `--push-trigger` (or on its own with `none`).
+    Trigger,
+}
+
+pub(super) fn push_phase(mode: Mode, pushes: u32, trigger: &PushTrigger) -> PushPhase {
+    if mode == Mode::Ws && pushes > 0 && *trigger != PushTrigger::Control {
+        PushPhase::Trigger
+    } else if mode == Mode::Ws && pushes > 0 {
+        PushPhase::Control
+    } else {
+        PushPhase::Skip
+    }
+}
+
+/// The connections a push of c1m's server must reach, as the witness counts them open.
+pub(super) fn push_audience(
+    external: bool,
+    server: Option<&AppSnapshot>,
+    client: Option<&AppSnapshot>,
+) -> u64 {
+    push_witness(external, server, client)
+        .map(|x| {
+            if external {
+                x.counters.ws_open
+            } else {
+                x.counters.open
+            }
+        })
+        .unwrap_or(0)
+}
+
+/// Push `id` has reached `want` frames by its witness's count.
+pub(super) fn push_reached(
+    external: bool,
+    server: Option<&AppSnapshot>,
+    client: Option<&AppSnapshot>,
+    id: u64,
+    want: u64,
+) -> bool {
+    push_witness(external, server, client)
+        .is_some_and(|x| x.pushes.iter().any(|p| p.push_id == id && p.count >= want))
+}
+
+/// The frames of push `id` in a snapshot (0 without one).
+pub(super) fn frames(snap: Option<&AppSnapshot>, id: u64) -> u64 {
+    snap.and_then(|x| x.pushes.iter().find(|p| p.push_id == id))
+        .map_or(0, |p| p.count)
+}
+
+/// The pushes a foreign server is triggered for: with `none`, one wait for whatever it
+/// sends.
+pub(super) fn foreign_rounds(trigger: &PushTrigger, pushes: u32) -> u32 {
+    if *trigger == PushTrigger::None {
+        1
+    } else {
+        pushes
+    }
+}
+
+/// The frames a foreign server's push must deliver to `open` connections: with `none`,
+/// every connection should get `--pushes` frames in the wait.
+pub(super) fn foreign_want(trigger: &PushTrigger, open: u64, pushes: u32) -> u64 {
+    if *trigger == PushTrigger::None {
+        open * u64::from(pushes)
+    } else {
+        open
+    }
+}
+
+/// Every connection closed: the server's, and the lab's client's unless the clients are
+/// on other hosts.
+pub(super) fn torn_down(
+    external: bool,
+    server: Option<&AppSnapshot>,
+    client: Option<&AppSnapshot>,
+) -> bool {
+    (external || client.is_some_and(|c| c.counters.open == 0))
+        && server.is_some_and(|s| s.counters.open == 0)
+}
+
+/// Whose count of a push's frames judges it: the lab's client (frames received) or, with
+/// external clients, the server (frames written; what each host received is in its own
+/// folder, and `c1m merge` checks it). One choice for the wait, its stall limit and its
+/// warning.
+pub(super) fn push_witness<'a>(
+    external: bool,
+    server: Option<&'a AppSnapshot>,
+    client: Option<&'a AppSnapshot>,
+) -> Option<&'a AppSnapshot> {
+    if external { server } else { client }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use c1m_common::tcp_state::ESTABLISHED;
+
+    use super::*;
+    use crate::{
+        observer::view::state_key,
+        workload::{push_trigger, stats::snapshot::PushSummary},
+    };
+
+    fn snap(phase: &str, open: u64) -> AppSnapshot {
+        let mut s = AppSnapshot {
+            phase: phase.to_owned(),
+            ..AppSnapshot::default()
+        };
+        s.counters.open = open;
+        s
+    }
+
+    fn with_push(mut s: AppSnapshot, push_id: u64, count: u64) -> AppSnapshot {
+        s.pushes.push(PushSummary {
+            push_id,
+            count,
+            ..PushSummary::default()
+        });
+        s
+    }
+
+    fn kernel(server: i64, client: i64) -> KernelView {
+        let mut k = KernelView::default();
+        k.server.states.insert(state_key(ESTABLISHED), server);
+        k.client.states.insert(state_key(ESTABLISHED), client);
+        k
+    }
+
+    #[test]
+    fn a_total_limit_passes_after_its_time_only() {
+        let t0 = Instant::now();
+        let mut w = LimitWatch::new(Limit::Total(Duration::from_secs(30)), t0);
+        let never = |_: Progress| -> u64 { unreachable!("a total limit reads no progress") };
+        assert_eq!(w.check(t0 + Duration::from_secs(30), never), None);
+        let over = w.check(t0 + Duration::from_secs(31), never).unwrap();
+        assert_eq!(over, Overrun::Total(Duration::from_secs(30)));
+        assert_eq!(
+            over.message("settling"),
+            "settling did not finish within 30 s"
+        );
+    }
+
+    #[test]
+    fn a_stall_limit_restarts_on_every_step() {
+        let t0 = Instant::now();
+        let s = |n| t0 + Duration::from_secs(n);
+        let mut w = LimitWatch::new(
+            Limit::Stall(Duration::from_secs(10), Progress::Connects),
+            t0,
+        );
+        assert_eq!(w.check(s(5), |_| 100), None);
+        // Flat for 10 s from the last step is still within; more is a stall.
+        assert_eq!(w.check(s(15), |_| 100), None);
+        assert_eq!(w.check(s(14), |_| 100), None);
+        let over = w.check(s(16), |_| 100).unwrap();
+        assert_eq!(
+            over,
+            Overrun::Stalled {
+                limit: Duration::from_secs(10),
+                step: "connect finished",
+                so_far: 100
+            }
+        );
+        assert_eq!(
+            over.message("setup"),
+            "setup stalled: no connect finished for 10 s (100 so far)"
+        );
+        // A step, however late, starts the count again.
+        assert_eq!(w.check(s(17), |_| 101), None);
+        assert_eq!(w.check(s(27), |_| 101), None);
+        let mut p = LimitWatch::new(Limit::Stall(Duration::from_secs(1), Progress::Push(2)), t0);
+        let over = p.check(s(2), |_| 0).unwrap();
+        assert_eq!(
+            over.message("push"),
+            "push stalled: no frame arrived for 1 s (0 so far)"
+        );
+    }
+
+    #[test]
+    fn progress_is_the_clients_word_or_the_servers_for_external_clients() {
+        let mut c = snap("ramp", 0);
+        c.counters.connected = 90;
+        c.counters.failures.emfile = 5;
+        let mut s = snap("running", 0);
+        s.counters.accepted = 70;
+        assert_eq!(progress(Progress::Connects, false, Some(&s), Some(&c)), 95);
+        assert_eq!(progress(Progress::Connects, true, Some(&s), None), 70);
+        assert_eq!(progress(Progress::Connects, true, None, None), 0);
+        let c = with_push(c, 1, 40);
+        let s = with_push(s, 1, 60);
+        assert_eq!(progress(Progress::Push(1), false, Some(&s), Some(&c)), 40);
+        assert_eq!(progress(Progress::Push(1), true, Some(&s), Some(&c)), 60);
+        assert_eq!(progress(Progress::Push(2), false, Some(&s), Some(&c)), 0);
+    }
+
+    #[test]
+    fn setup_limit_is_the_flag_or_a_stall_of_connects() {
+        assert!(matches!(
+            setup_limit(None),
+            Limit::Stall(SETUP_STALL, Progress::Connects)
+        ));
+        assert!(matches!(
+            setup_limit(Some(Duration::from_secs(5))),
+            Limit::Total(d) if d == Duration::from_secs(5)
+        ));
+    }
+
+    #[test]
+    fn server_start_and_dead_clients() {
+        assert!(server_started(Some(&snap("running", 0))));
+        assert!(!server_started(Some(&snap("starting", 0))));
+        assert!(!server_started(None));
+        let mut c = snap("ramp", 0);
+        assert!(!clients_all_dead(Some(&c)), "no workers yet");
+        c.workers.count = 2;
+        c.workers.alive = 1;
+        assert!(!clients_all_dead(Some(&c)));
+        c.workers.alive = 0;
+        assert!(clients_all_dead(Some(&c)));
+        assert!(!clients_all_dead(None));
+    }
+
+    #[test]
+    fn a_local_setup_ends_when_held_all_attempted_or_stalled() {
+        let t0 = Instant::now();
+        assert_eq!(local_setup(None, 10, None, t0), Setup::Ramping);
+        assert_eq!(
+            local_setup(Some(&snap("hold", 3)), 10, None, t0),
+            Setup::Done
+        );
+        let mut c = snap("ramp", 0);
+        c.counters.attempted = 10;
+        c.counters.in_flight = 1;
+        assert_eq!(local_setup(Some(&c), 10, None, t0), Setup::Ramping);
+        c.counters.in_flight = 0;
+        assert_eq!(local_setup(Some(&c), 10, None, t0), Setup::Done);
+        // A flat connected count with connects pending: stalled, when watched.
+        c.counters.attempted = 8;
+        c.counters.connected = 5;
+        let mut w = StallWatch::default();
+        assert_eq!(local_setup(Some(&c), 10, Some(&mut w), t0), Setup::Ramping);
+        let later = t0 + Duration::from_secs(60);
+        assert_eq!(local_setup(Some(&c), 10, None, later), Setup::Ramping);
+        assert_eq!(
+            local_setup(Some(&c), 10, Some(&mut w), later),
+            Setup::Stalled
+        );
+        let mut held = StallWatch::default();
+        let mut h = c.clone();
+        h.phase = "settle".to_owned();
+        assert_eq!(
+            local_setup(Some(&h), 10, Some(&mut held), t0),
+            Setup::Ramping
+        );
+        assert_eq!(
+            local_setup(Some(&h), 10, Some(&mut held), later),
+            Setup::Ramping,
+            "only a ramp stalls"
+        );
+    }
+
+    #[test]
+    fn settled_when_kernel_and_apps_agree() {
+        let (s, c) = (snap("running", 100), snap("hold", 100));
+        assert!(settled(false, Some(&s), Some(&c), Some(&kernel(100, 100))));
+        assert!(!settled(false, Some(&s), Some(&c), Some(&kernel(100, 99))));
+        assert!(settled(false, Some(&s), Some(&c), None));
+        assert!(!settled(false, Some(&s), None, None));
+        // External clients: the server's own count against the kernel's server side.
+        assert!(settled(true, Some(&s), None, Some(&kernel(100, 0))));
+        assert!(!settled(true, Some(&s), None, Some(&kernel(98, 0))));
+        assert!(settled(true, Some(&s), None, None));
+        assert!(!settled(true, None, None, Some(&kernel(100, 0))));
+        assert_eq!(server_established(Some(&s), Some(&kernel(-1, 0))), 0);
+        assert_eq!(server_established(Some(&s), None), 100);
+    }
+
+    #[test]
+    fn push_phase_by_mode_count_and_trigger() {
+        let signal = push_trigger::parse("signal:USR1").unwrap();
+        assert_eq!(
+            push_phase(Mode::Ws, 1, &PushTrigger::Control),
+            PushPhase::Control
+        );
+        assert_eq!(push_phase(Mode::Ws, 2, &signal), PushPhase::Trigger);
+        assert_eq!(
+            push_phase(Mode::Ws, 1, &PushTrigger::None),
+            PushPhase::Trigger
+        );
+        assert_eq!(
+            push_phase(Mode::Ws, 0, &PushTrigger::Control),
+            PushPhase::Skip
+        );
+        assert_eq!(
+            push_phase(Mode::Echo, 1, &PushTrigger::Control),
+            PushPhase::Skip
+        );
+        assert_eq!(foreign_rounds(&PushTrigger::None, 3), 1);
+        assert_eq!(foreign_rounds(&signal, 3), 3);
+        assert_eq!(foreign_want(&PushTrigger::None, 100, 3), 300);
+        assert_eq!(foreign_want(&signal, 100, 3), 100);
+    }
+
+    #[test]
+    fn a_push_is_judged_by_its_witness() {
+        let mut s = with_push(snap("running", 90), 1, 80);
+        s.counters.ws_open = 80;
+        let c = with_push(snap("hold", 90), 1, 90);
+        assert_eq!(push_audience(false, Some(&s), Some(&c)), 90);
+        assert_eq!(push_audience(true, Some(&s), Some(&c)), 80);
+        assert_eq!(push_audience(false, Some(&s), None), 0);
+        assert!(push_reached(false, Some(&s), Some(&c), 1, 90));
+        assert!(!push_reached(true, Some(&s), Some(&c), 1, 90));
+        assert!(push_reached(true, Some(&s), Some(&c), 1, 80));
+        assert!(!push_reached(false, Some(&s), Some(&c), 2, 0));
+        assert_eq!(frames(Some(&c), 1), 90);
+        assert_eq!(frames(Some(&c), 2), 0);
+        assert_eq!(frames(None, 1), 0);
+    }
+
+    #[test]
+    fn torn_down_when_every_side_here_is_closed() {
+        let (open, closed) = (snap("hold", 1), snap("hold", 0));
+        assert!(torn_down(false, Some(&closed), Some(&closed)));
+        assert!(!torn_down(false, Some(&closed), Some(&open)));
+        assert!(!torn_down(false, Some(&closed), None));
+        assert!(torn_down(true, Some(&closed), None));
+        assert!(!torn_down(true, Some(&open), None));
+        assert!(!torn_down(true, None, None));
+    }
+}
