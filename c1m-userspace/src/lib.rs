@@ -15,5 +15,6 @@ pub mod priority;
 pub mod proc_net_tcp;
 pub mod procstat;
 pub mod state_dir;
+pub mod sysctl;
 pub mod util;
 pub mod workload;

@@ -24,6 +24,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("proc_net_tcp", 0),
     ("procstat", 0),
     ("state_dir", 0),
+    ("sysctl", 0),
     ("observer", 1),
     ("workload", 1),
     // What the lab needs to know of other hosts: their records, peers and shares, and
@@ -310,10 +311,7 @@ fn relative_imports(text: &str, module: &str) -> BTreeSet<String> {
 
 /// File-level circles still to break, each as its sorted modules: the test fails on any
 /// other circle, and on a listed one that is gone (so the list only shrinks).
-const KNOWN_CIRCLES: &[&[&str]] = &[
-    &["lab::doctor", "lab::tuning"],
-    &["lab::figures", "lab::model", "lab::view::compare"],
-];
+const KNOWN_CIRCLES: &[&[&str]] = &[&["lab::figures", "lab::model", "lab::view::compare"]];
 
 /// Every module's imports, by file module: `crate::`, `super::` and `self::` paths,
 /// each resolved to the longest module that is a file.

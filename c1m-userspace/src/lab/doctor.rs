@@ -4,15 +4,16 @@
 //! SIGTERM, or (via `c1m doctor --restore`) after the process was killed: see
 //! [`super::tuning`].
 
-use std::{
-    fmt,
-    path::{Path, PathBuf},
+use std::path::Path;
+
+use super::{
+    check::{Check, Status},
+    tuning::{self, Sweep, Tuning},
 };
-
-use serde::{Deserialize, Serialize};
-
-use super::tuning::{self, Sweep, Tuning};
-use crate::observer::{privileges, procfs};
+use crate::{
+    observer::{privileges, procfs},
+    sysctl::{self, CONNTRACK_MAX, FILE_MAX, PORT_RANGE, SOMAXCONN, SYN_BACKLOG, TW_BUCKETS},
+};
 
 /// The memory model: what one connection (both ends on this box) was measured to
 /// cost, times a head room. Measured by the lab at 1,000,000 WebSocket connections
@@ -42,39 +43,6 @@ pub fn connections_that_fit(available: u64) -> u64 {
     available.saturating_sub(RESERVE_BYTES) / bytes_per_connection()
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Status {
-    Ok,
-    /// Works, but not the way the user may expect (e.g. sharding), or suboptimal.
-    Warn,
-    /// The run as asked would fail.
-    Fail,
-}
-
-impl fmt::Display for Status {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Status::Ok => "ok",
-            Status::Warn => "warn",
-            Status::Fail => "FAIL",
-        })
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Check {
-    pub name: String,
-    pub current: String,
-    pub needed: String,
-    pub status: Status,
-    /// The exact command that fixes it, when one does.
-    pub fix: Option<String>,
-    /// A sysctl `--tune` may set (path under /proc/sys, value).
-    #[serde(skip)]
-    pub tune: Option<(String, String)>,
-    pub note: String,
-}
-
 /// What the run will ask of the box.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -84,43 +52,6 @@ pub struct Target {
     pub observer: bool,
     /// The server is not c1m's: it runs in one process unless it shards itself.
     pub foreign_server: bool,
-}
-
-pub fn read_sysctl(name: &str) -> Option<String> {
-    std::fs::read_to_string(sysctl_path(name))
-        .ok()
-        .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
-}
-
-fn sysctl_path(name: &str) -> PathBuf {
-    Path::new("/proc/sys").join(name.replace('.', "/"))
-}
-
-const FILE_MAX: &str = "fs.file-max";
-const PORT_RANGE: &str = "net.ipv4.ip_local_port_range";
-const SOMAXCONN: &str = "net.core.somaxconn";
-const SYN_BACKLOG: &str = "net.ipv4.tcp_max_syn_backlog";
-const TW_BUCKETS: &str = "net.ipv4.tcp_max_tw_buckets";
-const CONNTRACK_MAX: &str = "net.netfilter.nf_conntrack_max";
-
-/// Every sysctl `--tune` may set: the only names a restore record may hold, so a
-/// record never makes root write anything else (issue 30, case 1).
-pub const TUNABLE: &[&str] = &[
-    FILE_MAX,
-    PORT_RANGE,
-    SOMAXCONN,
-    SYN_BACKLOG,
-    TW_BUCKETS,
-    CONNTRACK_MAX,
-];
-
-/// The /proc/sys file of a sysctl `--tune` sets; None for any other name.
-pub(crate) fn tunable_path(name: &str) -> Option<PathBuf> {
-    TUNABLE.contains(&name).then(|| sysctl_path(name))
-}
-
-fn read_u64(name: &str) -> Option<u64> {
-    read_sysctl(name)?.parse().ok()
 }
 
 /// `MemAvailable` from /proc/meminfo, bytes.
@@ -255,7 +186,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
         ));
     }
 
-    let file_max = read_u64(FILE_MAX).unwrap_or(0);
+    let file_max = sysctl::read_u64(FILE_MAX).unwrap_or(0);
     let file_need = sockets + sockets / 10 + 10_000;
     let mut c = Check {
         name: FILE_MAX.to_owned(),
@@ -272,7 +203,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
     };
     out.push(c.clone());
 
-    let nr_open = read_u64("fs.nr_open").unwrap_or(0);
+    let nr_open = sysctl::read_u64("fs.nr_open").unwrap_or(0);
     out.push(check(
         "fs.nr_open",
         nr_open.to_string(),
@@ -286,7 +217,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
         "the ceiling for any process's RLIMIT_NOFILE",
     ));
 
-    let range = read_sysctl(PORT_RANGE).unwrap_or_default();
+    let range = sysctl::read(PORT_RANGE).unwrap_or_default();
     let (lo, hi) = range
         .split_once(' ')
         .and_then(|(a, b)| Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?)))
@@ -323,7 +254,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
             "half-open handshakes per listener during the ramp",
         ),
     ] {
-        let cur = read_u64(name).unwrap_or(0);
+        let cur = sysctl::read_u64(name).unwrap_or(0);
         out.push(Check {
             name: name.to_owned(),
             current: cur.to_string(),
@@ -345,7 +276,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
     // and draws a RST: 626,177 of them at 1M with the default 131,072 (TCPTimeWaitOverflow).
     // A slot is a 256 B `tw_sock_TCP`, taken as the full sockets are freed.
     let tw_name = TW_BUCKETS;
-    if let Some(cur) = read_u64(tw_name) {
+    if let Some(cur) = sysctl::read_u64(tw_name) {
         let want = n + n / 10;
         out.push(Check {
             name: tw_name.to_owned(),
@@ -359,7 +290,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
         });
     }
 
-    if let Some(max) = read_u64(CONNTRACK_MAX).filter(|_| conntrack_tracks_loopback()) {
+    if let Some(max) = sysctl::read_u64(CONNTRACK_MAX).filter(|_| conntrack_tracks_loopback()) {
         let want = sockets + sockets / 10;
         out.push(Check {
             name: CONNTRACK_MAX.to_owned(),
@@ -474,7 +405,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
 /// Whether conntrack tracks loopback connections here: it is often loaded with no
 /// rule that needs it, and then costs nothing. Probed with one real connection.
 fn conntrack_tracks_loopback() -> bool {
-    let count = || read_u64("net.netfilter.nf_conntrack_count").unwrap_or(0);
+    let count = || sysctl::read_u64("net.netfilter.nf_conntrack_count").unwrap_or(0);
     let before = count();
     if before > 0 {
         return true;
@@ -600,6 +531,9 @@ mod tests {
     /// other name reaches /proc/sys (issue 30, case 1).
     #[test]
     fn only_the_tune_list_is_ever_written() {
+        use std::path::PathBuf;
+
+        use crate::sysctl::tunable_path;
         let huge = huge();
         for (name, _) in checks(&huge).iter().filter_map(|c| c.tune.clone()) {
             assert!(

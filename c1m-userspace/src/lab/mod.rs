@@ -15,6 +15,7 @@
 //! | `top`     | the live view for a server already running                            |
 //! | `servers` | the servers `--servers` compares: start command, push trigger, format  |
 
+pub mod check;
 pub mod compare;
 pub mod doctor;
 pub mod export;

@@ -19,7 +19,7 @@
 //!
 //! Root writes what a record says, so a record is read only from root's own directory,
 //! from a file of root's own (`state_dir::read_private`), and only if every name in it
-//! is a sysctl `--tune` sets (`doctor::TUNABLE`); nothing else is ever joined to
+//! is a sysctl `--tune` sets (`sysctl::TUNABLE`); nothing else is ever joined to
 //! /proc/sys. In world-writable /tmp any user once planted one naming `/etc/crontab`
 //! (issue 30, case 1). Records an older c1m left in /tmp are not read, only named.
 
@@ -32,7 +32,8 @@ use std::{
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::doctor::{Check, read_sysctl, tunable_path};
+use super::check::Check;
+use crate::sysctl::{self, tunable_path};
 use crate::{
     observer::procfs,
     procstat,
@@ -355,7 +356,7 @@ impl Tuning {
         {
             if !t.held.iter().any(|h| h.name == c.name) {
                 t.held.push(Changed {
-                    new: read_sysctl(&c.name).unwrap_or_else(|| c.new.clone()),
+                    new: sysctl::read(&c.name).unwrap_or_else(|| c.new.clone()),
                     ..c.clone()
                 });
             }
@@ -363,7 +364,7 @@ impl Tuning {
         for (name, value) in checks.iter().filter_map(|c| c.tune.clone()) {
             let old = match t.held.iter().position(|h| h.name == name) {
                 Some(i) => t.held.remove(i).old,
-                None => read_sysctl(&name).unwrap_or_default(),
+                None => sysctl::read(&name).unwrap_or_default(),
             };
             t.changed.push(Changed {
                 name: name.clone(),

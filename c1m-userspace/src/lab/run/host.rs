@@ -21,7 +21,7 @@ pub(crate) fn machine() -> Machine {
     let (soft, hard) = doctor::nofile_limits();
     let mut sysctls = std::collections::BTreeMap::new();
     for name in RECORDED_SYSCTLS {
-        if let Some(v) = doctor::read_sysctl(name) {
+        if let Some(v) = crate::sysctl::read(name) {
             sysctls.insert(name.to_owned(), v);
         }
     }

@@ -81,14 +81,14 @@ pub fn enter_fresh_netns(recorded: &[&'static str]) -> Result<Vec<String>> {
     }
     let carried: Vec<(&str, String)> = per_namespace(recorded)
         .into_iter()
-        .filter_map(|n| Some((n, doctor::read_sysctl(n)?)))
+        .filter_map(|n| Some((n, crate::sysctl::read(n)?)))
         .collect();
     crate::netns::enter_private().context(
         "--isolation netns: making a network namespace (needs root or CAP_SYS_ADMIN; or --isolation wait)",
     )?;
     Ok(carried
         .into_iter()
-        .filter(|(name, value)| doctor::read_sysctl(name).as_deref() != Some(value.as_str()))
+        .filter(|(name, value)| crate::sysctl::read(name).as_deref() != Some(value.as_str()))
         .filter_map(|(name, value)| {
             crate::netns::set_sysctl(&name.replace('.', "/"), &value)
                 .err()
@@ -164,7 +164,7 @@ pub fn start_state(ports: &[u16], netns: Netns, wait: Option<(f64, Duration)>) -
         netns,
         sockets: all,
         sockets_on_ports: on_ports,
-        conntrack_entries: doctor::read_sysctl("net.netfilter.nf_conntrack_count")
+        conntrack_entries: crate::sysctl::read("net.netfilter.nf_conntrack_count")
             .and_then(|v| v.parse().ok()),
         mem_available_bytes: doctor::mem_available(),
         waited_s: wait.map(|(w, _)| w),

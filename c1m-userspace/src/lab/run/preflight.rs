@@ -9,7 +9,8 @@ use anyhow::{Context, Result, bail};
 
 use super::{flags::RunArgs, journal};
 use crate::lab::{
-    doctor::{self, Check, Status, Target},
+    check::{Check, Status},
+    doctor::{self, Target},
     tuning::{self, Sweep, Tuning},
 };
 
