@@ -102,6 +102,10 @@ fn run() -> i32 {
     let result = match cli.command {
         Command::Observe(args) => crate::observer::cli::run(args),
         Command::Doctor(args) => return exit_code(crate::lab::doctor::main(args)),
+        // A `--servers` sequence is its own command: it starts `c1m run` processes.
+        Command::Run(args) if args.servers.is_some() => {
+            return exit_code(crate::lab::servers::sequence::main(args));
+        }
         Command::Run(args) => return exit_code(crate::lab::run::main(args)),
         Command::Merge(args) => return exit_code(crate::multihost::merge::main(args)),
         Command::Top(args) => crate::lab::top::main(args),

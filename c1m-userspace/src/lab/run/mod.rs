@@ -49,25 +49,23 @@ use anyhow::{Context, Result, bail};
 
 use self::flags::RunArgs;
 
-/// `c1m run`'s entry: the flags checked against each other, the run moved into a
-/// namespace of its own when asked, then one run or a `--servers` sequence.
+/// `c1m run`'s entry for one run (a `--servers` sequence is `servers::sequence::main`):
+/// the flags checked against each other, the run moved into a namespace of its own when
+/// asked, then the run.
 pub fn main(mut args: RunArgs) -> Result<i32> {
     // SIGINT, SIGTERM and SIGHUP end a run as `interrupted`, whenever they come: handled
     // before the first sysctl is touched (a SIGTERM between --tune and the live view
-    // ended the process with 143, the kernel tuned and the summary `running`). A
-    // sequence of --servers passes them on to its runs itself.
-    if args.servers.is_none() {
-        crate::util::shutdown_flag().context("installing signal handlers")?;
-    }
-    if args.isolation.is_some() && args.servers.is_none() && args.into.is_none() {
+    // ended the process with 143, the kernel tuned and the summary `running`).
+    crate::util::shutdown_flag().context("installing signal handlers")?;
+    if args.isolation.is_some() && args.into.is_none() {
         bail!(
             "--isolation keeps the runs of --servers apart: add --servers NAMES, or drop --isolation"
         );
     }
     // One run of a `--servers` sequence in a namespace of its own: before the first
     // thread, so every thread and child lives there.
-    let carry_failed = match (args.servers.is_none(), args.isolation) {
-        (true, Some(isolation::Isolation::Netns)) => {
+    let carry_failed = match args.isolation {
+        Some(isolation::Isolation::Netns) => {
             // The endpoint answers where the user started the sequence, not in the
             // run's namespace, which has nothing but its own lo.
             if let Some(addr) = args.metrics_addr {
@@ -82,18 +80,7 @@ pub fn main(mut args: RunArgs) -> Result<i32> {
     for f in carry_failed {
         eprintln!("c1m: the run's namespace keeps its default for {f}");
     }
-    // The lab draws the view and polls both sides: like the observer, it must keep up
-    // with the load it watches (its children are put back to the default weight).
-    crate::priority::watcher();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .on_thread_start(crate::priority::watcher)
-        .enable_all()
-        .build()
-        .context("starting the tokio runtime")?;
-    if args.servers.is_some() {
-        return runtime.block_on(super::servers::run_all(args));
-    }
+    let runtime = lab_runtime()?;
     if args.repeat != 1 {
         bail!("--repeat repeats the runs of --servers: add --servers NAMES, or drop --repeat");
     }
@@ -112,4 +99,17 @@ pub fn main(mut args: RunArgs) -> Result<i32> {
         folder::record_failure(dir, e)?;
     }
     result
+}
+
+/// The lab's runtime. The lab draws the view and polls both sides: like the observer,
+/// it must keep up with the load it watches (its children are put back to the default
+/// weight).
+pub(crate) fn lab_runtime() -> Result<tokio::runtime::Runtime> {
+    crate::priority::watcher();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .on_thread_start(crate::priority::watcher)
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")
 }
