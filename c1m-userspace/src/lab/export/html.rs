@@ -14,10 +14,7 @@ use super::{
     svg::{Band, Chart, Marks, Points, Series, Size, XAxis, YScale, YUnit},
 };
 use crate::{
-    lab::{
-        figures::Source as Figure,
-        model::{Outcome, RunRecord, Sample},
-    },
+    lab::model::{Outcome, RunRecord, Sample, Source as Figure},
     observer::audit::Verdict,
     workload::stats::{
         histograms::{Percentiles, SETUP_LATENCY_PAIRS},

@@ -418,7 +418,7 @@ impl Chart {
                 out,
                 "<span class=\"stalekey\"><svg width=\"26\" height=\"10\" aria-hidden=\"true\">{}</svg>stale: the figure's source was more than {} s old at that second (not joined to the line)</span>",
                 stale_ring(13.0, 5.0, "#6b7280"),
-                num(crate::lab::figures::STALE_AFTER_S, 0)
+                num(crate::lab::model::STALE_AFTER_S, 0)
             );
         }
         if !self.lanes.is_empty() {

@@ -35,9 +35,9 @@ use ratatui::{
 
 use crate::fmt::{self, NA, ellipsis};
 use crate::lab::{
-    figures::{Figures, SideFigures, Source},
-    model::LiveState,
-    view::compare::app_source,
+    figures::{Figures, SideFigures, kernel_vs_app::app_source},
+    model::Source,
+    view::live_state::LiveState,
 };
 
 /// Below this size the full view cannot be read; a compact summary is drawn instead.

@@ -13,6 +13,9 @@
 //! | server accepted | server SYN_RECV→ESTABLISHED since attach | server accepted | + accept queues |
 //! | client open | client ESTABLISHED | client open | + TCP-connected, app handshake pending − client CLOSE_WAIT |
 //! | client connecting | client SYN_SENT | client in flight | − TCP-connected, app handshake pending |
+//!
+//! A figure computation, so it lives under `figures` (which stores the rows in
+//! [`Figures::kernel_vs_app`](super::Figures::kernel_vs_app)), not among the views.
 
 use std::cmp::Ordering;
 
@@ -20,7 +23,7 @@ use c1m_common::tcp_state;
 
 use crate::fmt::{count, int, whole};
 use crate::{
-    lab::{figures::Source, model::KernelVsApp},
+    lab::model::{KernelVsApp, Source},
     observer::{KernelView, SideView},
     workload::{engine::REPORT_EVERY_NS, stats::snapshot::AppSnapshot},
 };
