@@ -403,7 +403,7 @@ fn styles_of(
 /// server's and the kernel's fresh figures are not.
 #[test]
 fn a_stale_client_is_marked_the_same_way_everywhere() {
-    use c1m::lab::view::tui::STALE;
+    use c1m::lab::view::tui::style::STALE;
     let mut state = demo::state();
     if let Some(c) = state.client.as_mut() {
         c.counters.open = 52;

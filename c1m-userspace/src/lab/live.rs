@@ -19,7 +19,7 @@ use super::{
     export::hlog::IntervalRecorder,
     figures::Figures,
     model::{RunInfo, RunRecord},
-    view::{live_state::LiveState, plain, prometheus, tui::Tui},
+    view::{live_state::LiveState, plain, prometheus, tui::terminal::Tui},
 };
 use crate::{observer::KernelView, workload::stats::snapshot::AppSnapshot};
 
