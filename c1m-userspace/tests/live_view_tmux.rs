@@ -20,7 +20,7 @@ use std::{
 
 use c1m::lab::view::{
     demo,
-    tui::{Tui, text_screen_view},
+    tui::{terminal::Tui, text_screen_view},
 };
 
 /// Set in the helper's environment: "run" (quit on q) or "panic" (panic on q).

@@ -3,12 +3,10 @@
 //! with and without the observer, and a missing figure reads "n/a", never 0.
 #![allow(clippy::unwrap_used)] // panics are the assertions in tests
 
-use c1m::lab::{
-    model::LiveState,
-    view::{
-        demo,
-        tui::{render, text_screen},
-    },
+use c1m::lab::view::{
+    demo,
+    live_state::LiveState,
+    tui::{render, text_screen},
 };
 use ratatui::{Terminal, backend::TestBackend};
 
@@ -405,14 +403,14 @@ fn styles_of(
 /// server's and the kernel's fresh figures are not.
 #[test]
 fn a_stale_client_is_marked_the_same_way_everywhere() {
-    use c1m::lab::view::tui::STALE;
+    use c1m::lab::view::tui::style::STALE;
     let mut state = demo::state();
     if let Some(c) = state.client.as_mut() {
         c.counters.open = 52;
         c.unix_ns -= 3_000_000_000;
     }
     demo::refigure(&mut state);
-    assert!(state.figures.stale(c1m::lab::figures::Source::Client));
+    assert!(state.figures.stale(c1m::lab::model::Source::Client));
     let (w, h) = (160, 50);
     let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
     t.draw(|f| render(f, &state)).unwrap();

@@ -18,8 +18,8 @@ use anyhow::{Context, Result};
 use super::{
     export::hlog::IntervalRecorder,
     figures::Figures,
-    model::{LiveState, RunInfo, RunRecord},
-    view::{plain, prometheus, tui::Tui},
+    model::{RunInfo, RunRecord},
+    view::{live_state::LiveState, plain, prometheus, tui::terminal::Tui},
 };
 use crate::{observer::KernelView, workload::stats::snapshot::AppSnapshot};
 

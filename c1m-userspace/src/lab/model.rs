@@ -4,11 +4,49 @@
 use c1m_common::tcp_state;
 use serde::{Deserialize, Serialize};
 
-use super::figures::{Figures, STALE_AFTER_S, Source};
 use crate::{
     observer::{KernelView, audit::Audit, view::state_key},
     workload::stats::snapshot::AppSnapshot,
 };
+
+/// A figure older than this (two ticks of the live view) is stale.
+pub const STALE_AFTER_S: f64 = 1.0;
+
+/// Where a figure comes from; each source has its own instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// Counters and gauges of the kernel view (per-CPU maps, listener walk).
+    Kernel,
+    /// The last full socket walk (kernel memory per socket, TIME_WAIT, request sockets).
+    KernelWalk,
+    Server,
+    Client,
+}
+
+impl Source {
+    pub const ALL: [Source; 4] = [
+        Source::Kernel,
+        Source::KernelWalk,
+        Source::Server,
+        Source::Client,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Kernel => "kernel",
+            Source::KernelWalk => "kernel_walk",
+            Source::Server => "server",
+            Source::Client => "client",
+        }
+    }
+}
+
+/// The setup rate to show first: the client's own when there is a c1m client, else what
+/// the kernel saw reach ESTABLISHED.
+pub fn headline_rate(client: Option<f64>, kernel: Option<f64>) -> Option<f64> {
+    client.or(kernel).filter(|v| v.is_finite() && *v >= 0.0)
+}
 
 /// One point of the per-second time series (`timeseries.csv`, the report's plots and
 /// the live view's history).
@@ -57,7 +95,7 @@ pub struct Sample {
     /// /proc/meminfo MemAvailable.
     pub box_mem_available_bytes: u64,
     /// How old each source's figures were at `t_s` (None: no such source). A figure
-    /// older than [`STALE_AFTER_S`](super::figures::STALE_AFTER_S) is stale: the report
+    /// older than [`STALE_AFTER_S`] is stale: the report
     /// draws it as a ring off its line.
     pub kernel_age_s: Option<f64>,
     pub kernel_walk_age_s: Option<f64>,
@@ -79,9 +117,10 @@ impl Sample {
         }
     }
 
-    /// The headline setup rate of this row (see [`Figures::setup_per_s`]).
+    /// The headline setup rate of this row (see
+    /// [`Figures::setup_per_s`](crate::lab::figures::Figures::setup_per_s)).
     pub fn setup_per_s(&self) -> Option<f64> {
-        super::figures::headline_rate(self.client_connect_per_s, self.kernel_established_per_s)
+        headline_rate(self.client_connect_per_s, self.kernel_established_per_s)
     }
 
     /// False when `source` was stale in this row (rows from before ages were recorded
@@ -523,22 +562,4 @@ pub struct RunInfo {
     pub server: String,
     /// Connections the run aims at (0: not known at start).
     pub target_connections: u64,
-}
-
-/// What the live view draws: the latest of everything plus the history.
-#[derive(Debug, Clone, Default)]
-pub struct LiveState {
-    pub title: String,
-    /// What the run is, fixed when it starts.
-    pub info: RunInfo,
-    pub phase: String,
-    pub target: u64,
-    pub elapsed_s: f64,
-    pub kernel: Option<KernelView>,
-    pub server: Option<AppSnapshot>,
-    pub client: Option<AppSnapshot>,
-    /// Every number the view shows, computed once from the three sources above.
-    pub figures: Figures,
-    pub history: Vec<Sample>,
-    pub notes: Vec<String>,
 }

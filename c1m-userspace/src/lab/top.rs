@@ -9,7 +9,8 @@ use clap::Args;
 use super::{
     figures::{FiguresBuilder, Rows},
     live::{Live, LiveOutput},
-    model::{LiveState, RunInfo},
+    model::RunInfo,
+    view::live_state::LiveState,
 };
 use crate::{observer::ObserverHandle, util::PortList, workload::control};
 

@@ -14,8 +14,8 @@ use tokio::sync::oneshot;
 use crate::{
     lab::{
         figures::FiguresBuilder,
-        model::{LiveState, RunInfo},
-        view::prometheus,
+        model::RunInfo,
+        view::{live_state::LiveState, prometheus},
     },
     workload::stats::snapshot::AppSnapshot,
 };

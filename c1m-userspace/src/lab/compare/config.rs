@@ -3,7 +3,7 @@
 //! so before any figure.
 
 use super::input::LoadedRun;
-use crate::lab::{export::html::flatten, model::RunRecord};
+use crate::lab::{export::html::tables::flatten, model::RunRecord};
 
 /// Facts that vary with every run and say nothing about its setup.
 const IGNORED: [&str; 4] = [

@@ -13,7 +13,7 @@ use super::{
     figures::hist_title,
     fmt::esc,
     hlog::RunLog,
-    html::{
+    html::charts::{
         Line, TimeChart, distribution, distribution_note, latency_chart, phase_bands, time_charts,
     },
     palette::RunStyle,

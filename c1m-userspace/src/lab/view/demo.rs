@@ -7,10 +7,7 @@ use std::collections::BTreeMap;
 use c1m_common::tcp_state;
 
 use crate::{
-    lab::{
-        figures::Figures,
-        model::{LiveState, Sample},
-    },
+    lab::{figures::Figures, model::Sample, view::live_state::LiveState},
     observer::{
         KernelMemory, KernelView, ListenerView, SideMemory, SideView, view::WalkInfo,
         view::state_key,

@@ -5,10 +5,7 @@
 //! differ (`none` when all agree, `n/a` when no row has both sides).
 
 use crate::fmt::NA;
-use crate::lab::{
-    figures::{SideFigures, Source},
-    model::LiveState,
-};
+use crate::lab::{figures::SideFigures, model::Source, view::live_state::LiveState};
 
 /// The keys of every line, in order.
 pub const KEYS: [&str; 29] = [

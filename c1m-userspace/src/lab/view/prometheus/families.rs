@@ -9,8 +9,8 @@ use super::{
     latency::{self, LATENCIES},
 };
 use crate::{
-    lab::figures::Source,
-    lab::model::LiveState,
+    lab::model::Source,
+    lab::view::live_state::LiveState,
     observer::{KernelView, view::GAUGE_STATES},
     workload::stats::{histograms::decode_hist, snapshot::AppSnapshot},
 };

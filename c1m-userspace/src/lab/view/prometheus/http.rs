@@ -26,7 +26,7 @@ use super::{
     admit::{self, Evicted, Slot, Slots},
     families::render,
 };
-use crate::lab::model::LiveState;
+use crate::lab::view::live_state::LiveState;
 
 /// The flag this server answers to, named in its errors.
 pub const FLAG: &str = "--metrics-addr";

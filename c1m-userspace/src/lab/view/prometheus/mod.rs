@@ -11,7 +11,7 @@
 //! never change mid-run; the phase is `c1m_phase`, one series per phase (1: current).
 //!
 //! Seven files: [`families`] says what is exported, from
-//! [`LiveState`](crate::lab::model::LiveState) and its
+//! [`LiveState`](crate::lab::view::live_state::LiveState) and its
 //! [`Figures`](crate::lab::figures::Figures); [`latency`] names the latency families and
 //! turns histograms into buckets; [`encode`] hands the families to the
 //! `prometheus-client` encoder; [`check`] is a strict reader tests use; [`http`] binds,

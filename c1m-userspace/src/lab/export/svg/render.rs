@@ -1,35 +1,13 @@
-//! Line charts as inline SVG: no script, no fonts, readable offline and in a screenshot.
-//! Each chart is a `<figure id=… data-points=N data-stale-points=S data-x-min=… data-x-max=…>`
-//! (N fresh points drawn, S stale ones, the x axis's range: for the browser test and the
-//! band tests) with a title, an HTML legend and an `<svg>` with labelled axes.
-//!
-//! Time charts carry the run's phases: shaded bands at each phase's own start and end for
-//! one run, or one strip per run under the axis ([`Lane`]) when several runs share a
-//! chart. A stale figure (its source older than the stale limit at that second) is drawn
-//! as a ring, not joined to the line, with a legend entry saying so.
+//! A chart drawn as inline SVG: the frame, grid and ticks, the phases as bands or lanes,
+//! each series thinned to what can be seen, its stale values as rings, and the legend.
 
 use std::fmt::Write as _;
 
-use super::fmt::{bytes, esc, num};
-
-/// The two chart sizes: a report's wide chart and a comparison's small multiple. The
-/// viewBox shrinks with the display width, so the text keeps its size on the page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum Size {
-    #[default]
-    Wide,
-    Small,
-}
-
-impl Size {
-    /// (width, height) of the plot's viewBox, lanes not included.
-    fn dims(self) -> (f64, f64) {
-        match self {
-            Size::Wide => (680.0, 270.0),
-            Size::Small => (470.0, 230.0),
-        }
-    }
-}
+use super::{
+    Chart, XAxis, YUnit,
+    axis::{decimals, nice_ticks, percentile_label},
+};
+use crate::lab::export::fmt::{bytes, esc, num};
 
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 14.0;
@@ -43,192 +21,6 @@ const LANE_H: f64 = 12.0;
 const MAX_POINTS: usize = 2400;
 /// Markers drawn along a line that has one: enough to tell it apart, few enough to read.
 const MARKERS_PER_LINE: usize = 10;
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum XAxis {
-    /// Seconds since the run started.
-    Seconds,
-    /// HdrHistogram plotter axis: log10 of 1/(1-p); points carry x = 1/(1-p).
-    Percentile,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum YUnit {
-    Count,
-    Bytes,
-    Plain,
-}
-
-/// How the y axis fits the values.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum YScale {
-    /// 0 to the largest value: for charts whose largest value is the point (a latency
-    /// distribution's tail).
-    Full,
-    /// 0 to at most twice the 95th percentile of the plotted values; points above are
-    /// drawn on the top edge, marked, and counted in a note. A start-up spike (RSS over a
-    /// handful of connections, a rate over a short interval) is 10–1000× what the run
-    /// holds and would flatten every other line; a real peak of a run is rarely more than
-    /// twice what it holds for 5% of its samples, so it stays on the axis.
-    Robust,
-    /// Logarithmic, powers of 4 for bytes (16 B, 64 B, … 4 KiB) and of 10 otherwise, with
-    /// the [`YScale::Robust`] top: for lines of different orders of magnitude (31 B of user
-    /// space beside 4 KiB of kernel per socket), which no linear axis shows both of.
-    Log,
-}
-
-/// A shape drawn along a line, for lines that share a colour and a dash.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Marker {
-    Circle,
-    Square,
-    Triangle,
-    Diamond,
-}
-
-impl Marker {
-    /// The marker centred on (x, y), filled with `color`.
-    pub fn svg(self, x: f64, y: f64, color: &str) -> String {
-        let r = 3.2;
-        match self {
-            Marker::Circle => {
-                format!(
-                    "<circle class=\"marker\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{r}\" fill=\"{color}\" />"
-                )
-            }
-            Marker::Square => format!(
-                "<rect class=\"marker\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{color}\" />",
-                x - r,
-                y - r,
-                2.0 * r,
-                2.0 * r
-            ),
-            Marker::Triangle => format!(
-                "<path class=\"marker\" d=\"M{x:.1} {:.1}L{:.1} {:.1}L{:.1} {:.1}Z\" fill=\"{color}\" />",
-                y - r - 0.6,
-                x + r + 0.4,
-                y + r,
-                x - r - 0.4,
-                y + r
-            ),
-            Marker::Diamond => format!(
-                "<path class=\"marker\" d=\"M{x:.1} {:.1}L{:.1} {y:.1}L{x:.1} {:.1}L{:.1} {y:.1}Z\" fill=\"{color}\" />",
-                y - r - 0.5,
-                x + r + 0.5,
-                y + r + 0.5,
-                x - r - 0.5
-            ),
-        }
-    }
-}
-
-/// A line's points: (x, y), `None` where the line breaks.
-pub(crate) type Points = Vec<(f64, Option<f64>)>;
-/// Points drawn apart from the line: (x, y).
-pub(crate) type Marks = Vec<(f64, f64)>;
-
-#[derive(Debug, Clone)]
-pub(crate) struct Series {
-    pub label: String,
-    pub color: &'static str,
-    /// SVG `stroke-dasharray`, e.g. "6 4".
-    pub dash: Option<&'static str>,
-    pub width: f64,
-    pub marker: Option<Marker>,
-    /// `None` breaks the line (no sample, or a stale one: see `stale`).
-    pub points: Points,
-    /// Values whose source was stale at that instant: drawn as rings, never joined.
-    pub stale: Marks,
-}
-
-impl Series {
-    /// A plain solid line of `points`.
-    pub fn line(label: String, color: &'static str, points: Points) -> Series {
-        Series {
-            label,
-            color,
-            dash: None,
-            width: 2.0,
-            marker: None,
-            points,
-            stale: Vec::new(),
-        }
-    }
-}
-
-/// A phase of a run on the time axis, from its start to its end (seconds since the run
-/// started).
-#[derive(Debug, Clone)]
-pub(crate) struct Band {
-    pub x0: f64,
-    pub x1: f64,
-    pub label: String,
-}
-
-/// One run's phases as a strip under the x axis, in the run's colour: for a chart with
-/// several runs, whose phases do not line up.
-#[derive(Debug, Clone)]
-pub(crate) struct Lane {
-    pub label: String,
-    pub color: &'static str,
-    pub bands: Vec<Band>,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct Chart {
-    pub id: String,
-    pub title: String,
-    /// One line under the title: what the chart shows and how to read it.
-    pub note: String,
-    pub size: Size,
-    pub x: XAxis,
-    pub x_label: String,
-    pub y: YUnit,
-    pub y_scale: YScale,
-    pub y_label: String,
-    pub series: Vec<Series>,
-    /// Shaded behind the lines (one run's phases).
-    pub bands: Vec<Band>,
-    /// Strips under the axis (each run's phases).
-    pub lanes: Vec<Lane>,
-}
-
-/// The y axis as drawn: its range, ticks (value, label) and whether it is logarithmic.
-struct YAxis {
-    lo: f64,
-    hi: f64,
-    log: bool,
-    ticks: Vec<(f64, String)>,
-}
-
-impl YAxis {
-    /// Fraction of the plot height of `y` (0 bottom, 1 top), clipped to the axis.
-    fn frac(&self, y: f64) -> f64 {
-        let f = if self.log {
-            (y.max(self.lo).log10() - self.lo.log10())
-                / (self.hi.log10() - self.lo.log10()).max(f64::MIN_POSITIVE)
-        } else {
-            (y - self.lo) / (self.hi - self.lo).max(f64::MIN_POSITIVE)
-        };
-        f.clamp(0.0, 1.0)
-    }
-}
-
-/// The value at quantile `q` of `v` (nearest rank), `v` sorted.
-fn quantile(v: &[f64], q: f64) -> f64 {
-    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len().max(1)) - 1;
-    v.get(i).copied().unwrap_or(0.0)
-}
-
-/// The top of a [`YScale::Robust`] axis for these values: their largest, or twice their
-/// 95th percentile if that is lower.
-pub(crate) fn robust_top(values: &[f64]) -> f64 {
-    let mut v: Vec<f64> = values.iter().copied().filter(|y| y.is_finite()).collect();
-    v.sort_by(f64::total_cmp);
-    let max = v.last().copied().unwrap_or(0.0);
-    let p95 = quantile(&v, 0.95);
-    if p95 > 0.0 { max.min(2.0 * p95) } else { max }
-}
 
 impl Chart {
     fn drawn(&self) -> Vec<Vec<(f64, f64)>> {
@@ -264,76 +56,6 @@ impl Chart {
                     .collect()
             })
             .collect()
-    }
-
-    fn y_axis(&self, ys: &[f64]) -> YAxis {
-        if self.y_scale == YScale::Log {
-            let pos: Vec<f64> = ys.iter().copied().filter(|y| *y > 0.0).collect();
-            let base: f64 = if self.y == YUnit::Bytes { 4.0 } else { 10.0 };
-            let lo_v = pos.iter().copied().fold(f64::MAX, f64::min);
-            // Robust at the top as well: decades spent on a spike are decades taken from
-            // the lines the run holds.
-            let hi_v = robust_top(&pos);
-            let (a, mut b) = if pos.is_empty() {
-                (0, 1)
-            } else {
-                (
-                    (lo_v.log(base) + 1e-9).floor() as i32,
-                    (hi_v.log(base) - 1e-9).ceil() as i32,
-                )
-            };
-            if b <= a {
-                b = a + 1;
-            }
-            let ticks = (a..=b)
-                .map(|k| {
-                    let v = base.powi(k);
-                    let label = if self.y == YUnit::Bytes {
-                        bytes_tick(v)
-                    } else {
-                        num(v, decimals(&[v]))
-                    };
-                    (v, label)
-                })
-                .collect();
-            return YAxis {
-                lo: base.powi(a),
-                hi: base.powi(b),
-                log: true,
-                ticks,
-            };
-        }
-        let y0 = ys.iter().copied().fold(0.0f64, f64::min);
-        let mut y1 = match self.y_scale {
-            YScale::Robust => robust_top(ys),
-            _ => ys.iter().copied().fold(f64::MIN, f64::max),
-        };
-        if y1 <= y0 {
-            y1 = y0 + 1.0;
-        }
-        let (yscale, ysuffix) = match self.y {
-            YUnit::Bytes => bytes_scale(y1),
-            YUnit::Count => count_scale(y1),
-            YUnit::Plain => (1.0, ""),
-        };
-        let yt = nice_ticks(y0 / yscale, y1 / yscale, 5);
-        let ydec = decimals(&yt);
-        YAxis {
-            lo: yt.first().copied().unwrap_or(0.0) * yscale,
-            hi: yt.last().copied().unwrap_or(1.0) * yscale,
-            log: false,
-            ticks: yt
-                .iter()
-                .map(|v| {
-                    let label = if *v == 0.0 {
-                        "0".to_owned()
-                    } else {
-                        format!("{}{ysuffix}", num(*v, ydec))
-                    };
-                    (v * yscale, label)
-                })
-                .collect(),
-        }
     }
 
     pub fn render(&self) -> String {
@@ -418,7 +140,7 @@ impl Chart {
                 out,
                 "<span class=\"stalekey\"><svg width=\"26\" height=\"10\" aria-hidden=\"true\">{}</svg>stale: the figure's source was more than {} s old at that second (not joined to the line)</span>",
                 stale_ring(13.0, 5.0, "#6b7280"),
-                num(crate::lab::figures::STALE_AFTER_S, 0)
+                num(crate::lab::model::STALE_AFTER_S, 0)
             );
         }
         if !self.lanes.is_empty() {
@@ -641,29 +363,9 @@ fn stale_ring(x: f64, y: f64, color: &str) -> String {
     )
 }
 
-/// A power of 4 bytes as a tick label: `16 B`, `4 KiB`, `256 MiB`.
-fn bytes_tick(v: f64) -> String {
-    let (x, unit) = match v {
-        v if v >= 1024.0 * 1024.0 * 1024.0 => (v / (1024.0 * 1024.0 * 1024.0), "GiB"),
-        v if v >= 1024.0 * 1024.0 => (v / (1024.0 * 1024.0), "MiB"),
-        v if v >= 1024.0 => (v / 1024.0, "KiB"),
-        v => (v, "B"),
-    };
-    format!("{} {unit}", num(x, decimals(&[x])))
-}
-
 fn dash_attr(d: Option<&str>) -> String {
     d.map(|d| format!(" stroke-dasharray=\"{d}\""))
         .unwrap_or_default()
-}
-
-/// `0` → 0%, `1` → 90%, `2` → 99%, `3` → 99.9%…
-fn percentile_label(k: i32) -> String {
-    match k {
-        0 => "0%".to_owned(),
-        1 => "90%".to_owned(),
-        k => format!("99.{}%", "9".repeat((k - 2) as usize)).replace("99.%", "99%"),
-    }
 }
 
 /// Keeps the first, last, min and max point of each of MAX_POINTS/2 slots.
@@ -696,82 +398,10 @@ fn thin(points: &[(f64, Option<f64>)]) -> Vec<(f64, Option<f64>)> {
     out
 }
 
-/// About `target` round ticks covering [lo, hi]: steps of 1, 2, 2.5 or 5 × 10^k.
-pub(crate) fn nice_ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
-    if !(lo.is_finite() && hi.is_finite()) || hi <= lo {
-        return vec![lo, lo + 1.0];
-    }
-    let raw = (hi - lo) / target.max(1) as f64;
-    let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
-        .iter()
-        .map(|m| m * mag)
-        .find(|s| *s >= raw)
-        .unwrap_or(10.0 * mag);
-    let first = (lo / step).floor();
-    let last = (hi / step).ceil();
-    (first as i64..=last as i64)
-        .map(|i| i as f64 * step)
-        .collect()
-}
-
-/// Decimals needed to print every tick distinctly.
-fn decimals(ticks: &[f64]) -> usize {
-    (0..4)
-        .find(|d| {
-            ticks
-                .iter()
-                .all(|t| ((t * 10f64.powi(*d)).round() - t * 10f64.powi(*d)).abs() < 1e-6)
-        })
-        .unwrap_or(4) as usize
-}
-
-fn bytes_scale(max: f64) -> (f64, &'static str) {
-    match max {
-        m if m >= 1024.0 * 1024.0 * 1024.0 => (1024.0 * 1024.0 * 1024.0, " GiB"),
-        m if m >= 1024.0 * 1024.0 => (1024.0 * 1024.0, " MiB"),
-        m if m >= 1024.0 => (1024.0, " KiB"),
-        _ => (1.0, " B"),
-    }
-}
-
-fn count_scale(max: f64) -> (f64, &'static str) {
-    match max {
-        m if m >= 1e6 => (1e6, "M"),
-        m if m >= 1e4 => (1e3, "k"),
-        _ => (1.0, ""),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ticks_are_round() {
-        assert_eq!(
-            nice_ticks(0.0, 1_000_000.0, 5),
-            [0.0, 200_000.0, 400_000.0, 600_000.0, 800_000.0, 1_000_000.0]
-        );
-        assert_eq!(
-            nice_ticks(0.0, 72.0, 8),
-            [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0]
-        );
-        assert_eq!(percentile_label(2), "99%");
-        assert_eq!(percentile_label(4), "99.99%");
-    }
-
-    #[test]
-    fn robust_top_ignores_a_spike_but_keeps_real_peaks() {
-        let mut v = vec![100.0; 60];
-        v.extend([5_000.0, 90_000.0]);
-        assert_eq!(robust_top(&v), 200.0);
-        // A peak held for more than 5% of the samples is the run's, not a spike.
-        let mut ramp: Vec<f64> = (0..50).map(f64::from).collect();
-        ramp.extend([400.0; 10]);
-        assert_eq!(robust_top(&ramp), 400.0);
-        assert_eq!(robust_top(&[]), 0.0);
-    }
+    use crate::lab::export::svg::{Series, Size, YScale};
 
     #[test]
     fn chart_counts_points_and_breaks_gaps() {

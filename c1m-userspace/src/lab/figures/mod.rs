@@ -9,50 +9,18 @@
 //! answer makes a long interval, not a spike), and kernel memory between socket walks is
 //! *derived* (sockets now × bytes per socket at the last walk) and marked so.
 
+pub mod kernel_vs_app;
+
 use std::collections::VecDeque;
 
 use c1m_common::tcp_state;
 use serde::{Deserialize, Serialize};
 
-use super::view::compare;
 use crate::{
-    lab::model::{KernelVsApp, Sample},
+    lab::model::{KernelVsApp, STALE_AFTER_S, Sample, Source, headline_rate},
     observer::{KernelView, SideMemory, SideView},
     workload::stats::snapshot::AppSnapshot,
 };
-
-/// A figure older than this (two ticks of the live view) is stale.
-pub const STALE_AFTER_S: f64 = 1.0;
-
-/// Where a figure comes from; each source has its own instant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Source {
-    /// Counters and gauges of the kernel view (per-CPU maps, listener walk).
-    Kernel,
-    /// The last full socket walk (kernel memory per socket, TIME_WAIT, request sockets).
-    KernelWalk,
-    Server,
-    Client,
-}
-
-impl Source {
-    pub const ALL: [Source; 4] = [
-        Source::Kernel,
-        Source::KernelWalk,
-        Source::Server,
-        Source::Client,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Source::Kernel => "kernel",
-            Source::KernelWalk => "kernel_walk",
-            Source::Server => "server",
-            Source::Client => "client",
-        }
-    }
-}
 
 /// When a source's figures were true, and how old that is at the figures' instant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -326,7 +294,7 @@ impl Figures {
                 .map(|m| m.bytes_per_socket)
                 .filter(|v| v.is_finite()),
             kernel_memory_derived: derive && kernel_socket_bytes.is_some(),
-            kernel_vs_app: compare::kernel_vs_app(kernel, server, client),
+            kernel_vs_app: kernel_vs_app::kernel_vs_app(kernel, server, client),
             retransmits: kernel
                 .filter(|k| k.retransmits().total > 0)
                 .map(KernelView::retransmits_explained),
@@ -338,12 +306,6 @@ impl Figures {
     pub fn stale(&self, source: Source) -> bool {
         self.readings.stale(source)
     }
-}
-
-/// The setup rate to show first: the client's own when there is a c1m client, else what
-/// the kernel saw reach ESTABLISHED.
-pub fn headline_rate(client: Option<f64>, kernel: Option<f64>) -> Option<f64> {
-    client.or(kernel).filter(|v| v.is_finite() && *v >= 0.0)
 }
 
 /// A rate measured on a source's own clock: readings (instant, cumulative value) of the
