@@ -20,11 +20,11 @@ pub enum Command {
     /// teardown, with the live view and a run folder of exports.
     Run(crate::lab::run::flags::RunArgs),
     /// Regenerate a run folder's report.html (and derived files) from its summary.json.
-    Report(crate::lab::export::cli::ReportArgs),
+    Report(crate::report::cli::ReportArgs),
     /// Put any number of runs side by side (`RUN_DIR=NAME`; a shared name = repeats),
     /// each name's difference from a baseline with its interval and verdict; writes
     /// compare.csv, compare.json, compare.html.
-    Compare(crate::lab::compare::cli::CompareArgs),
+    Compare(crate::compare::cli::CompareArgs),
     /// Check every limit a run of this size meets: value found, value needed, the fix.
     Doctor(crate::lab::doctor::DoctorArgs),
     /// The live view for a server already running (kernel side; app side for c1m).
@@ -109,8 +109,8 @@ fn run() -> i32 {
         Command::Run(args) => return exit_code(crate::lab::run::main(args)),
         Command::Merge(args) => return exit_code(crate::multihost::merge::main(args)),
         Command::Top(args) => crate::lab::top::main(args),
-        Command::Report(args) => return exit_code(crate::lab::export::cli::main(args)),
-        Command::Compare(args) => return exit_code(crate::lab::compare::cli::main(args)),
+        Command::Report(args) => return exit_code(crate::report::cli::main(args)),
+        Command::Compare(args) => return exit_code(crate::compare::cli::main(args)),
         Command::Bench(args) => crate::bench::run(args),
         Command::Server(args) => crate::workload::cli::run_server(args),
         Command::Client(args) => crate::multihost::client_run::run_client(args),

@@ -311,10 +311,7 @@ fn prometheus_scrapes_each_pods_metrics_port() {
         .iter()
         .find(|j| j["job_name"].as_str() == Some("c1m"))
         .expect("a c1m job");
-    assert_eq!(
-        str_at(job, &["metrics_path"]),
-        c1m::lab::view::prometheus::PATH
-    );
+    assert_eq!(str_at(job, &["metrics_path"]), c1m::view::prometheus::PATH);
     assert_eq!(str_at(&job["kubernetes_sd_configs"][0], &["role"]), "pod");
     let apps = kept(job, "__meta_kubernetes_pod_label_app");
     let port_names = kept(job, "__meta_kubernetes_pod_container_port_name");

@@ -15,11 +15,9 @@ use std::{
 };
 
 use c1m::{
-    lab::{
-        export::{IntervalRecorder, SUMMARY, TIMESERIES, write_run},
-        model::RunRecord,
-    },
+    model::RunRecord,
     multihost::model::{HostInfo, HostRole},
+    report::{IntervalRecorder, SUMMARY, TIMESERIES, write_run},
     workload::stats::histograms::{Percentiles, encode_hist, new_hist},
 };
 use hdrhistogram::serialization::{
@@ -166,7 +164,7 @@ fn refused(ran: &Ran, command: &str, path: &Path, what: &str) {
 
 /// A server host's folder, as `c1m run --clients external` leaves it.
 fn server_folder(dir: &Path) -> PathBuf {
-    let mut run = c1m::lab::export::sample_run();
+    let mut run = c1m::report::sample_run();
     run.client = None;
     run.host = Some(HostInfo {
         role: HostRole::Server,
@@ -179,7 +177,7 @@ fn server_folder(dir: &Path) -> PathBuf {
 }
 
 fn client_run(index: u64) -> RunRecord {
-    let mut run = c1m::lab::export::sample_run();
+    let mut run = c1m::report::sample_run();
     run.server = None;
     run.host = Some(HostInfo {
         role: HostRole::Client,
@@ -248,7 +246,7 @@ fn merge_refuses_an_out_that_exists() {
 fn report_refuses_a_summary_it_cannot_read_and_rewrites_nothing() {
     let dir = Scratch::new("report");
     let run_dir = dir.join("run");
-    write_run(&run_dir, &c1m::lab::export::sample_run()).unwrap();
+    write_run(&run_dir, &c1m::report::sample_run()).unwrap();
     let summary = run_dir.join(SUMMARY);
     let real = std::fs::read_to_string(&summary).unwrap();
     let before_csv = std::fs::read(run_dir.join(TIMESERIES)).unwrap();
@@ -293,7 +291,7 @@ fn a_deeply_nested_summary_is_refused() {
     let srv = server_folder(&dir);
     let cli = client_folder(&dir);
     let good = dir.join("good");
-    write_run(&good, &c1m::lab::export::sample_run()).unwrap();
+    write_run(&good, &c1m::report::sample_run()).unwrap();
     let deep = dir.join("deep");
     std::fs::create_dir_all(&deep).unwrap();
     let nested = format!("{}{}", "[".repeat(200), "]".repeat(200));
@@ -363,9 +361,9 @@ fn a_fifo_or_device_as_summary_is_refused() {
     let srv = server_folder(&dir);
     let cli = client_folder(&dir);
     let good = dir.join("good");
-    write_run(&good, &c1m::lab::export::sample_run()).unwrap();
+    write_run(&good, &c1m::report::sample_run()).unwrap();
     let bad = dir.join("bad");
-    write_run(&bad, &c1m::lab::export::sample_run()).unwrap();
+    write_run(&bad, &c1m::report::sample_run()).unwrap();
     let summary = bad.join(SUMMARY);
     let merged = dir.join("merged");
     for (kind, what) in kinds() {
@@ -389,7 +387,7 @@ fn a_fifo_or_device_as_hlog_is_refused() {
     let srv = server_folder(&dir);
     let cli = client_folder(&dir);
     let good = dir.join("good");
-    write_run(&good, &c1m::lab::export::sample_run()).unwrap();
+    write_run(&good, &c1m::report::sample_run()).unwrap();
     let client_log = cli.join("client-connect_us.hlog");
     let server_log = srv.join("server-handshake_us.hlog");
     let merged = dir.join("merged");
@@ -479,7 +477,7 @@ fn long_interval_logs_are_read_in_bounded_memory() {
     let dir = Scratch::new("long-hlog");
     // compare: a run whose connect log has 40,000 intervals.
     let run_dir = dir.join("long");
-    let run = c1m::lab::export::sample_run();
+    let run = c1m::report::sample_run();
     write_run(&run_dir, &run).unwrap();
     long_log(&run_dir, run.started_unix_ms);
     let out = dir.join("cmp");
@@ -502,11 +500,11 @@ fn long_interval_logs_are_read_in_bounded_memory() {
     let merged = dir.join("merged");
     let ran = c1m(&dir, &[&"merge", &srv, &cli, &"--out", &merged]);
     within_memory(&ran, "merge");
-    let back = c1m::lab::export::load_run(&merged).unwrap();
+    let back = c1m::report::load_run(&merged).unwrap();
     let client = back.client.unwrap();
     assert_eq!(client.histogram("connect_us").unwrap().len(), LONG);
     let log = std::fs::read_to_string(merged.join("client-connect_us.hlog")).unwrap();
-    assert_eq!(c1m::lab::export::hlog::merge(&[&log]).unwrap().len(), LONG);
+    assert_eq!(c1m::report::hlog::merge(&[&log]).unwrap().len(), LONG);
 }
 
 /// Case 4: compare.csv wrote names raw, so `A=+HYPERLINK(…)` was a formula in a
@@ -515,7 +513,7 @@ fn long_interval_logs_are_read_in_bounded_memory() {
 #[test]
 fn compare_csv_text_cells_are_not_formulas() {
     let dir = Scratch::new("csv");
-    let base = c1m::lab::export::sample_run();
+    let base = c1m::report::sample_run();
     let names = [
         "+HYPERLINK(\"http://example.com\",\"x\")",
         "@SUM(A1)",

@@ -14,7 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use c1m::lab::model::{Outcome, RunRecord};
+use c1m::model::{Outcome, RunRecord};
 use lab_util::{bounded, fresh_dir, root_or_skip, run_folders, set_low, sysctl};
 
 mod lab_util;

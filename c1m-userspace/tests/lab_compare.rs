@@ -163,9 +163,9 @@ fn bad_input_exits_2_with_one_line() {
 
     // A baseline that names no run.
     let (a, b) = (dir.join("a"), dir.join("b"));
-    let run = c1m::lab::export::sample_run();
+    let run = c1m::report::sample_run();
     for d in [&a, &b] {
-        c1m::lab::export::write_run(d, &run).unwrap();
+        c1m::report::write_run(d, &run).unwrap();
     }
     let args = [
         format!("{}=go", a.display()),
@@ -187,7 +187,7 @@ fn bad_input_exits_2_with_one_line() {
 fn six_names_of_three_repeats_fit_the_columns() {
     let dir = fresh_dir("compare-columns");
     let mut args = Vec::new();
-    let base = c1m::lab::export::sample_run();
+    let base = c1m::report::sample_run();
     for r in 0..3 {
         for n in 0..6 {
             let mut run = base.clone();
@@ -201,7 +201,7 @@ fn six_names_of_three_repeats_fit_the_columns() {
             run.config.sources_reason =
                 format!("server {n}: a long sentence about where the source addresses came from");
             let folder = dir.join(format!("server-{n}-{r}"));
-            c1m::lab::export::write_run(&folder, &run).unwrap();
+            c1m::report::write_run(&folder, &run).unwrap();
             args.push(format!("{}=server-{n}", folder.display()));
         }
     }
@@ -229,7 +229,7 @@ fn the_same_folder_twice_is_refused_not_counted_as_a_repeat() {
     let dir = fresh_dir("compare-twice");
     let (a, b) = (dir.join("a"), dir.join("b"));
     for d in [&a, &b] {
-        c1m::lab::export::write_run(d, &c1m::lab::export::fixture::sample_run()).unwrap();
+        c1m::report::write_run(d, &c1m::report::fixture::sample_run()).unwrap();
     }
     let arg = |p: &Path, n: &str| format!("{}={n}", p.display());
     // The same folder under another spelling is the same folder.

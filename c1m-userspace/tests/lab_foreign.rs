@@ -9,7 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use c1m::lab::model::{Outcome, RunRecord};
+use c1m::model::{Outcome, RunRecord};
 use lab_util::{bounded, c1m_run, fresh_dir, kernel_vs_app, root_or_skip, run_folder};
 
 mod lab_util;

@@ -10,10 +10,8 @@ use std::{
 };
 
 use c1m::{
-    lab::{
-        model::{Outcome, RunRecord},
-        run::journal::{self, Journal, Role},
-    },
+    lab::run::journal::{self, Journal, Role},
+    model::{Outcome, RunRecord},
     observer::privileges,
     procstat,
 };
@@ -788,7 +786,7 @@ fn with_closed_stdout(args: &[&str]) -> Output {
 fn every_command_exits_quietly_on_a_closed_stdout() {
     let dir = fresh_dir("closed-stdout");
     let run = dir.join("run");
-    c1m::lab::export::write_run(&run, &c1m::lab::export::fixture::sample_run()).expect("a run");
+    c1m::report::write_run(&run, &c1m::report::fixture::sample_run()).expect("a run");
     let run = run.display().to_string();
     let out = dir.join("cmp").display().to_string();
     let mut cases: Vec<Vec<&str>> = vec![

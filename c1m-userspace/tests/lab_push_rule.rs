@@ -17,10 +17,8 @@ use std::{
 };
 
 use c1m::{
-    lab::{
-        export::load_run,
-        model::{Outcome, RunRecord},
-    },
+    model::{Outcome, RunRecord},
+    report::load_run,
     workload::{
         push_rule::{FanoutFrom, FrameStamps, PushInstant, PushRule},
         stats::{

@@ -7,10 +7,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use c1m::lab::{
-    export::hgrm,
-    model::{Outcome, RunRecord},
-};
+use c1m::model::{Outcome, RunRecord};
+use c1m::report::hgrm;
 use c1m::workload::config::EngineKind;
 use lab_util::{c1m_run, fresh_dir, kernel_vs_app, root_or_skip, run_folder, set_low, sysctl};
 

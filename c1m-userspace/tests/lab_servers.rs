@@ -9,10 +9,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use c1m::lab::{
-    export::load_run,
-    model::{Netns, Outcome, RunRecord},
-};
+use c1m::model::{Netns, Outcome, RunRecord};
+use c1m::report::load_run;
 use c1m::workload::config::EngineKind;
 use lab_util::{built, c1m_run, fresh_dir, root_or_skip, run_servers, run_servers_with};
 

@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use c1m::lab::model::{RunRecord, Source};
+use c1m::model::{RunRecord, Source};
 use lab_util::{c1m_run, fresh_dir, root_or_skip, run_folder};
 
 mod lab_util;

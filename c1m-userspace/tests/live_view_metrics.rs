@@ -13,7 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use c1m::lab::view::{demo, live_state::LiveState, prometheus};
+use c1m::view::{demo, live_state::LiveState, prometheus};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpSocket, TcpStream},

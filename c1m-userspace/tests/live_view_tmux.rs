@@ -18,7 +18,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use c1m::lab::view::{
+use c1m::view::{
     demo,
     tui::{terminal::Tui, text_screen_view},
 };

@@ -3,7 +3,7 @@
 //! with and without the observer, and a missing figure reads "n/a", never 0.
 #![allow(clippy::unwrap_used)] // panics are the assertions in tests
 
-use c1m::lab::view::{
+use c1m::view::{
     demo,
     live_state::LiveState,
     tui::{render, text_screen},
@@ -297,7 +297,7 @@ fn every_region_at_common_sizes() {
 /// `?` draws the help over the view; every row of the view is explained in it.
 #[test]
 fn help_overlay_explains_the_rows() {
-    use c1m::lab::view::tui::text_screen_view;
+    use c1m::view::tui::text_screen_view;
     for (w, h) in [(80, 24), (100, 30), (60, 18), (200, 60)] {
         let lines = text_screen_view(&demo::state(), w, h, true);
         let text = flat(&lines);
@@ -403,14 +403,14 @@ fn styles_of(
 /// server's and the kernel's fresh figures are not.
 #[test]
 fn a_stale_client_is_marked_the_same_way_everywhere() {
-    use c1m::lab::view::tui::style::STALE;
+    use c1m::view::tui::style::STALE;
     let mut state = demo::state();
     if let Some(c) = state.client.as_mut() {
         c.counters.open = 52;
         c.unix_ns -= 3_000_000_000;
     }
     demo::refigure(&mut state);
-    assert!(state.figures.stale(c1m::lab::model::Source::Client));
+    assert!(state.figures.stale(c1m::model::Source::Client));
     let (w, h) = (160, 50);
     let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
     t.draw(|f| render(f, &state)).unwrap();

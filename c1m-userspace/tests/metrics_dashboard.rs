@@ -17,7 +17,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use c1m::lab::view::prometheus::{self, LATENCIES, PHASES, check};
+use c1m::view::prometheus::{self, LATENCIES, PHASES, check};
 use lab_util::{fresh_dir, root_or_skip};
 
 const PORTS: &str = "8000-8001";

@@ -13,7 +13,7 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use c1m::{lab::export, workload::stats::histograms::HIST_NAMES};
+use c1m::{report, workload::stats::histograms::HIST_NAMES};
 use lab_util::{fresh_dir, root_or_skip};
 
 /// Connections over both client hosts (15,000 each, 10 workers a host).
@@ -140,7 +140,7 @@ fn listening(ns: &str, port: &str) -> bool {
 
 fn hlog_total(path: &Path) -> u64 {
     match std::fs::read_to_string(path) {
-        Ok(text) => export::hlog::merge(&[&text]).expect("hlog").len(),
+        Ok(text) => report::hlog::merge(&[&text]).expect("hlog").len(),
         Err(_) => 0,
     }
 }
@@ -274,10 +274,10 @@ fn two_client_hosts_merge_exactly_into_one_run() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let run = export::load_run(&merged).expect("merged summary");
+    let run = report::load_run(&merged).expect("merged summary");
     let shards: Vec<_> = client_dirs
         .iter()
-        .map(|d| export::load_run(d).expect("client summary"))
+        .map(|d| report::load_run(d).expect("client summary"))
         .collect();
     let client = run.client.as_ref().expect("merged client side");
     let connected: Vec<u64> = shards

@@ -357,7 +357,7 @@ fn each_reference_server_names_the_versions_its_runtime_reports() {
             "{name}: {lines:?}"
         );
         let parsed = c1m::lab::run::foreign::parse_version_line(&lines[0]).expect("a version line");
-        let words = |s: Option<c1m::lab::model::Software>| {
+        let words = |s: Option<c1m::model::Software>| {
             let s = s.expect("named");
             assert!(!s.name.is_empty() && !s.version.is_empty(), "{name}: {s:?}");
             format!("{}@{}", s.name, s.version)

@@ -10,13 +10,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use c1m::lab::{
-    compare::{self, input::RunSpec},
-    export::{
-        IntervalRecorder,
-        fixture::{self, FIXTURE_CHARTS},
-        write_run,
-    },
+use c1m::compare::{self, input::RunSpec};
+use c1m::report::{
+    IntervalRecorder,
+    fixture::{self, FIXTURE_CHARTS},
+    write_run,
 };
 
 const CHROMIUM: &str = "/usr/bin/chromium";

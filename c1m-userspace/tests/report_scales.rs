@@ -4,10 +4,8 @@
 //! 25k/s ramp. The samples are `tests/data/spiky_samples.csv`.
 #![allow(clippy::unwrap_used)] // panics are the assertions
 
-use c1m::lab::{
-    export::{REPORT, sample_run, write_run},
-    model::Sample,
-};
+use c1m::model::Sample;
+use c1m::report::{REPORT, sample_run, write_run};
 
 /// The CSV's rows as samples: each header names a `Sample` field; empty cells are unset.
 fn spiky_samples() -> Vec<Sample> {

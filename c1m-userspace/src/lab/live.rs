@@ -15,12 +15,10 @@ use std::{
 
 use anyhow::{Context, Result};
 
-use super::{
-    export::hlog::IntervalRecorder,
-    figures::Figures,
-    model::{RunInfo, RunRecord},
-    view::{live_state::LiveState, plain, prometheus, tui::terminal::Tui},
-};
+use crate::figures::Figures;
+use crate::model::{RunInfo, RunRecord};
+use crate::report::hlog::IntervalRecorder;
+use crate::view::{live_state::LiveState, plain, prometheus, tui::terminal::Tui};
 use crate::{observer::KernelView, workload::stats::snapshot::AppSnapshot};
 
 /// How many samples of history the view keeps (10 minutes at one per second).

@@ -1,30 +1,24 @@
-//! `c1m run`, `c1m doctor`, `c1m top`, the live view and the run exports. One home per
-//! concern:
+//! `c1m run`, `c1m doctor`, `c1m top`: the lab that starts server, client and observer,
+//! drives the phases and writes the run folder through [`crate::report`]. What it shows
+//! and writes lives below it ([`crate::view`], [`crate::report`], [`crate::compare`],
+//! all reading [`crate::figures`]). One home per concern:
 //!
-//! | module    | concern                                                               |
-//! |-----------|-----------------------------------------------------------------------|
-//! | `run`     | the run's orchestration: phases, children's argv, journal, port owners |
-//! | `figures` | the figures of one instant, computed once from kernel and app views    |
-//! | `live`    | driving the live outputs each tick (TUI, plain, JSON, Prometheus)      |
-//! | `view`    | the live views themselves, each reading `figures`                     |
-//! | `export`  | the run folder: summary.json, CSV, histograms, report.html             |
-//! | `compare` | any number of runs side by side, repeats with their spread             |
-//! | `model`   | what a run records (`RunRecord`, `Sample`, phases, outcome)            |
-//! | `doctor`  | preflight, leftovers and `--restore`                                   |
-//! | `tuning`  | `--tune`: sysctls set for a run, counted over tuners, restored in place |
-//! | `top`     | the live view for a server already running                            |
-//! | `servers` | the servers `--servers` compares: start command, push trigger, format  |
+//! | module    | concern                                                                 |
+//! |-----------|-------------------------------------------------------------------------|
+//! | `run`     | one run: flags, plan, phases, children, journal, port owners, folder     |
+//! | `servers` | `--servers`: the reference servers, their order, the sequence            |
+//! | `live`    | driving the live outputs each tick (TUI, plain, JSON, Prometheus)        |
+//! | `summary` | the end-of-run summary printed to the terminal                            |
+//! | `check`   | one doctor row: limit, value found, value needed, fix                    |
+//! | `doctor`  | preflight, leftovers and `--restore`                                     |
+//! | `tuning`  | `--tune`: sysctls set for a run, counted over tuners, restored in place  |
+//! | `top`     | the live view for a server already running                              |
 
 pub mod check;
-pub mod compare;
 pub mod doctor;
-pub mod export;
-pub mod figures;
 pub mod live;
-pub mod model;
 pub mod run;
 pub mod servers;
 pub mod summary;
 pub mod top;
 pub mod tuning;
-pub mod view;

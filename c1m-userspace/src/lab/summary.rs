@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::export::figures::{hist_title, push_rule_line};
-use super::model::RunRecord;
+use crate::model::RunRecord;
+use crate::report::figures::{hist_title, push_rule_line};
 use crate::{
     fmt::bytes,
     workload::stats::{
@@ -80,7 +80,7 @@ pub fn text(run: &RunRecord) -> String {
             bytes(p.box_mem_available_bytes as f64),
         );
     }
-    if let Some(line) = super::model::end_walks_line(&run.phases) {
+    if let Some(line) = crate::model::end_walks_line(&run.phases) {
         let _ = writeln!(s, "{line}");
     }
     let _ = writeln!(s, "\nkernel vs app at the end of each phase:");

@@ -6,12 +6,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use clap::Args;
 
-use super::{
-    figures::{FiguresBuilder, Rows},
-    live::{Live, LiveOutput},
-    model::RunInfo,
-    view::live_state::LiveState,
-};
+use super::live::{Live, LiveOutput};
+use crate::figures::{FiguresBuilder, Rows};
+use crate::model::RunInfo;
+use crate::view::live_state::LiveState;
 use crate::{observer::ObserverHandle, util::PortList, workload::control};
 
 #[derive(Args, Debug, Clone)]

@@ -12,11 +12,9 @@ use anyhow::{Context, Result};
 
 use super::model::HostInfo;
 use crate::{
-    lab::{
-        export::{self, IntervalRecorder},
-        figures::{FiguresBuilder, Rows},
-        model::{Outcome, RunConfig, RunRecord, Sample},
-    },
+    figures::{FiguresBuilder, Rows},
+    model::{Outcome, RunConfig, RunRecord, Sample},
+    report::{self, IntervalRecorder},
     workload::stats::snapshot::AppSnapshot,
 };
 
@@ -60,7 +58,7 @@ impl HostFolder {
             last_write: Instant::now(),
             server_ports,
         };
-        export::write_run(&f.dir, &f.record)
+        report::write_run(&f.dir, &f.record)
             .with_context(|| format!("writing the run folder {}", dir.display()))?;
         Ok(f)
     }
@@ -111,7 +109,7 @@ impl HostFolder {
 
     fn write(&mut self) -> Result<()> {
         self.last_write = Instant::now();
-        export::write_run(&self.dir, &self.record)
+        report::write_run(&self.dir, &self.record)
             .with_context(|| format!("writing the run folder {}", self.dir.display()))?;
         self.intervals
             .write(&self.dir)

@@ -12,11 +12,9 @@ use std::{
 use tokio::sync::oneshot;
 
 use crate::{
-    lab::{
-        figures::FiguresBuilder,
-        model::RunInfo,
-        view::{live_state::LiveState, prometheus},
-    },
+    figures::FiguresBuilder,
+    model::RunInfo,
+    view::{live_state::LiveState, prometheus},
     workload::stats::snapshot::AppSnapshot,
 };
 

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use super::client_metrics::ClientMetrics;
 use crate::{
     args::{parse_addrs, parse_ports},
-    lab::model::RunInfo,
+    model::RunInfo,
     workload::{
         cli::{ClientArgs, ClientEndpoints, Hold, cpus, default_step, runtime},
         config::{ClientShardConfig, ShardConfig},
@@ -154,7 +154,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
                 clock,
                 clock_end: None,
             };
-            let config = crate::lab::model::RunConfig {
+            let config = crate::model::RunConfig {
                 connections: a.connections,
                 connections_reason: match shard {
                     Some(s) => format!("shard {}/{} of {total}", s.index, s.count),

@@ -30,10 +30,8 @@ use thiserror::Error;
 use super::model::{HostBreakdown, HostRole, Merged};
 use crate::{
     infile::{Capped, InFileError},
-    lab::{
-        export::{self, hlog},
-        model::{KernelVsApp, RunRecord, Sample},
-    },
+    model::{KernelVsApp, RunRecord, Sample},
+    report::{self, hlog},
     workload::stats::{
         self,
         counters::Counters,
@@ -60,7 +58,7 @@ pub struct MergeArgs {
 #[derive(Debug, Error)]
 pub enum MergeError {
     #[error("{0}")]
-    Read(#[from] export::ExportError),
+    Read(#[from] report::ExportError),
     #[error("{}: has a client side already: pass the server host's folder of `c1m run --clients external`", .0.display())]
     NotServer(PathBuf),
     #[error("{}: not a client host's folder: pass a folder written by `c1m client --run-dir`", .0.display())]
@@ -128,13 +126,13 @@ pub fn main(a: MergeArgs) -> anyhow::Result<i32> {
         }
         Err(e) => {
             eprintln!("c1m merge: {e}");
-            Ok(export::EXIT_BAD_INPUT)
+            Ok(report::EXIT_BAD_INPUT)
         }
     }
 }
 
 fn read_host(dir: &Path) -> Result<Host, MergeError> {
-    let run = export::load_run(dir)?;
+    let run = report::load_run(dir)?;
     let is_client = run
         .host
         .as_ref()
@@ -214,7 +212,7 @@ fn read_host(dir: &Path) -> Result<Host, MergeError> {
 /// Reads, merges and writes; returns the merged record.
 pub fn merge(a: &MergeArgs) -> Result<RunRecord, MergeError> {
     refuse_existing_out(a)?;
-    let mut run = export::load_run(&a.server_dir)?;
+    let mut run = report::load_run(&a.server_dir)?;
     if run.client.is_some()
         || run.server.is_none()
         || run
@@ -305,7 +303,7 @@ pub fn merge(a: &MergeArgs) -> Result<RunRecord, MergeError> {
         for w in &h.run.warnings {
             run.warnings.push(format!("{}: {w}", label(h)));
         }
-        if h.run.outcome != crate::lab::model::Outcome::Complete && h.run.warnings.is_empty() {
+        if h.run.outcome != crate::model::Outcome::Complete && h.run.warnings.is_empty() {
             run.warnings.push(format!(
                 "{}: the client run ended {}",
                 label(h),
@@ -313,8 +311,8 @@ pub fn merge(a: &MergeArgs) -> Result<RunRecord, MergeError> {
             ));
         }
     }
-    if !run.warnings.is_empty() && run.outcome == crate::lab::model::Outcome::Complete {
-        run.outcome = crate::lab::model::Outcome::Degraded;
+    if !run.warnings.is_empty() && run.outcome == crate::model::Outcome::Complete {
+        run.outcome = crate::model::Outcome::Degraded;
     }
     let server_logs = server_logs(&a.server_dir)?;
     run.client = Some(client);
@@ -565,7 +563,7 @@ fn write(
         }
         Err(e) => return Err(werr(out, e.to_string())),
     }
-    export::write_run(out, run).map_err(|e| werr(out, e.to_string()))?;
+    report::write_run(out, run).map_err(|e| werr(out, e.to_string()))?;
     // The server's interval logs as they are; the clients' re-based onto the run's start
     // on the server's clock, every host's intervals in time order.
     for (name, mut log) in server_logs {

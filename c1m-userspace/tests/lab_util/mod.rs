@@ -114,10 +114,7 @@ pub fn set_low(sysctls: &[(&str, &str)]) {
 
 /// The kernel-vs-app row `what` ("server open", …) of a phase; panics naming the rows
 /// there are.
-pub fn kernel_vs_app<'a>(
-    phase: &'a c1m::lab::model::Phase,
-    what: &str,
-) -> &'a c1m::lab::model::KernelVsApp {
+pub fn kernel_vs_app<'a>(phase: &'a c1m::model::Phase, what: &str) -> &'a c1m::model::KernelVsApp {
     phase
         .kernel_vs_app
         .iter()

@@ -155,7 +155,7 @@ mod tests {
 
     #[test]
     fn a_long_output_keeps_head_and_tail_and_says_what_was_cut() {
-        let dir = crate::lab::export::fixture::test_dir("capped-log");
+        let dir = crate::report::fixture::test_dir("capped-log");
         let path = dir.join("out.log");
         let (log, fd) = CappedLog::create(&path).unwrap();
         let mut w = File::from(fd);

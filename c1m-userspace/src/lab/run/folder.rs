@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::{Context, Result};
 
-use crate::lab::model::{Outcome, RunRecord};
+use crate::model::{Outcome, RunRecord};
 
 /// Suffixes tried before giving up: far more labs than a box starts in one second.
 const MAX_SUFFIX: u32 = 1000;
@@ -70,7 +70,7 @@ pub fn create_given(dir: &Path) -> io::Result<()> {
 /// A run that stopped on an error before the lab could conclude it: its folder says
 /// `failed` and why, so a comparison lists it beside the others.
 pub(crate) fn record_failure(dir: &Path, error: &anyhow::Error) -> Result<()> {
-    let mut record = crate::lab::export::load_run(dir).unwrap_or_else(|_| RunRecord {
+    let mut record = crate::report::load_run(dir).unwrap_or_else(|_| RunRecord {
         c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
         started_unix_ms: crate::util::unix_ms_now(),
         ..RunRecord::default()
@@ -82,8 +82,7 @@ pub(crate) fn record_failure(dir: &Path, error: &anyhow::Error) -> Result<()> {
             .warnings
             .insert(0, format!("the run failed: {error:#}"));
     }
-    crate::lab::export::write_run(dir, &record)
-        .with_context(|| format!("writing {}", dir.display()))?;
+    crate::report::write_run(dir, &record).with_context(|| format!("writing {}", dir.display()))?;
     Ok(())
 }
 
@@ -92,7 +91,7 @@ pub(crate) fn record_failure(dir: &Path, error: &anyhow::Error) -> Result<()> {
 /// `c1m report` rebuilds from it are removed to make room, or it is removed. Measured
 /// before: a full 64 KiB tmpfs left `running` and exit 1.
 pub(super) fn fail_in_place(dir: &Path, record: &mut RunRecord, e: &anyhow::Error) {
-    use crate::lab::export::{REPORT, SCHEMA, SUMMARY, TIMESERIES};
+    use crate::report::{REPORT, SCHEMA, SUMMARY, TIMESERIES};
     match record.warnings.first() {
         Some(w) if w.starts_with("the run failed:") => {}
         _ => record.warnings.insert(0, format!("the run failed: {e:#}")),
@@ -108,7 +107,7 @@ pub(super) fn fail_in_place(dir: &Path, record: &mut RunRecord, e: &anyhow::Erro
     let written = serde_json::to_vec_pretty(&*record)
         .map_err(|e| e.to_string())
         .and_then(|json| {
-            crate::lab::export::atomic::write_atomic(&summary, &json).map_err(|e| e.to_string())
+            crate::report::atomic::write_atomic(&summary, &json).map_err(|e| e.to_string())
         });
     if written.is_err() {
         let _ = std::fs::remove_file(&summary);
@@ -122,7 +121,7 @@ mod tests {
 
     #[test]
     fn a_taken_name_gets_the_next_suffix_and_a_given_folder_is_never_shared() {
-        let parent = crate::lab::export::fixture::test_dir("run-folder");
+        let parent = crate::report::fixture::test_dir("run-folder");
         let a = create_unique(&parent, "20261130-002901").unwrap();
         let b = create_unique(&parent, "20261130-002901").unwrap();
         let c = create_unique(&parent, "20261130-002901").unwrap();

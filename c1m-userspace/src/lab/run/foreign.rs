@@ -24,7 +24,7 @@ use thiserror::Error;
 
 use super::{capped_log::CappedLog, cgroup::Cgroup};
 use crate::{
-    lab::model::Software,
+    model::Software,
     procstat,
     workload::stats::{counters::Counters, snapshot::AppSnapshot},
 };

@@ -2,7 +2,8 @@
 //! (kernel, memory, limits, sysctls) and the lab's CPU and memory. Apart from the run so
 //! the client hosts of `c1m client --shard` and `c1m top` record the same.
 
-use crate::lab::{doctor, model::Machine};
+use crate::lab::doctor;
+use crate::model::Machine;
 
 /// The sysctls every run records (`machine.sysctls`); the per-namespace ones among them
 /// are carried into a run's fresh namespace.

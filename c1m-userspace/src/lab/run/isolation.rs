@@ -23,11 +23,8 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    lab::{
-        doctor,
-        model::{Netns, StartState, leftovers},
-        tuning,
-    },
+    lab::{doctor, tuning},
+    model::{Netns, StartState, leftovers},
     observer::view::state_key,
     proc_net_tcp::for_each_row,
 };

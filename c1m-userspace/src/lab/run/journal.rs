@@ -196,7 +196,7 @@ impl JournalFile {
 
     fn write(&self) -> std::io::Result<()> {
         let json = serde_json::to_vec_pretty(&self.journal).map_err(std::io::Error::other)?;
-        crate::lab::export::atomic::write_atomic(&self.journal.run_folder.join(FILE), &json)
+        crate::report::atomic::write_atomic(&self.journal.run_folder.join(FILE), &json)
             .map_err(std::io::Error::other)?;
         if let Some(p) = &self.well_known {
             state_dir::write_private(p, &json).map_err(std::io::Error::other)?;

@@ -20,12 +20,9 @@ use super::{
     verdict,
 };
 use crate::{
-    lab::{
-        doctor,
-        figures::{Figures, FiguresBuilder, Rows},
-        live::Live,
-        model::{PerConnection, Phase, ProcessUsage, RunRecord},
-    },
+    figures::{Figures, FiguresBuilder, Rows},
+    lab::{doctor, live::Live},
+    model::{PerConnection, Phase, ProcessUsage, RunRecord},
     observer::{KernelView, ObserverHandle},
     workload::{
         config::Mode, push_format::PushFormat, push_trigger::PushTrigger,
@@ -280,7 +277,7 @@ impl Lab {
         self.record.server = self.last_server.clone();
         self.record.client = self.last_client.clone();
         self.last_write = Instant::now();
-        crate::lab::export::write_run(&self.dir, &self.record)
+        crate::report::write_run(&self.dir, &self.record)
             .with_context(|| format!("writing the run folder {}", self.dir.display()))?;
         self.live.write_intervals(&self.dir)?;
         Ok(())

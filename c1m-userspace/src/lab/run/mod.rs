@@ -70,7 +70,7 @@ pub fn main(mut args: RunArgs) -> Result<i32> {
             // run's namespace, which has nothing but its own lo.
             if let Some(addr) = args.metrics_addr {
                 let bound = std::net::TcpListener::bind(addr)
-                    .map_err(|e| super::view::prometheus::flag_error(addr, &e))?;
+                    .map_err(|e| crate::view::prometheus::flag_error(addr, &e))?;
                 args.metrics_listener = Some(std::sync::Arc::new(bound));
             }
             isolation::enter_fresh_netns(&host::RECORDED_SYSCTLS)?

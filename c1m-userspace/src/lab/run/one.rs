@@ -21,13 +21,13 @@ use super::{
     ports, preflight, verdict,
 };
 use crate::{
+    figures::{FiguresBuilder, Rows},
     fmt::count,
     lab::{
         doctor::Target,
-        figures::{FiguresBuilder, Rows},
         live::{Live, LiveOutput, MetricsAt},
-        model::{Netns, Outcome, RunConfig, RunInfo, RunRecord},
     },
+    model::{Netns, Outcome, RunConfig, RunInfo, RunRecord},
     observer::ObserverHandle,
     workload::{push_rule::PushRule, push_trigger::PushTrigger},
 };
@@ -167,7 +167,7 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         ..RunRecord::default()
     };
     // A summary from the first second: even a `kill -9` leaves a parseable one.
-    if let Err(e) = crate::lab::export::write_run(&dir, &record)
+    if let Err(e) = crate::report::write_run(&dir, &record)
         .with_context(|| format!("writing the run folder {}", dir.display()))
     {
         folder::fail_in_place(&dir, &mut record, &e);

@@ -12,10 +12,8 @@ use super::{
 };
 use crate::{
     fmt::count,
-    lab::{
-        doctor,
-        model::{ServerInfo, Software},
-    },
+    lab::doctor,
+    model::{ServerInfo, Software},
 };
 
 /// The connections to aim for and why.

@@ -3,7 +3,7 @@
 //! any warning makes the outcome "degraded". Pure functions of the snapshots, and the
 //! outcome they make.
 
-use crate::{lab::model::Outcome, workload::stats::snapshot::AppSnapshot};
+use crate::{model::Outcome, workload::stats::snapshot::AppSnapshot};
 
 /// A worker process of `side` that died before teardown (its connections went with it).
 pub fn worker_deaths(side: &str, snap: &AppSnapshot) -> Vec<String> {

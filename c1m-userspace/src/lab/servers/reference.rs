@@ -11,7 +11,8 @@ use anyhow::{Context as _, Result};
 use thiserror::Error;
 
 use crate::{
-    lab::{compare::input::RunSpec, run::flags::RunArgs},
+    compare::input::RunSpec,
+    lab::run::flags::RunArgs,
     util::PortList,
     workload::{
         config::EngineKind,

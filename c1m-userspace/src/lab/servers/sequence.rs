@@ -10,21 +10,19 @@ use super::{
     reference::{built_dir, compare_arg, parse_list},
 };
 use crate::{
-    lab::{
-        compare::{
-            self,
-            cli::{CompareArgs, EXIT_BAD_INPUT},
-        },
-        export::load_run,
-        model::Outcome,
-        run::{
-            child_args,
-            flags::{Clients, RunArgs},
-            folder,
-            isolation::{self, Isolation},
-            lab_runtime, plan, preflight,
-        },
+    compare::{
+        self,
+        cli::{CompareArgs, EXIT_BAD_INPUT},
     },
+    lab::run::{
+        child_args,
+        flags::{Clients, RunArgs},
+        folder,
+        isolation::{self, Isolation},
+        lab_runtime, plan, preflight,
+    },
+    model::Outcome,
+    report::load_run,
     workload::push_format::PushFormat,
 };
 
@@ -336,7 +334,7 @@ mod tests {
 
     #[test]
     fn flags_start_the_built_script_and_signal_it() {
-        let dir = crate::lab::export::fixture::test_dir("refserver-flags");
+        let dir = crate::report::fixture::test_dir("refserver-flags");
         let ports: PortList = "20000-20003".parse().unwrap();
         let err = ReferenceServer::Go
             .flags(&dir, "127.0.0.1", &ports)

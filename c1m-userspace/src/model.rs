@@ -1,0 +1,565 @@
+//! The lab's data model: what a run records, what the live view shows and what the
+//! exports are written from. Every figure keeps its unit in its name.
+
+use c1m_common::tcp_state;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    observer::{KernelView, audit::Audit, view::state_key},
+    workload::stats::snapshot::AppSnapshot,
+};
+
+/// A figure older than this (two ticks of the live view) is stale.
+pub const STALE_AFTER_S: f64 = 1.0;
+
+/// Where a figure comes from; each source has its own instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// Counters and gauges of the kernel view (per-CPU maps, listener walk).
+    Kernel,
+    /// The last full socket walk (kernel memory per socket, TIME_WAIT, request sockets).
+    KernelWalk,
+    Server,
+    Client,
+}
+
+impl Source {
+    pub const ALL: [Source; 4] = [
+        Source::Kernel,
+        Source::KernelWalk,
+        Source::Server,
+        Source::Client,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Kernel => "kernel",
+            Source::KernelWalk => "kernel_walk",
+            Source::Server => "server",
+            Source::Client => "client",
+        }
+    }
+}
+
+/// The setup rate to show first: the client's own when there is a c1m client, else what
+/// the kernel saw reach ESTABLISHED.
+pub fn headline_rate(client: Option<f64>, kernel: Option<f64>) -> Option<f64> {
+    client.or(kernel).filter(|v| v.is_finite() && *v >= 0.0)
+}
+
+/// One point of the per-second time series (`timeseries.csv`, the report's plots and
+/// the live view's history).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+#[serde(default)]
+pub struct Sample {
+    /// Seconds since the run started.
+    pub t_s: f64,
+    pub unix_ms: u64,
+    pub phase: String,
+    // Kernel's view (None when the observer is not running).
+    pub kernel_server_established: Option<i64>,
+    pub kernel_client_established: Option<i64>,
+    pub kernel_server_syn_recv: Option<i64>,
+    pub kernel_client_syn_sent: Option<i64>,
+    pub kernel_time_wait: Option<i64>,
+    pub kernel_accept_queue_depth: Option<u64>,
+    pub kernel_accept_queue_overflows: Option<u64>,
+    pub kernel_transitions_per_s: Option<f64>,
+    pub kernel_established_per_s: Option<f64>,
+    pub kernel_socket_bytes: Option<u64>,
+    pub kernel_bytes_per_socket: Option<f64>,
+    // The application's own counts.
+    pub server_open: Option<u64>,
+    pub server_accepted: Option<u64>,
+    pub client_open: Option<u64>,
+    pub client_connected: Option<u64>,
+    pub client_failures: Option<u64>,
+    /// Client connections established per second over the last interval.
+    pub client_connect_per_s: Option<f64>,
+    pub server_rss_bytes: Option<u64>,
+    pub client_rss_bytes: Option<u64>,
+    pub server_rss_per_connection_bytes: Option<f64>,
+    pub client_rss_per_connection_bytes: Option<f64>,
+    pub server_cpu_s: Option<f64>,
+    pub client_cpu_s: Option<f64>,
+    /// A foreign server's process tree: threads and open fds (None for c1m's own).
+    pub server_threads: Option<u64>,
+    pub server_open_fds: Option<u64>,
+    pub observer_rss_bytes: Option<u64>,
+    pub observer_cpu_s: Option<f64>,
+    /// CPU seconds per second of each side's own clock (1.0 = one core busy).
+    pub server_cpu_cores: Option<f64>,
+    pub client_cpu_cores: Option<f64>,
+    pub observer_cpu_cores: Option<f64>,
+    /// /proc/meminfo MemAvailable.
+    pub box_mem_available_bytes: u64,
+    /// How old each source's figures were at `t_s` (None: no such source). A figure
+    /// older than [`STALE_AFTER_S`] is stale: the report
+    /// draws it as a ring off its line.
+    pub kernel_age_s: Option<f64>,
+    pub kernel_walk_age_s: Option<f64>,
+    pub server_age_s: Option<f64>,
+    pub client_age_s: Option<f64>,
+    /// `kernel_socket_bytes` is derived (sockets now × bytes per socket at the last
+    /// walk) because the walk is stale.
+    pub kernel_socket_bytes_derived: bool,
+}
+
+impl Sample {
+    /// How old `source`'s figures were in this row.
+    pub fn age_s(&self, source: Source) -> Option<f64> {
+        match source {
+            Source::Kernel => self.kernel_age_s,
+            Source::KernelWalk => self.kernel_walk_age_s,
+            Source::Server => self.server_age_s,
+            Source::Client => self.client_age_s,
+        }
+    }
+
+    /// The headline setup rate of this row (see
+    /// [`Figures::setup_per_s`](crate::figures::Figures::setup_per_s)).
+    pub fn setup_per_s(&self) -> Option<f64> {
+        headline_rate(self.client_connect_per_s, self.kernel_established_per_s)
+    }
+
+    /// False when `source` was stale in this row (rows from before ages were recorded
+    /// count as fresh).
+    pub fn fresh(&self, source: Source) -> bool {
+        self.age_s(source).is_none_or(|a| a <= STALE_AFTER_S)
+    }
+}
+
+/// CPU and memory of one process group over a phase.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+#[serde(default)]
+pub struct ProcessUsage {
+    pub cpu_user_s: f64,
+    pub cpu_sys_s: f64,
+    /// At the end of the phase.
+    pub rss_bytes: u64,
+    /// Threads and open fds at the end of the phase, where measured (a foreign server).
+    pub threads: Option<u64>,
+    pub open_fds: Option<u64>,
+}
+
+/// The kernel's count next to the application's, and why they differ when they do.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+#[serde(default)]
+pub struct KernelVsApp {
+    pub what: String,
+    pub kernel: Option<i64>,
+    pub app: Option<i64>,
+    pub agree: bool,
+    /// e.g. "412 established in the kernel, not yet accepted".
+    pub explanation: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+#[serde(default)]
+pub struct Phase {
+    /// "setup", "idle", "push", "teardown".
+    pub name: String,
+    pub started_unix_ms: u64,
+    /// When the phase's work was done (the app's answers were taken then).
+    pub ended_unix_ms: u64,
+    pub duration_s: f64,
+    /// Seconds the lab then spent walking every socket afresh for the phase's kernel
+    /// column (0 without the observer). Not part of `duration_s`: the phase was over.
+    pub end_walk_s: f64,
+    pub server: ProcessUsage,
+    pub client: ProcessUsage,
+    pub observer: ProcessUsage,
+    /// Kernel bytes of the watched sockets at the end of the phase.
+    pub kernel_socket_bytes: Option<u64>,
+    pub box_mem_available_bytes: u64,
+    /// Counts at the end of the phase.
+    pub kernel_vs_app: Vec<KernelVsApp>,
+    /// Free-form notes (e.g. "stopped early: Ctrl-C").
+    pub notes: Vec<String>,
+}
+
+/// "after each phase, outside its secs: the observer's walk of every socket (setup 2.71 s,
+/// …)", or None when no phase had one (no observer). The summary and the report say it.
+pub fn end_walks_line(phases: &[Phase]) -> Option<String> {
+    let walks: Vec<String> = phases
+        .iter()
+        .filter(|p| p.end_walk_s > 0.0)
+        .map(|p| format!("{} {:.2} s", p.name, p.end_walk_s))
+        .collect();
+    (!walks.is_empty()).then(|| {
+        format!(
+            "after each phase, outside its secs: the observer's walk of every socket ({})",
+            walks.join(", ")
+        )
+    })
+}
+
+/// Facts about the box the run happened on.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+#[serde(default)]
+pub struct Machine {
+    pub hostname: String,
+    pub kernel: String,
+    pub cpus: u32,
+    pub mem_total_bytes: u64,
+    pub mem_available_bytes: u64,
+    pub nofile_soft: u64,
+    pub nofile_hard: u64,
+    /// sysctl name -> value, as found before the run (and as used, if tuned).
+    pub sysctls: std::collections::BTreeMap<String, String>,
+}
+
+/// How the run was asked for (the CLI flags, resolved).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+#[serde(default)]
+pub struct RunConfig {
+    pub connections: u64,
+    /// Why this many (e.g. "24 GiB free allows ~1.4M; using 1,000,000").
+    pub connections_reason: String,
+    pub rate_per_s: u64,
+    pub mode: String,
+    /// What ran c1m's own client (and its server, unless `server_engine` says otherwise).
+    pub engine: crate::workload::config::EngineKind,
+    /// What ran c1m's own server (a foreign server: the field is unused).
+    pub server_engine: crate::workload::config::EngineKind,
+    pub ports: String,
+    pub server_addrs: String,
+    pub sources: String,
+    /// Why these sources (the lab's default: how full each (source, server port) pair gets).
+    pub sources_reason: String,
+    pub idle_s: f64,
+    pub push_count: u32,
+    /// Server shards writing a push at once (0: all).
+    pub push_writers: u64,
+    /// How push latency was measured: the instant per message is timed from, what the
+    /// server's frames carry, where fan-out starts (None: a run recorded before c1m
+    /// recorded its rule, not comparable with one that did).
+    pub push: Option<crate::workload::push_rule::PushRule>,
+    pub observer: bool,
+    pub tuned: bool,
+    pub command_line: String,
+}
+
+/// How a run ended. The JSON names are lower case; each has its exit code.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Still going (a summary.json written mid-run, or left by a killed lab).
+    #[default]
+    Running,
+    /// Every phase done, nothing lost.
+    Complete,
+    /// Every phase ran, but something was lost or timed out: see `warnings`.
+    Degraded,
+    /// The run stopped on an error (the first warning says which).
+    Failed,
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Running => "running",
+            Outcome::Complete => "complete",
+            Outcome::Degraded => "degraded",
+            Outcome::Failed => "failed",
+            Outcome::Interrupted => "interrupted",
+        }
+    }
+
+    /// The exit code of `c1m run` (README, "Exit codes").
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Outcome::Complete => 0,
+            Outcome::Running | Outcome::Failed => 1,
+            Outcome::Degraded => 2,
+            Outcome::Interrupted => 130,
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Reads the names above, and the `failed: …` strings of runs recorded before the enum.
+impl<'de> Deserialize<'de> for Outcome {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(match s.as_str() {
+            "running" => Outcome::Running,
+            "complete" => Outcome::Complete,
+            "degraded" => Outcome::Degraded,
+            "interrupted" => Outcome::Interrupted,
+            s if s == "failed" || s.starts_with("failed:") => Outcome::Failed,
+            other => {
+                return Err(serde::de::Error::unknown_variant(
+                    other,
+                    &["running", "complete", "degraded", "failed", "interrupted"],
+                ));
+            }
+        })
+    }
+}
+
+/// Which network namespace a run's sockets lived in.
+#[derive(
+    Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Netns {
+    /// The one `c1m run` was started in, shared with whatever ran there before.
+    #[default]
+    Inherited,
+    /// One made for this run (`--servers --isolation netns`): empty when it started,
+    /// gone with its last socket when it ended.
+    Fresh,
+}
+
+/// What the box and the run's network namespace held when the run started, before any
+/// of its processes: a run that inherits a previous run's sockets (5,000 in TIME_WAIT
+/// for a minute), conntrack entries or memory measures them too.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+#[serde(default)]
+pub struct StartState {
+    /// When it was read, ms since the Unix epoch.
+    pub unix_ms: u64,
+    pub netns: Netns,
+    /// TCP sockets of the namespace by state (the kernel's names, lower case).
+    pub sockets: std::collections::BTreeMap<String, u64>,
+    /// Of those, the ones on the run's ports (local or remote): what a previous run
+    /// left. Any but a listener makes the start dirty.
+    pub sockets_on_ports: std::collections::BTreeMap<String, u64>,
+    /// `nf_conntrack_count` of the namespace; None when conntrack is not loaded.
+    pub conntrack_entries: Option<u64>,
+    /// /proc/meminfo MemAvailable.
+    pub mem_available_bytes: u64,
+    /// `--isolation wait`: seconds the run waited for the sockets on its ports to go,
+    /// and the most it would wait (`--clean-wait`).
+    pub waited_s: Option<f64>,
+    pub wait_limit_s: Option<f64>,
+}
+
+/// Sockets by state on a run's ports, less the listeners: see [`StartState::leftovers`].
+pub fn leftovers(on_ports: &std::collections::BTreeMap<String, u64>) -> u64 {
+    let listen = state_key(tcp_state::LISTEN);
+    on_ports
+        .iter()
+        .filter(|(state, _)| **state != listen)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+impl StartState {
+    /// Connections on the run's ports when it started, in any state but LISTEN: what an
+    /// earlier run left (a listener there is a `--target` server's own, or one the port
+    /// preflight refuses).
+    pub fn leftovers(&self) -> u64 {
+        leftovers(&self.sockets_on_ports)
+    }
+
+    /// Sockets of the whole namespace when it started.
+    pub fn in_namespace(&self) -> u64 {
+        self.sockets.values().sum()
+    }
+
+    /// Started beside connections of an earlier run on its ports.
+    pub fn dirty(&self) -> bool {
+        self.leftovers() > 0
+    }
+
+    /// One line for people, the dirty case first: "started dirty: 5,000 sockets on its
+    /// ports (5,000 time_wait) after waiting 70 s; …" or "started clean: …".
+    pub fn describe(&self) -> String {
+        use crate::fmt::{bytes, count};
+        let by_state = |m: &std::collections::BTreeMap<String, u64>| {
+            m.iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(s, n)| format!("{} {s}", count(*n)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut parts = vec![if self.dirty() {
+            let mut left = self.sockets_on_ports.clone();
+            left.remove(&state_key(tcp_state::LISTEN));
+            format!(
+                "started dirty: {} socket(s) of an earlier run on its ports ({})",
+                count(self.leftovers()),
+                by_state(&left)
+            )
+        } else {
+            "started clean: no socket on its ports".to_owned()
+        }];
+        parts.push(match self.netns {
+            Netns::Fresh => "a fresh network namespace".to_owned(),
+            Netns::Inherited => "the namespace it was started in".to_owned(),
+        });
+        if let Some(w) = self.waited_s {
+            parts.push(match self.wait_limit_s {
+                Some(limit) if self.dirty() => {
+                    format!("waited {w:.0} s (the --clean-wait bound, {limit:.0} s)")
+                }
+                _ => format!("waited {w:.0} s"),
+            });
+        }
+        parts.push(match self.in_namespace() {
+            0 => "0 TCP sockets in the namespace".to_owned(),
+            n => format!(
+                "{} TCP socket(s) in the namespace ({})",
+                count(n),
+                by_state(&self.sockets)
+            ),
+        });
+        parts.push(match self.conntrack_entries {
+            Some(n) => format!("{} conntrack entries", count(n)),
+            None => "conntrack not loaded".to_owned(),
+        });
+        parts.push(format!(
+            "{} MemAvailable",
+            bytes(self.mem_available_bytes as f64)
+        ));
+        parts.join("; ")
+    }
+}
+
+/// A program or library at a version, as it said at run time.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
+#[serde(default)]
+pub struct Software {
+    pub name: String,
+    pub version: String,
+}
+
+impl std::fmt::Display for Software {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.name, self.version)
+    }
+}
+
+/// The server a run measured, named as the comparison names it, with what it runs on.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+#[serde(default)]
+pub struct ServerInfo {
+    /// `--server-name` (a `--servers` name such as go or c1m-epoll), else `c1m` for
+    /// c1m's own server or the program of `--server-cmd`.
+    pub name: String,
+    /// c1m's own server: its engine (None: a server c1m did not write).
+    pub engine: Option<crate::workload::config::EngineKind>,
+    /// Its language runtime, as the server reported it at start (the `version:` line of
+    /// reference-servers/PROTOCOL.md); None when it said nothing.
+    pub runtime: Option<Software>,
+    /// Its WebSocket library, likewise; c1m's own server: c1m at its version.
+    pub library: Option<Software>,
+}
+
+impl ServerInfo {
+    /// "go (go 1.19.8, gorilla/websocket 1.5.0)", "c1m-epoll (c1m 0.1.0, epoll
+    /// engine)", "my-server (no version reported)".
+    pub fn label(&self) -> String {
+        let mut about: Vec<String> = [&self.runtime, &self.library]
+            .into_iter()
+            .flatten()
+            .map(ToString::to_string)
+            .collect();
+        if let Some(e) = self.engine {
+            about.push(format!("{} engine", e.name()));
+        }
+        if about.is_empty() {
+            about.push("no version reported".to_owned());
+        }
+        format!("{} ({})", self.name, about.join(", "))
+    }
+}
+
+/// Everything a run produced: `summary.json` is this struct.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default)]
+pub struct RunRecord {
+    pub c1m_version: String,
+    pub started_unix_ms: u64,
+    pub ended_unix_ms: u64,
+    /// How the run ended (`running` while it goes on).
+    pub outcome: Outcome,
+    pub config: RunConfig,
+    pub machine: Machine,
+    pub phases: Vec<Phase>,
+    pub samples: Vec<Sample>,
+    /// Last views of each side (the app snapshots carry the histograms).
+    pub kernel: Option<KernelView>,
+    pub server: Option<AppSnapshot>,
+    pub client: Option<AppSnapshot>,
+    /// Per-connection figures at the end of the idle phase.
+    pub per_connection: PerConnection,
+    /// The last kernel view's figures against the kernel's own counters (observer/audit.rs).
+    pub audit: Option<Audit>,
+    pub warnings: Vec<String>,
+    /// Multi-host runs: the host this folder was written on (None: a one-box run).
+    pub host: Option<crate::multihost::model::HostInfo>,
+    /// A merged multi-host run (`c1m merge`): the per-host breakdown and clock bound.
+    pub multihost: Option<crate::multihost::model::Merged>,
+    /// The server measured, and what it runs on (None: a run before this was recorded).
+    pub server_info: Option<ServerInfo>,
+    /// What the box and the namespace held when the run started (None: likewise).
+    pub start: Option<StartState>,
+}
+
+impl RunRecord {
+    /// The server it measured and what that runs on, for every run header (summary,
+    /// report, comparison): "go (go 1.19.8, gorilla/websocket 1.5.0)". A run recorded
+    /// before the server was is named only when its command line shows c1m's own.
+    pub fn server_label(&self) -> String {
+        match &self.server_info {
+            Some(info) => info.label(),
+            None if ["--server-cmd", "--target", "--servers"]
+                .iter()
+                .any(|f| self.config.command_line.contains(f)) =>
+            {
+                "server not recorded".to_owned()
+            }
+            None => format!("c1m ({} engine)", self.config.server_engine.name()),
+        }
+    }
+
+    /// The client it ran: always c1m's own.
+    pub fn client_label(&self) -> String {
+        format!("c1m client ({} engine)", self.config.engine.name())
+    }
+
+    /// "started clean: …" / "started dirty: …", or None for a run recorded before.
+    pub fn start_line(&self) -> Option<String> {
+        self.start.as_ref().map(StartState::describe)
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+#[serde(default)]
+pub struct PerConnection {
+    pub connections: u64,
+    pub server_user_bytes: Option<f64>,
+    pub client_user_bytes: Option<f64>,
+    /// Kernel bytes per connection (both sockets of it).
+    pub kernel_bytes: Option<f64>,
+    pub kernel_bytes_per_socket: Option<f64>,
+}
+
+/// What a run is, fixed when it starts: the labels of Prometheus's `c1m_run_info`, which
+/// must not change mid-run (another label set is another series, and a dashboard that
+/// joins on it breaks at every change). Empty fields are not known at start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunInfo {
+    /// The command serving the metrics: "run", "top" or "client".
+    pub command: &'static str,
+    /// "ws", "echo" or "hold".
+    pub mode: String,
+    /// The engine of c1m's client.
+    pub engine: String,
+    /// The server measured: "c1m-epoll" or "c1m-tokio" (c1m's own), a `--server-cmd`'s
+    /// program, a `--target`'s address, or the servers a client host connects to.
+    pub server: String,
+    /// Connections the run aims at (0: not known at start).
+    pub target_connections: u64,
+}

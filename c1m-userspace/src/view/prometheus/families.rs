@@ -1,0 +1,460 @@
+//! What `/metrics` exports, family by family, from the live state: the run, the app's
+//! counts, the kernel's, and the latency histograms. Apart from [`super::http`], which
+//! serves it, so the server and the families do not import each other.
+
+use c1m_common::{side, tcp_state};
+
+use super::{
+    encode::{Exposition, Kind, Value},
+    latency::{self, LATENCIES},
+};
+use crate::{
+    model::Source,
+    observer::{KernelView, view::GAUGE_STATES},
+    view::live_state::LiveState,
+    workload::stats::{histograms::decode_hist, snapshot::AppSnapshot},
+};
+
+/// The phases `c1m_phase` has a series for: the lab's (`c1m run`), then `c1m top`'s. A
+/// fixed set, so a phase change moves a 1 between series instead of starting new ones;
+/// one series per phase (as `kube_pod_status_phase`), not one gauge with a number per
+/// phase, so `c1m_phase == 1` names the phase without a table of numbers.
+pub const PHASES: [&str; 5] = ["setup", "idle", "push", "teardown", "watching"];
+
+/// The whole exposition for one scrape.
+pub fn render(state: &LiveState) -> Result<String, std::fmt::Error> {
+    let mut x = Exposition::default();
+    run_metrics(&mut x, state);
+    app_metrics(&mut x, state);
+    if let Some(k) = &state.kernel {
+        kernel_metrics(&mut x, k);
+    }
+    latency_metrics(&mut x, state);
+    x.finish()
+}
+
+fn sides(state: &LiveState) -> [(&'static str, Option<&AppSnapshot>); 2] {
+    [
+        ("server", state.server.as_ref()),
+        ("client", state.client.as_ref()),
+    ]
+}
+
+fn run_metrics(x: &mut Exposition, state: &LiveState) {
+    let info = &state.info;
+    let target = info.target_connections.to_string();
+    let labels: Vec<(&'static str, &str)> = [
+        ("version", env!("CARGO_PKG_VERSION")),
+        ("command", info.command),
+        ("mode", info.mode.as_str()),
+        ("engine", info.engine.as_str()),
+        ("server", info.server.as_str()),
+        (
+            "target_connections",
+            if info.target_connections > 0 {
+                target.as_str()
+            } else {
+                ""
+            },
+        ),
+    ]
+    .into_iter()
+    .filter(|(_, v)| !v.is_empty())
+    .collect();
+    x.family(
+        "c1m_run_info",
+        Kind::Info,
+        "What the run is; the labels never change during a run (the phase is c1m_phase).",
+    )
+    .sample(&labels, 1u64);
+    // A client host's own endpoint has no lab phase.
+    if !state.phase.is_empty() {
+        let f = x.family(
+            "c1m_phase",
+            Kind::Gauge,
+            "The lab's phase: 1 for the current one, 0 for the others.",
+        );
+        for phase in PHASES {
+            f.sample(&[("phase", phase)], u64::from(phase == state.phase));
+        }
+        if !PHASES.contains(&state.phase.as_str()) {
+            f.sample(&[("phase", &state.phase)], 1u64);
+        }
+    }
+    if state.target > 0 {
+        x.family(
+            "c1m_target_connections",
+            Kind::Gauge,
+            "Connections the run aims to hold.",
+        )
+        .sample(&[], state.target);
+    }
+    x.family(
+        "c1m_elapsed_seconds",
+        Kind::Gauge,
+        "Seconds since the run started.",
+    )
+    .sample(&[], state.elapsed_s);
+    x.family(
+        "c1m_kernel_view_available",
+        Kind::Gauge,
+        "1 when the kernel observer is running (kernel series present), else 0.",
+    )
+    .sample(&[], u64::from(state.kernel.is_some()));
+    let f = x.family(
+        "c1m_app_stats_available",
+        Kind::Gauge,
+        "1 when the side's c1m stats are read (app series present), else 0.",
+    );
+    for (side, app) in sides(state) {
+        f.sample(&[("side", side)], u64::from(app.is_some()));
+    }
+    if let Some(b) = state.figures.mem_available_bytes {
+        x.family(
+            "c1m_memory_available_bytes",
+            Kind::Gauge,
+            "Free memory of the box (/proc/meminfo MemAvailable).",
+        )
+        .sample(&[], b);
+    }
+    let f = x.family(
+        "c1m_figures_age_seconds",
+        Kind::Gauge,
+        "How old each source's figures are (stale past 1 s, two ticks of the live view).",
+    );
+    for source in Source::ALL {
+        if let Some(r) = state.figures.readings.of(source) {
+            f.sample(&[("source", source.name())], r.age_s);
+        }
+    }
+}
+
+fn app_metrics(x: &mut Exposition, state: &LiveState) {
+    let f = x.family(
+        "c1m_connections_open",
+        Kind::Gauge,
+        "Open connections: the app's own count, or the kernel's ESTABLISHED sockets.",
+    );
+    for (side, app) in sides(state) {
+        if let Some(a) = app {
+            f.sample(&[("side", side), ("source", "app")], a.counters.open);
+        }
+        if let Some(k) = &state.kernel {
+            let n = k.side(side_index(side)).state(tcp_state::ESTABLISHED);
+            f.sample(&[("side", side), ("source", "kernel")], n);
+        }
+    }
+    let f = x.family(
+        "c1m_connections_established_total",
+        Kind::Counter,
+        "Connections that opened: app (server accepted, client connected) since it \
+         started; kernel (reached ESTABLISHED) since the observer attached.",
+    );
+    for (side, app) in sides(state) {
+        if let Some(a) = app {
+            let n = if side == "server" {
+                a.counters.accepted
+            } else {
+                a.counters.connected
+            };
+            f.sample(&[("side", side), ("source", "app")], n);
+        }
+        if let Some(k) = &state.kernel {
+            let n = k.side(side_index(side)).established_total;
+            f.sample(&[("side", side), ("source", "kernel")], n);
+        }
+    }
+    if let Some(c) = &state.client {
+        x.family(
+            "c1m_connections_in_flight",
+            Kind::Gauge,
+            "Client connects and handshakes not finished.",
+        )
+        .sample(&[("side", "client")], c.counters.in_flight);
+        x.family(
+            "c1m_connect_attempts_total",
+            Kind::Counter,
+            "Client connects started.",
+        )
+        .sample(&[("side", "client")], c.counters.attempted);
+    }
+    let present: Vec<_> = sides(state)
+        .into_iter()
+        .filter_map(|(s, a)| Some((s, a?)))
+        .collect();
+    let f = x.family(
+        "c1m_connect_failures_total",
+        Kind::Counter,
+        "Connections that never opened, by cause (client: connect or handshake; server: accept).",
+    );
+    for (side, a) in &present {
+        for (cause, n) in a.counters.failures.iter() {
+            f.sample(&[("side", side), ("cause", cause)], n);
+        }
+    }
+    let f = x.family(
+        "c1m_connections_closed_total",
+        Kind::Counter,
+        "Open connections that ended, by cause.",
+    );
+    for (side, a) in &present {
+        for (cause, n) in a.counters.closed.iter() {
+            f.sample(&[("side", side), ("cause", cause)], n);
+        }
+    }
+    let f = x.family(
+        "c1m_protocol_errors_total",
+        Kind::Counter,
+        "Protocol violations seen, by the answer the RFC prescribes.",
+    );
+    for (side, a) in &present {
+        for (cause, n) in a.counters.protocol_errors.iter() {
+            f.sample(&[("side", side), ("cause", cause)], n);
+        }
+    }
+    let f = x.family(
+        "c1m_received_bytes_total",
+        Kind::Counter,
+        "Bytes the app read.",
+    );
+    for (side, a) in &present {
+        f.sample(&[("side", side)], a.counters.bytes_in);
+    }
+    let f = x.family(
+        "c1m_sent_bytes_total",
+        Kind::Counter,
+        "Bytes the app wrote.",
+    );
+    for (side, a) in &present {
+        f.sample(&[("side", side)], a.counters.bytes_out);
+    }
+    let f = x.family(
+        "c1m_push_frames_total",
+        Kind::Counter,
+        "Push frames: written by the server, received by the client.",
+    );
+    for (side, a) in &present {
+        let n = if *side == "server" {
+            a.counters.pushes_sent
+        } else {
+            a.counters.pushes_received
+        };
+        f.sample(&[("side", side)], n);
+    }
+    let f = x.family(
+        "c1m_workers_alive",
+        Kind::Gauge,
+        "Worker shards alive (of c1m_workers).",
+    );
+    for (side, a) in &present {
+        f.sample(&[("side", side)], a.workers.alive);
+    }
+    let f = x.family("c1m_workers", Kind::Gauge, "Worker shards started.");
+    for (side, a) in &present {
+        f.sample(&[("side", side)], a.workers.count);
+    }
+    let f = x.family(
+        "c1m_process_resident_bytes",
+        Kind::Gauge,
+        "Resident memory of the side's processes (supervisor plus live workers).",
+    );
+    for (side, a) in &present {
+        if a.rss_bytes > 0 {
+            f.sample(&[("side", side)], a.rss_bytes);
+        }
+    }
+    if let Some(rss) = state.history.last().and_then(|s| s.observer_rss_bytes) {
+        f.sample(&[("side", "observer")], rss);
+    }
+    let f = x.family(
+        "c1m_user_bytes_per_connection",
+        Kind::Gauge,
+        "(Resident memory - memory before any connection) / open connections.",
+    );
+    for (side, a) in &present {
+        if let Some(b) = a.rss_per_connection_bytes {
+            f.sample(&[("side", side)], b);
+        }
+    }
+    let f = x.family(
+        "c1m_process_cpu_seconds_total",
+        Kind::Counter,
+        "CPU time of the side's processes, by mode.",
+    );
+    for (side, a) in &present {
+        f.sample(&[("side", side), ("mode", "user")], a.cpu_user_s);
+        f.sample(&[("side", side), ("mode", "system")], a.cpu_sys_s);
+    }
+}
+
+fn side_index(name: &str) -> u32 {
+    match name {
+        "server" => side::SERVER,
+        "client" => side::CLIENT,
+        _ => side::OTHER,
+    }
+}
+
+fn kernel_metrics(x: &mut Exposition, k: &KernelView) {
+    let f = x.family(
+        "c1m_tcp_sockets",
+        Kind::Gauge,
+        "Watched TCP sockets per side and state, as the kernel counts them.",
+    );
+    for (i, side) in side::NAMES.iter().enumerate() {
+        let sv = k.side(i as u32);
+        for state in GAUGE_STATES {
+            let name = crate::observer::view::state_key(state);
+            f.sample(&[("side", side), ("state", &name)], sv.state(state));
+        }
+    }
+    let f = x.family(
+        "c1m_tcp_transitions_total",
+        Kind::Counter,
+        "TCP state transitions of watched sockets since the observer attached.",
+    );
+    for (i, side) in side::NAMES.iter().enumerate() {
+        f.sample(&[("side", side)], k.side(i as u32).transitions_total);
+    }
+    let f = x.family(
+        "c1m_tcp_events_total",
+        Kind::Counter,
+        "Handshake and error signals of watched sockets since the observer attached.",
+    );
+    for (i, side) in side::NAMES.iter().enumerate() {
+        for (e, event) in c1m_common::event::NAMES.iter().enumerate() {
+            f.sample(
+                &[("side", side), ("event", event)],
+                k.side(i as u32).event(e as u32),
+            );
+        }
+    }
+    let f = x.family(
+        "c1m_accept_queue_depth",
+        Kind::Gauge,
+        "Connections waiting in the port's accept queues (established, not yet accepted).",
+    );
+    for l in &k.listeners {
+        f.sample(&[("port", &l.port.to_string())], l.queue_depth);
+    }
+    let f = x.family(
+        "c1m_accept_queue_limit",
+        Kind::Gauge,
+        "Accept queue limits of the port's listeners, summed (listen backlog, capped by somaxconn).",
+    );
+    for l in &k.listeners {
+        f.sample(&[("port", &l.port.to_string())], l.queue_limit);
+    }
+    let f = x.family(
+        "c1m_accept_queue_overflows_total",
+        Kind::Counter,
+        "Handshakes the port's listeners dropped since the observer attached, mostly because \
+         the accept queue was full (the kernel's ListenDrops for this port).",
+    );
+    for l in &k.listeners {
+        f.sample(&[("port", &l.port.to_string())], l.accept_queue_overflows);
+    }
+    let f = x.family(
+        "c1m_accept_queue_overflow_acks_total",
+        Kind::Counter,
+        "Final handshake ACKs dropped by a full accept queue: those clients believe they are connected.",
+    );
+    for l in &k.listeners {
+        if let Some(n) = l.overflow_acks {
+            f.sample(&[("port", &l.port.to_string())], n);
+        }
+    }
+    let f = x.family(
+        "c1m_listen_sockets",
+        Kind::Gauge,
+        "Listening sockets on the port (several with SO_REUSEPORT).",
+    );
+    for l in &k.listeners {
+        f.sample(&[("port", &l.port.to_string())], l.sockets);
+    }
+    if let Some(m) = &k.memory {
+        let mems = [
+            ("server", &m.server),
+            ("client", &m.client),
+            ("other", &m.other),
+        ];
+        let f = x.family(
+            "c1m_kernel_socket_bytes",
+            Kind::Gauge,
+            "Kernel memory of the side's watched sockets (slab objects plus buffers), at the last socket walk.",
+        );
+        for (side, sm) in mems {
+            f.sample(&[("side", side)], sm.total_bytes);
+        }
+        let f = x.family(
+            "c1m_kernel_socket_buffer_bytes",
+            Kind::Gauge,
+            "Receive, send and forward-allocated buffer bytes of the side's watched sockets.",
+        );
+        for (side, sm) in mems {
+            f.sample(&[("side", side)], sm.buffer_bytes);
+        }
+        let f = x.family(
+            "c1m_kernel_sockets",
+            Kind::Gauge,
+            "Watched sockets seen by the last socket walk.",
+        );
+        for (side, sm) in mems {
+            f.sample(&[("side", side)], sm.sockets);
+        }
+    }
+    if let Some(age) = k.walk.age_s {
+        x.family(
+            "c1m_kernel_walk_age_seconds",
+            Kind::Gauge,
+            "Seconds since the last full socket walk ended.",
+        )
+        .sample(&[], age);
+    }
+    x.family(
+        "c1m_kernel_walk_duration_seconds",
+        Kind::Gauge,
+        "Duration of the last full socket walk.",
+    )
+    .sample(&[], k.walk.duration_ms / 1e3);
+    x.family(
+        "c1m_kernel_map_errors_total",
+        Kind::Counter,
+        "Counter updates lost because a kernel map was full (should stay 0).",
+    )
+    .sample(&[], k.map_errors);
+    x.family(
+        "c1m_kernel_unavailable_figures",
+        Kind::Gauge,
+        "Figures this kernel cannot give (missing hooks or fields); see the live view.",
+    )
+    .sample(&[], k.unavailable.len());
+}
+
+fn latency_metrics(x: &mut Exposition, state: &LiveState) {
+    for (hist, name, help) in LATENCIES {
+        let f = x.family(name, Kind::Histogram, help);
+        for (side, app) in sides(state) {
+            // A side with nothing recorded (the server records none) has no series;
+            // the convenience count saves decoding its empty histograms.
+            let Some(blob) = app.and_then(|a| a.histograms.get(hist)) else {
+                continue;
+            };
+            if app
+                .and_then(|a| a.percentiles.get(hist))
+                .is_some_and(|p| p.count == 0)
+            {
+                continue;
+            }
+            // A blob that does not decode has no series; the live view says why.
+            if let Ok(h) = decode_hist(blob)
+                && !h.is_empty()
+            {
+                f.sample(&[("side", side)], Value::Histogram(latency::buckets(&h)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
