@@ -17,7 +17,7 @@
 pub(crate) mod atomic;
 pub mod cli;
 pub(crate) mod figures;
-#[doc(hidden)]
+#[cfg(any(test, feature = "testkit"))]
 pub mod fixture;
 pub(crate) mod fmt;
 pub mod hgrm;
@@ -34,7 +34,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-#[doc(hidden)]
+#[cfg(any(test, feature = "testkit"))]
 pub use fixture::{sample_run, sample_run_with_snapshots};
 pub use hlog::IntervalRecorder;
 use serde::Deserialize as _;

@@ -7,6 +7,7 @@
 //! - [`plain`]: one `key=value` line per second when stdout is not a terminal.
 //! - [`prometheus`]: `--metrics-addr`, the Prometheus text exposition over HTTP/1.1.
 
+#[cfg(any(test, feature = "testkit"))]
 pub mod demo;
 pub mod live_state;
 pub mod plain;

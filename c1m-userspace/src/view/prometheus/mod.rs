@@ -19,6 +19,7 @@
 //! the module's surface: what the lab, a client host and the tests reach.
 
 mod admit;
+#[cfg(any(test, feature = "testkit"))]
 pub mod check;
 mod encode;
 mod families;
