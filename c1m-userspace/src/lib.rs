@@ -14,6 +14,7 @@ pub mod compare;
 pub mod duration;
 pub mod figures;
 pub mod fmt;
+pub mod host;
 pub mod infile;
 pub mod lab;
 pub mod model;

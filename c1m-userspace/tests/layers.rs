@@ -17,6 +17,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("args", 0),
     ("duration", 0),
     ("fmt", 0),
+    ("host", 0),
     ("infile", 0),
     ("util", 0),
     ("priority", 0),

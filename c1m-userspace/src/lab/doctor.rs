@@ -11,6 +11,7 @@ use super::{
     tuning::{self, Sweep, Tuning},
 };
 use crate::{
+    host,
     observer::{privileges, procfs},
     sysctl::{self, CONNTRACK_MAX, FILE_MAX, PORT_RANGE, SOMAXCONN, SYN_BACKLOG, TW_BUCKETS},
 };
@@ -55,38 +56,6 @@ pub struct Target {
 }
 
 /// `MemAvailable` from /proc/meminfo, bytes.
-pub fn mem_available() -> u64 {
-    meminfo("MemAvailable:").unwrap_or(0)
-}
-
-pub fn mem_total() -> u64 {
-    meminfo("MemTotal:").unwrap_or(0)
-}
-
-fn meminfo(key: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 = text
-        .lines()
-        .find(|l| l.starts_with(key))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
-}
-
-pub fn nofile_limits() -> (u64, u64) {
-    let mut rl = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: rl is a valid out-pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
-        return (0, 0);
-    }
-    (rl.rlim_cur, rl.rlim_max)
-}
-
 fn check(
     name: &str,
     current: String,
@@ -140,7 +109,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
         "the kernel observer loads eBPF programs; sysctl tuning also needs root",
     ));
 
-    let (soft, hard) = nofile_limits();
+    let (soft, hard) = host::nofile_limits();
     // One process holds the fds of both ends only if server and client were one; each
     // side is its own process tree, so the per-process need is one side's sockets.
     let per_process_need = n + 100;
@@ -307,7 +276,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
         });
     }
 
-    let available = mem_available();
+    let available = host::mem_available();
     let need = n * bytes_per_connection() + RESERVE_BYTES;
     let fit = connections_that_fit(available);
     out.push(check(
@@ -315,7 +284,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
         format!(
             "{} available of {}",
             crate::fmt::bytes(available as f64),
-            crate::fmt::bytes(mem_total() as f64)
+            crate::fmt::bytes(host::mem_total() as f64)
         ),
         format!(
             "{} for {n} connections (~{} B each, both ends)",
@@ -466,7 +435,7 @@ mod tests {
 
     #[test]
     fn a_foreign_server_past_one_process_fd_limit_is_said_before_the_run() {
-        let (_, hard) = nofile_limits();
+        let (_, hard) = host::nofile_limits();
         let target = |connections| Target {
             connections,
             server_ports: 1,

@@ -121,19 +121,19 @@ async fn top(mut args: TopArgs) -> Result<()> {
         }
         state.elapsed_s = started.elapsed().as_secs_f64();
         state.target = state.client.as_ref().map(|c| c.target).unwrap_or(0);
-        let (own_user, own_sys) = super::run::host::own_cpu();
+        let (own_user, own_sys) = crate::host::own_cpu();
         state.figures = figures.build(
             crate::util::unix_ms_now(),
             state.kernel.as_ref(),
             state.server.as_ref(),
             state.client.as_ref(),
             Some(own_user + own_sys),
-            Some(super::doctor::mem_available()),
+            Some(crate::host::mem_available()),
         );
         if let Some(sample) = rows.row(
             &state.figures,
             &state.phase,
-            (super::run::host::own_rss(), own_user + own_sys),
+            (crate::host::own_rss(), own_user + own_sys),
         ) {
             state.history.push(sample);
             let excess = state.history.len().saturating_sub(600);

@@ -79,14 +79,13 @@ impl HostFolder {
             None,
             Some(snap),
             None,
-            Some(crate::lab::doctor::mem_available()),
+            Some(crate::host::mem_available()),
         );
-        let own = crate::lab::run::host::own_cpu();
-        if let Some(row) = self.rows.row(
-            &f,
-            &snap.phase,
-            (crate::lab::run::host::own_rss(), own.0 + own.1),
-        ) {
+        let own = crate::host::own_cpu();
+        if let Some(row) = self
+            .rows
+            .row(&f, &snap.phase, (crate::host::own_rss(), own.0 + own.1))
+        {
             self.record.samples.push(Sample {
                 kernel_client_established: kernel_established,
                 ..row

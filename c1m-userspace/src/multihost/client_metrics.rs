@@ -59,7 +59,7 @@ impl ClientMetrics {
             None,
             Some(snap),
             None,
-            Some(crate::lab::doctor::mem_available()),
+            Some(crate::host::mem_available()),
         );
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.target = snap.target;

@@ -1,9 +1,8 @@
-//! What a run records about the box it runs on and about its own process: the machine
-//! (kernel, memory, limits, sysctls) and the lab's CPU and memory. Apart from the run so
-//! the client hosts of `c1m client --shard` and `c1m top` record the same.
+//! What a run records about the box it runs on: the machine (kernel, memory, limits,
+//! sysctls). Apart from the run so the client hosts of `c1m client --shard` record the
+//! same.
 
-use crate::lab::doctor;
-use crate::model::Machine;
+use crate::{host, model::Machine};
 
 /// The sysctls every run records (`machine.sysctls`); the per-namespace ones among them
 /// are carried into a run's fresh namespace.
@@ -19,7 +18,7 @@ pub(super) const RECORDED_SYSCTLS: [&str; 8] = [
 ];
 
 pub(crate) fn machine() -> Machine {
-    let (soft, hard) = doctor::nofile_limits();
+    let (soft, hard) = host::nofile_limits();
     let mut sysctls = std::collections::BTreeMap::new();
     for name in RECORDED_SYSCTLS {
         if let Some(v) = crate::sysctl::read(name) {
@@ -38,20 +37,10 @@ pub(crate) fn machine() -> Machine {
         cpus: std::thread::available_parallelism()
             .map(|n| n.get() as u32)
             .unwrap_or(1),
-        mem_total_bytes: doctor::mem_total(),
-        mem_available_bytes: doctor::mem_available(),
+        mem_total_bytes: host::mem_total(),
+        mem_available_bytes: host::mem_available(),
         nofile_soft: soft,
         nofile_hard: hard,
         sysctls,
     }
-}
-
-/// User and system CPU seconds of this process (the observer and the orchestration).
-pub(crate) fn own_cpu() -> (f64, f64) {
-    crate::procstat::cpu_seconds(std::process::id()).unwrap_or((0.0, 0.0))
-}
-
-/// Resident memory of this process, bytes.
-pub(crate) fn own_rss() -> u64 {
-    crate::procstat::rss_bytes(std::process::id()).unwrap_or(0)
 }

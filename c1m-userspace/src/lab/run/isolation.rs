@@ -23,7 +23,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    lab::{doctor, tuning},
+    lab::tuning,
     model::{Netns, StartState, leftovers},
     observer::view::state_key,
     proc_net_tcp::for_each_row,
@@ -163,7 +163,7 @@ pub fn start_state(ports: &[u16], netns: Netns, wait: Option<(f64, Duration)>) -
         sockets_on_ports: on_ports,
         conntrack_entries: crate::sysctl::read("net.netfilter.nf_conntrack_count")
             .and_then(|v| v.parse().ok()),
-        mem_available_bytes: doctor::mem_available(),
+        mem_available_bytes: crate::host::mem_available(),
         waited_s: wait.map(|(w, _)| w),
         wait_limit_s: wait.map(|(_, l)| l.as_secs_f64()),
     }

@@ -14,14 +14,13 @@ use super::{
     children::{Children, stats, stats_within},
     ctl::Ctl,
     foreign::{self, ForeignServer},
-    host::{own_cpu, own_rss},
     journal::{JournalFile, Role},
     stall::StallEvidence,
     verdict,
 };
 use crate::{
     figures::{Figures, FiguresBuilder, Rows},
-    lab::{doctor, live::Live},
+    lab::live::Live,
     model::{PerConnection, Phase, ProcessUsage, RunRecord},
     observer::{KernelView, ObserverHandle},
     workload::{
@@ -206,19 +205,20 @@ impl Lab {
             .as_ref()
             .map(|p| p.phase.name.clone())
             .unwrap_or_default();
-        let (own_user, own_sys) = own_cpu();
+        let (own_user, own_sys) = crate::host::own_cpu();
         let figures = self.figures.build(
             crate::util::unix_ms_now(),
             kernel.as_ref(),
             self.last_server.as_ref(),
             self.last_client.as_ref(),
             Some(own_user + own_sys),
-            Some(doctor::mem_available()),
+            Some(crate::host::mem_available()),
         );
-        if let Some(sample) = self
-            .rows
-            .row(&figures, &phase, (own_rss(), own_user + own_sys))
-        {
+        if let Some(sample) = self.rows.row(
+            &figures,
+            &phase,
+            (crate::host::own_rss(), own_user + own_sys),
+        ) {
             self.record.samples.push(sample);
         }
         self.live.observe(
@@ -293,7 +293,7 @@ impl Lab {
             phase,
             server: self.last_server.clone(),
             client: self.last_client.clone(),
-            own_cpu: own_cpu(),
+            own_cpu: crate::host::own_cpu(),
         });
     }
 
@@ -344,11 +344,11 @@ impl Lab {
         phase.end_walk_s = end_walk_s;
         phase.server = usage(s0.as_ref(), self.last_server.as_ref());
         phase.client = usage(c0.as_ref(), self.last_client.as_ref());
-        let o1 = own_cpu();
+        let o1 = crate::host::own_cpu();
         phase.observer = ProcessUsage {
             cpu_user_s: o1.0 - o0.0,
             cpu_sys_s: o1.1 - o0.1,
-            rss_bytes: own_rss(),
+            rss_bytes: crate::host::own_rss(),
             ..ProcessUsage::default()
         };
         let kernel = self.kernel_view();
@@ -356,7 +356,7 @@ impl Lab {
             .as_ref()
             .and_then(|k| k.memory.as_ref())
             .map(|m| m.total.total_bytes);
-        phase.box_mem_available_bytes = doctor::mem_available();
+        phase.box_mem_available_bytes = crate::host::mem_available();
         phase.kernel_vs_app = Figures::of_sources(
             crate::util::unix_ms_now(),
             kernel.as_ref(),

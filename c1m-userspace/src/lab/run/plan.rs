@@ -18,7 +18,7 @@ use crate::{
 
 /// The connections to aim for and why.
 pub(crate) fn resolve_target(asked: Option<TargetArg>) -> (u64, String) {
-    let available = doctor::mem_available();
+    let available = crate::host::mem_available();
     let fit = doctor::connections_that_fit(available);
     let gib = available as f64 / (1u64 << 30) as f64;
     match asked {

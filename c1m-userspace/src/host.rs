@@ -1,0 +1,44 @@
+//! Facts about this box and this process that any layer may read: memory, the fd
+//! limit, the process's own CPU and RSS. Below everything (layer 0), so the workload,
+//! the lab and a client host read them from one place.
+
+/// MemAvailable of /proc/meminfo, bytes (0 when unreadable).
+pub fn mem_available() -> u64 {
+    meminfo("MemAvailable:").unwrap_or(0)
+}
+
+/// MemTotal of /proc/meminfo, bytes (0 when unreadable).
+pub fn mem_total() -> u64 {
+    meminfo("MemTotal:").unwrap_or(0)
+}
+
+fn meminfo(key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = text
+        .lines()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// RLIMIT_NOFILE as (soft, hard); unlimited reads as `u64::MAX`.
+pub fn nofile_limits() -> (u64, u64) {
+    let rl = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    (
+        rl.current.unwrap_or(u64::MAX),
+        rl.maximum.unwrap_or(u64::MAX),
+    )
+}
+
+/// User and system CPU seconds of this process (the observer and the orchestration).
+pub fn own_cpu() -> (f64, f64) {
+    crate::procstat::cpu_seconds(std::process::id()).unwrap_or((0.0, 0.0))
+}
+
+/// Resident memory of this process, bytes.
+pub fn own_rss() -> u64 {
+    crate::procstat::rss_bytes(std::process::id()).unwrap_or(0)
+}
