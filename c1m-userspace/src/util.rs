@@ -167,62 +167,54 @@ pub mod os_path {
         path::{Path, PathBuf},
     };
 
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// A path as JSON holds it: its text, or its bytes when it is not UTF-8.
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Repr<T, B> {
+        Text(T),
+        Bytes(B),
+    }
+
+    fn repr(p: &Path) -> Repr<&str, &[u8]> {
+        match p.to_str() {
+            Some(text) => Repr::Text(text),
+            None => Repr::Bytes(p.as_os_str().as_bytes()),
+        }
+    }
+
+    fn path(r: Repr<String, Vec<u8>>) -> PathBuf {
+        match r {
+            Repr::Text(t) => PathBuf::from(t),
+            Repr::Bytes(b) => PathBuf::from(OsString::from_vec(b)),
+        }
+    }
 
     /// Writes `p` as a string, or as an array of bytes when it is not UTF-8.
     pub fn serialize<S: Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
-        match p.to_str() {
-            Some(text) => s.serialize_str(text),
-            None => s.collect_seq(p.as_os_str().as_bytes()),
-        }
-    }
-
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Either {
-        Text(String),
-        Bytes(Vec<u8>),
-    }
-
-    impl Either {
-        fn into_path(self) -> PathBuf {
-            match self {
-                Either::Text(t) => PathBuf::from(t),
-                Either::Bytes(b) => PathBuf::from(OsString::from_vec(b)),
-            }
-        }
+        repr(p).serialize(s)
     }
 
     /// Reads what [`serialize`] wrote.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
-        Ok(Either::deserialize(d)?.into_path())
+        Ok(path(Repr::deserialize(d)?))
     }
 
     /// The same for a list of paths.
     pub mod vec {
         use super::*;
-        use serde::ser::SerializeSeq;
 
         /// Writes each path as [`super::serialize`] does.
         pub fn serialize<S: Serializer>(ps: &[PathBuf], s: S) -> Result<S::Ok, S::Error> {
-            struct One<'a>(&'a Path);
-            impl serde::Serialize for One<'_> {
-                fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                    super::serialize(self.0, s)
-                }
-            }
-            let mut seq = s.serialize_seq(Some(ps.len()))?;
-            for p in ps {
-                seq.serialize_element(&One(p))?;
-            }
-            seq.end()
+            s.collect_seq(ps.iter().map(|p| repr(p)))
         }
 
         /// Reads what [`serialize`] wrote.
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
-            Ok(Vec::<Either>::deserialize(d)?
+            Ok(Vec::<Repr<String, Vec<u8>>>::deserialize(d)?
                 .into_iter()
-                .map(Either::into_path)
+                .map(path)
                 .collect())
         }
     }
@@ -252,12 +244,19 @@ mod tests {
         struct R {
             #[serde(with = "super::os_path")]
             p: std::path::PathBuf,
+            #[serde(with = "super::os_path::vec")]
+            ps: Vec<std::path::PathBuf>,
         }
         for raw in [&b"/tmp/runs"[..], &b"/tmp/runs-\xff"[..]] {
             let p = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(raw));
-            let json = serde_json::to_string(&R { p: p.clone() }).unwrap();
+            let r = R {
+                p: p.clone(),
+                ps: vec![p.clone(), "/sys/fs/cgroup/c1m".into()],
+            };
+            let json = serde_json::to_string(&r).unwrap();
             let back: R = serde_json::from_str(&json).unwrap();
             assert_eq!(back.p, p, "{json}");
+            assert_eq!(back.ps, r.ps, "{json}");
         }
     }
 }

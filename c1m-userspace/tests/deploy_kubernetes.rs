@@ -10,7 +10,7 @@ use c1m::{
     args::parse_ports,
     cli::{Cli, Command},
     lab::run::flags::Clients,
-    multihost::share::{self, ShardOf},
+    workload::host_share::{self as share, ShardOf},
 };
 use clap::Parser as _;
 use serde_yaml::Value;

@@ -28,12 +28,9 @@ const LAYERS: &[(&str, u8)] = &[
     ("sysctl", 0),
     ("observer", 1),
     ("workload", 1),
-    // What the lab needs to know of other hosts: their records, peers and shares, and
-    // the clock protocol the control endpoint answers.
+    // What the lab needs to know of other hosts: their records and peers.
     ("multihost::model", 1),
     ("multihost::peers", 1),
-    ("multihost::share", 1),
-    ("multihost::clock", 1),
     // A run's record and the figures computed once from it, below everything that
     // shows or writes them.
     ("model", 2),

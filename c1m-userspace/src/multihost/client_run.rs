@@ -39,7 +39,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         _ => {}
     }
     let rt = runtime()?;
-    let shard = crate::multihost::share::resolve(a.hosts_run.shard, |k| std::env::var(k).ok())?;
+    let shard = crate::workload::host_share::resolve(a.hosts_run.shard, |k| std::env::var(k).ok())?;
     let mut a = a;
     let total = a.connections;
     if let Some(s) = shard {
@@ -267,7 +267,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
 const SERVER_UP_WITHIN: Duration = Duration::from_secs(120);
 
 /// [`clock_offset`], retried once a second until the endpoint answers.
-async fn clock_offset_when_up(ep: &str) -> Result<crate::multihost::clock::ClockOffset> {
+async fn clock_offset_when_up(ep: &str) -> Result<crate::workload::control::clock::ClockOffset> {
     let until = tokio::time::Instant::now() + SERVER_UP_WITHIN;
     loop {
         match clock_offset(ep).await {
@@ -283,8 +283,8 @@ async fn clock_offset_when_up(ep: &str) -> Result<crate::multihost::clock::Clock
 }
 
 /// The clock offset to the server host, said as the client sees it.
-async fn clock_offset(ep: &str) -> Result<crate::multihost::clock::ClockOffset> {
-    let c = crate::multihost::clock::measure(ep, Duration::from_secs(10)).await?;
+async fn clock_offset(ep: &str) -> Result<crate::workload::control::clock::ClockOffset> {
+    let c = crate::workload::control::clock::measure(ep, Duration::from_secs(10)).await?;
     println!(
         "c1m client: clock offset to {ep}: {:+.3} ms ± {:.3} ms (min RTT of {} round trips)",
         c.offset_ns as f64 / 1e6,

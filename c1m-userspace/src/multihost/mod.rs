@@ -1,8 +1,9 @@
 //! Runs past one box: one server host, many client hosts.
 //!
 //! - A client host (`c1m client --shard I/N`) takes its share of the connections, the
-//!   setup rate and the source addresses ([`share`]), measures its clock against the
-//!   server host's ([`clock`]), writes a run folder ([`client_host`]) and serves its
+//!   setup rate and the source addresses
+//!   ([`host_share`](crate::workload::host_share)), measures its clock against the
+//!   server host's ([`clock`](crate::workload::control::clock)), writes a run folder ([`client_host`]) and serves its
 //!   Prometheus metrics ([`client_metrics`]).
 //! - The server host (`c1m run --clients external --expect N`) runs the phases without
 //!   a client and counts the clients it sees by address ([`peers`]).
@@ -12,8 +13,6 @@
 pub mod client_host;
 pub mod client_metrics;
 pub mod client_run;
-pub mod clock;
 pub mod merge;
 pub mod model;
 pub mod peers;
-pub mod share;

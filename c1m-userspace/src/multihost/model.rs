@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::clock::ClockOffset;
+use crate::workload::control::clock::ClockOffset;
 
 /// Which role a host played.
 #[derive(

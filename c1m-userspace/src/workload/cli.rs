@@ -189,11 +189,11 @@ pub struct HostsArgs {
     /// all N hosts and this host takes its part. Default: $JOB_COMPLETION_INDEX of
     /// $C1M_SHARDS when the index is set (a Kubernetes Indexed Job). Once sharded, the
     /// client also ends when the server has closed all its connections.
-    #[arg(long, value_parser = crate::multihost::share::parse_shard)]
-    pub shard: Option<crate::multihost::share::ShardOf>,
+    #[arg(long, value_parser = crate::workload::host_share::parse_shard)]
+    pub shard: Option<crate::workload::host_share::ShardOf>,
     /// Begin the ramp at this wall-clock instant (RFC 3339, 2026-11-30T15:00:00Z, or
     /// unix seconds), so every host ramps together and the sum ramps at --rate.
-    #[arg(long, value_parser = crate::multihost::share::parse_start_at)]
+    #[arg(long, value_parser = crate::workload::host_share::parse_start_at)]
     pub start_at: Option<std::time::SystemTime>,
     /// Write this host's run folder here (summary.json, timeseries.csv, .hgrm, .hlog),
     /// for `c1m merge`.

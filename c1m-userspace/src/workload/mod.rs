@@ -24,6 +24,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod engine;
+pub mod host_share;
 pub mod limits;
 pub mod port_lock;
 pub mod push_format;

@@ -26,6 +26,7 @@
 //! further ones are told so and closed at once. Their descriptors are reserved up front
 //! ([`super::limits::CONTROL_FDS`]), so control connections never cost data connections.
 
+pub mod clock;
 pub mod line;
 mod peer;
 pub mod token;
@@ -62,7 +63,7 @@ const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
 pub const TIME: &str = "time";
 
 fn time_line() -> String {
-    let t = crate::multihost::clock::TimeAnswer {
+    let t = clock::TimeAnswer {
         unix_ns: super::sys::realtime_ns(),
     };
     format!("{}\n", serde_json::to_string(&t).unwrap_or_default())

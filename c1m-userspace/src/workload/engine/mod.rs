@@ -179,6 +179,47 @@ impl Spill {
     }
 }
 
+/// The input a previous read left, taken out of `spill` for the next parse: the bytes
+/// not yet a whole frame or head, and a fragmented message.
+pub fn take_input(spill: &mut Option<Box<Spill>>) -> (Vec<u8>, Option<Box<Fragment>>) {
+    let inbuf = spill
+        .as_mut()
+        .map(|s| std::mem::take(&mut s.inbuf))
+        .unwrap_or_default();
+    let frag = spill.as_mut().and_then(|s| s.frag.take());
+    (inbuf, frag)
+}
+
+/// What to parse after reading `fresh`: `fresh` itself (no copy, the common case), or
+/// `fresh` appended to the input a previous read left.
+pub fn joined<'a>(inbuf: &'a mut Vec<u8>, fresh: &'a mut [u8]) -> &'a mut [u8] {
+    if inbuf.is_empty() {
+        fresh
+    } else {
+        inbuf.extend_from_slice(fresh);
+        inbuf
+    }
+}
+
+/// Keeps for the next read what the parse of [`joined`]`(inbuf, fresh)` did not use
+/// (from byte `used` on), and the fragmented message.
+pub fn keep_input(
+    spill: &mut Option<Box<Spill>>,
+    mut inbuf: Vec<u8>,
+    fresh: &[u8],
+    used: usize,
+    frag: Option<Box<Fragment>>,
+) {
+    let s = spill.get_or_insert_with(Box::default);
+    if inbuf.is_empty() {
+        s.inbuf.extend_from_slice(&fresh[used..]);
+    } else {
+        inbuf.drain(..used);
+        s.inbuf = inbuf;
+    }
+    s.frag = frag;
+}
+
 /// Drops the spill if it holds nothing, so idle connections return to zero heap.
 pub fn shrink(spill: &mut Option<Box<Spill>>) {
     if spill.as_ref().is_some_and(|s| s.is_empty()) {

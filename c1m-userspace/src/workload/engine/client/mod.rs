@@ -10,7 +10,6 @@ pub(crate) mod proto;
 
 use std::{
     collections::VecDeque,
-    mem,
     os::fd::{AsRawFd, OwnedFd},
     sync::{
         Arc,
@@ -23,9 +22,9 @@ use anyhow::{Context, Result};
 use self::proto::{CloseWatch, ConnProto, EchoStep, Proto, State};
 use super::{
     COMMAND_TOKEN, READ_BUF, Sent, ShardIo, Sink, Slab, Spill, closed_by, failure_of, flush,
-    interest, pace, rearm, send,
+    interest, joined, keep_input, pace, rearm, send,
     shard_loop::{self, Engine},
-    shrink,
+    shrink, take_input,
 };
 use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
@@ -529,30 +528,13 @@ impl Shard {
             return;
         };
         let mut spill = conn.spill.take();
-        let mut inbuf = spill
-            .as_mut()
-            .map(|s| mem::take(&mut s.inbuf))
-            .unwrap_or_default();
-        let mut frag = spill.as_mut().and_then(|s| s.frag.take());
-        let spilled = !inbuf.is_empty();
-        let data: &mut [u8] = if !spilled {
-            &mut self.buf[..n]
-        } else {
-            inbuf.extend_from_slice(&self.buf[..n]);
-            &mut inbuf[..]
-        };
+        let (mut inbuf, mut frag) = take_input(&mut spill);
+        let data = joined(&mut inbuf, &mut self.buf[..n]);
         let data_len = data.len();
         let step = self.p.ws_input(&mut conn.p, data, &mut frag);
         // Keep an incomplete frame or head, and a fragmented message, for the next read.
         if step.end.is_none() && (step.used < data_len || frag.is_some()) {
-            let s = spill.get_or_insert_with(Box::default);
-            if !spilled {
-                s.inbuf.extend_from_slice(&self.buf[step.used..n]);
-            } else {
-                inbuf.drain(..step.used);
-                s.inbuf = inbuf;
-            }
-            s.frag = frag;
+            keep_input(&mut spill, inbuf, &self.buf[..n], step.used, frag);
         }
         let before = interest(&spill);
         let fd = conn.fd.as_raw_fd();

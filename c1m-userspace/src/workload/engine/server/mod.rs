@@ -9,7 +9,6 @@ pub(crate) mod warnings;
 
 use std::{
     collections::VecDeque,
-    mem,
     os::fd::{AsRawFd, OwnedFd},
     sync::{
         Arc,
@@ -25,9 +24,9 @@ use self::{
 };
 use super::{
     COMMAND_TOKEN, LISTENER_BASE, READ_BUF, ShardIo, Sink, Slab, Spill, closed_by, failure_of,
-    flush, interest, rearm, send, send_before_close,
+    flush, interest, joined, keep_input, rearm, send, send_before_close,
     shard_loop::{self, Engine, Extra, Reporter},
-    shrink,
+    shrink, take_input,
 };
 use crate::workload::{
     config::{Mode, ServerShardConfig, ShardCommand},
@@ -435,18 +434,8 @@ impl Shard {
             }
             Mode::Ws => {
                 let mut spill = conn.spill.take();
-                let mut inbuf = spill
-                    .as_mut()
-                    .map(|s| mem::take(&mut s.inbuf))
-                    .unwrap_or_default();
-                let mut frag = spill.as_mut().and_then(|s| s.frag.take());
-                let spilled = !inbuf.is_empty();
-                let data: &mut [u8] = if !spilled {
-                    &mut self.buf[..n]
-                } else {
-                    inbuf.extend_from_slice(&self.buf[..n]);
-                    &mut inbuf[..]
-                };
+                let (mut inbuf, mut frag) = take_input(&mut spill);
+                let data = joined(&mut inbuf, &mut self.buf[..n]);
                 self.out.clear();
                 let (used, action) = ws_input(
                     &self.dec,
@@ -456,16 +445,8 @@ impl Shard {
                     &mut self.out,
                     &mut self.c,
                 );
-                let rest = &data[used..];
-                if !rest.is_empty() || frag.is_some() {
-                    let s = spill.get_or_insert_with(Box::default);
-                    if !spilled {
-                        s.inbuf.extend_from_slice(rest);
-                    } else {
-                        inbuf.drain(..used);
-                        s.inbuf = inbuf;
-                    }
-                    s.frag = frag;
+                if used < data.len() || frag.is_some() {
+                    keep_input(&mut spill, inbuf, &self.buf[..n], used, frag);
                 }
                 let sent = if self.out.is_empty() {
                     Ok(())
