@@ -3,7 +3,7 @@
 //! Root tests run in a private network namespace and say SKIP loudly when not root.
 #![allow(clippy::unwrap_used)] // panics are the assertions in tests
 
-mod workload_util;
+use crate::workload_util;
 
 use std::{
     io::{BufRead, BufReader, ErrorKind, Read, Write},
@@ -162,9 +162,14 @@ fn probe(
         }
         None => Command::new(&exe),
     };
-    cmd.args(["probe_helper", "--exact", "--nocapture", "--test-threads=1"])
-        .env(PROBE_EP, ep)
-        .env(PROBE_LINES, lines);
+    cmd.args([
+        "control_endpoint::probe_helper",
+        "--exact",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(PROBE_EP, ep)
+    .env(PROBE_LINES, lines);
     if let Some(t) = token {
         cmd.env(PROBE_TOKEN, t);
     }
@@ -174,7 +179,7 @@ fn probe(
     let out = cmd.output().unwrap();
     let got: Vec<String> = String::from_utf8_lossy(&out.stdout)
         .lines()
-        // The harness prints `test probe_helper ... ` before our first line, unterminated.
+        // The harness prints `test control_endpoint::probe_helper ... ` before our first line, unterminated.
         .filter_map(|l| l.find("PROBE ").map(|i| l[i + 6..].to_owned()))
         .collect();
     assert!(

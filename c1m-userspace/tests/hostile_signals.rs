@@ -17,7 +17,7 @@ use std::{
 use c1m::model::{Outcome, RunRecord};
 use lab_util::{bounded, fresh_dir, root_or_skip, run_folders, set_low, sysctl};
 
-mod lab_util;
+use crate::lab_util;
 
 fn summary(folder: &Path) -> Option<RunRecord> {
     serde_json::from_str(&std::fs::read_to_string(folder.join("summary.json")).ok()?).ok()

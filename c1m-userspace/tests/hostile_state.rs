@@ -3,7 +3,7 @@
 //! theirs and not writable by others, and `doctor --restore` says what it removed.
 //! Every case runs the real second uid (65534, by setpriv), as a hostile user would.
 
-mod lab_util;
+use crate::lab_util;
 
 use std::{
     os::unix::fs::{PermissionsExt, chown},

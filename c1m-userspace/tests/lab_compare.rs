@@ -8,7 +8,7 @@ use std::{path::Path, process::Command};
 
 use lab_util::{c1m_run, fresh_dir, root_or_skip, run_folders};
 
-mod lab_util;
+use crate::lab_util;
 
 fn compare(args: &[String], out: &Path) -> (i32, String, String) {
     compare_within(args, out, "120")

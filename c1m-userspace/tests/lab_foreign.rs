@@ -12,7 +12,7 @@ use std::{
 use c1m::model::{Outcome, RunRecord};
 use lab_util::{bounded, c1m_run, fresh_dir, kernel_vs_app, root_or_skip, run_folder};
 
-mod lab_util;
+use crate::lab_util;
 
 fn server_py() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/ws_server.py")

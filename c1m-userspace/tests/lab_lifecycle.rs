@@ -17,7 +17,7 @@ use c1m::{
 };
 use lab_util::{fresh_dir, root_or_skip, run_folders, set_low, sysctl};
 
-mod lab_util;
+use crate::lab_util;
 
 /// `c1m run ARGS --no-observer --plain --out OUT`, not started yet.
 fn c1m_run(out: &Path, args: &[&str]) -> Command {

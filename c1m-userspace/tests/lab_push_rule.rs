@@ -29,7 +29,7 @@ use c1m::{
 };
 use lab_util::{built, root_or_skip, run_servers};
 
-mod lab_util;
+use crate::lab_util;
 
 const N: u64 = 2000;
 

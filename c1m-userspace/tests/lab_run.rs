@@ -12,7 +12,7 @@ use c1m::report::hgrm;
 use c1m::workload::config::EngineKind;
 use lab_util::{c1m_run, fresh_dir, kernel_vs_app, root_or_skip, run_folder, set_low, sysctl};
 
-mod lab_util;
+use crate::lab_util;
 
 #[test]
 fn a_5000_connection_run_exports_everything_and_counts_agree() {

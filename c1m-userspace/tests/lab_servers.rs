@@ -14,7 +14,7 @@ use c1m::report::load_run;
 use c1m::workload::config::EngineKind;
 use lab_util::{built, c1m_run, fresh_dir, root_or_skip, run_servers, run_servers_with};
 
-mod lab_util;
+use crate::lab_util;
 
 /// The run folders in a comparison folder, by name.
 fn run_names(cmp: &Path) -> Vec<String> {

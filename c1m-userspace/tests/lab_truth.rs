@@ -11,7 +11,7 @@ use std::{
 use c1m::model::{RunRecord, Source};
 use lab_util::{c1m_run, fresh_dir, root_or_skip, run_folder};
 
-mod lab_util;
+use crate::lab_util;
 
 const RATE: f64 = 2_000.0;
 

@@ -149,7 +149,7 @@ impl Tmux {
     fn start_helper(&self, mode: &str) {
         let exe = std::env::current_exe().unwrap();
         let script = format!(
-            "{HELPER_ENV}={mode} '{}' --exact tmux_helper_process --nocapture --test-threads=1; \
+            "{HELPER_ENV}={mode} '{}' --exact live_view_tmux::tmux_helper_process --nocapture --test-threads=1; \
              stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon | sed 's/^/TTY:/'; \
              echo HELPER-DONE; sleep 60",
             exe.display()
@@ -250,7 +250,7 @@ fn live_view_in_tmux_shows_both_columns_and_restores_the_terminal() {
     assert!(screen.contains("TTY:icanon"), "raw mode left on:\n{screen}");
     assert!(!screen.contains("kernel ESTABLISHED"), "{screen}");
     assert!(
-        screen.contains("test tmux_helper_process ... ok"),
+        screen.contains("test live_view_tmux::tmux_helper_process ... ok"),
         "{screen}"
     );
 }

@@ -6,7 +6,7 @@
 //! text without `NaN`; and a real `c1m run` keeps its `c1m_run_info` labels across its
 //! phases while `c1m_phase` moves. Root (observer, private netns): run under the lock.
 
-mod lab_util;
+use crate::lab_util;
 
 use std::{
     collections::{BTreeMap, BTreeSet},

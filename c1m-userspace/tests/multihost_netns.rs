@@ -5,7 +5,7 @@
 //! worker processes, then `c1m merge` joins the three folders, and the merged numbers
 //! must be exactly the hosts' own.
 
-mod lab_util;
+use crate::lab_util;
 
 use std::{
     path::{Path, PathBuf},

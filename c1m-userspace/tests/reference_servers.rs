@@ -16,7 +16,7 @@ use std::{
 
 use lab_util::{fresh_dir, root_or_skip, wait_bounded};
 
-mod lab_util;
+use crate::lab_util;
 
 const PORTS: &str = "20000-20003";
 const PORT_RANGE: std::ops::RangeInclusive<u16> = 20000..=20003;

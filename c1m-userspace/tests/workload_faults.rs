@@ -3,7 +3,7 @@
 //! Ports 20100–20199, control 20910–20919.
 #![allow(clippy::unwrap_used)] // panics are the assertions
 
-mod workload_util;
+use crate::workload_util;
 
 use std::{
     io::{Read, Write},

@@ -3,7 +3,7 @@
 //! Ports 20200–20299, control 20920–20929.
 #![allow(clippy::unwrap_used)] // panics are the assertions
 
-mod workload_util;
+use crate::workload_util;
 
 use std::{
     io::{BufRead, BufReader},

@@ -4,7 +4,7 @@
 //! must count exactly the same connections. Ports 22000–22009, control 22900–22909.
 #![allow(clippy::unwrap_used)] // panics are the assertions
 
-mod workload_util;
+use crate::workload_util;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! come back byte for byte. Ports 20000–20099, control 20900–20903.
 #![allow(clippy::unwrap_used)] // panics are the assertions
 
-mod workload_util;
+use crate::workload_util;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! gives 100 connected and 50 EADDRNOTAVAIL with a message naming `--source`.
 #![allow(clippy::unwrap_used)] // panics are the assertions
 
-mod workload_util;
+use crate::workload_util;
 
 use std::process::Command;
 

@@ -12,7 +12,7 @@
 //! Ports 21000–21009, control 21900–21901.
 #![allow(clippy::unwrap_used)] // panics are the assertions
 
-mod workload_util;
+use crate::workload_util;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! 9390–9393.
 #![allow(clippy::unwrap_used)] // panics are the assertions
 
-mod workload_util;
+use crate::workload_util;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! must read as a clean close). Ports 23100–23109, control 23190–23191.
 #![allow(clippy::unwrap_used)] // panics are the assertions
 
-mod workload_util;
+use crate::workload_util;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //! (an upgrade request).
 #![allow(clippy::unwrap_used)] // panics are the assertions
 
-mod workload_util;
+use crate::workload_util;
 
 use std::path::Path;
 

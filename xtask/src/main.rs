@@ -6,6 +6,7 @@ mod bench_engines;
 mod bench_lab_observer;
 mod ebpf;
 mod refservers;
+mod test;
 mod util;
 
 use anyhow::Result;
@@ -96,7 +97,11 @@ fn test(extra: &[String]) -> Result<()> {
              *** Run `sudo -E cargo xtask test` to run them.                                   ***\n"
         );
     }
-    // Every test binary runs even after one fails: a CI log names all failures at once.
+    if extra.is_empty() {
+        return test::run_all();
+    }
+    // A filter or cargo's own flags: cargo test as asked. Every test binary runs even
+    // after one fails: a CI log names all failures at once.
     let mut args = vec!["test", "--release", "--workspace", "--no-fail-fast"];
     args.extend(extra.iter().map(String::as_str));
     util::cargo(&args)

@@ -1,0 +1,44 @@
+//! Every integration test, in one binary: 32 binaries each linked the library and
+//! compiled `lab_util`/`workload_util` again (225 s of the suite's build on 2 cores;
+//! issue 31). Each file stays a module of its own, named as the binary was.
+//!
+//! The modules were written to run one after another, each with the harness's own
+//! threads: two lab runs at once share the kernel's tunables, ports and eBPF hooks.
+//! `cargo xtask test` runs this binary once per module (see xtask/src/test.rs); a
+//! filter keeps to one module by hand: `cargo test --release --test suite -- lab_run::`.
+
+mod lab_util;
+mod workload_util;
+
+mod build_guard;
+mod control_endpoint;
+mod deploy_kubernetes;
+mod hostile_inputs;
+mod hostile_signals;
+mod hostile_state;
+mod lab_compare;
+mod lab_foreign;
+mod lab_lifecycle;
+mod lab_push_rule;
+mod lab_run;
+mod lab_servers;
+mod lab_truth;
+mod layers;
+mod live_view_metrics;
+mod live_view_tmux;
+mod live_view_tui;
+mod metrics_dashboard;
+mod multihost_netns;
+mod observer_kernel;
+mod reference_servers;
+mod report_browser;
+mod report_scales;
+mod workload_faults;
+mod workload_interop;
+mod workload_latency;
+mod workload_scale;
+mod workload_source;
+mod workload_tlp;
+mod workload_tokio_client;
+mod workload_tokio_server;
+mod workload_ws_fuzz;
