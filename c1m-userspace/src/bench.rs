@@ -132,8 +132,8 @@ fn measure(per_round: u64, rounds: u32, observe: bool) -> Result<f64> {
             let listener = TcpListener::bind(("127.0.0.1", port))?;
             // std listens with a backlog of 128; a full queue would turn the benchmark
             // into a measure of SYN retransmit timers.
-            // SAFETY: re-listening on our own bound socket only changes its backlog.
-            unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&listener), 4096) };
+            // Re-listening on our own bound socket only changes its backlog.
+            let _ = rustix::net::listen(&listener, 4096);
             let acceptor = std::thread::spawn(move || -> std::io::Result<Vec<TcpStream>> {
                 (0..per_round)
                     .map(|_| listener.accept().map(|(s, _)| s))

@@ -4,24 +4,18 @@
 
 /// MemAvailable of /proc/meminfo, bytes (0 when unreadable).
 pub fn mem_available() -> u64 {
-    meminfo("MemAvailable:").unwrap_or(0)
+    meminfo().and_then(|m| m.mem_available).unwrap_or(0)
 }
 
 /// MemTotal of /proc/meminfo, bytes (0 when unreadable).
 pub fn mem_total() -> u64 {
-    meminfo("MemTotal:").unwrap_or(0)
+    meminfo().map_or(0, |m| m.mem_total)
 }
 
-fn meminfo(key: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 = text
-        .lines()
-        .find(|l| l.starts_with(key))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
+/// procfs gives the values in bytes (the file's kB times 1024).
+fn meminfo() -> Option<procfs::Meminfo> {
+    use procfs::Current;
+    procfs::Meminfo::current().ok()
 }
 
 /// RLIMIT_NOFILE as (soft, hard); unlimited reads as `u64::MAX`.

@@ -16,40 +16,34 @@ use std::{
 
 /// Moves the calling thread into a new network namespace with `lo` up.
 pub fn enter_private() -> io::Result<()> {
-    // SAFETY: unshare only changes this thread's namespace membership.
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    // SAFETY: rustix marks unshare unsafe for CLONE_FILES (fds of other threads); only
+    // the network namespace is unshared here, which moves no descriptor.
+    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNET) }?;
     loopback_up()
 }
 
+/// `lo` up by hand: rustix has no SIOCGIFFLAGS/SIOCSIFFLAGS (its netdevice module only
+/// maps names and indexes), and a netlink RTM_NEWLINK would be longer for one flag.
 fn loopback_up() -> io::Result<()> {
-    // SAFETY: a plain datagram socket used only for the ioctls below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    use std::os::fd::AsRawFd;
+    let fd = rustix::net::socket_with(
+        rustix::net::AddressFamily::INET,
+        rustix::net::SocketType::DGRAM,
+        rustix::net::SocketFlags::CLOEXEC,
+        None,
+    )?;
     // SAFETY: ifreq is plain old data; zeroed is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
         *dst = *src as libc::c_char;
     }
-    // SAFETY: fd is open and req is a valid ifreq for both ioctls.
-    let result = unsafe {
-        if libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) != 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-            if libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) != 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(())
-            }
-        }
-    };
-    // SAFETY: fd was opened above and is closed once.
-    unsafe { libc::close(fd) };
-    result
+    // SAFETY: fd is open and req is a valid ifreq for the ioctl to fill.
+    crate::util::cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) })?;
+    // SAFETY: the flags member is the one SIOCGIFFLAGS just wrote.
+    unsafe { req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
+    // SAFETY: fd is open and req is a valid ifreq for the kernel to read.
+    crate::util::cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCSIFFLAGS, &req) })?;
+    Ok(())
 }
 
 /// Writes a sysctl of the calling thread's network namespace, e.g.
@@ -61,6 +55,7 @@ pub fn set_sysctl(path: &str, value: &str) -> io::Result<()> {
 /// The calling thread's network namespace's cookie (SO_NETNS_COOKIE, the id sock_ops
 /// programs can read). Unlike the nsfs inode number, which the kernel gives to the next
 /// namespace once this one is gone, a cookie is never reused while the box runs.
+/// By hand: rustix 1.1 reads SO_COOKIE (a socket's) but not SO_NETNS_COOKIE.
 pub fn own_cookie() -> io::Result<u64> {
     const SO_NETNS_COOKIE: libc::c_int = 71;
     // The wildcard: a socket belongs to the namespace it was made in, loopback up or not.
@@ -69,7 +64,7 @@ pub fn own_cookie() -> io::Result<u64> {
     let mut cookie = 0u64;
     let mut len = size_of::<u64>() as libc::socklen_t;
     // SAFETY: cookie and len are valid for writes of the sizes given.
-    let rc = unsafe {
+    crate::util::cvt(unsafe {
         libc::getsockopt(
             std::os::fd::AsRawFd::as_raw_fd(&socket),
             libc::SOL_SOCKET,
@@ -77,10 +72,7 @@ pub fn own_cookie() -> io::Result<u64> {
             (&raw mut cookie).cast(),
             &mut len,
         )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    })?;
     Ok(cookie)
 }
 
@@ -134,6 +126,8 @@ fn nsfs_inode(s: &str) -> Option<u32> {
     s.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()
 }
 
+/// By hand: procfs 0.18's mountinfo leaves a mount point's octal escapes (`\040` for a
+/// space) in place, and the path of an `ip netns add` mount is opened below.
 fn mounts() -> impl Iterator<Item = (u32, PathBuf)> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let found: Vec<(u32, PathBuf)> = text
@@ -197,17 +191,22 @@ fn threads() -> impl Iterator<Item = (u32, PathBuf)> {
 }
 
 fn open_fds() -> impl Iterator<Item = (u32, PathBuf)> {
-    crate::procstat::all_pids()
+    procfs::process::all_processes()
         .into_iter()
-        .flat_map(|pid| {
-            std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .flatten()
+        .flatten()
+        .flat_map(|p| {
+            let pid = p.pid();
+            p.fd()
                 .into_iter()
                 .flatten()
                 .flatten()
-        })
-        .filter_map(|fd| {
-            let path = fd.path();
-            let ino = nsfs_inode(&std::fs::read_link(&path).ok()?.to_string_lossy())?;
-            Some((ino, path))
+                .filter_map(move |fd| match fd.target {
+                    procfs::process::FDTarget::Net(ino) => Some((
+                        u32::try_from(ino).ok()?,
+                        PathBuf::from(format!("/proc/{pid}/fd/{}", fd.fd)),
+                    )),
+                    _ => None,
+                })
         })
 }

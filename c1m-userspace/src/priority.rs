@@ -22,10 +22,6 @@ pub fn load() {
 }
 
 fn set_this_thread(nice: i32) {
-    // SAFETY: gettid and setpriority take plain integers and touch no memory of ours;
-    // with PRIO_PROCESS, a thread id names that thread alone on Linux.
-    unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
-    }
+    // With PRIO_PROCESS, a thread id names that thread alone on Linux.
+    let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice);
 }

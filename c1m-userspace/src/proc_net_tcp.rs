@@ -3,6 +3,14 @@
 //! a server host sees. Read from `/proc/thread-self/net/tcp{,6}`: a thread moved into a
 //! private network namespace reads that namespace's table (`/proc/net` follows the
 //! process's main thread).
+//!
+//! By hand, not procfs 0.18's `TcpNetEntries`: that one parses a whole table into a
+//! `Vec` (one malformed line fails all of it) and cannot stop early, while every caller
+//! that looks for listeners stops at the first other socket. Measured on a 100,000-line
+//! table (13 MB, 4 listeners first), 7 rounds at load average ~8 on the 2-core box:
+//! procfs full parse 70–245 ms, this parser over every line 82–330 ms (the same work),
+//! this parser stopping after the listeners 23–31 µs. At the lab's 2M sockets procfs
+//! would also hold ~2M entries in memory where this holds one line.
 
 use std::{
     io::{BufRead, BufReader},

@@ -5,6 +5,17 @@ use std::sync::{
     atomic::{AtomicBool, Ordering},
 };
 
+/// The one check of a libc call that returns -1 and sets errno, for the few calls
+/// rustix lacks (each caller says which): `Ok(r)` otherwise. Generic, so it covers
+/// `c_int` returns (setsockopt, signal installs) and `syscall(2)`'s `c_long` alike.
+pub fn cvt<T: PartialEq + From<i8>>(r: T) -> std::io::Result<T> {
+    if r == T::from(-1) {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
 /// Wall-clock now, milliseconds since the Unix epoch (0 if the clock is before 1970).
 pub fn unix_ms_now() -> u64 {
     std::time::SystemTime::now()
@@ -72,12 +83,9 @@ impl std::str::FromStr for PortList {
 /// the process. `parent` is the parent's pid taken before the fork: if it already died,
 /// the child belongs to another process by now and must not start.
 pub fn die_with_parent(parent: u32) -> std::io::Result<()> {
-    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of the calling task.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: getppid has no preconditions.
-    if unsafe { libc::getppid() } as u32 != parent {
+    // rustix's raw syscalls allocate nothing, so they are fine between fork and exec.
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+    if rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32) != parent {
         return Err(std::io::Error::other(
             "the parent exited before its child started",
         ));
@@ -103,17 +111,21 @@ pub fn note_terminals() {
 /// The terminal is gone, and the next write to it (EIO) would panic the line that
 /// tells a run's end. Async-signal-safe.
 pub fn leave_dead_terminal() {
-    // SAFETY: open, dup2 and close are async-signal-safe; the path is a C string.
-    unsafe {
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if null >= 0 {
-            for (fd, tty) in [1, 2].into_iter().zip(&ON_TERMINAL) {
-                if tty.load(Ordering::Relaxed) {
-                    libc::dup2(null, fd);
-                }
-            }
-            libc::close(null);
-        }
+    // rustix makes raw syscalls (open, dup2, close: async-signal-safe) and a C string
+    // path allocates nothing.
+    use rustix::fs::{Mode, OFlags};
+    let Ok(null) = rustix::fs::open(
+        c"/dev/null",
+        OFlags::WRONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return;
+    };
+    if ON_TERMINAL[0].load(Ordering::Relaxed) {
+        let _ = rustix::stdio::dup2_stdout(&null);
+    }
+    if ON_TERMINAL[1].load(Ordering::Relaxed) {
+        let _ = rustix::stdio::dup2_stderr(&null);
     }
 }
 
@@ -141,6 +153,8 @@ pub fn shutdown_flag() -> std::io::Result<Arc<AtomicBool>> {
         }
     }
     note_terminals();
+    // Installing a handler by hand: rustix has no safe signal(2)/sigaction(2) (its
+    // `runtime` module is for libc-free runtimes and unstable).
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: the handler only does atomic loads and stores and async-signal-safe
         // calls.

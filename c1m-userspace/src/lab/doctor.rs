@@ -88,7 +88,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
         if root {
             "root".to_owned()
         } else {
-            format!("uid {}", unsafe { libc::geteuid() })
+            format!("uid {}", rustix::process::geteuid().as_raw())
         },
         if target.observer {
             "root or CAP_BPF+CAP_PERFMON+CAP_NET_ADMIN"

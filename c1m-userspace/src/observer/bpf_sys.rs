@@ -1,5 +1,6 @@
 //! The two bpf(2) commands aya 0.14 does not expose for repeated iterator reads:
 //! creating an iterator link we own, and opening a fresh iterator from it per walk.
+//! By hand with libc's `syscall(SYS_bpf, ..)`: rustix has no bpf(2) wrapper.
 
 use std::{
     fs::File,
@@ -7,16 +8,16 @@ use std::{
     os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd},
 };
 
+use crate::util::cvt;
+
 const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_ITER_CREATE: libc::c_long = 33;
 const BPF_TRACE_ITER: u32 = 28;
 
 fn bpf(cmd: libc::c_long, attr: &mut [u8; 64]) -> io::Result<OwnedFd> {
     // SAFETY: attr is a zeroed, 64-byte bpf_attr prefix; the kernel reads at most that.
-    let fd = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), attr.len() as u32) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let fd =
+        cvt(unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), attr.len() as u32) })?;
     // SAFETY: a successful BPF_LINK_CREATE / BPF_ITER_CREATE returns a new fd we own.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
@@ -53,17 +54,14 @@ pub fn prog_recursion_misses(prog: BorrowedFd<'_>) -> io::Result<u64> {
     attr[4..8].copy_from_slice(&(info.len() as u32).to_ne_bytes());
     attr[8..16].copy_from_slice(&(info.as_mut_ptr() as u64).to_ne_bytes());
     // SAFETY: attr points at `info`, which is valid for info.len() bytes.
-    let rc = unsafe {
+    cvt(unsafe {
         libc::syscall(
             libc::SYS_bpf,
             BPF_OBJ_GET_INFO_BY_FD,
             attr.as_mut_ptr(),
             attr.len() as u32,
         )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    })?;
     let mut v = [0u8; 8];
     v.copy_from_slice(&info[RECURSION_MISSES..RECURSION_MISSES + 8]);
     Ok(u64::from_ne_bytes(v))

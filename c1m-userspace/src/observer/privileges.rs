@@ -6,14 +6,9 @@ const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;
 
 pub fn effective_caps() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("CapEff:"))
-                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        })
-        .unwrap_or(0)
+    procfs::process::Process::myself()
+        .and_then(|me| me.status())
+        .map_or(0, |s| s.capeff)
 }
 
 fn has(caps: u64, cap: u32) -> bool {
@@ -44,6 +39,5 @@ pub fn check_bpf() -> Result<(), String> {
 }
 
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }

@@ -23,9 +23,7 @@ pub fn slab_object_footprint(cache: &str) -> Option<u64> {
 }
 
 pub fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if v > 0 { v as u64 } else { 4096 }
+    rustix::param::page_size() as u64
 }
 
 /// One /proc/slabinfo line's figures.
@@ -215,26 +213,14 @@ pub fn open_cgroup2_root() -> std::io::Result<fs::File> {
     }
     let dir = std::env::temp_dir().join(format!("c1m-cgroup2-{}", std::process::id()));
     fs::create_dir_all(&dir)?;
-    let target = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
-        .map_err(std::io::Error::other)?;
-    // SAFETY: valid NUL-terminated strings; data may be null.
-    let rc = unsafe {
-        libc::mount(
-            c"none".as_ptr(),
-            target.as_ptr(),
-            c"cgroup2".as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
+    use rustix::mount::{MountFlags, UnmountFlags, mount, unmount};
+    if let Err(e) = mount(c"none", &dir, c"cgroup2", MountFlags::empty(), None) {
         let _ = fs::remove_dir(&dir);
-        return Err(e);
+        return Err(e.into());
     }
     let file = fs::File::open(&dir);
-    // SAFETY: as above; MNT_DETACH lets the open fd keep the hierarchy reachable.
-    unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    // MNT_DETACH lets the open fd keep the hierarchy reachable.
+    let _ = unmount(&dir, UnmountFlags::DETACH);
     let _ = fs::remove_dir(&dir);
     file
 }
@@ -242,18 +228,11 @@ pub fn open_cgroup2_root() -> std::io::Result<fs::File> {
 /// Mount point of the cgroup v2 hierarchy's root (`/sys/fs/cgroup`, or
 /// `/sys/fs/cgroup/unified` on hybrid systems).
 pub fn cgroup2_root() -> Option<std::path::PathBuf> {
-    let text = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    text.lines().find_map(|line| {
-        // id parent major:minor root mountpoint options ... - fstype source superopts
-        let (left, right) = line.split_once(" - ")?;
-        let fstype = right.split_whitespace().next()?;
-        let cols: Vec<&str> = left.split_whitespace().collect();
-        if fstype == "cgroup2" && cols.get(3) == Some(&"/") {
-            cols.get(4).map(std::path::PathBuf::from)
-        } else {
-            None
-        }
-    })
+    let mounts = procfs::process::Process::myself().ok()?.mountinfo().ok()?;
+    mounts
+        .into_iter()
+        .find(|m| m.fs_type == "cgroup2" && m.root == "/")
+        .map(|m| m.mount_point)
 }
 
 #[cfg(test)]

@@ -39,34 +39,26 @@ pub fn ensure_mounted() -> Result<PathBuf, TracefsError> {
     if let Some(mounted) = mount_point() {
         return Err(TracefsError::Unreadable(mounted));
     }
-    let target = std::ffi::CString::new(TRACEFS)
-        .map_err(|e| TracefsError::Mount(std::io::Error::other(e)))?;
     let fstype = c"tracefs";
-    // SAFETY: all pointers are valid NUL-terminated strings; data may be null.
-    let rc = unsafe {
-        libc::mount(
-            fstype.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        return Err(TracefsError::Mount(std::io::Error::last_os_error()));
-    }
+    rustix::mount::mount(
+        fstype,
+        TRACEFS,
+        fstype,
+        rustix::mount::MountFlags::empty(),
+        None,
+    )
+    .map_err(|e| TracefsError::Mount(e.into()))?;
     Ok(PathBuf::from(TRACEFS))
 }
 
 /// Where tracefs is mounted, from /proc/self/mounts (readable by anyone, unlike the
 /// tracing directory itself, which is root's only: mode 0700).
 pub fn mount_point() -> Option<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
-    mounts.lines().find_map(|l| {
-        let mut f = l.split_whitespace();
-        let (_, at, fstype) = (f.next()?, f.next()?, f.next()?);
-        (fstype == "tracefs").then(|| PathBuf::from(at))
-    })
+    procfs::mounts()
+        .ok()?
+        .into_iter()
+        .find(|m| m.fs_vfstype == "tracefs")
+        .map(|m| PathBuf::from(m.fs_file))
 }
 
 /// `name -> (offset, size)` of every field of a tracepoint's record.

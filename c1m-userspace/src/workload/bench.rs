@@ -195,10 +195,10 @@ fn with_parent_death(mut cmd: Command) -> Command {
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
     unsafe {
         cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
+            // A raw syscall: nothing allocated between fork and exec.
+            Ok(rustix::process::set_parent_process_death_signal(Some(
+                rustix::process::Signal::TERM,
+            ))?)
         });
     }
     cmd

@@ -85,28 +85,18 @@ pub struct NoFile {
 
 /// Reads RLIMIT_NOFILE and raises the soft limit to the hard one.
 pub fn raise_nofile() -> io::Result<NoFile> {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: r is a valid out-pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if r.rlim_cur < r.rlim_max {
-        let want = libc::rlimit {
-            rlim_cur: r.rlim_max,
-            rlim_max: r.rlim_max,
+    let (mut soft, hard) = crate::host::nofile_limits();
+    if soft < hard {
+        // Raising soft up to hard needs no privilege; unlimited stays RLIM_INFINITY.
+        let want = rustix::process::Rlimit {
+            current: (hard != u64::MAX).then_some(hard),
+            maximum: (hard != u64::MAX).then_some(hard),
         };
-        // SAFETY: want is a valid rlimit; raising soft up to hard needs no privilege.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
-            r.rlim_cur = r.rlim_max;
+        if rustix::process::setrlimit(rustix::process::Resource::Nofile, want).is_ok() {
+            soft = hard;
         }
     }
-    Ok(NoFile {
-        soft: r.rlim_cur,
-        hard: r.rlim_max,
-    })
+    Ok(NoFile { soft, hard })
 }
 
 /// How a side runs.

@@ -11,10 +11,10 @@ use std::{
     fs::File,
     io::Write,
     net::{IpAddr, SocketAddr},
-    os::fd::AsRawFd,
     path::PathBuf,
 };
 
+use rustix::fs::{FlockOperation, flock};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -152,11 +152,10 @@ pub fn lock(ports: &[u16], addrs: &[IpAddr]) -> Result<PortLocks, PortError> {
             .truncate(false)
             .open(&path)
             .map_err(io)?;
-        // SAFETY: flock on an fd we own; LOCK_NB makes it return at once.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                return Err(io(err));
+        // LOCK_NB: returns at once.
+        if let Err(err) = flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            if err != rustix::io::Errno::WOULDBLOCK {
+                return Err(io(err.into()));
             }
             let holder = std::fs::read_to_string(&path)
                 .ok()
@@ -187,11 +186,9 @@ pub fn verify_owner(ports: &[u16], owner: u32) -> Result<(), PortError> {
         let holder: Option<Holder> = std::fs::read_to_string(&path)
             .ok()
             .and_then(|s| serde_json::from_str(&s).ok());
-        let held = File::open(&path).is_ok_and(|f| {
-            // SAFETY: flock on an fd we own; a lock we get is let go when `f` closes.
-            let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-            rc != 0
-        });
+        // A lock we get is let go when the file closes.
+        let held = File::open(&path)
+            .is_ok_and(|f| flock(&f, FlockOperation::NonBlockingLockShared).is_err());
         match holder {
             Some(h) if held && h.pid == owner => {}
             other => {
@@ -237,24 +234,26 @@ fn listener_owner(port: u16) -> Option<Holder> {
         if row.state != LISTEN {
             return std::ops::ControlFlow::Break(());
         }
-        if row.local_port() == Some(port) {
-            inodes.push(format!("socket:[{}]", row.inode));
+        if row.local_port() == Some(port)
+            && let Ok(inode) = row.inode.parse::<u64>()
+        {
+            inodes.push(inode);
         }
         std::ops::ControlFlow::Continue(())
     });
     if inodes.is_empty() {
         return None;
     }
-    for pid in procstat::all_pids() {
-        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+    let all = procfs::process::all_processes().ok()?;
+    for p in all.flatten() {
+        let Ok(fds) = p.fd() else {
             continue;
         };
-        for fd in fds.flatten() {
-            if std::fs::read_link(fd.path())
-                .is_ok_and(|l| inodes.iter().any(|i| l.as_os_str() == i.as_str()))
-            {
-                return Some(owner_of(pid));
-            }
+        let holds = fds.flatten().any(
+            |fd| matches!(fd.target, procfs::process::FDTarget::Socket(i) if inodes.contains(&i)),
+        );
+        if holds && let Ok(pid) = u32::try_from(p.pid()) {
+            return Some(owner_of(pid));
         }
     }
     None

@@ -50,21 +50,24 @@ impl HttpMethod {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Signal {
     pub name: &'static str,
-    pub number: i32,
+    pub number: rustix::process::Signal,
 }
 
-const SIGNALS: [(&str, i32); 10] = [
-    ("USR1", libc::SIGUSR1),
-    ("USR2", libc::SIGUSR2),
-    ("HUP", libc::SIGHUP),
-    ("INT", libc::SIGINT),
-    ("QUIT", libc::SIGQUIT),
-    ("TERM", libc::SIGTERM),
-    ("ALRM", libc::SIGALRM),
-    ("CONT", libc::SIGCONT),
-    ("WINCH", libc::SIGWINCH),
-    ("PWR", libc::SIGPWR),
-];
+const SIGNALS: [(&str, rustix::process::Signal); 10] = {
+    use rustix::process::Signal as S;
+    [
+        ("USR1", S::USR1),
+        ("USR2", S::USR2),
+        ("HUP", S::HUP),
+        ("INT", S::INT),
+        ("QUIT", S::QUIT),
+        ("TERM", S::TERM),
+        ("ALRM", S::ALARM),
+        ("CONT", S::CONT),
+        ("WINCH", S::WINCH),
+        ("PWR", S::POWER),
+    ]
+};
 
 const TRIGGERS: &str =
     "control, signal:NAME (e.g. signal:USR1), http:URL (GET), http-post:URL, cmd:COMMAND, none";
@@ -154,15 +157,16 @@ impl PushTrigger {
             PushTrigger::Control | PushTrigger::None => Ok(()),
             PushTrigger::Signal(sig) => {
                 let pid = pid.context("a signal trigger needs the server's pid")?;
-                // SAFETY: kill with a pid the lab started or was given and a valid signal.
-                if unsafe { libc::kill(pid as i32, sig.number) } != 0 {
-                    bail!(
+                // A pid the lab started or was given; 0 (our own process group) is not one.
+                let target = rustix::process::Pid::from_raw(pid as i32)
+                    .with_context(|| format!("no server pid to signal ({pid})"))?;
+                rustix::process::kill_process(target, sig.number).map_err(|e| {
+                    anyhow::anyhow!(
                         "sending SIG{} to the server (pid {pid}): {}",
                         sig.name,
-                        std::io::Error::last_os_error()
-                    );
-                }
-                Ok(())
+                        std::io::Error::from(e)
+                    )
+                })
             }
             PushTrigger::Http(method, url) => {
                 tokio::time::timeout(TRIGGER_TIMEOUT, http_request(*method, url))
@@ -254,7 +258,7 @@ mod tests {
             "signal:sigusr2".parse::<PushTrigger>().unwrap(),
             PushTrigger::Signal(Signal {
                 name: "USR2",
-                number: libc::SIGUSR2
+                number: rustix::process::Signal::USR2
             })
         );
     }

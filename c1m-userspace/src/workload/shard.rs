@@ -209,7 +209,7 @@ pub fn worker_main() -> Result<()> {
         ports.dedup();
         super::port_lock::verify_owner(&ports, std::os::unix::process::parent_id())?;
     }
-    sys::set_nonblocking(0).context("stdin non-blocking")?;
+    sys::set_nonblocking(rustix::stdio::stdin()).context("stdin non-blocking")?;
     let io = ShardIo {
         commands: Commands::Stdin { pending: rest },
         sink: Sink::Stdout(std::io::stdout()),
@@ -232,7 +232,7 @@ struct RawStdin;
 
 impl Read for RawStdin {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        sys::read(0, buf)
+        sys::read(rustix::stdio::stdin(), buf)
     }
 }
 

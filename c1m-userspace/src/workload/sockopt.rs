@@ -2,90 +2,45 @@
 //! listeners, `IP_BIND_ADDRESS_NO_PORT` source binding, non-blocking connect.
 
 use std::{
-    io, mem,
+    io,
     net::SocketAddr,
-    os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd},
+    os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd},
+    time::Duration,
 };
 
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
+use rustix::net::{self as rnet, AddressFamily, SocketFlags, SocketType, sockopt};
 
-fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.
-    let mut ss: libc::sockaddr_storage = unsafe { mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
-            size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
-            size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (ss, len as libc::socklen_t)
-}
+use crate::util::cvt;
 
 fn tcp_socket(addr: &SocketAddr) -> io::Result<OwnedFd> {
     let domain = if addr.is_ipv4() {
-        libc::AF_INET
+        AddressFamily::INET
     } else {
-        libc::AF_INET6
+        AddressFamily::INET6
     };
-    // SAFETY: plain syscall; the result is owned below.
-    let fd = cvt(unsafe {
-        libc::socket(
-            domain,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    })?;
-    // SAFETY: fd is fresh and owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    Ok(rnet::socket_with(
+        domain,
+        SocketType::STREAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )?)
 }
 
-fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
+/// IP_BIND_ADDRESS_NO_PORT by hand: rustix 1.1 has no setter for it (nor a raw
+/// setsockopt), and std none either.
+fn set_bind_address_no_port(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let v: libc::c_int = 1;
     // SAFETY: v lives across the call and its size is passed.
     cvt(unsafe {
         libc::setsockopt(
-            fd,
-            level,
-            name,
+            fd.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
             (&v as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as u32,
+            size_of::<libc::c_int>() as libc::socklen_t,
         )
     })
     .map(drop)
-}
-
-fn bind(fd: RawFd, addr: &SocketAddr) -> io::Result<()> {
-    let (ss, len) = sockaddr(addr);
-    // SAFETY: ss holds a valid sockaddr of length len.
-    cvt(unsafe { libc::bind(fd, (&ss as *const libc::sockaddr_storage).cast(), len) }).map(drop)
 }
 
 /// A non-blocking listener with SO_REUSEPORT, so every worker process binds the same
@@ -93,12 +48,10 @@ fn bind(fd: RawFd, addr: &SocketAddr) -> io::Result<()> {
 /// `backlog` is capped by the kernel at `net.core.somaxconn`.
 pub fn listener(addr: &SocketAddr, backlog: i32) -> io::Result<OwnedFd> {
     let fd = tcp_socket(addr)?;
-    let raw = fd.as_raw_fd();
-    set_int(raw, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-    set_int(raw, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
-    bind(raw, addr)?;
-    // SAFETY: plain syscall on our own socket.
-    cvt(unsafe { libc::listen(raw, backlog) })?;
+    sockopt::set_socket_reuseaddr(&fd, true)?;
+    sockopt::set_socket_reuseport(&fd, true)?;
+    rnet::bind(&fd, addr)?;
+    rnet::listen(&fd, backlog)?;
     Ok(fd)
 }
 
@@ -123,70 +76,38 @@ pub fn connect(
     nodelay: bool,
 ) -> io::Result<Connecting> {
     let fd = tcp_socket(dst)?;
-    let raw = fd.as_raw_fd();
     if let Some(src) = src {
         if src.port() == 0 {
-            set_int(raw, libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1)?;
+            set_bind_address_no_port(fd.as_fd())?;
         } else {
-            set_int(raw, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+            sockopt::set_socket_reuseaddr(&fd, true)?;
         }
-        bind(raw, src)?;
+        rnet::bind(&fd, src)?;
     }
     if nodelay {
-        set_nodelay(raw)?;
+        set_nodelay(fd.as_fd())?;
     }
-    let (ss, len) = sockaddr(dst);
-    // SAFETY: ss holds a valid sockaddr of length len.
-    match cvt(unsafe { libc::connect(raw, (&ss as *const libc::sockaddr_storage).cast(), len) }) {
-        Ok(_) => Ok(Connecting::Done(fd)),
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(Connecting::InProgress(fd)),
-        Err(e) => Err(e),
+    match rnet::connect(&fd, dst) {
+        Ok(()) => Ok(Connecting::Done(fd)),
+        Err(rustix::io::Errno::INPROGRESS) => Ok(Connecting::InProgress(fd)),
+        Err(e) => Err(e.into()),
     }
 }
 
 /// TCP_NODELAY: echo and WebSocket traffic is small request/response writes, which Nagle
 /// would delay by up to one RTT of the peer's delayed ACK.
-pub fn set_nodelay(fd: RawFd) -> io::Result<()> {
-    set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)
+pub fn set_nodelay(fd: BorrowedFd<'_>) -> io::Result<()> {
+    Ok(sockopt::set_tcp_nodelay(fd, true)?)
 }
 
 /// The pending error of a socket (SO_ERROR), e.g. the result of a non-blocking connect.
-pub fn take_error(fd: RawFd) -> io::Result<Option<io::Error>> {
-    let mut v: libc::c_int = 0;
-    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: v and len are valid out-pointers of the sizes passed.
-    cvt(unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_ERROR,
-            (&mut v as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    })?;
-    Ok(if v == 0 {
-        None
-    } else {
-        Some(io::Error::from_raw_os_error(v))
-    })
+pub fn take_error(fd: BorrowedFd<'_>) -> io::Result<Option<io::Error>> {
+    Ok(sockopt::socket_error(fd)?.err().map(io::Error::from))
 }
 
 /// Closes with RST instead of FIN (SO_LINGER 0): used for over-capacity rejections so the
 /// client sees a reset at once and no TIME_WAIT is left behind.
-pub fn set_linger_zero(fd: RawFd) -> io::Result<()> {
-    let l = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: l lives across the call and its size is passed.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&l as *const libc::linger).cast(),
-            size_of::<libc::linger>() as u32,
-        )
-    })
-    .map(drop)
+pub fn set_linger_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // Some(0 s): l_onoff 1, l_linger 0.
+    Ok(sockopt::set_socket_linger(fd, Some(Duration::ZERO))?)
 }

@@ -173,10 +173,12 @@ pub fn pids_of(path: &Path) -> Vec<u32> {
 
 /// This process's cgroup v2 path (`0::/path` in /proc/self/cgroup).
 fn own_path() -> Option<String> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .map(str::to_owned)
+    let groups = procfs::process::Process::myself().ok()?.cgroups().ok()?;
+    groups
+        .0
+        .into_iter()
+        .find(|g| g.hierarchy == 0)
+        .map(|g| g.pathname)
 }
 
 #[cfg(test)]

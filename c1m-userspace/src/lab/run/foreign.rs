@@ -323,10 +323,14 @@ impl ForeignServer {
     }
 
     /// The soft fd limit the server runs with (/proc/PID/limits), if it is on this box.
+    /// None also when it is unlimited.
     pub fn nofile(&self) -> Option<u64> {
-        let text = std::fs::read_to_string(format!("/proc/{}/limits", self.pid)).ok()?;
-        let line = text.lines().find(|l| l.starts_with("Max open files"))?;
-        line.split_whitespace().nth(3)?.parse().ok()
+        let pid = i32::try_from(self.pid).ok()?;
+        let limits = procfs::process::Process::new(pid).ok()?.limits().ok()?;
+        match limits.max_open_files.soft_limit {
+            procfs::process::LimitValue::Value(n) => Some(n),
+            procfs::process::LimitValue::Unlimited => None,
+        }
     }
 
     /// Waits until every port listens (on this network namespace), the process exits,

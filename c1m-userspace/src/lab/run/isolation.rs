@@ -70,7 +70,7 @@ fn per_namespace(recorded: &[&'static str]) -> Vec<&'static str> {
 /// later (runtime, observer, children) inherit the caller's. Returns the sysctls that
 /// could not be carried over (said by the caller, the run goes on with the default).
 pub fn enter_fresh_netns(recorded: &[&'static str]) -> Result<Vec<String>> {
-    let threads = std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count());
+    let threads = crate::procstat::threads(std::process::id()).unwrap_or(0);
     if threads > 1 {
         bail!(
             "entering a fresh network namespace with {threads} threads running: only the calling one would move"
@@ -104,12 +104,10 @@ pub fn netns_possible(addrs: &[std::net::IpAddr]) -> Result<(), String> {
     }
     // A thread of its own tries: the namespace goes with the thread.
     let probe = std::thread::spawn(|| {
-        // SAFETY: unshare only changes this short-lived thread's namespace membership.
-        if unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
+        // SAFETY: rustix marks unshare unsafe for CLONE_FILES; unsharing the network
+        // namespace only changes this short-lived thread's membership, no descriptor.
+        unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNET) }
+            .map_err(std::io::Error::from)
     });
     match probe.join() {
         Ok(Ok(())) => Ok(()),

@@ -160,7 +160,7 @@ impl ReferenceServer {
             server_cmd: Some(server_cmd),
             push_trigger: PushTrigger::Signal(Signal {
                 name: "USR1",
-                number: libc::SIGUSR1,
+                number: rustix::process::Signal::USR1,
             }),
             push_format: PushFormat::U64leUs,
             push_stamp: Some(PushInstant::Broadcast),

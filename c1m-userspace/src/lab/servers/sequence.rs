@@ -73,14 +73,15 @@ impl Signals {
     }
 
     /// The next signal's number.
-    async fn next(&mut self) -> i32 {
+    async fn next(&mut self) -> rustix::process::Signal {
+        use rustix::process::Signal;
         tokio::select! {
-            _ = self.interrupt.recv() => libc::SIGINT,
-            _ = self.terminate.recv() => libc::SIGTERM,
+            _ = self.interrupt.recv() => Signal::INT,
+            _ = self.terminate.recv() => Signal::TERM,
             _ = self.hangup.recv() => {
                 // The terminal is gone: the comparison printed at the end must not fail.
                 crate::util::leave_dead_terminal();
-                libc::SIGHUP
+                Signal::HUP
             }
         }
     }
@@ -104,9 +105,9 @@ async fn run_one(argv: &[std::ffi::OsString], signals: &mut Signals) -> Result<E
             status = child.wait() => return status.context("waiting for a run of the sequence"),
             sig = signals.next() => {
                 signals.stop = true;
-                if let Some(pid) = child.id() {
-                    // SAFETY: our own child, not yet reaped (its pid cannot be reused).
-                    unsafe { libc::kill(pid as i32, sig) };
+                // Our own child, not yet reaped (its pid cannot be reused).
+                if let Some(pid) = child.id().and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
+                    let _ = rustix::process::kill_process(pid, sig);
                 }
             }
         }

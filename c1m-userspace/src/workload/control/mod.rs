@@ -35,7 +35,7 @@ mod unix;
 use std::{
     io,
     net::{SocketAddr, ToSocketAddrs},
-    os::fd::AsRawFd,
+    os::fd::AsFd,
     path::{Path, PathBuf},
     sync::Arc,
     time::Duration,
@@ -210,7 +210,7 @@ pub async fn serve(
                     let Some(permit) = admit(&sessions, &s) else {
                         continue;
                     };
-                    let uid = Some(peer::unix_peer_uid(s.as_raw_fd()));
+                    let uid = Some(peer::unix_peer_uid(s.as_fd()));
                     tokio::spawn(session(s, uid, access.clone(), tx.clone(), permit));
                 }
             });

@@ -13,7 +13,13 @@ use std::{
     io,
     mem::size_of,
     net::{IpAddr, SocketAddr},
-    os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd},
+    os::fd::BorrowedFd,
+};
+
+use rustix::net::{
+    self as rnet, AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType,
+    netlink::{self, SocketAddrNetlink},
+    sockopt,
 };
 
 /// Whether a peer running as `uid` may drive an endpoint owned by `owner`: the same
@@ -24,32 +30,12 @@ pub fn allowed(uid: u32, owner: u32) -> bool {
 
 /// This process's effective uid: the owner of its control endpoint.
 pub fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 /// The euid of the process that connected to a unix socket.
-pub fn unix_peer_uid(fd: RawFd) -> io::Result<u32> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: cred and len are valid out-pointers of the sizes given.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&raw mut cred).cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(cred.uid)
+pub fn unix_peer_uid(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    Ok(sockopt::socket_peercred(fd)?.uid.as_raw())
 }
 
 // include/uapi/linux/sock_diag.h, inet_diag.h (stable uapi).
@@ -113,6 +99,34 @@ struct Request {
 const _: () = assert!(size_of::<InetDiagSockId>() == 48);
 const _: () = assert!(size_of::<InetDiagReqV2>() == 56);
 const _: () = assert!(size_of::<InetDiagMsg>() == 72);
+const _: () = assert!(size_of::<Request>() == 72);
+
+impl Request {
+    /// The request as the kernel reads it: the `#[repr(C)]` layout above, field by field
+    /// in native byte order (no padding: the sizes are asserted), without a cast.
+    fn to_bytes(self) -> [u8; size_of::<Request>()] {
+        let (h, r) = (self.hdr, self.req);
+        let mut out = Vec::with_capacity(size_of::<Request>());
+        out.extend_from_slice(&h.len.to_ne_bytes());
+        out.extend_from_slice(&h.kind.to_ne_bytes());
+        out.extend_from_slice(&h.flags.to_ne_bytes());
+        out.extend_from_slice(&h.seq.to_ne_bytes());
+        out.extend_from_slice(&h.pid.to_ne_bytes());
+        out.extend_from_slice(&[r.family, r.protocol, r.ext, r.pad]);
+        out.extend_from_slice(&r.states.to_ne_bytes());
+        out.extend_from_slice(&r.id.sport);
+        out.extend_from_slice(&r.id.dport);
+        out.extend_from_slice(&r.id.src);
+        out.extend_from_slice(&r.id.dst);
+        out.extend_from_slice(&r.id.ifindex.to_ne_bytes());
+        for c in r.id.cookie {
+            out.extend_from_slice(&c.to_ne_bytes());
+        }
+        let mut bytes = [0u8; size_of::<Request>()];
+        bytes.copy_from_slice(&out);
+        bytes
+    }
+}
 
 fn put_addr(dst: &mut [u8; 16], ip: IpAddr) {
     match ip {
@@ -129,19 +143,12 @@ pub fn tcp_peer_uid(local: SocketAddr, peer: SocketAddr) -> io::Result<u32> {
     if local.is_ipv4() != peer.is_ipv4() {
         return Err(io::Error::other("mixed address families"));
     }
-    // SAFETY: a plain netlink socket, owned below.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            libc::NETLINK_SOCK_DIAG,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd was just opened and is owned only here.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = rnet::socket_with(
+        AddressFamily::NETLINK,
+        SocketType::DGRAM,
+        SocketFlags::CLOEXEC,
+        Some(netlink::SOCK_DIAG),
+    )?;
     let mut r = Request {
         hdr: NlMsgHdr {
             len: size_of::<Request>() as u32,
@@ -167,36 +174,16 @@ pub fn tcp_peer_uid(local: SocketAddr, peer: SocketAddr) -> io::Result<u32> {
     put_addr(&mut r.req.id.src, peer.ip());
     put_addr(&mut r.req.id.dst, local.ip());
     r.req.id.cookie = [INET_DIAG_NOCOOKIE; 2];
-    // SAFETY: r is plain old data of the length sent; the kernel is the destination
-    // (a zeroed sockaddr_nl, nl_pid 0).
-    let sent = unsafe {
-        let mut to: libc::sockaddr_nl = std::mem::zeroed();
-        to.nl_family = libc::AF_NETLINK as u16;
-        libc::sendto(
-            fd.as_raw_fd(),
-            (&raw const r).cast(),
-            size_of::<Request>(),
-            0,
-            (&raw const to).cast(),
-            size_of::<libc::sockaddr_nl>() as u32,
-        )
-    };
-    if sent < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut buf = [0u64; 128]; // 1 KiB, 8-aligned for the header reads
-    // SAFETY: buf is valid for writes of its size.
-    let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), 1024, 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let bytes = &buf_bytes(&buf)[..n as usize];
-    parse_reply(bytes)
-}
-
-fn buf_bytes(buf: &[u64; 128]) -> &[u8] {
-    // SAFETY: any u64 array is a valid byte array of 8× its length.
-    unsafe { std::slice::from_raw_parts(buf.as_ptr().cast(), 1024) }
+    // To the kernel: nl_pid 0, no groups.
+    rnet::sendto(
+        &fd,
+        &r.to_bytes(),
+        SendFlags::empty(),
+        &SocketAddrNetlink::new(0, 0),
+    )?;
+    let mut buf = [0u8; 1024];
+    let (n, _) = rnet::recv(&fd, &mut buf, RecvFlags::empty())?;
+    parse_reply(&buf[..n])
 }
 
 /// The uid from the kernel's answer: one `inet_diag_msg`, or an `NLMSG_ERROR`.

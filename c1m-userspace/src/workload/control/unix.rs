@@ -3,16 +3,15 @@
 
 use std::{
     io,
-    os::{
-        fd::{AsRawFd, FromRawFd, OwnedFd},
-        unix::{
-            ffi::OsStrExt,
-            fs::{FileTypeExt, MetadataExt, PermissionsExt},
-            net::{UnixListener, UnixStream},
-        },
+    os::unix::{
+        ffi::OsStrExt,
+        fs::{FileTypeExt, MetadataExt, PermissionsExt},
+        net::{UnixListener, UnixStream},
     },
     path::{Path, PathBuf},
 };
+
+use rustix::net::{self as rnet, AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
@@ -63,11 +62,12 @@ fn clear(path: &Path) -> Result<(), SocketError> {
     }
     match UnixStream::connect(path) {
         Ok(_) => Err(SocketError::Live(path.to_owned())),
-        Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => std::fs::remove_file(path)
-            .map_err(|source| SocketError::Io {
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::CONNREFUSED.raw_os_error()) => {
+            std::fs::remove_file(path).map_err(|source| SocketError::Io {
                 path: path.to_owned(),
                 source,
-            }),
+            })
+        }
         // Anything else (EACCES, EAGAIN: a full backlog) may be a live endpoint: keep it.
         Err(_) => Err(SocketError::Live(path.to_owned())),
     }
@@ -81,44 +81,28 @@ pub fn bind_private(path: &Path) -> Result<(UnixListener, SocketFile), SocketErr
     };
     clear(path)?;
     let bytes = path.as_os_str().as_bytes();
-    // SAFETY: sockaddr_un is plain old data; zeroed is valid.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+    // sun_path holds 108 bytes, its terminating NUL included.
+    if bytes.len() >= 108 || bytes.contains(&0) {
         return Err(SocketError::TooLong(path.to_owned()));
     }
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
-    // SAFETY: plain socket call; the fd is owned right below.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-            0,
-        )
-    };
-    if fd < 0 {
-        return Err(io_err(io::Error::last_os_error()));
-    }
-    // SAFETY: fd was just opened and is owned only here.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let addr = SocketAddrUnix::new(path).map_err(|_| SocketError::TooLong(path.to_owned()))?;
+    let fd = rnet::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        None,
+    )
+    .map_err(|e| io_err(e.into()))?;
     // unix_bind() creates the file with the socket inode's mode minus the umask
     // (net/unix/af_unix.c: `SOCK_INODE(sock)->i_mode & ~current_umask()`), so narrowing
     // the inode first means the file is born 0600 (or narrower) — no chmod window.
-    // SAFETY: fd is a valid socket.
-    if unsafe { libc::fchmod(fd.as_raw_fd(), 0o600) } != 0 {
-        return Err(io_err(io::Error::last_os_error()));
-    }
-    let len = (size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;
-    // SAFETY: addr is a valid sockaddr_un of at least len bytes.
-    if unsafe { libc::bind(fd.as_raw_fd(), (&raw const addr).cast(), len) } != 0 {
-        let e = io::Error::last_os_error();
-        return Err(if e.raw_os_error() == Some(libc::EADDRINUSE) {
-            SocketError::Live(path.to_owned()) // someone bound it since we looked
-        } else {
-            io_err(e)
-        });
+    rustix::fs::fchmod(&fd, rustix::fs::Mode::from_raw_mode(0o600))
+        .map_err(|e| io_err(e.into()))?;
+    match rnet::bind(&fd, &addr) {
+        Ok(()) => {}
+        // Someone bound it since we looked.
+        Err(rustix::io::Errno::ADDRINUSE) => return Err(SocketError::Live(path.to_owned())),
+        Err(e) => return Err(io_err(e.into())),
     }
     let m = std::fs::symlink_metadata(path).map_err(io_err)?;
     let file = SocketFile {
@@ -129,9 +113,6 @@ pub fn bind_private(path: &Path) -> Result<(UnixListener, SocketFile), SocketErr
     if m.permissions().mode() & 0o777 != 0o600 {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_err)?;
     }
-    // SAFETY: fd is a bound socket.
-    if unsafe { libc::listen(fd.as_raw_fd(), super::BACKLOG as i32) } != 0 {
-        return Err(io_err(io::Error::last_os_error()));
-    }
+    rnet::listen(&fd, super::BACKLOG as i32).map_err(|e| io_err(e.into()))?;
     Ok((UnixListener::from(fd), file))
 }

@@ -33,10 +33,11 @@ pub mod shard_loop;
 
 use std::{
     io::{self, Write},
-    os::fd::{AsRawFd, OwnedFd, RawFd},
+    os::fd::{AsFd, BorrowedFd, OwnedFd},
     sync::{Arc, mpsc as std_mpsc},
 };
 
+use rustix::io::Errno;
 use tokio::sync::mpsc;
 
 use super::{
@@ -85,15 +86,25 @@ impl<T> Slab<T> {
     }
 
     pub fn insert(&mut self, v: T) -> u64 {
+        self.insert_get(v).0
+    }
+
+    /// Inserts `v` and hands it back with its token (to register its fd under the token).
+    pub fn insert_get(&mut self, v: T) -> (u64, &mut T) {
         self.len += 1;
-        if let Some(i) = self.free.pop() {
-            let slot = &mut self.slots[i as usize];
-            slot.0 = slot.0.wrapping_add(1);
-            slot.1 = Some(v);
-            return token(i, slot.0);
-        }
-        self.slots.push((0, Some(v)));
-        token((self.slots.len() - 1) as u32, 0)
+        let i = match self.free.pop() {
+            Some(i) => {
+                let slot = &mut self.slots[i as usize];
+                slot.0 = slot.0.wrapping_add(1);
+                i
+            }
+            None => {
+                self.slots.push((0, None));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let slot = &mut self.slots[i as usize];
+        (token(i, slot.0), slot.1.insert(v))
     }
 
     pub fn get_mut(&mut self, tok: u64) -> Option<&mut T> {
@@ -238,7 +249,7 @@ pub enum Sent {
 /// Writes `bytes` after anything already queued; queues what the socket does not take.
 /// Returns the bytes written now; an error is a broken connection.
 pub fn send(
-    fd: RawFd,
+    fd: BorrowedFd<'_>,
     spill: &mut Option<Box<Spill>>,
     bytes: &[u8],
     written: &mut u64,
@@ -272,7 +283,12 @@ pub fn send(
 /// A goodbye (a WebSocket close frame) written just before the socket is closed, in one
 /// segment with the FIN ([`sys::write_before_close`]). Best effort: behind queued output
 /// it is dropped, as the close discards that output too.
-pub fn send_before_close(fd: RawFd, spill: &Option<Box<Spill>>, bytes: &[u8], written: &mut u64) {
+pub fn send_before_close(
+    fd: BorrowedFd<'_>,
+    spill: &Option<Box<Spill>>,
+    bytes: &[u8],
+    written: &mut u64,
+) {
     if spill.as_ref().is_some_and(|s| s.has_out()) {
         return;
     }
@@ -282,7 +298,11 @@ pub fn send_before_close(fd: RawFd, spill: &Option<Box<Spill>>, bytes: &[u8], wr
 }
 
 /// Flushes queued output on EPOLLOUT. `Ok(true)`: all sent.
-pub fn flush(fd: RawFd, spill: &mut Option<Box<Spill>>, written: &mut u64) -> io::Result<bool> {
+pub fn flush(
+    fd: BorrowedFd<'_>,
+    spill: &mut Option<Box<Spill>>,
+    written: &mut u64,
+) -> io::Result<bool> {
     let Some(s) = spill.as_mut() else {
         return Ok(true);
     };
@@ -322,7 +342,7 @@ pub fn rearm(
 ) -> io::Result<()> {
     let now = interest(spill);
     if now != before {
-        ep.modify(fd.as_raw_fd(), now, tok)
+        ep.modify(fd.as_fd(), now, tok)
     } else {
         Ok(())
     }
@@ -381,10 +401,10 @@ pub enum Commands {
 }
 
 impl Commands {
-    pub fn fd(&self) -> RawFd {
+    pub fn fd(&self) -> BorrowedFd<'_> {
         match self {
-            Commands::Channel { wake, .. } => wake.as_raw_fd(),
-            Commands::Stdin { .. } => 0,
+            Commands::Channel { wake, .. } => wake.as_fd(),
+            Commands::Stdin { .. } => rustix::stdio::stdin(),
         }
     }
 
@@ -409,7 +429,7 @@ impl Commands {
                 let mut buf = [0u8; 4096];
                 let mut gone = false;
                 loop {
-                    match sys::read(0, &mut buf) {
+                    match sys::read(rustix::stdio::stdin(), &mut buf) {
                         Ok(0) => {
                             gone = true;
                             break;
@@ -456,12 +476,12 @@ pub struct ShardIo {
 /// The errno of a failed connect/accept, as a failure cause.
 pub fn failure_of(e: &io::Error, f: &mut super::stats::counters::Failures) {
     match sys::errno(e) {
-        libc::ECONNREFUSED => f.refused += 1,
-        libc::EADDRNOTAVAIL | libc::EADDRINUSE => f.addr_not_avail += 1,
-        libc::ETIMEDOUT => f.timed_out += 1,
-        libc::EMFILE | libc::ENFILE => f.emfile += 1,
-        libc::ECONNRESET | libc::EPIPE => f.reset += 1,
-        libc::ENETUNREACH | libc::EHOSTUNREACH => f.unreachable += 1,
+        Some(Errno::CONNREFUSED) => f.refused += 1,
+        Some(Errno::ADDRNOTAVAIL | Errno::ADDRINUSE) => f.addr_not_avail += 1,
+        Some(Errno::TIMEDOUT) => f.timed_out += 1,
+        Some(Errno::MFILE | Errno::NFILE) => f.emfile += 1,
+        Some(Errno::CONNRESET | Errno::PIPE) => f.reset += 1,
+        Some(Errno::NETUNREACH | Errno::HOSTUNREACH) => f.unreachable += 1,
         _ => f.other += 1,
     }
 }
@@ -469,7 +489,7 @@ pub fn failure_of(e: &io::Error, f: &mut super::stats::counters::Failures) {
 /// The errno of a failed read/write on an open connection, as a close cause.
 pub fn closed_by(e: &io::Error, c: &mut super::stats::counters::Closed) {
     match sys::errno(e) {
-        libc::ECONNRESET | libc::EPIPE | libc::ETIMEDOUT => c.reset += 1,
+        Some(Errno::CONNRESET | Errno::PIPE | Errno::TIMEDOUT) => c.reset += 1,
         _ => c.error += 1,
     }
 }

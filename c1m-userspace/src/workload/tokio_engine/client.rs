@@ -18,7 +18,7 @@ use std::{
     cell::{Cell, RefCell},
     future::{Future, poll_fn},
     io,
-    os::fd::AsRawFd,
+    os::fd::AsFd,
     pin::{Pin, pin},
     rc::Rc,
     sync::{
@@ -446,7 +446,7 @@ impl Conn {
                 if p.cfg.mode == Mode::Ws && self.pending_out().is_none() {
                     let frame = p.close_frame();
                     let len = frame.len();
-                    if let Ok(n) = sys::write(stream.as_raw_fd(), frame) {
+                    if let Ok(n) = sys::write(stream.as_fd(), frame) {
                         p.c.bytes_out += n as u64;
                         goodbye = n == len;
                     }

@@ -53,8 +53,8 @@ pub struct AsyncCommands {
 
 impl AsyncCommands {
     pub fn new(commands: Commands) -> io::Result<AsyncCommands> {
-        let fd = commands.fd();
-        super::sys::set_nonblocking(fd)?;
+        super::sys::set_nonblocking(commands.fd())?;
+        let fd = commands.fd().as_raw_fd();
         // SAFETY: the fd belongs to `commands` (its eventfd, kept alive by the Arc it
         // holds, or the process's stdin), which this struct owns and drops after `fd`
         // (fields drop in declaration order); nothing closes or replaces it meanwhile.

@@ -10,7 +10,7 @@ pub(crate) mod proto;
 
 use std::{
     collections::VecDeque,
-    os::fd::{AsRawFd, OwnedFd},
+    os::fd::{AsFd, OwnedFd},
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
@@ -204,16 +204,16 @@ impl Shard {
                 return;
             }
         };
-        let raw = fd.as_raw_fd();
-        let tok = self.conns.insert(Conn {
+        let (tok, conn) = self.conns.insert_get(Conn {
             fd,
             p: ConnProto::new(g, t_ns),
             spill: None,
         });
+        let added = ep.add(conn.fd.as_fd(), EPOLLOUT, tok);
         self.p.c.in_flight += 1;
         self.pending.push_back((tok, t_ns));
         self.p.open_in_process.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = ep.add(raw, EPOLLOUT, tok) {
+        if let Err(e) = added {
             failure_of(&e, &mut self.p.c.failures);
             self.drop_conn(tok);
             return;
@@ -294,7 +294,7 @@ impl Shard {
         self.p.c.closed.local_close += 1;
         let mut written = 0;
         let sent = send(
-            conn.fd.as_raw_fd(),
+            conn.fd.as_fd(),
             &mut conn.spill,
             self.p.close_frame(),
             &mut written,
@@ -317,7 +317,7 @@ impl Shard {
             return;
         };
         loop {
-            match sys::read(conn.fd.as_raw_fd(), &mut self.buf) {
+            match sys::read(conn.fd.as_fd(), &mut self.buf) {
                 Ok(0) => break,
                 Ok(n) => self.p.c.bytes_in += n as u64,
                 Err(e) if sys::would_block(&e) => return,
@@ -386,7 +386,7 @@ impl Shard {
             return;
         };
         self.p.connected(&conn.p, now);
-        let fd = conn.fd.as_raw_fd();
+        let fd = conn.fd.as_fd();
         if let Err(e) = ep.modify(fd, EPOLLIN, tok) {
             failure_of(&e, &mut self.p.c.failures);
             self.drop_conn(tok);
@@ -422,7 +422,7 @@ impl Shard {
             return;
         };
         let before = interest(&conn.spill);
-        let fd = conn.fd.as_raw_fd();
+        let fd = conn.fd.as_fd();
         let mut written = 0;
         let r = send(fd, &mut conn.spill, bytes, &mut written)
             .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
@@ -437,7 +437,7 @@ impl Shard {
         let Some(conn) = self.conns.get_mut(tok) else {
             return;
         };
-        let fd = conn.fd.as_raw_fd();
+        let fd = conn.fd.as_fd();
         if conn.p.state == State::Closing {
             self.closing_event(tok);
             return;
@@ -537,7 +537,7 @@ impl Shard {
             keep_input(&mut spill, inbuf, &self.buf[..n], step.used, frag);
         }
         let before = interest(&spill);
-        let fd = conn.fd.as_raw_fd();
+        let fd = conn.fd.as_fd();
         let sent = if self.p.out.is_empty() {
             Ok(())
         } else {

@@ -11,6 +11,7 @@ use std::{
 };
 
 use anyhow::Result;
+use rustix::io::Errno;
 
 use crate::workload::{
     config::{ClientShardConfig, Mode},
@@ -275,7 +276,7 @@ impl Proto {
             .map(|s| s.ip().to_string())
             .unwrap_or_else(|| "the default source".into());
         match sys::errno(e) {
-            libc::EMFILE | libc::ENFILE => {
+            Some(Errno::MFILE | Errno::NFILE) => {
                 let open = self.open_in_process.load(Ordering::Relaxed);
                 self.warn_once(1, || {
                     format!(
@@ -285,7 +286,7 @@ impl Proto {
                     )
                 })
             }
-            libc::EADDRNOTAVAIL | libc::EADDRINUSE => self.warn_once(2, || {
+            Some(Errno::ADDRNOTAVAIL | Errno::ADDRINUSE) => self.warn_once(2, || {
                 format!(
                     "connect {from} -> {dst}: {e}: the source address/port space for this destination is \
                      exhausted (one source address gives each server port one ephemeral range, \
@@ -293,7 +294,7 @@ impl Proto {
                      or more server --ports"
                 )
             }),
-            libc::ECONNREFUSED => self.warn_once(4, || {
+            Some(Errno::CONNREFUSED) => self.warn_once(4, || {
                 format!("connect {from} -> {dst}: connection refused: is the server listening on every --ports port?")
             }),
             _ => self.warn_once(8, || format!("connect {from} -> {dst}: {e}")),

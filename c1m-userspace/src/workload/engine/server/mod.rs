@@ -9,7 +9,7 @@ pub(crate) mod warnings;
 
 use std::{
     collections::VecDeque,
-    os::fd::{AsRawFd, OwnedFd},
+    os::fd::{AsFd, OwnedFd},
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
@@ -17,6 +17,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
+use rustix::io::Errno;
 
 use self::{
     proto::{Action, WsState, going_away, peer_eof, push_frame, stamp_push, ws_input},
@@ -106,7 +107,7 @@ pub fn run(cfg: ServerShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU
                 anyhow::bail!(msg);
             }
         };
-        ep.add(fd.as_raw_fd(), EPOLLIN, LISTENER_BASE + i as u64)
+        ep.add(fd.as_fd(), EPOLLIN, LISTENER_BASE + i as u64)
             .context("epoll_ctl listener")?;
         listeners.push(fd);
     }
@@ -204,23 +205,21 @@ impl Shard {
     }
 
     fn accept_burst(&mut self, ep: &Epoll, li: usize) {
-        let Some(lfd) = self.listeners.get(li).map(|l| l.as_raw_fd()) else {
-            return;
-        };
         for _ in 0..ACCEPT_BURST {
-            match sys::accept(lfd) {
-                Ok(fd) => {
-                    self.on_accept(ep, fd);
-                    if self.listeners.is_empty() {
-                        return; // closed at the cap: lfd is gone
-                    }
-                }
+            // Looked up each turn: an accept at the cap closes every listener.
+            let Some(lfd) = self.listeners.get(li) else {
+                return;
+            };
+            match sys::accept(lfd.as_fd()) {
+                Ok(fd) => self.on_accept(ep, fd),
                 Err(e) if sys::would_block(&e) => return,
-                Err(e) if matches!(sys::errno(&e), libc::ECONNABORTED | libc::EINTR) => continue,
+                Err(e) if matches!(sys::errno(&e), Some(Errno::CONNABORTED | Errno::INTR)) => {
+                    continue;
+                }
                 Err(e) => {
                     failure_of(&e, &mut self.c.failures);
-                    if matches!(sys::errno(&e), libc::EMFILE | libc::ENFILE) {
-                        let _ = ep.modify(lfd, 0, LISTENER_BASE + li as u64);
+                    if matches!(sys::errno(&e), Some(Errno::MFILE | Errno::NFILE)) {
+                        let _ = ep.modify(lfd.as_fd(), 0, LISTENER_BASE + li as u64);
                         self.paused[li] = Some(sys::monotonic_ns() + EMFILE_PAUSE_MS * 1_000_000);
                         if !self.warned_emfile {
                             self.warned_emfile = true;
@@ -259,7 +258,7 @@ impl Shard {
                 Err(_) => return, // retried at the next tick
             };
             if ep
-                .add(fd.as_raw_fd(), EPOLLIN, LISTENER_BASE + i as u64)
+                .add(fd.as_fd(), EPOLLIN, LISTENER_BASE + i as u64)
                 .is_err()
             {
                 return;
@@ -276,11 +275,7 @@ impl Shard {
         for (i, p) in self.paused.iter_mut().enumerate() {
             if p.is_some_and(|t| now >= t) {
                 *p = None;
-                let _ = ep.modify(
-                    self.listeners[i].as_raw_fd(),
-                    EPOLLIN,
-                    LISTENER_BASE + i as u64,
-                );
+                let _ = ep.modify(self.listeners[i].as_fd(), EPOLLIN, LISTENER_BASE + i as u64);
             }
         }
     }
@@ -289,26 +284,25 @@ impl Shard {
         if self.open_in_process.load(Ordering::Relaxed) >= self.cfg.cap {
             // Refuse loudly (RST) rather than hold a connection past the fd budget, where the
             // next accept would fail with EMFILE and leave clients hanging in the queue.
-            let _ = sockopt::set_linger_zero(fd.as_raw_fd());
+            let _ = sockopt::set_linger_zero(fd.as_fd());
             self.c.failures.over_capacity += 1;
             self.close_listeners();
             return;
         }
         if self.cfg.mode != Mode::Hold {
-            let _ = sockopt::set_nodelay(fd.as_raw_fd());
+            let _ = sockopt::set_nodelay(fd.as_fd());
         }
         let ws = if self.cfg.mode == Mode::Ws {
             WsState::Handshake
         } else {
             WsState::Raw
         };
-        let raw = fd.as_raw_fd();
-        let tok = self.conns.insert(Conn {
+        let (tok, conn) = self.conns.insert_get(Conn {
             fd,
             ws,
             spill: None,
         });
-        if let Err(e) = ep.add(raw, EPOLLIN, tok) {
+        if let Err(e) = ep.add(conn.fd.as_fd(), EPOLLIN, tok) {
             self.conns.remove(tok);
             failure_of(&e, &mut self.c.failures);
             return;
@@ -365,7 +359,7 @@ impl Shard {
                 self.c.ws_open -= 1;
                 // Best effort: the socket is closed right after.
                 send_before_close(
-                    conn.fd.as_raw_fd(),
+                    conn.fd.as_fd(),
                     &conn.spill,
                     &goodbye,
                     &mut self.c.bytes_out,
@@ -388,7 +382,7 @@ impl Shard {
         let before = interest(&conn.spill);
         if before == EPOLLOUT {
             // Only writing while output is queued (backpressure): flush, then resume reading.
-            match flush(conn.fd.as_raw_fd(), &mut conn.spill, &mut self.c.bytes_out) {
+            match flush(conn.fd.as_fd(), &mut conn.spill, &mut self.c.bytes_out) {
                 Ok(_) => {
                     if let Err(e) = rearm(ep, &conn.fd, tok, before, &conn.spill) {
                         closed_by(&e, &mut self.c.closed);
@@ -405,7 +399,7 @@ impl Shard {
         if ev & (EPOLLIN | EPOLLHUP | EPOLLERR) == 0 {
             return;
         }
-        let fd = conn.fd.as_raw_fd();
+        let fd = conn.fd.as_fd();
         let n = match sys::read(fd, &mut self.buf) {
             Ok(0) => {
                 let partial = conn
@@ -532,7 +526,7 @@ impl Shard {
             let now = stamp_push(&mut frame);
             let before = interest(&conn.spill);
             let r = send(
-                conn.fd.as_raw_fd(),
+                conn.fd.as_fd(),
                 &mut conn.spill,
                 &frame,
                 &mut self.c.bytes_out,

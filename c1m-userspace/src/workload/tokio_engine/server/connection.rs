@@ -95,7 +95,7 @@ impl Shard {
                     // queued output it is dropped, as the close discards that too.
                     if open_ws
                         && !conn.has_out()
-                        && let Ok(n) = sys::write_before_close(conn.raw_fd(), &proto::going_away())
+                        && let Ok(n) = sys::write_before_close(conn.fd(), &proto::going_away())
                     {
                         c.bytes_out += n as u64;
                     }
@@ -160,9 +160,9 @@ async fn connection(sh: Rc<Shard>, mut conn: Conn) {
 }
 
 impl Conn {
-    fn raw_fd(&self) -> std::os::fd::RawFd {
-        use std::os::fd::AsRawFd;
-        self.stream.as_raw_fd()
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.stream.as_fd()
     }
 
     fn has_out(&self) -> bool {
@@ -310,7 +310,7 @@ impl Conn {
             // The close reply is the last write: with the FIN in one segment (as the
             // epoll engine's), so no tail-loss probe is armed for a lone reply.
             if !self.has_out()
-                && let Ok(n) = sys::write_before_close(self.raw_fd(), &out)
+                && let Ok(n) = sys::write_before_close(self.fd(), &out)
             {
                 c.bytes_out += n as u64;
             }

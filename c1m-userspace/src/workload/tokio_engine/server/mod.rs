@@ -72,6 +72,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result};
+use rustix::io::Errno;
 use tokio::{
     net::TcpListener,
     sync::Notify,
@@ -476,10 +477,10 @@ async fn accept_loop(sh: Rc<Shard>, l: TcpListener) {
                     return;
                 }
             }
-            Err(e) if matches!(sys::errno(&e), libc::ECONNABORTED | libc::EINTR) => {}
+            Err(e) if matches!(sys::errno(&e), Some(Errno::CONNABORTED | Errno::INTR)) => {}
             Err(e) => {
                 failure_of(&e, &mut sh.c.borrow_mut().failures);
-                if matches!(sys::errno(&e), libc::EMFILE | libc::ENFILE) {
+                if matches!(sys::errno(&e), Some(Errno::MFILE | Errno::NFILE)) {
                     if !sh.warned_emfile.replace(true) {
                         let conns = sh.open_in_process.load(Ordering::Relaxed);
                         sh.warn(warnings::emfile_warning(&e, conns, sh.cfg.cap));
