@@ -100,7 +100,7 @@ fn run() -> i32 {
         }
     };
     let result = match cli.command {
-        Command::Observe(args) => crate::observer::cli::run(args),
+        Command::Observe(args) => crate::observer::cli::run(args, crate::view::observe::line),
         Command::Doctor(args) => return exit_code(crate::lab::doctor::main(args)),
         // A `--servers` sequence is its own command: it starts `c1m run` processes.
         Command::Run(args) if args.servers.is_some() => {
