@@ -124,6 +124,43 @@ pub fn established_unanswered(k: &KernelView, client: Option<&AppSnapshot>) -> A
     }
 }
 
+/// Server-side connections the client never saw answered, told apart by the accept
+/// queues: those waiting there were never accepted, the rest were accepted and left
+/// silent (a server that accepts and says nothing held 300 with its queue at 0, once
+/// reported as 300 "never accepted").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unanswered {
+    pub total: u64,
+    /// Waiting in the accept queues (`None`: no listener was read, so no split).
+    pub never_accepted: Option<u64>,
+    /// Accepted by the server, never answered (`None` likewise).
+    pub accepted_silent: Option<u64>,
+}
+
+impl Unanswered {
+    /// The split of `total` unanswered by `queued` in the accept queues; `None` when
+    /// nothing is unanswered.
+    pub fn split(total: i64, queued: Option<u64>) -> Option<Unanswered> {
+        let total = u64::try_from(total).ok().filter(|&n| n > 0)?;
+        let never_accepted = queued.map(|q| q.min(total));
+        Some(Unanswered {
+            total,
+            never_accepted,
+            accepted_silent: never_accepted.map(|w| total - w),
+        })
+    }
+}
+
+/// [`established_unanswered`] split by the accept queues ([`Unanswered`]).
+pub fn unanswered(k: &KernelView, client: Option<&AppSnapshot>) -> Option<At<Unanswered>> {
+    let e = established_unanswered(k, client);
+    let queued = accept_queue_waiting(k).map(|q| q.value);
+    Unanswered::split(e.value, queued).map(|value| At {
+        value,
+        at_unix_ms: e.at_unix_ms,
+    })
+}
+
 /// The app's open connections on `side` equal the kernel's ESTABLISHED sockets there.
 pub fn open_agrees(k: &KernelView, side: Side, app: &AppSnapshot) -> bool {
     kernel_established(k, side).value == gauge(app.counters.open)
@@ -279,6 +316,35 @@ mod tests {
         assert_eq!(
             established_unanswered(&k, Some(&snap(u64::MAX))).value,
             i64::MIN
+        );
+    }
+
+    #[test]
+    fn unanswered_is_split_by_the_accept_queues() {
+        let split = |n, q| Unanswered::split(n, q);
+        assert_eq!(split(0, Some(5)), None);
+        assert_eq!(split(-3, Some(5)), None);
+        let u = split(300, Some(0)).unwrap();
+        assert_eq!((u.never_accepted, u.accepted_silent), (Some(0), Some(300)));
+        let u = split(300, Some(100)).unwrap();
+        assert_eq!(
+            (u.never_accepted, u.accepted_silent),
+            (Some(100), Some(200))
+        );
+        // A queue deeper than the difference (other clients' connections): all waiting.
+        let u = split(412, Some(1024)).unwrap();
+        assert_eq!((u.never_accepted, u.accepted_silent), (Some(412), Some(0)));
+        let u = split(25, None).unwrap();
+        assert_eq!(
+            (u.total, u.never_accepted, u.accepted_silent),
+            (25, None, None)
+        );
+        // From a kernel view without listeners: no split.
+        let k = kernel(1_025, 0);
+        let u = unanswered(&k, Some(&snap(1_000))).unwrap();
+        assert_eq!(
+            (u.value.total, u.value.never_accepted, u.at_unix_ms),
+            (25, None, 7_000)
         );
     }
 

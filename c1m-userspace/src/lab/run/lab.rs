@@ -502,9 +502,9 @@ impl Lab {
             connected: c.connected,
             attempted: c.attempted,
             asked: n,
-            established_not_accepted: k
+            unanswered: k
                 .as_ref()
-                .map(|k| counts::established_unanswered(k, client))
+                .and_then(|k| counts::unanswered(k, client))
                 .map(|x| x.value),
             accept_queue: k
                 .as_ref()
