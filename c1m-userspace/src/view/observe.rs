@@ -30,8 +30,10 @@ pub fn line(v: &KernelView) -> String {
         u(f.queue_overflows),
         counts::kernel_established_per_s(v).value,
     );
-    if let Some(b) = f.kernel_socket_bytes {
-        line.push_str(&format!(" | kernel mem {}", bytes(b as f64)));
+    // Once a socket walk has run: between walks with no socket to scale by, n/a.
+    if f.readings.kernel_walk.is_some() {
+        let mem = f.kernel_socket_bytes.map(|b| bytes(b as f64));
+        line.push_str(&format!(" | kernel mem {}", mem.as_deref().unwrap_or(NA)));
         if let Some(per) = f.kernel_bytes_per_socket {
             line.push_str(&format!(" ({per:.0} B/socket)"));
         }
@@ -65,5 +67,16 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("B/socket)"), "{text}");
+        // Before the first walk there is no memory to show; after one, always a value.
+        let mut k = demo::kernel();
+        k.memory = None;
+        assert!(!line(&k).contains("kernel mem"));
+        let mut k = demo::kernel();
+        k.walk.ended_unix_ms = k.unix_ms - 5_000;
+        assert!(
+            line(&k).contains(", derived since the last walk"),
+            "{}",
+            line(&k)
+        );
     }
 }
