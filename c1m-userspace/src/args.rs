@@ -2,7 +2,10 @@
 //! ports): the bottom layer, used by the workload, the lab and the multi-host parts
 //! alike, importing none of them.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::{
+    net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs},
+    num::NonZeroU64,
+};
 
 use anyhow::{Context, Result, bail};
 
@@ -10,12 +13,90 @@ use anyhow::{Context, Result, bail};
 /// addresses than one box can use.
 pub const MAX_RANGE: u64 = 65_536;
 
-/// A connection count: a run of 0 connections has nothing to hold or measure.
-pub fn parse_connections(s: &str) -> Result<u64, String> {
-    match s.trim().parse::<u64>() {
-        Ok(0) => Err("at least 1 connection is needed".to_owned()),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!("not a count: {s:?} (e.g. 100000)")),
+/// A connection count from the command line: `-n` of `c1m run`, `c1m client` and
+/// `c1m doctor`, `--expect`, `--max-conns`, the benchmarks' counts. At least 1 (a run of
+/// 0 connections has nothing to hold or measure), parsed by one parser for every flag
+/// and carried as this type from the flag to where it is split or counted against.
+/// Its `Display` is the plain number, which the same parser reads back (a child's argv).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Connections(NonZeroU64);
+
+impl Connections {
+    /// `None` for 0.
+    pub const fn new(n: u64) -> Option<Connections> {
+        match NonZeroU64::new(n) {
+            Some(n) => Some(Connections(n)),
+            None => None,
+        }
+    }
+
+    /// A count written in the source (a default): 0 fails to compile when used in a const.
+    pub const fn of(n: u64) -> Connections {
+        match Connections::new(n) {
+            Some(c) => c,
+            None => panic!("a connection count is at least 1"),
+        }
+    }
+
+    pub const fn get(self) -> u64 {
+        self.0.get()
+    }
+}
+
+impl std::fmt::Display for Connections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl std::str::FromStr for Connections {
+    type Err = String;
+
+    /// `1000000`, `1_000_000`, `10k`, `1M` or `1.5m` (k: thousand, m: million, either
+    /// case; a fraction only when the count comes out whole).
+    fn from_str(s: &str) -> Result<Connections, String> {
+        let hint = || format!("not a count: {s:?} (e.g. 100000, 10k or 1M)");
+        let t: String = s.trim().chars().filter(|&c| c != '_').collect();
+        let (digits, scale): (&str, u128) = match t.char_indices().last() {
+            Some((i, 'k' | 'K')) => (&t[..i], 1_000),
+            Some((i, 'm' | 'M')) => (&t[..i], 1_000_000),
+            _ => (&t[..], 1),
+        };
+        let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+        let all_digits = |x: &str| x.bytes().all(|b| b.is_ascii_digit());
+        if whole.is_empty() || !all_digits(whole) || !all_digits(fraction) {
+            return Err(hint());
+        }
+        let has_point = digits.contains('.');
+        if has_point && (fraction.is_empty() || scale == 1) {
+            return Err(hint());
+        }
+        let too_many = || {
+            format!(
+                "{s:?} is more connections than a count holds ({})",
+                u64::MAX
+            )
+        };
+        // Both parts over a common denominator, in u128 so no step overflows before the
+        // check (a fraction longer than the suffix's zeros cannot come out whole anyway).
+        let places = u32::try_from(fraction.len()).map_err(|_| hint())?;
+        let denominator = 10u128.checked_pow(places).ok_or_else(hint)?;
+        let whole: u128 = whole.parse().map_err(|_| too_many())?;
+        let fraction: u128 = if fraction.is_empty() {
+            0
+        } else {
+            fraction.parse().map_err(|_| hint())?
+        };
+        let scaled = whole
+            .checked_mul(denominator)
+            .and_then(|w| w.checked_add(fraction))
+            .and_then(|x| x.checked_mul(scale))
+            .ok_or_else(too_many)?;
+        if scaled % denominator != 0 {
+            return Err(format!("not a whole number of connections: {s:?}"));
+        }
+        let n = u64::try_from(scaled / denominator).map_err(|_| too_many())?;
+        Connections::new(n).ok_or_else(|| "at least 1 connection is needed".to_owned())
     }
 }
 
@@ -119,4 +200,67 @@ pub fn parse_ports(s: &str) -> Result<Vec<u16>> {
         bail!("no usable ports in {s:?}");
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> Result<u64, String> {
+        s.parse::<Connections>().map(Connections::get)
+    }
+
+    #[test]
+    fn counts_plain_and_with_suffixes() {
+        assert_eq!(n("1000000"), Ok(1_000_000));
+        assert_eq!(n(" 25000 "), Ok(25_000));
+        assert_eq!(n("1_000_000"), Ok(1_000_000));
+        assert_eq!(n("10k"), Ok(10_000));
+        assert_eq!(n("10K"), Ok(10_000));
+        assert_eq!(n("1M"), Ok(1_000_000));
+        assert_eq!(n("1m"), Ok(1_000_000));
+        assert_eq!(n("1.5M"), Ok(1_500_000));
+        assert_eq!(n("1.76m"), Ok(1_760_000));
+        assert_eq!(n("2.5k"), Ok(2_500));
+        assert_eq!(n("1"), Ok(1));
+    }
+
+    #[test]
+    fn zero_is_refused_in_every_spelling() {
+        for s in ["0", "0k", "0M", "0.0m", "000"] {
+            assert_eq!(
+                n(s),
+                Err("at least 1 connection is needed".to_owned()),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn junk_fractions_and_overflow_are_refused() {
+        for s in [
+            "", "k", "M", "-1", "+5", "1.5", "1e6", "10 k", "1kk", "one", "1.k", ".5k",
+        ] {
+            assert!(n(s).unwrap_err().starts_with("not a count"), "{s}");
+        }
+        assert!(n("1.0001k").unwrap_err().contains("not a whole number"));
+        assert_eq!(n("18446744073709551615"), Ok(u64::MAX));
+        for s in [
+            "18446744073709551616",
+            "18446744073709552k",
+            "99999999999999999999999999999999999999999M",
+        ] {
+            assert!(n(s).unwrap_err().contains("more connections than"), "{s}");
+        }
+        // A fraction too long to scale is junk, never a panic.
+        assert!(n(&format!("1.{}m", "1".repeat(60))).is_err());
+    }
+
+    #[test]
+    fn display_reads_back() {
+        for c in [Connections::of(1), Connections::of(1_760_000)] {
+            assert_eq!(c.to_string().parse::<Connections>(), Ok(c));
+        }
+        assert_eq!(Connections::new(0), None);
+    }
 }

@@ -11,6 +11,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use crate::{
+    args::Connections,
     observer::{Observer, ObserverConfig, privileges},
     workload::bench::BenchArgs,
 };
@@ -21,8 +22,8 @@ pub struct BenchCmd {
     pub workload: BenchArgs,
     /// Connections per round of the `observer` scenario (both ends in one process, so
     /// at most half the fd limit).
-    #[arg(long, default_value_t = 8000)]
-    pub observer_round: u64,
+    #[arg(long, default_value_t = Connections::of(8000))]
+    pub observer_round: Connections,
     /// Rounds per measurement of the `observer` scenario.
     #[arg(long, default_value_t = 4)]
     pub observer_rounds: u32,
@@ -49,7 +50,7 @@ pub fn run(mut cmd: BenchCmd) -> Result<()> {
         crate::workload::bench::run(cmd.workload.clone())?;
     }
     if observer {
-        observer_overhead(cmd.observer_round, cmd.observer_rounds)?;
+        observer_overhead(cmd.observer_round.get(), cmd.observer_rounds)?;
     }
     Ok(())
 }

@@ -100,7 +100,7 @@ fn run() -> i32 {
         }
     };
     let result = match cli.command {
-        Command::Observe(args) => crate::observer::cli::run(args),
+        Command::Observe(args) => crate::observer::cli::run(args, crate::view::observe::line),
         Command::Doctor(args) => return exit_code(crate::lab::doctor::main(args)),
         // A `--servers` sequence is its own command: it starts `c1m run` processes.
         Command::Run(args) if args.servers.is_some() => {
@@ -172,6 +172,55 @@ mod tests {
                 line.contains(flag) && line.contains("e.g. 500ms, 3s, 2m, 1h30m"),
                 "{cmd:?} {flag}: {text}"
             );
+        }
+    }
+
+    /// Every connection-count flag of every subcommand: (argv before the flag, flag).
+    const CONNECTION_FLAGS: [(&[&str], &str); 9] = [
+        (&["run"], "-n"),
+        (&["run", "--clients", "external"], "--expect"),
+        (&["client"], "-n"),
+        (&["doctor"], "-n"),
+        (&["doctor"], "--connections"),
+        (&["server"], "--max-conns"),
+        (&["bench"], "--connections"),
+        (&["bench"], "--echo-connections"),
+        (&["bench"], "--observer-round"),
+    ];
+
+    #[test]
+    fn every_connection_count_takes_one_syntax_and_refuses_zero() {
+        for (cmd, flag) in CONNECTION_FLAGS {
+            let argv = |v: &'static str| {
+                let mut a = vec!["c1m"];
+                a.extend_from_slice(cmd);
+                a.extend([flag, v]);
+                a
+            };
+            for ok in ["1000000", "10k", "1M", "1.5m"] {
+                if let Err(e) = Cli::try_parse_from(argv(ok)) {
+                    panic!("{cmd:?} {flag} {ok}: {e}");
+                }
+            }
+            for (bad, says) in [
+                ("0", "at least 1 connection is needed"),
+                ("ten", "e.g. 100000, 10k or 1M"),
+                (
+                    "99999999999999999999",
+                    "more connections than a count holds",
+                ),
+            ] {
+                let Err(e) = Cli::try_parse_from(argv(bad)) else {
+                    panic!("{cmd:?} {flag} {bad} was accepted");
+                };
+                let text = e.to_string();
+                let line = text.lines().next().unwrap_or_default();
+                let long = if flag == "-n" { "--connections" } else { flag };
+                assert!(
+                    line.contains(long) && line.contains(says),
+                    "{cmd:?} {flag} {bad}: {text}"
+                );
+            }
         }
     }
 }

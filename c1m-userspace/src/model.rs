@@ -544,6 +544,9 @@ pub struct PerConnection {
     /// Kernel bytes per connection (both sockets of it).
     pub kernel_bytes: Option<f64>,
     pub kernel_bytes_per_socket: Option<f64>,
+    /// When these figures were true, ms since the Unix epoch: the kernel walk's end, else
+    /// the app's counts (0: a run recorded before this was).
+    pub at_unix_ms: u64,
 }
 
 /// What a run is, fixed when it starts: the labels of Prometheus's `c1m_run_info`, which

@@ -246,7 +246,7 @@ fn the_cluster_run_is_what_c1m_expects() {
         );
         assert_eq!(c.connections, expect, "-n is the total the server expects");
         total += shard
-            .map(|s| s.connections(c.connections).expect("share"))
+            .map(|s| s.connections(c.connections).expect("share").get())
             .unwrap_or(0);
         assert_eq!(c.hosts, [service_name]);
         assert_eq!(
@@ -258,7 +258,7 @@ fn the_cluster_run_is_what_c1m_expects() {
         }
         run_dirs.push(c.hosts_run.run_dir.expect("--run-dir"));
     }
-    assert_eq!(total, expect, "the shares sum to --expect");
+    assert_eq!(total, expect.get(), "the shares sum to --expect");
     run_dirs.dedup();
     assert_eq!(
         run_dirs.len() as u64,

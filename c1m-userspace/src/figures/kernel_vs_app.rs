@@ -21,6 +21,7 @@ use std::cmp::Ordering;
 
 use c1m_common::tcp_state;
 
+use super::counts::{self, Side, gauge};
 use crate::fmt::{count, int, whole};
 use crate::{
     model::{KernelVsApp, Source},
@@ -33,6 +34,7 @@ pub const SERVER_OPEN: &str = "server open";
 pub const SERVER_ACCEPTED: &str = "server accepted";
 pub const CLIENT_OPEN: &str = "client open";
 pub const CLIENT_CONNECTING: &str = "client connecting";
+pub const CLIENT_HOSTS_OPEN: &str = "client open (client hosts, summed)";
 
 /// The source of a row's app figure (`KernelVsApp::what`): the server's snapshot for
 /// the server rows, the client's for the client rows; its kernel figure is the kernel
@@ -73,13 +75,29 @@ pub fn kernel_vs_app(
     rows
 }
 
+/// A merged run's client row (`c1m merge`): the client hosts' kernels' ESTABLISHED to
+/// the server and their apps' open connections, each summed over the hosts at one
+/// instant. Each host's own rows, with their explanations, stay in its folder.
+pub fn client_hosts_open(kernel: Option<i64>, app: Option<i64>) -> KernelVsApp {
+    KernelVsApp {
+        what: CLIENT_HOSTS_OPEN.to_owned(),
+        kernel,
+        app,
+        agree: kernel.is_some() && kernel == app,
+        explanation: kernel.is_none().then(|| {
+            "the client hosts' kernels were not read (each host's own rows are in its folder)"
+                .to_owned()
+        }),
+    }
+}
+
 /// The row named `what`, if present.
 pub fn row<'a>(rows: &'a [KernelVsApp], what: &str) -> Option<&'a KernelVsApp> {
     rows.iter().find(|r| r.what == what)
 }
 
 fn server_open(k: Option<&KernelView>, app: Option<&AppSnapshot>) -> KernelVsApp {
-    let kernel = k.map(|k| k.server.state(tcp_state::ESTABLISHED));
+    let kernel = k.map(|k| counts::kernel_established(k, Side::Server).value);
     let app_n = app.map(|a| gauge(a.counters.open));
     let mut why = Why::default();
     if let (Some(k), Some(a), Some(kn), Some(an)) = (k, app, kernel, app_n) {
@@ -108,7 +126,7 @@ fn server_open(k: Option<&KernelView>, app: Option<&AppSnapshot>) -> KernelVsApp
 }
 
 fn server_accepted(k: Option<&KernelView>, app: Option<&AppSnapshot>) -> KernelVsApp {
-    let kernel = k.map(|k| gauge(k.server.established_total));
+    let kernel = k.map(|k| gauge(counts::kernel_established_total(k, Side::Server).value));
     let app_n = app.map(|a| gauge(a.counters.accepted));
     let mut why = Why::default();
     if let (Some(k), Some(a), Some(kn), Some(an)) = (k, app, kernel, app_n) {
@@ -134,7 +152,7 @@ fn server_accepted(k: Option<&KernelView>, app: Option<&AppSnapshot>) -> KernelV
 }
 
 fn client_open(k: Option<&KernelView>, app: Option<&AppSnapshot>) -> KernelVsApp {
-    let kernel = k.map(|k| k.client.state(tcp_state::ESTABLISHED));
+    let kernel = k.map(|k| counts::kernel_established(k, Side::Client).value);
     let app_n = app.map(|a| gauge(a.counters.open));
     let mut why = Why::default();
     if let (Some(k), Some(a), Some(kn), Some(an)) = (k, app, kernel, app_n) {
@@ -229,7 +247,7 @@ fn closing_note(side: &SideView, notes: &mut Vec<String>) {
 }
 
 fn accept_queue_notes(k: &KernelView, notes: &mut Vec<String>) {
-    let overflows = k.queue_overflows();
+    let overflows = counts::accept_queue_overflows(k).value;
     if overflows > 0 {
         let acks = k.queue_overflow_acks();
         let mut s = format!(
@@ -313,11 +331,6 @@ fn started_before_attach(k: &KernelView, a: &AppSnapshot) -> Option<f64> {
     let attach = k.unix_ms as f64 / 1e3 - k.uptime_s;
     let early = attach - app_start;
     (early.is_finite() && early > ATTACH_TOLERANCE_S).then_some(early)
-}
-
-/// Saturating conversion of an app counter to the signed gauge type.
-fn gauge(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// Collects the parts of `K - A` and the notes of one row.

@@ -9,6 +9,7 @@
 //! answer makes a long interval, not a spike), and kernel memory between socket walks is
 //! *derived* (sockets now × bytes per socket at the last walk) and marked so.
 
+pub mod counts;
 pub mod kernel_vs_app;
 
 use std::collections::VecDeque;
@@ -16,6 +17,7 @@ use std::collections::VecDeque;
 use c1m_common::tcp_state;
 use serde::{Deserialize, Serialize};
 
+use self::counts::Side;
 use crate::{
     model::{KernelVsApp, STALE_AFTER_S, Sample, Source, headline_rate},
     observer::{KernelView, SideMemory, SideView},
@@ -81,6 +83,8 @@ pub struct SideFigures {
     /// Failures by cause, only the non-zero ones.
     pub app_failure_causes: Vec<(&'static str, u64)>,
     pub kernel_established: Option<i64>,
+    /// Connections of the side that reached ESTABLISHED since the observer attached.
+    pub kernel_established_total: Option<u64>,
     pub kernel_syn_sent: Option<i64>,
     /// SYN_RECV plus NEW_SYN_RECV (request sockets): half-open handshakes.
     pub kernel_syn_recv: Option<i64>,
@@ -123,10 +127,7 @@ impl SideFigures {
         app: Option<&AppSnapshot>,
         derive_memory: bool,
     ) -> SideFigures {
-        let k: Option<&SideView> = kernel.map(|k| match side {
-            Side::Server => &k.server,
-            Side::Client => &k.client,
-        });
+        let k: Option<&SideView> = kernel.map(|k| side.of(k));
         let mem: Option<&SideMemory> = kernel.and_then(|k| k.memory.as_ref()).map(|m| match side {
             Side::Server => &m.server,
             Side::Client => &m.client,
@@ -147,7 +148,9 @@ impl SideFigures {
             app_failure_causes: c
                 .map(|c| c.failures.iter().filter(|(_, n)| *n > 0).collect())
                 .unwrap_or_default(),
-            kernel_established: k.map(|s| s.state(tcp_state::ESTABLISHED)),
+            kernel_established: kernel.map(|k| counts::kernel_established(k, side).value),
+            kernel_established_total: kernel
+                .map(|k| counts::kernel_established_total(k, side).value),
             kernel_syn_sent: k.map(|s| s.state(tcp_state::SYN_SENT)),
             kernel_syn_recv: k.map(SideView::half_open),
             kernel_close_wait: k.map(|s| s.state(tcp_state::CLOSE_WAIT)),
@@ -186,12 +189,6 @@ impl SideFigures {
 /// Sockets of a side now, every state the gauges count.
 fn sockets_now(s: &SideView) -> i64 {
     s.states.values().copied().fold(0i64, i64::saturating_add)
-}
-
-#[derive(Clone, Copy)]
-enum Side {
-    Server,
-    Client,
 }
 
 /// Everything the views and exports show as numbers, at one instant.
@@ -286,7 +283,7 @@ impl Figures {
             listeners: kernel.map(|k| k.listeners.len()),
             queue_depth: kernel.map(KernelView::queue_depth),
             queue_limit: kernel.map(KernelView::queue_limit),
-            queue_overflows: kernel.map(KernelView::queue_overflows),
+            queue_overflows: kernel.map(|k| counts::accept_queue_overflows(k).value),
             queue_overflow_acks: kernel.and_then(KernelView::queue_overflow_acks),
             kernel_socket_bytes,
             kernel_bytes_per_socket: total_mem
@@ -300,6 +297,11 @@ impl Figures {
                 .map(KernelView::retransmits_explained),
             ..Figures::default()
         }
+    }
+
+    /// The kernel-vs-app rows that differ (see [`counts::mismatches`]).
+    pub fn mismatches(&self) -> Option<Vec<String>> {
+        counts::mismatches(&self.kernel_vs_app)
     }
 
     /// Is `source` there and older than the stale limit?

@@ -11,6 +11,7 @@ use super::{
     tuning::{self, Sweep, Tuning},
 };
 use crate::{
+    args::Connections,
     host,
     observer::{privileges, procfs},
     sysctl::{self, CONNTRACK_MAX, FILE_MAX, PORT_RANGE, SOMAXCONN, SYN_BACKLOG, TW_BUCKETS},
@@ -47,7 +48,7 @@ pub fn connections_that_fit(available: u64) -> u64 {
 /// What the run will ask of the box.
 #[derive(Debug, Clone)]
 pub struct Target {
-    pub connections: u64,
+    pub connections: Connections,
     pub server_ports: u64,
     pub sources: u64,
     pub observer: bool,
@@ -77,8 +78,8 @@ fn check(
 
 /// Every check for `target`.
 pub fn checks(target: &Target) -> Vec<Check> {
-    let n = target.connections;
-    let sockets = 2 * n;
+    let n = target.connections.get();
+    let sockets = n.saturating_mul(2);
     let mut out = Vec::new();
 
     let root = privileges::is_root();
@@ -112,7 +113,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
     let (soft, hard) = host::nofile_limits();
     // One process holds the fds of both ends only if server and client were one; each
     // side is its own process tree, so the per-process need is one side's sockets.
-    let per_process_need = n + 100;
+    let per_process_need = n.saturating_add(100);
     let workers = n.div_ceil(hard.saturating_sub(100).max(1) * 9 / 10);
     out.push(check(
         "ulimit -n (RLIMIT_NOFILE)",
@@ -246,7 +247,7 @@ pub fn checks(target: &Target) -> Vec<Check> {
     // A slot is a 256 B `tw_sock_TCP`, taken as the full sockets are freed.
     let tw_name = TW_BUCKETS;
     if let Some(cur) = sysctl::read_u64(tw_name) {
-        let want = n + n / 10;
+        let want = n.saturating_add(n / 10);
         out.push(Check {
             name: tw_name.to_owned(),
             current: cur.to_string(),
@@ -277,7 +278,9 @@ pub fn checks(target: &Target) -> Vec<Check> {
     }
 
     let available = host::mem_available();
-    let need = n * bytes_per_connection() + RESERVE_BYTES;
+    let need = n
+        .saturating_mul(bytes_per_connection())
+        .saturating_add(RESERVE_BYTES);
     let fit = connections_that_fit(available);
     out.push(check(
         "memory",
@@ -436,8 +439,8 @@ mod tests {
     #[test]
     fn a_foreign_server_past_one_process_fd_limit_is_said_before_the_run() {
         let (_, hard) = host::nofile_limits();
-        let target = |connections| Target {
-            connections,
+        let target = |n| Target {
+            connections: Connections::of(n),
             server_ports: 1,
             sources: 1,
             observer: false,
@@ -471,7 +474,7 @@ mod tests {
     /// A run far past what this box holds: every check has something to say.
     fn huge() -> Target {
         Target {
-            connections: 100_000_000,
+            connections: Connections::of(100_000_000),
             server_ports: 1,
             sources: 1,
             observer: false,
@@ -530,8 +533,8 @@ mod tests {
 #[derive(clap::Args, Debug, Clone)]
 pub struct DoctorArgs {
     /// Connections the run should hold (default: 1,000,000).
-    #[arg(short = 'n', long, default_value_t = 1_000_000)]
-    pub connections: u64,
+    #[arg(short = 'n', long, default_value_t = Connections::of(1_000_000))]
+    pub connections: Connections,
     /// Server ports the run will use.
     #[arg(long, default_value = "8000-8099")]
     pub ports: String,
@@ -573,7 +576,7 @@ pub fn main(args: DoctorArgs) -> anyhow::Result<i32> {
         server_ports,
         sources: args.sources.unwrap_or_else(|| {
             let ephemeral = crate::workload::limits::ephemeral_ports().unwrap_or(28_232);
-            super::run::sources::choose(args.connections, server_ports, ephemeral).count
+            super::run::sources::choose(args.connections.get(), server_ports, ephemeral).count
         }),
         observer: !args.no_observer,
         foreign_server: args.foreign,

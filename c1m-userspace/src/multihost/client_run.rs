@@ -73,7 +73,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         && let Some(eph) = limits::ephemeral_ports()
     {
         let pairs = sources.len().max(1) as u64 * targets.len() as u64;
-        if pairs * eph < a.connections {
+        if pairs * eph < a.connections.get() {
             eprintln!(
                 "c1m client: warning: {} connections over {pairs} (source, destination) pairs × {eph} ephemeral \
                  ports (net.ipv4.ip_local_port_range) cannot fit; expect EADDRNOTAVAIL: add --source addresses \
@@ -83,7 +83,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
         }
     }
     let plan = plan_client(
-        a.connections,
+        a.connections.get(),
         nofile,
         a.workers,
         a.common.threads.unwrap_or_else(cpus),
@@ -131,7 +131,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
                 mode: a.mode.name().to_owned(),
                 engine: a.common.engine.name().to_owned(),
                 server: a.hosts.join(","),
-                target_connections: a.connections,
+                target_connections: a.connections.get(),
             },
         ))?),
         None => None,
@@ -150,12 +150,12 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
                     .unwrap_or_else(|| crate::lab::run::host::machine().hostname),
                 shard_index: shard.map(|s| s.index),
                 shard_count: shard.map(|s| s.count),
-                connections_total: Some(total),
+                connections_total: Some(total.get()),
                 clock,
                 clock_end: None,
             };
             let config = crate::model::RunConfig {
-                connections: a.connections,
+                connections: a.connections.get(),
                 connections_reason: match shard {
                     Some(s) => format!("shard {}/{} of {total}", s.index, s.count),
                     None => "asked".to_owned(),
@@ -189,7 +189,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
     let o = Options {
         side: Side::Client,
         mode: a.mode,
-        target: a.connections,
+        target: a.connections.get(),
         control: a.common.control,
         control_token_file: a.common.control_token_file,
         stats_json: a.common.stats_json,
@@ -201,7 +201,7 @@ pub fn run_client(a: ClientArgs) -> Result<()> {
             Hold::Forever => None,
         },
         stay: a.stay,
-        step: a.step.unwrap_or_else(|| default_step(a.connections)),
+        step: a.step.unwrap_or_else(|| default_step(a.connections.get())),
         rate: a.rate,
         start_at_unix_ns: a.hosts_run.start_at.map(|t| {
             t.duration_since(std::time::UNIX_EPOCH)

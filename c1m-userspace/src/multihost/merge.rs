@@ -492,18 +492,10 @@ fn phase_rows(rows: &mut Vec<KernelVsApp>, ended_unix_ms: u64, hosts: &[Host]) {
     }];
     align_samples(&mut one, hosts);
     let [s] = one;
-    let kernel = s.kernel_client_established;
-    let app = s.client_open.map(|v| v as i64);
-    rows.push(KernelVsApp {
-        what: "client open (client hosts, summed)".to_owned(),
-        kernel,
-        app,
-        agree: kernel.is_some() && kernel == app,
-        explanation: kernel.is_none().then(|| {
-            "the client hosts' kernels were not read (each host's own rows are in its folder)"
-                .to_owned()
-        }),
-    });
+    rows.push(crate::figures::kernel_vs_app::client_hosts_open(
+        s.kernel_client_established,
+        s.client_open.map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
+    ));
 }
 
 fn breakdown(h: &Host) -> HostBreakdown {

@@ -7,7 +7,6 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use c1m_common::tcp_state;
 use clap::Args;
 
 use super::{KernelView, Observer, ObserverConfig};
@@ -53,9 +52,10 @@ impl ObserveArgs {
     }
 }
 
-pub fn run(args: ObserveArgs) -> Result<()> {
+/// Runs `c1m observe`; `line` makes a view's human line (the figures are a layer above).
+pub fn run(args: ObserveArgs, line: fn(&KernelView) -> String) -> Result<()> {
     let mut observer = start(&args)?;
-    let watched = watch(&args, &mut observer);
+    let watched = watch(&args, &mut observer, line);
     if args.audit {
         // Afresh: the last line's view may be an interval old.
         let view = observer.snapshot().context("reading the kernel's view")?;
@@ -83,7 +83,11 @@ fn start(args: &ObserveArgs) -> Result<Observer> {
 }
 
 /// Prints a line per interval until the duration ends, Ctrl-C, or the reader leaves.
-fn watch(args: &ObserveArgs, observer: &mut Observer) -> Result<()> {
+fn watch(
+    args: &ObserveArgs,
+    observer: &mut Observer,
+    line: fn(&KernelView) -> String,
+) -> Result<()> {
     let stop = shutdown_flag()?;
     let started = Instant::now();
     let interval = Duration::from_secs_f64(args.interval);
@@ -94,7 +98,7 @@ fn watch(args: &ObserveArgs, observer: &mut Observer) -> Result<()> {
         let line = if args.json {
             serde_json::to_string(&view)?
         } else {
-            plain_line(&view)
+            line(&view)
         };
         if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
             return Ok(()); // reader went away (e.g. `| head`)
@@ -120,37 +124,6 @@ fn watch(args: &ObserveArgs, observer: &mut Observer) -> Result<()> {
             );
         }
     }
-}
-
-/// One human line: established per side, handshake states, listeners, memory.
-pub fn plain_line(v: &KernelView) -> String {
-    let s = &v.server;
-    let c = &v.client;
-    let queue = v.queue_depth();
-    let overflows = v.queue_overflows();
-    let mut line = format!(
-        "t={:.0}s server: est {} syn_recv {} close_wait {} time_wait {} | client: est {} syn_sent {} time_wait {} | \
-         accept queue {} overflows {} | est/s {:.0}",
-        v.uptime_s,
-        s.state(tcp_state::ESTABLISHED),
-        s.half_open(),
-        s.state(tcp_state::CLOSE_WAIT),
-        s.state(tcp_state::TIME_WAIT),
-        c.state(tcp_state::ESTABLISHED),
-        c.state(tcp_state::SYN_SENT),
-        c.state(tcp_state::TIME_WAIT),
-        queue,
-        overflows,
-        s.established_per_s + c.established_per_s,
-    );
-    if let Some(m) = &v.memory {
-        line.push_str(&format!(
-            " | kernel mem {} ({:.0} B/socket)",
-            crate::fmt::bytes(m.total.total_bytes as f64),
-            m.total.bytes_per_socket
-        ));
-    }
-    line
 }
 
 #[cfg(test)]

@@ -173,7 +173,7 @@ pub(crate) fn key_figures_of(run: &RunRecord, hists: &[RunHist], full_latency: b
     let overflows = run
         .kernel
         .as_ref()
-        .map(|k| k.queue_overflows() as f64)
+        .map(|k| crate::figures::counts::accept_queue_overflows(k).value as f64)
         .or_else(|| peak(s, |x| x.kernel_accept_queue_overflows.map(|v| v as f64)));
     let failures = run
         .client

@@ -385,6 +385,7 @@ fn build(with_snapshots: bool) -> (RunRecord, Vec<(String, AppSnapshot)>) {
             client_user_bytes: Some(CLIENT_PER_CONN),
             kernel_bytes: Some(2.0 * KERNEL_PER_SOCKET),
             kernel_bytes_per_socket: Some(KERNEL_PER_SOCKET),
+            ..PerConnection::default()
         },
         warnings: vec![
             "port 8001: the accept queue overflowed 37 times during setup (backlog 4096): raise --backlog or lower --rate".to_owned(),

@@ -45,24 +45,10 @@ pub const KEYS: [&str; 29] = [
 /// One line (no newline) with the key figures of both sides.
 pub fn line(state: &LiveState) -> String {
     let f = &state.figures;
-    let rows = &f.kernel_vs_app;
-    let compared: Vec<_> = rows
-        .iter()
-        .filter(|r| r.kernel.is_some() && r.app.is_some())
-        .collect();
-    let mismatch = if compared.is_empty() {
-        NA.to_owned()
-    } else {
-        let differ: Vec<String> = compared
-            .iter()
-            .filter(|r| !r.agree)
-            .map(|r| r.what.replace(' ', "_"))
-            .collect();
-        if differ.is_empty() {
-            "none".to_owned()
-        } else {
-            differ.join(",")
-        }
+    let mismatch = match f.mismatches() {
+        None => NA.to_owned(),
+        Some(differ) if differ.is_empty() => "none".to_owned(),
+        Some(differ) => differ.join(","),
     };
     // Sources whose figures on this line are older than two ticks, with their age.
     let stale: Vec<String> = Source::ALL

@@ -21,7 +21,10 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use tokio::process::{Child, Command};
 
-use crate::observer::mib::{self, MibCounters};
+use crate::{
+    args::Connections,
+    observer::mib::{self, MibCounters},
+};
 
 use super::{
     config::EngineKind,
@@ -38,11 +41,11 @@ pub struct BenchArgs {
     #[arg(long, value_enum, env = "C1M_ENGINE", default_value_t = EngineKind::Epoll)]
     pub engine: EngineKind,
     /// Connections for `idle` and `push`.
-    #[arg(long, default_value_t = 100_000)]
-    pub connections: u64,
+    #[arg(long, default_value_t = Connections::of(100_000))]
+    pub connections: Connections,
     /// Connections for `echo`.
-    #[arg(long, default_value_t = 2_000)]
-    pub echo_connections: u64,
+    #[arg(long, default_value_t = Connections::of(2_000))]
+    pub echo_connections: Connections,
     /// Measurement window for `echo`.
     #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
     pub echo_time: Duration,
@@ -275,7 +278,7 @@ async fn settled(p: &Pair, a: &BenchArgs) -> Result<u64> {
 
 /// N idle connections: setup rate, bytes per connection.
 pub async fn bench_idle(a: &BenchArgs) -> Result<IdleFigures> {
-    let n = a.connections;
+    let n = a.connections.get();
     let base = mib::read().ok();
     let p = Pair::start(a, "hold", n, &[]).await?;
     ramped(&p, a, n).await?;
@@ -313,7 +316,7 @@ pub async fn bench_idle(a: &BenchArgs) -> Result<IdleFigures> {
 /// CPU sooner, so per-message latency drops). Each push's histograms are its own: the
 /// second is the client's histogram after it minus the one before.
 pub async fn bench_push(a: &BenchArgs) -> Result<PushBench> {
-    let n = a.connections;
+    let n = a.connections.get();
     let base = mib::read().ok();
     // Per message from each frame's write: what the writers' pacing changes (the lab's
     // default, from the broadcast start, is the fan-out's to each frame).
@@ -391,7 +394,7 @@ fn print_setup_kernel(k: &Option<MibCounters>, n: u64) {
 
 /// Back-to-back echo round trips on `echo_connections` connections.
 pub async fn bench_echo(a: &BenchArgs) -> Result<EchoFigures> {
-    let n = a.echo_connections;
+    let n = a.echo_connections.get();
     let p = Pair::start(a, "echo", n, &["--payload-size", "16"]).await?;
     ramped(&p, a, n).await?;
     // Warm up one second, then measure over the window.

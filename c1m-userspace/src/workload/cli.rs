@@ -19,7 +19,7 @@ use super::{
     push_trigger::PushTrigger,
     supervisor::{self, Options, Side},
 };
-use crate::args::{parse_addrs, parse_connections, parse_ports, parse_rate};
+use crate::args::{Connections, parse_addrs, parse_ports, parse_rate};
 
 /// The flags `c1m server` and `c1m client` share, word for word.
 #[derive(Args, Debug, Clone)]
@@ -62,7 +62,7 @@ pub struct ServerArgs {
     /// Concurrent connections to size for. Past one process's RLIMIT_NOFILE the server
     /// spreads over worker processes (default: what one process can hold).
     #[arg(long)]
-    pub max_conns: Option<u64>,
+    pub max_conns: Option<Connections>,
     /// Force this many worker processes (0: decide from --max-conns and the fd limit).
     #[arg(long, default_value_t = 0)]
     pub workers: u64,
@@ -107,8 +107,8 @@ pub struct ClientArgs {
     #[arg(long, default_value = "8000-8099")]
     pub ports: String,
     /// Connections to open (at least 1).
-    #[arg(short = 'n', long, default_value_t = 1000, value_parser = parse_connections)]
-    pub connections: u64,
+    #[arg(short = 'n', long, default_value_t = Connections::of(1000))]
+    pub connections: Connections,
     /// Target setup rate in connections per second (0: as fast as --in-flight allows).
     #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
     pub rate: f64,
@@ -274,7 +274,7 @@ pub fn run_server(a: ServerArgs) -> Result<()> {
     let nofile = limits::raise_nofile().context("RLIMIT_NOFILE")?;
     let listeners = listen.len() as u64;
     let one_process = limits::conn_cap(nofile, listeners, true);
-    let expected = a.max_conns.unwrap_or(one_process);
+    let expected = a.max_conns.map_or(one_process, Connections::get);
     let plan = plan_server(
         expected,
         listeners,
@@ -356,7 +356,7 @@ impl ClientArgs {
                     bail!("--source-ports needs --source addresses to bind");
                 }
                 let room = sources.len() as u64 * (u64::from(hi - lo) + 1);
-                if room < self.connections {
+                if room < self.connections.get() {
                     bail!(
                         "{} connections need {} (source address, port) pairs but --source × --source-ports gives {room}: \
                          add --source addresses or widen --source-ports",

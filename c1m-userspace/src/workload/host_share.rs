@@ -9,6 +9,8 @@ use std::{
 
 use thiserror::Error;
 
+use crate::args::Connections;
+
 /// The index a Kubernetes Indexed Job gives each pod (`completionMode: Indexed`).
 pub const INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
 /// The number of client hosts. Kubernetes sets no variable for a Job's `completions`,
@@ -78,14 +80,21 @@ pub fn resolve(
 impl ShardOf {
     /// This host's connections: `total / count`, the remainder spread one each over the
     /// first hosts, so the shares sum to `total` exactly.
-    pub fn connections(self, total: u64) -> Result<u64, ShareError> {
-        if total < self.count {
-            return Err(ShareError::TooFewConnections {
-                total,
-                count: self.count,
-            });
+    pub fn connections(self, total: Connections) -> Result<Connections, ShareError> {
+        let too_few = ShareError::TooFewConnections {
+            total: total.get(),
+            count: self.count,
+        };
+        if total.get() < self.count {
+            return Err(too_few);
         }
-        Ok(total / self.count + u64::from(self.index < total % self.count))
+        Connections::new(self.part(total.get())).ok_or(too_few)
+    }
+
+    /// This host's part of `total` items: `total / count`, the remainder one each to
+    /// the first hosts (0 when there are fewer items than hosts).
+    fn part(self, total: u64) -> u64 {
+        total / self.count.max(1) + u64::from(self.index < total % self.count.max(1))
     }
 
     /// Global index of this host's first connection (the hosts before it, summed).
@@ -96,8 +105,8 @@ impl ShardOf {
 
     /// This host's share of the setup rate: proportional to its connections, so every
     /// host ramps for the same time and the hosts together ramp at `rate`.
-    pub fn rate(self, rate: f64, total: u64) -> Result<f64, ShareError> {
-        Ok(rate * self.connections(total)? as f64 / total.max(1) as f64)
+    pub fn rate(self, rate: f64, total: Connections) -> Result<f64, ShareError> {
+        Ok(rate * self.connections(total)?.get() as f64 / total.get() as f64)
     }
 
     /// This host's source addresses: a contiguous slice, the remainder spread as for
@@ -114,7 +123,7 @@ impl ShardOf {
             });
         }
         let first = self.first(n) as usize;
-        let len = self.connections(n)? as usize;
+        let len = self.part(n) as usize;
         Ok(all[first..first + len].to_vec())
     }
 }
@@ -138,8 +147,9 @@ mod tests {
     #[test]
     fn shares_sum_exactly_with_the_remainder_first() {
         for (total, count) in [(30_000, 2), (10, 3), (1_000_003, 7), (5, 5)] {
+            let n = Connections::of(total);
             let shares: Vec<u64> = (0..count)
-                .map(|index| ShardOf { index, count }.connections(total).unwrap())
+                .map(|index| ShardOf { index, count }.connections(n).unwrap().get())
                 .collect();
             assert_eq!(shares.iter().sum::<u64>(), total);
             assert!(shares.windows(2).all(|w| w[0] >= w[1] && w[0] - w[1] <= 1));
@@ -148,12 +158,12 @@ mod tests {
                 assert_eq!(s.first(total), shares[..index as usize].iter().sum::<u64>());
             }
             let rates: f64 = (0..count)
-                .map(|index| ShardOf { index, count }.rate(10_000.0, total).unwrap())
+                .map(|index| ShardOf { index, count }.rate(10_000.0, n).unwrap())
                 .sum();
             assert!((rates - 10_000.0).abs() < 1e-6);
         }
         assert_eq!(
-            ShardOf { index: 0, count: 3 }.connections(2),
+            ShardOf { index: 0, count: 3 }.connections(Connections::of(2)),
             Err(ShareError::TooFewConnections { total: 2, count: 3 })
         );
     }

@@ -11,8 +11,11 @@ use std::{ffi::OsString, path::Path, time::Duration};
 use clap::{Args, Command, FromArgMatches};
 use thiserror::Error;
 
-use super::flags::{RunArgs, TargetArg};
-use crate::workload::cli::{ClientArgs, CommonArgs, Hold, ServerArgs};
+use super::flags::RunArgs;
+use crate::{
+    args::Connections,
+    workload::cli::{ClientArgs, CommonArgs, Hold, ServerArgs},
+};
 
 #[derive(Debug, Error)]
 pub enum ChildArgsError {
@@ -259,13 +262,7 @@ pub fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         metrics_listener: _,
     } = a;
     let mut v = Argv::new::<RunArgs>("run");
-    v.opt(
-        "connections",
-        connections.map(|c| match c {
-            TargetArg::Count(n) => n.to_string(),
-            TargetArg::Max => "max".to_owned(),
-        }),
-    );
+    v.opt("connections", connections.map(|c| c.to_string()));
     v.value("rate", rate.to_string());
     // --target sets the address and ports itself (and conflicts with both flags).
     if target.is_none() {
@@ -346,7 +343,7 @@ pub struct ChildPlan {
 }
 
 impl ChildPlan {
-    pub fn new(args: &RunArgs, n: u64, sources: &str, dir: &Path) -> anyhow::Result<Self> {
+    pub fn new(args: &RunArgs, n: Connections, sources: &str, dir: &Path) -> anyhow::Result<Self> {
         let mut server: ServerArgs = defaults("server")?;
         server.addrs = vec![args.addr.clone()];
         server.ports = args.ports.to_string();
@@ -402,7 +399,7 @@ mod tests {
         a.addrs = vec!["127.0.0.1".into(), "127.0.0.2-127.0.0.3".into()];
         a.ports = "9000-9009".into();
         a.mode = Mode::Ws;
-        a.max_conns = Some(3000);
+        a.max_conns = Some(Connections::of(3000));
         a.common.threads = Some(3);
         a.push_every = Some(Duration::from_millis(1500));
         a.common.control = Some("/tmp/x/server.sock".into());
@@ -414,7 +411,7 @@ mod tests {
 
     fn client() -> ClientArgs {
         let mut a: ClientArgs = defaults("client").unwrap();
-        a.connections = 25_000;
+        a.connections = Connections::of(25_000);
         a.rate = 25_000.0;
         a.hold = Hold::Forever;
         a.sources = vec!["127.0.0.2-127.0.0.4".into()];
@@ -566,8 +563,8 @@ mod tests {
     #[test]
     fn the_childs_parser_rejects_what_the_child_would() {
         let mut a = client();
-        a.connections = 0;
+        a.rate = -1.0;
         let e = parse::<ClientArgs>(&client_argv(&a).unwrap()).unwrap_err();
-        assert!(e.to_string().contains("--connections"), "{e}");
+        assert!(e.to_string().contains("--rate"), "{e}");
     }
 }

@@ -16,8 +16,8 @@ use super::{
     phases::{
         Limit, LimitWatch, PUSH_MARK, PUSH_STALL, Progress, PushPhase, SERVER_START, SETTLING,
         Setup, TEARDOWN, clients_all_dead, foreign_rounds, foreign_want, frames, local_setup,
-        progress, push_audience, push_phase, push_reached, push_witness, server_established,
-        server_started, settled, setup_limit, torn_down,
+        progress, push_audience, push_phase, push_reached, push_witness, server_started, settled,
+        setup_limit, torn_down,
     },
     stall::StallWatch,
 };
@@ -124,7 +124,7 @@ impl Lab {
         let set_up = if external {
             // The clients' hosts say nothing to this one: the kernel's count is the word.
             self.wait_for("setup (external clients)", setup_timeout, |s, _, k| {
-                server_established(s, k) >= n
+                crate::figures::counts::server_established(k, s).is_some_and(|e| e.value >= n)
             })
             .await?
         } else {

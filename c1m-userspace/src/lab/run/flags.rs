@@ -16,6 +16,7 @@ use super::{
     isolation,
 };
 use crate::{
+    args::Connections,
     util::PortList,
     workload::{
         config::{EngineKind, Mode},
@@ -29,7 +30,7 @@ use crate::{
 pub struct RunArgs {
     /// Connections to open and hold, at least 1, or `max`: the most free memory allows
     /// (default: 1,000,000, or fewer if memory does not allow it).
-    #[arg(help_heading = "Workload", short = 'n', long, value_parser = parse_target)]
+    #[arg(help_heading = "Workload", short = 'n', long)]
     pub connections: Option<TargetArg>,
     /// Target setup rate, connections per second (the seeds ramped at 10,000/s; 0: as
     /// fast as the client's in-flight bound allows).
@@ -100,8 +101,12 @@ pub struct RunArgs {
     #[arg(help_heading = "Client hosts", long, value_enum, default_value_t = Clients::Local)]
     pub clients: Clients,
     /// External clients: the connections to wait for (the clients' -n over all hosts).
-    #[arg(help_heading = "Client hosts", long, required_if_eq("clients", "external"), value_parser = crate::args::parse_connections)]
-    pub expect: Option<u64>,
+    #[arg(
+        help_heading = "Client hosts",
+        long,
+        required_if_eq("clients", "external")
+    )]
+    pub expect: Option<Connections>,
     /// External clients: the server's control endpoint HOST:PORT, which client hosts
     /// name in --clock-from (`time` is open, anything else needs the token the server
     /// writes to the run folder's server.token). Default: the first --addr, port 7999.
@@ -309,16 +314,30 @@ pub(super) const EXTERNAL_CONTROL_PORT: u16 = 7999;
 /// What `-n` asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TargetArg {
-    Count(u64),
+    Count(Connections),
     /// The largest target doctor says fits.
     Max,
 }
 
-fn parse_target(s: &str) -> Result<TargetArg, String> {
-    if s.trim() == "max" {
-        Ok(TargetArg::Max)
-    } else {
-        crate::args::parse_connections(s).map(TargetArg::Count)
+impl std::str::FromStr for TargetArg {
+    type Err = String;
+
+    /// A count as every `-n` reads it, or `max`.
+    fn from_str(s: &str) -> Result<TargetArg, String> {
+        if s.trim() == "max" {
+            Ok(TargetArg::Max)
+        } else {
+            s.parse().map(TargetArg::Count)
+        }
+    }
+}
+
+impl std::fmt::Display for TargetArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TargetArg::Count(n) => n.fmt(f),
+            TargetArg::Max => f.write_str("max"),
+        }
     }
 }
 
@@ -328,8 +347,17 @@ mod tests {
 
     #[test]
     fn target_is_a_count_or_max() {
-        assert_eq!(parse_target("max"), Ok(TargetArg::Max));
-        assert_eq!(parse_target("25000"), Ok(TargetArg::Count(25_000)));
-        assert!(parse_target("0").is_err());
+        assert_eq!("max".parse(), Ok(TargetArg::Max));
+        assert_eq!(
+            "25000".parse(),
+            Ok(TargetArg::Count(Connections::of(25_000)))
+        );
+        assert_eq!(
+            "1M".parse(),
+            Ok(TargetArg::Count(Connections::of(1_000_000)))
+        );
+        assert!("0".parse::<TargetArg>().is_err());
+        assert_eq!(TargetArg::Max.to_string(), "max");
+        assert_eq!(TargetArg::Count(Connections::of(7)).to_string(), "7");
     }
 }

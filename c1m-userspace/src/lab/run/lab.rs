@@ -19,9 +19,9 @@ use super::{
     verdict,
 };
 use crate::{
-    figures::{Figures, FiguresBuilder, Rows},
+    figures::{Figures, FiguresBuilder, Rows, counts},
     lab::live::Live,
-    model::{PerConnection, Phase, ProcessUsage, RunRecord},
+    model::{Phase, ProcessUsage, RunRecord},
     observer::{KernelView, ObserverHandle},
     workload::{
         config::Mode, push_format::PushFormat, push_trigger::PushTrigger,
@@ -352,22 +352,20 @@ impl Lab {
             ..ProcessUsage::default()
         };
         let kernel = self.kernel_view();
-        phase.kernel_socket_bytes = kernel
-            .as_ref()
-            .and_then(|k| k.memory.as_ref())
-            .map(|m| m.total.total_bytes);
-        phase.box_mem_available_bytes = crate::host::mem_available();
-        phase.kernel_vs_app = Figures::of_sources(
+        let figures = Figures::of_sources(
             crate::util::unix_ms_now(),
             kernel.as_ref(),
             self.last_server.as_ref(),
             self.last_client.as_ref(),
-        )
-        .kernel_vs_app;
+        );
+        // The phase ended on a full walk, so this is the walk's figure, not a derived one.
+        phase.kernel_socket_bytes = figures.kernel_socket_bytes;
+        phase.box_mem_available_bytes = crate::host::mem_available();
+        phase.kernel_vs_app = figures.kernel_vs_app;
         phase.notes = notes;
         // Figures per connection are taken when everything is held and idle.
         if phase.name == "idle" || phase.name == "setup" {
-            self.record.per_connection = per_connection(
+            self.record.per_connection = counts::per_connection(
                 kernel.as_ref(),
                 self.last_server.as_ref(),
                 self.last_client.as_ref(),
@@ -497,66 +495,32 @@ impl Lab {
 
     /// What the kernel, the client and the server's log say about a stalled setup.
     pub(super) fn stall_evidence(&self, n: u64) -> StallEvidence {
-        use c1m_common::tcp_state::ESTABLISHED;
-        let c = self
-            .last_client
-            .as_ref()
-            .map(|c| c.counters)
-            .unwrap_or_default();
+        let client = self.last_client.as_ref();
+        let c = client.map(|c| c.counters).unwrap_or_default();
         let k = self.kernel_view();
         StallEvidence {
             connected: c.connected,
             attempted: c.attempted,
             asked: n,
-            established_not_accepted: k
+            unanswered: k
                 .as_ref()
-                .map(|k| k.server.state(ESTABLISHED) - c.open as i64),
+                .and_then(|k| counts::unanswered(k, client))
+                .map(|x| x.value),
             accept_queue: k
                 .as_ref()
-                .filter(|k| !k.listeners.is_empty())
-                .map(KernelView::queue_depth),
+                .and_then(counts::accept_queue_waiting)
+                .map(|x| x.value),
             server_fds: self.last_server.as_ref().and_then(|s| s.open_fds),
-            accept_queue_overflows: k.as_ref().map(|k| k.queue_overflows()),
+            accept_queue_overflows: k
+                .as_ref()
+                .map(counts::accept_queue_overflows)
+                .map(|x| x.value),
             nofile: self.foreign.as_ref().and_then(ForeignServer::nofile),
             emfile_line: self
                 .foreign
                 .as_ref()
                 .and_then(ForeignServer::fd_exhaustion_line),
         }
-    }
-}
-
-fn per_connection(
-    k: Option<&KernelView>,
-    s: Option<&AppSnapshot>,
-    c: Option<&AppSnapshot>,
-) -> PerConnection {
-    let connections = c
-        .map(|c| c.counters.open)
-        .or(s.map(|s| s.counters.open))
-        .unwrap_or(0);
-    let memory = k.and_then(|k| k.memory.as_ref());
-    // Leftover TIME_WAIT and request sockets (e.g. of an earlier run) are not part of
-    // the held connections: take their slab cost out before dividing.
-    let held = memory.map(|m| {
-        let cost = |cache: &str| m.slab_object_bytes.get(cache).copied().unwrap_or(0);
-        let mini = m.total.time_wait_sockets * cost("tw_sock_TCP")
-            + m.total.request_sockets * cost("request_sock_TCP");
-        (
-            m.total.total_bytes.saturating_sub(mini),
-            m.total.full_sockets,
-        )
-    });
-    PerConnection {
-        connections,
-        server_user_bytes: s.and_then(|s| s.rss_per_connection_bytes),
-        client_user_bytes: c.and_then(|c| c.rss_per_connection_bytes),
-        kernel_bytes: held
-            .filter(|_| connections > 0)
-            .map(|(bytes, _)| bytes as f64 / connections as f64),
-        kernel_bytes_per_socket: held
-            .filter(|(_, n)| *n > 0)
-            .map(|(bytes, n)| bytes as f64 / n as f64),
     }
 }
 

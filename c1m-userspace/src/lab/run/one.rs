@@ -90,7 +90,7 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     say!(
         args.json,
         "c1m run: {} connections ({reason}), {}, mode {}",
-        count(connections),
+        count(connections.get()),
         crate::fmt::pace(args.rate),
         args.mode.name()
     );
@@ -130,7 +130,7 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         started_unix_ms: started_ms,
         outcome: Outcome::Running,
         config: RunConfig {
-            connections,
+            connections: connections.get(),
             connections_reason: reason,
             rate_per_s: args.rate,
             mode: args.mode.name().to_owned(),
@@ -191,7 +191,7 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     let title = format!(
         "c1m run: {} {} connections · {}",
         args.mode.name(),
-        count(connections),
+        count(connections.get()),
         record
             .server_info
             .as_ref()
@@ -214,7 +214,7 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
                 .server_name
                 .clone()
                 .unwrap_or_else(|| spec.name(args.server_engine.unwrap_or(args.engine))),
-            target_connections: connections,
+            target_connections: connections.get(),
         },
         started_ms,
     )
@@ -281,10 +281,10 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         trigger,
         push_format: args.push_format.clone(),
         mode: args.mode,
-        target: connections,
+        target: connections.get(),
     };
 
-    let result = lab.drive(&args, connections, &plan).await;
+    let result = lab.drive(&args, connections.get(), &plan).await;
     lab.stop_servers_and_clients().await;
     // A server that printed its versions late (or had to be waited for) is named now.
     lab.record_versions();
@@ -298,7 +298,7 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         .as_ref()
         .map(crate::observer::audit::audit);
     if result.is_ok() && !lab.interrupted {
-        lab.conclude(connections);
+        lab.conclude(connections.get());
     }
     if let Err(e) = &result {
         lab.record

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::stall::StallWatch;
 use crate::{
+    figures::counts,
     fmt::count,
     observer::KernelView,
     workload::{config::Mode, push_trigger::PushTrigger, stats::snapshot::AppSnapshot},
@@ -211,36 +212,6 @@ pub(super) fn local_setup(
     }
 }
 
-/// Server-side connections ESTABLISHED in the kernel (the app's open count without
-/// the observer).
-pub(super) fn server_established(s: Option<&AppSnapshot>, k: Option<&KernelView>) -> u64 {
-    use c1m_common::tcp_state::ESTABLISHED;
-    match k {
-        Some(k) => k.server.state(ESTABLISHED).max(0) as u64,
-        None => s.map(|s| s.counters.open).unwrap_or(0),
-    }
-}
-
-/// External clients: kernel ESTABLISHED equals the server's open count.
-fn server_counts_agree(s: Option<&AppSnapshot>, k: Option<&KernelView>) -> bool {
-    s.is_some_and(|s| server_established(Some(s), k) == s.counters.open)
-}
-
-/// Kernel ESTABLISHED equals the app's open count on both sides.
-fn counts_agree(s: Option<&AppSnapshot>, c: Option<&AppSnapshot>, k: Option<&KernelView>) -> bool {
-    use c1m_common::tcp_state::ESTABLISHED;
-    let (Some(s), Some(c)) = (s, c) else {
-        return false;
-    };
-    match k {
-        Some(k) => {
-            k.server.state(ESTABLISHED) == s.counters.open as i64
-                && k.client.state(ESTABLISHED) == c.counters.open as i64
-        }
-        None => s.counters.open == c.counters.open,
-    }
-}
-
 /// Set up, settled: kernel and app agree on the connections (with external clients, on
 /// the server's alone).
 pub(super) fn settled(
@@ -249,10 +220,10 @@ pub(super) fn settled(
     c: Option<&AppSnapshot>,
     k: Option<&KernelView>,
 ) -> bool {
-    if external {
-        server_counts_agree(s, k)
-    } else {
-        counts_agree(s, c, k)
+    match (s, c) {
+        (Some(s), _) if external => counts::server_open_agrees(k, s),
+        (Some(s), Some(c)) if !external => counts::open_counts_agree(k, s, c),
+        _ => false,
     }
 }
 
@@ -536,8 +507,6 @@ mod tests {
         assert!(!settled(true, Some(&s), None, Some(&kernel(98, 0))));
         assert!(settled(true, Some(&s), None, None));
         assert!(!settled(true, None, None, Some(&kernel(100, 0))));
-        assert_eq!(server_established(Some(&s), Some(&kernel(-1, 0))), 0);
-        assert_eq!(server_established(Some(&s), None), 100);
     }
 
     #[test]

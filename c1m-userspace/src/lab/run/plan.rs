@@ -11,13 +11,20 @@ use super::{
     flags::{EXTERNAL_CONTROL_PORT, RunArgs, ServerSpec, TargetArg},
 };
 use crate::{
+    args::Connections,
     fmt::count,
     lab::doctor,
     model::{ServerInfo, Software},
 };
 
+/// The target without `-n` when free memory allows it: the seeds' million.
+const DEFAULT: Connections = Connections::of(1_000_000);
+
+/// The smallest target `-n max` or a short memory sets.
+const FLOOR: Connections = Connections::of(1000);
+
 /// The connections to aim for and why.
-pub(crate) fn resolve_target(asked: Option<TargetArg>) -> (u64, String) {
+pub(crate) fn resolve_target(asked: Option<TargetArg>) -> (Connections, String) {
     let available = crate::host::mem_available();
     let fit = doctor::connections_that_fit(available);
     let gib = available as f64 / (1u64 << 30) as f64;
@@ -25,9 +32,9 @@ pub(crate) fn resolve_target(asked: Option<TargetArg>) -> (u64, String) {
         Some(TargetArg::Max) => {
             // 2% under and rounded down to 10,000: free memory moves between this read
             // and the preflight's, which refused a target rounded only to 1,000.
-            let n = (fit / 100 * 98 / 10_000 * 10_000).max(1000);
+            let n = Connections::new(fit / 100 * 98 / 10_000 * 10_000).unwrap_or(FLOOR);
             (
-                n,
+                n.max(FLOOR),
                 format!(
                     "max: {gib:.1} GiB free allows ~{} at {} B per connection",
                     count(fit),
@@ -39,23 +46,23 @@ pub(crate) fn resolve_target(asked: Option<TargetArg>) -> (u64, String) {
             n,
             format!(
                 "asked for {}; {gib:.1} GiB free allows ~{}",
-                count(n),
+                count(n.get()),
                 count(fit)
             ),
         ),
-        None if fit >= 1_000_000 => (
-            1_000_000,
+        None if fit >= DEFAULT.get() => (
+            DEFAULT,
             format!("{gib:.1} GiB free allows ~{}; using 1,000,000", count(fit)),
         ),
         None => {
             // Round down to a readable number.
-            let n = (fit / 1000 * 1000).max(1000);
+            let n = Connections::new(fit / 1000 * 1000).map_or(FLOOR, |n| n.max(FLOOR));
             (
                 n,
                 format!(
                     "{gib:.1} GiB free allows ~{}; using {} (not 1,000,000)",
                     count(fit),
-                    count(n)
+                    count(n.get())
                 ),
             )
         }
@@ -74,7 +81,7 @@ pub(crate) struct Sources {
 
 pub(crate) fn sources(
     given: Option<&str>,
-    connections: u64,
+    connections: Connections,
     server_ports: u64,
     ephemeral: impl FnOnce() -> u64,
 ) -> Result<Sources> {
@@ -85,7 +92,7 @@ pub(crate) fn sources(
             reason: "--source".to_owned(),
         },
         None => {
-            let c = super::sources::choose(connections, server_ports, ephemeral());
+            let c = super::sources::choose(connections.get(), server_ports, ephemeral());
             Sources {
                 range: c.range(),
                 count: c.count,
@@ -119,7 +126,7 @@ pub(super) fn server_info(args: &RunArgs, spec: &ServerSpec) -> ServerInfo {
 /// the server's control endpoint and the token file it writes (the lab reads it).
 pub(super) fn plan_into(
     args: &RunArgs,
-    connections: u64,
+    connections: Connections,
     sources: &str,
     dir: &Path,
     external: bool,
@@ -148,11 +155,11 @@ mod tests {
 
     #[test]
     fn default_target_says_why() {
-        let (n, why) = resolve_target(Some(TargetArg::Count(5000)));
-        assert_eq!(n, 5000);
+        let (n, why) = resolve_target(Some(TargetArg::Count(Connections::of(5000))));
+        assert_eq!(n.get(), 5000);
         assert!(why.contains("allows"));
         let (n, why) = resolve_target(Some(TargetArg::Max));
-        assert!(n == 1000 || n % 10_000 == 0, "{n}");
+        assert!(n.get() == 1000 || n.get() % 10_000 == 0, "{n}");
         assert!(why.starts_with("max: "), "{why}");
     }
 }

@@ -8,15 +8,18 @@
 use anyhow::{Context, Result, bail};
 
 use super::{flags::RunArgs, journal};
-use crate::lab::{
-    check::{Check, Status},
-    doctor::{self, Target},
-    tuning::{self, Sweep, Tuning},
+use crate::{
+    args::Connections,
+    lab::{
+        check::{Check, Status},
+        doctor::{self, Target},
+        tuning::{self, Sweep, Tuning},
+    },
 };
 
 /// A target more than free memory holds fails now, with the memory check's own line
 /// and fix (`--force` starts anyway, as for every preflight failure).
-pub fn memory_first(connections: u64, force: bool) -> Result<()> {
+pub fn memory_first(connections: Connections, force: bool) -> Result<()> {
     if force {
         return Ok(());
     }

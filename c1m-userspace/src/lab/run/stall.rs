@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::figures::counts::Unanswered;
+
 /// How long the client's connected count may stay flat, with connects pending, before
 /// the setup counts as stalled. A paced ramp at 100 conn/s moves every 10 ms; a server
 /// that pauses accepting on EMFILE (asyncio: 1 s) shows no progress for seconds.
@@ -38,12 +40,10 @@ pub struct StallEvidence {
     pub connected: u64,
     pub attempted: u64,
     pub asked: u64,
-    /// Server-side ESTABLISHED in the kernel minus connections the client saw complete.
-    pub established_not_accepted: Option<i64>,
+    /// Server-side ESTABLISHED in the kernel the client never saw answered, split by
+    /// the accept queues (`None`: no kernel view, or nothing unanswered).
+    pub unanswered: Option<Unanswered>,
     /// Connections waiting in the server's accept queues now (None: no listener walk).
-    /// Those are the ones never accepted; the rest of the difference above the server
-    /// accepted and never answered (a server that accepts and then says nothing was
-    /// once reported as 300 "never accepted" with its accept queue at 0).
     pub accept_queue: Option<u64>,
     /// Open fds of the server's processes.
     pub server_fds: Option<u64>,
@@ -64,36 +64,32 @@ impl StallEvidence {
             crate::fmt::count(self.attempted)
         );
         let mut kernel = Vec::new();
-        let stuck = self
-            .established_not_accepted
-            .filter(|n| *n > 0)
-            .map(|n| n as u64);
-        match (stuck, self.accept_queue) {
-            (Some(n), Some(queued)) => {
-                let waiting = n.min(queued);
-                if n > waiting {
-                    let fds = self
-                        .server_fds
-                        .map(|f| format!("the server holds {} fds, ", crate::fmt::count(f)))
-                        .unwrap_or_default();
-                    kernel.push(format!(
-                        "{} accepted, never answered ({fds}its accept queues {})",
-                        crate::fmt::count(n - waiting),
-                        crate::fmt::count(queued)
-                    ));
+        if let Some(u) = self.unanswered {
+            match (u.never_accepted, u.accepted_silent, self.accept_queue) {
+                (Some(waiting), Some(silent), Some(queued)) => {
+                    if silent > 0 {
+                        let fds = self
+                            .server_fds
+                            .map(|f| format!("the server holds {} fds, ", crate::fmt::count(f)))
+                            .unwrap_or_default();
+                        kernel.push(format!(
+                            "{} accepted, never answered ({fds}its accept queues {})",
+                            crate::fmt::count(silent),
+                            crate::fmt::count(queued)
+                        ));
+                    }
+                    if waiting > 0 {
+                        kernel.push(format!(
+                            "{} ESTABLISHED in the kernel never accepted (waiting in the accept queues)",
+                            crate::fmt::count(waiting)
+                        ));
+                    }
                 }
-                if waiting > 0 {
-                    kernel.push(format!(
-                        "{} ESTABLISHED in the kernel never accepted (waiting in the accept queues)",
-                        crate::fmt::count(waiting)
-                    ));
-                }
+                _ => kernel.push(format!(
+                    "{} ESTABLISHED in the kernel the client never saw answered",
+                    crate::fmt::count(u.total)
+                )),
             }
-            (Some(n), None) => kernel.push(format!(
-                "{} ESTABLISHED in the kernel the client never saw answered",
-                crate::fmt::count(n)
-            )),
-            (None, _) => {}
         }
         if let Some(n) = self.accept_queue_overflows.filter(|n| *n > 0) {
             kernel.push(format!("{} accept-queue overflows", crate::fmt::count(n)));
@@ -141,7 +137,7 @@ mod tests {
             connected: 990,
             attempted: 3000,
             asked: 3000,
-            established_not_accepted: Some(412),
+            unanswered: Unanswered::split(412, Some(1024)),
             accept_queue: Some(1024),
             server_fds: Some(998),
             accept_queue_overflows: Some(7),
@@ -168,7 +164,7 @@ mod tests {
             connected: 0,
             attempted: 300,
             asked: 300,
-            established_not_accepted: Some(300),
+            unanswered: Unanswered::split(300, Some(0)),
             accept_queue: Some(0),
             server_fds: Some(310),
             ..StallEvidence::default()
@@ -183,6 +179,7 @@ mod tests {
         assert!(!line.contains("never accepted"), "{line}");
         // Both at once: the queue's share never accepted, the rest unanswered.
         let both = StallEvidence {
+            unanswered: Unanswered::split(300, Some(100)),
             accept_queue: Some(100),
             ..mute
         };

@@ -119,7 +119,7 @@ async fn run_one(argv: &[std::ffi::OsString], signals: &mut Signals) -> Result<E
 /// comes on top).
 fn estimate(args: &RunArgs, runs: usize, isolation: Isolation) -> String {
     let (n, _) = plan::resolve_target(args.connections);
-    let ramp = n as f64
+    let ramp = n.get() as f64
         / if args.rate == 0 {
             25_000.0
         } else {

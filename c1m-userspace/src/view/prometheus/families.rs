@@ -2,13 +2,14 @@
 //! counts, the kernel's, and the latency histograms. Apart from [`super::http`], which
 //! serves it, so the server and the families do not import each other.
 
-use c1m_common::{side, tcp_state};
+use c1m_common::side;
 
 use super::{
     encode::{Exposition, Kind, Value},
     latency::{self, LATENCIES},
 };
 use crate::{
+    figures::SideFigures,
     model::Source,
     observer::{KernelView, view::GAUGE_STATES},
     view::live_state::LiveState,
@@ -139,8 +140,7 @@ fn app_metrics(x: &mut Exposition, state: &LiveState) {
         if let Some(a) = app {
             f.sample(&[("side", side), ("source", "app")], a.counters.open);
         }
-        if let Some(k) = &state.kernel {
-            let n = k.side(side_index(side)).state(tcp_state::ESTABLISHED);
+        if let Some(n) = side_figures(state, side).kernel_established {
             f.sample(&[("side", side), ("source", "kernel")], n);
         }
     }
@@ -159,8 +159,7 @@ fn app_metrics(x: &mut Exposition, state: &LiveState) {
             };
             f.sample(&[("side", side), ("source", "app")], n);
         }
-        if let Some(k) = &state.kernel {
-            let n = k.side(side_index(side)).established_total;
+        if let Some(n) = side_figures(state, side).kernel_established_total {
             f.sample(&[("side", side), ("source", "kernel")], n);
         }
     }
@@ -287,11 +286,12 @@ fn app_metrics(x: &mut Exposition, state: &LiveState) {
     }
 }
 
-fn side_index(name: &str) -> u32 {
-    match name {
-        "server" => side::SERVER,
-        "client" => side::CLIENT,
-        _ => side::OTHER,
+/// The figures of the side `sides` names.
+fn side_figures<'a>(state: &'a LiveState, side: &str) -> &'a SideFigures {
+    if side == "server" {
+        &state.figures.server
+    } else {
+        &state.figures.client
     }
 }
 
