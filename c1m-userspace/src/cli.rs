@@ -31,8 +31,6 @@ pub enum Command {
     Top(crate::lab::top::TopArgs),
     /// Print the kernel's view of TCP sockets on this host every second.
     Observe(crate::observer::cli::ObserveArgs),
-    /// Benchmarks that print figures: idle ramp, push, echo, observer overhead.
-    Bench(crate::bench::BenchCmd),
     /// Accept and hold connections (hold / echo / WebSocket with broadcast push).
     Server(crate::workload::cli::ServerArgs),
     /// Open N connections at a paced rate, hold them, then close them.
@@ -111,7 +109,6 @@ fn run() -> i32 {
         Command::Top(args) => crate::lab::top::main(args),
         Command::Report(args) => return exit_code(crate::report::cli::main(args)),
         Command::Compare(args) => return exit_code(crate::compare::cli::main(args)),
-        Command::Bench(args) => crate::bench::run(args),
         Command::Server(args) => crate::workload::cli::run_server(args),
         Command::Client(args) => crate::multihost::client_run::run_client(args),
         Command::Worker(args) => crate::workload::cli::run_worker(args),
@@ -133,15 +130,13 @@ mod tests {
     use super::Cli;
 
     /// Every duration flag of every subcommand: (argv before the flag, flag).
-    const DURATION_FLAGS: [(&[&str], &str); 13] = [
+    const DURATION_FLAGS: [(&[&str], &str); 11] = [
         (&["run"], "--idle"),
         (&["run"], "--setup-timeout"),
         (&["top"], "--duration"),
         (&["top"], "--interval"),
         (&["observe"], "--duration"),
         (&["observe"], "--interval"),
-        (&["bench"], "--echo-time"),
-        (&["bench"], "--timeout"),
         (&["server"], "--push-every"),
         (&["server"], "--handshake-timeout"),
         (&["server"], "--duration"),

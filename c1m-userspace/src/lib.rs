@@ -8,7 +8,6 @@
 //! all; [`multihost`]'s client hosts; the commands.
 
 pub mod args;
-pub mod bench;
 pub mod cli;
 pub mod compare;
 pub mod duration;

@@ -575,3 +575,52 @@ fn compare_csv_text_cells_are_not_formulas() {
     assert_eq!(got, want_sorted);
     assert!(negative > 0, "negative differences stay numbers");
 }
+
+/// Markup where a run holds text (issue 31): a run folder named like a tag, a run name,
+/// a host name, a warning, a command line and a phase name (which also lands in SVG
+/// attributes) with `<script>` and friends. report.html and compare.html show them as
+/// text, never as markup: the pages are written with maud, which escapes every string
+/// it splices in.
+#[test]
+fn markup_in_run_folders_and_names_is_inert() {
+    const TAG: &str = "\"><script>alert(1)</script><img src=x onerror=alert(2)>";
+    let dir = Scratch::new("markup");
+    let mut run = c1m::report::sample_run();
+    run.machine.hostname = TAG.into();
+    run.warnings.push(TAG.into());
+    run.config.command_line = TAG.into();
+    run.phases[0].name = TAG.into();
+    // A folder name cannot hold a '/', so no closing tag here; every opening one can.
+    let folder = dir.join("run-'\"><svg onload=alert(3)><script>alert(4)<");
+    write_run(&folder, &run).unwrap();
+    let ran = c1m(&dir, &[&"report", &folder]);
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let report = std::fs::read_to_string(folder.join("report.html")).unwrap();
+    let other = dir.join("other");
+    write_run(&other, &c1m::report::sample_run()).unwrap();
+    let out = dir.join("cmp");
+    let mut named = folder.clone().into_os_string();
+    named.push("=<script>alert(5)</script>");
+    let ran = c1m(&dir, &[&"compare", &named, &other, &"--out", &out]);
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let compare = std::fs::read_to_string(out.join("compare.html")).unwrap();
+    for (page, html) in [("report.html", &report), ("compare.html", &compare)] {
+        for bad in ["<script", "<img", "<svg onload"] {
+            assert!(!html.contains(bad), "{page} holds {bad:?} as markup");
+        }
+        assert!(html.contains("&quot;&gt;&lt;script&gt;alert("), "{page}");
+    }
+    // The run's own texts reach the report, escaped, the folder and name the comparison.
+    for n in [1, 2] {
+        assert!(
+            report.contains(&format!("alert({n})")),
+            "report.html: alert({n})"
+        );
+    }
+    for n in [3, 4, 5] {
+        assert!(
+            compare.contains(&format!("alert({n})")),
+            "compare.html: alert({n})"
+        );
+    }
+}

@@ -214,7 +214,7 @@ fn c1m_on_both_engines_and_python_measured_from_the_broadcast_start() {
         let report = std::fs::read_to_string(cmp.join(format!("{name}-1/report.html")))
             .expect("report.html");
         assert!(
-            report.contains("push latency: per message from the broadcast start (the seeds&#39; rule); fan-out from the trigger instant, on the client&#39;s clock"),
+            report.contains("push latency: per message from the broadcast start (the seeds' rule); fan-out from the trigger instant, on the client's clock"),
             "{name}: the report's push section states no rule"
         );
     }

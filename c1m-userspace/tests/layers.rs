@@ -43,7 +43,6 @@ const LAYERS: &[(&str, u8)] = &[
     ("lab", 4),
     ("multihost", 5),
     ("cli", 6),
-    ("bench", 6),
 ];
 
 /// Upward edges still to remove: (importing module, imported module prefix).

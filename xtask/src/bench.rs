@@ -4,25 +4,29 @@
 //! network namespace: no TIME_WAIT or port-search state from the run before it, and
 //! the kernel's counters (`/proc/net/netstat`, `snmp`) count that run alone.
 //!
-//! Compared, per round: the raw TCP ramp (`c1m bench idle` / `ref` in hold mode), the
+//! Compared, per round: the raw TCP ramp (the `idle` scenario / `ref` in hold mode), the
 //! WebSocket ramp (same request and response bytes) with its tail-loss probes and
 //! DSACKs per 1,000 connections, and one push to every connection (same frame, same
 //! connection count, as many server processes as c1m shards into; all writing at once):
-//! last frame received, per-message p50/p99/p99.9. Then `c1m bench echo observer`.
+//! last frame received, per-message p50/p99/p99.9. Then c1m's own `echo` and `observer`.
+//!
+//! c1m's scenarios are a bench target of the c1m package (`c1m-userspace/benches/
+//! scenarios/`, harness = false), not a subcommand of the product: built here once with
+//! `cargo bench --no-run`, its binary then runs in each namespace as `c1m` did.
 
 use std::{
     collections::HashMap,
     io::{BufRead, BufReader, Write},
     path::{Path, PathBuf},
     process::{Child, ChildStdin, Command, Stdio},
-    sync::mpsc,
+    sync::{OnceLock, mpsc},
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 
-use crate::util::{c1m_binary, is_root, root, run};
+use crate::util::{cargo_bin, is_root, root, run};
 
 #[derive(Parser, Debug)]
 #[command(name = "bench")]
@@ -51,6 +55,9 @@ const TIMEOUT: Duration = Duration::from_secs(600);
 
 pub fn run_bench(args: &[String]) -> Result<()> {
     let o = Opts::try_parse_from(std::iter::once("bench".to_owned()).chain(args.iter().cloned()))?;
+    let exe = build_scenarios()?;
+    // Set once, here, before any scenario runs.
+    let _ = SCENARIOS.set(exe);
     let all = o.names.is_empty();
     let own: Vec<&str> = o
         .names
@@ -70,12 +77,48 @@ pub fn run_bench(args: &[String]) -> Result<()> {
     }
     let own = if all { vec!["echo", "observer"] } else { own };
     if !own.is_empty() {
-        let mut a: Vec<String> = vec!["bench".into()];
-        a.extend(own.iter().map(|s| s.to_string()));
+        let mut a: Vec<String> = own.iter().map(|s| s.to_string()).collect();
         a.extend(["--connections".into(), o.connections.to_string()]);
-        run(Command::new(c1m_binary()).args(&a))?;
+        run(Command::new(scenarios()?).args(&a))?;
     }
     Ok(())
+}
+
+/// The bench target's binary, built by [`build_scenarios`].
+static SCENARIOS: OnceLock<PathBuf> = OnceLock::new();
+
+fn scenarios() -> Result<&'static Path> {
+    SCENARIOS
+        .get()
+        .map(PathBuf::as_path)
+        .context("the scenarios bench was not built")
+}
+
+/// Builds the `scenarios` bench target (and the `c1m` binary it drives) and returns the
+/// bench's executable, as cargo reports it.
+fn build_scenarios() -> Result<PathBuf> {
+    let out = Command::new(cargo_bin())
+        .args([
+            "bench",
+            "--package",
+            "c1m-userspace",
+            "--bench",
+            "scenarios",
+        ])
+        .args(["--no-run", "--message-format=json-render-diagnostics"])
+        .current_dir(root())
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cargo bench --no-run")?;
+    if !out.status.success() {
+        bail!("building the scenarios bench failed: {}", out.status);
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == "scenarios")
+        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
+        .context("cargo named no executable for the scenarios bench")
 }
 
 /// Source addresses for both sides: each (source, server port) pair ≤ 10% of the
@@ -517,7 +560,7 @@ fn ref_ramp(
     Ok(((rate, kernel), push))
 }
 
-/// `c1m bench SCENARIO --json` in `ns` with `extra` arguments; its figures.
+/// The scenarios bench's `SCENARIO --json` in `ns` with `extra` arguments; its figures.
 pub(crate) fn c1m_bench(
     ns: &Netns,
     scenario: &str,
@@ -526,8 +569,8 @@ pub(crate) fn c1m_bench(
     extra: &[&str],
 ) -> Result<serde_json::Value> {
     let out = ns
-        .cmd(c1m_binary())
-        .args(["bench", scenario, "--json", "--connections", &n.to_string()])
+        .cmd(scenarios()?)
+        .args([scenario, "--json", "--connections", &n.to_string()])
         .args(extra)
         .args([
             "--source",
@@ -535,15 +578,15 @@ pub(crate) fn c1m_bench(
         ])
         .stderr(Stdio::inherit())
         .output()
-        .context("c1m bench")?;
+        .context("the scenarios bench")?;
     if !out.status.success() {
-        bail!("c1m bench {scenario} failed: {}", out.status);
+        bail!("bench {scenario} failed: {}", out.status);
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
         .lines()
         .find(|l| l.starts_with('{'))
-        .context("no JSON line from c1m bench")?;
+        .context("no JSON line from the scenarios bench")?;
     let v: serde_json::Value = serde_json::from_str(line)?;
     Ok(v[scenario].clone())
 }

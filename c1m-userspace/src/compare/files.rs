@@ -2,11 +2,9 @@
 //! (the runs and every row with its spread) and `compare.html` (small multiples: one
 //! chart per figure, one line per run, see `report::multiples`; and the tables).
 
-use std::{
-    fmt::Write as _,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
+use maud::html;
 use serde::Serialize;
 
 use super::{
@@ -20,7 +18,6 @@ use crate::model::{Outcome, ServerInfo, StartState};
 use crate::report::{
     ExportError,
     atomic::write_atomic,
-    fmt::esc,
     histograms, hlog,
     html::{headline, page},
     multiples::{self, ComparedRun},
@@ -228,30 +225,6 @@ fn html(cmp: &Comparison) -> Result<String, ExportError> {
         .iter()
         .map(|r| RunStyle::of(setup(&r.spec.name), repeat(r).0))
         .collect();
-    let mut body = String::from("<header><h1>c1m compare</h1><div class=\"runs\">");
-    for ((r, l), style) in runs.iter().zip(&labels).zip(&styles) {
-        let _ = write!(
-            body,
-            "<div>{}<b>{}</b> <code>{}</code> <span class=\"sub\">{} · {}</span></div>",
-            style.swatch(),
-            esc(l),
-            esc(&r.spec.dir.display().to_string()),
-            esc(&headline(&r.run)),
-            esc(r.run.outcome.name())
-        );
-        if let Some(start) = &r.run.start {
-            let _ = write!(
-                body,
-                "<div class=\"sub\" style=\"margin-left:2em\">{}{}</div>",
-                if start.dirty() { "⚠ " } else { "" },
-                esc(&start.describe())
-            );
-        }
-    }
-    if let Some(line) = super::dirty_starts(runs) {
-        let _ = write!(body, "<div class=\"warn\">{}</div>", esc(&line));
-    }
-    body.push_str("</div>");
     let hists = runs
         .iter()
         .map(|r| histograms(&r.run))
@@ -261,31 +234,6 @@ fn html(cmp: &Comparison) -> Result<String, ExportError> {
         .map(|r| hlog::read_run_logs(&r.spec.dir, &multiples::OVER_TIME_QUANTILES))
         .collect();
     let problems: Vec<&String> = logs.iter().flat_map(|(_, p)| p).collect();
-    if !problems.is_empty() {
-        body.push_str("<div class=\"warn\"><b>Left out</b><ul>");
-        for p in problems {
-            let _ = write!(body, "<li>{}</li>", esc(p));
-        }
-        body.push_str("</ul></div>");
-    }
-    body.push_str("</header><h2>Setup differences (first run of each name)</h2>");
-    if config.is_empty() {
-        body.push_str("<p class=\"mut\">None.</p>");
-    } else {
-        body.push_str("<table class=\"wide\"><tr><th class=\"t\">key</th>");
-        for n in names {
-            let _ = write!(body, "<th class=\"t\">{}</th>", esc(n));
-        }
-        body.push_str("</tr>");
-        for (k, values) in config {
-            let _ = write!(body, "<tr><td class=\"t\">{}</td>", esc(k));
-            for v in values {
-                let _ = write!(body, "<td class=\"wrap\">{}</td>", esc(v));
-            }
-            body.push_str("</tr>");
-        }
-        body.push_str("</table>");
-    }
     let compared: Vec<ComparedRun> = runs
         .iter()
         .enumerate()
@@ -298,61 +246,104 @@ fn html(cmp: &Comparison) -> Result<String, ExportError> {
             logs: &logs[i].0,
         })
         .collect();
-    body.push_str("<div id=\"charts\">");
-    body.push_str(&multiples::sections(&compared));
     let base = &names[cmp.baseline];
-    let _ = write!(
-        body,
-        "</div><h2>Key figures (mean ± sd over repeats; vs {}: the difference of the medians, its 95% interval and the verdict, as <code>c1m compare</code> prints them)</h2><table class=\"wide\"><tr><th class=\"t\">figure</th>",
-        esc(base)
-    );
-    for n in names {
-        let _ = write!(body, "<th>{}</th>", esc(n));
-    }
-    for n in names.iter().filter(|n| *n != base) {
-        let _ = write!(body, "<th>{} vs {}</th>", esc(n), esc(base));
-    }
-    body.push_str("</tr>");
+    let others: Vec<&String> = names.iter().filter(|n| *n != base).collect();
+    // Each figure's row, with its group's name when the group begins there.
     let mut group = "";
-    for r in rows.iter().filter(|r| !r.is_latency()) {
-        if r.group != group {
-            group = &r.group;
-            let _ = write!(
-                body,
-                "<tr><th class=\"t\" colspan=\"{}\">{}</th></tr>",
-                2 * names.len(),
-                esc(group)
-            );
-        }
-        let _ = write!(body, "<tr><td class=\"t\">{}</td>", esc(&r.figure));
-        for c in &r.cells {
-            let _ = write!(body, "<td>{}</td>", esc(&show(r.unit, c)));
-        }
-        for d in &r.differences {
-            let cell = [d.show_delta(r.unit), d.show_verdict(r.unit)].join(" ");
-            let _ = write!(body, "<td>{}</td>", esc(cell.trim()));
-        }
-        body.push_str("</tr>");
-    }
-    body.push_str("</table><h2>Latency (ms), the seeds' table (mean±sd over repeats)</h2><table class=\"wide\"><tr><th class=\"t\">histogram</th>");
-    for (h, _) in LATENCY_COLUMNS {
-        let _ = write!(body, "<th>{}</th>", esc(h));
-    }
-    body.push_str("</tr>");
-    for (title, lines) in latency_tables(rows, names) {
-        for (n, cells) in lines {
-            let _ = write!(body, "<tr><td class=\"t\">{}: {}</td>", esc(n), esc(title));
-            for c in cells {
-                let _ = write!(body, "<td>{}</td>", esc(&c));
+    let figure_rows: Vec<(Option<&str>, &Row)> = rows
+        .iter()
+        .filter(|r| !r.is_latency())
+        .map(|r| {
+            let head = (r.group != group).then(|| {
+                group = &r.group;
+                group
+            });
+            (head, r)
+        })
+        .collect();
+    let body = html! {
+        header {
+            h1 { "c1m compare" }
+            div.runs {
+                @for ((r, l), style) in runs.iter().zip(&labels).zip(&styles) {
+                    div {
+                        (style.swatch())
+                        b { (l) } " "
+                        code { (r.spec.dir.display().to_string()) } " "
+                        span.sub { (headline(&r.run)) " · " (r.run.outcome.name()) }
+                    }
+                    @if let Some(start) = &r.run.start {
+                        div.sub style="margin-left:2em" {
+                            @if start.dirty() { "⚠ " } (start.describe())
+                        }
+                    }
+                }
+                @if let Some(line) = super::dirty_starts(runs) {
+                    div.warn { (line) }
+                }
             }
-            body.push_str("</tr>");
+            @if !problems.is_empty() {
+                div.warn {
+                    b { "Left out" }
+                    ul { @for p in &problems { li { (p) } } }
+                }
+            }
         }
-    }
-    let _ = write!(
-        body,
-        "</table><footer>Generated by c1m {} from {} runs' summary.json; compare.csv and compare.json beside this page hold every value.</footer>",
-        env!("CARGO_PKG_VERSION"),
-        runs.len()
-    );
-    Ok(page("c1m compare", &body))
+        h2 { "Setup differences (first run of each name)" }
+        @if config.is_empty() {
+            p.mut { "None." }
+        } @else {
+            table.wide {
+                tr { th.t { "key" } @for n in names { th.t { (n) } } }
+                @for (k, values) in config {
+                    tr {
+                        td.t { (k) }
+                        @for v in values { td.wrap { (v) } }
+                    }
+                }
+            }
+        }
+        div #charts { (multiples::sections(&compared)) }
+        h2 {
+            "Key figures (mean ± sd over repeats; vs " (base)
+            ": the difference of the medians, its 95% interval and the verdict, as "
+            code { "c1m compare" } " prints them)"
+        }
+        table.wide {
+            tr {
+                th.t { "figure" }
+                @for n in names { th { (n) } }
+                @for n in &others { th { (n) " vs " (base) } }
+            }
+            @for (head, r) in &figure_rows {
+                @if let Some(group) = head {
+                    tr { th.t colspan=(2 * names.len()) { (group) } }
+                }
+                tr {
+                    td.t { (r.figure) }
+                    @for c in &r.cells { td { (show(r.unit, c)) } }
+                    @for d in &r.differences {
+                        td { ([d.show_delta(r.unit), d.show_verdict(r.unit)].join(" ").trim()) }
+                    }
+                }
+            }
+        }
+        h2 { "Latency (ms), the seeds' table (mean±sd over repeats)" }
+        table.wide {
+            tr { th.t { "histogram" } @for (h, _) in LATENCY_COLUMNS { th { (h) } } }
+            @for (title, lines) in latency_tables(rows, names) {
+                @for (n, cells) in lines {
+                    tr {
+                        td.t { (n) ": " (title) }
+                        @for c in cells { td { (c) } }
+                    }
+                }
+            }
+        }
+        footer {
+            "Generated by c1m " (env!("CARGO_PKG_VERSION")) " from " (runs.len())
+            " runs' summary.json; compare.csv and compare.json beside this page hold every value."
+        }
+    };
+    Ok(page("c1m compare", body))
 }

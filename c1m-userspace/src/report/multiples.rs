@@ -6,12 +6,11 @@
 //! chart (4 figures × 6 runs = 24 lines) in colours two of which a reader could not tell
 //! apart.
 
-use std::fmt::Write as _;
+use maud::{Markup, html};
 
 use super::{
     RunHist,
     figures::hist_title,
-    fmt::esc,
     hlog::RunLog,
     html::charts::{
         Line, TimeChart, distribution, distribution_note, latency_chart, phase_bands, time_charts,
@@ -276,29 +275,14 @@ fn latency_distributions(runs: &[ComparedRun], id: &str, title: &str) -> Vec<Cha
     })
 }
 
-fn grid(out: &mut String, charts: &[Chart]) {
-    out.push_str("<div class=\"multiples\">");
-    for c in charts {
-        out.push_str(&c.render());
+fn grid(charts: &[Chart]) -> Markup {
+    html! {
+        div.multiples { @for c in charts { (c.render()) } }
     }
-    out.push_str("</div>");
 }
 
 /// The chart sections of compare.html.
-pub(crate) fn sections(runs: &[ComparedRun]) -> String {
-    let mut out = String::from(
-        "<h2 id=\"over-time\">Over time</h2><p class=\"mut\">One chart per figure, one line per run (at most 8; more runs are split over several charts). The strips under each chart are each run's phases, from start to end; a ring is a value whose source was stale at that second.</p>",
-    );
-    for tc in time_charts() {
-        let _ = write!(
-            out,
-            "<h3>{}</h3><p class=\"mut\">{}</p>",
-            esc(tc.title),
-            esc(tc.note)
-        );
-        grid(&mut out, &time_multiples(runs, &tc));
-    }
-    out.push_str("<h2 id=\"latency-over-time\">Latency over time</h2>");
+pub(crate) fn sections(runs: &[ComparedRun]) -> Markup {
     // Keyed by the histogram's title, as the distributions are: runs measured by
     // different push rules never share a chart.
     let logged = keys(runs.iter().flat_map(|r| {
@@ -306,16 +290,14 @@ pub(crate) fn sections(runs: &[ComparedRun]) -> String {
             .iter()
             .map(|l| (l.side, l.name, hist_title(r.run, l.side, l.name)))
     }));
-    if logged.is_empty() {
-        out.push_str("<p class=\"mut\">No run folder holds an .hlog interval log.</p>");
-    }
     let mut ids: Vec<String> = Vec::new();
-    for (side, name, title) in &logged {
-        let id = unique_id(&mut ids, format!("chart-latt-{side}-{name}"));
-        let _ = write!(out, "<h3>{}</h3>", esc(title));
-        grid(&mut out, &latency_over_time(runs, side, name, title, &id));
-    }
-    out.push_str("<h2 id=\"latency-distributions\">Latency distributions</h2>");
+    let over_time: Vec<(&String, Vec<Chart>)> = logged
+        .iter()
+        .map(|(side, name, title)| {
+            let id = unique_id(&mut ids, format!("chart-latt-{side}-{name}"));
+            (title, latency_over_time(runs, side, name, title, &id))
+        })
+        .collect();
     let mut charts = Vec::new();
     let mut ids: Vec<String> = Vec::new();
     for (side, name, title) in keys(
@@ -325,11 +307,30 @@ pub(crate) fn sections(runs: &[ComparedRun]) -> String {
         let id = unique_id(&mut ids, format!("chart-lat-{side}-{name}"));
         charts.extend(latency_distributions(runs, &id, title));
     }
-    if charts.is_empty() {
-        out.push_str("<p class=\"mut\">No latency was recorded in these runs.</p>");
+    html! {
+        h2 #over-time { "Over time" }
+        p.mut {
+            "One chart per figure, one line per run (at most 8; more runs are split over several charts). The strips under each chart are each run's phases, from start to end; a ring is a value whose source was stale at that second."
+        }
+        @for tc in time_charts() {
+            h3 { (tc.title) }
+            p.mut { (tc.note) }
+            (grid(&time_multiples(runs, &tc)))
+        }
+        h2 #latency-over-time { "Latency over time" }
+        @if logged.is_empty() {
+            p.mut { "No run folder holds an .hlog interval log." }
+        }
+        @for (title, charts) in &over_time {
+            h3 { (title) }
+            (grid(charts))
+        }
+        h2 #latency-distributions { "Latency distributions" }
+        @if charts.is_empty() {
+            p.mut { "No latency was recorded in these runs." }
+        }
+        (grid(&charts))
     }
-    grid(&mut out, &charts);
-    out
 }
 
 #[cfg(test)]
@@ -416,7 +417,7 @@ mod tests {
     fn one_chart_per_figure_one_line_per_run_in_the_palette() {
         // Setup 0 twice, setup 1 once.
         let runs = owned(&[(0, 0), (0, 1), (1, 0)]);
-        let html = sections(&compared(&runs));
+        let html = sections(&compared(&runs)).into_string();
         let mut ids = Vec::new();
         for tc in time_charts() {
             for l in &tc.lines {
@@ -476,7 +477,7 @@ mod tests {
     #[test]
     fn more_than_eight_runs_are_split_keeping_repeats_together() {
         let runs = owned(&(0..10).map(|s| (s, 0)).collect::<Vec<_>>());
-        let html = sections(&compared(&runs));
+        let html = sections(&compared(&runs)).into_string();
         let one = figure(&html, "chart-cpu-server-1");
         let two = figure(&html, "chart-cpu-server-2");
         assert_eq!(one.split("<path d=\"").count() - 1, 8);

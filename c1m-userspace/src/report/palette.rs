@@ -3,6 +3,8 @@
 //! colour-vision deficiencies, and beyond eight setups by markers; repeats of one setup
 //! share its colour and differ by dash.
 
+use maud::{Markup, html};
+
 use super::svg::Marker;
 
 /// Okabe–Ito, in the order lines are given them: blue, orange, bluish green, vermillion,
@@ -42,17 +44,14 @@ impl RunStyle {
     }
 
     /// A small inline SVG of the line: for legends outside a chart.
-    pub fn swatch(&self) -> String {
-        format!(
-            "<svg class=\"swatch\" width=\"30\" height=\"10\" aria-hidden=\"true\"><line x1=\"1\" y1=\"5\" x2=\"29\" y2=\"5\" stroke=\"{}\" stroke-width=\"2.5\"{} />{}</svg>",
-            self.color,
-            self.dash
-                .map(|d| format!(" stroke-dasharray=\"{d}\""))
-                .unwrap_or_default(),
-            self.marker
-                .map(|m| m.svg(15.0, 5.0, self.color))
-                .unwrap_or_default()
-        )
+    pub fn swatch(&self) -> Markup {
+        html! {
+            svg.swatch width="30" height="10" aria-hidden="true" {
+                line x1="1" y1="5" x2="29" y2="5" stroke=(self.color) stroke-width="2.5"
+                    stroke-dasharray=[self.dash] {}
+                @if let Some(m) = self.marker { (m.svg(15.0, 5.0, self.color)) }
+            }
+        }
     }
 }
 

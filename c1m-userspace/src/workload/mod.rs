@@ -16,10 +16,8 @@
 //! | `port_lock`  | one owner per port: a flock per port, a listener check in the kernel |
 //! | `sockopt`    | SO_REUSEPORT listeners, IP_BIND_ADDRESS_NO_PORT connects             |
 //! | `sys`        | epoll, clocks, read/write/accept wrappers                            |
-//! | `bench`      | benchmark scenarios for `c1m bench`                                   |
 //! | `cli`        | `c1m server` / `c1m client` / `c1m worker` arguments                  |
 
-pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod control;

@@ -467,7 +467,7 @@ mod tests {
         let charts = time_series_charts(&run);
         assert_eq!(charts.len(), 7);
         for c in &charts {
-            let svg = c.render();
+            let svg = c.render().into_string();
             // Rows from 0 to 72 s: ticks 0..80 s over the plot's 596 px from x = 70.
             assert!(
                 svg.contains("data-x-min=\"0\" data-x-max=\"80\""),
@@ -487,7 +487,7 @@ mod tests {
                 .collect();
             assert_eq!(band_rects(&svg), want, "{}", c.id);
         }
-        let teardown = &band_rects(&charts[0].render())[3];
+        let teardown = &band_rects(&charts[0].render().into_string())[3];
         assert_eq!((teardown.1.as_str(), teardown.2.as_str()), ("530.0", "4.2"));
     }
 
@@ -504,7 +504,14 @@ mod tests {
             s.client_age_s = Some(3.0);
         }
         let charts = time_series_charts(&run);
-        let svg = |id: &str| charts.iter().find(|c| c.id == id).unwrap().render();
+        let svg = |id: &str| {
+            charts
+                .iter()
+                .find(|c| c.id == id)
+                .unwrap()
+                .render()
+                .into_string()
+        };
         let client = svg("chart-conn-client");
         // Four rows, one client figure in this chart (app open): four rings.
         assert!(client.contains("data-stale-points=\"4\""), "{client}");
@@ -529,14 +536,14 @@ mod tests {
     fn time_wait_is_labelled_by_its_scope() {
         let mut run = crate::report::sample_run();
         let html = report(&run).unwrap();
-        assert!(html.contains("kernel TIME_WAIT (this run&#39;s ports, both ends)"));
+        assert!(html.contains("kernel TIME_WAIT (this run's ports, both ends)"));
         assert!(!html.contains("all sides"));
-        assert!(!html.contains("before this run&#39;s first connection"));
+        assert!(!html.contains("before this run's first connection"));
         run.samples[0].kernel_time_wait = Some(1_234);
         run.samples[0].client_connected = Some(0);
         let html = report(&run).unwrap();
         assert!(html.contains(
-            "1,234 TIME_WAIT sockets were on these ports before this run&#39;s first connection"
+            "1,234 TIME_WAIT sockets were on these ports before this run's first connection"
         ));
     }
 

@@ -1,5 +1,7 @@
 //! `report.html`: one self-contained page (inline CSS and SVG, no script, no network)
 //! with the run's charts and tables; and the chart builders `c1m compare --html` reuses.
+//! Written with maud: every string spliced in is escaped by construction (a run folder's
+//! name, a server label, a warning may hold `<script>`); `PreEscaped` only for the CSS.
 //!
 //! This file is the page itself: its styles, its header and the order of its sections.
 //! [`charts`] draws the run's time and latency charts, [`tables`] its cards and tables.
@@ -7,7 +9,7 @@
 pub(super) mod charts;
 pub(crate) mod tables;
 
-use std::fmt::Write as _;
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use self::{
     charts::{latency_charts, time_series_charts},
@@ -20,7 +22,7 @@ use self::{
 use super::{
     ExportError, RunHist,
     figures::key_figures,
-    fmt::{bytes, count, esc, secs, utc},
+    fmt::{bytes, count, secs, utc},
     histograms,
 };
 use crate::{
@@ -80,17 +82,17 @@ tr.total td{font-weight:600;border-top:1px solid var(--line)}
 footer{margin-top:30px;color:var(--mut);font-size:12px}
 "#;
 
-fn outcome_badge(outcome: Outcome) -> String {
+fn outcome_badge(outcome: Outcome) -> Markup {
     let class = match outcome {
         Outcome::Complete => "ok",
         Outcome::Interrupted | Outcome::Degraded | Outcome::Running => "mid",
         Outcome::Failed => "bad",
     };
-    format!("<span class=\"badge {class}\">{outcome}</span>")
+    html! { span class={ "badge " (class) } { (outcome) } }
 }
 
 /// Links to the run folder's other files (relative: they sit beside the report).
-fn files_list(hists: &[RunHist]) -> String {
+fn files_list(hists: &[RunHist]) -> Markup {
     let mut files = vec![
         (
             super::SUMMARY.to_owned(),
@@ -109,26 +111,40 @@ fn files_list(hists: &[RunHist]) -> String {
             "interval log (when recorded)",
         ));
     }
-    let mut out = String::from("<ul>");
-    for (f, what) in files {
-        let _ = write!(
-            out,
-            "<li><a href=\"{}\"><code>{}</code></a> — {what}</li>",
-            esc(&f),
-            esc(&f)
-        );
+    html! {
+        ul {
+            @for (f, what) in &files {
+                li { a href=(f) { code { (f) } } " — " (what) }
+            }
+        }
+        p {
+            "Regenerate this page (and the files derived from summary.json) with "
+            code { "c1m report <this folder>" }
+            "; compare runs with "
+            code { "c1m compare <run>[=name] <run>[=name] …" }
+            "."
+        }
     }
-    out.push_str(
-        "</ul><p>Regenerate this page (and the files derived from summary.json) with <code>c1m report &lt;this folder&gt;</code>; compare runs with <code>c1m compare &lt;run&gt;[=name] &lt;run&gt;[=name] …</code>.</p>",
-    );
-    out
 }
 
-pub(crate) fn page(title: &str, body: &str) -> String {
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{}</title><style>{CSS}</style></head><body><main>{body}</main></body></html>\n",
-        esc(title)
-    )
+/// A whole page: the document, its title and the styles around `body`.
+pub(crate) fn page(title: &str, body: Markup) -> String {
+    let mut out = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                // Our own constant, not input: nothing in it to escape.
+                style { (PreEscaped(CSS)) }
+            }
+            body { main { (body) } }
+        }
+    }
+    .into_string();
+    out.push('\n');
+    out
 }
 
 /// A one-line headline for a run: target, mode, server (with its versions), client,
@@ -153,108 +169,61 @@ pub(crate) fn headline(run: &RunRecord) -> String {
     )
 }
 
+/// The page's header: the headline, the run's machine, its command line and start state,
+/// the section links and any warnings.
+fn header(run: &RunRecord) -> Markup {
+    let dur = run.ended_unix_ms.saturating_sub(run.started_unix_ms) as f64 / 1000.0;
+    let sections = [
+        ("figures", "key figures"),
+        ("charts", "charts"),
+        ("phases", "phases"),
+        ("kva", "kernel vs app"),
+        ("latency", "latency"),
+        ("perconn", "per connection"),
+        ("workload", "workload"),
+        ("kernel", "kernel"),
+        ("config", "config & machine"),
+        ("files", "files"),
+    ];
+    html! {
+        header {
+            h1 { "c1m run · " (headline(run)) " " (outcome_badge(run.outcome)) }
+            div.sub {
+                (utc(run.started_unix_ms)) " → " (utc(run.ended_unix_ms)) " (" (secs(dur))
+                ") · c1m " (run.c1m_version) " · " (run.machine.hostname) " · Linux "
+                (run.machine.kernel) " · " (run.machine.cpus) " CPUs · "
+                (bytes(run.machine.mem_total_bytes as f64)) " RAM"
+            }
+            @if !run.config.command_line.is_empty() {
+                div style="margin-top:6px" { code { (run.config.command_line) } }
+            }
+            @if !run.config.connections_reason.is_empty() {
+                div.sub { (run.config.connections_reason) }
+            }
+            @if let Some(start) = &run.start {
+                div.sub { @if start.dirty() { "⚠ " } (start.describe()) }
+            }
+            nav {
+                @for (id, name) in sections { a href={ "#" (id) } { (name) } }
+            }
+        }
+        @if !run.warnings.is_empty() {
+            div.warn {
+                b { "Warnings" }
+                ul { @for w in &run.warnings { li { (w) } } }
+            }
+        }
+    }
+}
+
 pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
     let hists = histograms(run)?;
-    let mut b = String::new();
-    let dur = run.ended_unix_ms.saturating_sub(run.started_unix_ms) as f64 / 1000.0;
-    let _ = write!(
-        b,
-        "<header><h1>c1m run · {} {}</h1><div class=\"sub\">{} → {} ({}) · c1m {} · {} · Linux {} · {} CPUs · {} RAM</div>",
-        esc(&headline(run)),
-        outcome_badge(run.outcome),
-        utc(run.started_unix_ms),
-        utc(run.ended_unix_ms),
-        secs(dur),
-        esc(&run.c1m_version),
-        esc(&run.machine.hostname),
-        esc(&run.machine.kernel),
-        run.machine.cpus,
-        bytes(run.machine.mem_total_bytes as f64),
-    );
-    if !run.config.command_line.is_empty() {
-        let _ = write!(
-            b,
-            "<div style=\"margin-top:6px\"><code>{}</code></div>",
-            esc(&run.config.command_line)
-        );
-    }
-    if !run.config.connections_reason.is_empty() {
-        let _ = write!(
-            b,
-            "<div class=\"sub\">{}</div>",
-            esc(&run.config.connections_reason)
-        );
-    }
-    if let Some(start) = &run.start {
-        let _ = write!(
-            b,
-            "<div class=\"sub\">{}{}</div>",
-            if start.dirty() { "⚠ " } else { "" },
-            esc(&start.describe())
-        );
-    }
-    b.push_str("<nav><a href=\"#figures\">key figures</a><a href=\"#charts\">charts</a><a href=\"#phases\">phases</a><a href=\"#kva\">kernel vs app</a><a href=\"#latency\">latency</a><a href=\"#perconn\">per connection</a><a href=\"#workload\">workload</a><a href=\"#kernel\">kernel</a><a href=\"#config\">config &amp; machine</a><a href=\"#files\">files</a></nav></header>");
-    if !run.warnings.is_empty() {
-        b.push_str("<div class=\"warn\"><b>Warnings</b><ul>");
-        for w in &run.warnings {
-            let _ = write!(b, "<li>{}</li>", esc(w));
-        }
-        b.push_str("</ul></div>");
-    }
-    b.push_str("<h2 id=\"figures\">Key figures</h2>");
     let mut groups = key_figures(run, false)?;
     groups.retain(|g| !g.title.starts_with("CPU")); // the phase table has it
-    b.push_str(&cards(&groups));
-    b.push_str("<h2 id=\"charts\">Over time</h2><div class=\"charts\">");
-    for c in time_series_charts(run) {
-        b.push_str(&c.render());
-    }
-    for c in latency_charts(&hists) {
-        b.push_str(&c.render());
-    }
-    b.push_str("</div>");
-    b.push_str("<h2 id=\"phases\">Phases: CPU, memory</h2>");
-    b.push_str(&phase_table(run));
-    b.push_str("<h2 id=\"kva\">Kernel vs app, at the end of each phase</h2>");
-    b.push_str(&kernel_vs_app_table(run));
-    if let Some(m) = &run.multihost {
-        b.push_str("<h2 id=\"hosts\">Client hosts</h2>");
-        b.push_str(&hosts_table(m));
-    }
-    b.push_str("<h2 id=\"latency\">Latency</h2>");
     let rows: Vec<(String, Percentiles)> = hists
         .iter()
         .map(|h| (h.title.clone(), Percentiles::of(&h.hist)))
         .collect();
-    b.push_str(&setup_latency_table(run, &hists));
-    if rows.is_empty() {
-        b.push_str("<p class=\"mut\">No latency was recorded in this run.</p>");
-    } else {
-        b.push_str(&latency_table(&rows));
-    }
-    b.push_str("<h2 id=\"perconn\">Per connection, at the end of the idle phase</h2>");
-    b.push_str(&per_connection_table(run));
-    b.push_str("<h2 id=\"workload\">Workload</h2><div class=\"cols\">");
-    b.push_str(&setup_and_pushes(run));
-    b.push_str("</div><h3>Counters</h3>");
-    b.push_str(&counters_table(run));
-    b.push_str("<h2 id=\"kernel\">Kernel</h2>");
-    b.push_str(&kernel_tables(run));
-    b.push_str("<h2 id=\"audit\">c1m against the kernel's own counters</h2>");
-    if let Some(k) = &run.kernel {
-        let _ = write!(
-            b,
-            "<p>Retransmits: {}.</p>",
-            esc(&k.retransmits_explained())
-        );
-        if let Some(r) = k.resets_explained() {
-            let _ = write!(b, "<p>Resets: {}.</p>", esc(&r));
-        }
-    }
-    b.push_str(&audit_table(run));
-    b.push_str("<h2 id=\"config\">Config and machine</h2><div class=\"cols\"><div><h3>Config</h3>");
-    b.push_str(&kv_table(&json_rows(&run.config)));
-    b.push_str("</div><div><h3>Machine</h3>");
     let mut machine = json_rows(&run.machine);
     for (k, v) in &mut machine {
         if k.ends_with("_bytes")
@@ -263,15 +232,58 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
             *v = format!("{} ({v} B)", bytes(n));
         }
     }
-    b.push_str(&kv_table(&machine));
-    b.push_str("</div></div><h2 id=\"files\">Files in this run folder</h2>");
-    b.push_str(&files_list(&hists));
-    let _ = write!(
-        b,
-        "<footer>Generated by c1m {} from summary.json. Units: bytes in IEC (1 KiB = 1024 B); latency in ms; CPU in seconds of user and system time.</footer>",
-        env!("CARGO_PKG_VERSION")
-    );
-    Ok(page(&format!("c1m run · {}", headline(run)), &b))
+    let body = html! {
+        (header(run))
+        h2 #figures { "Key figures" }
+        (cards(&groups))
+        h2 #charts { "Over time" }
+        div.charts {
+            @for c in time_series_charts(run) { (c.render()) }
+            @for c in latency_charts(&hists) { (c.render()) }
+        }
+        h2 #phases { "Phases: CPU, memory" }
+        (phase_table(run))
+        h2 #kva { "Kernel vs app, at the end of each phase" }
+        (kernel_vs_app_table(run))
+        @if let Some(m) = &run.multihost {
+            h2 #hosts { "Client hosts" }
+            (hosts_table(m))
+        }
+        h2 #latency { "Latency" }
+        (setup_latency_table(run, &hists))
+        @if rows.is_empty() {
+            p.mut { "No latency was recorded in this run." }
+        } @else {
+            (latency_table(&rows))
+        }
+        h2 #perconn { "Per connection, at the end of the idle phase" }
+        (per_connection_table(run))
+        h2 #workload { "Workload" }
+        div.cols { (setup_and_pushes(run)) }
+        h3 { "Counters" }
+        (counters_table(run))
+        h2 #kernel { "Kernel" }
+        (kernel_tables(run))
+        h2 #audit { "c1m against the kernel's own counters" }
+        @if let Some(k) = &run.kernel {
+            p { "Retransmits: " (k.retransmits_explained()) "." }
+            @if let Some(r) = k.resets_explained() {
+                p { "Resets: " (r) "." }
+            }
+        }
+        (audit_table(run))
+        h2 #config { "Config and machine" }
+        div.cols {
+            div { h3 { "Config" } (kv_table(&json_rows(&run.config))) }
+            div { h3 { "Machine" } (kv_table(&machine)) }
+        }
+        h2 #files { "Files in this run folder" }
+        (files_list(&hists))
+        footer {
+            "Generated by c1m " (env!("CARGO_PKG_VERSION")) " from summary.json. Units: bytes in IEC (1 KiB = 1024 B); latency in ms; CPU in seconds of user and system time."
+        }
+    };
+    Ok(page(&format!("c1m run · {}", headline(run)), body))
 }
 
 #[cfg(test)]

@@ -1,8 +1,7 @@
 //! The report's cards and tables: key figures, phases, kernel vs app, latency, per
 //! connection, workload counters, kernel, audit, config and machine.
 
-use std::fmt::Write as _;
-
+use maud::{Markup, html};
 use serde_json::Value;
 
 use crate::{
@@ -11,7 +10,7 @@ use crate::{
     report::{
         RunHist,
         figures::{Group, push_rule_line, setup_rate},
-        fmt::{bytes, count, esc, int, ms, num, secs, utc},
+        fmt::{bytes, count, int, ms, num, secs, utc},
     },
     workload::stats::{
         histograms::{Percentiles, SETUP_LATENCY_PAIRS},
@@ -20,26 +19,29 @@ use crate::{
 };
 
 /// Renders a list of figure groups as cards.
-pub(crate) fn cards(groups: &[Group]) -> String {
-    let mut out = String::from("<div class=\"cards\">");
-    for g in groups {
-        let _ = write!(out, "<div class=\"card\"><h3>{}</h3><table>", esc(&g.title));
-        for f in &g.figures {
-            let _ = write!(
-                out,
-                "<tr><td class=\"t\">{}</td><td class=\"v\">{}</td></tr>",
-                esc(&f.label),
-                esc(&f
-                    .value
-                    .map(|v| f.unit.show(v))
-                    .or_else(|| f.why_none.clone())
-                    .unwrap_or_else(|| "–".into()))
-            );
+pub(crate) fn cards(groups: &[Group]) -> Markup {
+    html! {
+        div.cards {
+            @for g in groups {
+                div.card {
+                    h3 { (g.title) }
+                    table {
+                        @for f in &g.figures {
+                            tr {
+                                td.t { (f.label) }
+                                td.v {
+                                    (f.value
+                                        .map(|v| f.unit.show(v))
+                                        .or_else(|| f.why_none.clone())
+                                        .unwrap_or_else(|| "–".into()))
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
-        out.push_str("</table></div>");
     }
-    out.push_str("</div>");
-    out
 }
 
 fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
@@ -47,18 +49,12 @@ fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
 }
 
 /// A two-column key/value table.
-pub(super) fn kv_table(rows: &[(String, String)]) -> String {
-    let mut out = String::from("<table class=\"wide\">");
-    for (k, v) in rows {
-        let _ = write!(
-            out,
-            "<tr><th class=\"t\">{}</th><td class=\"wrap\">{}</td></tr>",
-            esc(k),
-            esc(v)
-        );
+pub(super) fn kv_table(rows: &[(String, String)]) -> Markup {
+    html! {
+        table.wide {
+            @for (k, v) in rows { tr { th.t { (k) } td.wrap { (v) } } }
+        }
     }
-    out.push_str("</table>");
-    out
 }
 
 /// Flattens a JSON value into `a.b.c = value` rows (for config, machine, counters).
@@ -95,239 +91,275 @@ pub(super) fn json_rows<T: serde::Serialize>(v: &T) -> Vec<(String, String)> {
     rows
 }
 
-pub(super) fn phase_table(run: &RunRecord) -> String {
-    let mut out = String::from(
-        "<table class=\"wide\"><tr><th class=\"t\" rowspan=\"2\">phase</th><th rowspan=\"2\">duration</th>\
-         <th colspan=\"2\">server CPU (s)</th><th colspan=\"2\">client CPU (s)</th><th colspan=\"2\">observer CPU (s)</th>\
-         <th colspan=\"3\">RSS at the end</th><th rowspan=\"2\">kernel socket<br>memory</th><th rowspan=\"2\">box<br>MemAvailable</th></tr>\
-         <tr><th>user</th><th>sys</th><th>user</th><th>sys</th><th>user</th><th>sys</th><th>server</th><th>client</th><th>observer</th></tr>",
-    );
+pub(super) fn phase_table(run: &RunRecord) -> Markup {
     let mut tot = [0.0f64; 7];
-    for p in &run.phases {
-        let cpu = [
-            p.server.cpu_user_s,
-            p.server.cpu_sys_s,
-            p.client.cpu_user_s,
-            p.client.cpu_sys_s,
-            p.observer.cpu_user_s,
-            p.observer.cpu_sys_s,
-        ];
-        tot[0] += p.duration_s;
-        for (t, c) in tot[1..].iter_mut().zip(cpu) {
-            *t += c;
-        }
-        let _ = write!(
-            out,
-            "<tr><td class=\"t\">{}</td><td>{}</td>",
-            esc(&p.name),
-            secs(p.duration_s)
-        );
-        for c in cpu {
-            let _ = write!(out, "<td>{c:.2}</td>");
-        }
-        let _ = write!(
-            out,
-            "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            bytes(p.server.rss_bytes as f64),
-            bytes(p.client.rss_bytes as f64),
-            bytes(p.observer.rss_bytes as f64),
-            opt(p.kernel_socket_bytes, |b| bytes(b as f64)),
-            bytes(p.box_mem_available_bytes as f64)
-        );
-    }
-    if run.phases.len() > 1 {
-        let _ = write!(
-            out,
-            "<tr class=\"total\"><td class=\"t\">all phases</td><td>{}</td>",
-            secs(tot[0])
-        );
-        for c in &tot[1..] {
-            let _ = write!(out, "<td>{c:.2}</td>");
-        }
-        out.push_str("<td colspan=\"5\"></td></tr>");
-    }
-    out.push_str("</table>");
-    if let Some(line) = crate::model::end_walks_line(&run.phases) {
-        let _ = write!(out, "<p class=\"mut\">{}</p>", esc(&line));
-    }
+    let rows: Vec<(&crate::model::Phase, [f64; 6])> = run
+        .phases
+        .iter()
+        .map(|p| {
+            let cpu = [
+                p.server.cpu_user_s,
+                p.server.cpu_sys_s,
+                p.client.cpu_user_s,
+                p.client.cpu_sys_s,
+                p.observer.cpu_user_s,
+                p.observer.cpu_sys_s,
+            ];
+            tot[0] += p.duration_s;
+            for (t, c) in tot[1..].iter_mut().zip(cpu) {
+                *t += c;
+            }
+            (p, cpu)
+        })
+        .collect();
     let notes: Vec<String> = run
         .phases
         .iter()
         .flat_map(|p| p.notes.iter().map(move |n| format!("{}: {n}", p.name)))
         .collect();
-    if !notes.is_empty() {
-        out.push_str("<p class=\"mut\">");
-        out.push_str(&esc(&notes.join(" · ")));
-        out.push_str("</p>");
+    html! {
+        table.wide {
+            tr {
+                th.t rowspan="2" { "phase" }
+                th rowspan="2" { "duration" }
+                th colspan="2" { "server CPU (s)" }
+                th colspan="2" { "client CPU (s)" }
+                th colspan="2" { "observer CPU (s)" }
+                th colspan="3" { "RSS at the end" }
+                th rowspan="2" { "kernel socket" br; "memory" }
+                th rowspan="2" { "box" br; "MemAvailable" }
+            }
+            tr {
+                @for h in ["user", "sys", "user", "sys", "user", "sys", "server", "client", "observer"] {
+                    th { (h) }
+                }
+            }
+            @for (p, cpu) in &rows {
+                tr {
+                    td.t { (p.name) }
+                    td { (secs(p.duration_s)) }
+                    @for c in cpu { td { (format!("{c:.2}")) } }
+                    td { (bytes(p.server.rss_bytes as f64)) }
+                    td { (bytes(p.client.rss_bytes as f64)) }
+                    td { (bytes(p.observer.rss_bytes as f64)) }
+                    td { (opt(p.kernel_socket_bytes, |b| bytes(b as f64))) }
+                    td { (bytes(p.box_mem_available_bytes as f64)) }
+                }
+            }
+            @if run.phases.len() > 1 {
+                tr.total {
+                    td.t { "all phases" }
+                    td { (secs(tot[0])) }
+                    @for c in &tot[1..] { td { (format!("{c:.2}")) } }
+                    td colspan="5" {}
+                }
+            }
+        }
+        @if let Some(line) = crate::model::end_walks_line(&run.phases) {
+            p.mut { (line) }
+        }
+        @if !notes.is_empty() {
+            p.mut { (notes.join(" · ")) }
+        }
     }
-    out
 }
 
 /// A merged multi-host run: one row per client host, and how far the clocks agree.
-pub(super) fn hosts_table(m: &crate::multihost::model::Merged) -> String {
-    let mut out = format!(
-        "<p class=\"sub\">{}</p><table class=\"wide\"><tr><th class=\"t\">host</th><th>shard</th><th>asked</th><th>connected</th><th>failures</th><th>kernel ESTABLISHED</th><th>setup conn/s</th><th>connect p99 µs</th><th>push p99 µs</th><th>pushes received</th><th>clock offset µs</th><th>± µs</th></tr>",
-        esc(&m.clock_note)
-    );
-    for h in &m.hosts {
-        let _ = write!(
-            out,
-            "<tr><td class=\"t\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&h.label),
-            opt(h.shard_index, |v| int(i128::from(v))),
-            int(i128::from(h.connections_asked)),
-            int(i128::from(h.connected)),
-            int(i128::from(h.failures)),
-            opt(h.kernel_client_established, |v| int(i128::from(v))),
-            opt(h.setup_rate_per_s, |v| int(v.round() as i128)),
-            opt(h.connect_p99_us, |v| int(i128::from(v))),
-            opt(h.push_message_p99_us, |v| int(i128::from(v))),
-            int(i128::from(h.pushes_received)),
-            opt(h.clock_offset_ns, |v| format!("{:.1}", v as f64 / 1e3)),
-            opt(h.clock_bound_ns, |v| format!("{:.1}", v as f64 / 1e3)),
-        );
-    }
-    out.push_str("</table>");
-    out
-}
-
-pub(super) fn kernel_vs_app_table(run: &RunRecord) -> String {
-    let mut out = String::from(
-        "<table class=\"wide\"><tr><th class=\"t\">phase</th><th class=\"t\">what</th><th>kernel</th><th>app</th><th>kernel − app</th><th>agree</th><th class=\"t\">why they differ</th></tr>",
-    );
-    for p in &run.phases {
-        for k in &p.kernel_vs_app {
-            let diff = match (k.kernel, k.app) {
-                (Some(a), Some(b)) => int(i128::from(a) - i128::from(b)),
-                _ => "–".to_owned(),
-            };
-            let _ = write!(
-                out,
-                "<tr><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{}</td><td>{}</td><td>{diff}</td><td>{}</td><td class=\"wrap\">{}</td></tr>",
-                esc(&p.name),
-                esc(&k.what),
-                opt(k.kernel, |v| int(i128::from(v))),
-                opt(k.app, |v| int(i128::from(v))),
-                if k.agree {
-                    "<span class=\"yes\">✓</span>"
-                } else {
-                    "<span class=\"no\">✗</span>"
-                },
-                esc(k.explanation.as_deref().unwrap_or(""))
-            );
+pub(super) fn hosts_table(m: &crate::multihost::model::Merged) -> Markup {
+    let heads = [
+        "shard",
+        "asked",
+        "connected",
+        "failures",
+        "kernel ESTABLISHED",
+        "setup conn/s",
+        "connect p99 µs",
+        "push p99 µs",
+        "pushes received",
+        "clock offset µs",
+        "± µs",
+    ];
+    html! {
+        p.sub { (m.clock_note) }
+        table.wide {
+            tr { th.t { "host" } @for h in heads { th { (h) } } }
+            @for h in &m.hosts {
+                tr {
+                    td.t { (h.label) }
+                    td { (opt(h.shard_index, |v| int(i128::from(v)))) }
+                    td { (int(i128::from(h.connections_asked))) }
+                    td { (int(i128::from(h.connected))) }
+                    td { (int(i128::from(h.failures))) }
+                    td { (opt(h.kernel_client_established, |v| int(i128::from(v)))) }
+                    td { (opt(h.setup_rate_per_s, |v| int(v.round() as i128))) }
+                    td { (opt(h.connect_p99_us, |v| int(i128::from(v)))) }
+                    td { (opt(h.push_message_p99_us, |v| int(i128::from(v)))) }
+                    td { (int(i128::from(h.pushes_received))) }
+                    td { (opt(h.clock_offset_ns, |v| format!("{:.1}", v as f64 / 1e3))) }
+                    td { (opt(h.clock_bound_ns, |v| format!("{:.1}", v as f64 / 1e3))) }
+                }
+            }
         }
     }
-    out.push_str("</table>");
-    out
+}
+
+pub(super) fn kernel_vs_app_table(run: &RunRecord) -> Markup {
+    html! {
+        table.wide {
+            tr {
+                th.t { "phase" } th.t { "what" } th { "kernel" } th { "app" }
+                th { "kernel − app" } th { "agree" } th.t { "why they differ" }
+            }
+            @for p in &run.phases {
+                @for k in &p.kernel_vs_app {
+                    tr {
+                        td.t { (p.name) }
+                        td.t { (k.what) }
+                        td { (opt(k.kernel, |v| int(i128::from(v)))) }
+                        td { (opt(k.app, |v| int(i128::from(v)))) }
+                        td {
+                            @match (k.kernel, k.app) {
+                                (Some(a), Some(b)) => (int(i128::from(a) - i128::from(b))),
+                                _ => "–",
+                            }
+                        }
+                        td { (agree_mark(k.agree)) }
+                        td.wrap { (k.explanation.as_deref().unwrap_or("")) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// ✓ or ✗, coloured.
+fn agree_mark(agree: bool) -> Markup {
+    html! {
+        @if agree { span.yes { "✓" } } @else { span.no { "✗" } }
+    }
 }
 
 /// Setup latency timed from the `connect()` call and from the pace's schedule, side by
 /// side, under the asked and achieved setup rates: a client that fell behind its `--rate`
 /// shows it here as schedule-based latency far above call-based.
-pub(super) fn setup_latency_table(run: &RunRecord, hists: &[RunHist]) -> String {
-    let mut out = String::new();
-    if let Some(r) = setup_rate(run) {
-        let _ = write!(
-            out,
-            "<p>Setup rate: asked <b>{}</b>, achieved <b>{}</b> ({} connected in {}).</p>",
-            opt(r.asked_per_s, |a| format!("{}/s", num(a, 0))),
-            opt(r.achieved_per_s, |a| format!("{}/s", num(a, 0))),
-            count(r.connected),
-            secs(r.duration_s)
-        );
-    }
-    let mut rows = String::new();
-    for (what, call, sched) in SETUP_LATENCY_PAIRS {
-        for (from, name) in [("from the call", call), ("from the schedule", sched)] {
-            let Some(h) = hists.iter().find(|h| h.side == "client" && h.name == name) else {
-                continue;
-            };
-            let p = Percentiles::of(&h.hist);
-            let _ = write!(
-                rows,
-                "<tr><td class=\"t\">{} <span class=\"mut\">({})</span></td><td class=\"t\">{from}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(what),
-                esc(name),
-                count(p.count),
-                ms(p.p50 as f64),
-                ms(p.p99 as f64),
-                ms(p.p999 as f64),
-                ms(p.max as f64)
-            );
+pub(super) fn setup_latency_table(run: &RunRecord, hists: &[RunHist]) -> Markup {
+    let rows: Vec<(&str, &str, &str, Percentiles)> = SETUP_LATENCY_PAIRS
+        .iter()
+        .flat_map(|&(what, call, sched)| {
+            [("from the call", call), ("from the schedule", sched)]
+                .into_iter()
+                .filter_map(move |(from, name)| {
+                    let h = hists
+                        .iter()
+                        .find(|h| h.side == "client" && h.name == name)?;
+                    Some((what, name, from, Percentiles::of(&h.hist)))
+                })
+        })
+        .collect();
+    html! {
+        @if let Some(r) = setup_rate(run) {
+            p {
+                "Setup rate: asked "
+                b { (opt(r.asked_per_s, |a| format!("{}/s", num(a, 0)))) }
+                ", achieved "
+                b { (opt(r.achieved_per_s, |a| format!("{}/s", num(a, 0)))) }
+                " (" (count(r.connected)) " connected in " (secs(r.duration_s)) ")."
+            }
+        }
+        @if !rows.is_empty() {
+            table.wide {
+                tr {
+                    th.t { "setup latency (ms)" } th.t { "timed" } th { "count" } th { "median" }
+                    th { "99%" } th { "99.9%" } th { "max" }
+                }
+                @for (what, name, from, p) in &rows {
+                    tr {
+                        td.t { (what) " " span.mut { "(" (name) ")" } }
+                        td.t { (from) }
+                        td { (count(p.count)) }
+                        td { (ms(p.p50 as f64)) }
+                        td { (ms(p.p99 as f64)) }
+                        td { (ms(p.p999 as f64)) }
+                        td { (ms(p.max as f64)) }
+                    }
+                }
+            }
+            p.mut {
+                "From the call: the " code { "connect()" } " call (or the handshake request) to success. From the schedule: the instant "
+                code { "--rate" }
+                " scheduled that connection to the same success, so the wait for an in-flight slot counts (coordinated omission corrected, as wrk2 does). Unpaced runs have no schedule."
+            }
         }
     }
-    if !rows.is_empty() {
-        out.push_str("<table class=\"wide\"><tr><th class=\"t\">setup latency (ms)</th><th class=\"t\">timed</th><th>count</th><th>median</th><th>99%</th><th>99.9%</th><th>max</th></tr>");
-        out.push_str(&rows);
-        out.push_str("</table><p class=\"mut\">From the call: the <code>connect()</code> call (or the handshake request) to success. From the schedule: the instant <code>--rate</code> scheduled that connection to the same success, so the wait for an in-flight slot counts (coordinated omission corrected, as wrk2 does). Unpaced runs have no schedule.</p>");
-    }
-    out
 }
 
 /// Each audited figure: c1m's, the kernel's MIB counter, and why they differ.
-pub(super) fn audit_table(run: &RunRecord) -> String {
+pub(super) fn audit_table(run: &RunRecord) -> Markup {
     let Some(a) = &run.audit else {
-        return "<p>No audit: the kernel observer did not run.</p>".to_owned();
+        return html! { p { "No audit: the kernel observer did not run." } };
     };
     if let Some(why) = &a.unavailable {
-        return format!("<p>No audit: {}</p>", esc(why));
+        return html! { p { "No audit: " (why) } };
     }
-    let mut out = String::from(
-        "<table class=\"wide\"><tr><th class=\"t\">kernel counter (Δ since attach)</th><th class=\"t\">c1m's figure</th><th>c1m</th><th>kernel</th><th>agree</th><th class=\"t\">why they differ</th></tr>",
-    );
-    for r in &a.rows {
-        let verdict = match r.verdict {
-            Verdict::Agrees => "<span class=\"yes\">✓</span>",
-            Verdict::Explained => "<span class=\"no\">✗</span> explained",
-            Verdict::Unexplained => "<span class=\"no\">✗ unexplained</span>",
-        };
-        let _ = write!(
-            out,
-            "<tr><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{}</td><td>{}</td><td>{verdict}</td><td class=\"wrap\">{}</td></tr>",
-            esc(r.figure.mib_name()),
-            esc(r.figure.c1m_definition()),
-            int(i128::from(r.c1m)),
-            int(i128::from(r.kernel)),
-            esc(&r.explanation)
-        );
+    html! {
+        table.wide {
+            tr {
+                th.t { "kernel counter (Δ since attach)" } th.t { "c1m's figure" } th { "c1m" }
+                th { "kernel" } th { "agree" } th.t { "why they differ" }
+            }
+            @for r in &a.rows {
+                tr {
+                    td.t { (r.figure.mib_name()) }
+                    td.t { (r.figure.c1m_definition()) }
+                    td { (int(i128::from(r.c1m))) }
+                    td { (int(i128::from(r.kernel))) }
+                    td {
+                        @match r.verdict {
+                            Verdict::Agrees => span.yes { "✓" },
+                            Verdict::Explained => { span.no { "✗" } " explained" },
+                            Verdict::Unexplained => span.no { "✗ unexplained" },
+                        }
+                    }
+                    td.wrap { (r.explanation) }
+                }
+            }
+        }
     }
-    out.push_str("</table>");
-    out
 }
 
 /// The seeds' latency table, one row per histogram, in ms.
-pub(crate) fn latency_table(rows: &[(String, Percentiles)]) -> String {
-    let mut out = String::from(
-        "<table class=\"wide\"><tr><th class=\"t\">histogram (ms)</th><th>count</th><th>min</th><th>max</th><th>mean</th><th>stddev</th><th>median</th><th>75%</th><th>95%</th><th>98%</th><th>99%</th><th>99.9%</th></tr>",
-    );
-    for (name, p) in rows {
-        let _ = write!(
-            out,
-            "<tr><td class=\"t\">{}</td><td>{}</td>",
-            esc(name),
-            count(p.count)
-        );
-        for v in [
-            p.min as f64,
-            p.max as f64,
-            p.mean,
-            p.stddev,
-            p.p50 as f64,
-            p.p75 as f64,
-            p.p95 as f64,
-            p.p98 as f64,
-            p.p99 as f64,
-            p.p999 as f64,
-        ] {
-            let _ = write!(out, "<td>{}</td>", ms(v));
+pub(crate) fn latency_table(rows: &[(String, Percentiles)]) -> Markup {
+    let heads = [
+        "count", "min", "max", "mean", "stddev", "median", "75%", "95%", "98%", "99%", "99.9%",
+    ];
+    html! {
+        table.wide {
+            tr { th.t { "histogram (ms)" } @for h in heads { th { (h) } } }
+            @for (name, p) in rows {
+                tr {
+                    td.t { (name) }
+                    td { (count(p.count)) }
+                    @for v in [
+                        p.min as f64,
+                        p.max as f64,
+                        p.mean,
+                        p.stddev,
+                        p.p50 as f64,
+                        p.p75 as f64,
+                        p.p95 as f64,
+                        p.p98 as f64,
+                        p.p99 as f64,
+                        p.p999 as f64,
+                    ] {
+                        td { (ms(v)) }
+                    }
+                }
+            }
         }
-        out.push_str("</tr>");
     }
-    out.push_str("</table>");
-    out
 }
 
-pub(super) fn per_connection_table(run: &RunRecord) -> String {
+pub(super) fn per_connection_table(run: &RunRecord) -> Markup {
     let pc = &run.per_connection;
     let total = match (pc.server_user_bytes, pc.client_user_bytes, pc.kernel_bytes) {
         (Some(s), Some(c), Some(k)) => Some(s + c + k),
@@ -340,67 +372,71 @@ pub(super) fn per_connection_table(run: &RunRecord) -> String {
         ("kernel, per socket", pc.kernel_bytes_per_socket),
         ("server + client + kernel", total),
     ];
-    let mut out = String::from("<table class=\"wide\"><tr><th>connections open</th>");
-    for (h, _) in cols {
-        let _ = write!(out, "<th>{h}</th>");
+    html! {
+        table.wide {
+            tr { th { "connections open" } @for (h, _) in cols { th { (h) } } }
+            tr {
+                td { (count(pc.connections)) }
+                @for (_, v) in cols {
+                    td {
+                        b { (opt(v, bytes)) } " "
+                        span.mut { (opt(v, |v| format!("({} B)", num(v, 0)))) }
+                    }
+                }
+            }
+        }
     }
-    let _ = write!(out, "</tr><tr><td>{}</td>", count(pc.connections));
-    for (_, v) in cols {
-        let _ = write!(
-            out,
-            "<td><b>{}</b> <span class=\"mut\">{}</span></td>",
-            opt(v, bytes),
-            opt(v, |v| format!("({} B)", num(v, 0)))
-        );
-    }
-    out.push_str("</tr></table>");
-    out
 }
 
-pub(super) fn setup_and_pushes(run: &RunRecord) -> String {
-    let mut out = String::new();
+pub(super) fn setup_and_pushes(run: &RunRecord) -> Markup {
     let Some(c) = &run.client else {
-        return out;
+        return html! {};
     };
-    if !c.setup_steps.is_empty() {
-        out.push_str("<div><h3>Setup steps (client)</h3><table class=\"wide\"><tr><th>connections</th><th>at</th><th>step took</th><th>rate in the step</th></tr>");
-        for s in &c.setup_steps {
-            let _ = write!(
-                out,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}/s</td></tr>",
-                count(s.connections),
-                secs(s.at_s),
-                secs(s.step_s),
-                num(s.rate_per_s, 0)
-            );
+    html! {
+        @if !c.setup_steps.is_empty() {
+            div {
+                h3 { "Setup steps (client)" }
+                table.wide {
+                    tr { th { "connections" } th { "at" } th { "step took" } th { "rate in the step" } }
+                    @for s in &c.setup_steps {
+                        tr {
+                            td { (count(s.connections)) }
+                            td { (secs(s.at_s)) }
+                            td { (secs(s.step_s)) }
+                            td { (num(s.rate_per_s, 0)) "/s" }
+                        }
+                    }
+                }
+            }
         }
-        out.push_str("</table></div>");
+        @if !c.pushes.is_empty() {
+            div {
+                h3 { "Pushes (client: frames received)" }
+                @if let Some(rule) = push_rule_line(run) {
+                    p.sub { (rule) }
+                }
+                table.wide {
+                    tr {
+                        th { "push" } th.t { "started" } th { "received" } th { "first after" }
+                        th { "all received after" }
+                    }
+                    @for p in &c.pushes {
+                        tr {
+                            td { (p.push_id) }
+                            td.t { (utc(p.started_unix_ns / 1_000_000)) }
+                            td { (count(p.count)) }
+                            td { (secs(p.first_unix_ns.saturating_sub(p.started_unix_ns) as f64 / 1e9)) }
+                            td { (secs(p.complete_s)) }
+                        }
+                    }
+                }
+            }
+        }
     }
-    if !c.pushes.is_empty() {
-        out.push_str("<div><h3>Pushes (client: frames received)</h3>");
-        if let Some(rule) = push_rule_line(run) {
-            let _ = write!(out, "<p class=\"sub\">{}</p>", esc(&rule));
-        }
-        out.push_str("<table class=\"wide\"><tr><th>push</th><th class=\"t\">started</th><th>received</th><th>first after</th><th>all received after</th></tr>");
-        for p in &c.pushes {
-            let first = p.first_unix_ns.saturating_sub(p.started_unix_ns) as f64 / 1e9;
-            let _ = write!(
-                out,
-                "<tr><td>{}</td><td class=\"t\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                p.push_id,
-                utc(p.started_unix_ns / 1_000_000),
-                count(p.count),
-                secs(first),
-                secs(p.complete_s)
-            );
-        }
-        out.push_str("</table></div>");
-    }
-    out
 }
 
 /// Non-zero counters of both sides, side by side.
-pub(super) fn counters_table(run: &RunRecord) -> String {
+pub(super) fn counters_table(run: &RunRecord) -> Markup {
     let rows = |s: &Option<AppSnapshot>| -> Vec<(String, String)> {
         let mut rows = Vec::new();
         if let Some(s) = s
@@ -411,35 +447,20 @@ pub(super) fn counters_table(run: &RunRecord) -> String {
         rows
     };
     let (srv, cli) = (rows(&run.server), rows(&run.client));
-    let mut out = String::from(
-        "<table class=\"wide\"><tr><th class=\"t\">counter (non-zero)</th><th>server</th><th>client</th></tr>",
-    );
-    let keys = srv.iter().chain(&cli).map(|(k, _)| k.clone());
-    let mut seen = Vec::new();
-    for k in keys {
-        if seen.contains(&k) {
+    let mut lines: Vec<(String, String, String)> = Vec::new();
+    for (k, _) in srv.iter().chain(&cli) {
+        if lines.iter().any(|(seen, _, _)| seen == k) {
             continue;
         }
         let get = |rows: &[(String, String)]| {
             rows.iter()
-                .find(|(r, _)| *r == k)
+                .find(|(r, _)| r == k)
                 .map(|(_, v)| v.clone())
                 .unwrap_or_else(|| "–".into())
         };
-        let (a, b) = (get(&srv), get(&cli));
-        seen.push(k.clone());
-        if [&a, &b].iter().all(|v| *v == "0" || *v == "–") {
-            continue;
-        }
-        let _ = write!(
-            out,
-            "<tr><td class=\"t\">{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&k),
-            esc(&a),
-            esc(&b)
-        );
+        lines.push((k.clone(), get(&srv), get(&cli)));
     }
-    out.push_str("</table>");
+    lines.retain(|(_, a, b)| [a, b].iter().any(|v| *v != "0" && *v != "–"));
     let mut side_rows = Vec::new();
     for s in [&run.server, &run.client].into_iter().flatten() {
         side_rows.push((
@@ -456,92 +477,95 @@ pub(super) fn counters_table(run: &RunRecord) -> String {
             ));
         }
     }
-    if !side_rows.is_empty() {
-        out.push_str("<h3>Workers</h3>");
-        out.push_str(&kv_table(&side_rows));
+    html! {
+        table.wide {
+            tr { th.t { "counter (non-zero)" } th { "server" } th { "client" } }
+            @for (k, a, b) in &lines {
+                tr { td.t { (k) } td { (a) } td { (b) } }
+            }
+        }
+        @if !side_rows.is_empty() {
+            h3 { "Workers" }
+            (kv_table(&side_rows))
+        }
     }
-    out
 }
 
-pub(super) fn kernel_tables(run: &RunRecord) -> String {
+pub(super) fn kernel_tables(run: &RunRecord) -> Markup {
     let Some(k) = &run.kernel else {
-        return "<p class=\"mut\">The kernel observer did not run.</p>".to_owned();
+        return html! { p.mut { "The kernel observer did not run." } };
     };
-    let mut out = format!(
-        "<p class=\"mut\">Last view at {}: {} socket walks, the last took {} ms over {} sockets; map errors: {}.</p>",
-        utc(k.unix_ms),
-        count(k.walk.walks),
-        num(k.walk.duration_ms, 1),
-        count(k.walk.sockets_walked),
-        count(k.map_errors)
-    );
-    out.push_str("<div><h3>Listeners</h3><table class=\"wide\"><tr><th>port</th><th>sockets</th><th>queue now / limit</th><th>peak (sampled)</th><th>overflows</th><th>SYN-ACK retrans.</th><th>children</th></tr>");
-    for l in &k.listeners {
-        let _ = write!(
-            out,
-            "<tr><td>{}</td><td>{}</td><td>{} / {}</td><td>{}</td><td{}>{}</td><td>{}</td><td>{}</td></tr>",
-            l.port,
-            l.sockets,
-            count(l.queue_depth),
-            count(l.queue_limit),
-            count(l.queue_peak_sampled),
-            if l.accept_queue_overflows > 0 {
-                " class=\"no\""
-            } else {
-                ""
-            },
-            count(l.accept_queue_overflows),
-            opt(l.synack_retransmits, count),
-            count(l.children)
-        );
-    }
-    out.push_str("</table></div>");
-    if let Some(m) = &k.memory {
-        out.push_str("<div><h3>Kernel socket memory</h3><table class=\"wide\"><tr><th class=\"t\">side</th><th>sockets</th><th>full</th><th>TIME_WAIT</th><th>request</th><th>slab (derived)</th><th>buffers</th><th>total</th><th>per socket</th></tr>");
-        for (name, s) in [
-            ("server", &m.server),
-            ("client", &m.client),
-            ("other", &m.other),
-            ("total", &m.total),
-        ] {
-            let _ = write!(
-                out,
-                "<tr{}><td class=\"t\">{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                if name == "total" {
-                    " class=\"total\""
-                } else {
-                    ""
-                },
-                count(s.sockets),
-                count(s.full_sockets),
-                count(s.time_wait_sockets),
-                count(s.request_sockets),
-                bytes(s.slab_bytes_derived as f64),
-                bytes(s.buffer_bytes as f64),
-                bytes(s.total_bytes as f64),
-                bytes(s.bytes_per_socket)
-            );
+    html! {
+        p.mut {
+            "Last view at " (utc(k.unix_ms)) ": " (count(k.walk.walks))
+            " socket walks, the last took " (num(k.walk.duration_ms, 1)) " ms over "
+            (count(k.walk.sockets_walked)) " sockets; map errors: " (count(k.map_errors)) "."
         }
-        out.push_str("</table>");
-        if !m.slab_object_bytes.is_empty() {
-            out.push_str("<h3>Slab caches</h3><table><tr><th class=\"t\">cache</th><th>object size</th><th>bytes used by the run</th></tr>");
-            for (cache, size) in &m.slab_object_bytes {
-                let _ = write!(
-                    out,
-                    "<tr><td class=\"t\">{}</td><td>{}</td><td>{}</td></tr>",
-                    esc(cache),
-                    bytes(*size as f64),
-                    opt(m.slab_bytes_by_cache.get(cache), |b| bytes(*b as f64))
-                );
+        div {
+            h3 { "Listeners" }
+            table.wide {
+                tr {
+                    th { "port" } th { "sockets" } th { "queue now / limit" } th { "peak (sampled)" }
+                    th { "overflows" } th { "SYN-ACK retrans." } th { "children" }
+                }
+                @for l in &k.listeners {
+                    tr {
+                        td { (l.port) }
+                        td { (l.sockets) }
+                        td { (count(l.queue_depth)) " / " (count(l.queue_limit)) }
+                        td { (count(l.queue_peak_sampled)) }
+                        td.no[l.accept_queue_overflows > 0] { (count(l.accept_queue_overflows)) }
+                        td { (opt(l.synack_retransmits, count)) }
+                        td { (count(l.children)) }
+                    }
+                }
             }
-            out.push_str("</table>");
         }
-        out.push_str("</div>");
+        @if let Some(m) = &k.memory {
+            div {
+                h3 { "Kernel socket memory" }
+                table.wide {
+                    tr {
+                        th.t { "side" } th { "sockets" } th { "full" } th { "TIME_WAIT" }
+                        th { "request" } th { "slab (derived)" } th { "buffers" } th { "total" }
+                        th { "per socket" }
+                    }
+                    @for (name, s) in [
+                        ("server", &m.server),
+                        ("client", &m.client),
+                        ("other", &m.other),
+                        ("total", &m.total),
+                    ] {
+                        tr.total[name == "total"] {
+                            td.t { (name) }
+                            td { (count(s.sockets)) }
+                            td { (count(s.full_sockets)) }
+                            td { (count(s.time_wait_sockets)) }
+                            td { (count(s.request_sockets)) }
+                            td { (bytes(s.slab_bytes_derived as f64)) }
+                            td { (bytes(s.buffer_bytes as f64)) }
+                            td { (bytes(s.total_bytes as f64)) }
+                            td { (bytes(s.bytes_per_socket)) }
+                        }
+                    }
+                }
+                @if !m.slab_object_bytes.is_empty() {
+                    h3 { "Slab caches" }
+                    table {
+                        tr { th.t { "cache" } th { "object size" } th { "bytes used by the run" } }
+                        @for (cache, size) in &m.slab_object_bytes {
+                            tr {
+                                td.t { (cache) }
+                                td { (bytes(*size as f64)) }
+                                td { (opt(m.slab_bytes_by_cache.get(cache), |b| bytes(*b as f64))) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if !k.unavailable.is_empty() {
+            p.mut { "Not available on this kernel: " (k.unavailable.join("; ")) }
+        }
     }
-    if !k.unavailable.is_empty() {
-        out.push_str("<p class=\"mut\">Not available on this kernel: ");
-        out.push_str(&esc(&k.unavailable.join("; ")));
-        out.push_str("</p>");
-    }
-    out
 }

@@ -9,10 +9,13 @@
 //! as a ring, not joined to the line, with a legend entry saying so.
 //!
 //! This file holds what a chart is made of; [`axis`] computes the y axis and the ticks,
-//! [`render`] draws a chart as SVG.
+//! [`render`] draws a chart as SVG with maud, which escapes every label, title and id
+//! (run names and folder names reach them); the numbers are formatted here.
 
 mod axis;
 mod render;
+
+use maud::{Markup, html};
 
 /// The two chart sizes: a report's wide chart and a comparison's small multiple. The
 /// viewBox shrinks with the display width, so the text keeps its size on the page.
@@ -77,38 +80,42 @@ pub(crate) enum Marker {
 
 impl Marker {
     /// The marker centred on (x, y), filled with `color`.
-    pub fn svg(self, x: f64, y: f64, color: &str) -> String {
+    pub fn svg(self, x: f64, y: f64, color: &str) -> Markup {
         let r = 3.2;
         match self {
-            Marker::Circle => {
-                format!(
-                    "<circle class=\"marker\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{r}\" fill=\"{color}\" />"
-                )
-            }
-            Marker::Square => format!(
-                "<rect class=\"marker\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{color}\" />",
-                x - r,
-                y - r,
-                2.0 * r,
-                2.0 * r
-            ),
-            Marker::Triangle => format!(
-                "<path class=\"marker\" d=\"M{x:.1} {:.1}L{:.1} {:.1}L{:.1} {:.1}Z\" fill=\"{color}\" />",
-                y - r - 0.6,
-                x + r + 0.4,
-                y + r,
-                x - r - 0.4,
-                y + r
-            ),
-            Marker::Diamond => format!(
-                "<path class=\"marker\" d=\"M{x:.1} {:.1}L{:.1} {y:.1}L{x:.1} {:.1}L{:.1} {y:.1}Z\" fill=\"{color}\" />",
-                y - r - 0.5,
-                x + r + 0.5,
-                y + r + 0.5,
-                x - r - 0.5
-            ),
+            Marker::Circle => html! {
+                circle.marker cx=(f1(x)) cy=(f1(y)) r=(r) fill=(color) {}
+            },
+            Marker::Square => html! {
+                rect.marker x=(f1(x - r)) y=(f1(y - r)) width=(f1(2.0 * r)) height=(f1(2.0 * r))
+                    fill=(color) {}
+            },
+            Marker::Triangle => html! {
+                path.marker d=(format!(
+                    "M{x:.1} {:.1}L{:.1} {:.1}L{:.1} {:.1}Z",
+                    y - r - 0.6,
+                    x + r + 0.4,
+                    y + r,
+                    x - r - 0.4,
+                    y + r
+                )) fill=(color) {}
+            },
+            Marker::Diamond => html! {
+                path.marker d=(format!(
+                    "M{x:.1} {:.1}L{:.1} {y:.1}L{x:.1} {:.1}L{:.1} {y:.1}Z",
+                    y - r - 0.5,
+                    x + r + 0.5,
+                    y + r + 0.5,
+                    x - r - 0.5
+                )) fill=(color) {}
+            },
         }
     }
+}
+
+/// A coordinate with one decimal, as every position in the SVG is written.
+fn f1(v: f64) -> String {
+    format!("{v:.1}")
 }
 
 /// A line's points: (x, y), `None` where the line breaks.

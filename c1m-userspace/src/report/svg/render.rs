@@ -3,11 +3,14 @@
 
 use std::fmt::Write as _;
 
+use maud::{Markup, html};
+
 use super::{
     Chart, XAxis, YUnit,
-    axis::{decimals, nice_ticks, percentile_label},
+    axis::{YAxis, decimals, nice_ticks, percentile_label},
+    f1,
 };
-use crate::report::fmt::{bytes, esc, num};
+use crate::report::fmt::{bytes, num};
 
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 14.0;
@@ -58,7 +61,7 @@ impl Chart {
             .collect()
     }
 
-    pub fn render(&self) -> String {
+    pub fn render(&self) -> Markup {
         let (w, h) = self.size.dims();
         let series = self.drawn();
         let stale = self.drawn_stale();
@@ -110,262 +113,235 @@ impl Chart {
                     .collect()
             }
         };
-        let mut out = String::new();
-        let _ = write!(
-            out,
-            "<figure class=\"chart\" id=\"{}\" data-points=\"{n}\" data-stale-points=\"{n_stale}\" data-x-min=\"{}\" data-x-max=\"{}\" data-y-min=\"{}\" data-y-max=\"{}\"><figcaption><b>{}</b><span>{}</span></figcaption><div class=\"legend\">",
-            esc(&self.id),
-            if n + n_stale > 0 { x0 } else { 0.0 },
-            if n + n_stale > 0 { x1 } else { 0.0 },
-            axis.lo,
-            axis.hi,
-            esc(&self.title),
-            esc(&self.note)
-        );
-        for s in &self.series {
-            let _ = write!(
-                out,
-                "<span><svg width=\"26\" height=\"10\" aria-hidden=\"true\"><line x1=\"1\" y1=\"5\" x2=\"25\" y2=\"5\" stroke=\"{}\" stroke-width=\"{}\"{} />{}</svg>{}</span>",
-                s.color,
-                s.width.max(2.0),
-                dash_attr(s.dash),
-                s.marker
-                    .map(|m| m.svg(13.0, 5.0, s.color))
-                    .unwrap_or_default(),
-                esc(&s.label)
-            );
-        }
-        if n_stale > 0 {
-            let _ = write!(
-                out,
-                "<span class=\"stalekey\"><svg width=\"26\" height=\"10\" aria-hidden=\"true\">{}</svg>stale: the figure's source was more than {} s old at that second (not joined to the line)</span>",
-                stale_ring(13.0, 5.0, "#6b7280"),
-                num(crate::model::STALE_AFTER_S, 0)
-            );
-        }
-        if !self.lanes.is_empty() {
-            out.push_str(
-                "<span class=\"lanekey\">strips under the axis: each run's phases, from start to end</span>",
-            );
-        }
-        out.push_str("</div>");
-        let full_h = h + self.lanes.len() as f64 * LANE_H;
-        let _ = write!(
-            out,
-            "<svg viewBox=\"0 0 {w} {full_h}\" role=\"img\" aria-label=\"{}\">",
-            esc(&self.title)
-        );
-        if n + n_stale == 0 {
-            let _ = write!(
-                out,
-                "<text x=\"{}\" y=\"{}\" class=\"nodata\">no data in this run</text></svg></figure>",
-                w / 2.0,
-                h / 2.0
-            );
-            return out;
-        }
+        let any = n + n_stale > 0;
         let right = match self.x {
             XAxis::Seconds => RIGHT,
             XAxis::Percentile => RIGHT_PERCENTILE,
         };
-        let pw = w - LEFT - right;
-        let ph = h - TOP - BOTTOM;
-        let sx = |x: f64| LEFT + (x - x0) / (x1 - x0).max(f64::MIN_POSITIVE) * pw;
-        let sy = |y: f64| TOP + ph - axis.frac(y) * ph;
-        // Phase bands, behind everything: each at its own start and end.
-        for (i, b) in self.bands.iter().enumerate() {
-            let (a, z) = (sx(b.x0.max(x0)), sx(b.x1.min(x1)));
-            if z < a {
-                continue;
-            }
-            let _ = write!(
-                out,
-                "<rect class=\"band{}\" data-phase=\"{}\" x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{ph}\" />",
-                if i % 2 == 0 { "" } else { " alt" },
-                esc(&b.label),
-                z - a
-            );
-            // Uppercase 10 px with letter spacing: about 7 px a character.
-            if z - a >= b.label.chars().count() as f64 * 7.0 + 4.0 {
-                let _ = write!(
-                    out,
-                    "<text class=\"bandlabel\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-                    a + 3.0,
-                    TOP - 6.0,
-                    esc(&b.label)
-                );
-            }
-            for edge in [a, z] {
-                let _ = write!(
-                    out,
-                    "<line class=\"bandedge\" x1=\"{edge:.1}\" y1=\"{TOP}\" x2=\"{edge:.1}\" y2=\"{:.1}\" />",
-                    TOP + ph
-                );
-            }
-        }
-        // Grid and tick labels.
-        for (v, label) in &axis.ticks {
-            let y = sy(*v);
-            let _ = write!(
-                out,
-                "<line class=\"grid\" x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" /><text class=\"ytick\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-                w - right,
-                LEFT - 6.0,
-                y + 4.0,
-                esc(label)
-            );
-        }
-        for (v, label) in &xticks {
-            let x = sx(*v);
-            let _ = write!(
-                out,
-                "<line class=\"grid\" x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" /><text class=\"xtick\" x=\"{x:.1}\" y=\"{:.1}\">{}</text>",
-                TOP + ph,
-                TOP + ph + 16.0,
-                esc(label)
-            );
-        }
-        let _ = write!(
-            out,
-            "<rect class=\"frame\" x=\"{LEFT}\" y=\"{TOP}\" width=\"{pw}\" height=\"{ph}\" />\
-             <text class=\"xlabel\" x=\"{:.1}\" y=\"{:.1}\">{}</text>\
-             <text class=\"ylabel\" transform=\"translate(14 {:.1}) rotate(-90)\">{}</text>",
-            LEFT + pw / 2.0,
-            h - 8.0,
-            esc(&self.x_label),
-            TOP + ph / 2.0,
-            esc(&self.y_label)
-        );
-        // Each run's phases, one strip per run under the axis label.
-        for (k, lane) in self.lanes.iter().enumerate() {
-            let y = h + k as f64 * LANE_H;
-            let _ = write!(
-                out,
-                "<text class=\"lanelabel\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-                LEFT - 6.0,
-                y + LANE_H - 3.0,
-                esc(&crate::fmt::ellipsis(&lane.label, 11))
-            );
-            for (i, b) in lane.bands.iter().enumerate() {
-                let (a, z) = (sx(b.x0.max(x0)), sx(b.x1.min(x1)));
-                if z < a {
-                    continue;
+        let plot = Plot {
+            x0,
+            x1,
+            pw: w - LEFT - right,
+            ph: h - TOP - BOTTOM,
+            axis: &axis,
+        };
+        let full_h = h + self.lanes.len() as f64 * LANE_H;
+        html! {
+            figure.chart id=(self.id) data-points=(n) data-stale-points=(n_stale)
+                data-x-min=(if any { x0 } else { 0.0 }) data-x-max=(if any { x1 } else { 0.0 })
+                data-y-min=(axis.lo) data-y-max=(axis.hi)
+            {
+                figcaption { b { (self.title) } span { (self.note) } }
+                div.legend {
+                    @for s in &self.series {
+                        span {
+                            svg width="26" height="10" aria-hidden="true" {
+                                line x1="1" y1="5" x2="25" y2="5" stroke=(s.color)
+                                    stroke-width=(s.width.max(2.0)) stroke-dasharray=[s.dash] {}
+                                @if let Some(m) = s.marker { (m.svg(13.0, 5.0, s.color)) }
+                            }
+                            (s.label)
+                        }
+                    }
+                    @if n_stale > 0 {
+                        span.stalekey {
+                            svg width="26" height="10" aria-hidden="true" {
+                                (stale_ring(13.0, 5.0, "#6b7280"))
+                            }
+                            "stale: the figure's source was more than "
+                            (num(crate::model::STALE_AFTER_S, 0))
+                            " s old at that second (not joined to the line)"
+                        }
+                    }
+                    @if !self.lanes.is_empty() {
+                        span.lanekey { "strips under the axis: each run's phases, from start to end" }
+                    }
                 }
-                let _ = write!(
-                    out,
-                    "<rect class=\"lane\" data-run=\"{}\" data-phase=\"{}\" x=\"{a:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\" fill-opacity=\"{}\"><title>{}: {}</title></rect>",
-                    esc(&lane.label),
-                    esc(&b.label),
-                    y + 1.0,
-                    (z - a).max(0.8),
-                    LANE_H - 2.0,
-                    lane.color,
-                    if i % 2 == 0 { "0.55" } else { "0.3" },
-                    esc(&lane.label),
-                    esc(&b.label)
-                );
-                // Lowercase 9 px: about 5.2 px a character.
-                if z - a >= b.label.chars().count() as f64 * 5.2 + 4.0 {
-                    let _ = write!(
-                        out,
-                        "<text class=\"lanephase\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-                        a + 2.0,
-                        y + LANE_H - 3.0,
-                        esc(&b.label)
-                    );
+                svg viewBox=(format!("0 0 {w} {full_h}")) role="img" aria-label=(self.title) {
+                    @if !any {
+                        text.nodata x=(w / 2.0) y=(h / 2.0) { "no data in this run" }
+                    } @else {
+                        (self.bands_svg(&plot))
+                        (grid(&plot, w - right, &xticks))
+                        rect.frame x=(LEFT) y=(TOP) width=(plot.pw) height=(plot.ph) {}
+                        text.xlabel x=(f1(LEFT + plot.pw / 2.0)) y=(f1(h - 8.0)) { (self.x_label) }
+                        text.ylabel transform=(format!("translate(14 {:.1}) rotate(-90)", TOP + plot.ph / 2.0)) {
+                            (self.y_label)
+                        }
+                        (self.lanes_svg(&plot, h))
+                        (self.lines_svg(&plot, &series, &stale))
+                        @if let Some(max) = above.iter().copied().reduce(f64::max) {
+                            text.clipnote x=(f1(w - right - 4.0)) y=(f1(TOP + 16.0)) {
+                                "▲ " (above.len()) " above the axis (up to "
+                                (match self.y {
+                                    YUnit::Bytes => bytes(max),
+                                    YUnit::Count => num(max, 0),
+                                    YUnit::Plain => num(max, 2),
+                                })
+                                ")"
+                            }
+                        }
+                    }
                 }
             }
         }
-        // The lines, first series on top: draw in reverse.
-        for ((s, pts), rings) in self.series.iter().zip(&series).zip(&stale).rev() {
-            let mut d = String::new();
-            let mut pen_up = true;
-            let mut marks = String::new();
-            let mut drawn = Vec::new();
-            for &(x, y) in pts {
-                // A log axis has no place for 0: a gap, like a missing sample.
-                if !(x.is_finite() && y.is_finite()) || (axis.log && y <= 0.0) {
-                    pen_up = true;
-                    continue;
+    }
+
+    /// The phase bands, behind everything: each at its own start and end.
+    fn bands_svg(&self, p: &Plot) -> Markup {
+        html! {
+            @for (i, b) in self.bands.iter().enumerate() {
+                @let (a, z) = (p.sx(b.x0.max(p.x0)), p.sx(b.x1.min(p.x1)));
+                @if z >= a {
+                    rect.band.alt[i % 2 == 1] data-phase=(b.label) x=(f1(a)) y=(TOP)
+                        width=(f1(z - a)) height=(p.ph) {}
+                    // Uppercase 10 px with letter spacing: about 7 px a character.
+                    @if z - a >= b.label.chars().count() as f64 * 7.0 + 4.0 {
+                        text.bandlabel x=(f1(a + 3.0)) y=(f1(TOP - 6.0)) { (b.label) }
+                    }
+                    @for edge in [a, z] {
+                        line.bandedge x1=(f1(edge)) y1=(TOP) x2=(f1(edge)) y2=(f1(TOP + p.ph)) {}
+                    }
                 }
-                let (px, py) = (sx(x), sy(y));
-                let _ = write!(d, "{}{px:.1} {py:.1}", if pen_up { "M" } else { "L" });
-                pen_up = false;
-                drawn.push((px, py));
-                if y > axis.hi {
+            }
+        }
+    }
+
+    /// Each run's phases, one strip per run under the axis label.
+    fn lanes_svg(&self, p: &Plot, h: f64) -> Markup {
+        html! {
+            @for (k, lane) in self.lanes.iter().enumerate() {
+                @let y = h + k as f64 * LANE_H;
+                text.lanelabel x=(f1(LEFT - 6.0)) y=(f1(y + LANE_H - 3.0)) {
+                    (crate::fmt::ellipsis(&lane.label, 11))
+                }
+                @for (i, b) in lane.bands.iter().enumerate() {
+                    @let (a, z) = (p.sx(b.x0.max(p.x0)), p.sx(b.x1.min(p.x1)));
+                    @if z >= a {
+                        rect.lane data-run=(lane.label) data-phase=(b.label) x=(f1(a))
+                            y=(f1(y + 1.0)) width=(f1((z - a).max(0.8))) height=(f1(LANE_H - 2.0))
+                            fill=(lane.color) fill-opacity=(if i % 2 == 0 { "0.55" } else { "0.3" })
+                        {
+                            title { (lane.label) ": " (b.label) }
+                        }
+                        // Lowercase 9 px: about 5.2 px a character.
+                        @if z - a >= b.label.chars().count() as f64 * 5.2 + 4.0 {
+                            text.lanephase x=(f1(a + 2.0)) y=(f1(y + LANE_H - 3.0)) { (b.label) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The lines, first series on top: drawn in reverse.
+    fn lines_svg(&self, p: &Plot, series: &[Vec<(f64, f64)>], stale: &[Vec<(f64, f64)>]) -> Markup {
+        let log = p.axis.log;
+        html! {
+            @for ((s, pts), rings) in self.series.iter().zip(series).zip(stale).rev() {
+                @for &(x, y) in rings {
+                    @if !(log && y <= 0.0) { (stale_ring(p.sx(x), p.sy(y), s.color)) }
+                }
+                @let drawn = p.line(pts);
+                @if !drawn.d.is_empty() {
+                    path d=(drawn.d) fill="none" stroke=(s.color) stroke-width=(s.width)
+                        stroke-dasharray=[s.dash] stroke-linejoin="round"
+                    {
+                        title { (s.label) }
+                    }
                     // Clipped: drawn on the top edge, marked with a caret.
-                    let _ = write!(
-                        marks,
-                        "<path class=\"clipped\" d=\"M{:.1} {:.1}L{px:.1} {TOP:.1}L{:.1} {:.1}Z\" fill=\"{}\" />",
-                        px - 3.5,
-                        TOP + 6.0,
-                        px + 3.5,
-                        TOP + 6.0,
-                        s.color
-                    );
+                    @for &px in &drawn.clipped {
+                        path.clipped d=(format!("M{:.1} {:.1}L{px:.1} {TOP:.1}L{:.1} {:.1}Z", px - 3.5, TOP + 6.0, px + 3.5, TOP + 6.0))
+                            fill=(s.color) {}
+                    }
+                    @if let Some(m) = s.marker {
+                        @let step = drawn.points.len().div_ceil(MARKERS_PER_LINE).max(1);
+                        @for &(px, py) in drawn.points.iter().skip(step / 2).step_by(step) {
+                            (m.svg(px, py, s.color))
+                        }
+                    } @else if let [(px, py)] = drawn.points[..] {
+                        // A lone point would be invisible as a path.
+                        circle cx=(f1(px)) cy=(f1(py)) r="2.5" fill=(s.color) {}
+                    }
                 }
             }
-            for &(x, y) in rings {
-                if !(axis.log && y <= 0.0) {
-                    out.push_str(&stale_ring(sx(x), sy(y), s.color));
-                }
-            }
-            if d.is_empty() {
+        }
+    }
+}
+
+/// Where the plot lies in the viewBox and how values map onto it.
+struct Plot<'a> {
+    x0: f64,
+    x1: f64,
+    /// Plot width and height.
+    pw: f64,
+    ph: f64,
+    axis: &'a YAxis,
+}
+
+/// One series as drawn: its path, its points in pixels, and the x of each clipped point.
+struct Drawn {
+    d: String,
+    points: Vec<(f64, f64)>,
+    clipped: Vec<f64>,
+}
+
+impl Plot<'_> {
+    fn sx(&self, x: f64) -> f64 {
+        LEFT + (x - self.x0) / (self.x1 - self.x0).max(f64::MIN_POSITIVE) * self.pw
+    }
+
+    fn sy(&self, y: f64) -> f64 {
+        TOP + self.ph - self.axis.frac(y) * self.ph
+    }
+
+    /// The path of `pts` (numbers only), with a gap at each missing value.
+    fn line(&self, pts: &[(f64, f64)]) -> Drawn {
+        let mut d = Drawn {
+            d: String::new(),
+            points: Vec::new(),
+            clipped: Vec::new(),
+        };
+        let mut pen_up = true;
+        for &(x, y) in pts {
+            // A log axis has no place for 0: a gap, like a missing sample.
+            if !(x.is_finite() && y.is_finite()) || (self.axis.log && y <= 0.0) {
+                pen_up = true;
                 continue;
             }
-            let _ = write!(
-                out,
-                "<path d=\"{d}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"{} stroke-linejoin=\"round\"><title>{}</title></path>",
-                s.color,
-                s.width,
-                dash_attr(s.dash),
-                esc(&s.label)
-            );
-            out.push_str(&marks);
-            if let Some(m) = s.marker {
-                let step = drawn.len().div_ceil(MARKERS_PER_LINE).max(1);
-                for &(px, py) in drawn.iter().skip(step / 2).step_by(step) {
-                    out.push_str(&m.svg(px, py, s.color));
-                }
-            } else if let [(px, py)] = drawn[..] {
-                // A lone point would be invisible as a path.
-                let _ = write!(
-                    out,
-                    "<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"2.5\" fill=\"{}\" />",
-                    s.color
-                );
+            let (px, py) = (self.sx(x), self.sy(y));
+            let _ = write!(d.d, "{}{px:.1} {py:.1}", if pen_up { "M" } else { "L" });
+            pen_up = false;
+            d.points.push((px, py));
+            if y > self.axis.hi {
+                d.clipped.push(px);
             }
         }
-        if let Some(max) = above.iter().copied().reduce(f64::max) {
-            let v = match self.y {
-                YUnit::Bytes => bytes(max),
-                YUnit::Count => num(max, 0),
-                YUnit::Plain => num(max, 2),
-            };
-            let _ = write!(
-                out,
-                "<text class=\"clipnote\" x=\"{:.1}\" y=\"{:.1}\">▲ {} above the axis (up to {})</text>",
-                w - right - 4.0,
-                TOP + 16.0,
-                above.len(),
-                esc(&v)
-            );
+        d
+    }
+}
+
+/// Grid lines and tick labels of both axes; `x_end` is the plot's right edge.
+fn grid(p: &Plot, x_end: f64, xticks: &[(f64, String)]) -> Markup {
+    html! {
+        @for (v, label) in &p.axis.ticks {
+            @let y = p.sy(*v);
+            line.grid x1=(LEFT) y1=(f1(y)) x2=(f1(x_end)) y2=(f1(y)) {}
+            text.ytick x=(f1(LEFT - 6.0)) y=(f1(y + 4.0)) { (label) }
         }
-        out.push_str("</svg></figure>");
-        out
+        @for (v, label) in xticks {
+            @let x = p.sx(*v);
+            line.grid x1=(f1(x)) y1=(TOP) x2=(f1(x)) y2=(f1(TOP + p.ph)) {}
+            text.xtick x=(f1(x)) y=(f1(TOP + p.ph + 16.0)) { (label) }
+        }
     }
 }
 
 /// A stale value: a ring in the line's colour.
-fn stale_ring(x: f64, y: f64, color: &str) -> String {
-    format!(
-        "<circle class=\"stale\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.8\" fill=\"#fff\" stroke=\"{color}\" stroke-width=\"1.4\" />"
-    )
-}
-
-fn dash_attr(d: Option<&str>) -> String {
-    d.map(|d| format!(" stroke-dasharray=\"{d}\""))
-        .unwrap_or_default()
+fn stale_ring(x: f64, y: f64, color: &str) -> Markup {
+    html! {
+        circle.stale cx=(f1(x)) cy=(f1(y)) r="2.8" fill="#fff" stroke=(color) stroke-width="1.4" {}
+    }
 }
 
 /// Keeps the first, last, min and max point of each of MAX_POINTS/2 slots.
@@ -431,7 +407,7 @@ mod tests {
             bands: vec![],
             lanes: vec![],
         };
-        let svg = c.render();
+        let svg = c.render().into_string();
         assert!(svg.contains("data-points=\"3\""), "{svg}");
         let d = svg
             .split("<path d=\"")

@@ -43,7 +43,7 @@ pub const ACCEPT_BURST: usize = 256;
 
 /// Connections written per push step before the loop turns (reads, commands, timers) and
 /// yields the CPU. A trade of fan-out time against per-message latency, measured at 1M
-/// (`c1m bench push`, two interleaved pairs each, last frame / per-message p99): 64 per
+/// (the `push` bench scenario, two interleaved pairs each, last frame / per-message p99): 64 per
 /// step 9.91, 10.24 s / 55, 69 ms; 256: 9.51, 10.13 s / 111 ms; 1024: 9.20, 9.65 s /
 /// 200, 183 ms. Minimal C writers (no yield at all) took 9.53 s / 224–235 ms in the same
 /// hour: 1024 is the smallest step that keeps the fan-out within 10% of them, and its

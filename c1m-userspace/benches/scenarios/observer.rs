@@ -1,6 +1,6 @@
-//! `c1m bench` (run by `cargo xtask bench`): benchmarks that print figures. The
-//! workload scenarios (idle ramp, push, echo) live in `workload::bench`; this adds the
-//! observer's cost: connection setup throughput with and without it attached.
+//! The `observer` scenario: connection setup throughput with and without the observer
+//! attached. The command line of the whole bench lives here too ([`BenchCmd`]); the
+//! workload scenarios (idle ramp, push, echo) are in `workload.rs`.
 
 use std::{
     net::{TcpListener, TcpStream},
@@ -10,11 +10,12 @@ use std::{
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use crate::{
+use c1m::{
     args::Connections,
     observer::{Observer, ObserverConfig, privileges},
-    workload::bench::BenchArgs,
 };
+
+use crate::workload::BenchArgs;
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchCmd {
@@ -47,7 +48,7 @@ pub fn run(mut cmd: BenchCmd) -> Result<()> {
     let observer = all || cmd.workload.scenarios.iter().any(|s| s == "observer");
     cmd.workload.scenarios.retain(|s| s != "observer");
     if all || !cmd.workload.scenarios.is_empty() {
-        crate::workload::bench::run(cmd.workload.clone())?;
+        crate::workload::run(cmd.workload.clone())?;
     }
     if observer {
         observer_overhead(cmd.observer_round.get(), cmd.observer_rounds)?;
@@ -116,8 +117,8 @@ fn fmt_runs(v: &[f64]) -> String {
 
 fn measure(per_round: u64, rounds: u32, observe: bool) -> Result<f64> {
     std::thread::spawn(move || -> Result<f64> {
-        crate::netns::enter_private().context("private network namespace")?;
-        crate::netns::set_sysctl("net/ipv4/ip_local_port_range", "10000 65000")?;
+        c1m::netns::enter_private().context("private network namespace")?;
+        c1m::netns::set_sysctl("net/ipv4/ip_local_port_range", "10000 65000")?;
         let observer = if observe {
             let ports = (0..rounds).map(|r| 18_000 + r as u16).collect();
             Some(Observer::start(ObserverConfig {

@@ -1,6 +1,7 @@
-//! Benchmark scenarios for `c1m bench`: each starts `c1m server` and `c1m client` as child
-//! processes of this binary (exactly as a user or the lab would), drives them through
-//! their control endpoints, and returns and prints figures. Nothing here asserts: the
+//! The workload scenarios: each starts `c1m server` and `c1m client` (the binary cargo
+//! built beside this bench) as child processes, exactly as a user or the lab would,
+//! drives them through their control endpoints (the library's public `control::call`
+//! and `AppSnapshot`), and returns and prints figures. Nothing here asserts: the
 //! goals (conn/s, bytes per connection, push fan-out, echo rate) are reported against the
 //! reference numbers measured with minimal C epoll programs on the same box.
 //!
@@ -21,15 +22,14 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use tokio::process::{Child, Command};
 
-use crate::{
+use c1m::{
     args::Connections,
     observer::mib::{self, MibCounters},
-};
-
-use super::{
-    config::EngineKind,
-    control,
-    stats::{histograms::Percentiles, setup_rate::SetupStep, snapshot::AppSnapshot},
+    workload::{
+        config::EngineKind,
+        control,
+        stats::{histograms::Percentiles, setup_rate::SetupStep, snapshot::AppSnapshot},
+    },
 };
 
 /// Where and how big the benchmark runs are.
@@ -47,7 +47,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = Connections::of(2_000))]
     pub echo_connections: Connections,
     /// Measurement window for `echo`.
-    #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
+    #[arg(long, default_value = "10s", value_parser = c1m::duration::parse)]
     pub echo_time: Duration,
     /// Server ports (must be outside the ephemeral range 32768–60999).
     #[arg(long, default_value = "8000-8099")]
@@ -61,10 +61,10 @@ pub struct BenchArgs {
     #[arg(long, default_value = "127.0.0.1:7002")]
     pub client_control: String,
     /// Give up on a phase (ramp, push delivery) after this long.
-    #[arg(long, default_value = "300s", value_parser = crate::duration::parse)]
+    #[arg(long, default_value = "300s", value_parser = c1m::duration::parse)]
     pub timeout: Duration,
     /// Print each scenario's figures as one JSON line instead of tables (read by
-    /// `cargo xtask bench`, which sets them beside its C reference).
+    /// `cargo xtask bench compare` and `engines`, which set them beside their references).
     #[arg(long)]
     pub json: bool,
 }
@@ -123,6 +123,9 @@ pub struct EchoFigures {
     pub rtt_us: Percentiles,
 }
 
+/// The `c1m` binary under test: cargo builds the package's binary for its benches.
+const C1M: &str = env!("CARGO_BIN_EXE_c1m");
+
 /// A running server + client pair, killed on drop.
 struct Pair {
     server: Child,
@@ -133,8 +136,7 @@ struct Pair {
 
 impl Pair {
     async fn start(a: &BenchArgs, mode: &str, n: u64, client_extra: &[&str]) -> Result<Pair> {
-        let exe = std::env::current_exe().context("own executable")?;
-        let server = with_parent_death(Command::new(&exe))
+        let server = with_parent_death(Command::new(C1M))
             .args([
                 "server",
                 "--quiet",
@@ -155,7 +157,7 @@ impl Pair {
             s.phase == "running"
         })
         .await?;
-        let mut cmd = Command::new(&exe);
+        let mut cmd = Command::new(C1M);
         cmd.args([
             "client", "--quiet", "--stay", "--hold", "forever", "--mode", mode, "--ports", &a.ports,
         ])
@@ -483,7 +485,7 @@ fn print_echo(f: &EchoFigures) {
     print!("{}", f.rtt_us.table("   round-trip time"));
 }
 
-/// Runs the chosen scenarios and prints their figures (for `c1m bench`).
+/// Runs the chosen scenarios and prints their figures.
 pub fn run(a: BenchArgs) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
