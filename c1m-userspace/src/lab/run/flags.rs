@@ -25,6 +25,7 @@ use crate::{
     },
 };
 
+/// `c1m run`'s flags: the workload, the server measured, client hosts, the lab and its output.
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// Connections to open and hold, at least 1, or `max`: the most free memory allows
@@ -309,6 +310,7 @@ pub(super) const EXTERNAL_CONTROL_PORT: u16 = 7999;
 /// What `-n` asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TargetArg {
+    /// A number of connections.
     Count(u64),
     /// The largest target doctor says fits.
     Max,
