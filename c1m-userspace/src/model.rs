@@ -20,7 +20,8 @@ pub enum Source {
     Kernel,
     /// The last full socket walk (kernel memory per socket, TIME_WAIT, request sockets).
     KernelWalk,
-    /// The server's app snapshot: c1m's server's own counts, or a foreign server's processes and the client's view of it.
+    /// The server's app snapshot: c1m's server's own counts, or a foreign server's
+    /// processes and the client's view of it.
     Server,
     /// The client's app snapshot: c1m's client's own counts.
     Client,

@@ -35,7 +35,8 @@ pub enum Role {
     Server,
     /// c1m's client supervisor process.
     Client,
-    /// A worker process of the server: a process shard of c1m's, or a descendant of a foreign server.
+    /// A worker process of the server: a process shard of c1m's, or a descendant of a
+    /// foreign server.
     ServerWorker,
     /// A worker process of c1m's client (a process shard).
     ClientWorker,
