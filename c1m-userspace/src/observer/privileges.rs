@@ -43,6 +43,7 @@ pub fn check_bpf() -> Result<(), String> {
     }
 }
 
+/// Whether the effective uid is root.
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
