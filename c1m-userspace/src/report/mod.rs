@@ -86,7 +86,7 @@ pub enum ExportError {
     #[error("{0}")]
     Input(crate::infile::InFileError),
     /// A JSON file without the keys every summary.json has (`c1m_version`, `config`,
-    /// `phases`).
+    /// `config.connections`, `phases`).
     #[error(
         "{}: lacks {missing}: not a c1m run summary (schema mismatch); pass a summary.json written by c1m run",
         path.display()
@@ -94,7 +94,7 @@ pub enum ExportError {
     Schema {
         /// The file read.
         path: PathBuf,
-        /// The keys it lacks.
+        /// The keys it lacks, comma-separated.
         missing: String,
     },
     /// A summary.json that is not valid JSON or does not parse as a [`RunRecord`].
