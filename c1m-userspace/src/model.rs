@@ -570,7 +570,7 @@ pub struct RunRecord {
     pub kernel: Option<KernelView>,
     /// The server's last app snapshot (None: no stats from the server).
     pub server: Option<AppSnapshot>,
-    /// The client's last app snapshot (None: no c1m client on this host).
+    /// The client's last app snapshot (None: no stats from a c1m client).
     pub client: Option<AppSnapshot>,
     /// Per-connection figures at the end of the idle phase.
     pub per_connection: PerConnection,
