@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+/// The `c1m` command line, parsed.
 #[derive(Parser)]
 #[command(
     name = "c1m",
@@ -10,10 +11,12 @@ use clap::{Parser, Subcommand};
     about = "Open and hold a million TCP/WebSocket connections; see what the kernel does"
 )]
 pub struct Cli {
+    /// The subcommand to run.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// c1m's subcommands; each one's arguments live beside the code that runs it.
 #[derive(Subcommand)]
 pub enum Command {
     /// The lab: server, client and kernel observer through setup, idle, push and

@@ -20,7 +20,10 @@ pub enum Source {
     Kernel,
     /// The last full socket walk (kernel memory per socket, TIME_WAIT, request sockets).
     KernelWalk,
+    /// The server's app snapshot: c1m's server's own counts, or a foreign server's
+    /// processes and the client's view of it.
     Server,
+    /// The client's app snapshot: c1m's client's own counts.
     Client,
 }
 
@@ -55,42 +58,71 @@ pub fn headline_rate(client: Option<f64>, kernel: Option<f64>) -> Option<f64> {
 pub struct Sample {
     /// Seconds since the run started.
     pub t_s: f64,
+    /// The row's instant, ms since the Unix epoch.
     pub unix_ms: u64,
+    /// The run phase at that instant ("setup", "idle", "push", "teardown").
     pub phase: String,
     // Kernel's view (None when the observer is not running).
+    /// Server-side sockets in ESTABLISHED, as the kernel (eBPF) counts them.
     pub kernel_server_established: Option<i64>,
+    /// Client-side sockets in ESTABLISHED, as the kernel (eBPF) counts them.
     pub kernel_client_established: Option<i64>,
+    /// Server-side half-open handshakes: SYN_RECV plus request sockets (NEW_SYN_RECV).
     pub kernel_server_syn_recv: Option<i64>,
+    /// Client-side sockets in SYN_SENT (connects not yet answered).
     pub kernel_client_syn_sent: Option<i64>,
+    /// Sockets in TIME_WAIT, server and client sides summed.
     pub kernel_time_wait: Option<i64>,
+    /// Connections waiting in the accept queues, summed over the watched listeners.
     pub kernel_accept_queue_depth: Option<u64>,
+    /// Handshakes the kernel dropped since the observer attached (mostly: accept queue full).
     pub kernel_accept_queue_overflows: Option<u64>,
+    /// TCP state changes per second on the watched ports, both sides summed (kernel's clock).
     pub kernel_transitions_per_s: Option<f64>,
+    /// Connections the kernel saw reach ESTABLISHED per second (kernel's clock).
     pub kernel_established_per_s: Option<f64>,
+    /// Kernel memory of all watched sockets, bytes (derived when `kernel_socket_bytes_derived`).
     pub kernel_socket_bytes: Option<u64>,
+    /// Kernel bytes per watched socket at the last socket walk (None until a walk saw one).
     pub kernel_bytes_per_socket: Option<f64>,
     // The application's own counts.
+    /// Connections the server app holds open now.
     pub server_open: Option<u64>,
+    /// Connections the server app has accepted since it started.
     pub server_accepted: Option<u64>,
+    /// Connections the client app holds open now.
     pub client_open: Option<u64>,
+    /// Connections the client app has established since it started.
     pub client_connected: Option<u64>,
+    /// Client connections that never opened, all causes.
     pub client_failures: Option<u64>,
     /// Client connections established per second over the last interval.
     pub client_connect_per_s: Option<f64>,
+    /// Resident memory of the server's processes, bytes (None: not measured).
     pub server_rss_bytes: Option<u64>,
+    /// Resident memory of the client's processes, bytes (None: not measured).
     pub client_rss_bytes: Option<u64>,
+    /// Server (RSS - baseline) / open connections, bytes.
     pub server_rss_per_connection_bytes: Option<f64>,
+    /// Client (RSS - baseline) / open connections, bytes.
     pub client_rss_per_connection_bytes: Option<f64>,
+    /// Server CPU seconds so far, user plus system.
     pub server_cpu_s: Option<f64>,
+    /// Client CPU seconds so far, user plus system.
     pub client_cpu_s: Option<f64>,
     /// A foreign server's process tree: threads and open fds (None for c1m's own).
     pub server_threads: Option<u64>,
+    /// Open fds of a foreign server's process tree (None for c1m's own).
     pub server_open_fds: Option<u64>,
+    /// Resident memory of the lab process itself (observer and lab), bytes.
     pub observer_rss_bytes: Option<u64>,
+    /// CPU seconds of the lab process itself (observer and lab), user plus system.
     pub observer_cpu_s: Option<f64>,
     /// CPU seconds per second of each side's own clock (1.0 = one core busy).
     pub server_cpu_cores: Option<f64>,
+    /// Client CPU seconds per second (1.0 = one core busy).
     pub client_cpu_cores: Option<f64>,
+    /// CPU seconds per second of the lab process, observer included (1.0 = one core busy).
     pub observer_cpu_cores: Option<f64>,
     /// /proc/meminfo MemAvailable.
     pub box_mem_available_bytes: u64,
@@ -98,8 +130,11 @@ pub struct Sample {
     /// older than [`STALE_AFTER_S`] is stale: the report
     /// draws it as a ring off its line.
     pub kernel_age_s: Option<f64>,
+    /// Age of the socket walk's figures (kernel memory per socket), seconds.
     pub kernel_walk_age_s: Option<f64>,
+    /// Age of the server's app snapshot, seconds.
     pub server_age_s: Option<f64>,
+    /// Age of the client's app snapshot, seconds.
     pub client_age_s: Option<f64>,
     /// `kernel_socket_bytes` is derived (sockets now × bytes per socket at the last
     /// walk) because the walk is stale.
@@ -134,12 +169,15 @@ impl Sample {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(default)]
 pub struct ProcessUsage {
+    /// CPU seconds in user mode spent during the phase.
     pub cpu_user_s: f64,
+    /// CPU seconds in the kernel (system) spent during the phase.
     pub cpu_sys_s: f64,
     /// At the end of the phase.
     pub rss_bytes: u64,
     /// Threads and open fds at the end of the phase, where measured (a foreign server).
     pub threads: Option<u64>,
+    /// Open fds at the end of the phase, where measured (a foreign server).
     pub open_fds: Option<u64>,
 }
 
@@ -147,31 +185,42 @@ pub struct ProcessUsage {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(default)]
 pub struct KernelVsApp {
+    /// Which count: "server open", "server accepted", "client open" or "client connecting".
     pub what: String,
+    /// The kernel's figure, from the observer (None: observer not running).
     pub kernel: Option<i64>,
+    /// The app's own figure (None: no stats from that side).
     pub app: Option<i64>,
+    /// True when both figures are there and equal.
     pub agree: bool,
     /// e.g. "412 established in the kernel, not yet accepted".
     pub explanation: Option<String>,
 }
 
+/// One phase of a run (setup, idle, push, teardown) and what it cost each process.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(default)]
 pub struct Phase {
     /// "setup", "idle", "push", "teardown".
     pub name: String,
+    /// When the phase started, ms since the Unix epoch.
     pub started_unix_ms: u64,
     /// When the phase's work was done (the app's answers were taken then).
     pub ended_unix_ms: u64,
+    /// Seconds from start to end of the phase's work (`end_walk_s` not included).
     pub duration_s: f64,
     /// Seconds the lab then spent walking every socket afresh for the phase's kernel
     /// column (0 without the observer). Not part of `duration_s`: the phase was over.
     pub end_walk_s: f64,
+    /// CPU and memory of the server's processes over the phase.
     pub server: ProcessUsage,
+    /// CPU and memory of the client's processes over the phase.
     pub client: ProcessUsage,
+    /// CPU and memory of the lab process itself (observer and lab) over the phase.
     pub observer: ProcessUsage,
     /// Kernel bytes of the watched sockets at the end of the phase.
     pub kernel_socket_bytes: Option<u64>,
+    /// /proc/meminfo MemAvailable at the end of the phase, bytes.
     pub box_mem_available_bytes: u64,
     /// Counts at the end of the phase.
     pub kernel_vs_app: Vec<KernelVsApp>,
@@ -199,12 +248,19 @@ pub fn end_walks_line(phases: &[Phase]) -> Option<String> {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(default)]
 pub struct Machine {
+    /// The box's hostname (/proc/sys/kernel/hostname).
     pub hostname: String,
+    /// The kernel release (/proc/sys/kernel/osrelease).
     pub kernel: String,
+    /// CPUs available to the lab process.
     pub cpus: u32,
+    /// /proc/meminfo MemTotal, bytes.
     pub mem_total_bytes: u64,
+    /// /proc/meminfo MemAvailable when the run started, bytes.
     pub mem_available_bytes: u64,
+    /// RLIMIT_NOFILE soft limit (open fds per process).
     pub nofile_soft: u64,
+    /// RLIMIT_NOFILE hard limit (open fds per process).
     pub nofile_hard: u64,
     /// sysctl name -> value, as found before the run (and as used, if tuned).
     pub sysctls: std::collections::BTreeMap<String, String>,
@@ -214,21 +270,29 @@ pub struct Machine {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(default)]
 pub struct RunConfig {
+    /// Connections the run aimed at (`-n`, or `--expect` when clients run on other hosts).
     pub connections: u64,
     /// Why this many (e.g. "24 GiB free allows ~1.4M; using 1,000,000").
     pub connections_reason: String,
+    /// Target setup rate, connections per second (`--rate`; 0: as fast as the client can).
     pub rate_per_s: u64,
+    /// The workload: "hold", "echo" or "ws".
     pub mode: String,
     /// What ran c1m's own client (and its server, unless `server_engine` says otherwise).
     pub engine: crate::workload::config::EngineKind,
     /// What ran c1m's own server (a foreign server: the field is unused).
     pub server_engine: crate::workload::config::EngineKind,
+    /// Server ports (`--ports`), e.g. "8000-8099".
     pub ports: String,
+    /// Server address(es) (`--addr`).
     pub server_addrs: String,
+    /// Client source addresses used, e.g. "127.0.0.2-127.0.0.41".
     pub sources: String,
     /// Why these sources (the lab's default: how full each (source, server port) pair gets).
     pub sources_reason: String,
+    /// Length of the idle phase, seconds (`--idle`).
     pub idle_s: f64,
+    /// Broadcasts in the push phase (`--pushes`, ws mode).
     pub push_count: u32,
     /// Server shards writing a push at once (0: all).
     pub push_writers: u64,
@@ -236,8 +300,11 @@ pub struct RunConfig {
     /// server's frames carry, where fan-out starts (None: a run recorded before c1m
     /// recorded its rule, not comparable with one that did).
     pub push: Option<crate::workload::push_rule::PushRule>,
+    /// Whether the eBPF observer was wanted (false with `--no-observer`).
     pub observer: bool,
+    /// Whether the lab changed any sysctl for the run.
     pub tuned: bool,
+    /// The command line c1m was started with.
     pub command_line: String,
 }
 
@@ -328,6 +395,7 @@ pub enum Netns {
 pub struct StartState {
     /// When it was read, ms since the Unix epoch.
     pub unix_ms: u64,
+    /// Which network namespace the run's sockets lived in.
     pub netns: Netns,
     /// TCP sockets of the namespace by state (the kernel's names, lower case).
     pub sockets: std::collections::BTreeMap<String, u64>,
@@ -341,6 +409,7 @@ pub struct StartState {
     /// `--isolation wait`: seconds the run waited for the sockets on its ports to go,
     /// and the most it would wait (`--clean-wait`).
     pub waited_s: Option<f64>,
+    /// Most seconds the run would wait (`--clean-wait`).
     pub wait_limit_s: Option<f64>,
 }
 
@@ -430,7 +499,9 @@ impl StartState {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
 #[serde(default)]
 pub struct Software {
+    /// The program or library, e.g. "go" or "gorilla/websocket".
     pub name: String,
+    /// Its version as reported, e.g. "1.19.8".
     pub version: String,
 }
 
@@ -479,23 +550,33 @@ impl ServerInfo {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct RunRecord {
+    /// The version of c1m that wrote the record.
     pub c1m_version: String,
+    /// When the run started, ms since the Unix epoch.
     pub started_unix_ms: u64,
+    /// When the run ended, ms since the Unix epoch (0 while it runs).
     pub ended_unix_ms: u64,
     /// How the run ended (`running` while it goes on).
     pub outcome: Outcome,
+    /// How the run was asked for.
     pub config: RunConfig,
+    /// Facts about the box the run happened on.
     pub machine: Machine,
+    /// The run's phases in order, each with its cost.
     pub phases: Vec<Phase>,
+    /// The per-second time series (`timeseries.csv`).
     pub samples: Vec<Sample>,
     /// Last views of each side (the app snapshots carry the histograms).
     pub kernel: Option<KernelView>,
+    /// The server's last app snapshot (None: no stats from the server).
     pub server: Option<AppSnapshot>,
+    /// The client's last app snapshot (None: no stats from a c1m client).
     pub client: Option<AppSnapshot>,
     /// Per-connection figures at the end of the idle phase.
     pub per_connection: PerConnection,
     /// The last kernel view's figures against the kernel's own counters (observer/audit.rs).
     pub audit: Option<Audit>,
+    /// Warnings raised during the run, in words.
     pub warnings: Vec<String>,
     /// Multi-host runs: the host this folder was written on (None: a one-box run).
     pub host: Option<crate::multihost::model::HostInfo>,
@@ -535,14 +616,19 @@ impl RunRecord {
     }
 }
 
+/// Per-connection memory at the end of the idle phase, in bytes.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(default)]
 pub struct PerConnection {
+    /// Connections held: the client's open count, else the server's.
     pub connections: u64,
+    /// Server (RSS - baseline) / open connections, bytes.
     pub server_user_bytes: Option<f64>,
+    /// Client (RSS - baseline) / open connections, bytes.
     pub client_user_bytes: Option<f64>,
     /// Kernel bytes per connection (both sockets of it).
     pub kernel_bytes: Option<f64>,
+    /// Kernel bytes per full socket (TIME_WAIT and request sockets left out).
     pub kernel_bytes_per_socket: Option<f64>,
     /// When these figures were true, ms since the Unix epoch: the kernel walk's end, else
     /// the app's counts (0: a run recorded before this was).

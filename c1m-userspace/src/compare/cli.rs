@@ -12,6 +12,7 @@ use super::{CompareError, Comparison, files, fit, input, text};
 /// share it).
 pub use crate::report::EXIT_BAD_INPUT;
 
+/// `c1m compare`'s arguments: the run folders, the output folder and the baseline.
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {
     /// Run folders written by `c1m run`, each optionally named: `c1m-runs/X=go`. Runs

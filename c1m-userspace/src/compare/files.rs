@@ -24,8 +24,11 @@ use crate::report::{
     palette::RunStyle,
 };
 
+/// The comparison as CSV, one line per figure and name, in the `--out` folder.
 pub const CSV: &str = "compare.csv";
+/// The runs and every row with its spread, as JSON, in the `--out` folder.
 pub const JSON: &str = "compare.json";
+/// The offline HTML comparison (one chart per figure, and the tables), in the `--out` folder.
 pub const HTML: &str = "compare.html";
 
 #[derive(Serialize)]

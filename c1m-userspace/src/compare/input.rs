@@ -11,28 +11,46 @@ use thiserror::Error;
 use crate::model::RunRecord;
 use crate::report::{ExportError, load_run};
 
+/// Why `c1m compare`'s arguments name no set of readable run folders.
 #[derive(Debug, Error)]
 pub enum InputError {
+    /// No run folder was given.
     #[error("no runs given: pass run folders, e.g. c1m compare c1m-runs/A=go c1m-runs/B=node")]
     NoRuns,
+    /// `RUN_DIR=` with nothing after the `=`.
     #[error("{arg}: empty name after '=': write RUN_DIR=NAME or just RUN_DIR")]
-    EmptyName { arg: String },
+    EmptyName {
+        /// The argument as given.
+        arg: String,
+    },
+    /// The folder given does not exist.
     #[error("{}: no such folder: pass a run folder written by c1m run (c1m-runs/<timestamp>/)", .0.display())]
     Missing(PathBuf),
+    /// One folder given twice: each run folder is one run.
     #[error(
         "{}: given twice (as {first} and as {second}): one folder is one run; repeats are runs in folders of their own",
         dir.display()
     )]
     Twice {
+        /// The folder.
         dir: PathBuf,
+        /// The name it had first.
         first: String,
+        /// The name it had second.
         second: String,
     },
+    /// The last `=` was taken for `RUN_DIR=NAME`, but the whole argument is the folder.
     #[error(
         "{}: no such folder, but {} is one: the last '=' splits RUN_DIR=NAME, so give its name after one more: {}=NAME",
         dir.display(), whole.display(), whole.display()
     )]
-    EqualsInName { dir: PathBuf, whole: PathBuf },
+    EqualsInName {
+        /// The folder before the last `=` (it does not exist).
+        dir: PathBuf,
+        /// The whole argument, which is a folder.
+        whole: PathBuf,
+    },
+    /// The folder's summary.json could not be read as a run.
     #[error("{0}")]
     Load(#[from] ExportError),
 }
@@ -40,6 +58,7 @@ pub enum InputError {
 /// One `RUN_DIR[=NAME]` argument. Runs that share a name are repeats of one setup.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunSpec {
+    /// The run folder.
     pub dir: PathBuf,
     /// Given after `=`, else the folder's own name.
     pub name: String,

@@ -11,8 +11,10 @@ use crate::workload::control::clock::ClockOffset;
 )]
 #[serde(rename_all = "lowercase")]
 pub enum HostRole {
+    /// The host that ran the server (and the lab, with its kernel view).
     #[default]
     Server,
+    /// A client host (`c1m client`): it opened a share of the run's connections.
     Client,
 }
 
@@ -20,16 +22,21 @@ pub enum HostRole {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct HostInfo {
+    /// Whether this host ran the server or a client share.
     pub role: HostRole,
+    /// The host's hostname (/proc/sys/kernel/hostname).
     pub hostname: String,
     /// `--host-label`, else the hostname: the name the breakdown shows.
     pub label: String,
     /// Client hosts: this host's shard (index of count) and the run's total connections.
     pub shard_index: Option<u64>,
+    /// Client hosts: how many shards the run's connections were split into (None: the only one).
     pub shard_count: Option<u64>,
+    /// Client hosts: the run's total connections, over all client hosts.
     pub connections_total: Option<u64>,
     /// Client hosts: offset to the server host's clock at the ramp's start and at the end.
     pub clock: Option<ClockOffset>,
+    /// Client hosts: the offset measured again at the end (drift = the change since the start).
     pub clock_end: Option<ClockOffset>,
 }
 
@@ -53,22 +60,31 @@ impl HostInfo {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct HostBreakdown {
+    /// The host's `--host-label`, else its hostname, else the folder's path.
     pub label: String,
+    /// The host's hostname.
     pub hostname: String,
     /// The client folder merged.
     pub dir: String,
+    /// This host's shard index, from 0 (None: the only client host).
     pub shard_index: Option<u64>,
+    /// Connections this host was asked to open.
     pub connections_asked: u64,
+    /// Connections this host established since it started (its app's count).
     pub connected: u64,
     /// Every failure kind summed (the folder's summary.json names each).
     pub failures: u64,
+    /// Push frames this host's connections received.
     pub pushes_received: u64,
     /// Connections over the host's ramp (its own `setup_rate`).
     pub setup_rate_per_s: Option<f64>,
+    /// 99th percentile of TCP connect latency on this host, µs (None: no values).
     pub connect_p99_us: Option<u64>,
+    /// 99th percentile of push message latency on this host, µs (None: no values).
     pub push_message_p99_us: Option<u64>,
     /// ESTABLISHED client-side sockets the host's own kernel view counted (root only).
     pub kernel_client_established: Option<i64>,
+    /// Offset to the server host's clock at the ramp's start, ns (add to this host's clock).
     pub clock_offset_ns: Option<i64>,
     /// Uncertainty of the offset plus its drift over the run.
     pub clock_bound_ns: Option<u64>,
@@ -78,7 +94,9 @@ pub struct HostBreakdown {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Merged {
+    /// The server host's run folder the client folders were merged into.
     pub server_dir: String,
+    /// One row per client host merged.
     pub hosts: Vec<HostBreakdown>,
     /// Push latencies were corrected by each host's clock offset; the largest bound of
     /// all hosts (None: some host measured no offset, and latencies assume synchronised

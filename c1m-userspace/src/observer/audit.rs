@@ -41,22 +41,36 @@ use super::{
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Figure {
+    /// `Tcp ActiveOpens`: connects that sent a SYN.
     ActiveOpens,
+    /// `Tcp PassiveOpens`: child sockets a listener created.
     PassiveOpens,
+    /// `Tcp AttemptFails`: handshakes that died in SYN_SENT or SYN_RECV.
     AttemptFails,
+    /// `Tcp EstabResets`: connections closed straight from ESTABLISHED or CLOSE_WAIT.
     EstabResets,
+    /// `Tcp OutRsts`: resets sent.
     OutRsts,
+    /// `Tcp RetransSegs`: segments retransmitted, SYN-ACKs included.
     RetransSegs,
+    /// `TcpExt TCPLossProbes`: tail-loss probes.
     LossProbes,
+    /// `TcpExt TCPTimeouts`: retransmission-timer (RTO) and SYN-ACK timer firings.
     Timeouts,
+    /// `TcpExt TCPFastRetrans`: fast retransmits.
     FastRetrans,
+    /// `TcpExt TCPSlowStartRetrans`: segments resent while recovering from a timeout.
     SlowStartRetrans,
+    /// `TcpExt TCPDSACKRecvSegs`: segments the peer reported as duplicates (DSACK).
     DsackRecvSegs,
+    /// `TcpExt ListenOverflows`: handshakes dropped because an accept queue was full.
     ListenOverflows,
+    /// `TcpExt ListenDrops`: handshakes a listener dropped, overflows included.
     ListenDrops,
 }
 
 impl Figure {
+    /// Every audited figure, in the order the audit lists them.
     pub const ALL: [Figure; 13] = [
         Figure::ActiveOpens,
         Figure::PassiveOpens,
@@ -218,6 +232,7 @@ impl Figure {
     }
 }
 
+/// How c1m's figure and the kernel's counter compare.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
@@ -229,30 +244,38 @@ pub enum Verdict {
     Unexplained,
 }
 
+/// One audited figure: c1m's count against the kernel's MIB counter.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct AuditRow {
+    /// Which MIB counter.
     pub figure: Figure,
     /// c1m's figure mapped onto the counter's definition (see `Figure::c1m_definition`).
     pub c1m: u64,
     /// The kernel's counter moved since the observer attached.
     pub kernel: u64,
+    /// True when `c1m` equals `kernel`.
     pub agrees: bool,
+    /// Equal, different for a known reason, or different for none.
     pub verdict: Verdict,
     /// Empty when they agree.
     pub explanation: String,
 }
 
+/// c1m's own totals audited against the kernel's TCP counters (SNMP MIB) since attach.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Audit {
+    /// Which sockets c1m's figures cover; the MIB covers the whole network namespace.
     pub scope: Scope,
     /// Wall clock of the kernel counters' read, ms since the Unix epoch.
     pub unix_ms: u64,
+    /// One row per figure (empty when `unavailable`).
     pub rows: Vec<AuditRow>,
     /// Why there are no rows (the kernel's counters could not be read).
     pub unavailable: Option<String>,
 }
 
 impl Audit {
+    /// The rows whose difference c1m cannot explain.
     pub fn unexplained(&self) -> impl Iterator<Item = &AuditRow> {
         self.rows
             .iter()

@@ -12,13 +12,18 @@ use thiserror::Error;
 
 use super::procfs::parse_netstat;
 
+/// Why the kernel's own TCP counters could not be read.
 #[derive(Debug, Error)]
 pub enum MibError {
+    /// /proc/net/snmp or /proc/net/netstat could not be read.
     #[error("reading {path}: {source}")]
     Read {
+        /// The file.
         path: &'static str,
+        /// What the OS said.
         source: std::io::Error,
     },
+    /// A counter the audit needs is not in the files (the name given).
     #[error("the kernel's counters have no {0}")]
     Missing(&'static str),
 }
@@ -91,6 +96,7 @@ pub fn read() -> Result<MibCounters, MibError> {
 pub struct MibDelta {
     /// Wall clock of the read, milliseconds since the Unix epoch.
     pub unix_ms: u64,
+    /// Each counter's movement since the observer attached.
     pub since_attach: MibCounters,
 }
 

@@ -41,47 +41,65 @@ pub use view::{KernelMemory, KernelView, ListenerView, Retransmits, Scope, SideM
 
 use self::{btf::BtfError, tracefs::TracefsError};
 
+/// Why the kernel observer could not start or read its maps.
 #[derive(Debug, Error)]
 pub enum ObserverError {
+    /// Not root and lacking capabilities; the payload names the missing ones.
     #[error(
         "the kernel observer needs root, or CAP_BPF + CAP_PERFMON + CAP_NET_ADMIN (missing: {0}); \
          run as root, e.g. `sudo c1m …`"
     )]
     NotPrivileged(String),
+    /// The binary was built without an eBPF object (`cargo xtask build-ebpf` was not run).
     #[error(
         "this c1m binary has no eBPF object built in; run `cargo xtask build-ebpf` and rebuild \
          (`cargo xtask build` does both)"
     )]
     NoObject,
+    /// The eBPF object was left out of the build because a kernel-side source was newer;
+    /// the payload names that source.
     #[error(
         "this c1m binary was built without its eBPF object: the object was older than {0}; \
          run `cargo xtask build-ebpf` and rebuild (`cargo xtask build` does both)"
     )]
     StaleObject(&'static str),
+    /// A program or map the loader needs is not in the built-in eBPF object.
     #[error(
         "program {0} is missing from the eBPF object built into c1m: rebuild with \
          `cargo xtask build`"
     )]
     MissingProgram(String),
+    /// The kernel's BTF could not be read or lacks a needed type or field.
     #[error("reading kernel BTF: {0}")]
     Btf(#[from] BtfError),
+    /// tracefs is missing or unreadable, or lacks a tracepoint or field a program needs.
     #[error(transparent)]
     Tracefs(#[from] TracefsError),
+    /// aya failed to load the eBPF object into the kernel.
     #[error("loading the eBPF object: {0}")]
     Load(#[from] aya::EbpfError),
+    /// Loading or attaching one program failed.
     #[error("{what}: {source}")]
     Program {
+        /// Which program or step.
         what: String,
+        /// The error aya gave.
         source: aya::programs::ProgramError,
     },
+    /// Opening or reading one eBPF map failed.
     #[error("{what}: {source}")]
     Map {
+        /// Which map or step.
         what: String,
+        /// The error aya gave.
         source: aya::maps::MapError,
     },
+    /// A system call or file read the observer needs failed.
     #[error("{what}: {source}")]
     Io {
+        /// Which call or file.
         what: String,
+        /// The error the OS gave.
         source: std::io::Error,
     },
 }
@@ -117,6 +135,8 @@ struct Missing {
     reason: String,
 }
 
+/// The running kernel observer: its eBPF programs attached, its maps and socket walks
+/// read into [`KernelView`] snapshots.
 pub struct Observer {
     ebpf: Ebpf,
     /// Kept alive: dropping it closes the log ring and breaks the programs' logging.

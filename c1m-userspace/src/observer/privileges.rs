@@ -38,6 +38,7 @@ pub fn check_bpf() -> Result<(), String> {
     }
 }
 
+/// Whether the effective uid is root.
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }

@@ -22,6 +22,7 @@ pub fn slab_object_footprint(cache: &str) -> Option<u64> {
     Some((page_size() << order) / per_slab)
 }
 
+/// The system's page size in bytes (4096 if sysconf cannot tell).
 pub fn page_size() -> u64 {
     rustix::param::page_size() as u64
 }
@@ -29,11 +30,17 @@ pub fn page_size() -> u64 {
 /// One /proc/slabinfo line's figures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SlabLine {
+    /// Objects in use.
     pub active_objs: u64,
+    /// Objects allocated (in use or free) in the cache's slabs.
     pub num_objs: u64,
+    /// Bytes of one object, as the allocator sizes it (no per-slab waste).
     pub objsize: u64,
+    /// Objects per slab.
     pub objperslab: u64,
+    /// Pages per slab.
     pub pagesperslab: u64,
+    /// Slabs the cache holds.
     pub num_slabs: u64,
 }
 
@@ -71,6 +78,7 @@ pub fn parse_slabinfo(text: &str) -> HashMap<String, SlabLine> {
     out
 }
 
+/// /proc/slabinfo keyed by cache name (it needs root to read).
 pub fn read_slabinfo() -> std::io::Result<HashMap<String, SlabLine>> {
     Ok(parse_slabinfo(&fs::read_to_string("/proc/slabinfo")?))
 }
@@ -108,10 +116,15 @@ pub fn read_netstat() -> std::io::Result<HashMap<String, u64>> {
 /// and `mem` (pages charged to TCP buffers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TcpSockstat {
+    /// TCP sockets in use (IPv4 only; IPv6 ones are in sockstat6).
     pub inuse: u64,
+    /// Orphaned sockets: closed by their process, still held by the kernel.
     pub orphan: u64,
+    /// Sockets in TIME_WAIT.
     pub tw: u64,
+    /// Sockets allocated, every state and family.
     pub alloc: u64,
+    /// Pages charged to TCP buffers (`mem`), in pages, not bytes.
     pub mem_pages: u64,
 }
 
@@ -131,6 +144,8 @@ pub fn parse_sockstat(text: &str) -> Option<TcpSockstat> {
     })
 }
 
+/// /proc/net/sockstat's `TCP:` line of the calling thread's network namespace; None
+/// when unreadable or malformed.
 pub fn read_sockstat() -> Option<TcpSockstat> {
     parse_sockstat(&fs::read_to_string("/proc/thread-self/net/sockstat").ok()?)
 }
@@ -143,6 +158,7 @@ pub fn parse_sockstat6_tcp_inuse(text: &str) -> Option<u64> {
     cols.nth(1)?.parse().ok()
 }
 
+/// IPv6 TCP sockets in use in the calling thread's network namespace (/proc/net/sockstat6).
 pub fn read_sockstat6_tcp_inuse() -> Option<u64> {
     parse_sockstat6_tcp_inuse(&fs::read_to_string("/proc/thread-self/net/sockstat6").ok()?)
 }

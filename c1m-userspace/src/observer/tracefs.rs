@@ -9,18 +9,23 @@ use std::{
 use c1m_common::TracepointFields;
 use thiserror::Error;
 
+/// Why a tracepoint's format could not be read from tracefs.
 #[derive(Debug, Error)]
 pub enum TracefsError {
+    /// tracefs was mounted nowhere and mounting it at /sys/kernel/tracing failed.
     #[error(
         "tracefs is not mounted and mounting it failed ({0}); fix: mount -t tracefs tracefs /sys/kernel/tracing"
     )]
     Mount(std::io::Error),
+    /// tracefs is mounted (at the path given) but unreadable without root.
     #[error(
         "tracefs is mounted at {0} but unreadable without root; fix: sudo -E c1m …, or --no-observer"
     )]
     Unreadable(PathBuf),
+    /// The named tracepoint does not exist on this kernel.
     #[error("tracepoint {0} does not exist on this kernel")]
     NoTracepoint(String),
+    /// The tracepoint (first) lacks a field (second) a program reads.
     #[error("tracepoint {0} has no field {1}")]
     NoField(String, &'static str),
 }

@@ -33,6 +33,8 @@ pub fn state_key(state: u32) -> String {
         .to_ascii_lowercase()
 }
 
+/// One snapshot of what the kernel sees on the watched sockets, read through eBPF maps
+/// and socket walks (`c1m observe --json`, the live view, summary.json's `kernel`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct KernelView {
     /// Wall clock of the snapshot, milliseconds since the Unix epoch.
@@ -43,11 +45,16 @@ pub struct KernelView {
     /// state transitions counted since (`time_wait` and `new_syn_recv` change only at
     /// walks: the kernel reports no transition into them).
     pub server: SideView,
+    /// The same for client-side sockets (the remote port is a watched port).
     pub client: SideView,
+    /// The same for other sockets (neither end on a watched port; counted only when every
+    /// TCP socket is watched).
     pub other: SideView,
+    /// The watched listening ports, one entry per port.
     pub listeners: Vec<ListenerView>,
     /// Kernel memory of the watched sockets, from the last socket walk.
     pub memory: Option<KernelMemory>,
+    /// The last full socket walk: when it ran and how long it took.
     pub walk: WalkInfo,
     /// Figures this kernel cannot give, with the reason (a missing hook or field).
     pub unavailable: Vec<String>,
@@ -149,18 +156,21 @@ fn saturating_sum(it: impl Iterator<Item = u64>) -> u64 {
     it.fold(0, u64::saturating_add)
 }
 
+/// One side's sockets (server, client or other) as the kernel sees them, all since attach.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct SideView {
     /// Gauge per state (keys from [`state_key`]).
     pub states: BTreeMap<String, i64>,
     /// Transitions since attach, keyed `old->new`; only non-zero cells.
     pub transitions: BTreeMap<String, u64>,
+    /// State transitions since attach, all kinds summed.
     pub transitions_total: u64,
     /// State transitions per second since the previous snapshot.
     pub transitions_per_s: f64,
     /// Connections that reached ESTABLISHED since attach (SYN_SENT->ESTABLISHED on the
     /// client side, SYN_RECV->ESTABLISHED on the server side).
     pub established_total: u64,
+    /// Connections reaching ESTABLISHED per second since the previous snapshot.
     pub established_per_s: f64,
     /// Handshake and error signals since attach (names from `c1m_common::event`;
     /// retransmits are in `retransmits`).
@@ -174,6 +184,7 @@ pub struct SideView {
 }
 
 impl SideView {
+    /// Sockets in `state` now (a `c1m_common::tcp_state` value); 0 when none.
     pub fn state(&self, state: u32) -> i64 {
         self.states.get(&state_key(state)).copied().unwrap_or(0)
     }
@@ -192,6 +203,8 @@ impl SideView {
             .unwrap_or(0)
     }
 
+    /// Count since attach of the signal `index` (a `c1m_common::event` value); retransmits
+    /// come from `retransmits.total`.
     pub fn event(&self, index: u32) -> u64 {
         if index == event::RETRANSMIT {
             return self.retransmits.total;
@@ -217,6 +230,7 @@ pub fn transition_key(old: u32, new: u32) -> String {
     Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq,
 )]
 pub struct Retransmits {
+    /// Retransmitted segments of the side since attach, all kinds.
     pub total: u64,
     /// Sent by the tail-loss-probe timer: the last segment stayed unacknowledged for
     /// ~2 RTT (+200 ms with one segment out). Only probes that resent data: the
@@ -230,6 +244,8 @@ pub struct Retransmits {
     pub fast: u64,
     /// Kind unknown: a field this kernel's BTF lacks, or a socket that vanished.
     pub other: u64,
+    /// Segments the peer reported as duplicates (DSACK): needless retransmits, summed as
+    /// each connection closes.
     pub spurious_dsack: u64,
 }
 
@@ -265,6 +281,7 @@ impl Retransmits {
 /// One listening port (all listening sockets on it, e.g. a SO_REUSEPORT group).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct ListenerView {
+    /// The local TCP port.
     pub port: u16,
     /// Listening sockets on the port (several with SO_REUSEPORT).
     pub sockets: u32,
@@ -291,14 +308,20 @@ pub struct ListenerView {
     pub sk_drops_delta: u64,
     /// Children created (LISTEN->SYN_RECV) since attach.
     pub children: u64,
+    /// SYN-ACKs the listeners resent since attach; `None` when the SYN-ACK hook does not run.
     pub synack_retransmits: Option<u64>,
 }
 
+/// Kernel memory of the watched sockets at the last socket walk, per side and in total.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct KernelMemory {
+    /// Server-side sockets.
     pub server: SideMemory,
+    /// Client-side sockets.
     pub client: SideMemory,
+    /// Other sockets (neither end on a watched port).
     pub other: SideMemory,
+    /// All sides summed.
     pub total: SideMemory,
     /// Bytes per object of each slab cache used, from /sys/kernel/slab.
     pub slab_object_bytes: BTreeMap<String, u64>,
@@ -306,15 +329,20 @@ pub struct KernelMemory {
     pub slab_bytes_by_cache: BTreeMap<String, u64>,
 }
 
+/// Kernel memory of one side's sockets at the last socket walk; byte figures in bytes.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct SideMemory {
+    /// Sockets seen by the walk, every state.
     pub sockets: u64,
     /// ... of which IPv6 sockets (dual-stack ones with an IPv4-mapped address too),
     /// sized with the `TCPv6` caches.
     #[serde(default)]
     pub ipv6_sockets: u64,
+    /// Full sockets: every state but TIME_WAIT and NEW_SYN_RECV.
     pub full_sockets: u64,
+    /// TIME_WAIT (mini) sockets.
     pub time_wait_sockets: u64,
+    /// Request sockets (NEW_SYN_RECV): handshakes not yet accepted.
     pub request_sockets: u64,
     /// Full sockets with a file (held open by some process).
     pub with_file: u64,
@@ -326,10 +354,15 @@ pub struct SideMemory {
     pub slab_bytes_derived: u64,
     /// Counted: receive queue + send queue + forward allocation, read per socket.
     pub buffer_bytes: u64,
+    /// Receive-queue bytes (`sk_rmem_alloc`), summed over the sockets.
     pub rmem_alloc: u64,
+    /// Send-queue bytes (`sk_wmem_queued`), summed over the sockets.
     pub wmem_queued: u64,
+    /// Forward-allocated bytes (`sk_forward_alloc`), summed over the sockets.
     pub forward_alloc: u64,
+    /// `slab_bytes_derived` + `buffer_bytes`.
     pub total_bytes: u64,
+    /// `total_bytes` / `sockets` (0 when there are none).
     pub bytes_per_socket: f64,
 }
 

@@ -82,8 +82,11 @@ fn sub_bucket_count(sigfig: u8) -> u64 {
 /// One row of a parsed `.hgrm`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Row {
+    /// The value at this quantile, in the file's unit (µs, or ms for `_ms.hgrm`).
     pub value: f64,
+    /// The quantile, 0 to 1.
     pub quantile: f64,
+    /// Values at or below `value`, cumulative.
     pub total_count: u64,
     /// `None` on the last row (quantile 1).
     pub inverse: Option<f64>,
@@ -92,12 +95,19 @@ pub struct Row {
 /// A parsed `.hgrm`: rows and the footer figures.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Parsed {
+    /// The percentile rows, in file order.
     pub rows: Vec<Row>,
+    /// The footer's `Mean`, in the file's unit.
     pub mean: f64,
+    /// The footer's `StdDeviation`, in the file's unit.
     pub stddev: f64,
+    /// The footer's `Max`, in the file's unit.
     pub max: f64,
+    /// The footer's `Total count`: values recorded.
     pub total_count: u64,
+    /// The footer's `Buckets` (HdrHistogram's bucket count).
     pub buckets: u64,
+    /// The footer's `SubBuckets` (HdrHistogram's sub-bucket count).
     pub sub_buckets: u64,
 }
 

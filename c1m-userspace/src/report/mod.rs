@@ -44,9 +44,12 @@ use self::atomic::write_atomic;
 use super::model::RunRecord;
 use crate::workload::stats::histograms::{HIST_NAMES, HistError};
 
+/// The run's [`RunRecord`] as pretty JSON, in the run folder.
 pub const SUMMARY: &str = "summary.json";
 pub const SCHEMA: &str = "summary.schema.json";
+/// One row per second of the run ([`Sample`](super::model::Sample)), in the run folder.
 pub const TIMESERIES: &str = "timeseries.csv";
+/// The offline HTML report (inline SVG charts and tables), in the run folder.
 pub const REPORT: &str = "report.html";
 
 /// The exit code of `c1m report`, `c1m compare` and `c1m merge` when an input is not a
@@ -65,40 +68,73 @@ const REQUIRED_KEYS: [&str; 3] = ["c1m_version", "config", "phases"];
 /// the fix.
 #[derive(Debug, Error)]
 pub enum ExportError {
+    /// The path given has no summary.json: not a run folder.
     #[error(
         "{} not found: pass a run folder written by c1m run (c1m-runs/<timestamp>/)",
         .0.display()
     )]
     NotARun(PathBuf),
+    /// Reading or writing a file of the run folder failed.
     #[error("{}: {error}", path.display())]
-    Io { path: PathBuf, error: io::Error },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        error: io::Error,
+    },
     /// An input that is not a regular file of a sane size (a FIFO, a device, a link).
     #[error("{0}")]
     Input(crate::infile::InFileError),
+    /// A JSON file without the keys every summary.json has (`c1m_version`, `config`,
+    /// `config.connections`, `phases`).
     #[error(
         "{}: lacks {missing}: not a c1m run summary (schema mismatch); pass a summary.json written by c1m run",
         path.display()
     )]
-    Schema { path: PathBuf, missing: String },
+    Schema {
+        /// The file read.
+        path: PathBuf,
+        /// The keys it lacks, comma-separated.
+        missing: String,
+    },
+    /// A summary.json that is not valid JSON or does not parse as a [`RunRecord`].
     #[error(
         "{}: not a c1m run summary ({error}): pass a summary.json written by c1m run",
         path.display()
     )]
     BadSummary {
+        /// The file read.
         path: PathBuf,
+        /// Where and why parsing failed.
         error: serde_json::Error,
     },
+    /// Encoding the summary or its schema as JSON failed.
     #[error("encoding {what} as JSON: {error}")]
     Encode {
+        /// What was being encoded.
         what: &'static str,
+        /// serde_json's error.
         error: serde_json::Error,
     },
+    /// Writing timeseries.csv failed.
     #[error("writing timeseries.csv: {0}")]
     Csv(#[from] csv::Error),
+    /// A histogram of an app snapshot could not be decoded or made.
     #[error("{what}: histogram: {error}")]
-    Hist { what: String, error: HistError },
+    Hist {
+        /// Which histogram: side and name, e.g. "client connect_us".
+        what: String,
+        /// Why.
+        error: HistError,
+    },
+    /// Writing an HdrHistogram interval log (`.hlog`) failed.
     #[error("{what}: interval log: {error}")]
-    IntervalLog { what: String, error: String },
+    IntervalLog {
+        /// Which log: `<side>-<name>`.
+        what: String,
+        /// The encoder's error, in words.
+        error: String,
+    },
 }
 
 impl From<atomic::WriteError> for ExportError {
@@ -128,8 +164,10 @@ impl ExportError {
 /// 1000 (what wrk2 prints) and names the file `…_ms.hgrm`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum HgrmUnit {
+    /// Microseconds, as recorded.
     #[default]
     Us,
+    /// Milliseconds (values divided by 1000, as wrk2 prints them).
     Ms,
 }
 

@@ -53,6 +53,7 @@ pub enum EngineKind {
 }
 
 impl EngineKind {
+    /// The engine's name as the CLI and the JSON write it ("epoll", "tokio").
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Epoll => "epoll",

@@ -20,26 +20,45 @@ pub const COUNT_ENV: &str = "C1M_SHARDS";
 /// Host `index` of `count` (0-based, `index < count`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShardOf {
+    /// This host's index, from 0.
     pub index: u64,
+    /// How many client hosts share the run.
     pub count: u64,
 }
 
+/// Why this host's share of the run could not be worked out; each message names the fix.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum ShareError {
+    /// A `--shard` that is not `I/N` with `0 <= I < N`.
     #[error("--shard {0:?}: write I/N with 0 <= I < N, e.g. 0/2")]
     BadShard(String),
+    /// The Job index variable is set but the host count variable is missing or not a
+    /// number (the index, then the count's value).
     #[error(
         "${INDEX_ENV}={0:?} is set but ${COUNT_ENV} is not a count ({1:?}): set {COUNT_ENV} to the Job's completions"
     )]
     BadEnv(String, Option<String>),
+    /// Fewer connections than hosts: some host would open none.
     #[error(
         "{total} connections cannot be split over {count} hosts: give -n at least the number of hosts"
     )]
-    TooFewConnections { total: u64, count: u64 },
+    TooFewConnections {
+        /// Connections asked for the whole run.
+        total: u64,
+        /// Client hosts.
+        count: u64,
+    },
+    /// Fewer `--source` addresses than hosts: some host would have none.
     #[error(
         "{sources} --source addresses cannot be split over {count} hosts: give each host at least one, or none (the host's own address)"
     )]
-    TooFewSources { sources: usize, count: u64 },
+    TooFewSources {
+        /// `--source` addresses given.
+        sources: usize,
+        /// Client hosts.
+        count: u64,
+    },
+    /// A `--start-at` that is neither an RFC 3339 instant nor unix seconds.
     #[error(
         "--start-at {0:?}: write an RFC 3339 instant (2026-11-30T15:00:00Z) or unix seconds (1795998600)"
     )]

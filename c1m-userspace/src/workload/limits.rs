@@ -77,9 +77,12 @@ pub fn conn_cap(nofile: NoFile, listeners: u64, serves_control: bool) -> u64 {
 /// around the mean with outliers at +13% (see the module docs).
 pub const SERVER_FILL: f64 = 0.75;
 
+/// This process's RLIMIT_NOFILE (open fds).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NoFile {
+    /// The soft limit: the one enforced (after [`raise_nofile`], the hard one if it could).
     pub soft: u64,
+    /// The hard limit: the most the soft limit can be raised to without privilege.
     pub hard: u64,
 }
 

@@ -26,6 +26,7 @@ use crate::{
     },
 };
 
+/// `c1m run`'s flags: the workload, the server measured, client hosts, the lab and its output.
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// Connections to open and hold, at least 1, or `max`: the most free memory allows
@@ -314,6 +315,7 @@ pub(super) const EXTERNAL_CONTROL_PORT: u16 = 7999;
 /// What `-n` asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TargetArg {
+    /// A number of connections.
     Count(Connections),
     /// The largest target doctor says fits.
     Max,

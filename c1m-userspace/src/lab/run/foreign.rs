@@ -83,7 +83,9 @@ pub fn split_command(cmd: &str) -> Result<Vec<String>, ForeignError> {
 /// `--target HOST:PORTS`: where a server already runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetAddr {
+    /// The host (name or address) the server runs on.
     pub host: String,
+    /// Its listening ports.
     pub ports: crate::util::PortList,
 }
 
@@ -559,7 +561,9 @@ pub fn listening_ports() -> BTreeSet<u16> {
 /// A server's runtime and library as it named them at start.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Reported {
+    /// The language runtime, e.g. go 1.19.8 (None: not named).
     pub runtime: Option<Software>,
+    /// The WebSocket library, e.g. gorilla/websocket 1.5.0 (None: not named).
     pub library: Option<Software>,
 }
 

@@ -27,16 +27,23 @@ const MAX_BYTES: u64 = 1 << 20;
 /// The journal's name in the run folder.
 pub const FILE: &str = "journal.json";
 
+/// What a child of the lab was to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
+    /// The server process: c1m's own server's supervisor, or a foreign server.
     Server,
+    /// c1m's client supervisor process.
     Client,
+    /// A worker process of the server: a process shard of c1m's, or a descendant of a
+    /// foreign server.
     ServerWorker,
+    /// A worker process of c1m's client (a process shard).
     ClientWorker,
 }
 
 impl Role {
+    /// The role in words ("server worker"), for messages.
     pub fn name(self) -> &'static str {
         match self {
             Role::Server => "server",
@@ -50,6 +57,7 @@ impl Role {
 /// One process, named for good by its pid and start time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Proc {
+    /// The process id.
     pub pid: u32,
     /// Clock ticks since boot (/proc/PID/stat field 22).
     pub start_time: u64,
@@ -69,6 +77,7 @@ impl Proc {
         })
     }
 
+    /// Whether the process still runs with the recorded start time (its pid not reused).
     pub fn alive(&self) -> bool {
         procstat::alive(self.pid, self.start_time)
     }
@@ -93,22 +102,32 @@ impl Proc {
     }
 }
 
+/// A process of the run the lab is answerable for, and what it was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Child {
+    /// What the process was to the lab.
     pub role: Role,
+    /// Its pid and start time.
     #[serde(flatten)]
     pub proc: Proc,
 }
 
+/// What `c1m run` leaves behind to be undone if it is killed: `journal.json` and
+/// `labs/PID.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Journal {
+    /// The lab process itself.
     pub lab: Proc,
+    /// The run folder the lab writes.
     #[serde(with = "crate::util::os_path")]
     pub run_folder: PathBuf,
+    /// The command line the lab was started with.
     pub command_line: String,
     /// Network namespace (nsfs inode) the lab ran in: its sysctls are that namespace's.
     pub netns: u32,
+    /// The sysctls the lab changed, each with its value before.
     pub sysctls: Vec<Changed>,
+    /// Every child process recorded (servers, clients, their workers), in the order seen.
     pub children: Vec<Child>,
     /// Cgroups it made for a foreign server: whatever runs in one is that server's,
     /// however it forked (ended by `cgroup.kill`, then removed).

@@ -74,7 +74,9 @@ pub const TOKEN_ENV: &str = "C1M_CONTROL_TOKEN_FILE";
 
 /// A request from a control client, with where to send the answer.
 pub struct Request {
+    /// The request line as received, e.g. "stats".
     pub line: String,
+    /// Where the answer line goes.
     pub reply: oneshot::Sender<String>,
 }
 

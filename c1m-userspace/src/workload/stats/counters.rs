@@ -13,8 +13,11 @@ macro_rules! counter_set {
         pub struct $name { $($(#[$fm])* pub $field: u64),* }
 
         impl $name {
+            /// Adds `o`'s counts to these, cause by cause.
             pub fn add(&mut self, o: &$name) { $(self.$field += o.$field;)* }
+            /// Every cause summed.
             pub fn total(&self) -> u64 { 0 $(+ self.$field)* }
+            /// Each cause as (JSON key, count), in declaration order.
             pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
                 [$((stringify!($field), self.$field)),*].into_iter()
             }
@@ -120,13 +123,19 @@ pub struct Counters {
     pub in_flight: u64,
     /// WebSocket connections past the handshake (the ones a push reaches).
     pub ws_open: u64,
+    /// Connections that were open and ended, by cause.
     pub closed: Closed,
+    /// Connections that never opened, by cause.
     pub failures: Failures,
+    /// Protocol violations by the peer, by the answer sent.
     pub protocol_errors: ProtocolErrors,
+    /// Bytes read from the sockets (handshakes and frames included).
     pub bytes_in: u64,
+    /// Bytes written to the sockets (handshakes and frames included).
     pub bytes_out: u64,
     /// Server: push frames written. Client: push frames received.
     pub pushes_sent: u64,
+    /// Client: push frames received and decoded as pushes.
     pub pushes_received: u64,
     /// Client: data frames that did not decode as a push of `--push-format` (and were
     /// no echo reply): a wrong format shows here, not as silence.
@@ -135,7 +144,9 @@ pub struct Counters {
     pub echo_round_trips: u64,
     /// WebSocket data messages received / sent (echoes, pushes excluded on the client).
     pub ws_messages_in: u64,
+    /// WebSocket data messages sent (see `ws_messages_in`).
     pub ws_messages_out: u64,
+    /// WebSocket pings received from the peer.
     pub ws_pings_in: u64,
 }
 

@@ -63,24 +63,33 @@ pub const HISTS: usize = 7;
 /// minutes, at 0.1% resolution, in ~190 KiB per histogram (touched lazily).
 const HIST_MAX_US: u64 = 3_600_000_000;
 
+/// Why a latency histogram could not be made, encoded, decoded or merged.
 #[derive(Debug, Error)]
 pub enum HistError {
+    /// The bounds given to hdrhistogram were invalid.
     #[error("histogram bounds: {0}")]
     Create(#[from] hdrhistogram::CreationError),
+    /// A histogram blob that is not valid base64.
     #[error("base64: {0}")]
     Base64(#[from] base64::DecodeError),
+    /// A blob that is not a valid HdrHistogram V2 encoding.
     #[error("histogram V2 deserialize: {0}")]
     Deserialize(#[from] hdrhistogram::serialization::DeserializeError),
+    /// Encoding a histogram as deflated V2 failed.
     #[error("histogram V2 serialize: {0}")]
     Serialize(#[from] hdrhistogram::serialization::V2DeflateSerializeError),
+    /// Encoding a histogram as plain V2 failed.
     #[error("histogram V2 serialize: {0}")]
     SerializePlain(#[from] hdrhistogram::serialization::V2SerializeError),
+    /// Merging two histograms failed (a value out of the target's bounds).
     #[error("histogram merge: {0}")]
     Add(#[from] hdrhistogram::AdditionError),
+    /// A histogram name not in [`HIST_NAMES`].
     #[error("unknown histogram {0}")]
     Unknown(String),
 }
 
+/// An empty histogram for µs latencies: 1 µs to 1 hour at 3 significant digits.
 pub fn new_hist() -> Result<Histogram<u64>, HistError> {
     Ok(Histogram::new_with_bounds(1, HIST_MAX_US, 3)?)
 }
@@ -171,6 +180,8 @@ impl Hists {
     }
 }
 
+/// A histogram as base64 of deflated HdrHistogram V2, as the run files and app
+/// snapshots carry it; [`decode_hist`] reads it back.
 pub fn encode_hist(h: &Histogram<u64>) -> Result<String, HistError> {
     let mut buf = Vec::new();
     V2DeflateSerializer::new().serialize(h, &mut buf)?;
@@ -196,20 +207,32 @@ pub fn decode_hist(s: &str) -> Result<Histogram<u64>, HistError> {
 /// 99.9%), in µs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Percentiles {
+    /// Values recorded (0: empty histogram, every figure 0).
     pub count: u64,
+    /// Smallest value recorded, µs.
     pub min: u64,
+    /// Largest value recorded, µs.
     pub max: u64,
+    /// Mean, µs.
     pub mean: f64,
+    /// Standard deviation, µs.
     pub stddev: f64,
+    /// Median, µs.
     pub p50: u64,
+    /// 75th percentile, µs.
     pub p75: u64,
+    /// 95th percentile, µs.
     pub p95: u64,
+    /// 98th percentile, µs.
     pub p98: u64,
+    /// 99th percentile, µs.
     pub p99: u64,
+    /// 99.9th percentile, µs.
     pub p999: u64,
 }
 
 impl Percentiles {
+    /// The table of histogram `h` (all zeros when it is empty).
     pub fn of(h: &Histogram<u64>) -> Percentiles {
         if h.is_empty() {
             return Percentiles::default();

@@ -93,9 +93,19 @@ pub enum PeakRate {
     /// The densest stretch of at least [`PEAK_WINDOW_MS`]: connections per second over
     /// [`from_s`, `to_s`) after the ramp began. Never below the achieved rate: the whole
     /// ramp is one of the stretches.
-    Busiest { per_s: f64, from_s: f64, to_s: f64 },
+    Busiest {
+        /// Connections established per second over the stretch.
+        per_s: f64,
+        /// Start of the stretch, seconds after the ramp began.
+        from_s: f64,
+        /// End of the stretch (exclusive), seconds after the ramp began.
+        to_s: f64,
+    },
     /// The ramp ended within [`PEAK_WINDOW_MS`]: the achieved rate is its only rate.
-    RampShorter { ramp_s: f64 },
+    RampShorter {
+        /// The ramp's length, seconds.
+        ramp_s: f64,
+    },
 }
 
 impl PeakRate {

@@ -29,10 +29,15 @@ pub enum ShardKind {
 /// A worker as the supervisor sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkerInfo {
+    /// The shard's index, from 0.
     pub shard: u32,
+    /// The worker's process id (a thread shard: the supervisor's).
     pub pid: u32,
+    /// Worker process or thread of the supervisor.
     pub kind: ShardKind,
+    /// False once the shard has exited.
     pub alive: bool,
+    /// Connections the shard held open at its last report.
     pub open: u64,
     /// Why it ended, if it died.
     pub exit: Option<String>,
@@ -41,11 +46,16 @@ pub struct WorkerInfo {
 /// Push summary across all shards.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PushSummary {
+    /// The push's number, as the server numbered it.
     pub push_id: u64,
+    /// CLOCK_REALTIME ns the push is timed from: the broadcast start (server), the trigger
+    /// or the frame's stamp (client).
     pub started_unix_ns: u64,
     /// Server: frames written. Client: frames received.
     pub count: u64,
+    /// CLOCK_REALTIME ns of the first frame written (server) or received (client).
     pub first_unix_ns: u64,
+    /// CLOCK_REALTIME ns of the last frame written (server) or received (client).
     pub last_unix_ns: u64,
     /// Seconds from `started_unix_ns` to the last frame written (server) / received
     /// (client): on the client, the time until the last connection had the push.
@@ -91,6 +101,7 @@ pub struct AppSnapshot {
     /// their last report, or of `unix_ns` - 250 ms for a shard with nothing new to say).
     /// Rates and kernel-vs-app comparisons use this, not `unix_ns`.
     pub counts_unix_ns: u64,
+    /// Seconds since the side's supervisor started.
     pub uptime_s: f64,
     /// Client: "starting", "ramp", "hold", "closing", "closed". Server: "starting", "running", "stopping".
     pub phase: String,
@@ -98,11 +109,15 @@ pub struct AppSnapshot {
     pub target: u64,
     /// The start-up line saying how the work was split and why.
     pub split: String,
+    /// The side's connection and failure counts, summed over its shards.
     pub counters: Counters,
+    /// The side's shards (worker processes or threads) and their state.
     pub workers: Workers,
+    /// The setup-rate table: one row per step of connections established.
     pub setup_steps: Vec<SetupStep>,
     /// Client: asked vs achieved setup rate (None on the server).
     pub setup_rate: Option<SetupRate>,
+    /// One entry per push, counts summed over the shards.
     pub pushes: Vec<PushSummary>,
     /// Client: the push mark every live shard has taken, so frames of that push are
     /// counted under it (the lab fires a trigger only after this shows its mark).
@@ -115,10 +130,12 @@ pub struct AppSnapshot {
     pub rss_per_connection_bytes: Option<f64>,
     /// CPU seconds of all processes of this side (dead workers: last value seen).
     pub cpu_user_s: f64,
+    /// CPU seconds in the kernel (system), same processes.
     pub cpu_sys_s: f64,
     /// Threads and open fds of the side's processes, where the lab measures them from
     /// /proc (a foreign server's tree); None for c1m's own sides.
     pub threads: Option<u64>,
+    /// Open fds of the side's processes; None for c1m's own sides.
     pub open_fds: Option<u64>,
     /// Base64 V2-deflate hdrhistograms, µs, keyed by name (see [`HIST_NAMES`]).
     pub histograms: BTreeMap<String, String>,
@@ -126,11 +143,15 @@ pub struct AppSnapshot {
     pub percentiles: BTreeMap<String, Percentiles>,
 }
 
+/// The shards of one side, as the supervisor sees them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Workers {
+    /// Shards started.
     pub count: u32,
+    /// Shards still running.
     pub alive: u32,
+    /// One entry per shard.
     pub list: Vec<WorkerInfo>,
 }
 

@@ -10,6 +10,7 @@ use super::frame::{FrameError, Opcode, Role, apply_mask, decode_header, parse_cl
 /// Decoding rules for one side of a connection.
 #[derive(Clone, Copy, Debug)]
 pub struct Decoder {
+    /// Which end we are: it decides which frames must be masked.
     pub role: Role,
     /// Largest message (and frame) accepted; larger ones fail with 1009.
     pub max_message: u64,
@@ -18,7 +19,9 @@ pub struct Decoder {
 /// A fragmented data message being reassembled (§5.4).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Fragment {
+    /// A text message (checked as UTF-8 when complete); else binary.
     pub text: bool,
+    /// The payload bytes received so far, unmasked.
     pub data: Vec<u8>,
 }
 
@@ -26,7 +29,9 @@ pub struct Fragment {
 /// it was reassembled from fragments.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Payload<'a> {
+    /// A single-frame message, in the read buffer (unmasked in place).
     Borrowed(&'a [u8]),
+    /// A message reassembled from fragments.
     Owned(Vec<u8>),
 }
 
@@ -44,16 +49,21 @@ impl Payload<'_> {
 pub enum Event<'a> {
     /// A complete data message (text already checked as UTF-8).
     Message {
+        /// A text message; else binary.
         text: bool,
+        /// The message's bytes.
         payload: Payload<'a>,
     },
+    /// A ping with its payload (to be echoed in a pong).
     Ping(&'a [u8]),
+    /// A pong with its payload.
     Pong(&'a [u8]),
     /// The peer's close frame, with its status code if it sent one.
     Close(Option<u16>),
 }
 
 impl Decoder {
+    /// A decoder for `role` accepting messages up to `max_message` bytes.
     pub fn new(role: Role, max_message: u64) -> Decoder {
         Decoder { role, max_message }
     }
@@ -138,9 +148,18 @@ impl Decoder {
 /// Owned form of an [`Event`], for tests and the fuzzer's comparisons.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OwnedEvent {
-    Message { text: bool, payload: Vec<u8> },
+    /// [`Event::Message`].
+    Message {
+        /// A text message; else binary.
+        text: bool,
+        /// The message's bytes.
+        payload: Vec<u8>,
+    },
+    /// [`Event::Ping`].
     Ping(Vec<u8>),
+    /// [`Event::Pong`].
     Pong(Vec<u8>),
+    /// [`Event::Close`].
     Close(Option<u16>),
 }
 

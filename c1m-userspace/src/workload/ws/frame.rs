@@ -6,22 +6,31 @@ use thiserror::Error;
 /// (§5.1: client-to-server frames are masked, server-to-client frames are not).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
+    /// We accept connections: frames we send are unmasked, frames we receive must be masked.
     Server,
+    /// We open connections: frames we send are masked, frames we receive must not be.
     Client,
 }
 
 /// Frame opcodes (§5.2). Reserved values are a protocol error, not a variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Opcode {
+    /// A later fragment of a fragmented message.
     Continuation = 0x0,
+    /// A text message (UTF-8) or its first fragment.
     Text = 0x1,
+    /// A binary message or its first fragment.
     Binary = 0x2,
+    /// The closing handshake; payload: optional status code and reason.
     Close = 0x8,
+    /// A ping, to be answered with a pong of the same payload.
     Ping = 0x9,
+    /// A pong: the answer to a ping, or unsolicited as a heartbeat.
     Pong = 0xA,
 }
 
 impl Opcode {
+    /// The opcode of the low four bits of a frame's first byte; `None` for reserved values.
     pub fn from_u8(v: u8) -> Option<Opcode> {
         Some(match v {
             0x0 => Opcode::Continuation,
@@ -59,30 +68,43 @@ impl CloseCode {
 /// prescribes, so the engine answers and counts without a second table.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum FrameError {
+    /// RSV1–3 set, but no extension was negotiated.
     #[error("reserved bits set without a negotiated extension")]
     ReservedBits,
+    /// An opcode the RFC reserves (0x3–0x7, 0xB–0xF).
     #[error("reserved opcode {0:#x}")]
     ReservedOpcode(u8),
+    /// A client sent a frame without a mask.
     #[error("unmasked frame from a client")]
     UnmaskedClientFrame,
+    /// A server sent a masked frame.
     #[error("masked frame from a server")]
     MaskedServerFrame,
+    /// A control frame with a payload over 125 bytes.
     #[error("control frame longer than 125 bytes")]
     ControlTooLong,
+    /// A control frame without FIN (control frames cannot be fragmented).
     #[error("fragmented control frame")]
     FragmentedControl,
+    /// A 64-bit payload length with its top bit set.
     #[error("64-bit length with the most significant bit set")]
     LengthMsb,
+    /// A frame or message longer than the limit; the payload is its length in bytes.
     #[error("message of {0} bytes exceeds the limit")]
     TooBig(u64),
+    /// A continuation frame with no fragmented message to continue.
     #[error("continuation frame without a message in progress")]
     UnexpectedContinuation,
+    /// A new text or binary frame while a fragmented message is still open.
     #[error("new data frame while a fragmented message is in progress")]
     ExpectedContinuation,
+    /// A text message that is not valid UTF-8.
     #[error("text is not valid UTF-8")]
     InvalidUtf8,
+    /// A close frame whose payload is a single byte (no room for a status code).
     #[error("close frame with a 1-byte payload")]
     CloseTooShort,
+    /// A close status code that must not be sent (reserved, or out of range).
     #[error("close code {0} is not allowed on the wire")]
     InvalidCloseCode(u16),
 }
@@ -101,9 +123,13 @@ impl FrameError {
 /// A decoded frame header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// Last frame of its message (FIN bit).
     pub fin: bool,
+    /// The frame's opcode.
     pub opcode: Opcode,
+    /// The masking key, when the frame is masked.
     pub mask: Option<[u8; 4]>,
+    /// Payload length, in bytes.
     pub len: u64,
 }
 

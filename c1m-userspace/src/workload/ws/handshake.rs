@@ -12,26 +12,37 @@ const GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 /// is the common HTTP server default and bounds what a slow or hostile peer can make us hold.
 pub const MAX_HEAD: usize = 8192;
 
+/// Why an opening handshake failed, on either side.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum HandshakeError {
+    /// The request or response head passed [`MAX_HEAD`] bytes without ending.
     #[error("request head larger than {MAX_HEAD} bytes")]
     TooLarge,
+    /// The head is not well-formed HTTP (bad line ending, header line, or UTF-8).
     #[error("malformed HTTP head")]
     Malformed,
+    /// The request's method is not GET.
     #[error("not a GET request")]
     NotGet,
+    /// The request or status line is not HTTP/1.1.
     #[error("not HTTP/1.1")]
     BadVersion,
+    /// No `Upgrade: websocket` header, or another value.
     #[error("missing or wrong Upgrade: websocket")]
     NoUpgrade,
+    /// No `upgrade` token in the `Connection` header.
     #[error("missing Connection: upgrade")]
     NoConnectionUpgrade,
+    /// `Sec-WebSocket-Key` missing, or not 16 bytes of base64.
     #[error("missing Sec-WebSocket-Key or not 16 bytes of base64")]
     BadKey,
+    /// A `Sec-WebSocket-Version` other than 13.
     #[error("unsupported Sec-WebSocket-Version (only 13)")]
     UnsupportedVersion,
+    /// Client side: the server answered with another status than 101 (the payload).
     #[error("server answered HTTP {0}, not 101")]
     Rejected(u16),
+    /// Client side: `Sec-WebSocket-Accept` does not match the key sent.
     #[error("wrong Sec-WebSocket-Accept")]
     BadAccept,
 }
@@ -176,7 +187,9 @@ fn has_token(value: &[u8], token: &str) -> bool {
 /// A valid upgrade request, as slices of the input.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Request<'a> {
+    /// The request target, e.g. "/".
     pub path: &'a str,
+    /// The `Sec-WebSocket-Key` header's value, as sent.
     pub key: &'a str,
 }
 

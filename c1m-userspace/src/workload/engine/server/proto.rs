@@ -11,17 +11,21 @@ use crate::workload::{
 /// Push frame payload: push id, broadcast start, write time (CLOCK_REALTIME ns), all u64 BE.
 pub const PUSH_PAYLOAD: usize = 24;
 
+/// Where a server connection is in the WebSocket protocol.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum WsState {
     /// Not WebSocket (hold/echo).
     Raw,
+    /// Waiting for the client's upgrade request.
     Handshake,
+    /// Past the handshake: frames.
     Open,
 }
 
 /// What a connection's input asks of the engine.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Action {
+    /// Keep the connection open.
     Continue,
     /// Close after writing the output: the peer closed (WebSocket close handshake).
     ClosePeer,
