@@ -174,16 +174,14 @@ mod tests {
     }
 
     /// Every connection-count flag of every subcommand: (argv before the flag, flag).
-    const CONNECTION_FLAGS: [(&[&str], &str); 9] = [
+    /// The bench scenarios' count flags (now a bench target) use the same parser.
+    const CONNECTION_FLAGS: [(&[&str], &str); 6] = [
         (&["run"], "-n"),
         (&["run", "--clients", "external"], "--expect"),
         (&["client"], "-n"),
         (&["doctor"], "-n"),
         (&["doctor"], "--connections"),
         (&["server"], "--max-conns"),
-        (&["bench"], "--connections"),
-        (&["bench"], "--echo-connections"),
-        (&["bench"], "--observer-round"),
     ];
 
     #[test]
