@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 
 /// Largest address range one argument may expand to: a /16 is already far more source
 /// addresses than one box can use.
-pub const MAX_RANGE: u64 = 65_536;
+pub(crate) const MAX_RANGE: u64 = 65_536;
 
 /// A connection count from the command line: `-n` of `c1m run`, `c1m client` and
 /// `c1m doctor`, `--expect`, `--max-conns`, the benchmarks' counts. At least 1 (a run of
@@ -23,7 +23,7 @@ pub struct Connections(NonZeroU64);
 
 impl Connections {
     /// `None` for 0.
-    pub const fn new(n: u64) -> Option<Connections> {
+    pub(crate) const fn new(n: u64) -> Option<Connections> {
         match NonZeroU64::new(n) {
             Some(n) => Some(Connections(n)),
             None => None,
@@ -38,6 +38,7 @@ impl Connections {
         }
     }
 
+    /// The count, to add up and compare with counted connections.
     pub const fn get(self) -> u64 {
         self.0.get()
     }
@@ -103,10 +104,10 @@ impl std::str::FromStr for Connections {
 /// The fastest `--rate` taken: far beyond any box (the pace schedules each connect at
 /// `k / rate` s; NaN, infinities and rates near f64's end made it schedule none, and the
 /// client hung).
-pub const MAX_RATE: f64 = 100_000_000.0;
+pub(crate) const MAX_RATE: f64 = 100_000_000.0;
 
 /// `--rate`: connections per second, 0 (unpaced) up to [`MAX_RATE`].
-pub fn parse_rate(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_rate(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(r) if (0.0..=MAX_RATE).contains(&r) => Ok(r),
         Ok(_) => Err(format!(
@@ -118,7 +119,7 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
 }
 
 /// `--metrics-addr`: `HOST:PORT` with an IP host, or `:PORT` for every IPv4 address.
-pub fn parse_metrics_addr(s: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_metrics_addr(s: &str) -> Result<SocketAddr, String> {
     let full;
     let text = if let Some(port) = s.strip_prefix(':') {
         full = format!("0.0.0.0:{port}");
@@ -132,7 +133,7 @@ pub fn parse_metrics_addr(s: &str) -> Result<SocketAddr, String> {
 }
 
 /// Expands `a,b,c-d` items (IPv4 ranges inclusive) into addresses.
-pub fn parse_addrs(items: &[String]) -> Result<Vec<IpAddr>> {
+pub(crate) fn parse_addrs(items: &[String]) -> Result<Vec<IpAddr>> {
     let mut out = Vec::new();
     for item in items
         .iter()

@@ -79,7 +79,7 @@ fn is_closed_stdout(payload: &(dyn std::any::Any + Send)) -> bool {
 
 /// The exit code of a command cut short by a closed stdout: the shell's for a command
 /// SIGPIPE ended (128 + 13), as `cat` or `yes` would give.
-pub const CLOSED_STDOUT: i32 = 141;
+pub(crate) const CLOSED_STDOUT: i32 = 141;
 
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {

@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 /// What the error names, so a user sees the syntax beside the flag clap puts in front.
-pub const SYNTAX: &str =
+pub(crate) const SYNTAX: &str =
     "write a number with a unit, e.g. 500ms, 3s, 2m, 1h30m (a plain number means seconds)";
 
 /// The longest any duration flag takes: far beyond any run, and short enough that
 /// `Instant::now() + d` cannot overflow (an `--idle` of u64::MAX seconds panicked after
 /// the setup phase and left its summary saying `running`).
-pub const MAX: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const MAX: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Parses a duration flag's value (a clap `value_parser`), at most [`MAX`].
 pub fn parse(s: &str) -> Result<Duration, String> {
@@ -44,7 +44,7 @@ fn parse_unbounded(s: &str) -> Result<Duration, String> {
 }
 
 /// [`parse`] in seconds, for flags kept as `f64` seconds.
-pub fn parse_secs(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_secs(s: &str) -> Result<f64, String> {
     parse(s).map(|d| d.as_secs_f64())
 }
 

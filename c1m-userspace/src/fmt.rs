@@ -6,10 +6,10 @@
 //! significant digits, for reports and comparisons).
 
 /// What a missing figure shows as.
-pub const NA: &str = "n/a";
+pub(crate) const NA: &str = "n/a";
 
 /// `-1234567` → `-1,234,567`: the one thousands-separator routine.
-pub fn int(v: i128) -> String {
+pub(crate) fn int(v: i128) -> String {
     let digits = v.unsigned_abs().to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
     if v < 0 {
@@ -32,7 +32,7 @@ pub fn count(n: u64) -> String {
 /// [`count`] for signed values (kernel gauges are signed: transitions can race a walk).
 /// A setup pace for people: "25,000 conn/s", or "unpaced" for 0 (as fast as the
 /// in-flight bound allows).
-pub fn pace(rate_per_s: u64) -> String {
+pub(crate) fn pace(rate_per_s: u64) -> String {
     if rate_per_s == 0 {
         "unpaced".to_owned()
     } else {
@@ -40,12 +40,12 @@ pub fn pace(rate_per_s: u64) -> String {
     }
 }
 
-pub fn signed(n: i64) -> String {
+pub(crate) fn signed(n: i64) -> String {
     int(i128::from(n))
 }
 
 /// A rate or other non-negative float rounded to a whole number, with separators.
-pub fn whole(v: f64) -> String {
+pub(crate) fn whole(v: f64) -> String {
     if !v.is_finite() {
         return NA.to_owned();
     }
@@ -58,7 +58,7 @@ pub fn whole(v: f64) -> String {
 }
 
 /// Bytes in binary units: `512 B`, `3.2 KiB`, `1.5 GiB`.
-pub fn bytes(b: f64) -> String {
+pub(crate) fn bytes(b: f64) -> String {
     if !b.is_finite() {
         return NA.to_owned();
     }
@@ -79,7 +79,7 @@ pub fn bytes(b: f64) -> String {
 }
 
 /// Seconds as `42.3 s`, `12 min 03 s` or `1 h 02 min`.
-pub fn duration(s: f64) -> String {
+pub(crate) fn duration(s: f64) -> String {
     if !s.is_finite() || s < 0.0 {
         return NA.to_owned();
     }
@@ -95,7 +95,7 @@ pub fn duration(s: f64) -> String {
 }
 
 /// `text` cut to `max` characters, the last one "…" when something was cut.
-pub fn ellipsis(text: &str, max: usize) -> String {
+pub(crate) fn ellipsis(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_owned();
     }
@@ -104,13 +104,14 @@ pub fn ellipsis(text: &str, max: usize) -> String {
     out
 }
 
+#[cfg(test)]
 /// Formats a figure, or [`NA`] when it is missing.
-pub fn or_na<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
+pub(crate) fn or_na<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
     v.map_or_else(|| NA.to_owned(), f)
 }
 
 /// A float with thousands separators and `decimals` decimals.
-pub fn num(v: f64, decimals: usize) -> String {
+pub(crate) fn num(v: f64, decimals: usize) -> String {
     if !v.is_finite() {
         return "–".to_owned();
     }
@@ -130,7 +131,7 @@ pub fn num(v: f64, decimals: usize) -> String {
 }
 
 /// Bytes in binary units with 3 significant digits: `3.62 KiB`, `1.21 GiB`, `512 B`.
-pub fn bytes_precise(v: f64) -> String {
+pub(crate) fn bytes_precise(v: f64) -> String {
     if !v.is_finite() {
         return "–".to_owned();
     }
@@ -157,7 +158,7 @@ pub fn bytes_precise(v: f64) -> String {
 }
 
 /// Seconds, readable: `310 ms`, `1.82 s`, `72.4 s`, `12 min 5 s`.
-pub fn secs(v: f64) -> String {
+pub(crate) fn secs(v: f64) -> String {
     if !v.is_finite() {
         "–".to_owned()
     } else if v.abs() < 1.0 {
@@ -170,12 +171,12 @@ pub fn secs(v: f64) -> String {
 }
 
 /// µs as ms with 3 decimals (the seeds' latency tables).
-pub fn ms(us: f64) -> String {
+pub(crate) fn ms(us: f64) -> String {
     num(us / 1000.0, 3)
 }
 
 /// Unix ms as `2026-01-01 00:00:00 UTC`.
-pub fn utc(unix_ms: u64) -> String {
+pub(crate) fn utc(unix_ms: u64) -> String {
     let ((y, m, d), (h, min, sec)) = civil(unix_ms);
     format!("{y:04}-{m:02}-{d:02} {h:02}:{min:02}:{sec:02} UTC")
 }
@@ -197,7 +198,7 @@ fn civil(unix_ms: u64) -> ((i64, u32, u32), (u64, u64, u64)) {
 }
 
 /// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian).
-pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

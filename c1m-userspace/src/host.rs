@@ -3,12 +3,12 @@
 //! the lab and a client host read them from one place.
 
 /// MemAvailable of /proc/meminfo, bytes (0 when unreadable).
-pub fn mem_available() -> u64 {
+pub(crate) fn mem_available() -> u64 {
     meminfo().and_then(|m| m.mem_available).unwrap_or(0)
 }
 
 /// MemTotal of /proc/meminfo, bytes (0 when unreadable).
-pub fn mem_total() -> u64 {
+pub(crate) fn mem_total() -> u64 {
     meminfo().map_or(0, |m| m.mem_total)
 }
 
@@ -19,7 +19,7 @@ fn meminfo() -> Option<procfs::Meminfo> {
 }
 
 /// RLIMIT_NOFILE as (soft, hard); unlimited reads as `u64::MAX`.
-pub fn nofile_limits() -> (u64, u64) {
+pub(crate) fn nofile_limits() -> (u64, u64) {
     let rl = rustix::process::getrlimit(rustix::process::Resource::Nofile);
     (
         rl.current.unwrap_or(u64::MAX),
@@ -28,11 +28,11 @@ pub fn nofile_limits() -> (u64, u64) {
 }
 
 /// User and system CPU seconds of this process (the observer and the orchestration).
-pub fn own_cpu() -> (f64, f64) {
+pub(crate) fn own_cpu() -> (f64, f64) {
     crate::procstat::cpu_seconds(std::process::id()).unwrap_or((0.0, 0.0))
 }
 
 /// Resident memory of this process, bytes.
-pub fn own_rss() -> u64 {
+pub(crate) fn own_rss() -> u64 {
     crate::procstat::rss_bytes(std::process::id()).unwrap_or(0)
 }

@@ -36,7 +36,7 @@ pub enum InFileError {
 
 impl InFileError {
     /// The file is not there (callers say what folder to pass instead).
-    pub fn is_missing(&self) -> bool {
+    pub(crate) fn is_missing(&self) -> bool {
         matches!(self, InFileError::Missing { .. })
     }
 }
@@ -54,7 +54,7 @@ fn mib(bytes: u64) -> String {
 /// Reading it stops with [`InFileError::TooBig`] past `cap` bytes, so a file that grows
 /// while it is read is refused rather than read without end.
 #[derive(Debug)]
-pub struct Capped {
+pub(crate) struct Capped {
     path: PathBuf,
     file: io::Take<File>,
     cap: u64,
@@ -64,7 +64,7 @@ pub struct Capped {
 impl Capped {
     /// Opens `path` for reading if it is a regular file (not a symbolic link, FIFO, device,
     /// socket or folder) of at most `cap` bytes.
-    pub fn open(path: &Path, cap: u64) -> Result<Capped, InFileError> {
+    pub(crate) fn open(path: &Path, cap: u64) -> Result<Capped, InFileError> {
         let io_err = |source: io::Error| InFileError::Io {
             path: path.to_owned(),
             source,
@@ -109,12 +109,12 @@ impl Capped {
         })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The whole file.
-    pub fn read_all(mut self) -> Result<Vec<u8>, InFileError> {
+    pub(crate) fn read_all(mut self) -> Result<Vec<u8>, InFileError> {
         let mut bytes = Vec::new();
         match Read::read_to_end(&mut self, &mut bytes) {
             Ok(_) => Ok(bytes),
@@ -165,7 +165,7 @@ fn not_regular(kind: std::fs::FileType) -> Option<&'static str> {
 }
 
 /// [`Capped::open`] then [`Capped::read_all`].
-pub fn read(path: &Path, cap: u64) -> Result<Vec<u8>, InFileError> {
+pub(crate) fn read(path: &Path, cap: u64) -> Result<Vec<u8>, InFileError> {
     Capped::open(path, cap)?.read_all()
 }
 

@@ -7,25 +7,27 @@
 //! [`report`] of a run folder and the [`compare`]son of runs; the [`lab`] that runs it
 //! all; [`multihost`]'s client hosts; the commands.
 
+#![warn(unreachable_pub, missing_docs)]
+
 pub mod args;
 pub mod cli;
 pub mod compare;
 pub mod duration;
-pub mod figures;
+pub(crate) mod figures;
 pub mod fmt;
-pub mod host;
-pub mod infile;
+pub(crate) mod host;
+pub(crate) mod infile;
 pub mod lab;
 pub mod model;
 pub mod multihost;
 pub mod netns;
 pub mod observer;
-pub mod priority;
-pub mod proc_net_tcp;
+pub(crate) mod priority;
+pub(crate) mod proc_net_tcp;
 pub mod procstat;
 pub mod report;
-pub mod state_dir;
-pub mod sysctl;
+pub(crate) mod state_dir;
+pub(crate) mod sysctl;
 pub mod util;
 pub mod view;
 pub mod workload;

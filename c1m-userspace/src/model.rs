@@ -10,7 +10,7 @@ use crate::{
 };
 
 /// A figure older than this (two ticks of the live view) is stale.
-pub const STALE_AFTER_S: f64 = 1.0;
+pub(crate) const STALE_AFTER_S: f64 = 1.0;
 
 /// Where a figure comes from; each source has its own instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,14 +28,14 @@ pub enum Source {
 }
 
 impl Source {
-    pub const ALL: [Source; 4] = [
+    pub(crate) const ALL: [Source; 4] = [
         Source::Kernel,
         Source::KernelWalk,
         Source::Server,
         Source::Client,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Source::Kernel => "kernel",
             Source::KernelWalk => "kernel_walk",
@@ -47,7 +47,7 @@ impl Source {
 
 /// The setup rate to show first: the client's own when there is a c1m client, else what
 /// the kernel saw reach ESTABLISHED.
-pub fn headline_rate(client: Option<f64>, kernel: Option<f64>) -> Option<f64> {
+pub(crate) fn headline_rate(client: Option<f64>, kernel: Option<f64>) -> Option<f64> {
     client.or(kernel).filter(|v| v.is_finite() && *v >= 0.0)
 }
 
@@ -143,7 +143,7 @@ pub struct Sample {
 
 impl Sample {
     /// How old `source`'s figures were in this row.
-    pub fn age_s(&self, source: Source) -> Option<f64> {
+    pub(crate) fn age_s(&self, source: Source) -> Option<f64> {
         match source {
             Source::Kernel => self.kernel_age_s,
             Source::KernelWalk => self.kernel_walk_age_s,
@@ -154,7 +154,7 @@ impl Sample {
 
     /// The headline setup rate of this row (see
     /// [`Figures::setup_per_s`](crate::figures::Figures::setup_per_s)).
-    pub fn setup_per_s(&self) -> Option<f64> {
+    pub(crate) fn setup_per_s(&self) -> Option<f64> {
         headline_rate(self.client_connect_per_s, self.kernel_established_per_s)
     }
 
@@ -230,7 +230,7 @@ pub struct Phase {
 
 /// "after each phase, outside its secs: the observer's walk of every socket (setup 2.71 s,
 /// …)", or None when no phase had one (no observer). The summary and the report say it.
-pub fn end_walks_line(phases: &[Phase]) -> Option<String> {
+pub(crate) fn end_walks_line(phases: &[Phase]) -> Option<String> {
     let walks: Vec<String> = phases
         .iter()
         .filter(|p| p.end_walk_s > 0.0)
@@ -326,7 +326,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Outcome::Running => "running",
             Outcome::Complete => "complete",
@@ -337,7 +337,7 @@ impl Outcome {
     }
 
     /// The exit code of `c1m run` (README, "Exit codes").
-    pub fn exit_code(self) -> i32 {
+    pub(crate) fn exit_code(self) -> i32 {
         match self {
             Outcome::Complete => 0,
             Outcome::Running | Outcome::Failed => 1,
@@ -414,7 +414,7 @@ pub struct StartState {
 }
 
 /// Sockets by state on a run's ports, less the listeners: see [`StartState::leftovers`].
-pub fn leftovers(on_ports: &std::collections::BTreeMap<String, u64>) -> u64 {
+pub(crate) fn leftovers(on_ports: &std::collections::BTreeMap<String, u64>) -> u64 {
     let listen = state_key(tcp_state::LISTEN);
     on_ports
         .iter()
@@ -530,7 +530,7 @@ pub struct ServerInfo {
 impl ServerInfo {
     /// "go (go 1.19.8, gorilla/websocket 1.5.0)", "c1m-epoll (c1m 0.1.0, epoll
     /// engine)", "my-server (no version reported)".
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         let mut about: Vec<String> = [&self.runtime, &self.library]
             .into_iter()
             .flatten()
@@ -606,12 +606,12 @@ impl RunRecord {
     }
 
     /// The client it ran: always c1m's own.
-    pub fn client_label(&self) -> String {
+    pub(crate) fn client_label(&self) -> String {
         format!("c1m client ({} engine)", self.config.engine.name())
     }
 
     /// "started clean: …" / "started dirty: …", or None for a run recorded before.
-    pub fn start_line(&self) -> Option<String> {
+    pub(crate) fn start_line(&self) -> Option<String> {
         self.start.as_ref().map(StartState::describe)
     }
 }

@@ -56,7 +56,7 @@ pub fn set_sysctl(path: &str, value: &str) -> io::Result<()> {
 /// programs can read). Unlike the nsfs inode number, which the kernel gives to the next
 /// namespace once this one is gone, a cookie is never reused while the box runs.
 /// By hand: rustix 1.1 reads SO_COOKIE (a socket's) but not SO_NETNS_COOKIE.
-pub fn own_cookie() -> io::Result<u64> {
+pub(crate) fn own_cookie() -> io::Result<u64> {
     const SO_NETNS_COOKIE: libc::c_int = 71;
     // The wildcard: a socket belongs to the namespace it was made in, loopback up or not.
     let socket =
@@ -76,21 +76,14 @@ pub fn own_cookie() -> io::Result<u64> {
     Ok(cookie)
 }
 
-/// Whether the namespace with nsfs inode `inode` (see `observer::procfs::own_netns_inum`)
-/// still exists: a thread in it, a process holding it open, or a mount of it (`ip netns
-/// add` keeps one under /run/netns with nothing running inside).
-pub fn alive(inode: u32) -> bool {
-    holders().any(|(ino, _)| ino == inode)
-}
-
 /// Every network namespace that exists now, as far as this process sees (nsfs inodes).
-pub fn all_alive() -> std::collections::HashSet<u32> {
+pub(crate) fn all_alive() -> std::collections::HashSet<u32> {
     holders().map(|(ino, _)| ino).collect()
 }
 
 /// The namespace with nsfs inode `inode`, opened (checked by the opened file's inode,
 /// so a holder that changed meanwhile is not taken for it).
-pub fn open(inode: u32) -> Option<OwnedFd> {
+pub(crate) fn open(inode: u32) -> Option<OwnedFd> {
     holders()
         .filter(|(ino, _)| *ino == inode)
         .find_map(|(_, path)| {
@@ -101,7 +94,7 @@ pub fn open(inode: u32) -> Option<OwnedFd> {
 
 /// Runs `f` on a thread moved into the namespace `ns` (the caller's thread stays where
 /// it is): /proc/sys/net/* opened there are that namespace's sysctls.
-pub fn run_in<T: Send>(ns: &OwnedFd, f: impl FnOnce() -> T + Send) -> io::Result<T> {
+pub(crate) fn run_in<T: Send>(ns: &OwnedFd, f: impl FnOnce() -> T + Send) -> io::Result<T> {
     std::thread::scope(|s| {
         s.spawn(|| {
             rustix::thread::move_into_link_name_space(

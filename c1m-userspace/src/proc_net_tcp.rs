@@ -19,12 +19,12 @@ use std::{
 };
 
 /// `st` of a listening socket.
-pub const LISTEN: u8 = 0x0A;
+pub(crate) const LISTEN: u8 = 0x0A;
 /// `st` of an established connection.
-pub const ESTABLISHED: u8 = 0x01;
+pub(crate) const ESTABLISHED: u8 = 0x01;
 
 /// One line of a table.
-pub struct Row<'a> {
+pub(crate) struct Row<'a> {
     pub local: &'a str,
     pub remote: &'a str,
     pub state: u8,
@@ -33,15 +33,15 @@ pub struct Row<'a> {
 }
 
 impl Row<'_> {
-    pub fn local_port(&self) -> Option<u16> {
+    pub(crate) fn local_port(&self) -> Option<u16> {
         port(self.local)
     }
 
-    pub fn remote_port(&self) -> Option<u16> {
+    pub(crate) fn remote_port(&self) -> Option<u16> {
         port(self.remote)
     }
 
-    pub fn remote_ip(&self) -> Option<IpAddr> {
+    pub(crate) fn remote_ip(&self) -> Option<IpAddr> {
         self.remote
             .split_once(':')
             .and_then(|(a, _)| parse_addr(a, self.v6))
@@ -51,7 +51,7 @@ impl Row<'_> {
 /// Calls `f` with every row of the IPv4 table, then the IPv6 one. `Break` ends the
 /// table being read: listeners come first, so a caller after listeners stops at the
 /// first other socket instead of reading a million lines. A missing table is skipped.
-pub fn for_each_row(mut f: impl FnMut(&Row) -> ControlFlow<()>) {
+pub(crate) fn for_each_row(mut f: impl FnMut(&Row) -> ControlFlow<()>) {
     for (table, v6) in [
         ("/proc/thread-self/net/tcp", false),
         ("/proc/thread-self/net/tcp6", true),
@@ -70,7 +70,7 @@ pub fn for_each_row(mut f: impl FnMut(&Row) -> ControlFlow<()>) {
 }
 
 /// One line (`sl local rem st … inode`); None when malformed.
-pub fn parse_line(line: &str, v6: bool) -> Option<Row<'_>> {
+pub(crate) fn parse_line(line: &str, v6: bool) -> Option<Row<'_>> {
     let cols: Vec<&str> = line.split_whitespace().collect();
     Some(Row {
         local: cols.get(1)?,

@@ -9,36 +9,36 @@ fn process(pid: u32) -> Option<Process> {
 }
 
 /// VmRSS of `pid` in bytes (resident anonymous + file + shmem pages), or None if it is gone.
-pub fn rss_bytes(pid: u32) -> Option<u64> {
+pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
     Some(process(pid)?.status().ok()?.vmrss? * 1024)
 }
 
 /// Threads of `pid` (the `Threads:` line of its status), or None if it is gone.
-pub fn threads(pid: u32) -> Option<u64> {
+pub(crate) fn threads(pid: u32) -> Option<u64> {
     Some(process(pid)?.status().ok()?.threads)
 }
 
 /// The real uid of `pid` (first of the `Uid:` line of its status), or None if it is
 /// gone: with the start time it tells a journal's child from another user's process.
-pub fn uid(pid: u32) -> Option<u32> {
+pub(crate) fn uid(pid: u32) -> Option<u32> {
     Some(process(pid)?.status().ok()?.ruid)
 }
 
 /// Open file descriptors of `pid` (entries of /proc/PID/fd; needs the same user or
 /// root), or None if they cannot be read.
-pub fn open_fds(pid: u32) -> Option<u64> {
+pub(crate) fn open_fds(pid: u32) -> Option<u64> {
     Some(process(pid)?.fd_count().ok()? as u64)
 }
 
 /// Seconds per clock tick, the unit /proc counts CPU time in (`sysconf(_SC_CLK_TCK)`,
 /// 100 on common kernels: 10 ms; rustix reads it from the aux vector as libc does).
-pub fn clock_tick_s() -> f64 {
+pub(crate) fn clock_tick_s() -> f64 {
     let hz = rustix::param::clock_ticks_per_second().max(1) as f64;
     1.0 / hz
 }
 
 /// (user, system) CPU seconds of `pid` (all its threads), or None if it is gone.
-pub fn cpu_seconds(pid: u32) -> Option<(f64, f64)> {
+pub(crate) fn cpu_seconds(pid: u32) -> Option<(f64, f64)> {
     let stat = process(pid)?.stat().ok()?;
     let tick = clock_tick_s();
     Some((stat.utime as f64 * tick, stat.stime as f64 * tick))
@@ -58,14 +58,14 @@ pub fn alive(pid: u32, start: u64) -> bool {
 }
 
 /// The parent of `pid`.
-pub fn parent(pid: u32) -> Option<u32> {
+pub(crate) fn parent(pid: u32) -> Option<u32> {
     u32::try_from(process(pid)?.stat().ok()?.ppid).ok()
 }
 
 /// The command line of `pid`, arguments joined by spaces. By hand: procfs 0.18's
 /// `cmdline()` reads the file as UTF-8 and fails on any other argument (a path need
 /// not be UTF-8); this one is lossy.
-pub fn command_line(pid: u32) -> Option<String> {
+pub(crate) fn command_line(pid: u32) -> Option<String> {
     let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let args: Vec<String> = raw
         .split(|b| *b == 0)

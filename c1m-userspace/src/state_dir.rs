@@ -22,7 +22,7 @@ use thiserror::Error;
 /// Why a state directory or file is not used. No `source` field: each variant is one
 /// line already, and anyhow's chain would say the cause twice.
 #[derive(Debug, Error)]
-pub enum StateError {
+pub(crate) enum StateError {
     #[error("{}: {cause}", path.display())]
     Io {
         path: PathBuf,
@@ -39,7 +39,7 @@ pub enum StateError {
 }
 
 /// The effective uid: whose state this process may trust.
-pub fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
@@ -47,7 +47,7 @@ pub fn euid() -> u32 {
 /// (never anything a user's environment names: `sudo -E` keeps TMPDIR), else
 /// $XDG_RUNTIME_DIR/c1m when that directory is the user's, else $TMPDIR/c1m-UID.
 /// Created 0700 on first use; one that exists and is not the user's is refused.
-pub fn runtime_dir() -> Result<PathBuf, StateError> {
+pub(crate) fn runtime_dir() -> Result<PathBuf, StateError> {
     let uid = euid();
     if uid == 0 {
         return private_dir(Path::new("/run/c1m"));
@@ -79,7 +79,7 @@ pub fn runtime_dir() -> Result<PathBuf, StateError> {
 
 /// `path` as a directory of this user's only: made (mode 0700) if missing, refused
 /// (one line naming the owner found and the fix) if it is not the user's.
-pub fn private_dir(path: &Path) -> Result<PathBuf, StateError> {
+pub(crate) fn private_dir(path: &Path) -> Result<PathBuf, StateError> {
     match std::fs::DirBuilder::new().mode(0o700).create(path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -135,7 +135,7 @@ fn owner_and_mode(uid: u32, mode: u32) -> Vec<String> {
 /// The bytes of the state file at `path` (at most `cap`): a regular file of this
 /// user's, not writable by others, opened without following a symlink and without
 /// blocking on a FIFO. Anything else is refused, never read.
-pub fn read_private(path: &Path, cap: u64) -> Result<Vec<u8>, StateError> {
+pub(crate) fn read_private(path: &Path, cap: u64) -> Result<Vec<u8>, StateError> {
     let io = |cause: std::io::Error| StateError::Io {
         path: path.to_owned(),
         cause,
@@ -174,7 +174,7 @@ pub fn read_private(path: &Path, cap: u64) -> Result<Vec<u8>, StateError> {
 
 /// Writes a state file all or nothing (`name.tmp`, fsync, rename over `name`), mode
 /// 0600 whatever the umask, so [`read_private`] reads it back.
-pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     let mut tmp_name = path.file_name().map(|n| n.to_owned()).unwrap_or_default();
     tmp_name.push(".tmp");
     let tmp = path.with_file_name(tmp_name);

@@ -4,16 +4,16 @@
 
 use std::path::{Path, PathBuf};
 
-pub const FILE_MAX: &str = "fs.file-max";
-pub const PORT_RANGE: &str = "net.ipv4.ip_local_port_range";
-pub const SOMAXCONN: &str = "net.core.somaxconn";
-pub const SYN_BACKLOG: &str = "net.ipv4.tcp_max_syn_backlog";
-pub const TW_BUCKETS: &str = "net.ipv4.tcp_max_tw_buckets";
-pub const CONNTRACK_MAX: &str = "net.netfilter.nf_conntrack_max";
+pub(crate) const FILE_MAX: &str = "fs.file-max";
+pub(crate) const PORT_RANGE: &str = "net.ipv4.ip_local_port_range";
+pub(crate) const SOMAXCONN: &str = "net.core.somaxconn";
+pub(crate) const SYN_BACKLOG: &str = "net.ipv4.tcp_max_syn_backlog";
+pub(crate) const TW_BUCKETS: &str = "net.ipv4.tcp_max_tw_buckets";
+pub(crate) const CONNTRACK_MAX: &str = "net.netfilter.nf_conntrack_max";
 
 /// Every sysctl `--tune` may set: the only names a restore record may hold, so a
 /// record never makes root write anything else (issue 30, case 1).
-pub const TUNABLE: &[&str] = &[
+pub(crate) const TUNABLE: &[&str] = &[
     FILE_MAX,
     PORT_RANGE,
     SOMAXCONN,
@@ -23,14 +23,14 @@ pub const TUNABLE: &[&str] = &[
 ];
 
 /// A sysctl's value with its whitespace made single spaces (the port range is "a\tb").
-pub fn read(name: &str) -> Option<String> {
+pub(crate) fn read(name: &str) -> Option<String> {
     std::fs::read_to_string(path(name))
         .ok()
         .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
 /// A numeric sysctl.
-pub fn read_u64(name: &str) -> Option<u64> {
+pub(crate) fn read_u64(name: &str) -> Option<u64> {
     read(name)?.parse().ok()
 }
 

@@ -8,7 +8,7 @@ use std::sync::{
 /// The one check of a libc call that returns -1 and sets errno, for the few calls
 /// rustix lacks (each caller says which): `Ok(r)` otherwise. Generic, so it covers
 /// `c_int` returns (setsockopt, signal installs) and `syscall(2)`'s `c_long` alike.
-pub fn cvt<T: PartialEq + From<i8>>(r: T) -> std::io::Result<T> {
+pub(crate) fn cvt<T: PartialEq + From<i8>>(r: T) -> std::io::Result<T> {
     if r == T::from(-1) {
         Err(std::io::Error::last_os_error())
     } else {
@@ -27,7 +27,7 @@ pub fn unix_ms_now() -> u64 {
 /// This process's command line as one line for the record: lossy, since a path
 /// argument need not be UTF-8 (`std::env::args` panicked on one, after the run folder
 /// was made).
-pub fn command_line() -> String {
+pub(crate) fn command_line() -> String {
     std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect::<Vec<_>>()
@@ -82,7 +82,7 @@ impl std::str::FromStr for PortList {
 /// lab's `block_on`, the supervisor's current-thread runtime), which lives as long as
 /// the process. `parent` is the parent's pid taken before the fork: if it already died,
 /// the child belongs to another process by now and must not start.
-pub fn die_with_parent(parent: u32) -> std::io::Result<()> {
+pub(crate) fn die_with_parent(parent: u32) -> std::io::Result<()> {
     // rustix's raw syscalls allocate nothing, so they are fine between fork and exec.
     rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
     if rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32) != parent {
@@ -101,7 +101,7 @@ static SHUTDOWN: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new
 static ON_TERMINAL: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
 
 /// Notes which of stdout and stderr are terminals, for [`leave_dead_terminal`].
-pub fn note_terminals() {
+pub(crate) fn note_terminals() {
     use std::io::IsTerminal;
     ON_TERMINAL[0].store(std::io::stdout().is_terminal(), Ordering::Relaxed);
     ON_TERMINAL[1].store(std::io::stderr().is_terminal(), Ordering::Relaxed);
@@ -110,7 +110,7 @@ pub fn note_terminals() {
 /// After a hangup: stdout and stderr, where they were terminals, point at /dev/null.
 /// The terminal is gone, and the next write to it (EIO) would panic the line that
 /// tells a run's end. Async-signal-safe.
-pub fn leave_dead_terminal() {
+pub(crate) fn leave_dead_terminal() {
     // rustix makes raw syscalls (open, dup2, close: async-signal-safe) and a C string
     // path allocates nothing.
     use rustix::fs::{Mode, OFlags};
@@ -133,7 +133,7 @@ pub fn leave_dead_terminal() {
 /// process, installed by the first call (`c1m run` calls it before anything else, so a
 /// signal at any moment ends the run as `interrupted` with everything restored). A
 /// hangup also [leaves the dead terminal](leave_dead_terminal).
-pub fn shutdown_flag() -> std::io::Result<Arc<AtomicBool>> {
+pub(crate) fn shutdown_flag() -> std::io::Result<Arc<AtomicBool>> {
     let mut first = false;
     let flag = SHUTDOWN
         .get_or_init(|| {
@@ -167,14 +167,14 @@ pub fn shutdown_flag() -> std::io::Result<Arc<AtomicBool>> {
 }
 
 /// True once SIGINT, SIGTERM or SIGHUP came (after [`shutdown_flag`] installed them).
-pub fn shutdown_requested() -> bool {
+pub(crate) fn shutdown_requested() -> bool {
     SHUTDOWN.get().is_some_and(|f| f.load(Ordering::Relaxed))
 }
 
 /// A path in a JSON record as it is on disk: a string when it is UTF-8, else its bytes
 /// (a folder named `runs-\xff` made serde_json refuse the whole lab journal, so a run
 /// under it could not start: issue 30, case 9). `#[serde(with = "crate::util::os_path")]`.
-pub mod os_path {
+pub(crate) mod os_path {
     use std::{
         ffi::OsString,
         os::unix::ffi::{OsStrExt, OsStringExt},
@@ -206,26 +206,28 @@ pub mod os_path {
     }
 
     /// Writes `p` as a string, or as an array of bytes when it is not UTF-8.
-    pub fn serialize<S: Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
         repr(p).serialize(s)
     }
 
     /// Reads what [`serialize`] wrote.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
         Ok(path(Repr::deserialize(d)?))
     }
 
     /// The same for a list of paths.
-    pub mod vec {
+    pub(crate) mod vec {
         use super::*;
 
         /// Writes each path as [`super::serialize`] does.
-        pub fn serialize<S: Serializer>(ps: &[PathBuf], s: S) -> Result<S::Ok, S::Error> {
+        pub(crate) fn serialize<S: Serializer>(ps: &[PathBuf], s: S) -> Result<S::Ok, S::Error> {
             s.collect_seq(ps.iter().map(|p| repr(p)))
         }
 
         /// Reads what [`serialize`] wrote.
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Vec<PathBuf>, D::Error> {
             Ok(Vec::<Repr<String, Vec<u8>>>::deserialize(d)?
                 .into_iter()
                 .map(path)

@@ -10,7 +10,7 @@ use super::{CompareError, Comparison, files, fit, input, text};
 
 /// Exit code for input that is not a set of comparable run folders (report and merge
 /// share it).
-pub use crate::report::EXIT_BAD_INPUT;
+pub(crate) use crate::report::EXIT_BAD_INPUT;
 
 /// `c1m compare`'s arguments: the run folders, the output folder and the baseline.
 #[derive(Args, Debug, Clone)]
@@ -34,7 +34,7 @@ fn parse_spec(s: &str) -> Result<input::RunSpec, String> {
 }
 
 /// Prints the comparison and writes its folder; returns the exit code.
-pub fn main(args: CompareArgs) -> Result<i32> {
+pub(crate) fn main(args: CompareArgs) -> Result<i32> {
     run(args, &mut std::io::stdout().lock())
 }
 

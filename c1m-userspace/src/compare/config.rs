@@ -34,7 +34,7 @@ fn facts(r: &RunRecord) -> Vec<(String, String)> {
 }
 
 /// (key, value per name) for every key whose value is not the same for all names.
-pub fn differences(runs: &[LoadedRun], names: &[String]) -> Vec<(String, Vec<String>)> {
+pub(crate) fn differences(runs: &[LoadedRun], names: &[String]) -> Vec<(String, Vec<String>)> {
     let per_name: Vec<Vec<(String, String)>> = names
         .iter()
         .filter_map(|n| runs.iter().find(|r| r.spec.name == *n))

@@ -84,7 +84,7 @@ struct SetupDifference<'a> {
 }
 
 /// Writes the three files into `dir` (created if needed); returns their paths.
-pub fn write(dir: &Path, cmp: &Comparison) -> Result<Vec<PathBuf>, ExportError> {
+pub(crate) fn write(dir: &Path, cmp: &Comparison) -> Result<Vec<PathBuf>, ExportError> {
     std::fs::create_dir_all(dir).map_err(ExportError::io(dir))?;
     let files = [(CSV, csv(cmp)?), (JSON, json(cmp)?), (HTML, html(cmp)?)];
     let mut written = Vec::new();

@@ -6,9 +6,9 @@ use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, Wi
 use textwrap::core::display_width;
 
 /// Without $COLUMNS and without a terminal (a pipe, a file, CI logs).
-pub const DEFAULT_WIDTH: usize = 120;
+pub(crate) const DEFAULT_WIDTH: usize = 120;
 /// The narrowest width honoured: a figure's label and one setup's three cells need it.
-pub const MIN_WIDTH: usize = 40;
+pub(crate) const MIN_WIDTH: usize = 40;
 /// Spaces between two columns.
 const GAP: usize = 2;
 /// The narrowest the label column is wrapped to when a block is too wide (wider when
@@ -16,7 +16,7 @@ const GAP: usize = 2;
 const LABEL_MIN: usize = 16;
 
 /// The width to fit: $COLUMNS, else the terminal's when stdout is one, else 120.
-pub fn width() -> usize {
+pub(crate) fn width() -> usize {
     use std::io::IsTerminal as _;
     let tty = || {
         std::io::stdout()
@@ -39,7 +39,7 @@ fn width_from(columns: Option<&str>, tty: impl FnOnce() -> Option<usize>) -> usi
 
 /// `text` wrapped to `width`, every line starting with `indent` and continuation lines
 /// indented two more; a word longer than a line is broken.
-pub fn wrap(text: &str, width: usize, indent: &str) -> String {
+pub(crate) fn wrap(text: &str, width: usize, indent: &str) -> String {
     let more = format!("{indent}  ");
     // No hyphenation: a date or a range (2026-12-01, 127.0.0.2-127.0.0.41) stays whole.
     let opts = textwrap::Options::new(width)
@@ -67,14 +67,14 @@ fn wrap_label(label: &str, width: usize) -> String {
 /// A cell's text in pieces: side by side where the width allows, one under the other
 /// (`3.74 s` over `± 270 ms`) where it does not, so a number is never broken.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Cell {
+pub(crate) struct Cell {
     pieces: Vec<String>,
     /// Between the pieces side by side.
     joint: &'static str,
 }
 
 impl Cell {
-    pub fn new(pieces: Vec<String>, joint: &'static str) -> Cell {
+    pub(crate) fn new(pieces: Vec<String>, joint: &'static str) -> Cell {
         Cell { pieces, joint }
     }
 
@@ -91,7 +91,7 @@ impl From<String> for Cell {
 
 /// One line of a [`Blocks`] table.
 #[derive(Debug, Clone)]
-pub enum Line {
+pub(crate) enum Line {
     /// A title over the rows below it, in the label column.
     Title(String),
     /// A label, then each column group's cells.
@@ -103,7 +103,7 @@ pub enum Line {
 /// each with the label column, the first `keep` groups (the baseline) and as many of the
 /// others as fit.
 #[derive(Debug, Clone)]
-pub struct Blocks {
+pub(crate) struct Blocks {
     /// The label column's header.
     pub head: String,
     /// Each group's column headers.
@@ -193,7 +193,7 @@ impl Blocks {
     /// The table in blocks, a blank line between two; every line at most `width` wide.
     /// A block too wide stacks its cells' pieces, then wraps its labels (to no less than
     /// [`LABEL_MIN`]); what still does not fit, comfy-table wraps.
-    pub fn render(&self, width: usize) -> String {
+    pub(crate) fn render(&self, width: usize) -> String {
         let mut out = String::new();
         let natural = self.label_width();
         for (i, groups) in self.blocks(width).iter().enumerate() {
@@ -268,7 +268,7 @@ impl Blocks {
 
 /// The widest line of `text`.
 #[cfg(test)]
-pub fn widest(text: &str) -> usize {
+pub(crate) fn widest(text: &str) -> usize {
     text.lines().map(display_width).max().unwrap_or(0)
 }
 

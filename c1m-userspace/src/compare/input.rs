@@ -96,14 +96,14 @@ fn folder_name(dir: &Path) -> String {
 
 /// One run read back, with the name it is compared under.
 #[derive(Debug, Clone)]
-pub struct LoadedRun {
+pub(crate) struct LoadedRun {
     pub spec: RunSpec,
     pub run: RunRecord,
 }
 
 /// Reads every run; the first bad one ends it. A folder named twice is refused: as two
 /// repeats it turned single runs into "apart (+0.0%)" rows, a spread of zero.
-pub fn load_all(specs: &[RunSpec]) -> Result<Vec<LoadedRun>, InputError> {
+pub(crate) fn load_all(specs: &[RunSpec]) -> Result<Vec<LoadedRun>, InputError> {
     if specs.is_empty() {
         return Err(InputError::NoRuns);
     }

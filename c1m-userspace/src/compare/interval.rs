@@ -15,14 +15,14 @@ use serde::Serialize;
 
 /// Resamples per interval, fixed so intervals are reproducible; with 2,000 the 2.5% and
 /// 97.5% points are the 51st and the 1,950th of the sorted differences.
-pub const RESAMPLES: usize = 2000;
+pub(crate) const RESAMPLES: usize = 2000;
 /// The interval's confidence: it holds the middle 95% of the resampled differences.
-pub const CONFIDENCE: f64 = 0.95;
+pub(crate) const CONFIDENCE: f64 = 0.95;
 
 /// A run's latency histogram as cumulative counts over its recorded values (a few hundred
 /// buckets however many connections): what a resample of its connections draws from.
 #[derive(Debug)]
-pub struct Connections {
+pub(crate) struct Connections {
     /// Each recorded bucket's highest equivalent value, as `value_at_quantile` reports it.
     values: Vec<f64>,
     /// Connections at or below each bucket.
@@ -31,7 +31,7 @@ pub struct Connections {
 
 impl Connections {
     /// `None` for an empty histogram: no connection to redraw.
-    pub fn of(h: &Histogram<u64>) -> Option<Connections> {
+    pub(crate) fn of(h: &Histogram<u64>) -> Option<Connections> {
         let mut values = Vec::new();
         let mut cumulative = Vec::new();
         let mut total = 0u64;
@@ -65,13 +65,13 @@ impl Connections {
 /// uniforms, which is Beta(k, n − k + 1). One Beta draw and one binary search therefore
 /// replace drawing n values: 15,000 connections cost what 20 do.
 #[derive(Debug)]
-pub struct Redraw<'a> {
+pub(crate) struct Redraw<'a> {
     connections: &'a Connections,
     order: Beta<f64>,
 }
 
 impl<'a> Redraw<'a> {
-    pub fn new(connections: &'a Connections, quantile: f64) -> Option<Redraw<'a>> {
+    pub(crate) fn new(connections: &'a Connections, quantile: f64) -> Option<Redraw<'a>> {
         let n = connections.total();
         let k = ((quantile.clamp(0.0, 1.0) * n as f64).ceil() as u64).clamp(1, n);
         let order = Beta::new(k as f64, (n - k + 1) as f64).ok()?;
@@ -85,7 +85,7 @@ impl<'a> Redraw<'a> {
 
 /// One run's value of a figure and, for a latency percentile, how to redraw it.
 #[derive(Debug)]
-pub struct RunValue<'a> {
+pub(crate) struct RunValue<'a> {
     pub value: f64,
     pub redraw: Option<Redraw<'a>>,
 }
@@ -93,7 +93,7 @@ pub struct RunValue<'a> {
 /// What an interval's resamples drew.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Resampled {
+pub(crate) enum Resampled {
     /// Each setup's runs, with replacement.
     Runs,
     /// Each run's connections (a setup with one run: its percentile's own precision).
@@ -103,7 +103,7 @@ pub enum Resampled {
 }
 
 impl Resampled {
-    pub fn key(self) -> &'static str {
+    pub(crate) fn key(self) -> &'static str {
         match self {
             Resampled::Runs => "runs",
             Resampled::Connections => "connections",
@@ -114,20 +114,20 @@ impl Resampled {
 
 /// A [`CONFIDENCE`] interval on median(other) − median(base), in the figure's unit.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Interval {
+pub(crate) struct Interval {
     pub low: f64,
     pub high: f64,
     pub resampled: Resampled,
 }
 
 impl Interval {
-    pub fn contains_zero(&self) -> bool {
+    pub(crate) fn contains_zero(&self) -> bool {
         self.low <= 0.0 && 0.0 <= self.high
     }
 }
 
 /// The median of a few values (the mean of the middle two for an even count).
-pub fn median(values: &mut [f64]) -> Option<f64> {
+pub(crate) fn median(values: &mut [f64]) -> Option<f64> {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     match n {
@@ -141,7 +141,7 @@ pub fn median(values: &mut [f64]) -> Option<f64> {
 /// setup's runs with replacement and, where a run's value can be redrawn from its
 /// connections, redraws it. `None` when there is nothing to resample (one run each and no
 /// connections) or a setup has no run. `seed` makes it reproducible.
-pub fn difference(base: &[RunValue], other: &[RunValue], seed: u64) -> Option<Interval> {
+pub(crate) fn difference(base: &[RunValue], other: &[RunValue], seed: u64) -> Option<Interval> {
     if base.is_empty() || other.is_empty() {
         return None;
     }
@@ -182,7 +182,7 @@ pub fn difference(base: &[RunValue], other: &[RunValue], seed: u64) -> Option<In
 
 /// A seed from the row and the two names (FNV-1a: stable across Rust releases, unlike
 /// std's hasher), so an interval does not depend on which other rows were compared.
-pub fn seed(parts: &[&str]) -> u64 {
+pub(crate) fn seed(parts: &[&str]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for p in parts {
         for b in p.bytes().chain([0]) {

@@ -31,7 +31,7 @@ pub use files::{CSV, HTML, JSON};
 use crate::report::ExportError;
 
 #[derive(Debug, Error)]
-pub enum CompareError {
+pub(crate) enum CompareError {
     #[error("--baseline {given}: no run is named so; pick from {}", choices.join(", "))]
     UnknownBaseline { given: String, choices: Vec<String> },
     #[error(transparent)]
@@ -39,7 +39,7 @@ pub enum CompareError {
 }
 
 /// Everything the views of a comparison read, computed once.
-pub struct Comparison {
+pub(crate) struct Comparison {
     pub runs: Vec<input::LoadedRun>,
     /// Setup names in the order they first appear.
     pub names: Vec<String>,
@@ -53,7 +53,7 @@ pub struct Comparison {
 /// "2 of 6 runs started dirty (go-1, node-2): …", or None when every run that recorded
 /// its start began clean. Said above the figures, since they carry what those runs
 /// inherited.
-pub fn dirty_starts(runs: &[input::LoadedRun]) -> Option<String> {
+pub(crate) fn dirty_starts(runs: &[input::LoadedRun]) -> Option<String> {
     let dirty: Vec<String> = runs
         .iter()
         .filter(|r| r.run.start.as_ref().is_some_and(|s| s.dirty()))
@@ -76,7 +76,7 @@ pub fn dirty_starts(runs: &[input::LoadedRun]) -> Option<String> {
 
 impl Comparison {
     /// `baseline`: a name among the runs' (default: the first).
-    pub fn of(
+    pub(crate) fn of(
         runs: Vec<input::LoadedRun>,
         baseline: Option<&str>,
     ) -> Result<Comparison, CompareError> {

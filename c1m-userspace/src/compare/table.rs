@@ -25,11 +25,11 @@ use crate::report::{
 
 /// Runs each setup needs before a difference can be called: with two, a bootstrap
 /// interval is just the two values' range and calls 1 in 3 equal setups different.
-pub const MIN_REPEATS: usize = 3;
+pub(crate) const MIN_REPEATS: usize = 3;
 
 /// The values one setup (all runs of one name) gave for one figure.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Spread {
+pub(crate) struct Spread {
     pub name: String,
     /// Runs that reported the figure.
     pub n: usize,
@@ -76,7 +76,7 @@ impl Spread {
 /// What a setup's difference from the baseline means, weakest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// One of the two has no value.
     NoData,
     /// Every run of both gave the same value.
@@ -97,7 +97,7 @@ pub enum Verdict {
 
 impl Verdict {
     /// The name in compare.csv.
-    pub fn key(self) -> &'static str {
+    pub(crate) fn key(self) -> &'static str {
         match self {
             Verdict::NoData => "no_data",
             Verdict::Same => "same",
@@ -112,7 +112,7 @@ impl Verdict {
 /// One setup's difference from the baseline on one figure. Percents are of the
 /// baseline's median; absent when that median is 0 (then read the unit's values).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Difference {
+pub(crate) struct Difference {
     pub name: String,
     pub baseline: String,
     /// median(name) − median(baseline), in the figure's unit.
@@ -144,7 +144,7 @@ pub struct Difference {
 /// Figures computed exactly repeat to the byte, so their spread is 0: on 15,000
 /// connections c1m's kernel bytes per socket (4,091.15) against python's (4,091.57)
 /// read "-0.01% BEYOND" without it, which no reader should act on.
-pub const SMALLEST_FINDING_PCT: f64 = 1.0;
+pub(crate) const SMALLEST_FINDING_PCT: f64 = 1.0;
 
 impl Difference {
     fn of(
@@ -279,7 +279,7 @@ fn signed(unit: Unit, v: f64) -> String {
 
 /// One figure across every setup.
 #[derive(Debug, Clone, Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     pub group: String,
     pub figure: String,
     #[serde(skip)]
@@ -296,20 +296,20 @@ pub struct Row {
 
 impl Row {
     /// A latency group ("Latency: client connect_us").
-    pub fn is_latency(&self) -> bool {
+    pub(crate) fn is_latency(&self) -> bool {
         self.group.starts_with(LATENCY_PREFIX)
     }
 
     /// Setup `name`'s difference from the baseline; `None` for the baseline itself.
-    pub fn difference(&self, name: &str) -> Option<&Difference> {
+    pub(crate) fn difference(&self, name: &str) -> Option<&Difference> {
         self.differences.iter().find(|d| d.name == name)
     }
 }
 
-pub const LATENCY_PREFIX: &str = "Latency: ";
+pub(crate) const LATENCY_PREFIX: &str = "Latency: ";
 
 /// The names in the order they first appear on the command line.
-pub fn names(runs: &[LoadedRun]) -> Vec<String> {
+pub(crate) fn names(runs: &[LoadedRun]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for r in runs {
         if !out.contains(&r.spec.name) {
@@ -341,7 +341,7 @@ type Gathered = (
 
 /// Every figure any run has, in first-seen order, with its spread per name and each
 /// name's difference from `names[baseline]`.
-pub fn rows(
+pub(crate) fn rows(
     runs: &[LoadedRun],
     names: &[String],
     baseline: usize,

@@ -16,7 +16,7 @@ use super::{
 use crate::report::{fmt::ms, html::headline};
 
 /// The latency columns of the seeds' table, in their order: (header, figure label).
-pub const LATENCY_COLUMNS: [(&str, &str); 11] = [
+pub(crate) const LATENCY_COLUMNS: [(&str, &str); 11] = [
     ("count", "count"),
     ("min", "min"),
     ("max", "max"),
@@ -35,7 +35,7 @@ const PROSE_AT: usize = 24;
 
 /// A latency cell in ms without the unit (the header says it); `±sd` over repeats
 /// that differ.
-pub fn latency_cell(row: &Row, s: &Spread) -> String {
+pub(crate) fn latency_cell(row: &Row, s: &Spread) -> String {
     if row.unit_name != "us" {
         return show(row.unit, s);
     }
@@ -326,7 +326,7 @@ fn summary(cmp: &Comparison, width: usize) -> String {
 }
 
 /// The whole comparison, every line at most `width` wide.
-pub fn render(cmp: &Comparison, width: usize) -> String {
+pub(crate) fn render(cmp: &Comparison, width: usize) -> String {
     let mut out = runs_section(cmp, width);
     out.push('\n');
     out.push_str(&setup_section(cmp, width));
@@ -358,10 +358,10 @@ pub fn render(cmp: &Comparison, width: usize) -> String {
 
 /// One histogram's part of the seeds' latency table: its title, and one line of
 /// [`LATENCY_COLUMNS`] cells per name.
-pub type LatencyTable<'a> = (&'a str, Vec<(&'a str, Vec<String>)>);
+pub(crate) type LatencyTable<'a> = (&'a str, Vec<(&'a str, Vec<String>)>);
 
 /// The seeds' latency table, per histogram (the HTML page shows it).
-pub fn latency_tables<'a>(rows: &'a [Row], names: &'a [String]) -> Vec<LatencyTable<'a>> {
+pub(crate) fn latency_tables<'a>(rows: &'a [Row], names: &'a [String]) -> Vec<LatencyTable<'a>> {
     let mut groups: Vec<&str> = Vec::new();
     for r in rows.iter().filter(|r| r.is_latency()) {
         if !groups.contains(&r.group.as_str()) {

@@ -14,7 +14,7 @@ use crate::{
 
 /// A figure and the instant it describes.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct At<T> {
+pub(crate) struct At<T> {
     pub value: T,
     /// ms since the Unix epoch (0: the source did not say).
     pub at_unix_ms: u64,
@@ -38,21 +38,12 @@ impl<T> At<T> {
 
 /// A side of the connections, as the kernel view splits sockets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
+pub(crate) enum Side {
     Server,
     Client,
 }
 
 impl Side {
-    pub const BOTH: [Side; 2] = [Side::Server, Side::Client];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Side::Server => "server",
-            Side::Client => "client",
-        }
-    }
-
     pub(super) fn of(self, k: &KernelView) -> &SideView {
         match self {
             Side::Server => &k.server,
@@ -62,12 +53,12 @@ impl Side {
 }
 
 /// Sockets of the side in ESTABLISHED now.
-pub fn kernel_established(k: &KernelView, side: Side) -> At<i64> {
+pub(crate) fn kernel_established(k: &KernelView, side: Side) -> At<i64> {
     At::kernel(k, side.of(k).state(tcp_state::ESTABLISHED))
 }
 
 /// Connections of the side that reached ESTABLISHED since the observer attached.
-pub fn kernel_established_total(k: &KernelView, side: Side) -> At<u64> {
+pub(crate) fn kernel_established_total(k: &KernelView, side: Side) -> At<u64> {
     At::kernel(k, side.of(k).established_total)
 }
 
@@ -75,7 +66,7 @@ pub fn kernel_established_total(k: &KernelView, side: Side) -> At<u64> {
 /// counted once per connection as [`KernelView::connections_established`] counts them:
 /// the client side's when c1m watches a client, else the server side's. (`c1m observe`
 /// once added both sides, so a client and a server on one box showed twice the rate.)
-pub fn kernel_established_per_s(k: &KernelView) -> At<f64> {
+pub(crate) fn kernel_established_per_s(k: &KernelView) -> At<f64> {
     let side = if k.client.established_total > 0 {
         &k.client
     } else {
@@ -86,19 +77,22 @@ pub fn kernel_established_per_s(k: &KernelView) -> At<f64> {
 
 /// Handshakes the watched listeners dropped since the observer attached (mostly: the
 /// accept queue was full).
-pub fn accept_queue_overflows(k: &KernelView) -> At<u64> {
+pub(crate) fn accept_queue_overflows(k: &KernelView) -> At<u64> {
     At::kernel(k, k.queue_overflows())
 }
 
 /// Connections waiting in the watched listeners' accept queues (established, never
 /// accepted); `None` when no listener is watched, so there is no queue to read.
-pub fn accept_queue_waiting(k: &KernelView) -> Option<At<u64>> {
+pub(crate) fn accept_queue_waiting(k: &KernelView) -> Option<At<u64>> {
     (!k.listeners.is_empty()).then(|| At::kernel(k, k.queue_depth()))
 }
 
 /// Server-side connections the kernel holds ESTABLISHED (none below 0); without a
 /// kernel view the server's own open count stands in. `None` with neither.
-pub fn server_established(k: Option<&KernelView>, s: Option<&AppSnapshot>) -> Option<At<u64>> {
+pub(crate) fn server_established(
+    k: Option<&KernelView>,
+    s: Option<&AppSnapshot>,
+) -> Option<At<u64>> {
     match (k, s) {
         (Some(k), _) => {
             let e = kernel_established(k, Side::Server);
@@ -115,7 +109,7 @@ pub fn server_established(k: Option<&KernelView>, s: Option<&AppSnapshot>) -> Op
 /// Server-side ESTABLISHED in the kernel beyond the connections the client holds open
 /// (no client snapshot: beyond none): connections the server never answered, whether
 /// still in its accept queues or accepted and left silent.
-pub fn established_unanswered(k: &KernelView, client: Option<&AppSnapshot>) -> At<i64> {
+pub(crate) fn established_unanswered(k: &KernelView, client: Option<&AppSnapshot>) -> At<i64> {
     let open = client.map_or(0, |c| gauge(c.counters.open));
     let e = kernel_established(k, Side::Server);
     At {
@@ -129,7 +123,7 @@ pub fn established_unanswered(k: &KernelView, client: Option<&AppSnapshot>) -> A
 /// silent (a server that accepts and says nothing held 300 with its queue at 0, once
 /// reported as 300 "never accepted").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Unanswered {
+pub(crate) struct Unanswered {
     pub total: u64,
     /// Waiting in the accept queues (`None`: no listener was read, so no split).
     pub never_accepted: Option<u64>,
@@ -140,7 +134,7 @@ pub struct Unanswered {
 impl Unanswered {
     /// The split of `total` unanswered by `queued` in the accept queues; `None` when
     /// nothing is unanswered.
-    pub fn split(total: i64, queued: Option<u64>) -> Option<Unanswered> {
+    pub(crate) fn split(total: i64, queued: Option<u64>) -> Option<Unanswered> {
         let total = u64::try_from(total).ok().filter(|&n| n > 0)?;
         let never_accepted = queued.map(|q| q.min(total));
         Some(Unanswered {
@@ -152,7 +146,7 @@ impl Unanswered {
 }
 
 /// [`established_unanswered`] split by the accept queues ([`Unanswered`]).
-pub fn unanswered(k: &KernelView, client: Option<&AppSnapshot>) -> Option<At<Unanswered>> {
+pub(crate) fn unanswered(k: &KernelView, client: Option<&AppSnapshot>) -> Option<At<Unanswered>> {
     let e = established_unanswered(k, client);
     let queued = accept_queue_waiting(k).map(|q| q.value);
     Unanswered::split(e.value, queued).map(|value| At {
@@ -162,19 +156,19 @@ pub fn unanswered(k: &KernelView, client: Option<&AppSnapshot>) -> Option<At<Una
 }
 
 /// The app's open connections on `side` equal the kernel's ESTABLISHED sockets there.
-pub fn open_agrees(k: &KernelView, side: Side, app: &AppSnapshot) -> bool {
+pub(crate) fn open_agrees(k: &KernelView, side: Side, app: &AppSnapshot) -> bool {
     kernel_established(k, side).value == gauge(app.counters.open)
 }
 
 /// The server's open count agrees with the kernel's server side (clients elsewhere);
 /// without a kernel view nothing disagrees with it. Negative gauges count as 0.
-pub fn server_open_agrees(k: Option<&KernelView>, s: &AppSnapshot) -> bool {
+pub(crate) fn server_open_agrees(k: Option<&KernelView>, s: &AppSnapshot) -> bool {
     server_established(k, Some(s)).is_some_and(|e| e.value == s.counters.open)
 }
 
 /// Both sides' open counts agree with the kernel's ESTABLISHED; without a kernel view,
 /// with each other.
-pub fn open_counts_agree(k: Option<&KernelView>, s: &AppSnapshot, c: &AppSnapshot) -> bool {
+pub(crate) fn open_counts_agree(k: Option<&KernelView>, s: &AppSnapshot, c: &AppSnapshot) -> bool {
     match k {
         Some(k) => open_agrees(k, Side::Server, s) && open_agrees(k, Side::Client, c),
         None => s.counters.open == c.counters.open,
@@ -185,7 +179,7 @@ pub fn open_counts_agree(k: Option<&KernelView>, s: &AppSnapshot, c: &AppSnapsho
 /// sockets and per socket. Leftover TIME_WAIT and request sockets (e.g. of an earlier
 /// run) are not part of the held connections: their slab cost is taken out before
 /// dividing. The instant is the kernel walk's (else the client's, else the server's).
-pub fn per_connection(
+pub(crate) fn per_connection(
     k: Option<&KernelView>,
     s: Option<&AppSnapshot>,
     c: Option<&AppSnapshot>,
@@ -234,7 +228,7 @@ pub fn per_connection(
 
 /// The kernel-vs-app rows that differ, by name with `_` for spaces: `None` when no row
 /// has both figures (nothing was compared), empty when all that were agree.
-pub fn mismatches(rows: &[KernelVsApp]) -> Option<Vec<String>> {
+pub(crate) fn mismatches(rows: &[KernelVsApp]) -> Option<Vec<String>> {
     let compared: Vec<_> = rows
         .iter()
         .filter(|r| r.kernel.is_some() && r.app.is_some())

@@ -30,16 +30,16 @@ use crate::{
 };
 
 /// Row names (`KernelVsApp::what`).
-pub const SERVER_OPEN: &str = "server open";
-pub const SERVER_ACCEPTED: &str = "server accepted";
-pub const CLIENT_OPEN: &str = "client open";
-pub const CLIENT_CONNECTING: &str = "client connecting";
-pub const CLIENT_HOSTS_OPEN: &str = "client open (client hosts, summed)";
+pub(crate) const SERVER_OPEN: &str = "server open";
+pub(crate) const SERVER_ACCEPTED: &str = "server accepted";
+pub(crate) const CLIENT_OPEN: &str = "client open";
+pub(crate) const CLIENT_CONNECTING: &str = "client connecting";
+pub(crate) const CLIENT_HOSTS_OPEN: &str = "client open (client hosts, summed)";
 
 /// The source of a row's app figure (`KernelVsApp::what`): the server's snapshot for
 /// the server rows, the client's for the client rows; its kernel figure is the kernel
 /// view's.
-pub fn app_source(what: &str) -> Option<Source> {
+pub(crate) fn app_source(what: &str) -> Option<Source> {
     match what {
         SERVER_OPEN | SERVER_ACCEPTED => Some(Source::Server),
         CLIENT_OPEN | CLIENT_CONNECTING => Some(Source::Client),
@@ -58,7 +58,7 @@ const ATTACH_TOLERANCE_S: f64 = 1.0;
 /// The kernel-vs-app rows for the latest views. Server rows appear when the kernel view or
 /// the server's snapshot is there, client rows when the kernel view or the client's is; a
 /// missing source leaves its figure `None` and says so in the explanation.
-pub fn kernel_vs_app(
+pub(crate) fn kernel_vs_app(
     kernel: Option<&KernelView>,
     server: Option<&AppSnapshot>,
     client: Option<&AppSnapshot>,
@@ -78,7 +78,7 @@ pub fn kernel_vs_app(
 /// A merged run's client row (`c1m merge`): the client hosts' kernels' ESTABLISHED to
 /// the server and their apps' open connections, each summed over the hosts at one
 /// instant. Each host's own rows, with their explanations, stay in its folder.
-pub fn client_hosts_open(kernel: Option<i64>, app: Option<i64>) -> KernelVsApp {
+pub(crate) fn client_hosts_open(kernel: Option<i64>, app: Option<i64>) -> KernelVsApp {
     KernelVsApp {
         what: CLIENT_HOSTS_OPEN.to_owned(),
         kernel,
@@ -91,8 +91,9 @@ pub fn client_hosts_open(kernel: Option<i64>, app: Option<i64>) -> KernelVsApp {
     }
 }
 
+#[cfg(test)]
 /// The row named `what`, if present.
-pub fn row<'a>(rows: &'a [KernelVsApp], what: &str) -> Option<&'a KernelVsApp> {
+pub(crate) fn row<'a>(rows: &'a [KernelVsApp], what: &str) -> Option<&'a KernelVsApp> {
     rows.iter().find(|r| r.what == what)
 }
 

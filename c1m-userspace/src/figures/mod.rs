@@ -9,8 +9,8 @@
 //! answer makes a long interval, not a spike), and kernel memory between socket walks is
 //! *derived* (sockets now × bytes per socket at the last walk) and marked so.
 
-pub mod counts;
-pub mod kernel_vs_app;
+pub(crate) mod counts;
+pub(crate) mod kernel_vs_app;
 
 use std::collections::VecDeque;
 
@@ -39,7 +39,7 @@ impl Reading {
         })
     }
 
-    pub fn stale(&self) -> bool {
+    pub(crate) fn stale(&self) -> bool {
         self.age_s > STALE_AFTER_S
     }
 }
@@ -54,7 +54,7 @@ pub struct Readings {
 }
 
 impl Readings {
-    pub fn of(&self, source: Source) -> Option<Reading> {
+    pub(crate) fn of(&self, source: Source) -> Option<Reading> {
         match source {
             Source::Kernel => self.kernel,
             Source::KernelWalk => self.kernel_walk,
@@ -64,7 +64,7 @@ impl Readings {
     }
 
     /// True when the source is there and stale.
-    pub fn stale(&self, source: Source) -> bool {
+    pub(crate) fn stale(&self, source: Source) -> bool {
         self.of(source).is_some_and(|r| r.stale())
     }
 }
@@ -237,7 +237,7 @@ pub struct Figures {
 impl Figures {
     /// The figures the sources give by themselves (no rates: those need history, see
     /// [`FiguresBuilder`]).
-    pub fn of_sources(
+    pub(crate) fn of_sources(
         now_unix_ms: u64,
         kernel: Option<&KernelView>,
         server: Option<&AppSnapshot>,
@@ -300,7 +300,7 @@ impl Figures {
     }
 
     /// The kernel-vs-app rows that differ (see [`counts::mismatches`]).
-    pub fn mismatches(&self) -> Option<Vec<String>> {
+    pub(crate) fn mismatches(&self) -> Option<Vec<String>> {
         counts::mismatches(&self.kernel_vs_app)
     }
 
@@ -315,7 +315,7 @@ impl Figures {
 /// second older. Readings that repeat an instant (the same answer seen again) are
 /// ignored, so a late answer makes one long interval instead of a zero and a spike.
 #[derive(Debug, Default, Clone)]
-pub struct RateWindow {
+pub(crate) struct RateWindow {
     readings: VecDeque<(u64, f64)>,
 }
 
@@ -323,7 +323,7 @@ pub struct RateWindow {
 const RATE_SPAN_MS: u64 = 1000;
 
 impl RateWindow {
-    pub fn push(&mut self, at_ms: u64, value: f64) {
+    pub(crate) fn push(&mut self, at_ms: u64, value: f64) {
         if at_ms == 0 || !value.is_finite() {
             return;
         }
@@ -344,7 +344,7 @@ impl RateWindow {
 
     /// Per second, between the newest reading and the newest one a span older (or the
     /// oldest there is, over at least a fifth of the span).
-    pub fn rate(&self) -> Option<f64> {
+    pub(crate) fn rate(&self) -> Option<f64> {
         let &(t1, v1) = self.readings.back()?;
         let &(t0, v0) = self
             .readings
@@ -359,7 +359,7 @@ impl RateWindow {
 
 /// Builds [`Figures`] tick after tick, keeping the readings rates need.
 #[derive(Debug, Default)]
-pub struct FiguresBuilder {
+pub(crate) struct FiguresBuilder {
     client_connected: RateWindow,
     kernel_established: RateWindow,
     server_cpu: RateWindow,
@@ -368,13 +368,13 @@ pub struct FiguresBuilder {
 }
 
 impl FiguresBuilder {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// The figures now. `observer_cpu_s` is this process's CPU seconds, read now;
     /// `mem_available` the box's free memory.
-    pub fn build(
+    pub(crate) fn build(
         &mut self,
         now_unix_ms: u64,
         kernel: Option<&KernelView>,
@@ -416,13 +416,13 @@ impl FiguresBuilder {
 /// One row of the time series per second of the tick's clock: the latest figures, each
 /// with its source's age.
 #[derive(Debug)]
-pub struct Rows {
+pub(crate) struct Rows {
     started_unix_ms: u64,
     last_unix_ms: Option<u64>,
 }
 
 impl Rows {
-    pub fn new(started_unix_ms: u64) -> Self {
+    pub(crate) fn new(started_unix_ms: u64) -> Self {
         Self {
             started_unix_ms,
             last_unix_ms: None,
@@ -431,7 +431,7 @@ impl Rows {
 
     /// A row if a second has passed since the last one. `observer` is this process's
     /// (RSS bytes, CPU seconds) read now.
-    pub fn row(&mut self, f: &Figures, phase: &str, observer: (u64, f64)) -> Option<Sample> {
+    pub(crate) fn row(&mut self, f: &Figures, phase: &str, observer: (u64, f64)) -> Option<Sample> {
         // Ticks come every 500 ms with some jitter: a tick a little early still makes the
         // second's row, or rows would come every 1.5 s.
         if self

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Status {
+pub(crate) enum Status {
     Ok,
     /// Works, but not the way the user may expect (e.g. sharding), or suboptimal.
     Warn,
@@ -25,7 +25,7 @@ impl fmt::Display for Status {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Check {
+pub(crate) struct Check {
     pub name: String,
     pub current: String,
     pub needed: String,

@@ -23,9 +23,9 @@ use crate::{
 /// kernel memory per idle loopback socket (TCP object, inode, file, dentry, epoll
 /// item); the processes' RSS gave at most 46 B per connection on the server and 85 B
 /// on the client.
-pub const KERNEL_BYTES_PER_SOCKET: u64 = 4_092;
-pub const SERVER_USER_BYTES_PER_CONNECTION: u64 = 46;
-pub const CLIENT_USER_BYTES_PER_CONNECTION: u64 = 85;
+pub(crate) const KERNEL_BYTES_PER_SOCKET: u64 = 4_092;
+pub(crate) const SERVER_USER_BYTES_PER_CONNECTION: u64 = 46;
+pub(crate) const CLIENT_USER_BYTES_PER_CONNECTION: u64 = 85;
 /// Head room over the idle figure: the push queues a frame (an skb and its clone in
 /// the sender's retransmit queue) per connection at once, plus page cache and the
 /// processes' base.
@@ -33,7 +33,7 @@ const SAFETY: f64 = 1.5;
 const RESERVE_BYTES: u64 = 1 << 30;
 
 /// Memory one connection costs on this box with both ends here: two sockets.
-pub fn bytes_per_connection() -> u64 {
+pub(crate) fn bytes_per_connection() -> u64 {
     ((2 * KERNEL_BYTES_PER_SOCKET
         + SERVER_USER_BYTES_PER_CONNECTION
         + CLIENT_USER_BYTES_PER_CONNECTION) as f64
@@ -41,13 +41,13 @@ pub fn bytes_per_connection() -> u64 {
 }
 
 /// The most connections `available` bytes allow.
-pub fn connections_that_fit(available: u64) -> u64 {
+pub(crate) fn connections_that_fit(available: u64) -> u64 {
     available.saturating_sub(RESERVE_BYTES) / bytes_per_connection()
 }
 
 /// What the run will ask of the box.
 #[derive(Debug, Clone)]
-pub struct Target {
+pub(crate) struct Target {
     pub connections: Connections,
     pub server_ports: u64,
     pub sources: u64,
@@ -77,7 +77,7 @@ fn check(
 }
 
 /// Every check for `target`.
-pub fn checks(target: &Target) -> Vec<Check> {
+pub(crate) fn checks(target: &Target) -> Vec<Check> {
     let n = target.connections.get();
     let sockets = n.saturating_mul(2);
     let mut out = Vec::new();
@@ -393,7 +393,7 @@ fn conntrack_tracks_loopback() -> bool {
 }
 
 /// The checks as an aligned table.
-pub fn table(checks: &[Check]) -> String {
+pub(crate) fn table(checks: &[Check]) -> String {
     let mut s = String::new();
     for c in checks {
         s.push_str(&format!("{:<5} {:<30} {}\n", c.status, c.name, c.current));
@@ -409,7 +409,7 @@ pub fn table(checks: &[Check]) -> String {
 }
 
 /// One line per failed check, each with the fix that applies to it.
-pub fn failure_line(failed: &[&Check]) -> String {
+pub(crate) fn failure_line(failed: &[&Check]) -> String {
     let mut s = String::from("preflight failed:");
     for c in failed {
         s.push_str(&format!("\n  {}: {}", c.name, c.current));
@@ -563,7 +563,7 @@ pub struct DoctorArgs {
 }
 
 /// Runs `c1m doctor`; exit code 1 when a check fails.
-pub fn main(args: DoctorArgs) -> anyhow::Result<i32> {
+pub(crate) fn main(args: DoctorArgs) -> anyhow::Result<i32> {
     if args.restore {
         return restore();
     }

@@ -24,7 +24,7 @@ use crate::{observer::KernelView, workload::stats::snapshot::AppSnapshot};
 /// How many samples of history the view keeps (10 minutes at one per second).
 const HISTORY: usize = 600;
 
-pub enum LiveOutput {
+pub(crate) enum LiveOutput {
     Tui(Tui),
     Plain {
         last: Option<Instant>,
@@ -38,7 +38,7 @@ pub enum LiveOutput {
 impl LiveOutput {
     /// JSON lines when asked; else the TUI on a terminal unless `plain`; plain lines
     /// otherwise (CI, pipes).
-    pub fn choose(plain: bool, json: bool) -> Self {
+    pub(crate) fn choose(plain: bool, json: bool) -> Self {
         if json {
             return LiveOutput::Json { last: None };
         }
@@ -54,7 +54,7 @@ impl LiveOutput {
 
 /// Where the Prometheus endpoint listens.
 #[derive(Debug)]
-pub enum MetricsAt {
+pub(crate) enum MetricsAt {
     /// `--metrics-addr`, bound by [`Live::new`].
     Addr(SocketAddr),
     /// Bound before the run moved into a network namespace of its own, so it answers
@@ -62,7 +62,7 @@ pub enum MetricsAt {
     Bound(std::net::TcpListener),
 }
 
-pub struct Live {
+pub(crate) struct Live {
     out: Option<LiveOutput>,
     state: Arc<Mutex<LiveState>>,
     /// Fixed at start: every state shown carries it.
@@ -74,7 +74,7 @@ pub struct Live {
 }
 
 impl Live {
-    pub async fn new(
+    pub(crate) async fn new(
         out: LiveOutput,
         metrics: Option<MetricsAt>,
         title: &str,
@@ -121,7 +121,7 @@ impl Live {
     }
 
     /// Takes the latest of everything and redraws.
-    pub fn observe(
+    pub(crate) fn observe(
         &mut self,
         record: &RunRecord,
         kernel: Option<KernelView>,
@@ -157,7 +157,7 @@ impl Live {
     }
 
     /// Shows `state` as is (for `c1m top`, which builds its own).
-    pub fn show(&mut self, mut state: LiveState) {
+    pub(crate) fn show(&mut self, mut state: LiveState) {
         state.info = self.info.clone();
         if let Ok(mut s) = self.state.lock() {
             *s = state.clone();
@@ -199,7 +199,7 @@ impl Live {
     }
 
     /// Waits up to `timeout`; true when the user asked to stop (q, Ctrl-C, SIGTERM, SIGHUP).
-    pub async fn poll_quit(&mut self, timeout: Duration) -> Result<bool> {
+    pub(crate) async fn poll_quit(&mut self, timeout: Duration) -> Result<bool> {
         if self.signalled.load(Ordering::Relaxed) {
             return Ok(true);
         }
@@ -215,7 +215,7 @@ impl Live {
         Ok(quit || self.signalled.load(Ordering::Relaxed))
     }
 
-    pub fn write_intervals(&self, dir: &Path) -> Result<()> {
+    pub(crate) fn write_intervals(&self, dir: &Path) -> Result<()> {
         self.intervals
             .write(dir)
             .with_context(|| format!("writing interval logs to {}", dir.display()))?;
@@ -223,7 +223,7 @@ impl Live {
     }
 
     /// Restores the terminal and stops the metrics endpoint.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         self.out = None;
         if let Some(tx) = self.metrics_stop.take() {
             let _ = tx.send(());

@@ -14,11 +14,11 @@
 //! | `tuning`  | `--tune`: sysctls set for a run, counted over tuners, restored in place  |
 //! | `top`     | the live view for a server already running                              |
 
-pub mod check;
-pub mod doctor;
-pub mod live;
+pub(crate) mod check;
+pub(crate) mod doctor;
+pub(crate) mod live;
 pub mod run;
-pub mod servers;
-pub mod summary;
-pub mod top;
-pub mod tuning;
+pub(crate) mod servers;
+pub(crate) mod summary;
+pub(crate) mod top;
+pub(crate) mod tuning;

@@ -17,7 +17,7 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "n/a".to_owned())
 }
 
-pub fn text(run: &RunRecord) -> String {
+pub(crate) fn text(run: &RunRecord) -> String {
     let mut s = String::new();
     let c = &run.config;
     // Bad news first: the top line says how many warnings, and they follow it.

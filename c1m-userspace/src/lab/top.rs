@@ -42,7 +42,7 @@ pub struct TopArgs {
     pub interval: Duration,
 }
 
-pub fn main(args: TopArgs) -> Result<()> {
+pub(crate) fn main(args: TopArgs) -> Result<()> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

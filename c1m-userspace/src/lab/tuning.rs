@@ -44,7 +44,7 @@ use crate::{
 const MAX_RECORD_BYTES: u64 = 64 << 10;
 
 #[derive(Debug, Error)]
-pub enum TuneError {
+pub(crate) enum TuneError {
     /// The cause is in the message, not a `source`: anyhow's chain would say it twice
     /// ("Permission denied (os error 13) (needs root): Permission denied (os error 13)").
     #[error("setting {name} to {value}: {cause}{}", needs_root(cause))]
@@ -311,7 +311,7 @@ fn lock(dir: &Path) -> Result<Lock, TuneError> {
 /// Sysctls set for a run; the old values come back when this is dropped, unless another
 /// tuner still holds them (it then puts them back).
 #[derive(Debug)]
-pub struct Tuning {
+pub(crate) struct Tuning {
     /// What this process set.
     pub changed: Vec<Changed>,
     /// What another tuner set that this run relies on.
@@ -325,7 +325,7 @@ pub struct Tuning {
 
 /// What ending a tuning did.
 #[derive(Debug, Default)]
-pub struct Restore {
+pub(crate) struct Restore {
     /// Sysctls that could not be written back (`name = value`).
     pub failed: Vec<String>,
     /// Sysctls left as they are because another tuner still holds them (with its pid).
@@ -334,7 +334,7 @@ pub struct Restore {
 
 impl Tuning {
     /// Sets what `checks` ask for, counting with every other tuner's record.
-    pub fn apply(checks: &[Check]) -> Result<Self, TuneError> {
+    pub(crate) fn apply(checks: &[Check]) -> Result<Self, TuneError> {
         let dir = records_dir()?;
         let _lock = lock(&dir)?;
         let me = std::process::id();
@@ -404,7 +404,7 @@ impl Tuning {
     }
 
     /// Puts back every sysctl no other tuner holds (newest first).
-    pub fn restore(&mut self) -> Restore {
+    pub(crate) fn restore(&mut self) -> Restore {
         if self.changed.is_empty() && self.held.is_empty() {
             return Restore::default();
         }
@@ -463,7 +463,7 @@ fn assignment(c: &Changed) -> String {
 
 /// Who sweeps the records of tuners that are gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sweep {
+pub(crate) enum Sweep {
     /// A run's start: what cannot be restored now is left for later.
     Run,
     /// `c1m doctor --restore`: also drops a record whose namespace is gone.
@@ -472,7 +472,7 @@ pub enum Sweep {
 
 /// What a sweep did.
 #[derive(Debug, Default)]
-pub struct Swept {
+pub(crate) struct Swept {
     /// Restored, with the namespace when it was another one than the sweeper's.
     pub restored: Vec<(Changed, Option<u32>)>,
     /// Dropped: their namespace is gone, and the values with it.
@@ -488,7 +488,7 @@ pub struct Swept {
 
 /// Restores the records of tuners that are gone (killed before they could), each in its
 /// own namespace; a sysctl another tuner still holds stays (that one restores it).
-pub fn restore_orphans(sweep: Sweep) -> Result<Swept, TuneError> {
+pub(crate) fn restore_orphans(sweep: Sweep) -> Result<Swept, TuneError> {
     let mut out = Swept {
         ignored: legacy_records(),
         ..Swept::default()

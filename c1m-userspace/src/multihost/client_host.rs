@@ -21,7 +21,7 @@ use crate::{
 /// How often the folder is rewritten while the run goes on.
 const WRITE_EVERY_S: u64 = 5;
 
-pub struct HostFolder {
+pub(crate) struct HostFolder {
     dir: PathBuf,
     record: RunRecord,
     figures: FiguresBuilder,
@@ -34,7 +34,7 @@ pub struct HostFolder {
 
 impl HostFolder {
     /// Creates `dir` and writes a first summary, so a killed client leaves a readable one.
-    pub fn create(
+    pub(crate) fn create(
         dir: &Path,
         config: RunConfig,
         host: HostInfo,
@@ -64,14 +64,14 @@ impl HostFolder {
     }
 
     /// The server ports whose connections this host's kernel count covers.
-    pub fn server_ports(&self) -> Vec<u16> {
+    pub(crate) fn server_ports(&self) -> Vec<u16> {
         self.server_ports.clone()
     }
 
     /// Takes one snapshot: a time-series row (figures computed as the lab computes them)
     /// and the histograms' next interval. `kernel_established`: this host's kernel count
     /// of ESTABLISHED connections to the server, read just before.
-    pub fn observe(&mut self, snap: &AppSnapshot, kernel_established: Option<i64>) {
+    pub(crate) fn observe(&mut self, snap: &AppSnapshot, kernel_established: Option<i64>) {
         let now = crate::util::unix_ms_now();
         let f = self.figures.build(
             now,
@@ -102,7 +102,7 @@ impl HostFolder {
         }
     }
 
-    pub fn host_mut(&mut self) -> Option<&mut HostInfo> {
+    pub(crate) fn host_mut(&mut self) -> Option<&mut HostInfo> {
         self.record.host.as_mut()
     }
 
@@ -117,7 +117,7 @@ impl HostFolder {
     }
 
     /// The last snapshot, the outcome and any warnings; writes everything.
-    pub fn finish(mut self, last: &AppSnapshot, warnings: Vec<String>) -> Result<()> {
+    pub(crate) fn finish(mut self, last: &AppSnapshot, warnings: Vec<String>) -> Result<()> {
         let kernel = crate::multihost::peers::client_established(&self.server_ports);
         self.observe(last, Some(kernel));
         self.record.ended_unix_ms = crate::util::unix_ms_now();

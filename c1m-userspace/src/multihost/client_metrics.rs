@@ -18,7 +18,7 @@ use crate::{
     workload::stats::snapshot::AppSnapshot,
 };
 
-pub struct ClientMetrics {
+pub(crate) struct ClientMetrics {
     state: Arc<Mutex<LiveState>>,
     figures: FiguresBuilder,
     started: Instant,
@@ -28,7 +28,7 @@ pub struct ClientMetrics {
 
 impl ClientMetrics {
     /// Binds `addr` (an error names the flag) and serves from the current runtime.
-    pub async fn start(addr: SocketAddr, info: RunInfo) -> std::io::Result<ClientMetrics> {
+    pub(crate) async fn start(addr: SocketAddr, info: RunInfo) -> std::io::Result<ClientMetrics> {
         let listener = prometheus::bind(addr).await?;
         let state = Arc::new(Mutex::new(LiveState {
             title: "c1m client".to_owned(),
@@ -52,7 +52,7 @@ impl ClientMetrics {
     }
 
     /// The figures of `snap`, computed as the lab computes them, for the next scrape.
-    pub fn observe(&mut self, snap: &AppSnapshot) {
+    pub(crate) fn observe(&mut self, snap: &AppSnapshot) {
         let figures = self.figures.build(
             crate::util::unix_ms_now(),
             None,

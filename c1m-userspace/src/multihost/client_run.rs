@@ -23,7 +23,7 @@ use crate::{
 };
 
 /// `c1m client`.
-pub fn run_client(a: ClientArgs) -> Result<()> {
+pub(crate) fn run_client(a: ClientArgs) -> Result<()> {
     PushRule::check_stamp(&a.push_format, a.push_stamp).map_err(anyhow::Error::msg)?;
     match (&a.push_trigger, a.server_pid) {
         (Some(PushTrigger::Control), _) => bail!(

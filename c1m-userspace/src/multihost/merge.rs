@@ -56,7 +56,7 @@ pub struct MergeArgs {
 
 /// Bad input: one line naming the path and the fix (exit code 2).
 #[derive(Debug, Error)]
-pub enum MergeError {
+pub(crate) enum MergeError {
     #[error("{0}")]
     Read(#[from] report::ExportError),
     #[error("{}: has a client side already: pass the server host's folder of `c1m run --clients external`", .0.display())]
@@ -110,7 +110,7 @@ struct Host {
 }
 
 /// `c1m merge`: the exit code (0, or 2 for bad input with one line on stderr).
-pub fn main(a: MergeArgs) -> anyhow::Result<i32> {
+pub(crate) fn main(a: MergeArgs) -> anyhow::Result<i32> {
     match merge(&a) {
         Ok(run) => {
             println!(
@@ -210,7 +210,7 @@ fn read_host(dir: &Path) -> Result<Host, MergeError> {
 }
 
 /// Reads, merges and writes; returns the merged record.
-pub fn merge(a: &MergeArgs) -> Result<RunRecord, MergeError> {
+pub(crate) fn merge(a: &MergeArgs) -> Result<RunRecord, MergeError> {
     refuse_existing_out(a)?;
     let mut run = report::load_run(&a.server_dir)?;
     if run.client.is_some()

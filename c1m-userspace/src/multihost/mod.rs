@@ -10,9 +10,9 @@
 //! - `c1m merge` ([`merge`]) makes one run folder of them, exactly: histograms added
 //!   bucket by bucket, counters summed.
 
-pub mod client_host;
-pub mod client_metrics;
-pub mod client_run;
-pub mod merge;
+pub(crate) mod client_host;
+pub(crate) mod client_metrics;
+pub(crate) mod client_run;
+pub(crate) mod merge;
 pub mod model;
-pub mod peers;
+pub(crate) mod peers;

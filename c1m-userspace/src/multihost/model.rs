@@ -42,7 +42,7 @@ pub struct HostInfo {
 
 impl HostInfo {
     /// The largest uncertainty of this host's offsets (None: never measured).
-    pub fn clock_bound_ns(&self) -> Option<u64> {
+    pub(crate) fn clock_bound_ns(&self) -> Option<u64> {
         let drift = match (self.clock, self.clock_end) {
             (Some(a), Some(b)) => a.offset_ns.abs_diff(b.offset_ns),
             _ => 0,

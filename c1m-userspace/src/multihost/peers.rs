@@ -9,7 +9,7 @@ use crate::proc_net_tcp::{self, ESTABLISHED, Row};
 
 /// Which end of a connection the watched ports are on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum End {
+pub(crate) enum End {
     /// Server side: the local port is a server port.
     Server,
     /// Client side: the remote port is.
@@ -17,7 +17,7 @@ pub enum End {
 }
 
 /// ESTABLISHED connections per peer address whose `end` port is in `ports`.
-pub fn by_peer_at(ports: &[u16], end: End) -> BTreeMap<IpAddr, u64> {
+pub(crate) fn by_peer_at(ports: &[u16], end: End) -> BTreeMap<IpAddr, u64> {
     let mut out = BTreeMap::new();
     proc_net_tcp::for_each_row(|row| {
         count(row, ports, end, &mut out);
@@ -27,18 +27,18 @@ pub fn by_peer_at(ports: &[u16], end: End) -> BTreeMap<IpAddr, u64> {
 }
 
 /// Server side: the client hosts this host sees.
-pub fn by_peer(ports: &[u16]) -> BTreeMap<IpAddr, u64> {
+pub(crate) fn by_peer(ports: &[u16]) -> BTreeMap<IpAddr, u64> {
     by_peer_at(ports, End::Server)
 }
 
 /// Client side: this host's ESTABLISHED connections to the server's ports, as its
 /// kernel counts them.
-pub fn client_established(server_ports: &[u16]) -> i64 {
+pub(crate) fn client_established(server_ports: &[u16]) -> i64 {
     by_peer_at(server_ports, End::Client).values().sum::<u64>() as i64
 }
 
 /// Counts one row if it is an ESTABLISHED connection with its `end` port in `ports`.
-pub fn count(row: &Row, ports: &[u16], end: End, out: &mut BTreeMap<IpAddr, u64>) {
+pub(crate) fn count(row: &Row, ports: &[u16], end: End, out: &mut BTreeMap<IpAddr, u64>) {
     let watched = match end {
         End::Server => row.local_port(),
         End::Client => row.remote_port(),
@@ -52,7 +52,7 @@ pub fn count(row: &Row, ports: &[u16], end: End, out: &mut BTreeMap<IpAddr, u64>
 }
 
 /// `2 client hosts, 30,000 connections: 10.77.0.2 15,000, 10.77.0.3 15,000`.
-pub fn line(peers: &BTreeMap<IpAddr, u64>) -> String {
+pub(crate) fn line(peers: &BTreeMap<IpAddr, u64>) -> String {
     let total: u64 = peers.values().sum();
     let each: Vec<String> = peers
         .iter()

@@ -6,14 +6,14 @@ use std::net::IpAddr;
 /// Keys for `WATCH_ADDRS` (IPv4, the 4 bytes in network order read as a native u32)
 /// and `WATCH_ADDRS6` (the 16 bytes of a `struct in6_addr`).
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct WatchKeys {
+pub(crate) struct WatchKeys {
     pub v4: Vec<u32>,
     pub v6: Vec<[u8; 16]>,
 }
 
 /// An IPv4-mapped IPv6 address (`::ffff:127.0.0.1`) is its IPv4 address: the kernel
 /// side matches a dual-stack socket's mapped address against the IPv4 keys.
-pub fn watch_keys(addrs: &[IpAddr]) -> WatchKeys {
+pub(crate) fn watch_keys(addrs: &[IpAddr]) -> WatchKeys {
     let mut keys = WatchKeys::default();
     for addr in addrs {
         let v4 = match addr {

@@ -88,7 +88,7 @@ impl Figure {
     ];
 
     /// The MIB counter as /proc/net/snmp or /proc/net/netstat names it.
-    pub fn mib_name(self) -> &'static str {
+    pub(crate) fn mib_name(self) -> &'static str {
         match self {
             Figure::ActiveOpens => "Tcp ActiveOpens",
             Figure::PassiveOpens => "Tcp PassiveOpens",
@@ -107,7 +107,7 @@ impl Figure {
     }
 
     /// What c1m sums to get it.
-    pub fn c1m_definition(self) -> &'static str {
+    pub(crate) fn c1m_definition(self) -> &'static str {
         match self {
             Figure::ActiveOpens => "CLOSE->SYN_SENT",
             Figure::PassiveOpens => "LISTEN->SYN_RECV (children)",

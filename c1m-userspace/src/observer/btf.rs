@@ -66,12 +66,12 @@ struct Type {
 
 /// Where a member lives, in bytes from the start of the outer struct, and how big it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Field {
+pub(crate) struct Field {
     pub offset: u32,
     pub size: u32,
 }
 
-pub struct Btf {
+pub(crate) struct Btf {
     /// Index 0 is the implicit `void`.
     types: Vec<Type>,
     strings: Vec<u8>,
@@ -79,11 +79,11 @@ pub struct Btf {
 }
 
 impl Btf {
-    pub fn from_sys_fs() -> Result<Self, BtfError> {
+    pub(crate) fn from_sys_fs() -> Result<Self, BtfError> {
         Self::from_file(Path::new("/sys/kernel/btf/vmlinux"))
     }
 
-    pub fn from_file(path: &Path) -> Result<Self, BtfError> {
+    pub(crate) fn from_file(path: &Path) -> Result<Self, BtfError> {
         let data = std::fs::read(path).map_err(|source| BtfError::Read {
             path: path.display().to_string(),
             source,
@@ -91,7 +91,7 @@ impl Btf {
         Self::parse(&data)
     }
 
-    pub fn parse(data: &[u8]) -> Result<Self, BtfError> {
+    pub(crate) fn parse(data: &[u8]) -> Result<Self, BtfError> {
         let u16_at = |o: usize| data.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
         let u32_at = |o: usize| {
             data.get(o..o + 4)
@@ -262,7 +262,7 @@ impl Btf {
 
     /// Byte offset and size of `path` (e.g. `["sk_backlog", "rmem_alloc"]`) inside
     /// struct `outer`.
-    pub fn field(&self, outer: &str, path: &[&str]) -> Result<Field, BtfError> {
+    pub(crate) fn field(&self, outer: &str, path: &[&str]) -> Result<Field, BtfError> {
         let mut id = *self
             .structs_by_name
             .get(outer)
@@ -288,7 +288,7 @@ impl Btf {
 
     /// Bit offset and width of the bitfield at the end of `path` inside struct `outer`
     /// (the steps before it must be whole members).
-    pub fn bitfield(&self, outer: &str, path: &[&str]) -> Result<(u32, u32), BtfError> {
+    pub(crate) fn bitfield(&self, outer: &str, path: &[&str]) -> Result<(u32, u32), BtfError> {
         let (last, inner) = path
             .split_last()
             .ok_or_else(|| BtfError::NoMember(outer.to_owned(), String::new()))?;
@@ -316,7 +316,7 @@ impl Btf {
     }
 
     /// Value of enumerator `name` in any enum of the kernel.
-    pub fn enum_value(&self, name: &str) -> Option<i64> {
+    pub(crate) fn enum_value(&self, name: &str) -> Option<i64> {
         self.types
             .iter()
             .filter(|t| t.kind == KIND_ENUM || t.kind == KIND_ENUM64)

@@ -42,7 +42,7 @@ pub struct ObserveArgs {
 }
 
 impl ObserveArgs {
-    pub fn observer_config(&self) -> ObserverConfig {
+    pub(crate) fn observer_config(&self) -> ObserverConfig {
         ObserverConfig {
             ports: self.ports.clone().map(|p| p.0).unwrap_or_default(),
             addrs: self.addr.clone(),
@@ -53,7 +53,7 @@ impl ObserveArgs {
 }
 
 /// Runs `c1m observe`; `line` makes a view's human line (the figures are a layer above).
-pub fn run(args: ObserveArgs, line: fn(&KernelView) -> String) -> Result<()> {
+pub(crate) fn run(args: ObserveArgs, line: fn(&KernelView) -> String) -> Result<()> {
     let mut observer = start(&args)?;
     let watched = watch(&args, &mut observer, line);
     if args.audit {

@@ -6,19 +6,19 @@
 use c1m_common::{SockAgg, side, sock_agg_index, tcp_state, transition_index};
 
 #[derive(Default)]
-pub struct Gauges {
+pub(crate) struct Gauges {
     base: Vec<i64>,
     transitions_at_walk: Vec<u64>,
 }
 
 impl Gauges {
-    pub fn rebase(&mut self, agg: &[SockAgg], transitions: Vec<u64>) {
+    pub(crate) fn rebase(&mut self, agg: &[SockAgg], transitions: Vec<u64>) {
         self.base = agg.iter().map(|a| a.sockets as i64).collect();
         self.transitions_at_walk = transitions;
     }
 
     /// TIME_WAIT and request sockets get no transitions: every walk is their truth.
-    pub fn refresh_walk_only(&mut self, agg: &[SockAgg]) {
+    pub(crate) fn refresh_walk_only(&mut self, agg: &[SockAgg]) {
         for s in 0..side::COUNT as u32 {
             for state in [tcp_state::TIME_WAIT, tcp_state::NEW_SYN_RECV] {
                 let i = sock_agg_index(s, state) as usize;
@@ -29,7 +29,7 @@ impl Gauges {
         }
     }
 
-    pub fn value(&self, s: u32, state: u32, transitions: &[u64]) -> i64 {
+    pub(crate) fn value(&self, s: u32, state: u32, transitions: &[u64]) -> i64 {
         let mut v = self
             .base
             .get(sock_agg_index(s, state) as usize)

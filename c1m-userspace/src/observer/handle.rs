@@ -12,13 +12,13 @@ type SnapshotRequest = (bool, tokio::sync::oneshot::Sender<KernelView>);
 
 /// The observer's thread (aya is synchronous): it takes a snapshot whenever the lab
 /// asks, right after polling the app, so both views are of the same moment.
-pub struct ObserverHandle {
+pub(crate) struct ObserverHandle {
     requests: std::sync::mpsc::Sender<SnapshotRequest>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl ObserverHandle {
-    pub fn start(ports: Vec<u16>) -> Result<Self> {
+    pub(crate) fn start(ports: Vec<u16>) -> Result<Self> {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (requests, incoming) = std::sync::mpsc::channel::<SnapshotRequest>();
         let thread = std::thread::Builder::new()
@@ -63,12 +63,12 @@ impl ObserverHandle {
         }
     }
 
-    pub async fn snapshot(&self) -> Option<KernelView> {
+    pub(crate) async fn snapshot(&self) -> Option<KernelView> {
         self.request(false).await
     }
 
     /// A snapshot after a full socket walk (memory figures of this moment).
-    pub async fn snapshot_fresh(&self) -> Option<KernelView> {
+    pub(crate) async fn snapshot_fresh(&self) -> Option<KernelView> {
         self.request(true).await
     }
 
@@ -78,7 +78,7 @@ impl ObserverHandle {
 
     /// Queues a snapshot request; the task ends with the view (a walk of 2M sockets takes
     /// seconds, so it may outlive a tick of the live view).
-    pub fn start_request(
+    pub(crate) fn start_request(
         &self,
         fresh: bool,
     ) -> Option<tokio::task::JoinHandle<Option<KernelView>>> {

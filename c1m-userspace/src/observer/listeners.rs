@@ -16,7 +16,7 @@ struct Live {
 }
 
 #[derive(Default)]
-pub struct Tracker {
+pub(crate) struct Tracker {
     live: HashMap<u64, Live>,
     retired: BTreeMap<u16, u64>,
     peaks: BTreeMap<u16, u64>,
@@ -26,7 +26,7 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    pub fn with_filter(filter: Vec<u16>) -> Self {
+    pub(crate) fn with_filter(filter: Vec<u16>) -> Self {
         Self {
             filter,
             ..Self::default()
@@ -34,7 +34,7 @@ impl Tracker {
     }
 
     /// Listeners that closed since the last walk, with their final `sk_drops`.
-    pub fn closed(&mut self, closed: &[(u64, ClosedListener)]) {
+    pub(crate) fn closed(&mut self, closed: &[(u64, ClosedListener)]) {
         for (sk, c) in closed {
             let port = c.port as u16;
             let baseline = match self.live.remove(sk) {
@@ -51,7 +51,7 @@ impl Tracker {
         }
     }
 
-    pub fn observe(&mut self, records: &[ListenerRecord], initial: bool) {
+    pub(crate) fn observe(&mut self, records: &[ListenerRecord], initial: bool) {
         let mut seen = std::collections::HashSet::new();
         for r in records {
             let port = r.port as u16;
@@ -98,7 +98,7 @@ impl Tracker {
 
     /// `acks`: the kfree_skb hook runs; `discards`: it also knows where `tcp_v4_rcv`
     /// is (kallsyms), so drops can be made exact; `synacks`: the SYN-ACK hook runs.
-    pub fn views(
+    pub(crate) fn views(
         &self,
         events: &BTreeMap<u16, ListenEvents>,
         acks: bool,

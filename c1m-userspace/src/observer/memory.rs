@@ -40,13 +40,13 @@ const IN_EPOLL: [&str; 2] = ["eventpoll_epi", "eventpoll_pwq"];
 /// per client-side socket is an upper bound.
 const BIND_BUCKETS: [&str; 2] = ["tcp_bind_bucket", "tcp_bind2_bucket"];
 
-pub struct MemoryModel {
+pub(crate) struct MemoryModel {
     footprints: BTreeMap<String, u64>,
     pub missing: Vec<String>,
 }
 
 impl MemoryModel {
-    pub fn from_sys() -> Self {
+    pub(crate) fn from_sys() -> Self {
         let mut footprints = BTreeMap::new();
         let mut missing = Vec::new();
         // A kernel without IPv6 has no TCPv6 caches, and no IPv6 sockets to size.
@@ -84,7 +84,7 @@ impl MemoryModel {
             .sum()
     }
 
-    pub fn compute(&self, agg: &[SockAgg]) -> KernelMemory {
+    pub(crate) fn compute(&self, agg: &[SockAgg]) -> KernelMemory {
         let mut m = KernelMemory {
             slab_object_bytes: self.footprints.clone(),
             ..KernelMemory::default()

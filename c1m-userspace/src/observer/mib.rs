@@ -42,7 +42,7 @@ macro_rules! counters {
 
         impl MibCounters {
             /// From the `name -> value` pairs of both files (see `procfs::parse_netstat`).
-            pub fn from_pairs(
+            pub(crate) fn from_pairs(
                 pairs: &std::collections::HashMap<String, u64>,
             ) -> Result<Self, MibError> {
                 Ok(Self {
@@ -101,7 +101,7 @@ pub struct MibDelta {
 }
 
 impl MibDelta {
-    pub fn new(now: &MibCounters, base: &MibCounters) -> Self {
+    pub(crate) fn new(now: &MibCounters, base: &MibCounters) -> Self {
         Self {
             unix_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)

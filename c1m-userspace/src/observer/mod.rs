@@ -6,21 +6,21 @@
 
 mod addrs;
 pub mod audit;
-pub mod bpf_sys;
-pub mod btf;
-pub mod cli;
+pub(crate) mod bpf_sys;
+pub(crate) mod btf;
+pub(crate) mod cli;
 mod gauges;
 mod handle;
 mod listeners;
 mod memory;
 pub mod mib;
-pub mod offsets;
+pub(crate) mod offsets;
 pub mod privileges;
 pub mod procfs;
-pub mod resets;
+pub(crate) mod resets;
 pub mod retransmits;
 pub mod tracefs;
-pub mod view;
+pub(crate) mod view;
 mod walk;
 mod walker;
 
@@ -35,7 +35,7 @@ use std::{
 };
 
 use aya::Ebpf;
-pub use handle::ObserverHandle;
+pub(crate) use handle::ObserverHandle;
 use thiserror::Error;
 pub use view::{KernelMemory, KernelView, ListenerView, Retransmits, Scope, SideMemory, SideView};
 
@@ -173,7 +173,7 @@ struct Counters {
 }
 
 /// An error and its sources on one line (aya's errors keep the errno in `source()`).
-pub fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -7,12 +7,12 @@ use c1m_common::KernelOffsets;
 use super::btf::Btf;
 
 /// The offsets, and one line per field that could not be resolved.
-pub struct ResolvedOffsets {
+pub(crate) struct ResolvedOffsets {
     pub offsets: KernelOffsets,
     pub missing: Vec<String>,
 }
 
-pub fn resolve(btf: &Btf) -> ResolvedOffsets {
+pub(crate) fn resolve(btf: &Btf) -> ResolvedOffsets {
     let mut o = KernelOffsets::UNKNOWN;
     let mut missing = Vec::new();
     {

@@ -5,7 +5,7 @@ const CAP_SYS_ADMIN: u32 = 21;
 const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;
 
-pub fn effective_caps() -> u64 {
+pub(crate) fn effective_caps() -> u64 {
     procfs::process::Process::myself()
         .and_then(|me| me.status())
         .map_or(0, |s| s.capeff)
@@ -17,7 +17,7 @@ fn has(caps: u64, cap: u32) -> bool {
 
 /// Ok when eBPF programs (tracepoints, iterators) can be loaded; otherwise the names
 /// of the missing capabilities.
-pub fn check_bpf() -> Result<(), String> {
+pub(crate) fn check_bpf() -> Result<(), String> {
     let caps = effective_caps();
     if has(caps, CAP_SYS_ADMIN) {
         return Ok(());

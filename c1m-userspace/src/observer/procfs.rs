@@ -46,12 +46,13 @@ pub struct SlabLine {
 
 impl SlabLine {
     /// Bytes held by the cache's slabs (what `slabtop` calls the cache size).
-    pub fn slab_bytes(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn slab_bytes(&self) -> u64 {
         self.num_slabs * self.pagesperslab * page_size()
     }
 }
 
-pub fn parse_slabinfo(text: &str) -> HashMap<String, SlabLine> {
+pub(crate) fn parse_slabinfo(text: &str) -> HashMap<String, SlabLine> {
     let mut out = HashMap::new();
     for line in text.lines() {
         if line.starts_with('#') || line.starts_with("slabinfo") {
@@ -84,7 +85,7 @@ pub fn read_slabinfo() -> std::io::Result<HashMap<String, SlabLine>> {
 }
 
 /// `Prefix: name …` / `Prefix: value …` line pairs of /proc/net/netstat and /proc/net/snmp.
-pub fn parse_netstat(text: &str) -> HashMap<String, u64> {
+pub(crate) fn parse_netstat(text: &str) -> HashMap<String, u64> {
     let mut out = HashMap::new();
     let lines: Vec<&str> = text.lines().collect();
     for pair in lines.chunks(2) {
@@ -128,7 +129,7 @@ pub struct TcpSockstat {
     pub mem_pages: u64,
 }
 
-pub fn parse_sockstat(text: &str) -> Option<TcpSockstat> {
+pub(crate) fn parse_sockstat(text: &str) -> Option<TcpSockstat> {
     let line = text.lines().find(|l| l.starts_with("TCP:"))?;
     let cols: Vec<&str> = line.split_whitespace().collect();
     let get = |key: &str| -> Option<u64> {
@@ -152,7 +153,7 @@ pub fn read_sockstat() -> Option<TcpSockstat> {
 
 /// /proc/net/sockstat6's `TCP6: inuse N`: hashed IPv6 TCP sockets of the namespace
 /// (sockstat's `TCP: inuse` counts only IPv4 ones; both share `mem` and `alloc`).
-pub fn parse_sockstat6_tcp_inuse(text: &str) -> Option<u64> {
+pub(crate) fn parse_sockstat6_tcp_inuse(text: &str) -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with("TCP6:"))?;
     let mut cols = line.split_whitespace().skip_while(|c| *c != "inuse");
     cols.nth(1)?.parse().ok()
@@ -164,7 +165,7 @@ pub fn read_sockstat6_tcp_inuse() -> Option<u64> {
 }
 
 /// Inode number of the calling thread's network namespace (`net:[4026531840]`).
-pub fn own_netns_inum() -> Option<u32> {
+pub(crate) fn own_netns_inum() -> Option<u32> {
     let link = fs::read_link("/proc/thread-self/ns/net").ok()?;
     let s = link.to_string_lossy();
     s.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()
@@ -174,7 +175,7 @@ pub fn own_netns_inum() -> Option<u32> {
 /// the next symbol), flattened as the eBPF config wants them. `None` when addresses are
 /// hidden (not root, kptr_restrict) or the first function is missing; the others are
 /// (0, 0) when absent (no IPv6; `tcp_drop_reason` inlined everywhere).
-pub fn listener_drop_ranges() -> Option<[u64; 2 * LISTENER_DROP_FUNCTIONS.len()]> {
+pub(crate) fn listener_drop_ranges() -> Option<[u64; 2 * LISTENER_DROP_FUNCTIONS.len()]> {
     let ranges = parse_kallsyms_ranges(
         &fs::read_to_string("/proc/kallsyms").ok()?,
         &LISTENER_DROP_FUNCTIONS,
@@ -223,7 +224,7 @@ fn parse_kallsyms_ranges<const N: usize>(text: &str, names: &[&str; N]) -> Optio
 /// An open directory fd of the cgroup v2 root. Uses the existing mount; where this
 /// mount namespace has none (e.g. under `ip netns exec`, which remounts /sys), mounts
 /// cgroup2 privately, opens it and detaches the mount again (the fd keeps it alive).
-pub fn open_cgroup2_root() -> std::io::Result<fs::File> {
+pub(crate) fn open_cgroup2_root() -> std::io::Result<fs::File> {
     if let Some(root) = cgroup2_root() {
         return fs::File::open(root);
     }
@@ -243,7 +244,7 @@ pub fn open_cgroup2_root() -> std::io::Result<fs::File> {
 
 /// Mount point of the cgroup v2 hierarchy's root (`/sys/fs/cgroup`, or
 /// `/sys/fs/cgroup/unified` on hybrid systems).
-pub fn cgroup2_root() -> Option<std::path::PathBuf> {
+pub(crate) fn cgroup2_root() -> Option<std::path::PathBuf> {
     let mounts = procfs::process::Process::myself().ok()?.mountinfo().ok()?;
     mounts
         .into_iter()

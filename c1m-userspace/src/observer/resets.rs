@@ -40,7 +40,7 @@ fn meaning(reason: &str) -> Option<&'static str> {
 
 /// One sentence on the resets sent since attach, or None when there were none, e.g.
 /// "264 sent (client 261, server 3): 260 NO_SOCKET (a segment for …); 4 TCP_STATE (…)".
-pub fn explain(server: &SideView, client: &SideView, other: &SideView) -> Option<String> {
+pub(crate) fn explain(server: &SideView, client: &SideView, other: &SideView) -> Option<String> {
     let sides = [("server", server), ("client", client), ("other", other)];
     let sent = |v: &SideView| v.resets_sent_by_reason.values().sum::<u64>();
     let total: u64 = sides.iter().map(|(_, v)| sent(v)).sum();

@@ -5,7 +5,7 @@ use crate::fmt::count as group;
 
 impl KernelView {
     /// What the retransmits since attach were, in words.
-    pub fn retransmits_explained(&self) -> String {
+    pub(crate) fn retransmits_explained(&self) -> String {
         explain(&self.retransmits(), self.connections_established())
     }
 }

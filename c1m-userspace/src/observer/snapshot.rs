@@ -15,16 +15,12 @@ use c1m_common::{
 };
 
 use super::{
-    Counters, Observer, ObserverConfig, ObserverError, map_err, mib, procfs,
+    Counters, Observer, ObserverError, map_err, mib, procfs,
     view::{self, KernelView, Retransmits, Scope, SideView},
     walk, walker,
 };
 
 impl Observer {
-    pub fn config(&self) -> &ObserverConfig {
-        &self.config
-    }
-
     /// [`Self::snapshot`] after a full socket walk started now, however recent the last
     /// one: for figures that must be of this moment (the end of a lab phase).
     pub fn snapshot_fresh(&mut self) -> Result<KernelView, ObserverError> {

@@ -35,7 +35,7 @@ const DEBUGFS_TRACING: &str = "/sys/kernel/debug/tracing";
 
 /// The tracing directory, mounting tracefs at /sys/kernel/tracing if neither it nor
 /// the debugfs path is available.
-pub fn ensure_mounted() -> Result<PathBuf, TracefsError> {
+pub(crate) fn ensure_mounted() -> Result<PathBuf, TracefsError> {
     for dir in [TRACEFS, DEBUGFS_TRACING] {
         if Path::new(dir).join("events").is_dir() {
             return Ok(PathBuf::from(dir));
@@ -67,7 +67,7 @@ pub fn mount_point() -> Option<PathBuf> {
 }
 
 /// `name -> (offset, size)` of every field of a tracepoint's record.
-pub fn parse_format(text: &str) -> HashMap<String, (u32, u32)> {
+pub(crate) fn parse_format(text: &str) -> HashMap<String, (u32, u32)> {
     let mut fields = HashMap::new();
     for line in text.lines() {
         let line = line.trim();
@@ -103,11 +103,11 @@ pub fn parse_format(text: &str) -> HashMap<String, (u32, u32)> {
 }
 
 /// A record's fields: name -> (offset, size).
-pub type Fields = HashMap<String, (u32, u32)>;
+pub(crate) type Fields = HashMap<String, (u32, u32)>;
 
 /// How one hook's record maps onto [`TracepointFields`]: which tracepoint, and which
 /// of its fields (with the size c1m reads) fill which slot.
-pub struct HookLayout {
+pub(crate) struct HookLayout {
     pub category: &'static str,
     pub name: &'static str,
     pub build: fn(&Fields) -> Result<TracepointFields, &'static str>,
@@ -150,7 +150,7 @@ fn socket_fields(f: &HashMap<String, (u32, u32)>) -> Result<TracepointFields, &'
 /// The names of `tcp:tcp_send_reset`'s reasons, indexed by value (empty on a kernel
 /// without them): from its format's `__print_symbolic(REC->reason, ...)`, so they follow
 /// the running kernel's `enum sk_rst_reason`.
-pub fn reset_reason_names(tracing: &Path) -> Vec<String> {
+pub(crate) fn reset_reason_names(tracing: &Path) -> Vec<String> {
     let path = tracing.join("events/tcp/tcp_send_reset/format");
     let Ok(text) = std::fs::read_to_string(path) else {
         return Vec::new();
@@ -171,7 +171,7 @@ pub fn reset_reason_names(tracing: &Path) -> Vec<String> {
 }
 
 /// The `{ value, "NAME" }` pairs of `__print_symbolic(<arg>, ...)` in a format's print fmt.
-pub fn print_symbolic(text: &str, arg: &str) -> Vec<(u64, String)> {
+pub(crate) fn print_symbolic(text: &str, arg: &str) -> Vec<(u64, String)> {
     let head = format!("__print_symbolic({arg},");
     let Some(start) = text.find(&head) else {
         return Vec::new();
@@ -199,7 +199,10 @@ pub fn print_symbolic(text: &str, arg: &str) -> Vec<(u64, String)> {
     out
 }
 
-pub fn read_hook(tracing: &Path, layout: &HookLayout) -> Result<TracepointFields, TracefsError> {
+pub(crate) fn read_hook(
+    tracing: &Path,
+    layout: &HookLayout,
+) -> Result<TracepointFields, TracefsError> {
     let full = format!("{}:{}", layout.category, layout.name);
     let path = tracing
         .join("events")
@@ -212,7 +215,7 @@ pub fn read_hook(tracing: &Path, layout: &HookLayout) -> Result<TracepointFields
 }
 
 /// Indexed by `c1m_common::hook`.
-pub const HOOKS: [HookLayout; c1m_common::hook::COUNT] = [
+pub(crate) const HOOKS: [HookLayout; c1m_common::hook::COUNT] = [
     HookLayout {
         category: "sock",
         name: "inet_sock_set_state",

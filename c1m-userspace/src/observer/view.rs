@@ -10,7 +10,7 @@ use super::mib::MibDelta;
 
 /// The states shown as gauges. CLOSE is left out: closed sockets are in no hash table,
 /// so no walk can count them.
-pub const GAUGE_STATES: [u32; 11] = [
+pub(crate) const GAUGE_STATES: [u32; 11] = [
     tcp_state::ESTABLISHED,
     tcp_state::SYN_SENT,
     tcp_state::SYN_RECV,
@@ -25,7 +25,7 @@ pub const GAUGE_STATES: [u32; 11] = [
 ];
 
 /// Lower-case state name as used in JSON keys (`established`, `time_wait`, …).
-pub fn state_key(state: u32) -> String {
+pub(crate) fn state_key(state: u32) -> String {
     tcp_state::NAMES
         .get(state as usize)
         .copied()
@@ -84,7 +84,7 @@ pub enum Scope {
 }
 
 impl KernelView {
-    pub fn side(&self, s: u32) -> &SideView {
+    pub(crate) fn side(&self, s: u32) -> &SideView {
         match s {
             side::SERVER => &self.server,
             side::CLIENT => &self.client,
@@ -92,7 +92,7 @@ impl KernelView {
         }
     }
 
-    pub fn side_mut(&mut self, s: u32) -> &mut SideView {
+    pub(crate) fn side_mut(&mut self, s: u32) -> &mut SideView {
         match s {
             side::SERVER => &mut self.server,
             side::CLIENT => &mut self.client,
@@ -111,7 +111,7 @@ impl KernelView {
 
     /// Connections that reached ESTABLISHED since attach: the client side's count when
     /// c1m watches a client, else the server side's (each connection counted once).
-    pub fn connections_established(&self) -> u64 {
+    pub(crate) fn connections_established(&self) -> u64 {
         if self.client.established_total > 0 {
             self.client.established_total
         } else {
@@ -127,24 +127,24 @@ impl KernelView {
     }
 
     /// Connections in the accept queues now, over all watched listeners.
-    pub fn queue_depth(&self) -> u64 {
+    pub(crate) fn queue_depth(&self) -> u64 {
         saturating_sum(self.listeners.iter().map(|l| l.queue_depth))
     }
 
     /// Accept-queue limits, summed over all watched listeners.
-    pub fn queue_limit(&self) -> u64 {
+    pub(crate) fn queue_limit(&self) -> u64 {
         saturating_sum(self.listeners.iter().map(|l| l.queue_limit))
     }
 
     /// Handshakes the watched listeners dropped since the observer attached: the
     /// kernel's `TcpExtListenDrops` for those ports.
-    pub fn queue_overflows(&self) -> u64 {
+    pub(crate) fn queue_overflows(&self) -> u64 {
         saturating_sum(self.listeners.iter().map(|l| l.accept_queue_overflows))
     }
 
     /// Final-ACK drops among [`Self::queue_overflows`]; `None` when any listener cannot
     /// tell.
-    pub fn queue_overflow_acks(&self) -> Option<u64> {
+    pub(crate) fn queue_overflow_acks(&self) -> Option<u64> {
         self.listeners
             .iter()
             .try_fold(0u64, |acc, l| Some(acc.saturating_add(l.overflow_acks?)))
@@ -190,7 +190,7 @@ impl SideView {
     }
 
     /// SYN_RECV plus request sockets (NEW_SYN_RECV): handshakes not finished.
-    pub fn half_open(&self) -> i64 {
+    pub(crate) fn half_open(&self) -> i64 {
         self.state(tcp_state::SYN_RECV)
             .saturating_add(self.state(tcp_state::NEW_SYN_RECV))
     }
@@ -218,7 +218,7 @@ impl SideView {
 }
 
 /// JSON key of one transition (`established->close`).
-pub fn transition_key(old: u32, new: u32) -> String {
+pub(crate) fn transition_key(old: u32, new: u32) -> String {
     format!("{}->{}", state_key(old), state_key(new))
 }
 
@@ -251,7 +251,7 @@ pub struct Retransmits {
 
 impl Retransmits {
     /// From the per-kind counters (indexed by `c1m_common::retransmit`).
-    pub fn from_kinds(k: &[u64; c1m_common::retransmit::COUNT]) -> Self {
+    pub(crate) fn from_kinds(k: &[u64; c1m_common::retransmit::COUNT]) -> Self {
         use c1m_common::retransmit as r;
         let kinds = &k[..r::KINDS];
         Self {
@@ -265,7 +265,7 @@ impl Retransmits {
         }
     }
 
-    pub fn sum(a: &Self, b: &Self) -> Self {
+    pub(crate) fn sum(a: &Self, b: &Self) -> Self {
         Self {
             total: a.total + b.total,
             tail_loss_probes: a.tail_loss_probes + b.tail_loss_probes,

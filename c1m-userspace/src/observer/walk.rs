@@ -11,7 +11,7 @@ use c1m_common::{ListenerRecord, RECORD_END, RECORD_LISTENER, SOCK_AGG_SLOTS, So
 
 use super::{ObserverError, bpf_sys, map_err};
 
-pub struct SocketWalk {
+pub(crate) struct SocketWalk {
     pub agg: Vec<SockAgg>,
     pub ended: Instant,
     /// Wall clock when the walk ended, ms since the Unix epoch: the instant its
@@ -30,7 +30,7 @@ fn io(what: &str) -> impl FnOnce(std::io::Error) -> ObserverError + '_ {
 
 /// Every listening socket of this network namespace. Reads one record per read(),
 /// so the walk stops where the listeners end (see `iter_listeners` in c1m-ebpf).
-pub fn listeners(link: BorrowedFd<'_>) -> Result<Vec<ListenerRecord>, ObserverError> {
+pub(crate) fn listeners(link: BorrowedFd<'_>) -> Result<Vec<ListenerRecord>, ObserverError> {
     let mut file = bpf_sys::iter_create(link).map_err(io("opening the listener iterator"))?;
     let mut out = Vec::new();
     let mut buf = [0u8; size_of::<ListenerRecord>()];
@@ -55,7 +55,7 @@ pub fn listeners(link: BorrowedFd<'_>) -> Result<Vec<ListenerRecord>, ObserverEr
 
 /// Walks every TCP socket of the namespace, aggregating counts and memory per
 /// (side, state) into `SOCK_AGG`.
-pub fn sockets(
+pub(crate) fn sockets(
     link: BorrowedFd<'_>,
     agg: &mut Array<MapData, SockAgg>,
 ) -> Result<SocketWalk, ObserverError> {

@@ -17,7 +17,7 @@ use c1m_common::{SockAgg, TRANSITION_SLOTS};
 use super::{ObserverError, map_err, walk::SocketWalk};
 
 /// A walk and the transition totals read just before and just after it.
-pub struct WalkResult {
+pub(crate) struct WalkResult {
     pub walk: SocketWalk,
     pub transitions_before: Vec<u64>,
     pub transitions_after: Vec<u64>,
@@ -25,14 +25,14 @@ pub struct WalkResult {
 
 /// What the walker thread owns: its own handles on the maps it needs (duplicated fds),
 /// so it shares nothing mutable with the observer.
-pub struct WalkerMaps {
+pub(crate) struct WalkerMaps {
     pub socket_link: OwnedFd,
     pub sock_agg: Array<MapData, SockAgg>,
     /// A second handle on `TRANSITIONS` (see [`duplicate_per_cpu`]).
     pub transitions: Map,
 }
 
-pub struct Walker {
+pub(crate) struct Walker {
     requests: Option<mpsc::Sender<()>>,
     results: mpsc::Receiver<Result<WalkResult, ObserverError>>,
     /// A walk was asked for and its result is not yet taken.
@@ -41,7 +41,7 @@ pub struct Walker {
 }
 
 impl Walker {
-    pub fn start(maps: WalkerMaps) -> Result<Self, ObserverError> {
+    pub(crate) fn start(maps: WalkerMaps) -> Result<Self, ObserverError> {
         let (requests, incoming) = mpsc::channel::<()>();
         let (done, results) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -85,7 +85,7 @@ impl Walker {
     }
 
     /// Starts a walk unless one is under way.
-    pub fn request(&mut self) {
+    pub(crate) fn request(&mut self) {
         if !self.busy
             && let Some(r) = &self.requests
         {
@@ -93,19 +93,19 @@ impl Walker {
         }
     }
 
-    pub fn busy(&self) -> bool {
+    pub(crate) fn busy(&self) -> bool {
         self.busy
     }
 
     /// The finished walk, if one finished; never waits.
-    pub fn try_take(&mut self) -> Option<Result<WalkResult, ObserverError>> {
+    pub(crate) fn try_take(&mut self) -> Option<Result<WalkResult, ObserverError>> {
         let r = self.results.try_recv().ok()?;
         self.busy = false;
         Some(r)
     }
 
     /// Waits for the walk under way (starting one if none is).
-    pub fn wait(&mut self) -> Result<WalkResult, ObserverError> {
+    pub(crate) fn wait(&mut self) -> Result<WalkResult, ObserverError> {
         self.request();
         let r = self.results.recv().map_err(|_| ObserverError::Io {
             what: "the socket walk thread".to_owned(),
@@ -127,7 +127,7 @@ impl Drop for Walker {
 }
 
 /// Sums every CPU's value of each of the first `len` slots of a per-CPU u64 array.
-pub fn sum_per_cpu(map: &Map, name: &str, len: usize) -> Result<Vec<u64>, ObserverError> {
+pub(crate) fn sum_per_cpu(map: &Map, name: &str, len: usize) -> Result<Vec<u64>, ObserverError> {
     let array: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(map_err(name))?;
     (0..len as u32)
         .map(|i| {
@@ -140,7 +140,7 @@ pub fn sum_per_cpu(map: &Map, name: &str, len: usize) -> Result<Vec<u64>, Observ
 }
 
 /// A second handle on a loaded per-CPU array, for another thread.
-pub fn duplicate_per_cpu(map: &Map, name: &str) -> Result<Map, ObserverError> {
+pub(crate) fn duplicate_per_cpu(map: &Map, name: &str) -> Result<Map, ObserverError> {
     let Map::PerCpuArray(data) = map else {
         return Err(ObserverError::NoObject);
     };

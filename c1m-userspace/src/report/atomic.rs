@@ -13,7 +13,7 @@ use thiserror::Error;
 /// A write that did not happen, with the file it failed on (`name.tmp` or `name`).
 #[derive(Debug, Error)]
 #[error("{}: {error}", path.display())]
-pub struct WriteError {
+pub(crate) struct WriteError {
     pub path: PathBuf,
     pub error: io::Error,
 }

@@ -25,7 +25,7 @@ pub struct ReportArgs {
 /// Regenerates the derived files of a run folder and prints the paths written; the exit
 /// code: 0, or [`EXIT_BAD_INPUT`] with one line on stderr when the folder's summary does
 /// not read (nothing is written then).
-pub fn main(args: ReportArgs) -> Result<i32> {
+pub(crate) fn main(args: ReportArgs) -> Result<i32> {
     let run = match load_run(&args.run_dir) {
         Ok(run) => run,
         Err(e) => {

@@ -31,7 +31,7 @@ pub(crate) enum Unit {
 
 impl Unit {
     /// The unit's name in compare.csv and compare.json.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Unit::Count => "count",
             Unit::PerSecond => "per_s",
@@ -41,7 +41,7 @@ impl Unit {
         }
     }
 
-    pub fn show(self, v: f64) -> String {
+    pub(crate) fn show(self, v: f64) -> String {
         match self {
             Unit::Count => count(v.max(0.0).round() as u64),
             Unit::PerSecond => format!("{}/s", num(v, if v.abs() < 100.0 { 1 } else { 0 })),

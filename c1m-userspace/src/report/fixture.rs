@@ -32,7 +32,7 @@ use crate::{
 };
 
 /// 2026-01-01T00:00:00Z.
-pub const START_UNIX_MS: u64 = 1_767_225_600_000;
+pub(crate) const START_UNIX_MS: u64 = 1_767_225_600_000;
 const CONNS: u64 = 1_000_000;
 const RATE: u64 = 50_000;
 

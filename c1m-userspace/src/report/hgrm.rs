@@ -18,10 +18,10 @@ use std::fmt::Write as _;
 use hdrhistogram::Histogram;
 
 /// Ticks per half distance to 100%, the Java default.
-pub const TICKS_PER_HALF_DISTANCE: u32 = 5;
+pub(crate) const TICKS_PER_HALF_DISTANCE: u32 = 5;
 
 /// The distribution of `h`, values divided by `divisor` (1.0 keeps the recorded unit).
-pub fn percentile_distribution(h: &Histogram<u64>, divisor: f64) -> String {
+pub(crate) fn percentile_distribution(h: &Histogram<u64>, divisor: f64) -> String {
     let digits = usize::from(h.sigfig());
     let mut out = format!(
         "{:>12} {:>14} {:>10} {:>14}\n\n",

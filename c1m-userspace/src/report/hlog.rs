@@ -142,8 +142,9 @@ impl IntervalRecorder {
         Ok(())
     }
 
+    #[cfg(test)]
     /// Intervals logged so far, per file stem.
-    pub fn intervals(&self) -> BTreeMap<String, usize> {
+    pub(crate) fn intervals(&self) -> BTreeMap<String, usize> {
         self.streams
             .iter()
             .map(|(k, s)| (k.clone(), s.intervals))
@@ -208,7 +209,7 @@ fn tag_safe(s: &str) -> String {
 
 /// The most of a `.hlog` read back: an interval line is ~275 B, so 256 MiB is ~1M
 /// intervals (a poll a second for 11 days); a crafted file stops here.
-pub const HLOG_CAP: u64 = 256 << 20;
+pub(crate) const HLOG_CAP: u64 = 256 << 20;
 
 /// The longest line read: one interval's histogram, V2-deflated and base64'd (a full
 /// [`new_hist`] is ~250 KB so).
@@ -216,7 +217,11 @@ const LINE_CAP: u64 = 4 << 20;
 
 /// One interval read back from a log.
 #[derive(Debug, Clone)]
-pub struct Interval {
+pub(crate) struct Interval {
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "read back by the writer's test")
+    )]
     pub tag: Option<String>,
     /// Seconds since the log's BaseTime (or the epoch without one).
     pub start_s: f64,
@@ -226,7 +231,7 @@ pub struct Interval {
 
 impl Interval {
     /// Decodes one line the crate's reader parsed.
-    pub fn decode(i: &IntervalLogHistogram<'_>) -> Result<Interval, String> {
+    pub(crate) fn decode(i: &IntervalLogHistogram<'_>) -> Result<Interval, String> {
         Ok(Interval {
             tag: i.tag().map(|t| t.as_str().to_owned()),
             start_s: i.start_timestamp().as_secs_f64(),
@@ -240,7 +245,7 @@ impl Interval {
 /// memory is one line and what `f` keeps, never the file (decoded, each interval is a
 /// whole histogram, ~185 KB: 40,000 of them once took 7.4 GB). Lines are parsed by the
 /// crate's reader; a line it cannot read ends it, naming the line.
-pub fn for_each_interval(
+pub(crate) fn for_each_interval(
     mut input: impl BufRead,
     mut f: impl FnMut(&IntervalLogHistogram<'_>) -> Result<(), String>,
 ) -> Result<(), String> {
@@ -346,7 +351,7 @@ pub(crate) fn read_run_logs(dir: &Path, quantiles: &[f64]) -> (Vec<RunLog>, Vec<
 
 /// Every interval of an interval log, decoded (tests: a long log is to be streamed).
 #[cfg(test)]
-pub fn read(text: &str) -> Result<Vec<Interval>, String> {
+pub(crate) fn read(text: &str) -> Result<Vec<Interval>, String> {
     let mut out = Vec::new();
     for_each_interval(text.as_bytes(), |i| {
         out.push(Interval::decode(i)?);

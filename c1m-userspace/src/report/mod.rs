@@ -15,7 +15,7 @@
 //! complete files of what was measured.
 
 pub(crate) mod atomic;
-pub mod cli;
+pub(crate) mod cli;
 pub(crate) mod figures;
 #[cfg(any(test, feature = "testkit"))]
 pub mod fixture;
@@ -25,7 +25,7 @@ pub mod hlog;
 pub(crate) mod html;
 pub(crate) mod multiples;
 pub(crate) mod palette;
-pub mod schema;
+pub(crate) mod schema;
 mod svg;
 pub(crate) mod timeseries;
 
@@ -46,7 +46,7 @@ use crate::workload::stats::histograms::{HIST_NAMES, HistError};
 
 /// The run's [`RunRecord`] as pretty JSON, in the run folder.
 pub const SUMMARY: &str = "summary.json";
-pub const SCHEMA: &str = "summary.schema.json";
+pub(crate) const SCHEMA: &str = "summary.schema.json";
 /// One row per second of the run ([`Sample`](super::model::Sample)), in the run folder.
 pub const TIMESERIES: &str = "timeseries.csv";
 /// The offline HTML report (inline SVG charts and tables), in the run folder.
@@ -54,11 +54,11 @@ pub const REPORT: &str = "report.html";
 
 /// The exit code of `c1m report`, `c1m compare` and `c1m merge` when an input is not a
 /// run folder they can read (one line on stderr names the file and the fix).
-pub const EXIT_BAD_INPUT: i32 = 2;
+pub(crate) const EXIT_BAD_INPUT: i32 = 2;
 
 /// The most of a `summary.json` read back. A summary grows ~1.7 KB a sample (one a
 /// second): 256 MiB is a run of ~40 hours; a crafted file stops here, not in memory.
-pub const SUMMARY_CAP: u64 = 256 << 20;
+pub(crate) const SUMMARY_CAP: u64 = 256 << 20;
 
 /// Keys a `summary.json` of any c1m version has; a JSON file without them is not one
 /// (`RunRecord` reads missing keys as defaults, so `{}` would read as a run of zeros).
@@ -173,7 +173,7 @@ pub enum HgrmUnit {
 
 impl HgrmUnit {
     /// What a recorded value (µs) is divided by.
-    pub fn divisor(self) -> f64 {
+    pub(crate) fn divisor(self) -> f64 {
         match self {
             HgrmUnit::Us => 1.0,
             HgrmUnit::Ms => 1000.0,
@@ -181,7 +181,7 @@ impl HgrmUnit {
     }
 
     /// The file stem for histogram `name` (`connect_us`) of `side`.
-    pub fn stem(self, side: &str, name: &str) -> String {
+    pub(crate) fn stem(self, side: &str, name: &str) -> String {
         match self {
             HgrmUnit::Us => format!("{side}-{name}"),
             HgrmUnit::Ms => format!("{side}-{}_ms", name.strip_suffix("_us").unwrap_or(name)),
@@ -191,7 +191,7 @@ impl HgrmUnit {
 
 /// Options of [`write_derived_with`]; [`write_run`] uses the defaults.
 #[derive(Debug, Clone, Default)]
-pub struct ExportOptions {
+pub(crate) struct ExportOptions {
     /// Also write `.hgrm` files in these units (µs files are always written).
     pub extra_hgrm_units: Vec<HgrmUnit>,
     /// Leave a `timeseries.csv` that exists as it is (`c1m report`: the run wrote it as it
@@ -217,11 +217,11 @@ pub fn write_run(dir: &Path, run: &RunRecord) -> Result<Vec<PathBuf>, ExportErro
 
 /// Writes every file derived from `run`, leaving `summary.json` and the `.hlog` files
 /// (raw measurements) alone: what `c1m report` regenerates.
-pub fn write_derived(dir: &Path, run: &RunRecord) -> Result<Vec<PathBuf>, ExportError> {
+pub(crate) fn write_derived(dir: &Path, run: &RunRecord) -> Result<Vec<PathBuf>, ExportError> {
     write_derived_with(dir, run, &ExportOptions::default())
 }
 
-pub fn write_derived_with(
+pub(crate) fn write_derived_with(
     dir: &Path,
     run: &RunRecord,
     opts: &ExportOptions,

@@ -34,7 +34,7 @@ pub(crate) struct RunStyle {
 
 impl RunStyle {
     /// The style of the `repeat`-th run (from 0) of the `setup`-th name (from 0).
-    pub fn of(setup: usize, repeat: usize) -> RunStyle {
+    pub(crate) fn of(setup: usize, repeat: usize) -> RunStyle {
         RunStyle {
             color: OKABE_ITO[setup % OKABE_ITO.len()],
             dash: REPEAT_DASH[repeat % REPEAT_DASH.len()],
@@ -44,7 +44,7 @@ impl RunStyle {
     }
 
     /// A small inline SVG of the line: for legends outside a chart.
-    pub fn swatch(&self) -> Markup {
+    pub(crate) fn swatch(&self) -> Markup {
         html! {
             svg.swatch width="30" height="10" aria-hidden="true" {
                 line x1="1" y1="5" x2="29" y2="5" stroke=(self.color) stroke-width="2.5"

@@ -5,7 +5,7 @@
 use crate::model::RunRecord;
 
 /// The JSON Schema (draft 2020-12) of `summary.json`.
-pub fn summary_schema() -> Result<String, serde_json::Error> {
+pub(crate) fn summary_schema() -> Result<String, serde_json::Error> {
     serde_json::to_string_pretty(&schemars::schema_for!(RunRecord))
 }
 

@@ -5,7 +5,7 @@
 use super::ExportError;
 use crate::model::Sample;
 
-pub fn csv(samples: &[Sample]) -> Result<String, ExportError> {
+pub(crate) fn csv(samples: &[Sample]) -> Result<String, ExportError> {
     let mut w = csv::Writer::from_writer(Vec::new());
     for s in samples {
         w.serialize(s)?;

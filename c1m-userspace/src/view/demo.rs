@@ -21,42 +21,41 @@ use crate::{
 };
 
 /// Wall clock of every reading in the demo (kernel and app read at the same instant).
-pub const UNIX_MS: u64 = 1_750_000_000_000;
-pub const TARGET: u64 = 1_000_000;
-pub const ELAPSED_S: f64 = 49.0;
+pub(crate) const UNIX_MS: u64 = 1_750_000_000_000;
+pub(crate) const TARGET: u64 = 1_000_000;
+pub(crate) const ELAPSED_S: f64 = 49.0;
 
-pub const SERVER_APP_OPEN: u64 = 600_000;
-pub const SERVER_ACCEPTED: u64 = 600_020;
+pub(crate) const SERVER_APP_OPEN: u64 = 600_000;
+pub(crate) const SERVER_ACCEPTED: u64 = 600_020;
 /// Connections in the accept queues (200 on port 8000, 212 on 8001).
-pub const QUEUE_DEPTH: u64 = 412;
-/// Ten listeners (ports 8000-8009) of 4,096 each.
-pub const QUEUE_LIMIT: u64 = 40_960;
-pub const SERVER_CLOSE_WAIT: i64 = 5;
+pub(crate) const QUEUE_DEPTH: u64 = 412;
+pub(crate) const SERVER_CLOSE_WAIT: i64 = 5;
 /// Held by the app, minus those the peer closed, plus the queued ones.
 pub const SERVER_KERNEL_ESTABLISHED: i64 =
     SERVER_APP_OPEN as i64 - SERVER_CLOSE_WAIT + QUEUE_DEPTH as i64;
 /// Handshakes dropped on port 8003, 30 of them final ACKs.
-pub const OVERFLOWS: u64 = 37;
-pub const OVERFLOW_ACKS: u64 = 30;
+pub(crate) const OVERFLOWS: u64 = 37;
+pub(crate) const OVERFLOW_ACKS: u64 = 30;
 
+/// Connections the demo client says are open.
 pub const CLIENT_APP_OPEN: u64 = 600_300;
-pub const CLIENT_CONNECTED: u64 = 600_310;
-pub const CLIENT_IN_FLIGHT: u64 = 86;
-pub const CLIENT_SYN_SENT: i64 = 37;
+pub(crate) const CLIENT_CONNECTED: u64 = 600_310;
+pub(crate) const CLIENT_IN_FLIGHT: u64 = 86;
+pub(crate) const CLIENT_SYN_SENT: i64 = 37;
 /// Open in the app plus the 49 whose WebSocket handshake is still running.
-pub const CLIENT_KERNEL_ESTABLISHED: i64 =
+pub(crate) const CLIENT_KERNEL_ESTABLISHED: i64 =
     CLIENT_APP_OPEN as i64 + CLIENT_IN_FLIGHT as i64 - CLIENT_SYN_SENT;
 
-pub const SERVER_TRANSITIONS_PER_S: f64 = 24_800.0;
-pub const CLIENT_TRANSITIONS_PER_S: f64 = 25_100.0;
-pub const SERVER_BYTES_PER_SOCKET: u64 = 3_328;
-pub const CLIENT_BYTES_PER_SOCKET: u64 = 3_456;
-pub const SERVER_RSS_BYTES: u64 = 1_300_000_000;
-pub const CLIENT_RSS_BYTES: u64 = 1_000_000_000;
-pub const UNAVAILABLE: &str =
+pub(crate) const SERVER_TRANSITIONS_PER_S: f64 = 24_800.0;
+pub(crate) const CLIENT_TRANSITIONS_PER_S: f64 = 25_100.0;
+pub(crate) const SERVER_BYTES_PER_SOCKET: u64 = 3_328;
+pub(crate) const CLIENT_BYTES_PER_SOCKET: u64 = 3_456;
+pub(crate) const SERVER_RSS_BYTES: u64 = 1_300_000_000;
+pub(crate) const CLIENT_RSS_BYTES: u64 = 1_000_000_000;
+pub(crate) const UNAVAILABLE: &str =
     "synack_retransmits: tracepoint tcp/tcp_retransmit_synack not found on this kernel";
 /// The setup rate the demo ramp settles at.
-pub const SETUP_PER_S: f64 = 12_450.0;
+pub(crate) const SETUP_PER_S: f64 = 12_450.0;
 
 /// The demo state: server and client columns both full, observer attached.
 pub fn state() -> LiveState {
@@ -119,7 +118,7 @@ fn side_memory(sockets: u64, bytes_per_socket: u64) -> SideMemory {
     }
 }
 
-pub fn kernel() -> KernelView {
+pub(crate) fn kernel() -> KernelView {
     let server_sockets = SERVER_KERNEL_ESTABLISHED as u64 + SERVER_CLOSE_WAIT as u64 + 10;
     let client_sockets = CLIENT_KERNEL_ESTABLISHED as u64 + CLIENT_SYN_SENT as u64;
     let server_mem = side_memory(server_sockets, SERVER_BYTES_PER_SOCKET);
@@ -234,7 +233,7 @@ fn snapshot(side: &str, phase: &str, rss: u64, baseline: u64, open: u64) -> AppS
     }
 }
 
-pub fn server() -> AppSnapshot {
+pub(crate) fn server() -> AppSnapshot {
     let mut a = snapshot(
         "server",
         "running",
@@ -253,7 +252,7 @@ pub fn server() -> AppSnapshot {
     a
 }
 
-pub fn client() -> AppSnapshot {
+pub(crate) fn client() -> AppSnapshot {
     let mut a = snapshot(
         "client",
         "ramp",

@@ -10,7 +10,7 @@
 #[cfg(any(test, feature = "testkit"))]
 pub mod demo;
 pub mod live_state;
-pub mod observe;
-pub mod plain;
+pub(crate) mod observe;
+pub(crate) mod plain;
 pub mod prometheus;
 pub mod tui;

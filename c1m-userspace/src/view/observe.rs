@@ -10,7 +10,7 @@ use crate::{
 
 /// One line: established per side, handshake states, accept queues, the setup rate,
 /// kernel memory.
-pub fn line(v: &KernelView) -> String {
+pub(crate) fn line(v: &KernelView) -> String {
     let f = Figures::of_sources(v.unix_ms, Some(v), None, None);
     let (s, c): (&SideFigures, &SideFigures) = (&f.server, &f.client);
     let n = |x: Option<i64>| x.map_or_else(|| NA.to_owned(), |x| x.to_string());

@@ -10,7 +10,7 @@ use crate::model::Source;
 use crate::view::live_state::LiveState;
 
 /// The keys of every line, in order.
-pub const KEYS: [&str; 29] = [
+pub(crate) const KEYS: [&str; 29] = [
     "t_s",
     "phase",
     "target",
@@ -43,7 +43,7 @@ pub const KEYS: [&str; 29] = [
 ];
 
 /// One line (no newline) with the key figures of both sides.
-pub fn line(state: &LiveState) -> String {
+pub(crate) fn line(state: &LiveState) -> String {
     let f = &state.figures;
     let mismatch = match f.mismatches() {
         None => NA.to_owned(),

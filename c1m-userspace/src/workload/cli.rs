@@ -257,7 +257,7 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
 impl ServerArgs {
     /// Every (address, port) to listen on: the checks `c1m run` also makes before it
     /// starts anything.
-    pub fn listen(&self) -> Result<Vec<SocketAddr>> {
+    pub(crate) fn listen(&self) -> Result<Vec<SocketAddr>> {
         let listen = product(&parse_addrs(&self.addrs)?, &parse_ports(&self.ports)?);
         if listen.is_empty() {
             bail!("no --addr to listen on");
@@ -267,7 +267,7 @@ impl ServerArgs {
 }
 
 /// `c1m server`.
-pub fn run_server(a: ServerArgs) -> Result<()> {
+pub(crate) fn run_server(a: ServerArgs) -> Result<()> {
     let listen = a.listen()?;
     // Before any shard binds, and held until the last one is gone.
     let _ports = super::port_lock::lock(&parse_ports(&a.ports)?, &parse_addrs(&a.addrs)?)?;
@@ -326,7 +326,7 @@ pub(crate) fn default_step(n: u64) -> u64 {
 }
 
 /// Where a client connects from and to, checked.
-pub struct ClientEndpoints {
+pub(crate) struct ClientEndpoints {
     pub targets: Vec<SocketAddr>,
     pub sources: Vec<IpAddr>,
     pub source_ports: Option<(u16, u16)>,
@@ -335,7 +335,7 @@ pub struct ClientEndpoints {
 impl ClientArgs {
     /// Targets, sources and source ports: the checks `c1m run` also makes before it
     /// starts anything.
-    pub fn endpoints(&self) -> Result<ClientEndpoints> {
+    pub(crate) fn endpoints(&self) -> Result<ClientEndpoints> {
         let targets = product(&parse_addrs(&self.hosts)?, &parse_ports(&self.ports)?);
         if targets.is_empty() {
             bail!("no --addr to connect to");
@@ -376,7 +376,7 @@ impl ClientArgs {
 }
 
 /// `c1m worker` (hidden): one shard driven by its supervisor over stdin/stdout.
-pub fn run_worker(_a: WorkerArgs) -> Result<()> {
+pub(crate) fn run_worker(_a: WorkerArgs) -> Result<()> {
     super::shard::worker_main()
 }
 

@@ -20,7 +20,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Mode::Hold => "hold",
             Mode::Echo => "echo",
@@ -63,7 +63,7 @@ impl EngineKind {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ServerShardConfig {
+pub(crate) struct ServerShardConfig {
     pub shard: u32,
     #[serde(default)]
     pub engine: EngineKind,
@@ -81,7 +81,7 @@ pub struct ServerShardConfig {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ClientShardConfig {
+pub(crate) struct ClientShardConfig {
     pub shard: u32,
     #[serde(default)]
     pub engine: EngineKind,
@@ -130,7 +130,7 @@ impl ClientShardConfig {
     /// Destinations rotate fastest, then sources, so the N connections are spread evenly
     /// over all (source, destination) pairs: each pair has its own ephemeral-port space.
     /// With explicit source ports, `g` maps to a unique (address, port) pair instead.
-    pub fn endpoints(&self, g: u64) -> (Option<SocketAddr>, SocketAddr) {
+    pub(crate) fn endpoints(&self, g: u64) -> (Option<SocketAddr>, SocketAddr) {
         let t = self.targets.len().max(1) as u64;
         let dst = self.targets[(g % t) as usize];
         if self.sources.is_empty() {
@@ -155,14 +155,14 @@ impl ClientShardConfig {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum ShardConfig {
+pub(crate) enum ShardConfig {
     Server(ServerShardConfig),
     Client(ClientShardConfig),
 }
 
 /// Supervisor → shard commands (a JSON line on a worker's stdin).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ShardCommand {
+pub(crate) enum ShardCommand {
     /// Client: begin the ramp; `t0_mono_ns` is the common epoch of the setup timeline.
     Start { t0_mono_ns: u64 },
     /// Server: write one push frame to every open WebSocket connection.

@@ -66,7 +66,7 @@ pub enum ShareError {
 }
 
 /// Parses `I/N` (a clap value parser).
-pub fn parse_shard(s: &str) -> Result<ShardOf, ShareError> {
+pub(crate) fn parse_shard(s: &str) -> Result<ShardOf, ShareError> {
     let bad = || ShareError::BadShard(s.to_owned());
     let (i, n) = s.split_once('/').ok_or_else(bad)?;
     let index: u64 = i.trim().parse().map_err(|_| bad())?;
@@ -117,20 +117,20 @@ impl ShardOf {
     }
 
     /// Global index of this host's first connection (the hosts before it, summed).
-    pub fn first(self, total: u64) -> u64 {
+    pub(crate) fn first(self, total: u64) -> u64 {
         let (q, r) = (total / self.count, total % self.count);
         self.index * q + self.index.min(r)
     }
 
     /// This host's share of the setup rate: proportional to its connections, so every
     /// host ramps for the same time and the hosts together ramp at `rate`.
-    pub fn rate(self, rate: f64, total: Connections) -> Result<f64, ShareError> {
+    pub(crate) fn rate(self, rate: f64, total: Connections) -> Result<f64, ShareError> {
         Ok(rate * self.connections(total)?.get() as f64 / total.get() as f64)
     }
 
     /// This host's source addresses: a contiguous slice, the remainder spread as for
     /// connections. None given: the host's own address (empty stays empty).
-    pub fn sources(self, all: &[IpAddr]) -> Result<Vec<IpAddr>, ShareError> {
+    pub(crate) fn sources(self, all: &[IpAddr]) -> Result<Vec<IpAddr>, ShareError> {
         if all.is_empty() {
             return Ok(Vec::new());
         }
@@ -148,7 +148,7 @@ impl ShardOf {
 }
 
 /// Parses `--start-at`: RFC 3339 (`2026-11-30T15:00:00Z`) or unix seconds (decimals allowed).
-pub fn parse_start_at(s: &str) -> Result<SystemTime, ShareError> {
+pub(crate) fn parse_start_at(s: &str) -> Result<SystemTime, ShareError> {
     let t = s.trim();
     if let Ok(secs) = t.parse::<f64>() {
         return Duration::try_from_secs_f64(secs)

@@ -54,18 +54,18 @@ use super::control;
 /// Descriptors every process keeps for itself: stdio, the epoll instances, tokio's
 /// eventfd and signal pipe, IPC pipes, /proc reads. 64 is ~3× what a worker uses, so a
 /// burst of /proc reads never eats into connections.
-pub const FD_RESERVE: u64 = 64;
+pub(crate) const FD_RESERVE: u64 = 64;
 
 /// Descriptors the process serving the control endpoint keeps for it on top: its
 /// listener, [`control::MAX_SESSIONS`] sessions, and one more for a connection accepted
 /// only to be told "too many" and closed. Reserved up front, so control connections
 /// (10,000 idle ones, say) never take a data connection's descriptor.
-pub const CONTROL_FDS: u64 = control::MAX_SESSIONS as u64 + 2;
+pub(crate) const CONTROL_FDS: u64 = control::MAX_SESSIONS as u64 + 2;
 
 /// Connections one process may hold: RLIMIT_NOFILE less its listeners, the reserve every
 /// process keeps and, in the process that serves the control endpoint (the supervisor,
 /// which holds connections itself when it runs thread shards), the control reserve.
-pub fn conn_cap(nofile: NoFile, listeners: u64, serves_control: bool) -> u64 {
+pub(crate) fn conn_cap(nofile: NoFile, listeners: u64, serves_control: bool) -> u64 {
     let control = if serves_control { CONTROL_FDS } else { 0 };
     nofile
         .soft
@@ -75,7 +75,7 @@ pub fn conn_cap(nofile: NoFile, listeners: u64, serves_control: bool) -> u64 {
 
 /// Target load per server worker as a fraction of its cap: measured shares spread ~6–7%
 /// around the mean with outliers at +13% (see the module docs).
-pub const SERVER_FILL: f64 = 0.75;
+pub(crate) const SERVER_FILL: f64 = 0.75;
 
 /// This process's RLIMIT_NOFILE (open fds).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,7 +104,7 @@ pub fn raise_nofile() -> io::Result<NoFile> {
 
 /// How a side runs.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Worker processes (true) or threads in this process (false).
     pub processes: bool,
     /// Client: connections per shard. Server: one entry per shard (its expected share).
@@ -134,7 +134,7 @@ fn split_even(n: u64, w: u64) -> Vec<u64> {
 
 /// Plans a server expecting `expected` concurrent connections over `listeners` listen
 /// sockets per worker. `workers`: force that many worker processes (0 = decide).
-pub fn plan_server(
+pub(crate) fn plan_server(
     expected: u64,
     listeners: u64,
     nofile: NoFile,
@@ -181,7 +181,7 @@ pub fn plan_server(
 }
 
 /// Plans a client opening `n` connections.
-pub fn plan_client(n: u64, nofile: NoFile, workers: u64, threads: u64) -> Plan {
+pub(crate) fn plan_client(n: u64, nofile: NoFile, workers: u64, threads: u64) -> Plan {
     let why = format!("RLIMIT_NOFILE {} per process", nofile.soft);
     let one = conn_cap(nofile, 0, true);
     if workers == 0 && n <= one {
@@ -220,7 +220,7 @@ pub fn plan_client(n: u64, nofile: NoFile, workers: u64, threads: u64) -> Plan {
 
 /// The kernel's ephemeral port range (net.ipv4.ip_local_port_range), for the capacity
 /// warning: each (source address, destination) pair can hold this many connections.
-pub fn ephemeral_ports() -> Option<u64> {
+pub(crate) fn ephemeral_ports() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
     let mut it = s.split_whitespace().filter_map(|v| v.parse::<u64>().ok());
     let (lo, hi) = (it.next()?, it.next()?);

@@ -18,20 +18,20 @@
 //! | `sys`        | epoll, clocks, read/write/accept wrappers                            |
 //! | `cli`        | `c1m server` / `c1m client` / `c1m worker` arguments                  |
 
-pub mod cli;
+pub(crate) mod cli;
 pub mod config;
 pub mod control;
 pub mod engine;
 pub mod host_share;
 pub mod limits;
-pub mod port_lock;
-pub mod push_format;
+pub(crate) mod port_lock;
+pub(crate) mod push_format;
 pub mod push_rule;
-pub mod push_trigger;
-pub mod shard;
-pub mod sockopt;
+pub(crate) mod push_trigger;
+pub(crate) mod shard;
+pub(crate) mod sockopt;
 pub mod stats;
-pub mod supervisor;
-pub mod sys;
-pub mod tokio_engine;
+pub(crate) mod supervisor;
+pub(crate) mod sys;
+pub(crate) mod tokio_engine;
 pub mod ws;

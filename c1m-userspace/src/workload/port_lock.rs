@@ -22,7 +22,7 @@ use crate::procstat;
 
 /// Who holds a port.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Holder {
+pub(crate) struct Holder {
     pub pid: u32,
     pub command_line: String,
 }
@@ -37,7 +37,7 @@ impl std::fmt::Display for Holder {
 }
 
 #[derive(Debug, Error)]
-pub enum PortError {
+pub(crate) enum PortError {
     #[error(
         "port {port} is taken: {holder} listens on it; use other --ports, or stop it{}",
         stop_hint(holder)
@@ -73,7 +73,7 @@ fn stop_hint(h: &Holder) -> String {
 
 impl PortError {
     /// The holder, when the port is taken.
-    pub fn holder(&self) -> Option<(u16, &Holder)> {
+    pub(crate) fn holder(&self) -> Option<(u16, &Holder)> {
         match self {
             PortError::Taken { port, holder } => Some((*port, holder)),
             PortError::Io { .. } | PortError::State(_) | PortError::NotOwner { .. } => None,
@@ -83,7 +83,7 @@ impl PortError {
 
 /// The ports this process owns; dropping it (or dying) lets them go.
 #[derive(Debug)]
-pub struct PortLocks {
+pub(crate) struct PortLocks {
     _files: Vec<File>,
 }
 
@@ -127,7 +127,7 @@ fn sweep_dead_namespaces(dir: &std::path::Path, here: u32) {
 
 /// Takes every port in `ports` for this process, or names the first holder. Call it
 /// before any socket binds; keep the result as long as the listeners live.
-pub fn lock(ports: &[u16], addrs: &[IpAddr]) -> Result<PortLocks, PortError> {
+pub(crate) fn lock(ports: &[u16], addrs: &[IpAddr]) -> Result<PortLocks, PortError> {
     if let (Ok(dir), Some(here)) = (
         crate::state_dir::runtime_dir(),
         crate::observer::procfs::own_netns_inum(),
@@ -180,7 +180,7 @@ pub fn lock(ports: &[u16], addrs: &[IpAddr]) -> Result<PortLocks, PortError> {
 
 /// A worker's check before it binds: every port is locked, and by `owner` (its
 /// supervisor), so a worker joins only the SO_REUSEPORT groups its own supervisor owns.
-pub fn verify_owner(ports: &[u16], owner: u32) -> Result<(), PortError> {
+pub(crate) fn verify_owner(ports: &[u16], owner: u32) -> Result<(), PortError> {
     for &port in ports {
         let path = lock_path(port)?;
         let holder: Option<Holder> = std::fs::read_to_string(&path)
@@ -204,7 +204,7 @@ pub fn verify_owner(ports: &[u16], owner: u32) -> Result<(), PortError> {
 }
 
 /// Whether `ports` could be taken now (they are let go at once): for a preflight.
-pub fn check(ports: &[u16], addrs: &[IpAddr]) -> Result<(), PortError> {
+pub(crate) fn check(ports: &[u16], addrs: &[IpAddr]) -> Result<(), PortError> {
     lock(ports, addrs).map(drop)
 }
 

@@ -29,7 +29,7 @@ pub enum PushFormat {
 
 /// What one data frame said.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stamp {
+pub(crate) enum Stamp {
     /// c1m's frame: push id, broadcast start and write time, ns since the epoch.
     C1m {
         id: u64,
@@ -74,7 +74,7 @@ impl fmt::Display for PushFormat {
 }
 
 /// A clap value parser: one line naming the formats.
-pub fn parse(s: &str) -> Result<PushFormat, String> {
+pub(crate) fn parse(s: &str) -> Result<PushFormat, String> {
     s.parse()
 }
 
@@ -104,7 +104,7 @@ fn by_magnitude(v: &serde_json::Value) -> Option<u64> {
 
 impl PushFormat {
     /// The stamp in a data frame, or None when the frame is not a push of this format.
-    pub fn decode(&self, text: bool, p: &[u8]) -> Option<Stamp> {
+    pub(crate) fn decode(&self, text: bool, p: &[u8]) -> Option<Stamp> {
         let decimal = |scale: u64| {
             std::str::from_utf8(p)
                 .ok()?

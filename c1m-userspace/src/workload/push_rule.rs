@@ -39,7 +39,7 @@ pub enum PushInstant {
 
 impl PushInstant {
     /// The flag's value (`--push-latency broadcast`).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             PushInstant::Broadcast => "broadcast",
             PushInstant::Write => "write",
@@ -47,7 +47,7 @@ impl PushInstant {
     }
 
     /// In a sentence: "from the broadcast start".
-    pub fn text(self) -> &'static str {
+    pub(crate) fn text(self) -> &'static str {
         match self {
             PushInstant::Broadcast => "the broadcast start",
             PushInstant::Write => "the frame's write",
@@ -81,7 +81,7 @@ pub enum FrameStamps {
 impl FrameStamps {
     /// What frames of `format` carry; a one-stamp format's instant is `stated` (None:
     /// unknown).
-    pub fn of(format: &PushFormat, stated: Option<PushInstant>) -> FrameStamps {
+    pub(crate) fn of(format: &PushFormat, stated: Option<PushInstant>) -> FrameStamps {
         match (format, stated) {
             (PushFormat::C1m, _) => FrameStamps::BroadcastAndWrite,
             (_, Some(PushInstant::Broadcast)) => FrameStamps::Broadcast,
@@ -92,7 +92,7 @@ impl FrameStamps {
 
     /// The instant a per-message latency is measured from when `rule` is asked: the
     /// rule's own if the frames carry it, else the one they carry (None: unknown).
-    pub fn measured_from(self, rule: PushInstant) -> Option<PushInstant> {
+    pub(crate) fn measured_from(self, rule: PushInstant) -> Option<PushInstant> {
         match self {
             FrameStamps::BroadcastAndWrite => Some(rule),
             FrameStamps::Broadcast => Some(PushInstant::Broadcast),
@@ -139,7 +139,7 @@ impl PushRule {
     /// The rule of a run: `latency_from` asked, frames of `format` whose one stamp's
     /// instant is `stated`, and `triggered` when the clients are told each trigger's
     /// instant.
-    pub fn new(
+    pub(crate) fn new(
         latency_from: PushInstant,
         format: &PushFormat,
         stated: Option<PushInstant>,
@@ -157,7 +157,10 @@ impl PushRule {
     }
 
     /// `--push-stamp` is for a one-stamp format: c1m's frame carries both instants.
-    pub fn check_stamp(format: &PushFormat, stated: Option<PushInstant>) -> Result<(), String> {
+    pub(crate) fn check_stamp(
+        format: &PushFormat,
+        stated: Option<PushInstant>,
+    ) -> Result<(), String> {
         match (format, stated) {
             (PushFormat::C1m, Some(i)) => Err(format!(
                 "--push-stamp {i} is for a one-stamp --push-format: c1m's frame carries both the broadcast start and the write"
@@ -179,7 +182,7 @@ impl PushRule {
 
     /// The tail of the per-message histogram's title, naming what it was measured from.
     /// No parenthesis: `c1m compare` matches titles on the part before one.
-    pub fn message_title(&self) -> String {
+    pub(crate) fn message_title(&self) -> String {
         match self.measured_from() {
             Some(i) if self.follows() => format!(", from {}", i.text()),
             Some(i) => format!(", from {}, cannot follow {}", i.text(), self.latency_from),
@@ -188,7 +191,7 @@ impl PushRule {
     }
 
     /// The tail of the fan-out histogram's title.
-    pub fn fanout_title(&self) -> &'static str {
+    pub(crate) fn fanout_title(&self) -> &'static str {
         match self.fanout_from {
             FanoutFrom::Trigger => ", from the trigger, on the client's clock",
             FanoutFrom::BroadcastStart => ", from the broadcast start, on the server's clock",
@@ -197,7 +200,7 @@ impl PushRule {
     }
 
     /// What "the last frame N s after …" is after.
-    pub fn fanout_origin(&self) -> &'static str {
+    pub(crate) fn fanout_origin(&self) -> &'static str {
         match self.fanout_from {
             FanoutFrom::Trigger => "the trigger (client's clock)",
             FanoutFrom::BroadcastStart => "the broadcast began (server's clock)",
@@ -206,7 +209,7 @@ impl PushRule {
     }
 
     /// The rule in one line, as the summary and the report's push section state it.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let message = match self.measured_from() {
             Some(i) if self.follows() => format!(
                 "per message from {}{}",
@@ -237,7 +240,7 @@ impl PushRule {
 }
 
 /// A clap value parser for `--push-stamp` / `--push-latency`.
-pub fn parse(s: &str) -> Result<PushInstant, String> {
+pub(crate) fn parse(s: &str) -> Result<PushInstant, String> {
     <PushInstant as clap::ValueEnum>::from_str(s, false)
         .map_err(|_| format!("unknown push instant {s:?}: broadcast or write"))
 }

@@ -136,13 +136,13 @@ impl fmt::Display for PushTrigger {
 }
 
 /// A clap value parser: one line naming the triggers.
-pub fn parse(s: &str) -> Result<PushTrigger, String> {
+pub(crate) fn parse(s: &str) -> Result<PushTrigger, String> {
     s.parse()
 }
 
 /// A command line split into words as a shell would split it, with no shell run; None
 /// when it is empty or badly quoted.
-pub fn split_words(cmd: &str) -> Option<Vec<String>> {
+pub(crate) fn split_words(cmd: &str) -> Option<Vec<String>> {
     shlex::split(cmd).filter(|argv| !argv.is_empty())
 }
 
@@ -152,7 +152,7 @@ const TRIGGER_TIMEOUT: Duration = Duration::from_secs(10);
 impl PushTrigger {
     /// Fires a trigger other than `control` (the lab drives that one itself) at the
     /// server `pid` (needed for a signal).
-    pub async fn fire(&self, pid: Option<u32>) -> Result<()> {
+    pub(crate) async fn fire(&self, pid: Option<u32>) -> Result<()> {
         match self {
             PushTrigger::Control | PushTrigger::None => Ok(()),
             PushTrigger::Signal(sig) => {

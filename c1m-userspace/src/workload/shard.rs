@@ -30,7 +30,7 @@ use super::{
 };
 
 /// The supervisor's handle on one shard.
-pub struct ShardHandle {
+pub(crate) struct ShardHandle {
     pub shard: u32,
     pub pid: u32,
     pub process: bool,
@@ -46,7 +46,7 @@ enum CommandTx {
 
 impl ShardHandle {
     /// Sends a command; a shard that is gone is already reported by its `Exited` event.
-    pub fn send(&self, c: ShardCommand) {
+    pub(crate) fn send(&self, c: ShardCommand) {
         match &self.cmd {
             CommandTx::Thread(tx, wake) => {
                 if tx.send(c).is_ok() {
@@ -82,7 +82,7 @@ fn shard_of(cfg: &ShardConfig) -> u32 {
 
 /// Starts a shard as a thread of this process. `open` is shared by all thread shards: they
 /// share the process's fd limit.
-pub fn spawn_thread(
+pub(crate) fn spawn_thread(
     cfg: ShardConfig,
     events: mpsc::UnboundedSender<ShardEvent>,
     open: Arc<AtomicU64>,
@@ -117,7 +117,7 @@ pub fn spawn_thread(
 }
 
 /// Starts a shard as a worker process.
-pub async fn spawn_process(
+pub(crate) async fn spawn_process(
     cfg: ShardConfig,
     events: mpsc::UnboundedSender<ShardEvent>,
 ) -> Result<ShardHandle> {
@@ -197,7 +197,7 @@ pub async fn spawn_process(
 /// The body of `c1m worker`: one shard in this process, driven over stdin/stdout. The
 /// process stays single-threaded: one thread means an unshared fd table, so socket syscalls
 /// skip taking file references.
-pub fn worker_main() -> Result<()> {
+pub(crate) fn worker_main() -> Result<()> {
     super::limits::raise_nofile().context("RLIMIT_NOFILE")?;
     // Straight from fd 0, not through std's buffered stdin: bytes after the first line must
     // not be left in a buffer the engine never reads.

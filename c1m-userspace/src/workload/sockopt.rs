@@ -46,7 +46,7 @@ fn set_bind_address_no_port(fd: BorrowedFd<'_>) -> io::Result<()> {
 /// A non-blocking listener with SO_REUSEPORT, so every worker process binds the same
 /// ports and the kernel spreads incoming connections over them (see `limits.rs`).
 /// `backlog` is capped by the kernel at `net.core.somaxconn`.
-pub fn listener(addr: &SocketAddr, backlog: i32) -> io::Result<OwnedFd> {
+pub(crate) fn listener(addr: &SocketAddr, backlog: i32) -> io::Result<OwnedFd> {
     let fd = tcp_socket(addr)?;
     sockopt::set_socket_reuseaddr(&fd, true)?;
     sockopt::set_socket_reuseport(&fd, true)?;
@@ -56,7 +56,7 @@ pub fn listener(addr: &SocketAddr, backlog: i32) -> io::Result<OwnedFd> {
 }
 
 /// Outcome of starting a non-blocking connect.
-pub enum Connecting {
+pub(crate) enum Connecting {
     /// The handshake is under way: wait for EPOLLOUT, then check [`take_error`].
     InProgress(OwnedFd),
     /// Connected at once (possible on loopback).
@@ -70,7 +70,7 @@ pub enum Connecting {
 /// at ~28k connections in total; with the option the kernel picks the port at `connect()`
 /// per 4-tuple, so each (source, destination) pair has the whole ephemeral range.
 /// An explicit source port is bound with SO_REUSEADDR so TIME_WAIT remnants do not block it.
-pub fn connect(
+pub(crate) fn connect(
     src: Option<&SocketAddr>,
     dst: &SocketAddr,
     nodelay: bool,
@@ -96,18 +96,18 @@ pub fn connect(
 
 /// TCP_NODELAY: echo and WebSocket traffic is small request/response writes, which Nagle
 /// would delay by up to one RTT of the peer's delayed ACK.
-pub fn set_nodelay(fd: BorrowedFd<'_>) -> io::Result<()> {
+pub(crate) fn set_nodelay(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(sockopt::set_tcp_nodelay(fd, true)?)
 }
 
 /// The pending error of a socket (SO_ERROR), e.g. the result of a non-blocking connect.
-pub fn take_error(fd: BorrowedFd<'_>) -> io::Result<Option<io::Error>> {
+pub(crate) fn take_error(fd: BorrowedFd<'_>) -> io::Result<Option<io::Error>> {
     Ok(sockopt::socket_error(fd)?.err().map(io::Error::from))
 }
 
 /// Closes with RST instead of FIN (SO_LINGER 0): used for over-capacity rejections so the
 /// client sees a reset at once and no TIME_WAIT is left behind.
-pub fn set_linger_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
+pub(crate) fn set_linger_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
     // Some(0 s): l_onoff 1, l_linger 0.
     Ok(sockopt::set_socket_linger(fd, Some(Duration::ZERO))?)
 }

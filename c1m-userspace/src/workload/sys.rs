@@ -14,16 +14,16 @@ use rustix::{
 };
 
 /// An epoll instance.
-pub struct Epoll {
+pub(crate) struct Epoll {
     fd: OwnedFd,
 }
 
 /// Events per `epoll_wait`: enough to amortise the syscall at 30k conn/s and 250k echo/s,
 /// small enough (12 KiB) to stay in cache and keep the time per batch short.
-pub const MAX_EVENTS: usize = 1024;
+pub(crate) const MAX_EVENTS: usize = 1024;
 
 /// A reusable array for [`Epoll::wait`].
-pub struct Events {
+pub(crate) struct Events {
     buf: Vec<epoll::Event>,
     len: usize,
 }
@@ -42,30 +42,26 @@ impl Default for Events {
 }
 
 impl Events {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// The i-th ready (event mask, token) pair. epoll_event is packed on x86_64, so the
     /// fields are copied out rather than borrowed.
-    pub fn get(&self, i: usize) -> (u32, u64) {
+    pub(crate) fn get(&self, i: usize) -> (u32, u64) {
         let epoll::Event { flags, data } = self.buf[i];
         (flags.bits(), data.u64())
     }
 }
 
 impl Epoll {
-    pub fn new() -> io::Result<Epoll> {
+    pub(crate) fn new() -> io::Result<Epoll> {
         Ok(Epoll {
             fd: epoll::create(epoll::CreateFlags::CLOEXEC)?,
         })
     }
 
-    pub fn add(&self, fd: BorrowedFd<'_>, events: u32, token: u64) -> io::Result<()> {
+    pub(crate) fn add(&self, fd: BorrowedFd<'_>, events: u32, token: u64) -> io::Result<()> {
         Ok(epoll::add(
             &self.fd,
             fd,
@@ -74,7 +70,7 @@ impl Epoll {
         )?)
     }
 
-    pub fn modify(&self, fd: BorrowedFd<'_>, events: u32, token: u64) -> io::Result<()> {
+    pub(crate) fn modify(&self, fd: BorrowedFd<'_>, events: u32, token: u64) -> io::Result<()> {
         Ok(epoll::modify(
             &self.fd,
             fd,
@@ -83,14 +79,10 @@ impl Epoll {
         )?)
     }
 
-    pub fn delete(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
-        Ok(epoll::delete(&self.fd, fd)?)
-    }
-
     /// Waits up to `timeout_ms` (0: just poll, negative: no limit) and fills `events`.
     /// rustix makes this the same `epoll_pwait(.., NULL sigmask)` syscall libc's
     /// `epoll_wait` makes, the milliseconds passed through unchanged.
-    pub fn wait(&self, events: &mut Events, timeout_ms: i32) -> io::Result<()> {
+    pub(crate) fn wait(&self, events: &mut Events, timeout_ms: i32) -> io::Result<()> {
         let timeout = (timeout_ms >= 0).then(|| Timespec {
             tv_sec: i64::from(timeout_ms / 1000),
             tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
@@ -112,24 +104,24 @@ impl AsFd for Epoll {
 
 /// An eventfd: how a thread shard's supervisor wakes the shard's `epoll_wait` when it
 /// queues a command (the fd sits in the shard's epoll set).
-pub struct EventFd {
+pub(crate) struct EventFd {
     fd: OwnedFd,
 }
 
 impl EventFd {
-    pub fn new() -> io::Result<EventFd> {
+    pub(crate) fn new() -> io::Result<EventFd> {
         Ok(EventFd {
             fd: rustix::event::eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC)?,
         })
     }
 
     /// Makes the fd readable (a counter overflow cannot happen at one write per command).
-    pub fn notify(&self) {
+    pub(crate) fn notify(&self) {
         let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
     }
 
     /// Resets the counter so the fd stops polling readable.
-    pub fn drain(&self) {
+    pub(crate) fn drain(&self) {
         let mut v = [0u8; 8];
         // EAGAIN (nothing to drain) is fine.
         let _ = rustix::io::read(&self.fd, &mut v);
@@ -143,7 +135,7 @@ impl AsFd for EventFd {
 }
 
 /// Sets O_NONBLOCK on `fd` (a worker's stdin pipe, watched by its epoll set).
-pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+pub(crate) fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     let flags = rustix::fs::fcntl_getfl(fd)?;
     Ok(rustix::fs::fcntl_setfl(
         fd,
@@ -153,17 +145,17 @@ pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
 
 /// Milliseconds from `now` until `deadline` (both monotonic ns) for `epoll_wait`, rounded up
 /// so a wait never ends just before its deadline and spins; 0 once it has passed.
-pub fn ms_until(now: u64, deadline: u64) -> i32 {
+pub(crate) fn ms_until(now: u64, deadline: u64) -> i32 {
     deadline
         .saturating_sub(now)
         .div_ceil(1_000_000)
         .min(i32::MAX as u64) as i32
 }
 
-pub const EPOLLIN: u32 = epoll::EventFlags::IN.bits();
-pub const EPOLLOUT: u32 = epoll::EventFlags::OUT.bits();
-pub const EPOLLERR: u32 = epoll::EventFlags::ERR.bits();
-pub const EPOLLHUP: u32 = epoll::EventFlags::HUP.bits();
+pub(crate) const EPOLLIN: u32 = epoll::EventFlags::IN.bits();
+pub(crate) const EPOLLOUT: u32 = epoll::EventFlags::OUT.bits();
+pub(crate) const EPOLLERR: u32 = epoll::EventFlags::ERR.bits();
+pub(crate) const EPOLLHUP: u32 = epoll::EventFlags::HUP.bits();
 
 /// Both clocks always exist on Linux; rustix reads them through the vDSO, as libc does.
 fn clock(id: ClockId) -> u64 {
@@ -175,23 +167,23 @@ fn clock(id: ClockId) -> u64 {
 
 /// CLOCK_REALTIME in ns: comparable across processes, so push stamps written by a server
 /// worker can be subtracted from receive times taken by a client worker.
-pub fn realtime_ns() -> u64 {
+pub(crate) fn realtime_ns() -> u64 {
     clock(ClockId::Realtime)
 }
 
 /// CLOCK_MONOTONIC in ns: one clock for all processes of the box, so the supervisor can
 /// hand workers a common ramp epoch.
-pub fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     clock(ClockId::Monotonic)
 }
 
 /// Non-blocking read. `Ok(0)` is end of stream.
-pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     Ok(rustix::io::read(fd, buf)?)
 }
 
 /// Non-blocking write; MSG_NOSIGNAL so a peer reset is an EPIPE error, not a SIGPIPE.
-pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+pub(crate) fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     Ok(rustix::net::send(fd, buf, SendFlags::NOSIGNAL)?)
 }
 
@@ -199,7 +191,7 @@ pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
 /// the FIN that `close()` sends rides in the same segment (`tcp_send_fin` tacks it onto
 /// an unsent tail). Two segments in flight would arm the tail-loss probe at
 /// 2·srtt + 2 jiffies, before a peer that delays its ACK answers (tests/workload_tlp.rs).
-pub fn write_before_close(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+pub(crate) fn write_before_close(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     Ok(rustix::net::send(
         fd,
         buf,
@@ -208,7 +200,7 @@ pub fn write_before_close(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
 }
 
 /// accept4 with the accepted socket already non-blocking and close-on-exec.
-pub fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+pub(crate) fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     Ok(rustix::net::accept_with(
         listener,
         SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
@@ -216,7 +208,7 @@ pub fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
 }
 
 /// Fills `buf` from the kernel's CSPRNG (seeds for WebSocket keys and masks).
-pub fn random_bytes(buf: &mut [u8]) {
+pub(crate) fn random_bytes(buf: &mut [u8]) {
     // A short or failed read leaves the time-based fallback.
     let n = rustix::rand::getrandom(&mut *buf, rustix::rand::GetRandomFlags::empty()).unwrap_or(0);
     if n < buf.len() {
@@ -229,7 +221,7 @@ pub fn random_bytes(buf: &mut [u8]) {
 
 /// SplitMix64: a fast, well-mixed 64-bit hash, used for deterministic echo payloads and
 /// per-connection WebSocket keys, so neither has to be stored per connection.
-pub fn splitmix64(mut z: u64) -> u64 {
+pub(crate) fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -237,10 +229,10 @@ pub fn splitmix64(mut z: u64) -> u64 {
 }
 
 /// The errno of an I/O error, if it has one.
-pub fn errno(e: &io::Error) -> Option<rustix::io::Errno> {
+pub(crate) fn errno(e: &io::Error) -> Option<rustix::io::Errno> {
     rustix::io::Errno::from_io_error(e)
 }
 
-pub fn would_block(e: &io::Error) -> bool {
+pub(crate) fn would_block(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::WouldBlock
 }

@@ -19,21 +19,21 @@ use std::{
 use rustix::event::{PollFd, PollFlags, Timespec};
 
 /// Bytes kept from the start of the output.
-pub const HEAD: usize = 1 << 20;
+pub(crate) const HEAD: usize = 1 << 20;
 /// Bytes kept from the end of the output.
-pub const TAIL: usize = 1 << 20;
+pub(crate) const TAIL: usize = 1 << 20;
 /// How stale the tail on disk may be while output keeps coming.
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
 
 /// A log being written by a reader thread; the write end goes to the child.
-pub struct CappedLog {
+pub(crate) struct CappedLog {
     done: mpsc::Receiver<()>,
 }
 
 impl CappedLog {
     /// Creates `path` and a pipe into it: give the returned fd to the child as its
     /// stdout or stderr (it is close-on-exec here, so no other child inherits it).
-    pub fn create(path: &Path) -> io::Result<(CappedLog, OwnedFd)> {
+    pub(crate) fn create(path: &Path) -> io::Result<(CappedLog, OwnedFd)> {
         let file = File::create(path)?;
         let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
         let (tx, done) = mpsc::channel();
@@ -48,7 +48,7 @@ impl CappedLog {
 
     /// Waits (at most `limit`) until every writer has closed its end and the file is
     /// final; a writer that outlives the wait leaves a tail at most [`FLUSH_EVERY`] old.
-    pub fn finish(&self, limit: Duration) {
+    pub(crate) fn finish(&self, limit: Duration) {
         let _ = self.done.recv_timeout(limit);
     }
 }

@@ -22,7 +22,7 @@ use std::{
 use thiserror::Error;
 
 #[derive(Debug, Error)]
-pub enum CgroupError {
+pub(crate) enum CgroupError {
     #[error("no cgroup v2 hierarchy is mounted")]
     NoHierarchy,
     #[error("this process's cgroup v2 is not in /proc/self/cgroup")]
@@ -35,7 +35,7 @@ pub enum CgroupError {
 
 /// A cgroup this process made; removed (its members killed first) when dropped.
 #[derive(Debug)]
-pub struct Cgroup {
+pub(crate) struct Cgroup {
     path: PathBuf,
     /// `cgroup.procs`, open for writing before the fork: the child writes "0" there to
     /// move itself in before it execs, so nothing it starts is ever outside.
@@ -47,7 +47,7 @@ static MADE: AtomicU32 = AtomicU32::new(0);
 
 impl Cgroup {
     /// A new child of this process's own cgroup v2.
-    pub fn create(purpose: &str) -> Result<Cgroup, CgroupError> {
+    pub(crate) fn create(purpose: &str) -> Result<Cgroup, CgroupError> {
         let root = crate::observer::procfs::cgroup2_root().ok_or(CgroupError::NoHierarchy)?;
         let own = own_path().ok_or(CgroupError::Unknown)?;
         let name = format!(
@@ -77,29 +77,29 @@ impl Cgroup {
         Ok(Cgroup { path, procs })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The path under the hierarchy's root, as /proc/PID/cgroup names it.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         let root = crate::observer::procfs::cgroup2_root().unwrap_or_default();
         let rel = self.path.strip_prefix(&root).unwrap_or(&self.path);
         format!("/{}", rel.display())
     }
 
     /// The fd a child writes "0" to (in `pre_exec`, async-signal-safe) to join.
-    pub fn procs_fd(&self) -> BorrowedFd<'_> {
+    pub(crate) fn procs_fd(&self) -> BorrowedFd<'_> {
         self.procs.as_fd()
     }
 
     /// Every process in it now.
-    pub fn pids(&self) -> Vec<u32> {
+    pub(crate) fn pids(&self) -> Vec<u32> {
         pids_of(&self.path)
     }
 
     /// User and system CPU seconds of everything that ran in it, exited or not.
-    pub fn cpu_seconds(&self) -> Option<(f64, f64)> {
+    pub(crate) fn cpu_seconds(&self) -> Option<(f64, f64)> {
         let text = std::fs::read_to_string(self.path.join("cpu.stat")).ok()?;
         let field = |key: &str| -> Option<f64> {
             let us: u64 = text
@@ -111,17 +111,17 @@ impl Cgroup {
     }
 
     /// Whether any process is in it.
-    pub fn populated(&self) -> bool {
+    pub(crate) fn populated(&self) -> bool {
         populated(&self.path)
     }
 
     /// SIGKILLs every process in it (the kernel does, atomically, new forks included).
-    pub fn kill(&self) -> io::Result<()> {
+    pub(crate) fn kill(&self) -> io::Result<()> {
         kill(&self.path)
     }
 
     /// Kills what is left, waits (at most `limit`) until it is empty, and removes it.
-    pub fn remove(&self, limit: Duration) -> io::Result<()> {
+    pub(crate) fn remove(&self, limit: Duration) -> io::Result<()> {
         remove(&self.path, limit)
     }
 }
@@ -134,7 +134,7 @@ impl Drop for Cgroup {
 
 /// Kills every process in the cgroup at `path`, waits (bounded) until it is empty and
 /// removes it; a cgroup already gone is fine. For a lab's leftovers too.
-pub fn remove(path: &Path, limit: Duration) -> io::Result<()> {
+pub(crate) fn remove(path: &Path, limit: Duration) -> io::Result<()> {
     if !path.exists() {
         return Ok(());
     }
@@ -165,7 +165,7 @@ fn populated(path: &Path) -> bool {
 }
 
 /// The processes in the cgroup at `path`.
-pub fn pids_of(path: &Path) -> Vec<u32> {
+pub(crate) fn pids_of(path: &Path) -> Vec<u32> {
     std::fs::read_to_string(path.join("cgroup.procs"))
         .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
         .unwrap_or_default()

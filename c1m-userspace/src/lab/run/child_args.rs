@@ -18,7 +18,7 @@ use crate::{
 };
 
 #[derive(Debug, Error)]
-pub enum ChildArgsError {
+pub(crate) enum ChildArgsError {
     /// A builder names a field clap does not know (caught by the round-trip tests).
     #[error("no flag for field `{0}` in `c1m {1}`")]
     UnknownField(&'static str, &'static str),
@@ -112,7 +112,7 @@ fn common_argv(v: &mut Argv, c: &CommonArgs) {
 }
 
 /// `c1m server …` for `a`.
-pub fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsError> {
+pub(crate) fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsError> {
     let ServerArgs {
         addrs,
         ports,
@@ -144,7 +144,7 @@ pub fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsError> {
 }
 
 /// `c1m client …` for `a`.
-pub fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsError> {
+pub(crate) fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsError> {
     let ClientArgs {
         hosts,
         ports,
@@ -218,7 +218,7 @@ fn value_name(v: &impl clap::ValueEnum) -> String {
 }
 
 /// `c1m run …` for `a`: one run of a `--servers` sequence, started as its own process.
-pub fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
+pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
     let RunArgs {
         connections,
         rate,
@@ -310,13 +310,13 @@ pub fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
 }
 
 /// `T` as its parser fills it from `argv` (the subcommand name first).
-pub fn parse<T: Args + FromArgMatches>(argv: &[OsString]) -> Result<T, ChildArgsError> {
+pub(crate) fn parse<T: Args + FromArgMatches>(argv: &[OsString]) -> Result<T, ChildArgsError> {
     let m = T::augment_args(Command::new("c1m")).try_get_matches_from(argv)?;
     Ok(T::from_arg_matches(&m)?)
 }
 
 /// `T` with every default, as an empty command line gives it.
-pub fn defaults<T: Args + FromArgMatches>(sub: &str) -> Result<T, ChildArgsError> {
+pub(crate) fn defaults<T: Args + FromArgMatches>(sub: &str) -> Result<T, ChildArgsError> {
     parse(&[OsString::from(sub)])
 }
 
@@ -337,13 +337,18 @@ fn control_socket(dir: &Path, side: &str) -> anyhow::Result<String> {
 
 /// The server and client of a run as typed arguments: built and checked by the
 /// children's own parsers before anything starts.
-pub struct ChildPlan {
+pub(crate) struct ChildPlan {
     pub server: ServerArgs,
     pub client: ClientArgs,
 }
 
 impl ChildPlan {
-    pub fn new(args: &RunArgs, n: Connections, sources: &str, dir: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn new(
+        args: &RunArgs,
+        n: Connections,
+        sources: &str,
+        dir: &Path,
+    ) -> anyhow::Result<Self> {
         let mut server: ServerArgs = defaults("server")?;
         server.addrs = vec![args.addr.clone()];
         server.ports = args.ports.to_string();
@@ -380,11 +385,11 @@ impl ChildPlan {
         Ok(plan)
     }
 
-    pub fn server_argv(&self) -> anyhow::Result<Vec<OsString>> {
+    pub(crate) fn server_argv(&self) -> anyhow::Result<Vec<OsString>> {
         Ok(server_argv(&self.server)?)
     }
 
-    pub fn client_argv(&self) -> anyhow::Result<Vec<OsString>> {
+    pub(crate) fn client_argv(&self) -> anyhow::Result<Vec<OsString>> {
         Ok(client_argv(&self.client)?)
     }
 }

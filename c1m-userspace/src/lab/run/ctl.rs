@@ -9,7 +9,7 @@ use anyhow::Result;
 use crate::workload::control::{self, Token};
 
 #[derive(Clone, Debug, Default)]
-pub struct Ctl {
+pub(crate) struct Ctl {
     pub endpoint: String,
     /// The token file the server writes as it starts: read at each call, since the lab
     /// calls before the server has written it.
@@ -17,7 +17,7 @@ pub struct Ctl {
 }
 
 impl Ctl {
-    pub fn new(endpoint: String, token_file: Option<PathBuf>) -> Ctl {
+    pub(crate) fn new(endpoint: String, token_file: Option<PathBuf>) -> Ctl {
         Ctl {
             endpoint,
             token_file,
@@ -25,7 +25,7 @@ impl Ctl {
     }
 
     /// Sends one line and returns the answer line.
-    pub async fn call(&self, line: &str) -> Result<String> {
+    pub(crate) async fn call(&self, line: &str) -> Result<String> {
         let token = match &self.token_file {
             Some(p) => Some(Token::read(p)?),
             None => None,

@@ -21,7 +21,7 @@ use crate::model::{Outcome, RunRecord};
 const MAX_SUFFIX: u32 = 1000;
 
 /// Creates `<parent>/<stamp>` (or `<stamp>-2`, `-3`, … if taken) for this lab alone.
-pub fn create_unique(parent: &Path, stamp: &str) -> io::Result<PathBuf> {
+pub(crate) fn create_unique(parent: &Path, stamp: &str) -> io::Result<PathBuf> {
     std::fs::create_dir_all(parent)?;
     for i in 1..=MAX_SUFFIX {
         let name = match i {
@@ -44,11 +44,11 @@ pub fn create_unique(parent: &Path, stamp: &str) -> io::Result<PathBuf> {
 /// Why a given run folder is refused: it exists, so it is another lab's.
 #[derive(Debug, thiserror::Error)]
 #[error("it exists already: a run folder is never shared (another lab writes there)")]
-pub struct Taken;
+pub(crate) struct Taken;
 
 impl Taken {
     /// Whether `e` (anyhow's, with any context) is a given folder refused as taken.
-    pub fn is(e: &anyhow::Error) -> bool {
+    pub(crate) fn is(e: &anyhow::Error) -> bool {
         e.downcast_ref::<io::Error>()
             .and_then(io::Error::get_ref)
             .is_some_and(|inner| inner.is::<Taken>())
@@ -57,7 +57,7 @@ impl Taken {
 
 /// Creates `dir` (a folder chosen by the caller, e.g. one run of `--servers`) for this
 /// lab alone: a folder that exists belongs to another lab and is refused.
-pub fn create_given(dir: &Path) -> io::Result<()> {
+pub(crate) fn create_given(dir: &Path) -> io::Result<()> {
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
     }

@@ -30,16 +30,16 @@ use crate::{
 };
 
 /// Its output files in the run folder.
-pub const STDOUT_LOG: &str = "server.stdout.log";
-pub const STDERR_LOG: &str = "server.stderr.log";
+pub(crate) const STDOUT_LOG: &str = "server.stdout.log";
+pub(crate) const STDERR_LOG: &str = "server.stderr.log";
 
 /// How long a server has to listen on every port before the run gives up on it.
-pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long SIGTERM has before SIGKILL.
-pub const STOP_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Error)]
-pub enum ForeignError {
+pub(crate) enum ForeignError {
     #[error(
         "--server-cmd is empty or badly quoted: {0:?} (e.g. --server-cmd \"python3 server.py --port 9000\")"
     )]
@@ -75,7 +75,7 @@ pub enum ForeignError {
 
 /// `--server-cmd` split as a shell would split words, with no shell run: a user who
 /// wants one writes `sh -c "…"`.
-pub fn split_command(cmd: &str) -> Result<Vec<String>, ForeignError> {
+pub(crate) fn split_command(cmd: &str) -> Result<Vec<String>, ForeignError> {
     crate::workload::push_trigger::split_words(cmd)
         .ok_or_else(|| ForeignError::BadCommand(cmd.to_owned()))
 }
@@ -117,7 +117,7 @@ impl std::fmt::Display for TargetAddr {
 
 impl TargetAddr {
     /// Fails with one line when nothing accepts a connection on its first port.
-    pub async fn reachable(&self) -> Result<(), ForeignError> {
+    pub(crate) async fn reachable(&self) -> Result<(), ForeignError> {
         let ip: std::net::IpAddr = self
             .host
             .parse()
@@ -137,7 +137,7 @@ impl TargetAddr {
 }
 
 /// The process tree of one server and what it has cost so far.
-pub struct ForeignServer {
+pub(crate) struct ForeignServer {
     /// The process c1m started (None: `--server-pid`, someone else's).
     child: Option<Child>,
     /// Where every process of a server c1m started lives, whatever it forks.
@@ -165,7 +165,7 @@ pub struct ForeignServer {
 
 /// One reading of a process tree.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct TreeUsage {
+pub(crate) struct TreeUsage {
     pub processes: u64,
     pub rss_bytes: u64,
     pub threads: u64,
@@ -177,7 +177,7 @@ impl ForeignServer {
     /// raised soft fd limit, in its own process group, dying with the lab, its stdout
     /// and stderr in `dir`. Called from the lab's main thread, which lives as long as
     /// the lab.
-    pub fn start(argv: &[String], dir: &Path) -> Result<Self, ForeignError> {
+    pub(crate) fn start(argv: &[String], dir: &Path) -> Result<Self, ForeignError> {
         let log = |name: &str| {
             let path = dir.join(name);
             CappedLog::create(&path).map_err(|source| ForeignError::Log { path, source })
@@ -250,7 +250,7 @@ impl ForeignServer {
 
     /// A server someone else started (`--server-pid`): measured, never signalled at
     /// the end.
-    pub fn attach(pid: u32, dir: &Path) -> Self {
+    pub(crate) fn attach(pid: u32, dir: &Path) -> Self {
         ForeignServer {
             child: None,
             cgroup: None,
@@ -269,7 +269,7 @@ impl ForeignServer {
 
     /// A server on another host (`--target` without `--server-pid`): only what the
     /// client saw.
-    pub fn remote(target: &str, dir: &Path) -> Self {
+    pub(crate) fn remote(target: &str, dir: &Path) -> Self {
         let mut s = ForeignServer::attach(0, dir);
         s.command = format!("a server at {target}");
         s.seen.clear();
@@ -277,18 +277,18 @@ impl ForeignServer {
     }
 
     /// Whether c1m started it (and so stops it).
-    pub fn owned(&self) -> bool {
+    pub(crate) fn owned(&self) -> bool {
         self.child.is_some()
     }
 
     /// The cgroup every process of the server is in, when c1m made one.
-    pub fn cgroup(&self) -> Option<&Cgroup> {
+    pub(crate) fn cgroup(&self) -> Option<&Cgroup> {
         self.cgroup.as_ref()
     }
 
     /// For the run's warnings: a server c1m started without a cgroup of its own, whose
     /// processes are found only by their parent links.
-    pub fn unwatched(&self) -> Option<String> {
+    pub(crate) fn unwatched(&self) -> Option<String> {
         let why = self.no_cgroup.as_ref()?;
         Some(format!(
             "the server's processes are found by walking /proc from pid {} (no cgroup of its own: {why}): one that leaves the tree (setsid and a fork) is neither measured nor stopped",
@@ -297,17 +297,17 @@ impl ForeignServer {
     }
 
     /// The exit status if the process c1m started has exited.
-    pub fn exited(&mut self) -> Option<ExitStatus> {
+    pub(crate) fn exited(&mut self) -> Option<ExitStatus> {
         self.child.as_mut()?.try_wait().ok().flatten()
     }
 
     /// The last lines of its stderr, one line, for an error message.
-    pub fn stderr_tail(&self) -> String {
+    pub(crate) fn stderr_tail(&self) -> String {
         tail(&self.dir.join(STDERR_LOG))
     }
 
     /// The first line of its stderr that says it ran out of file descriptors.
-    pub fn fd_exhaustion_line(&self) -> Option<String> {
+    pub(crate) fn fd_exhaustion_line(&self) -> Option<String> {
         let text = std::fs::read_to_string(self.dir.join(STDERR_LOG)).ok()?;
         text.lines()
             .find(|l| {
@@ -319,14 +319,14 @@ impl ForeignServer {
 
     /// What it said it runs on: the `version:` line of its stdout (see
     /// [`parse_version_line`]); None before it printed one, or when it prints none.
-    pub fn reported_versions(&self) -> Option<Reported> {
+    pub(crate) fn reported_versions(&self) -> Option<Reported> {
         let text = std::fs::read_to_string(self.dir.join(STDOUT_LOG)).ok()?;
         text.lines().find_map(parse_version_line)
     }
 
     /// The soft fd limit the server runs with (/proc/PID/limits), if it is on this box.
     /// None also when it is unlimited.
-    pub fn nofile(&self) -> Option<u64> {
+    pub(crate) fn nofile(&self) -> Option<u64> {
         let pid = i32::try_from(self.pid).ok()?;
         let limits = procfs::process::Process::new(pid).ok()?.limits().ok()?;
         match limits.max_open_files.soft_limit {
@@ -337,7 +337,7 @@ impl ForeignServer {
 
     /// Waits until every port listens (on this network namespace), the process exits,
     /// or `limit` passes; the errors carry the end of its stderr.
-    pub async fn wait_listening(
+    pub(crate) async fn wait_listening(
         &mut self,
         ports: &[u16],
         limit: Duration,
@@ -377,7 +377,7 @@ impl ForeignServer {
 
     /// Its processes now (the cgroup's, or the tree's): RSS, threads and fds summed;
     /// CPU from the cgroup, or remembered per process.
-    pub fn usage(&mut self) -> TreeUsage {
+    pub(crate) fn usage(&mut self) -> TreeUsage {
         let mut u = TreeUsage::default();
         let pids = match &self.cgroup {
             Some(c) => c.pids(),
@@ -403,7 +403,7 @@ impl ForeignServer {
 
     /// The server's side as an app snapshot: its tree's figures, and the client's view of
     /// the connections (what a server without a control endpoint can be known by).
-    pub fn snapshot(
+    pub(crate) fn snapshot(
         &mut self,
         client: Option<&AppSnapshot>,
         mode: &str,
@@ -460,7 +460,7 @@ impl ForeignServer {
     /// SIGTERM to its process group and to every process of its cgroup, SIGKILL to
     /// whatever is left after `grace` (`cgroup.kill`: forks included), then its logs
     /// made final; a server c1m did not start is left alone.
-    pub async fn stop(&mut self, grace: Duration) {
+    pub(crate) async fn stop(&mut self, grace: Duration) {
         let Some(child) = self.child.as_mut() else {
             return;
         };

@@ -38,18 +38,9 @@ pub enum Isolation {
     Wait,
 }
 
-impl Isolation {
-    pub fn name(self) -> &'static str {
-        match self {
-            Isolation::Netns => "netns",
-            Isolation::Wait => "wait",
-        }
-    }
-}
-
 /// TIME_WAIT lasts 60 s (`TCP_TIMEWAIT_LEN`, fixed in the kernel): the default wait lets
 /// the last run's close through with some room for a teardown that ended late.
-pub const CLEAN_WAIT_DEFAULT: &str = "70s";
+pub(crate) const CLEAN_WAIT_DEFAULT: &str = "70s";
 
 /// How often the wait looks at the socket table.
 const POLL: Duration = Duration::from_millis(500);
@@ -69,7 +60,7 @@ fn per_namespace(recorded: &[&'static str]) -> Vec<&'static str> {
 /// before any thread is started: a namespace belongs to a thread, and the threads started
 /// later (runtime, observer, children) inherit the caller's. Returns the sysctls that
 /// could not be carried over (said by the caller, the run goes on with the default).
-pub fn enter_fresh_netns(recorded: &[&'static str]) -> Result<Vec<String>> {
+pub(crate) fn enter_fresh_netns(recorded: &[&'static str]) -> Result<Vec<String>> {
     let threads = crate::procstat::threads(std::process::id()).unwrap_or(0);
     if threads > 1 {
         bail!(
@@ -96,7 +87,7 @@ pub fn enter_fresh_netns(recorded: &[&'static str]) -> Result<Vec<String>> {
 
 /// Whether runs can get namespaces of their own here: root (or the capability), and
 /// addresses that exist in an empty namespace (loopback). The reason when not.
-pub fn netns_possible(addrs: &[std::net::IpAddr]) -> Result<(), String> {
+pub(crate) fn netns_possible(addrs: &[std::net::IpAddr]) -> Result<(), String> {
     if let Some(ip) = addrs.iter().find(|ip| !ip.is_loopback()) {
         return Err(format!(
             "{ip} is not a loopback address, and a fresh network namespace has only lo"
@@ -136,7 +127,7 @@ fn sockets(ports: &[u16]) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
 
 /// Waits until an earlier run's sockets on `ports` are gone (any but a listener, as
 /// [`StartState::leftovers`] counts them) or `limit` passes; the seconds waited.
-pub async fn wait_for_clean_ports(ports: &[u16], limit: Duration) -> f64 {
+pub(crate) async fn wait_for_clean_ports(ports: &[u16], limit: Duration) -> f64 {
     let started = Instant::now();
     loop {
         let ports_now = ports.to_vec();
@@ -152,7 +143,11 @@ pub async fn wait_for_clean_ports(ports: &[u16], limit: Duration) -> f64 {
 }
 
 /// The namespace and the box now, before any process of the run.
-pub fn start_state(ports: &[u16], netns: Netns, wait: Option<(f64, Duration)>) -> StartState {
+pub(crate) fn start_state(
+    ports: &[u16],
+    netns: Netns,
+    wait: Option<(f64, Duration)>,
+) -> StartState {
     let (all, on_ports) = sockets(ports);
     StartState {
         unix_ms: crate::util::unix_ms_now(),

@@ -69,7 +69,7 @@ pub struct Proc {
 
 impl Proc {
     /// The process `pid` as it is now (None if gone).
-    pub fn of(pid: u32) -> Option<Proc> {
+    pub(crate) fn of(pid: u32) -> Option<Proc> {
         Some(Proc {
             pid,
             start_time: procstat::start_time(pid)?,
@@ -168,7 +168,7 @@ fn journals() -> Result<Vec<Entry>, StateError> {
 }
 
 /// The running lab's journal; the well-known copy goes when the lab ends normally.
-pub struct JournalFile {
+pub(crate) struct JournalFile {
     journal: Journal,
     /// The copy in the runtime directory (None if that could not be made).
     well_known: Option<PathBuf>,
@@ -176,7 +176,7 @@ pub struct JournalFile {
 
 impl JournalFile {
     /// Writes the journal of this process's lab, before any child starts.
-    pub fn create(run_folder: &Path, sysctls: &[Changed]) -> std::io::Result<Self> {
+    pub(crate) fn create(run_folder: &Path, sysctls: &[Changed]) -> std::io::Result<Self> {
         let me = std::process::id();
         let journal = Journal {
             lab: Proc::of(me).ok_or_else(|| std::io::Error::other("no /proc/self/stat"))?,
@@ -196,7 +196,7 @@ impl JournalFile {
     }
 
     /// Records a child (once; a child already known is not written again).
-    pub fn add(&mut self, role: Role, pid: u32) -> std::io::Result<()> {
+    pub(crate) fn add(&mut self, role: Role, pid: u32) -> std::io::Result<()> {
         if self.journal.children.iter().any(|c| c.proc.pid == pid) {
             return Ok(());
         }
@@ -208,7 +208,7 @@ impl JournalFile {
     }
 
     /// Records a cgroup the lab made.
-    pub fn add_cgroup(&mut self, path: &Path) -> std::io::Result<()> {
+    pub(crate) fn add_cgroup(&mut self, path: &Path) -> std::io::Result<()> {
         self.journal.cgroups.push(path.to_owned());
         self.write()
     }
@@ -234,7 +234,7 @@ impl Drop for JournalFile {
 
 /// What a lab that is gone left behind.
 #[derive(Debug, Clone)]
-pub struct Leftover {
+pub(crate) struct Leftover {
     pub journal: Journal,
     pub path: PathBuf,
     /// Its children still running.
@@ -245,7 +245,7 @@ pub struct Leftover {
 
 impl Leftover {
     /// One line: which lab, what is still running, what it changed, and the fix.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let j = &self.journal;
         let mut s = format!(
             "lab pid {} (run folder {}) ended without cleaning up",
@@ -282,7 +282,7 @@ impl Leftover {
 
     /// SIGKILLs its children still running (each checked by start time and owner right
     /// before) and everything in its cgroups (then removed), and forgets the journal.
-    pub fn end(self) -> Ended {
+    pub(crate) fn end(self) -> Ended {
         let mut out = Ended::default();
         for c in &self.alive {
             // Checked just now: a reused pid has another start time, another user's
@@ -341,7 +341,7 @@ fn made_by(cgroup: &Path, pid: u32) -> bool {
 
 /// What ending a leftover did, for one line each.
 #[derive(Debug, Default)]
-pub struct Ended {
+pub(crate) struct Ended {
     /// Children killed.
     pub ended: Vec<Child>,
     /// Children left running, and why.
@@ -354,7 +354,7 @@ pub struct Ended {
 
 /// The labs that are gone, as their journals tell, and the files that were not read.
 #[derive(Debug, Default)]
-pub struct Found {
+pub(crate) struct Found {
     pub leftovers: Vec<Leftover>,
     /// One line per journal file refused (not the user's, not a journal).
     pub ignored: Vec<String>,
@@ -362,7 +362,7 @@ pub struct Found {
 
 /// The journals of labs that are no longer running. Fails (one line naming the
 /// directory, its owner and the fix) when the state directory is not the user's.
-pub fn leftovers() -> Result<Found, StateError> {
+pub(crate) fn leftovers() -> Result<Found, StateError> {
     let mut out = Found::default();
     for (path, journal) in journals()? {
         let journal = match journal {
@@ -400,7 +400,7 @@ pub fn leftovers() -> Result<Found, StateError> {
 /// What `c1m run` and `c1m doctor` say of other labs' leftovers before they start, one
 /// line each: a refused file, a lab gone, or the state directory refused (which does not
 /// stop them here; a run's port locks refuse it too, and fail the run there).
-pub fn leftover_lines() -> Vec<String> {
+pub(crate) fn leftover_lines() -> Vec<String> {
     match leftovers() {
         Ok(found) => found
             .ignored
@@ -417,7 +417,7 @@ pub fn leftover_lines() -> Vec<String> {
 }
 
 /// The journal of the running lab that started `pid` (a server, client or worker).
-pub fn lab_of(pid: u32) -> Option<Journal> {
+pub(crate) fn lab_of(pid: u32) -> Option<Journal> {
     journals()
         .ok()?
         .into_iter()

@@ -24,16 +24,16 @@ macro_rules! say_raw {
 }
 
 mod capped_log;
-pub mod cgroup;
-pub mod child_args;
+pub(crate) mod cgroup;
+pub(crate) mod child_args;
 mod children;
 mod ctl;
 mod drive;
 pub mod flags;
-pub mod folder;
+pub(crate) mod folder;
 pub mod foreign;
 pub(crate) mod host;
-pub mod isolation;
+pub(crate) mod isolation;
 pub mod journal;
 mod lab;
 mod one;
@@ -41,8 +41,8 @@ mod phases;
 pub(crate) mod plan;
 mod ports;
 pub(crate) mod preflight;
-pub mod sources;
-pub mod stall;
+pub(crate) mod sources;
+pub(crate) mod stall;
 mod verdict;
 
 use anyhow::{Context, Result, bail};
@@ -52,7 +52,7 @@ use self::flags::RunArgs;
 /// `c1m run`'s entry for one run (a `--servers` sequence is `servers::sequence::main`):
 /// the flags checked against each other, the run moved into a namespace of its own when
 /// asked, then the run.
-pub fn main(mut args: RunArgs) -> Result<i32> {
+pub(crate) fn main(mut args: RunArgs) -> Result<i32> {
     // SIGINT, SIGTERM and SIGHUP end a run as `interrupted`, whenever they come: handled
     // before the first sysctl is touched (a SIGTERM between --tune and the live view
     // ended the process with 143, the kernel tuned and the summary `running`).

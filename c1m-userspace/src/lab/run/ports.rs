@@ -11,7 +11,7 @@ use super::journal;
 use crate::workload::port_lock::{self, PortError};
 
 /// Fails with one line naming the holder and the fix when a port is taken.
-pub fn preflight(ports: &[u16], addrs: &[IpAddr]) -> Result<()> {
+pub(crate) fn preflight(ports: &[u16], addrs: &[IpAddr]) -> Result<()> {
     let err = match port_lock::check(ports, addrs) {
         Ok(()) => return Ok(()),
         Err(e) => e,

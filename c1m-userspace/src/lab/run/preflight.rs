@@ -19,7 +19,7 @@ use crate::{
 
 /// A target more than free memory holds fails now, with the memory check's own line
 /// and fix (`--force` starts anyway, as for every preflight failure).
-pub fn memory_first(connections: Connections, force: bool) -> Result<()> {
+pub(crate) fn memory_first(connections: Connections, force: bool) -> Result<()> {
     if force {
         return Ok(());
     }
@@ -43,7 +43,7 @@ pub fn memory_first(connections: Connections, force: bool) -> Result<()> {
 /// The checks every run of a `--servers` sequence would fail, run once before the first:
 /// privileges, memory, limits no `--tune` fixes. A sysctl is left to each run, which
 /// checks it in its own namespace and tunes it when asked.
-pub fn sequence(args: &RunArgs, foreign_server: bool) -> Result<()> {
+pub(crate) fn sequence(args: &RunArgs, foreign_server: bool) -> Result<()> {
     if args.force {
         return Ok(());
     }

@@ -13,7 +13,7 @@ use std::net::Ipv4Addr;
 
 /// Largest share of the ephemeral range one (source, server port) pair may fill: 10%
 /// is 20% of the even half, ~1.25 candidates per `connect()`.
-pub const PAIR_FILL_PERCENT: u64 = 10;
+pub(crate) const PAIR_FILL_PERCENT: u64 = 10;
 
 /// The first default source: 127.0.0.1 is the server's address.
 const FIRST: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
@@ -23,7 +23,7 @@ const LOOPBACK_SOURCES: u64 = (1 << 24) - 3;
 
 /// The default sources for a run, and the figures that justify them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SourceChoice {
+pub(crate) struct SourceChoice {
     pub count: u64,
     /// Connections each (source, server port) pair holds, at most.
     pub per_pair: u64,
@@ -33,7 +33,7 @@ pub struct SourceChoice {
 
 /// As few sources as keep every (source, server port) pair at or below
 /// [`PAIR_FILL_PERCENT`] of the `ephemeral` range.
-pub fn choose(connections: u64, server_ports: u64, ephemeral: u64) -> SourceChoice {
+pub(crate) fn choose(connections: u64, server_ports: u64, ephemeral: u64) -> SourceChoice {
     let ports = server_ports.max(1);
     let pair_cap = (ephemeral * PAIR_FILL_PERCENT / 100).max(1);
     let count = connections
@@ -49,13 +49,13 @@ pub fn choose(connections: u64, server_ports: u64, ephemeral: u64) -> SourceChoi
 
 impl SourceChoice {
     /// The `--source` range the client gets.
-    pub fn range(&self) -> String {
+    pub(crate) fn range(&self) -> String {
         let last = Ipv4Addr::from(u32::from(FIRST) + (self.count - 1) as u32);
         format!("{FIRST}-{last}")
     }
 
     /// Why, in one line, said at start and kept in summary.json.
-    pub fn reason(&self) -> String {
+    pub(crate) fn reason(&self) -> String {
         let fill = self.per_pair as f64 * 100.0 / self.ephemeral.max(1) as f64;
         format!(
             "{} source address{} ({}): ≤ {} connections per (source, server port) pair, {fill:.1}% \

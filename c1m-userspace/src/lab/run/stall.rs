@@ -10,18 +10,18 @@ use crate::figures::counts::Unanswered;
 /// How long the client's connected count may stay flat, with connects pending, before
 /// the setup counts as stalled. A paced ramp at 100 conn/s moves every 10 ms; a server
 /// that pauses accepting on EMFILE (asyncio: 1 s) shows no progress for seconds.
-pub const STALL_AFTER: Duration = Duration::from_secs(3);
+pub(crate) const STALL_AFTER: Duration = Duration::from_secs(3);
 
 /// Watches the client's connected count during the setup.
 #[derive(Debug, Default)]
-pub struct StallWatch {
+pub(crate) struct StallWatch {
     last: Option<(u64, Instant)>,
 }
 
 impl StallWatch {
     /// True when `connected` has not grown for [`STALL_AFTER`] while `pending` (connects
     /// attempted or still to attempt beyond those that completed) is not zero.
-    pub fn stalled(&mut self, now: Instant, connected: u64, pending: bool) -> bool {
+    pub(crate) fn stalled(&mut self, now: Instant, connected: u64, pending: bool) -> bool {
         match self.last {
             Some((n, since)) if n == connected => {
                 pending && now.duration_since(since) >= STALL_AFTER
@@ -36,7 +36,7 @@ impl StallWatch {
 
 /// What the kernel and the server's log said when the setup stalled.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct StallEvidence {
+pub(crate) struct StallEvidence {
     pub connected: u64,
     pub attempted: u64,
     pub asked: u64,
@@ -56,7 +56,7 @@ pub struct StallEvidence {
 
 impl StallEvidence {
     /// One line: where it stopped and why, as far as the evidence goes.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut s = format!(
             "setup stalled: the server stopped completing connections at {} of {} ({} attempted)",
             crate::fmt::count(self.connected),

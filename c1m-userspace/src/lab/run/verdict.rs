@@ -6,7 +6,7 @@
 use crate::{model::Outcome, workload::stats::snapshot::AppSnapshot};
 
 /// A worker process of `side` that died before teardown (its connections went with it).
-pub fn worker_deaths(side: &str, snap: &AppSnapshot) -> Vec<String> {
+pub(crate) fn worker_deaths(side: &str, snap: &AppSnapshot) -> Vec<String> {
     snap.workers
         .list
         .iter()
@@ -23,7 +23,11 @@ pub fn worker_deaths(side: &str, snap: &AppSnapshot) -> Vec<String> {
 
 /// The run's losses at its end: connections that were never established, or that
 /// went with a dead worker.
-pub fn losses(n: u64, server: Option<&AppSnapshot>, client: Option<&AppSnapshot>) -> Vec<String> {
+pub(crate) fn losses(
+    n: u64,
+    server: Option<&AppSnapshot>,
+    client: Option<&AppSnapshot>,
+) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(c) = client {
         let k = &c.counters;
@@ -61,7 +65,7 @@ pub fn losses(n: u64, server: Option<&AppSnapshot>, client: Option<&AppSnapshot>
 
 /// The run's outcome: failed on an error, else interrupted by the user, degraded by any
 /// warning, or complete.
-pub fn outcome(failed: bool, interrupted: bool, warned: bool) -> Outcome {
+pub(crate) fn outcome(failed: bool, interrupted: bool, warned: bool) -> Outcome {
     if failed {
         Outcome::Failed
     } else if interrupted {

@@ -15,7 +15,10 @@ use super::reference::ReferenceServer;
 /// often. The rows of a period are taken in the order that keeps the pairs across round
 /// boundaries balanced too (the row that leaves the fewest repeats), so over a period
 /// the counts of "a right after b", boundaries included, differ by at most one.
-pub fn schedule(servers: &[ReferenceServer], repeat: usize) -> Vec<(ReferenceServer, usize)> {
+pub(crate) fn schedule(
+    servers: &[ReferenceServer],
+    repeat: usize,
+) -> Vec<(ReferenceServer, usize)> {
     balanced_order(servers.len(), repeat)
         .into_iter()
         .enumerate()

@@ -24,7 +24,7 @@ use crate::{
 
 /// A server `c1m run --servers` knows by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ReferenceServer {
+pub(crate) enum ReferenceServer {
     /// `websockets` on asyncio.
     Python,
     /// `ws` on Node.js.
@@ -40,7 +40,7 @@ pub enum ReferenceServer {
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
-pub enum ServerError {
+pub(crate) enum ServerError {
     #[error("unknown server `{0}`: pick from {names}", names = ReferenceServer::names())]
     Unknown(String),
     #[error("--servers names `{0}` twice: give each server once and --repeat K to repeat")]
@@ -59,7 +59,7 @@ pub enum ServerError {
 
 /// The `c1m run` flags that put one server under the workload.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerFlags {
+pub(crate) struct ServerFlags {
     /// `--server-cmd`, quoted as the flag takes it; `None` for c1m's own server.
     pub server_cmd: Option<String>,
     pub push_trigger: PushTrigger,
@@ -74,7 +74,7 @@ pub struct ServerFlags {
 
 impl ServerFlags {
     /// `args` with these flags in place of the user's (which `--servers` refuses).
-    pub fn apply(self, args: &mut RunArgs) {
+    pub(crate) fn apply(self, args: &mut RunArgs) {
         args.server_cmd = self.server_cmd;
         args.push_trigger = Some(self.push_trigger);
         args.push_format = self.push_format;
@@ -84,7 +84,7 @@ impl ServerFlags {
 }
 
 impl ReferenceServer {
-    pub const ALL: [ReferenceServer; 6] = [
+    pub(crate) const ALL: [ReferenceServer; 6] = [
         ReferenceServer::Python,
         ReferenceServer::Node,
         ReferenceServer::Go,
@@ -93,7 +93,7 @@ impl ReferenceServer {
         ReferenceServer::C1mTokio,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ReferenceServer::Python => "python",
             ReferenceServer::Node => "node",
@@ -123,14 +123,14 @@ impl ReferenceServer {
     }
 
     /// The `run` wrapper under `built` (`target/reference-servers`).
-    pub fn run_script(self, built: &Path) -> Option<PathBuf> {
+    pub(crate) fn run_script(self, built: &Path) -> Option<PathBuf> {
         self.is_reference()
             .then(|| built.join(self.name()).join("run"))
     }
 
     /// The flags for `c1m run` against this server on `host`:`ports`. Fails with the
     /// build command when a reference server is not built.
-    pub fn flags(
+    pub(crate) fn flags(
         self,
         built: &Path,
         host: &str,
@@ -187,7 +187,7 @@ impl FromStr for ReferenceServer {
 }
 
 /// `--servers a,b,c`: each name once, in the order given.
-pub fn parse_list(s: &str) -> Result<Vec<ReferenceServer>, ServerError> {
+pub(crate) fn parse_list(s: &str) -> Result<Vec<ReferenceServer>, ServerError> {
     let mut out: Vec<ReferenceServer> = Vec::new();
     for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         let server = name.parse()?;
@@ -203,7 +203,7 @@ pub fn parse_list(s: &str) -> Result<Vec<ReferenceServer>, ServerError> {
 }
 
 /// The `c1m compare` argument for one run folder: its server's name, so repeats group.
-pub fn compare_arg(run_dir: &Path, server: ReferenceServer) -> RunSpec {
+pub(crate) fn compare_arg(run_dir: &Path, server: ReferenceServer) -> RunSpec {
     RunSpec {
         dir: run_dir.to_owned(),
         name: server.name().to_owned(),
@@ -213,7 +213,7 @@ pub fn compare_arg(run_dir: &Path, server: ReferenceServer) -> RunSpec {
 /// Where `cargo xtask reference-servers` puts the servers: `target/reference-servers`,
 /// beside the `target/<profile>/` that holds this binary, unless `C1M_REFERENCE_SERVERS`
 /// names another folder (a binary installed elsewhere).
-pub fn built_dir() -> Result<PathBuf> {
+pub(crate) fn built_dir() -> Result<PathBuf> {
     if let Some(dir) = std::env::var_os("C1M_REFERENCE_SERVERS") {
         return Ok(dir.into());
     }

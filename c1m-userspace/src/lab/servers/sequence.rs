@@ -161,7 +161,7 @@ fn choose_isolation(args: &RunArgs, host: std::net::IpAddr) -> Result<(Isolation
 
 /// `c1m run --servers NAMES`: dispatched here by the command layer, so the one-run lab
 /// never imports the sequence that starts it as a process.
-pub fn main(args: RunArgs) -> Result<i32> {
+pub(crate) fn main(args: RunArgs) -> Result<i32> {
     lab_runtime()?.block_on(run_all(args))
 }
 

@@ -80,7 +80,7 @@ pub(crate) enum Marker {
 
 impl Marker {
     /// The marker centred on (x, y), filled with `color`.
-    pub fn svg(self, x: f64, y: f64, color: &str) -> Markup {
+    pub(crate) fn svg(self, x: f64, y: f64, color: &str) -> Markup {
         let r = 3.2;
         match self {
             Marker::Circle => html! {
@@ -140,7 +140,7 @@ pub(crate) struct Series {
 
 impl Series {
     /// A plain solid line of `points`.
-    pub fn line(label: String, color: &'static str, points: Points) -> Series {
+    pub(crate) fn line(label: String, color: &'static str, points: Points) -> Series {
         Series {
             label,
             color,

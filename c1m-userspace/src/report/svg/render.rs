@@ -61,7 +61,7 @@ impl Chart {
             .collect()
     }
 
-    pub fn render(&self) -> Markup {
+    pub(crate) fn render(&self) -> Markup {
         let (w, h) = self.size.dims();
         let series = self.drawn();
         let stale = self.drawn_stale();

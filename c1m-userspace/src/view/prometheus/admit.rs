@@ -22,7 +22,7 @@ pub const PER_PEER: usize = 4;
 pub const TOTAL: usize = 256;
 
 /// The slots, shared by the accept loop and the connections.
-pub struct Slots {
+pub(crate) struct Slots {
     per_peer: usize,
     total: usize,
     table: Mutex<Table>,
@@ -45,16 +45,16 @@ struct Held {
 }
 
 /// A slot held; dropping it frees the slot.
-pub struct Slot {
+pub(crate) struct Slot {
     slots: Arc<Slots>,
     id: u64,
 }
 
 /// Completes when the connection has been evicted for a newcomer.
-pub type Evicted = oneshot::Receiver<()>;
+pub(crate) type Evicted = oneshot::Receiver<()>;
 
 impl Slots {
-    pub fn new(per_peer: usize, total: usize) -> Arc<Slots> {
+    pub(crate) fn new(per_peer: usize, total: usize) -> Arc<Slots> {
         Arc::new(Slots {
             per_peer: per_peer.max(1),
             total: total.max(1),
@@ -64,7 +64,7 @@ impl Slots {
 
     /// A slot for a connection from `ip`, evicting a waiting one if a cap is reached;
     /// `None` when every candidate is busy answering (close the newcomer).
-    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<(Slot, Evicted)> {
+    pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<(Slot, Evicted)> {
         let peer = peer_of(ip);
         let mut table = self.lock();
         let victim = if table.count(peer) >= self.per_peer {
@@ -108,7 +108,7 @@ impl Slots {
 
     /// Connections held now (all peers).
     #[cfg(test)]
-    pub fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         self.lock().held.len()
     }
 
@@ -119,7 +119,7 @@ impl Slots {
 
 impl Slot {
     /// Its request is read: from now on it is answered, not evicted.
-    pub fn answering(&self) {
+    pub(crate) fn answering(&self) {
         if let Some(h) = self.slots.lock().held.get_mut(&self.id) {
             h.answering = true;
         }

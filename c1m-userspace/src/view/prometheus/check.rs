@@ -9,8 +9,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+/// One sample: metric name, its labels, its value.
 pub type Series = (String, BTreeMap<String, String>, f64);
 
+/// Every sample of an exposition, or the first line that breaks the format.
 pub fn parse(text: &str) -> Result<Vec<Series>, String> {
     let mut out = Vec::new();
     let mut types: BTreeMap<String, String> = BTreeMap::new();

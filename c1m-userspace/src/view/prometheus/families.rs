@@ -23,7 +23,7 @@ use crate::{
 pub const PHASES: [&str; 5] = ["setup", "idle", "push", "teardown", "watching"];
 
 /// The whole exposition for one scrape.
-pub fn render(state: &LiveState) -> Result<String, std::fmt::Error> {
+pub(crate) fn render(state: &LiveState) -> Result<String, std::fmt::Error> {
     let mut x = Exposition::default();
     run_metrics(&mut x, state);
     app_metrics(&mut x, state);

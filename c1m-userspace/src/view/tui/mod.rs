@@ -45,8 +45,8 @@ use crate::{
 };
 
 /// Below this size the full view cannot be read; a compact summary is drawn instead.
-pub const MIN_WIDTH: u16 = 60;
-pub const MIN_HEIGHT: u16 = 18;
+pub(crate) const MIN_WIDTH: u16 = 60;
+pub(crate) const MIN_HEIGHT: u16 = 18;
 /// Rows in each side's column (both columns have the same number, so rows line up).
 const COLUMN_ROWS: u16 = 12;
 /// The columns' box has no bottom line: what follows draws its own top line.
@@ -63,7 +63,7 @@ pub fn render(frame: &mut Frame, state: &LiveState) {
 }
 
 /// Draws the live view and, when `help` is on, the help overlay above it.
-pub fn render_view(frame: &mut Frame, state: &LiveState, help: bool) {
+pub(crate) fn render_view(frame: &mut Frame, state: &LiveState, help: bool) {
     let area = frame.area();
     let figures = &state.figures;
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {

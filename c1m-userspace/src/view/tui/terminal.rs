@@ -155,7 +155,7 @@ pub enum Action {
 }
 
 /// The one place keys are read, on press (not on release, where terminals report it).
-pub fn key_action(k: &KeyEvent) -> Option<Action> {
+pub(crate) fn key_action(k: &KeyEvent) -> Option<Action> {
     if k.kind == KeyEventKind::Release {
         return None;
     }

@@ -12,7 +12,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use crate::workload::sys;
 
 /// Round trips per estimate: enough that one of them is rarely delayed on a loaded box.
-pub const ROUND_TRIPS: usize = 16;
+pub(crate) const ROUND_TRIPS: usize = 16;
 
 /// The server's clock minus this host's, and how sure that is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -29,14 +29,14 @@ pub struct ClockOffset {
 /// One exchange: this host's clock before sending, the server's answer, this host's
 /// clock after the answer.
 #[derive(Clone, Copy, Debug)]
-pub struct Exchange {
+pub(crate) struct Exchange {
     pub sent_ns: u64,
     pub server_ns: u64,
     pub received_ns: u64,
 }
 
 /// The exchange with the smallest round trip, as an offset.
-pub fn best(exchanges: &[Exchange]) -> Option<ClockOffset> {
+pub(crate) fn best(exchanges: &[Exchange]) -> Option<ClockOffset> {
     let e = exchanges
         .iter()
         .filter(|e| e.received_ns >= e.sent_ns)
@@ -53,13 +53,13 @@ pub fn best(exchanges: &[Exchange]) -> Option<ClockOffset> {
 
 /// The answer to a `time` line: `{"unix_ns":T}`.
 #[derive(Serialize, Deserialize)]
-pub struct TimeAnswer {
+pub(crate) struct TimeAnswer {
     pub unix_ns: u64,
 }
 
 /// Estimates the offset to the control endpoint at `addr` (HOST:PORT), over one TCP
 /// connection, within `limit`.
-pub async fn measure(addr: &str, limit: Duration) -> Result<ClockOffset> {
+pub(crate) async fn measure(addr: &str, limit: Duration) -> Result<ClockOffset> {
     tokio::time::timeout(limit, measure_inner(addr))
         .await
         .with_context(|| format!("clock query to {addr}: no answer within {limit:?}"))?

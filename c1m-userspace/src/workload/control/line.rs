@@ -5,14 +5,14 @@
 
 /// Longest control line in bytes, without its newline. The longest real request is
 /// `auth <64 hex digits>`; 4 KiB leaves room for hand-typed ones.
-pub const MAX_LINE: usize = 4096;
+pub(crate) const MAX_LINE: usize = 4096;
 
 /// The longest part of a request a reply quotes back (chars), so a reply never grows
 /// with what the peer sent.
-pub const ECHO_CHARS: usize = 32;
+pub(crate) const ECHO_CHARS: usize = 32;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum LineError {
+pub(crate) enum LineError {
     #[error("line longer than {MAX_LINE} bytes")]
     TooLong,
     #[error("line is not UTF-8")]
@@ -21,24 +21,24 @@ pub enum LineError {
 
 /// Bytes received but not yet framed.
 #[derive(Default)]
-pub struct LineBuf {
+pub(crate) struct LineBuf {
     buf: Vec<u8>,
 }
 
 impl LineBuf {
     /// How many bytes the next read may add: the buffer never exceeds `MAX_LINE + 1`,
     /// enough to see the newline that ends a line of exactly `MAX_LINE` bytes.
-    pub fn room(&self) -> usize {
+    pub(crate) fn room(&self) -> usize {
         (MAX_LINE + 1).saturating_sub(self.buf.len())
     }
 
-    pub fn extend(&mut self, data: &[u8]) {
+    pub(crate) fn extend(&mut self, data: &[u8]) {
         self.buf.extend_from_slice(data);
     }
 
     /// The next whole line (trimmed), `Ok(None)` if more bytes are needed, or an error:
     /// `TooLong` is final (the caller closes), `NotUtf8` consumes the bad line.
-    pub fn next_line(&mut self) -> Result<Option<String>, LineError> {
+    pub(crate) fn next_line(&mut self) -> Result<Option<String>, LineError> {
         let Some(nl) = self.buf.iter().position(|&b| b == b'\n') else {
             return if self.buf.len() > MAX_LINE {
                 Err(LineError::TooLong)
@@ -58,7 +58,7 @@ impl LineBuf {
 }
 
 /// At most [`ECHO_CHARS`] of `s`, marked when cut, for quoting a request in a reply.
-pub fn excerpt(s: &str) -> String {
+pub(crate) fn excerpt(s: &str) -> String {
     match s.char_indices().nth(ECHO_CHARS) {
         None => s.to_owned(),
         Some((i, _)) => format!("{}…", &s[..i]),

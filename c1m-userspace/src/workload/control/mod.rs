@@ -26,10 +26,10 @@
 //! further ones are told so and closed at once. Their descriptors are reserved up front
 //! ([`super::limits::CONTROL_FDS`]), so control connections never cost data connections.
 
-pub mod clock;
-pub mod line;
+pub(crate) mod clock;
+pub(crate) mod line;
 mod peer;
-pub mod token;
+pub(crate) mod token;
 mod unix;
 
 use std::{
@@ -43,7 +43,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use line::{LineBuf, LineError};
-pub use token::{Token, TokenFile};
+pub(crate) use token::{Token, TokenFile};
 use tokio::{
     io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader},
     net::{TcpListener, TcpSocket, UnixListener},
@@ -53,14 +53,14 @@ use tokio::{
 
 /// Control connections served at once. The lab holds at most two (a poll and a command);
 /// 64 leaves room for people and scripts while keeping the reserve small.
-pub const MAX_SESSIONS: usize = 64;
+pub(crate) const MAX_SESSIONS: usize = 64;
 
 /// A token-guarded connection must authenticate within this long, so silent peers
 /// cannot sit on session slots.
 const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The clock query: answered with `{"unix_ns":T}`, this host's CLOCK_REALTIME.
-pub const TIME: &str = "time";
+pub(crate) const TIME: &str = "time";
 
 fn time_line() -> String {
     let t = clock::TimeAnswer {
@@ -70,10 +70,10 @@ fn time_line() -> String {
 }
 
 /// The environment variable [`call`] reads a token file's path from.
-pub const TOKEN_ENV: &str = "C1M_CONTROL_TOKEN_FILE";
+pub(crate) const TOKEN_ENV: &str = "C1M_CONTROL_TOKEN_FILE";
 
 /// A request from a control client, with where to send the answer.
-pub struct Request {
+pub(crate) struct Request {
     /// The request line as received, e.g. "stats".
     pub line: String,
     /// Where the answer line goes.
@@ -81,13 +81,13 @@ pub struct Request {
 }
 
 /// Where the endpoint listens: `HOST:PORT` (TCP) or a filesystem path (unix socket).
-pub enum Endpoint {
+pub(crate) enum Endpoint {
     Tcp(String),
     Unix(PathBuf),
 }
 
 impl Endpoint {
-    pub fn parse(s: &str) -> Endpoint {
+    pub(crate) fn parse(s: &str) -> Endpoint {
         if s.contains('/') {
             Endpoint::Unix(PathBuf::from(s))
         } else {
@@ -108,7 +108,7 @@ struct Access {
 /// A served endpoint. Dropping it stops accepting and removes the socket file and the
 /// token file this process made, so a normal exit, a signal handled by the supervisor
 /// and `stop` all leave nothing of theirs behind (and nothing of anyone else's gone).
-pub struct Serving {
+pub(crate) struct Serving {
     task: JoinHandle<()>,
     _socket: Option<unix::SocketFile>,
     token_file: Option<TokenFile>,
@@ -128,7 +128,7 @@ impl Drop for Serving {
 /// ([`TokenFile::claim`]: a fresh one, or a token file of this user's found there) is
 /// required on every connection; without one, only loopback TCP and unix sockets are
 /// accepted.
-pub async fn serve(
+pub(crate) async fn serve(
     ep: Endpoint,
     token_file: Option<&Path>,
     tx: mpsc::UnboundedSender<Request>,
@@ -400,7 +400,7 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// The token named by `$C1M_CONTROL_TOKEN_FILE`, if set.
-pub fn token_from_env() -> Result<Option<Token>> {
+pub(crate) fn token_from_env() -> Result<Option<Token>> {
     match std::env::var_os(TOKEN_ENV) {
         None => Ok(None),
         Some(p) => Ok(Some(Token::read(Path::new(&p))?)),
@@ -414,7 +414,7 @@ pub async fn call(ep: &str, line: &str) -> Result<String> {
 }
 
 /// [`call`] with an explicit token (sent as `auth <token>` first).
-pub async fn call_with_token(ep: &str, token: Option<&Token>, line: &str) -> Result<String> {
+pub(crate) async fn call_with_token(ep: &str, token: Option<&Token>, line: &str) -> Result<String> {
     async fn talk<S: AsyncRead + AsyncWrite + Unpin>(
         s: S,
         token: Option<&Token>,

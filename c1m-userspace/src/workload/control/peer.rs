@@ -24,17 +24,17 @@ use rustix::net::{
 
 /// Whether a peer running as `uid` may drive an endpoint owned by `owner`: the same
 /// user, or root.
-pub fn allowed(uid: u32, owner: u32) -> bool {
+pub(crate) fn allowed(uid: u32, owner: u32) -> bool {
     uid == owner || uid == 0
 }
 
 /// This process's effective uid: the owner of its control endpoint.
-pub fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
 /// The euid of the process that connected to a unix socket.
-pub fn unix_peer_uid(fd: BorrowedFd<'_>) -> io::Result<u32> {
+pub(crate) fn unix_peer_uid(fd: BorrowedFd<'_>) -> io::Result<u32> {
     Ok(sockopt::socket_peercred(fd)?.uid.as_raw())
 }
 
@@ -138,7 +138,7 @@ fn put_addr(dst: &mut [u8; 16], ip: IpAddr) {
 /// The uid owning the TCP socket whose local address is `peer` and remote address is
 /// `local` — the other end of a connection we accepted on `local`. Both ends must be in
 /// this network namespace (loopback).
-pub fn tcp_peer_uid(local: SocketAddr, peer: SocketAddr) -> io::Result<u32> {
+pub(crate) fn tcp_peer_uid(local: SocketAddr, peer: SocketAddr) -> io::Result<u32> {
     let (local, peer) = (canonical(local), canonical(peer));
     if local.is_ipv4() != peer.is_ipv4() {
         return Err(io::Error::other("mixed address families"));
@@ -219,7 +219,7 @@ fn canonical(a: SocketAddr) -> SocketAddr {
 }
 
 /// Whether every address `a` could mean is on this host's loopback.
-pub fn is_loopback(a: &SocketAddr) -> bool {
+pub(crate) fn is_loopback(a: &SocketAddr) -> bool {
     a.ip().to_canonical().is_loopback()
 }
 

@@ -23,7 +23,7 @@ const TOKEN_BYTES: usize = 32;
 const TOKEN_LEN: std::ops::RangeInclusive<usize> = 32..=1024;
 
 #[derive(Debug, thiserror::Error)]
-pub enum TokenError {
+pub(crate) enum TokenError {
     #[error("getrandom: {0}")]
     Random(io::Error),
     #[error("control token file {path}: {source}")]
@@ -37,11 +37,11 @@ pub enum TokenError {
 }
 
 #[derive(Clone)]
-pub struct Token(String);
+pub(crate) struct Token(String);
 
 impl Token {
     /// A fresh token from the kernel's CSPRNG (never a time-based fallback).
-    pub fn generate() -> Result<Token, TokenError> {
+    pub(crate) fn generate() -> Result<Token, TokenError> {
         let mut b = [0u8; TOKEN_BYTES];
         let mut got = 0;
         while got < b.len() {
@@ -54,7 +54,7 @@ impl Token {
         Ok(Token(b.iter().map(|x| format!("{x:02x}")).collect()))
     }
 
-    pub fn read(path: &Path) -> Result<Token, TokenError> {
+    pub(crate) fn read(path: &Path) -> Result<Token, TokenError> {
         let s = fs::read_to_string(path).map_err(|source| TokenError::File {
             path: path.to_owned(),
             source,
@@ -66,13 +66,13 @@ impl Token {
         Ok(Token(t.to_owned()))
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 
     /// Whether `line` is `auth <this token>`; compares in time independent of where
     /// the first difference is.
-    pub fn admits(&self, line: &str) -> bool {
+    pub(crate) fn admits(&self, line: &str) -> bool {
         let Some(given) = line.strip_prefix("auth ") else {
             return false;
         };
@@ -82,7 +82,7 @@ impl Token {
 }
 
 /// The token file a server serves with: made by this process, or found.
-pub struct TokenFile {
+pub(crate) struct TokenFile {
     path: PathBuf,
     token: Token,
     /// (device, inode) of the file this process made; None: found, not ours to remove.
@@ -92,7 +92,7 @@ pub struct TokenFile {
 impl TokenFile {
     /// Claims `path`: a fresh token there if nothing is, or the token of a file of this
     /// user's that only its owner can read; anything else is refused, untouched.
-    pub fn claim(path: &Path) -> Result<TokenFile, TokenError> {
+    pub(crate) fn claim(path: &Path) -> Result<TokenFile, TokenError> {
         let err = |source| TokenError::File {
             path: path.to_owned(),
             source,
@@ -137,21 +137,17 @@ impl TokenFile {
         }
     }
 
-    pub fn token(&self) -> &Token {
+    pub(crate) fn token(&self) -> &Token {
         &self.token
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Whether this process made the file (and so removes it).
-    pub fn made(&self) -> bool {
+    pub(crate) fn made(&self) -> bool {
         self.made.is_some()
     }
 
     /// Removes the file if this process made it and it is still that file.
-    pub fn remove(&self) {
+    pub(crate) fn remove(&self) {
         let Some(made) = self.made else { return };
         let same = fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == made);
         if same {

@@ -14,7 +14,7 @@ use std::{
 use rustix::net::{self as rnet, AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
 #[derive(Debug, thiserror::Error)]
-pub enum SocketError {
+pub(crate) enum SocketError {
     #[error(
         "control endpoint {0} is in use by a running process: stop that process, or give --control another path"
     )]
@@ -30,7 +30,7 @@ pub enum SocketError {
 }
 
 /// A bound control socket file; dropping it removes the file if it is still ours.
-pub struct SocketFile {
+pub(crate) struct SocketFile {
     path: PathBuf,
     /// (device, inode) of the file we bound, so we never remove a successor's.
     id: (u64, u64),
@@ -74,7 +74,7 @@ fn clear(path: &Path) -> Result<(), SocketError> {
 }
 
 /// Binds and listens on a unix socket at `path`, mode 0600 whatever the umask.
-pub fn bind_private(path: &Path) -> Result<(UnixListener, SocketFile), SocketError> {
+pub(crate) fn bind_private(path: &Path) -> Result<(UnixListener, SocketFile), SocketError> {
     let io_err = |source| SocketError::Io {
         path: path.to_owned(),
         source,

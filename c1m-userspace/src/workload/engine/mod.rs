@@ -26,10 +26,10 @@
 //! the ramp. Connections are level-triggered: a read takes at most one buffer per event,
 //! so a busy connection cannot starve the others and no ready list is needed.
 
-pub mod client;
-pub mod pace;
+pub(crate) mod client;
+pub(crate) mod pace;
 pub mod server;
-pub mod shard_loop;
+pub(crate) mod shard_loop;
 
 use std::{
     io::{self, Write},
@@ -49,27 +49,27 @@ use super::{
 
 /// Shared read buffer per shard: the largest loopback segment batch a read returns in
 /// practice, so one read drains a typical burst.
-pub const READ_BUF: usize = 64 * 1024;
+pub(crate) const READ_BUF: usize = 64 * 1024;
 
 /// How often a shard reports (if anything changed). The lab polls twice a second; 250 ms
 /// keeps the supervisor's view at most a quarter second old. Idle shards send nothing.
 /// In monotonic ns: the engine loop's tick deadline.
-pub const REPORT_EVERY_NS: u64 = 250_000_000;
+pub(crate) const REPORT_EVERY_NS: u64 = 250_000_000;
 
 /// Unsent output past this is a peer not reading: close it rather than buffer without bound.
-pub const MAX_PENDING_OUT: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_PENDING_OUT: usize = 4 * 1024 * 1024;
 
 /// A slab of connection states. Tokens carry the slot index (low 32 bits) and a
 /// generation (high 32 bits): a slot freed and reused within one epoll batch cannot receive
 /// the old connection's events.
-pub struct Slab<T> {
+pub(crate) struct Slab<T> {
     slots: Vec<(u32, Option<T>)>,
     free: Vec<u32>,
     len: usize,
 }
 
 impl<T> Slab<T> {
-    pub fn with_capacity(n: usize) -> Slab<T> {
+    pub(crate) fn with_capacity(n: usize) -> Slab<T> {
         Slab {
             slots: Vec::with_capacity(n),
             free: Vec::new(),
@@ -77,20 +77,21 @@ impl<T> Slab<T> {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
-    pub fn insert(&mut self, v: T) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn insert(&mut self, v: T) -> u64 {
         self.insert_get(v).0
     }
 
     /// Inserts `v` and hands it back with its token (to register its fd under the token).
-    pub fn insert_get(&mut self, v: T) -> (u64, &mut T) {
+    pub(crate) fn insert_get(&mut self, v: T) -> (u64, &mut T) {
         self.len += 1;
         let i = match self.free.pop() {
             Some(i) => {
@@ -107,7 +108,7 @@ impl<T> Slab<T> {
         (token(i, slot.0), slot.1.insert(v))
     }
 
-    pub fn get_mut(&mut self, tok: u64) -> Option<&mut T> {
+    pub(crate) fn get_mut(&mut self, tok: u64) -> Option<&mut T> {
         let (i, g) = untoken(tok);
         match self.slots.get_mut(i as usize) {
             Some((gen_, Some(v))) if *gen_ == g => Some(v),
@@ -115,7 +116,7 @@ impl<T> Slab<T> {
         }
     }
 
-    pub fn remove(&mut self, tok: u64) -> Option<T> {
+    pub(crate) fn remove(&mut self, tok: u64) -> Option<T> {
         let (i, g) = untoken(tok);
         match self.slots.get_mut(i as usize) {
             Some((gen_, slot @ Some(_))) if *gen_ == g => {
@@ -129,7 +130,7 @@ impl<T> Slab<T> {
 
     /// Token of every occupied slot at or after `from`, up to `max` of them, and where to
     /// continue (for work spread over several loop turns, like a push).
-    pub fn tokens_from(&self, from: usize, max: usize) -> (Vec<u64>, usize) {
+    pub(crate) fn tokens_from(&self, from: usize, max: usize) -> (Vec<u64>, usize) {
         let mut out = Vec::with_capacity(max.min(self.len));
         let mut i = from;
         while i < self.slots.len() && out.len() < max {
@@ -141,12 +142,12 @@ impl<T> Slab<T> {
         (out, i)
     }
 
-    pub fn slot_count(&self) -> usize {
+    pub(crate) fn slot_count(&self) -> usize {
         self.slots.len()
     }
 
     /// Removes and returns everything.
-    pub fn drain(&mut self) -> Vec<T> {
+    pub(crate) fn drain(&mut self) -> Vec<T> {
         self.free.clear();
         self.len = 0;
         self.slots.drain(..).filter_map(|(_, v)| v).collect()
@@ -154,11 +155,11 @@ impl<T> Slab<T> {
 }
 
 /// Listener and control tokens live above every slab token (slot indices stay < 2^32 - 2^16).
-pub const LISTENER_BASE: u64 = u64::MAX - (1 << 16);
+pub(crate) const LISTENER_BASE: u64 = u64::MAX - (1 << 16);
 
 /// The token of the shard's command source in its epoll set (above every listener token:
 /// a port range has at most 65,535 ports).
-pub const COMMAND_TOKEN: u64 = u64::MAX;
+pub(crate) const COMMAND_TOKEN: u64 = u64::MAX;
 
 fn token(i: u32, g: u32) -> u64 {
     (u64::from(g) << 32) | u64::from(i)
@@ -170,7 +171,7 @@ fn untoken(t: u64) -> (u32, u32) {
 
 /// Per-connection heap, present only while needed.
 #[derive(Default)]
-pub struct Spill {
+pub(crate) struct Spill {
     /// Received bytes not yet forming a complete frame or handshake head.
     pub inbuf: Vec<u8>,
     /// Bytes accepted for sending that the socket did not take yet.
@@ -181,18 +182,18 @@ pub struct Spill {
 }
 
 impl Spill {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.inbuf.is_empty() && self.out_off >= self.out.len() && self.frag.is_none()
     }
 
-    pub fn has_out(&self) -> bool {
+    pub(crate) fn has_out(&self) -> bool {
         self.out_off < self.out.len()
     }
 }
 
 /// The input a previous read left, taken out of `spill` for the next parse: the bytes
 /// not yet a whole frame or head, and a fragmented message.
-pub fn take_input(spill: &mut Option<Box<Spill>>) -> (Vec<u8>, Option<Box<Fragment>>) {
+pub(crate) fn take_input(spill: &mut Option<Box<Spill>>) -> (Vec<u8>, Option<Box<Fragment>>) {
     let inbuf = spill
         .as_mut()
         .map(|s| std::mem::take(&mut s.inbuf))
@@ -203,7 +204,7 @@ pub fn take_input(spill: &mut Option<Box<Spill>>) -> (Vec<u8>, Option<Box<Fragme
 
 /// What to parse after reading `fresh`: `fresh` itself (no copy, the common case), or
 /// `fresh` appended to the input a previous read left.
-pub fn joined<'a>(inbuf: &'a mut Vec<u8>, fresh: &'a mut [u8]) -> &'a mut [u8] {
+pub(crate) fn joined<'a>(inbuf: &'a mut Vec<u8>, fresh: &'a mut [u8]) -> &'a mut [u8] {
     if inbuf.is_empty() {
         fresh
     } else {
@@ -214,7 +215,7 @@ pub fn joined<'a>(inbuf: &'a mut Vec<u8>, fresh: &'a mut [u8]) -> &'a mut [u8] {
 
 /// Keeps for the next read what the parse of [`joined`]`(inbuf, fresh)` did not use
 /// (from byte `used` on), and the fragmented message.
-pub fn keep_input(
+pub(crate) fn keep_input(
     spill: &mut Option<Box<Spill>>,
     mut inbuf: Vec<u8>,
     fresh: &[u8],
@@ -232,14 +233,14 @@ pub fn keep_input(
 }
 
 /// Drops the spill if it holds nothing, so idle connections return to zero heap.
-pub fn shrink(spill: &mut Option<Box<Spill>>) {
+pub(crate) fn shrink(spill: &mut Option<Box<Spill>>) {
     if spill.as_ref().is_some_and(|s| s.is_empty()) {
         *spill = None;
     }
 }
 
 /// How writing went.
-pub enum Sent {
+pub(crate) enum Sent {
     /// Everything is in the socket.
     All,
     /// Some is queued in the spill; the caller watches EPOLLOUT.
@@ -248,7 +249,7 @@ pub enum Sent {
 
 /// Writes `bytes` after anything already queued; queues what the socket does not take.
 /// Returns the bytes written now; an error is a broken connection.
-pub fn send(
+pub(crate) fn send(
     fd: BorrowedFd<'_>,
     spill: &mut Option<Box<Spill>>,
     bytes: &[u8],
@@ -283,7 +284,7 @@ pub fn send(
 /// A goodbye (a WebSocket close frame) written just before the socket is closed, in one
 /// segment with the FIN ([`sys::write_before_close`]). Best effort: behind queued output
 /// it is dropped, as the close discards that output too.
-pub fn send_before_close(
+pub(crate) fn send_before_close(
     fd: BorrowedFd<'_>,
     spill: &Option<Box<Spill>>,
     bytes: &[u8],
@@ -298,7 +299,7 @@ pub fn send_before_close(
 }
 
 /// Flushes queued output on EPOLLOUT. `Ok(true)`: all sent.
-pub fn flush(
+pub(crate) fn flush(
     fd: BorrowedFd<'_>,
     spill: &mut Option<Box<Spill>>,
     written: &mut u64,
@@ -324,7 +325,7 @@ pub fn flush(
 
 /// Interest for a connection: reading while nothing is queued; only writing while output is
 /// queued (so a peer that does not read stops us reading from it: backpressure).
-pub fn interest(spill: &Option<Box<Spill>>) -> u32 {
+pub(crate) fn interest(spill: &Option<Box<Spill>>) -> u32 {
     if spill.as_ref().is_some_and(|s| s.has_out()) {
         EPOLLOUT
     } else {
@@ -333,7 +334,7 @@ pub fn interest(spill: &Option<Box<Spill>>) -> u32 {
 }
 
 /// Re-registers `fd` if its interest changed.
-pub fn rearm(
+pub(crate) fn rearm(
     ep: &Epoll,
     fd: &OwnedFd,
     tok: u64,
@@ -350,7 +351,7 @@ pub fn rearm(
 
 /// What the supervisor hears from its shards.
 #[derive(Debug)]
-pub enum ShardEvent {
+pub(crate) enum ShardEvent {
     Report(Box<WorkerReport>),
     /// The shard ended (thread returned, or worker process exited), and why.
     Exited {
@@ -360,7 +361,7 @@ pub enum ShardEvent {
 }
 
 /// Where a shard sends its reports.
-pub enum Sink {
+pub(crate) enum Sink {
     /// A thread shard: straight to the supervisor.
     Channel(mpsc::UnboundedSender<ShardEvent>),
     /// A worker process: JSON lines on stdout, a pipe the supervisor reads. The write
@@ -370,7 +371,7 @@ pub enum Sink {
 }
 
 impl Sink {
-    pub fn send(&mut self, r: WorkerReport) -> io::Result<()> {
+    pub(crate) fn send(&mut self, r: WorkerReport) -> io::Result<()> {
         match self {
             Sink::Channel(tx) => tx
                 .send(ShardEvent::Report(Box::new(r)))
@@ -389,7 +390,7 @@ impl Sink {
 /// Where a shard's commands come from. Its fd sits in the shard's epoll set under
 /// [`COMMAND_TOKEN`]; the shard also drains it at every report tick, which is how a
 /// closed channel is noticed.
-pub enum Commands {
+pub(crate) enum Commands {
     /// A thread shard: a channel, and an eventfd the sender signals after each command.
     Channel {
         rx: std_mpsc::Receiver<ShardCommand>,
@@ -401,7 +402,7 @@ pub enum Commands {
 }
 
 impl Commands {
-    pub fn fd(&self) -> BorrowedFd<'_> {
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         match self {
             Commands::Channel { wake, .. } => wake.as_fd(),
             Commands::Stdin { .. } => rustix::stdio::stdin(),
@@ -410,7 +411,7 @@ impl Commands {
 
     /// Appends every command that arrived to `out`; a supervisor that is gone (channel
     /// closed, stdin at EOF or broken) reads as `Stop`.
-    pub fn drain(&mut self, out: &mut Vec<ShardCommand>) {
+    pub(crate) fn drain(&mut self, out: &mut Vec<ShardCommand>) {
         match self {
             Commands::Channel { rx, wake } => {
                 wake.drain();
@@ -468,13 +469,13 @@ impl Commands {
 }
 
 /// A shard's link to its supervisor.
-pub struct ShardIo {
+pub(crate) struct ShardIo {
     pub commands: Commands,
     pub sink: Sink,
 }
 
 /// The errno of a failed connect/accept, as a failure cause.
-pub fn failure_of(e: &io::Error, f: &mut super::stats::counters::Failures) {
+pub(crate) fn failure_of(e: &io::Error, f: &mut super::stats::counters::Failures) {
     match sys::errno(e) {
         Some(Errno::CONNREFUSED) => f.refused += 1,
         Some(Errno::ADDRNOTAVAIL | Errno::ADDRINUSE) => f.addr_not_avail += 1,
@@ -487,7 +488,7 @@ pub fn failure_of(e: &io::Error, f: &mut super::stats::counters::Failures) {
 }
 
 /// The errno of a failed read/write on an open connection, as a close cause.
-pub fn closed_by(e: &io::Error, c: &mut super::stats::counters::Closed) {
+pub(crate) fn closed_by(e: &io::Error, c: &mut super::stats::counters::Closed) {
     match sys::errno(e) {
         Some(Errno::CONNRESET | Errno::PIPE | Errno::TIMEDOUT) => c.reset += 1,
         _ => c.error += 1,

@@ -9,7 +9,7 @@
 
 /// Connects due `elapsed_ns` after the ramp began, at most `count`. `rate <= 0`: unpaced,
 /// everything is due at once.
-pub fn due(rate: f64, count: u64, elapsed_ns: u64) -> u64 {
+pub(crate) fn due(rate: f64, count: u64, elapsed_ns: u64) -> u64 {
     if rate <= 0.0 {
         return count;
     }
@@ -19,7 +19,7 @@ pub fn due(rate: f64, count: u64, elapsed_ns: u64) -> u64 {
 /// Nanoseconds after the ramp began at which the `k`-th connect is due: the first instant
 /// at which [`due`] exceeds `k`. `None` when unpaced: nothing was scheduled, so there is
 /// no queueing to measure.
-pub fn scheduled_ns(rate: f64, k: u64) -> Option<u64> {
+pub(crate) fn scheduled_ns(rate: f64, k: u64) -> Option<u64> {
     (rate > 0.0).then(|| (k as f64 * 1e9 / rate).ceil() as u64)
 }
 

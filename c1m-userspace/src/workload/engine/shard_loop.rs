@@ -26,7 +26,7 @@ use crate::workload::{
 const PUSHES_KEPT: usize = 64;
 
 /// The per-engine parts of the loop.
-pub trait Engine {
+pub(crate) trait Engine {
     /// `epoll_wait` timeout (ms) for this turn, given the next report tick (monotonic ns).
     fn wait_ms(&mut self, next_tick: u64) -> i32;
     /// One event on anything but the command source: the hot path.
@@ -49,7 +49,7 @@ pub trait Engine {
 
 /// Runs `e` until `Stop` (or its supervisor goes away), then closes everything and sends
 /// the final report. The command source must already be in `ep` under [`COMMAND_TOKEN`].
-pub fn run<E: Engine>(e: &mut E, ep: &Epoll, io: &mut ShardIo) -> Result<()> {
+pub(crate) fn run<E: Engine>(e: &mut E, ep: &Epoll, io: &mut ShardIo) -> Result<()> {
     let mut events = Events::default();
     let mut cmds = Vec::new();
     e.report(&mut io.sink, true, false)?;
@@ -99,7 +99,7 @@ pub fn run<E: Engine>(e: &mut E, ep: &Epoll, io: &mut ShardIo) -> Result<()> {
 
 /// What only one engine reports, taken fresh for each report.
 #[derive(Default)]
-pub struct Extra {
+pub(crate) struct Extra {
     pub ramp_done: bool,
     pub hists: BTreeMap<String, String>,
     pub timeline: Vec<(u32, u32)>,
@@ -107,7 +107,7 @@ pub struct Extra {
 }
 
 /// The report state both engines keep: what was last sent, pushes, warnings.
-pub struct Reporter {
+pub(crate) struct Reporter {
     shard: u32,
     last: Counters,
     pub pushes: BTreeMap<u64, PushStat>,
@@ -124,7 +124,7 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    pub fn new(shard: u32) -> Reporter {
+    pub(crate) fn new(shard: u32) -> Reporter {
         Reporter {
             shard,
             last: Counters::default(),
@@ -138,7 +138,7 @@ impl Reporter {
     }
 
     /// Sends `c` and `x` if anything changed since the last report (or `force`).
-    pub fn send(
+    pub(crate) fn send(
         &mut self,
         sink: &mut Sink,
         c: &Counters,
@@ -188,7 +188,7 @@ impl Reporter {
     }
 
     /// The shard cannot run: tell the supervisor why before returning the error.
-    pub fn fatal(&self, sink: &mut Sink, msg: String) {
+    pub(crate) fn fatal(&self, sink: &mut Sink, msg: String) {
         let _ = sink.send(WorkerReport {
             shard: self.shard,
             fatal: Some(msg),

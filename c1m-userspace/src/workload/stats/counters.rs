@@ -14,11 +14,11 @@ macro_rules! counter_set {
 
         impl $name {
             /// Adds `o`'s counts to these, cause by cause.
-            pub fn add(&mut self, o: &$name) { $(self.$field += o.$field;)* }
+            pub(crate) fn add(&mut self, o: &$name) { $(self.$field += o.$field;)* }
             /// Every cause summed.
             pub fn total(&self) -> u64 { 0 $(+ self.$field)* }
             /// Each cause as (JSON key, count), in declaration order.
-            pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
+            pub(crate) fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
                 [$((stringify!($field), self.$field)),*].into_iter()
             }
         }
@@ -95,7 +95,7 @@ counter_set! {
 
 impl ProtocolErrors {
     /// Counts a WebSocket close we sent for a protocol violation, by its code.
-    pub fn count_close(&mut self, code: u16) {
+    pub(crate) fn count_close(&mut self, code: u16) {
         match code {
             1007 => self.ws_1007 += 1,
             1009 => self.ws_1009 += 1,
@@ -151,7 +151,7 @@ pub struct Counters {
 }
 
 impl Counters {
-    pub fn add(&mut self, o: &Counters) {
+    pub(crate) fn add(&mut self, o: &Counters) {
         self.attempted += o.attempted;
         self.connected += o.connected;
         self.accepted += o.accepted;

@@ -40,7 +40,7 @@ pub const HIST_NAMES: [&str; HISTS] = [
 /// A histogram of [`HIST_NAMES`] as views name it: without the `_us` of the unit it is
 /// stored in, since every view prints it in ms ("connect_us" under an "ms" heading read
 /// as two units).
-pub fn hist_label(name: &str) -> &str {
+pub(crate) fn hist_label(name: &str) -> &str {
     name.strip_suffix("_us").unwrap_or(name)
 }
 
@@ -57,7 +57,7 @@ pub const SETUP_LATENCY_PAIRS: [(&str, &str, &str); 2] = [
 ];
 
 /// How many histograms a client shard keeps.
-pub const HISTS: usize = 7;
+pub(crate) const HISTS: usize = 7;
 
 /// 1 µs to 1 hour at 3 significant digits: covers loopback RTTs and a SYN retransmitted for
 /// minutes, at 0.1% resolution, in ~190 KiB per histogram (touched lazily).
@@ -102,7 +102,7 @@ pub fn new_hist() -> Result<Histogram<u64>, HistError> {
 /// 1% is finer than anything a queueing wait is read for. The supervisor merges them
 /// into [`new_hist`] histograms (exact: every recorded value is re-recorded), so views
 /// see one kind.
-pub fn new_coarse_hist() -> Result<Histogram<u64>, HistError> {
+pub(crate) fn new_coarse_hist() -> Result<Histogram<u64>, HistError> {
     Ok(Histogram::new_with_bounds(1, HIST_MAX_US, 2)?)
 }
 
@@ -110,7 +110,7 @@ pub fn new_coarse_hist() -> Result<Histogram<u64>, HistError> {
 /// order). Each is ~190 KiB of address space but only the pages its values touch are
 /// resident.
 #[derive(Clone)]
-pub struct Hists {
+pub(crate) struct Hists {
     pub h: [Histogram<u64>; HISTS],
     /// Total counts at the last report, to send only histograms that changed.
     sent_len: [u64; HISTS],
@@ -122,18 +122,18 @@ pub struct Hists {
 /// counters. The supervisor decodes each blob into a fresh 190 KiB histogram (zeroed by
 /// the allocator): at 1M over 51 client workers that was ~1.5% of the box's CPU at 4 Hz.
 /// A shard whose ramp is done, and every forced or final report, sends at once.
-pub const HIST_REPORT_EVERY_NS: u64 = 1_000_000_000;
+pub(crate) const HIST_REPORT_EVERY_NS: u64 = 1_000_000_000;
 
-pub const CONNECT: usize = 0;
-pub const CONNECT_FROM_SCHEDULE: usize = 1;
-pub const WS_HANDSHAKE: usize = 2;
-pub const WS_OPEN_FROM_SCHEDULE: usize = 3;
-pub const ECHO_RTT: usize = 4;
-pub const PUSH_MESSAGE: usize = 5;
-pub const PUSH_FANOUT: usize = 6;
+pub(crate) const CONNECT: usize = 0;
+pub(crate) const CONNECT_FROM_SCHEDULE: usize = 1;
+pub(crate) const WS_HANDSHAKE: usize = 2;
+pub(crate) const WS_OPEN_FROM_SCHEDULE: usize = 3;
+pub(crate) const ECHO_RTT: usize = 4;
+pub(crate) const PUSH_MESSAGE: usize = 5;
+pub(crate) const PUSH_FANOUT: usize = 6;
 
 impl Hists {
-    pub fn new() -> Result<Hists, HistError> {
+    pub(crate) fn new() -> Result<Hists, HistError> {
         // One `new_hist` each, not clones: a fresh histogram's counts are zeroed pages the
         // kernel maps on first touch, a clone would copy (and so touch) all 190 KiB.
         let h = [
@@ -153,14 +153,14 @@ impl Hists {
     }
 
     /// Records a value in µs, saturating at the top of the range instead of failing.
-    pub fn record(&mut self, which: usize, us: u64) {
+    pub(crate) fn record(&mut self, which: usize, us: u64) {
         let h = &mut self.h[which];
         h.saturating_record(us.clamp(1, HIST_MAX_US));
     }
 
     /// Base64 V2 blobs of the histograms that changed since they were last sent: at once,
     /// or at most every [`HIST_REPORT_EVERY_NS`].
-    pub fn changed_blobs(
+    pub(crate) fn changed_blobs(
         &mut self,
         now_ns: u64,
         at_once: bool,
@@ -192,13 +192,13 @@ pub fn encode_hist(h: &Histogram<u64>) -> Result<String, HistError> {
 /// worker reports its connect histogram 4 times a second while ramping, and deflating it
 /// cost 3 µs of CPU per connection at 1M (8% of a 2-core box's budget per connection).
 /// [`decode_hist`] reads both forms.
-pub fn encode_hist_plain(h: &Histogram<u64>) -> Result<String, HistError> {
+pub(crate) fn encode_hist_plain(h: &Histogram<u64>) -> Result<String, HistError> {
     let mut buf = Vec::new();
     V2Serializer::new().serialize(h, &mut buf)?;
     Ok(B64.encode(buf))
 }
 
-pub fn decode_hist(s: &str) -> Result<Histogram<u64>, HistError> {
+pub(crate) fn decode_hist(s: &str) -> Result<Histogram<u64>, HistError> {
     let raw = B64.decode(s)?;
     Ok(Deserializer::new().deserialize(&mut raw.as_slice())?)
 }

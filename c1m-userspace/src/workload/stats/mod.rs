@@ -16,6 +16,6 @@
 
 pub mod counters;
 pub mod histograms;
-pub mod report;
+pub(crate) mod report;
 pub mod setup_rate;
 pub mod snapshot;

@@ -11,7 +11,7 @@ use super::counters::Counters;
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
 )]
-pub struct PushStat {
+pub(crate) struct PushStat {
     pub push_id: u64,
     /// CLOCK_REALTIME ns the push is timed from. Server: when the broadcast began.
     /// Client: when its trigger fired, else the broadcast start in c1m's frame, else the
@@ -25,7 +25,7 @@ pub struct PushStat {
 }
 
 impl PushStat {
-    pub fn merge(&mut self, o: &PushStat) {
+    pub(crate) fn merge(&mut self, o: &PushStat) {
         if self.count == 0 {
             *self = *o;
             return;
@@ -45,7 +45,7 @@ impl PushStat {
 /// are sent only when they changed.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
-pub struct WorkerReport {
+pub(crate) struct WorkerReport {
     pub shard: u32,
     pub pid: u32,
     /// CLOCK_REALTIME ns when the shard read its counters for this report.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// Setup timeline resolution: fine enough for a 10%-step table of a 1,000-connection run,
 /// coarse enough that a 40 s ramp is 4,000 bins.
-pub const TIMELINE_BIN_MS: u64 = 10;
+pub(crate) const TIMELINE_BIN_MS: u64 = 10;
 
 /// One row of the setup-rate table.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -22,7 +22,7 @@ pub struct SetupStep {
 
 /// Sums per-bin counts (in bin order) into the step table. `bins[i]` holds the connections
 /// established during [i, i+1) × TIMELINE_BIN_MS after the ramp began.
-pub fn setup_steps(bins: &[u64], step: u64) -> Vec<SetupStep> {
+pub(crate) fn setup_steps(bins: &[u64], step: u64) -> Vec<SetupStep> {
     let mut out = Vec::new();
     if step == 0 {
         return out;
@@ -74,7 +74,7 @@ pub struct SetupRate {
 
 /// The shortest stretch a peak setup rate is taken over: a second, the grain of the
 /// time series beside it.
-pub const PEAK_WINDOW_MS: u64 = 1000;
+pub(crate) const PEAK_WINDOW_MS: u64 = 1000;
 
 /// The highest setup rate of a ramp, from the instants the connections were established
 /// (the 10 ms timeline), never from a per-second sampler, which a ramp shorter than its
@@ -109,7 +109,7 @@ pub enum PeakRate {
 }
 
 impl PeakRate {
-    pub fn per_s(self) -> Option<f64> {
+    pub(crate) fn per_s(self) -> Option<f64> {
         match self {
             PeakRate::Busiest { per_s, .. } => Some(per_s),
             _ => None,
@@ -141,7 +141,7 @@ fn bins_s(bins: usize) -> f64 {
 /// its start, to the last bin with a connection). A stretch of 2·W bins or more splits
 /// into two of at least W, one as dense as the whole, so stretches shorter than 2·W are
 /// all there is to try: O(bins · W), ~1 ms for a 100 s ramp.
-pub fn peak_rate(bins: &[u64]) -> PeakRate {
+pub(crate) fn peak_rate(bins: &[u64]) -> PeakRate {
     let Some(last) = bins.iter().rposition(|&c| c > 0) else {
         return PeakRate::NoConnection;
     };
@@ -176,7 +176,7 @@ pub fn peak_rate(bins: &[u64]) -> PeakRate {
 }
 
 impl SetupRate {
-    pub fn new(asked_per_s: f64, connected: u64, duration_s: f64) -> SetupRate {
+    pub(crate) fn new(asked_per_s: f64, connected: u64, duration_s: f64) -> SetupRate {
         SetupRate {
             asked_per_s: (asked_per_s > 0.0).then_some(asked_per_s),
             connected,
@@ -188,7 +188,7 @@ impl SetupRate {
 
     /// The rate of a ramp whose connections were established in `bins`: achieved over
     /// `duration_s`, and the peak from the same bins.
-    pub fn of_timeline(
+    pub(crate) fn of_timeline(
         asked_per_s: f64,
         connected: u64,
         duration_s: f64,
@@ -204,7 +204,7 @@ impl SetupRate {
 /// Seconds from the start of the ramp to the end of the timeline bin in which the last
 /// connection was established (None: none was). Exact to a bin (10 ms), where the
 /// supervisor learns that the ramp ended only at the shards' next report (up to 250 ms).
-pub fn last_connection_s(bins: &[u64]) -> Option<f64> {
+pub(crate) fn last_connection_s(bins: &[u64]) -> Option<f64> {
     let last = bins.iter().rposition(|&c| c > 0)?;
     Some(bins_s(last + 1))
 }

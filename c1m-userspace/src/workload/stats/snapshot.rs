@@ -157,7 +157,7 @@ pub struct Workers {
 
 impl AppSnapshot {
     /// The instant the counters describe (`unix_ns` for snapshots that predate it).
-    pub fn counts_at_ns(&self) -> u64 {
+    pub(crate) fn counts_at_ns(&self) -> u64 {
         if self.counts_unix_ns == 0 {
             self.unix_ns
         } else {

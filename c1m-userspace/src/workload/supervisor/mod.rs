@@ -33,13 +33,13 @@ use super::{
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
+pub(crate) enum Side {
     Server,
     Client,
 }
 
 /// Everything the supervisor needs besides the shard configs.
-pub struct Options {
+pub(crate) struct Options {
     pub side: Side,
     pub mode: Mode,
     pub target: u64,
@@ -131,7 +131,7 @@ struct Supervisor {
 }
 
 /// Runs one side to completion.
-pub async fn run(o: Options, plan: &Plan, configs: Vec<ShardConfig>) -> Result<AppSnapshot> {
+pub(crate) async fn run(o: Options, plan: &Plan, configs: Vec<ShardConfig>) -> Result<AppSnapshot> {
     // The supervisor watches its shards (their reports, the control endpoint); the shards
     // it starts go back to the default weight.
     crate::priority::watcher();

@@ -80,7 +80,11 @@ struct Shared {
 }
 
 /// Runs one client shard: waits for `Start`, ramps, holds until `Close`/`Stop`.
-pub fn run(cfg: ClientShardConfig, io: ShardIo, open_in_process: Arc<AtomicU64>) -> Result<()> {
+pub(crate) fn run(
+    cfg: ClientShardConfig,
+    io: ShardIo,
+    open_in_process: Arc<AtomicU64>,
+) -> Result<()> {
     let rt = runtime()?;
     let ShardIo { commands, mut sink } = io;
     LocalSet::new().block_on(&rt, async move {

@@ -11,8 +11,8 @@
 //! counters and the report builder ([`Reporter`]), the pacing arithmetic and the errno
 //! classifiers.
 
-pub mod client;
-pub mod server;
+pub(crate) mod client;
+pub(crate) mod server;
 
 use std::{
     io,
@@ -25,10 +25,10 @@ use tokio::io::unix::AsyncFd;
 
 use super::{config::ShardCommand, engine::Commands, ws::Fragment};
 
-pub use super::engine::{REPORT_EVERY_NS, ShardIo, Sink, shard_loop::Reporter};
+pub(crate) use super::engine::{REPORT_EVERY_NS, ShardIo, Sink, shard_loop::Reporter};
 
 /// The shard's runtime: one thread (the shard's own), I/O and timers.
-pub fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -46,13 +46,13 @@ impl AsRawFd for CommandFd {
 }
 
 /// The shard's commands as an async source. Must be created inside the runtime.
-pub struct AsyncCommands {
+pub(crate) struct AsyncCommands {
     fd: AsyncFd<CommandFd>,
     commands: Commands,
 }
 
 impl AsyncCommands {
-    pub fn new(commands: Commands) -> io::Result<AsyncCommands> {
+    pub(crate) fn new(commands: Commands) -> io::Result<AsyncCommands> {
         super::sys::set_nonblocking(commands.fd())?;
         let fd = commands.fd().as_raw_fd();
         // SAFETY: the fd belongs to `commands` (its eventfd, kept alive by the Arc it
@@ -67,7 +67,7 @@ impl AsyncCommands {
 
     /// Waits until at least one command arrived and appends all that did to `out`. A
     /// supervisor that is gone reads as `Stop` (see [`Commands::drain`]).
-    pub async fn next(&mut self, out: &mut Vec<ShardCommand>) -> io::Result<()> {
+    pub(crate) async fn next(&mut self, out: &mut Vec<ShardCommand>) -> io::Result<()> {
         loop {
             // Drain first: a worker's config line may have arrived with commands behind it.
             self.commands.drain(out);
@@ -89,7 +89,7 @@ impl AsyncCommands {
 /// A connection's heap, present only while needed (the tokio twin of `engine::Spill`):
 /// an idle connection has none.
 #[derive(Default)]
-pub struct Spill {
+pub(crate) struct Spill {
     /// Received bytes not yet forming a complete frame or handshake head.
     pub inbuf: BytesMut,
     /// Bytes accepted for sending that the socket did not take yet.
@@ -99,7 +99,7 @@ pub struct Spill {
 }
 
 impl Spill {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.inbuf.is_empty() && self.out.is_empty() && self.frag.is_none()
     }
 }

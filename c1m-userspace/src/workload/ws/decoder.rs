@@ -36,7 +36,7 @@ pub enum Payload<'a> {
 }
 
 impl Payload<'_> {
-    pub fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         match self {
             Payload::Borrowed(b) => b,
             Payload::Owned(v) => v,

@@ -43,7 +43,7 @@ impl Opcode {
         })
     }
 
-    pub fn is_control(self) -> bool {
+    pub(crate) fn is_control(self) -> bool {
         (self as u8) & 0x8 != 0
     }
 }
@@ -52,14 +52,13 @@ impl Opcode {
 pub struct CloseCode;
 
 impl CloseCode {
-    pub const NORMAL: u16 = 1000;
-    pub const PROTOCOL: u16 = 1002;
-    pub const INVALID_DATA: u16 = 1007;
-    pub const TOO_BIG: u16 = 1009;
+    pub(crate) const PROTOCOL: u16 = 1002;
+    pub(crate) const INVALID_DATA: u16 = 1007;
+    pub(crate) const TOO_BIG: u16 = 1009;
 
     /// Codes a peer may put on the wire (§7.4.1, §7.4.2; IANA registry for 1012–1014).
     /// 1004–1006 and 1015 are reserved for local use and must never be sent.
-    pub fn valid_on_wire(code: u16) -> bool {
+    pub(crate) fn valid_on_wire(code: u16) -> bool {
         matches!(code, 1000..=1003 | 1007..=1014 | 3000..=4999)
     }
 }
@@ -132,9 +131,6 @@ pub struct Header {
     /// Payload length, in bytes.
     pub len: u64,
 }
-
-/// Longest header: 2 bytes + 8 bytes extended length + 4 bytes mask.
-pub const MAX_HEADER: usize = 14;
 
 /// Decodes a frame header from the start of `buf`, as received by `role`.
 /// `Ok(None)` means more bytes are needed (a header cut by a read is normal, not an error);
@@ -260,7 +256,7 @@ pub fn apply_mask(buf: &mut [u8], key: [u8; 4], offset: usize) {
 }
 
 /// The payload of a close frame: code and optional reason.
-pub fn close_payload(code: u16, reason: &str) -> Vec<u8> {
+pub(crate) fn close_payload(code: u16, reason: &str) -> Vec<u8> {
     let mut p = Vec::with_capacity(2 + reason.len());
     p.extend_from_slice(&code.to_be_bytes());
     p.extend_from_slice(reason.as_bytes());
@@ -269,7 +265,7 @@ pub fn close_payload(code: u16, reason: &str) -> Vec<u8> {
 
 /// Validates a received close payload (§5.5.1, §7.4): empty, or a valid code followed by
 /// UTF-8. Returns the code if there is one.
-pub fn parse_close_payload(p: &[u8]) -> Result<Option<u16>, FrameError> {
+pub(crate) fn parse_close_payload(p: &[u8]) -> Result<Option<u16>, FrameError> {
     match p {
         [] => Ok(None),
         [_] => Err(FrameError::CloseTooShort),

@@ -10,7 +10,7 @@ const GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
 /// Largest request or response head we accept. Real handshakes are ~200–500 bytes; 8 KiB
 /// is the common HTTP server default and bounds what a slow or hostile peer can make us hold.
-pub const MAX_HEAD: usize = 8192;
+pub(crate) const MAX_HEAD: usize = 8192;
 
 /// Why an opening handshake failed, on either side.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -71,27 +71,28 @@ impl Key {
         Key(k)
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         std::str::from_utf8(&self.0).unwrap_or_default()
     }
 }
 
 /// Base64 of a SHA-1 digest: a `Sec-WebSocket-Accept`, inline like [`Key`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Accept([u8; 28]);
+pub(crate) struct Accept([u8; 28]);
 
 impl Accept {
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.0
     }
 
-    pub fn as_str(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn as_str(&self) -> &str {
         std::str::from_utf8(&self.0).unwrap_or_default()
     }
 }
 
 /// `Sec-WebSocket-Accept` for a key (§4.2.2 step 5.4).
-pub fn accept_key(key: &[u8]) -> Accept {
+pub(crate) fn accept_key(key: &[u8]) -> Accept {
     let mut h = Sha1::new();
     h.update(key);
     h.update(GUID.as_bytes());
@@ -244,7 +245,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Request<'_>, usize)>, Handsha
 }
 
 /// Appends the 101 answer to a valid request.
-pub fn write_accept(out: &mut Vec<u8>, key: &str) {
+pub(crate) fn write_accept(out: &mut Vec<u8>, key: &str) {
     out.extend_from_slice(
         b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ",
     );
@@ -253,7 +254,7 @@ pub fn write_accept(out: &mut Vec<u8>, key: &str) {
 }
 
 /// Appends the error answer to a bad request; the connection is closed after it.
-pub fn write_reject(out: &mut Vec<u8>, err: &HandshakeError) {
+pub(crate) fn write_reject(out: &mut Vec<u8>, err: &HandshakeError) {
     let (status, reason) = match err.status() {
         426 => (426, "Upgrade Required"),
         _ => (400, "Bad Request"),
@@ -283,7 +284,7 @@ pub fn request(host: &str, path: &str, key: &Key) -> Vec<u8> {
 }
 
 /// Appends the client's upgrade request.
-pub fn write_request(out: &mut Vec<u8>, host: &str, path: &str, key: &Key) {
+pub(crate) fn write_request(out: &mut Vec<u8>, host: &str, path: &str, key: &Key) {
     for part in [
         "GET ",
         path,

@@ -11,4 +11,3 @@ pub mod handshake;
 
 pub use decoder::{Decoder, Event, Fragment, Payload};
 pub use frame::{CloseCode, FrameError, Header, Opcode, Role};
-pub use handshake::HandshakeError;

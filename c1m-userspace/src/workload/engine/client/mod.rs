@@ -34,7 +34,7 @@ use crate::workload::{
 
 /// Pacing tick while ramping with a target rate: 5 ms keeps bursts small (150 connects at
 /// 30k/s) without waking the shard more than 200 times a second.
-pub const PACE_NS: u64 = 5_000_000;
+pub(crate) const PACE_NS: u64 = 5_000_000;
 
 struct Conn {
     fd: OwnedFd,
@@ -71,7 +71,11 @@ struct Shard {
 }
 
 /// Runs one client shard: waits for `Start`, ramps, holds until `Close`/`Stop`.
-pub fn run(cfg: ClientShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU64>) -> Result<()> {
+pub(crate) fn run(
+    cfg: ClientShardConfig,
+    mut io: ShardIo,
+    open_in_process: Arc<AtomicU64>,
+) -> Result<()> {
     let ep = Epoll::new().context("epoll_create1")?;
     ep.add(io.commands.fd(), EPOLLIN, COMMAND_TOKEN)
         .context("epoll_ctl command source")?;

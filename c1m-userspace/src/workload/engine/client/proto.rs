@@ -34,7 +34,7 @@ use crate::workload::{
 
 /// Where a client connection is in its life.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum State {
+pub(crate) enum State {
     Connecting,
     Handshake,
     Open,
@@ -47,18 +47,18 @@ pub enum State {
 
 /// A teardown waits this long without any connection finishing its close before it closes
 /// the rest at once (a server that never answers the close frame).
-pub const CLOSE_STALL_NS: u64 = 5_000_000_000;
+pub(crate) const CLOSE_STALL_NS: u64 = 5_000_000_000;
 
 /// A teardown's watch over the connections still waiting for their server to close, for
 /// both engines: stalled once their number has not fallen for [`CLOSE_STALL_NS`].
 #[derive(Default)]
-pub struct CloseWatch {
+pub(crate) struct CloseWatch {
     left: u64,
     stall_at: u64,
 }
 
 impl CloseWatch {
-    pub fn new(left: u64, now_ns: u64) -> CloseWatch {
+    pub(crate) fn new(left: u64, now_ns: u64) -> CloseWatch {
         CloseWatch {
             left,
             stall_at: now_ns.saturating_add(CLOSE_STALL_NS),
@@ -67,7 +67,7 @@ impl CloseWatch {
 
     /// True if `left` connections are still waiting and none finished for
     /// [`CLOSE_STALL_NS`] (the wait then starts over).
-    pub fn stalled(&mut self, left: u64, now_ns: u64) -> bool {
+    pub(crate) fn stalled(&mut self, left: u64, now_ns: u64) -> bool {
         if left < self.left {
             *self = CloseWatch::new(left, now_ns);
             false
@@ -82,7 +82,7 @@ impl CloseWatch {
 
 /// Why WebSocket input ends a connection.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum WsEnd {
+pub(crate) enum WsEnd {
     /// The server refused the upgrade (a failure: the connection never opened).
     Rejected,
     /// The server's answer was not a valid upgrade (a failure).
@@ -97,7 +97,7 @@ pub enum WsEnd {
 
 impl WsEnd {
     /// Counts the end: a failure if the connection never opened, else a close cause.
-    pub fn count(self, c: &mut Counters) {
+    pub(crate) fn count(self, c: &mut Counters) {
         match self {
             WsEnd::Rejected => c.failures.handshake_rejected += 1,
             WsEnd::Invalid => c.failures.handshake_invalid += 1,
@@ -108,14 +108,14 @@ impl WsEnd {
     }
 
     /// A handshake failure: the connection never opened.
-    pub fn failed(self) -> bool {
+    pub(crate) fn failed(self) -> bool {
         matches!(self, WsEnd::Rejected | WsEnd::Invalid)
     }
 }
 
 /// What one batch of WebSocket input did. Frames to send back are in [`Proto::out`].
 #[derive(Debug)]
-pub struct WsStep {
+pub(crate) struct WsStep {
     /// Bytes consumed; the rest is an incomplete head or frame to keep for the next read.
     pub used: usize,
     pub end: Option<WsEnd>,
@@ -127,7 +127,7 @@ pub struct WsStep {
 
 /// What one piece of a raw TCP echo reply did.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum EchoStep {
+pub(crate) enum EchoStep {
     /// Bytes that are not the payload sent (or none was expected): close.
     Mismatch,
     /// Correct so far; more of the reply to come.
@@ -138,7 +138,7 @@ pub enum EchoStep {
 
 /// A client connection's protocol position: what [`Proto`] needs to read its input.
 #[derive(Clone, Copy, Debug)]
-pub struct ConnProto {
+pub(crate) struct ConnProto {
     pub state: State,
     /// Global connection index: derives the endpoints, the WebSocket key and echo payloads,
     /// so none of them is stored.
@@ -153,7 +153,7 @@ pub struct ConnProto {
 }
 
 impl ConnProto {
-    pub fn new(g: u64, t_ns: u64) -> ConnProto {
+    pub(crate) fn new(g: u64, t_ns: u64) -> ConnProto {
         ConnProto {
             state: State::Connecting,
             g,
@@ -165,7 +165,7 @@ impl ConnProto {
 }
 
 /// A client shard's protocol and statistics state, shared by both engines.
-pub struct Proto {
+pub(crate) struct Proto {
     pub cfg: ClientShardConfig,
     pub c: Counters,
     pub hists: Hists,
@@ -189,7 +189,7 @@ pub struct Proto {
 }
 
 impl Proto {
-    pub fn new(cfg: ClientShardConfig, open_in_process: Arc<AtomicU64>) -> Result<Proto> {
+    pub(crate) fn new(cfg: ClientShardConfig, open_in_process: Arc<AtomicU64>) -> Result<Proto> {
         let echo_limit = match (cfg.mode, cfg.echo_count) {
             (Mode::Echo, 0) => None,
             (Mode::Echo | Mode::Ws, n) => Some(n),
@@ -214,13 +214,13 @@ impl Proto {
     }
 
     /// A `Mark` command: frames without an id belong to push `id` from now on.
-    pub fn mark(&mut self, id: u64, started_unix_ns: u64) {
+    pub(crate) fn mark(&mut self, id: u64, started_unix_ns: u64) {
         self.mark = (id, started_unix_ns);
         self.rep.mark = id;
     }
 
     /// Sends a report if anything changed (or `force`).
-    pub fn report(
+    pub(crate) fn report(
         &mut self,
         sink: &mut Sink,
         ramp_done: bool,
@@ -239,7 +239,7 @@ impl Proto {
     }
 
     /// A teardown gave up waiting for the server to close `n` connections.
-    pub fn warn_close_unanswered(&mut self, n: u64) {
+    pub(crate) fn warn_close_unanswered(&mut self, n: u64) {
         self.warn_once(16, || {
             format!(
                 "teardown: the server did not close {n} connection(s) within {} s of our close \
@@ -260,7 +260,7 @@ impl Proto {
     }
 
     /// Counts a failed connect (or a failure before the connection opened) and says why once.
-    pub fn connect_failed(&mut self, e: &std::io::Error, g: u64) {
+    pub(crate) fn connect_failed(&mut self, e: &std::io::Error, g: u64) {
         failure_of(e, &mut self.c.failures);
         let (src, dst) = self.cfg.endpoints(g);
         self.warn_failure(e, src, dst);
@@ -302,7 +302,7 @@ impl Proto {
     }
 
     /// The TCP connect of `conn` completed at `now`: its latencies.
-    pub fn connected(&mut self, conn: &ConnProto, now: u64) {
+    pub(crate) fn connected(&mut self, conn: &ConnProto, now: u64) {
         self.hists.record(
             stats::histograms::CONNECT,
             now.saturating_sub(conn.t_ns) / 1000,
@@ -316,7 +316,7 @@ impl Proto {
     }
 
     /// The WebSocket upgrade request of `conn` (whose connect completed at `now`).
-    pub fn handshake_request(&mut self, conn: &mut ConnProto, now: u64) -> &[u8] {
+    pub(crate) fn handshake_request(&mut self, conn: &mut ConnProto, now: u64) -> &[u8] {
         conn.state = State::Handshake;
         conn.t_ns = now;
         let key = ws_key(self.cfg.seed, conn.g);
@@ -326,7 +326,7 @@ impl Proto {
     }
 
     /// Bookkeeping when a connection becomes open at the application level.
-    pub fn opened(&mut self, conn: &mut ConnProto, now: u64) {
+    pub(crate) fn opened(&mut self, conn: &mut ConnProto, now: u64) {
         conn.state = State::Open;
         if self.cfg.mode == Mode::Ws {
             // `t_ns` is still the handshake request's: the echo that resets it comes after.
@@ -357,7 +357,7 @@ impl Proto {
     }
 
     /// The next echo request of an open `conn`, if more are wanted (its send time is now).
-    pub fn echo_request(&mut self, conn: &mut ConnProto) -> Option<&[u8]> {
+    pub(crate) fn echo_request(&mut self, conn: &mut ConnProto) -> Option<&[u8]> {
         let wanted = self.echo_limit.is_none_or(|lim| u64::from(conn.seq) < lim);
         if !wanted || conn.state != State::Open {
             return None;
@@ -377,7 +377,7 @@ impl Proto {
 
     /// RFC 6455 §7.1.2: the goodbye of a client teardown, a close frame (1000, normal), so
     /// a peer records a clean close rather than 1006, abnormal.
-    pub fn close_frame(&mut self) -> &[u8] {
+    pub(crate) fn close_frame(&mut self) -> &[u8] {
         let key = self.mask_key();
         self.out.clear();
         encode_frame(
@@ -390,7 +390,7 @@ impl Proto {
     }
 
     /// Raw TCP echo: checks the reply against the payload it must equal, piece by piece.
-    pub fn echo_input(&mut self, conn: &mut ConnProto, data: &[u8]) -> EchoStep {
+    pub(crate) fn echo_input(&mut self, conn: &mut ConnProto, data: &[u8]) -> EchoStep {
         let expecting = self.echo_limit.is_none_or(|lim| u64::from(conn.seq) < lim);
         let at = conn.got as usize;
         let n = data.len();
@@ -418,7 +418,7 @@ impl Proto {
     /// the close reply and protocol-error closes go to [`Proto::out`] (cleared first).
     /// `conn.state` becomes Open when the handshake completes, but [`Proto::opened`] is the
     /// caller's (after it sent `out`).
-    pub fn ws_input(
+    pub(crate) fn ws_input(
         &mut self,
         conn: &mut ConnProto,
         data: &mut [u8],
@@ -569,13 +569,13 @@ impl Proto {
 }
 
 /// Monotonic ns at which the pace scheduled the connect of global index `g` (None: unpaced).
-pub fn scheduled(cfg: &ClientShardConfig, t0_mono: u64, g: u64) -> Option<u64> {
+pub(crate) fn scheduled(cfg: &ClientShardConfig, t0_mono: u64, g: u64) -> Option<u64> {
     let k = g.saturating_sub(cfg.first) / cfg.stride.max(1);
     pace::scheduled_ns(cfg.rate, k).map(|at| t0_mono.saturating_add(at))
 }
 
 /// The Sec-WebSocket-Key of connection `g`: derived, not stored.
-pub fn ws_key(seed: u64, g: u64) -> handshake::Key {
+pub(crate) fn ws_key(seed: u64, g: u64) -> handshake::Key {
     let a = splitmix64(seed ^ g);
     let b = splitmix64(a ^ 0x5eed);
     let mut n = [0u8; 16];
@@ -586,7 +586,7 @@ pub fn ws_key(seed: u64, g: u64) -> handshake::Key {
 
 /// The echo payload of round trip `seq` on connection `g`: derived, so the reply is checked
 /// byte for byte without keeping a copy per connection.
-pub fn fill_payload(g: u64, seq: u32, out: &mut [u8]) {
+pub(crate) fn fill_payload(g: u64, seq: u32, out: &mut [u8]) {
     let base = splitmix64(g.rotate_left(32) ^ u64::from(seq));
     for (i, chunk) in out.chunks_mut(8).enumerate() {
         let w = splitmix64(base ^ i as u64).to_le_bytes();

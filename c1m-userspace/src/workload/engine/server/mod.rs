@@ -39,7 +39,7 @@ use crate::workload::{
 
 /// Accepts per listener event: bounded so one busy port cannot starve the others or the
 /// connections already open; the level-triggered listener fires again if more wait.
-pub const ACCEPT_BURST: usize = 256;
+pub(crate) const ACCEPT_BURST: usize = 256;
 
 /// Connections written per push step before the loop turns (reads, commands, timers) and
 /// yields the CPU. A trade of fan-out time against per-message latency, measured at 1M
@@ -48,15 +48,15 @@ pub const ACCEPT_BURST: usize = 256;
 /// 200, 183 ms. Minimal C writers (no yield at all) took 9.53 s / 224–235 ms in the same
 /// hour: 1024 is the smallest step that keeps the fan-out within 10% of them, and its
 /// p99 stays below theirs. `--push-writers` trades back for sub-ms latency.
-pub const PUSH_CHUNK: usize = 1024;
+pub(crate) const PUSH_CHUNK: usize = 1024;
 
 /// After EMFILE, leave the listener alone this long instead of spinning on a connection we
 /// cannot take.
-pub const EMFILE_PAUSE_MS: u64 = 100;
+pub(crate) const EMFILE_PAUSE_MS: u64 = 100;
 
 /// A shard that closed its listeners at its cap reopens them below this fill: the
 /// hysteresis keeps it from flapping in and out of the reuseport groups.
-pub const REOPEN_FILL: f64 = 0.9;
+pub(crate) const REOPEN_FILL: f64 = 0.9;
 
 struct Conn {
     fd: OwnedFd,
@@ -94,7 +94,11 @@ struct Shard {
 }
 
 /// Runs one server shard until `Stop` (or its supervisor goes away).
-pub fn run(cfg: ServerShardConfig, mut io: ShardIo, open_in_process: Arc<AtomicU64>) -> Result<()> {
+pub(crate) fn run(
+    cfg: ServerShardConfig,
+    mut io: ShardIo,
+    open_in_process: Arc<AtomicU64>,
+) -> Result<()> {
     let ep = Epoll::new().context("epoll_create1")?;
     let rep = Reporter::new(cfg.shard);
     let mut listeners = Vec::with_capacity(cfg.listen.len());

@@ -9,7 +9,7 @@ use crate::workload::{
 };
 
 /// Push frame payload: push id, broadcast start, write time (CLOCK_REALTIME ns), all u64 BE.
-pub const PUSH_PAYLOAD: usize = 24;
+pub(crate) const PUSH_PAYLOAD: usize = 24;
 
 /// Where a server connection is in the WebSocket protocol.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -108,7 +108,7 @@ pub fn ws_input(
 
 /// The peer closed the stream. A WebSocket connection cut inside its handshake or a frame
 /// (`partial`: input kept for a frame to complete, or a fragmented message) is truncated.
-pub fn peer_eof(c: &mut Counters, mode: Mode, ws: WsState, partial: bool) {
+pub(crate) fn peer_eof(c: &mut Counters, mode: Mode, ws: WsState, partial: bool) {
     if mode == Mode::Ws && (ws == WsState::Handshake || partial) {
         c.protocol_errors.truncated += 1;
     }
@@ -117,7 +117,7 @@ pub fn peer_eof(c: &mut Counters, mode: Mode, ws: WsState, partial: bool) {
 
 /// A push frame: a binary WebSocket frame whose payload is the push id, the broadcast
 /// start and (filled by [`stamp_push`] just before each write) the write time.
-pub fn push_frame(id: u64, started_unix_ns: u64) -> [u8; 2 + PUSH_PAYLOAD] {
+pub(crate) fn push_frame(id: u64, started_unix_ns: u64) -> [u8; 2 + PUSH_PAYLOAD] {
     let mut frame = [0u8; 2 + PUSH_PAYLOAD];
     frame[0] = 0x80 | Opcode::Binary as u8;
     frame[1] = PUSH_PAYLOAD as u8;
@@ -127,7 +127,7 @@ pub fn push_frame(id: u64, started_unix_ns: u64) -> [u8; 2 + PUSH_PAYLOAD] {
 }
 
 /// Stamps a push frame with the write time (CLOCK_REALTIME ns), which it returns.
-pub fn stamp_push(frame: &mut [u8; 2 + PUSH_PAYLOAD]) -> u64 {
+pub(crate) fn stamp_push(frame: &mut [u8; 2 + PUSH_PAYLOAD]) -> u64 {
     let now = sys::realtime_ns();
     frame[18..26].copy_from_slice(&now.to_be_bytes());
     now
@@ -135,7 +135,7 @@ pub fn stamp_push(frame: &mut [u8; 2 + PUSH_PAYLOAD]) -> u64 {
 
 /// The close frame a server sends when it closes on its own: RFC 6455 §7.4.1, 1001 going
 /// away, so clients record a clean close rather than 1006.
-pub fn going_away() -> [u8; 4] {
+pub(crate) fn going_away() -> [u8; 4] {
     [0x80 | Opcode::Close as u8, 2, 0x03, 0xE9]
 }
 

@@ -1,10 +1,10 @@
 //! The server's warnings, worded once for both engines.
 
-pub fn listen_error(addr: &std::net::SocketAddr, e: &std::io::Error) -> String {
+pub(crate) fn listen_error(addr: &std::net::SocketAddr, e: &std::io::Error) -> String {
     format!("cannot listen on {addr}: {e} (is another program on that port? choose --ports)")
 }
 
-pub fn cap_warning(shard: u32, cap: u64) -> String {
+pub(crate) fn cap_warning(shard: u32, cap: u64) -> String {
     format!(
         "shard {shard} reached its cap of {cap} connections per process: it stopped listening, so \
          SO_REUSEPORT spreads new connections over the other workers (a larger --max-conns \
@@ -12,14 +12,14 @@ pub fn cap_warning(shard: u32, cap: u64) -> String {
     )
 }
 
-pub fn push_ignored(id: u64) -> String {
+pub(crate) fn push_ignored(id: u64) -> String {
     format!("push {id} ignored: pushes need --mode ws")
 }
 
 /// The warning for an accept that ran out of descriptors, naming what holds them. The
 /// cap was sized so that `cap` connections plus the reserves fit RLIMIT_NOFILE: running
 /// out below it means descriptors that are not data connections took the room.
-pub fn emfile_warning(e: &std::io::Error, conns: u64, cap: u64) -> String {
+pub(crate) fn emfile_warning(e: &std::io::Error, conns: u64, cap: u64) -> String {
     if conns < cap {
         format!(
             "accept: {e} with only {conns} of this process's {cap} connection slots in use: descriptors \

@@ -95,7 +95,11 @@ use crate::workload::{
 };
 
 /// Runs one server shard until `Stop` (or its supervisor goes away).
-pub fn run(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU64>) -> Result<()> {
+pub(crate) fn run(
+    cfg: ServerShardConfig,
+    io: ShardIo,
+    open_in_process: Arc<AtomicU64>,
+) -> Result<()> {
     let rt = runtime()?;
     LocalSet::new().block_on(&rt, serve(cfg, io, open_in_process))
 }
