@@ -147,15 +147,18 @@ mod tests {
         (&["client"], "--connect-timeout"),
     ];
 
+    /// `c1m CMD… FLAG VALUE`, for the flag tables below.
+    fn argv(cmd: &[&'static str], flag: &'static str, v: &'static str) -> Vec<&'static str> {
+        let mut a = vec!["c1m"];
+        a.extend_from_slice(cmd);
+        a.extend([flag, v]);
+        a
+    }
+
     #[test]
     fn every_duration_flag_takes_one_syntax() {
         for (cmd, flag) in DURATION_FLAGS {
-            let argv = |v: &'static str| {
-                let mut a = vec!["c1m"];
-                a.extend_from_slice(cmd);
-                a.extend([flag, v]);
-                a
-            };
+            let argv = |v: &'static str| argv(cmd, flag, v);
             for ok in ["3s", "1h30m", "500ms", "3"] {
                 if let Err(e) = Cli::try_parse_from(argv(ok)) {
                     panic!("{cmd:?} {flag} {ok}: {e}");
@@ -187,12 +190,7 @@ mod tests {
     #[test]
     fn every_connection_count_takes_one_syntax_and_refuses_zero() {
         for (cmd, flag) in CONNECTION_FLAGS {
-            let argv = |v: &'static str| {
-                let mut a = vec!["c1m"];
-                a.extend_from_slice(cmd);
-                a.extend([flag, v]);
-                a
-            };
+            let argv = |v: &'static str| argv(cmd, flag, v);
             for ok in ["1000000", "10k", "1M", "1.5m"] {
                 if let Err(e) = Cli::try_parse_from(argv(ok)) {
                     panic!("{cmd:?} {flag} {ok}: {e}");
