@@ -29,6 +29,7 @@ const LIGHT: &[&str] = &[
     "build_guard",
     "control_endpoint",
     "deploy_kubernetes",
+    "docs_readme",
     "layers",
     "live_view_metrics",
     "live_view_tui",

@@ -18,9 +18,15 @@ use crate::{
 };
 
 /// A target more than free memory holds fails now, with the memory check's own line
-/// and fix (`--force` starts anyway, as for every preflight failure).
+/// and fix (`--force` starts anyway, as for every preflight failure, and says how far
+/// past memory it goes).
 pub(crate) fn memory_first(connections: Connections, force: bool) -> Result<()> {
     if force {
+        let n = connections.get();
+        let available = crate::host::mem_available();
+        if let Some(line) = beyond_memory(n, available, doctor::connections_that_fit(available)) {
+            eprintln!("c1m: {line}");
+        }
         return Ok(());
     }
     let checks = doctor::checks(&Target {
@@ -38,6 +44,30 @@ pub(crate) fn memory_first(connections: Connections, force: bool) -> Result<()> 
         bail!("{}", doctor::failure_line(&failed));
     }
     Ok(())
+}
+
+/// How far past memory a forced target goes, or nothing when it fits: `n` connections
+/// against the `fit` that `available` bytes hold (the doctor's memory model).
+fn beyond_memory(n: u64, available: u64, fit: u64) -> Option<String> {
+    use crate::fmt::{bytes, int, num};
+    if n <= fit {
+        return None;
+    }
+    let need = n.saturating_mul(doctor::bytes_per_connection());
+    let times = if fit == 0 {
+        "more than".to_owned()
+    } else {
+        format!("{}× what", num(n as f64 / fit as f64, 1))
+    };
+    Some(format!(
+        "--force: {} connections is {times} memory holds (~{} fit: {} needed at ~{} B a connection, {} available); expect failed connects or the OOM killer past ~{}",
+        int(n.into()),
+        int(fit.into()),
+        bytes(need as f64),
+        int(doctor::bytes_per_connection().into()),
+        bytes(available as f64),
+        int(fit.into()),
+    ))
 }
 
 /// The checks every run of a `--servers` sequence would fail, run once before the first:
@@ -138,4 +168,26 @@ pub(super) fn checks(
         bail!("{}", doctor::failure_line(&failed));
     }
     Ok(tuning)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::beyond_memory;
+
+    #[test]
+    fn a_forced_target_past_memory_says_how_far_past() {
+        assert_eq!(beyond_memory(1_000, 4 << 30, 1_000), None);
+        let line = beyond_memory(5_000_000, 12 << 30, 1_000_000).expect("beyond");
+        assert!(
+            line.contains("5,000,000 connections is 5.0× what memory holds"),
+            "{line}"
+        );
+        assert!(line.contains("~1,000,000 fit"), "{line}");
+        assert!(line.contains("12.0 GiB available"), "{line}");
+        let none_fit = beyond_memory(10, 1 << 20, 0).expect("beyond");
+        assert!(
+            none_fit.contains("is more than memory holds (~0 fit"),
+            "{none_fit}"
+        );
+    }
 }
