@@ -296,6 +296,12 @@ pub struct RunConfig {
     pub push_count: u32,
     /// Server shards writing a push at once (0: all).
     pub push_writers: u64,
+    /// Echo payload size, bytes (`--payload-size`; 0: a run recorded before c1m kept it).
+    pub payload_size: u64,
+    /// Echo round trips per connection (`--echo-count`; ws mode: 0 = none).
+    pub echo_count: u64,
+    /// The WebSocket request path the client asked for (`--path`).
+    pub ws_path: String,
     /// How push latency was measured: the instant per message is timed from, what the
     /// server's frames carry, where fan-out starts (None: a run recorded before c1m
     /// recorded its rule, not comparable with one that did).

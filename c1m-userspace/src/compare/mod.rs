@@ -18,7 +18,7 @@
 pub mod cli;
 mod config;
 mod files;
-mod fit;
+pub(crate) mod fit;
 pub mod input;
 mod interval;
 pub(crate) mod table;

@@ -533,15 +533,17 @@ mod tests {
 #[derive(clap::Args, Debug, Clone)]
 pub struct DoctorArgs {
     /// Connections the run should hold (default: 1,000,000).
-    #[arg(short = 'n', long, default_value_t = Connections::of(1_000_000))]
+    #[arg(value_name = "COUNT", short = 'n', long, default_value_t = Connections::of(1_000_000))]
     pub connections: Connections,
     /// Server ports the run will use.
     #[arg(long, default_value = "8000-8099")]
     pub ports: String,
-    /// Client source addresses the run will use (default: as many as `c1m run` picks,
-    /// each (source, server port) pair at most 10% of the ephemeral range full).
-    #[arg(long)]
-    pub sources: Option<u64>,
+    /// Client source addresses the run will use, as `c1m run --source` takes them, e.g.
+    /// 127.0.0.2-127.0.0.41, or how many (default: as many as `c1m run` picks, each
+    /// (source, server port) pair at most 10% of the ephemeral range full).
+    /// (`--source`, as for `c1m run` and `c1m client`; `--sources` is its old name.)
+    #[arg(long, alias = "sources", value_name = "ADDRS")]
+    pub source: Option<String>,
     /// Check as if the kernel observer will not run.
     #[arg(long)]
     pub no_observer: bool,
@@ -574,10 +576,20 @@ pub(crate) fn main(args: DoctorArgs) -> anyhow::Result<i32> {
     let target = Target {
         connections: args.connections,
         server_ports,
-        sources: args.sources.unwrap_or_else(|| {
-            let ephemeral = crate::workload::limits::ephemeral_ports().unwrap_or(28_232);
-            super::run::sources::choose(args.connections.get(), server_ports, ephemeral).count
-        }),
+        sources: match args.source.as_deref().map(str::trim) {
+            // `--sources N`, the old flag, counted the addresses.
+            Some(given) => match given.parse::<u64>() {
+                Ok(count) => count,
+                Err(_) => crate::args::parse_addrs(&[given.to_owned()])
+                    .map_err(|e| anyhow::anyhow!("--source: {e:#}: give addresses such as 127.0.0.2-127.0.0.41, or a count"))?
+                    .len() as u64,
+            },
+            None => {
+                let ephemeral = crate::workload::limits::ephemeral_ports().unwrap_or(28_232);
+                super::run::sources::choose(args.connections.get(), server_ports, ephemeral)
+                    .count
+            }
+        },
         observer: !args.no_observer,
         foreign_server: args.foreign,
     };

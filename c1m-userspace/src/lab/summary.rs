@@ -1,123 +1,106 @@
 //! The end-of-run summary printed to the terminal: phases, kernel vs app, figures per
 //! connection, setup rate per step, latency tables in the seeds' form.
+//!
+//! Every line fits the terminal's width ($COLUMNS, else the terminal's, as `c1m
+//! compare`): tables split into blocks of columns that fit, prose wraps at spaces. Every
+//! number goes through [`crate::fmt`], so each carries its thousands separators.
 
 use std::fmt::Write as _;
 
-use crate::model::RunRecord;
+use crate::compare::fit::{self, Blocks, Line};
+use crate::fmt::{bytes, count, num, pace, signed, whole};
+use crate::model::{KernelVsApp, Phase, RunRecord};
+use crate::observer::{audit::Verdict, view::Scope};
 use crate::report::figures::{hist_title, push_rule_line};
-use crate::{
-    fmt::bytes,
-    workload::stats::{
-        histograms::{HIST_NAMES, Percentiles, SETUP_LATENCY_PAIRS},
-        setup_rate::PeakRate,
-    },
+use crate::workload::stats::{
+    histograms::{HIST_NAMES, Percentiles, SETUP_LATENCY_PAIRS},
+    setup_rate::PeakRate,
 };
 
-fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_else(|| "n/a".to_owned())
+/// The summary at the terminal's width.
+pub(crate) fn text(run: &RunRecord) -> String {
+    text_at(run, fit::width())
 }
 
-pub(crate) fn text(run: &RunRecord) -> String {
+/// Prose wrapped to the width, continuation lines indented two more than `indent`.
+fn say(s: &mut String, width: usize, indent: &str, text: &str) {
+    s.push_str(&fit::wrap(text, width, indent));
+}
+
+/// What the phase table's columns mean, said once under it.
+const PHASE_LEGEND: &str = "secs: the phase's length; cpu: user/system CPU seconds the \
+     process tree used in the phase (c1m: the lab and its kernel observer); RSS: resident \
+     memory at the phase's end; kernel mem: the kernel memory of the watched sockets; free \
+     mem: the box's MemAvailable";
+
+/// The summary with every line at most `width` columns.
+pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
     let mut s = String::new();
     let c = &run.config;
     // Bad news first: the top line says how many warnings, and they follow it.
     let warned = match run.warnings.len() {
         0 => String::new(),
         1 => " (1 warning)".to_owned(),
-        n => format!(" ({n} warnings)"),
+        n => format!(" ({} warnings)", count(n as u64)),
     };
-    let _ = writeln!(
-        s,
-        "\n== c1m run: {}{warned} — {} connections, {} mode, {} ==",
-        run.outcome,
-        c.connections,
-        c.mode,
-        match c.rate_per_s {
-            0 => crate::fmt::pace(0),
-            r => format!("{} target", crate::fmt::pace(r)),
-        }
+    s.push('\n');
+    say(
+        &mut s,
+        width,
+        "",
+        &format!(
+            "== c1m run: {}{warned} — {} connections, {} mode, {} ==",
+            run.outcome,
+            count(c.connections),
+            c.mode,
+            match c.rate_per_s {
+                0 => pace(0),
+                r => format!("{} target", pace(r)),
+            }
+        ),
     );
-    let _ = writeln!(
-        s,
-        "server: {}; client: {}",
-        run.server_label(),
-        run.client_label()
+    say(
+        &mut s,
+        width,
+        "",
+        &format!(
+            "server: {}; client: {}",
+            run.server_label(),
+            run.client_label()
+        ),
     );
     if let Some(start) = run.start_line() {
-        let _ = writeln!(s, "start: {start}");
+        say(&mut s, width, "", &format!("start: {start}"));
     }
     for w in &run.warnings {
-        let _ = writeln!(s, "warning: {w}");
+        say(&mut s, width, "", &format!("warning: {w}"));
     }
-    let _ = writeln!(
-        s,
-        "{:<9} {:>7} {:>16} {:>16} {:>14} {:>10} {:>10} {:>11} {:>10}",
-        "phase",
-        "secs",
-        "server cpu u/s",
-        "client cpu u/s",
-        "c1m cpu u/s",
-        "srv RSS",
-        "cli RSS",
-        "kernel mem",
-        "free mem"
-    );
-    for p in &run.phases {
-        let _ = writeln!(
-            s,
-            "{:<9} {:>7.1} {:>16} {:>16} {:>14} {:>10} {:>10} {:>11} {:>10}",
-            p.name,
-            p.duration_s,
-            // CPU comes in /proc's clock ticks (10 ms at CLK_TCK 100): to the tick.
-            format!("{:.2}/{:.2}", p.server.cpu_user_s, p.server.cpu_sys_s),
-            format!("{:.2}/{:.2}", p.client.cpu_user_s, p.client.cpu_sys_s),
-            format!("{:.2}/{:.2}", p.observer.cpu_user_s, p.observer.cpu_sys_s),
-            bytes(p.server.rss_bytes as f64),
-            bytes(p.client.rss_bytes as f64),
-            p.kernel_socket_bytes
-                .map(|b| bytes(b as f64))
-                .unwrap_or_else(|| "n/a".into()),
-            bytes(p.box_mem_available_bytes as f64),
-        );
-    }
+    s.push_str(&phase_table(&run.phases).render(width));
+    say(&mut s, width, "", PHASE_LEGEND);
     if let Some(line) = crate::model::end_walks_line(&run.phases) {
-        let _ = writeln!(s, "{line}");
+        say(&mut s, width, "", &line);
     }
-    let _ = writeln!(s, "\nkernel vs app at the end of each phase:");
-    for p in &run.phases {
-        for row in &p.kernel_vs_app {
-            let _ = writeln!(
-                s,
-                "  {:<9} {:<34} kernel {:>9}  app {:>9}  {}{}",
-                p.name,
-                row.what,
-                opt(row.kernel),
-                opt(row.app),
-                if row.agree { "=" } else { "≠" },
-                row.explanation
-                    .as_ref()
-                    .map(|e| format!("  ({e})"))
-                    .unwrap_or_default()
-            );
-        }
-        for note in &p.notes {
-            let _ = writeln!(s, "  {:<9} note: {note}", p.name);
-        }
-    }
+    s.push('\n');
+    kernel_vs_app(&mut s, width, &run.phases);
     let pc = &run.per_connection;
     // A side that lost a worker has no honest figure: its memory left with the worker.
-    let user = |v: Option<f64>| match v {
-        Some(v) => format!("{} B", v.round()),
-        None => "n/a".to_owned(),
+    let b = |v: Option<f64>| match v {
+        Some(v) => format!("{} B", whole(v)),
+        None => crate::fmt::NA.to_owned(),
     };
-    let _ = writeln!(
-        s,
-        "\nper connection ({} held): server user {}, client user {}, kernel {} B ({} B per socket)",
-        pc.connections,
-        user(pc.server_user_bytes),
-        user(pc.client_user_bytes),
-        opt(pc.kernel_bytes.map(|v| v.round())),
-        opt(pc.kernel_bytes_per_socket.map(|v| v.round())),
+    s.push('\n');
+    say(
+        &mut s,
+        width,
+        "",
+        &format!(
+            "per connection ({} held): server user {}, client user {}, kernel {} ({} per socket)",
+            count(pc.connections),
+            b(pc.server_user_bytes),
+            b(pc.client_user_bytes),
+            b(pc.kernel_bytes),
+            b(pc.kernel_bytes_per_socket),
+        ),
     );
     if let Some(client) = &run.client {
         if !client.setup_steps.is_empty() {
@@ -125,8 +108,10 @@ pub(crate) fn text(run: &RunRecord) -> String {
             for step in &client.setup_steps {
                 let _ = writeln!(
                     s,
-                    "  {:>10} connections at {:>7.1} s: {:>9.0} conn/s",
-                    step.connections, step.at_s, step.rate_per_s
+                    "  {:>10} connections at {:>7} s: {:>9} conn/s",
+                    count(step.connections),
+                    num(step.at_s, 1),
+                    whole(step.rate_per_s)
                 );
             }
         }
@@ -136,57 +121,96 @@ pub(crate) fn text(run: &RunRecord) -> String {
                     per_s,
                     from_s,
                     to_s,
-                } => format!("peak {per_s:.0}/s ({from_s:.2}–{to_s:.2} s)"),
+                } => format!(
+                    "peak {}/s ({}–{} s)",
+                    whole(per_s),
+                    num(from_s, 2),
+                    num(to_s, 2)
+                ),
                 other => format!("no peak: {}", other.why_none().unwrap_or_default()),
             };
-            let _ = writeln!(
-                s,
-                "\nsetup rate: asked {}, achieved {:.0}/s ({} connected in {:.2} s), {peak}",
-                r.asked_per_s
-                    .map(|a| format!("{a:.0}/s"))
-                    .unwrap_or_else(|| "unpaced".into()),
-                r.achieved_per_s.unwrap_or(0.0),
-                r.connected,
-                r.duration_s
+            s.push('\n');
+            say(
+                &mut s,
+                width,
+                "",
+                &format!(
+                    "setup rate: asked {}, achieved {}/s ({} connected in {} s), {peak}",
+                    r.asked_per_s
+                        .map(|a| format!("{}/s", whole(a)))
+                        .unwrap_or_else(|| "unpaced".into()),
+                    whole(r.achieved_per_s.unwrap_or(0.0)),
+                    count(r.connected),
+                    num(r.duration_s, 2)
+                ),
             );
-            let ms = |v: u64| v as f64 / 1000.0;
+            let mut lines = Vec::new();
             for (what, call, sched) in SETUP_LATENCY_PAIRS {
-                for (from, name) in [("the call", call), ("the schedule", sched)] {
-                    if let Ok(h) = client.histogram(name)
-                        && !h.is_empty()
-                    {
+                let rows: Vec<Line> = [("  from the call", call), ("  from the schedule", sched)]
+                    .into_iter()
+                    .filter_map(|(from, name)| {
+                        let h = client.histogram(name).ok().filter(|h| !h.is_empty())?;
                         let p = Percentiles::of(&h);
-                        let _ = writeln!(
-                            s,
-                            "  {what}, from {from:<12} count={} median={:.3} ms p99={:.3} ms max={:.3} ms",
-                            p.count,
-                            ms(p.p50),
-                            ms(p.p99),
-                            ms(p.max)
-                        );
-                    }
+                        let ms = |us: u64| crate::fmt::ms(us as f64);
+                        let cells = vec![
+                            count(p.count).into(),
+                            ms(p.p50).into(),
+                            ms(p.p99).into(),
+                            ms(p.max).into(),
+                        ];
+                        Some(Line::Cells(from.to_owned(), vec![cells]))
+                    })
+                    .collect();
+                if !rows.is_empty() {
+                    lines.push(Line::Title(what.to_owned()));
+                    lines.extend(rows);
                 }
+            }
+            if !lines.is_empty() {
+                let table = Blocks {
+                    head: "setup latency (ms)".to_owned(),
+                    groups: vec![
+                        ["count", "median", "p99", "max"]
+                            .map(str::to_owned)
+                            .to_vec(),
+                    ],
+                    lines,
+                    keep: 0,
+                };
+                s.push_str(&table.render(width));
             }
         }
         if let Some(line) = push_rule_line(run) {
-            let _ = writeln!(s, "\n{line}");
+            s.push('\n');
+            say(&mut s, width, "", &line);
         }
         for p in &client.pushes {
             let after = run
                 .config
                 .push
                 .map_or("the push began", |r| r.fanout_origin());
-            let _ = writeln!(
-                s,
-                "push {}: {} connections received it; the last {:.2} s after {after}",
-                p.push_id, p.count, p.complete_s
+            say(
+                &mut s,
+                width,
+                "",
+                &format!(
+                    "push {}: {} connections received it; the last {} s after {after}",
+                    p.push_id,
+                    count(p.count),
+                    num(p.complete_s, 2)
+                ),
             );
         }
         if client.counters.push_undecodable > 0 {
-            let _ = writeln!(
-                s,
-                "\npush frames that did not decode as the push format: {}",
-                crate::fmt::count(client.counters.push_undecodable)
+            s.push('\n');
+            say(
+                &mut s,
+                width,
+                "",
+                &format!(
+                    "push frames that did not decode as the push format: {}",
+                    count(client.counters.push_undecodable)
+                ),
             );
         }
     }
@@ -196,27 +220,202 @@ pub(crate) fn text(run: &RunRecord) -> String {
             if let Ok(h) = snap.histogram(name)
                 && !h.is_empty()
             {
-                let _ = write!(
-                    s,
-                    "\n{}",
-                    Percentiles::of(&h).table(&hist_title(run, side, name))
+                s.push('\n');
+                let title = fit::wrap(&hist_title(run, side, name), width.saturating_sub(5), "");
+                // The title's last line carries the unit, as the seeds' tables do.
+                s.push_str(&Percentiles::of(&h).table(title.trim_end()));
+            }
+        }
+    }
+    if let Some(line) = crate::report::empty_histograms_line(run) {
+        s.push('\n');
+        say(&mut s, width, "", &line);
+    }
+    if let Some(k) = &run.kernel {
+        s.push('\n');
+        say(
+            &mut s,
+            width,
+            "",
+            &format!("retransmits: {}", k.retransmits_explained()),
+        );
+        if let Some(r) = k.resets_explained() {
+            say(&mut s, width, "", &format!("resets: {r}"));
+        }
+    }
+    if let Some(audit) = &run.audit {
+        let scope = match audit.scope {
+            Scope::Namespace => "every socket of the namespace",
+            Scope::WatchedPorts => "the watched ports' sockets",
+            Scope::AllNamespaces => "every namespace's sockets",
+        };
+        s.push('\n');
+        say(
+            &mut s,
+            width,
+            "",
+            &format!("c1m against the kernel's own counters, moved since attach ({scope}):"),
+        );
+        if let Some(why) = &audit.unavailable {
+            say(&mut s, width, "  ", &format!("unavailable: {why}"));
+        }
+        if !audit.rows.is_empty() {
+            let lines = audit
+                .rows
+                .iter()
+                .map(|r| {
+                    let verdict = match r.verdict {
+                        Verdict::Agrees => "agrees",
+                        Verdict::Explained => "explained",
+                        Verdict::Unexplained => "UNEXPLAINED",
+                    };
+                    let cells = vec![
+                        count(r.c1m).into(),
+                        count(r.kernel).into(),
+                        verdict.to_owned().into(),
+                    ];
+                    Line::Cells(format!("  {}", r.figure.mib_name()), vec![cells])
+                })
+                .collect();
+            let table = Blocks {
+                head: "  kernel counter".to_owned(),
+                groups: vec![["c1m", "kernel", "verdict"].map(str::to_owned).to_vec()],
+                lines,
+                keep: 0,
+            };
+            s.push_str(&table.render(width));
+            for r in audit.rows.iter().filter(|r| !r.explanation.is_empty()) {
+                say(
+                    &mut s,
+                    width,
+                    "  ",
+                    &format!("{}: {}", r.figure.mib_name(), r.explanation),
                 );
             }
         }
     }
-    if let Some(k) = &run.kernel {
-        let _ = writeln!(s, "\nretransmits: {}", k.retransmits_explained());
-        if let Some(r) = k.resets_explained() {
-            let _ = writeln!(s, "resets: {r}");
+    s
+}
+
+/// The phases' length, CPU and memory: one table where the width allows, else a block
+/// of CPU and a block of memory, each under the phase names.
+fn phase_table(phases: &[Phase]) -> Blocks {
+    // CPU comes in /proc's clock ticks (10 ms at CLK_TCK 100): to the tick.
+    let cpu = |u: &crate::model::ProcessUsage| {
+        format!("{}/{}", num(u.cpu_user_s, 2), num(u.cpu_sys_s, 2))
+    };
+    let lines = phases
+        .iter()
+        .map(|p| {
+            Line::Cells(
+                p.name.clone(),
+                vec![
+                    vec![num(p.duration_s, 1).into()],
+                    vec![
+                        cpu(&p.server).into(),
+                        cpu(&p.client).into(),
+                        cpu(&p.observer).into(),
+                    ],
+                    vec![
+                        bytes(p.server.rss_bytes as f64).into(),
+                        bytes(p.client.rss_bytes as f64).into(),
+                        p.kernel_socket_bytes
+                            .map_or_else(|| crate::fmt::NA.to_owned(), |b| bytes(b as f64))
+                            .into(),
+                        bytes(p.box_mem_available_bytes as f64).into(),
+                    ],
+                ],
+            )
+        })
+        .collect();
+    let heads = |h: &[&str]| h.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>();
+    Blocks {
+        head: "phase".to_owned(),
+        groups: vec![
+            heads(&["secs"]),
+            heads(&["server cpu", "client cpu", "c1m cpu"]),
+            heads(&["server RSS", "client RSS", "kernel mem", "free mem"]),
+        ],
+        lines,
+        keep: 0,
+    }
+}
+
+/// A row the kernel and the app agree on: both there and equal.
+fn agrees(row: &KernelVsApp) -> bool {
+    row.agree && row.kernel == row.app
+}
+
+/// Kernel vs app at the end of each phase: one line when they agreed after every phase,
+/// else a line per count that differed, with its explanation.
+fn kernel_vs_app(s: &mut String, width: usize, phases: &[Phase]) {
+    let rows: Vec<(&Phase, &KernelVsApp)> = phases
+        .iter()
+        .flat_map(|p| p.kernel_vs_app.iter().map(move |r| (p, r)))
+        .collect();
+    if rows.is_empty() {
+        say(s, width, "", "kernel vs app: no phase recorded its counts");
+    } else if rows.iter().all(|(_, r)| r.kernel.is_none()) {
+        say(
+            s,
+            width,
+            "",
+            "kernel vs app: no kernel figures (the observer did not run); the app's counts are in summary.json",
+        );
+    } else if rows.iter().all(|(_, r)| agrees(r)) {
+        // The most connections either side held at a phase's end: what the agreement covers.
+        let held = rows
+            .iter()
+            .filter(|(_, r)| r.what.ends_with(" open"))
+            .filter_map(|(_, r)| r.app)
+            .max()
+            .unwrap_or(0);
+        say(
+            s,
+            width,
+            "",
+            &format!(
+                "kernel = app after every phase: {} connections ({} counts over {} phases)",
+                signed(held),
+                count(rows.len() as u64),
+                count(phases.len() as u64)
+            ),
+        );
+    } else {
+        let same = rows.iter().filter(|(_, r)| agrees(r)).count();
+        say(
+            s,
+            width,
+            "",
+            &format!(
+                "kernel vs app at the end of each phase: {} of {} counts agree; these differ:",
+                count(same as u64),
+                count(rows.len() as u64)
+            ),
+        );
+        let n = |v: Option<i64>| v.map_or_else(|| crate::fmt::NA.to_owned(), signed);
+        for (p, r) in rows.iter().filter(|(_, r)| !agrees(r)) {
+            say(
+                s,
+                width,
+                "  ",
+                &format!(
+                    "{} {}: kernel {}, app {}{}",
+                    p.name,
+                    r.what,
+                    n(r.kernel),
+                    n(r.app),
+                    r.explanation
+                        .as_ref()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
+                ),
+            );
         }
     }
-    if let Some(audit) = &run.audit {
-        let _ = write!(
-            s,
-            "\nc1m against the kernel's own counters (since attach, {:?} scope):\n{}",
-            audit.scope,
-            audit.text_table()
-        );
+    for p in phases {
+        for note in &p.notes {
+            say(s, width, "  ", &format!("{} note: {note}", p.name));
+        }
     }
-    s
 }

@@ -19,26 +19,26 @@ pub struct TopArgs {
     #[arg(long)]
     pub ports: Option<PortList>,
     /// Control endpoint of a running `c1m server` (its app-side counts).
-    #[arg(long)]
+    #[arg(value_name = "ENDPOINT", long)]
     pub server_control: Option<String>,
     /// Control endpoint of a running `c1m client`.
-    #[arg(long)]
+    #[arg(value_name = "ENDPOINT", long)]
     pub client_control: Option<String>,
     /// Where `c1m run` keeps its run folders: without --server-control/--client-control,
     /// top attaches to the app side of the newest lab still running there.
-    #[arg(long, default_value = "c1m-runs")]
+    #[arg(value_name = "DIR", long, default_value = "c1m-runs")]
     pub runs: std::path::PathBuf,
     /// Plain lines instead of the terminal UI.
     #[arg(long)]
     pub plain: bool,
     /// Serve Prometheus metrics here too, e.g. 127.0.0.1:9464 or :9464.
-    #[arg(long, value_parser = crate::args::parse_metrics_addr)]
+    #[arg(value_name = "HOST:PORT", long, value_parser = crate::args::parse_metrics_addr)]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Stop after this long (default: until q / Ctrl-C).
-    #[arg(long, value_parser = crate::duration::parse)]
+    #[arg(value_name = "DURATION", long, value_parser = crate::duration::parse)]
     pub duration: Option<Duration>,
     /// Refresh interval.
-    #[arg(long, default_value = "500ms", value_parser = crate::duration::parse)]
+    #[arg(value_name = "DURATION", long, default_value = "500ms", value_parser = crate::duration::parse)]
     pub interval: Duration,
 }
 

@@ -110,9 +110,9 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<()> {
                 rate: a.rate / shards as f64,
                 in_flight: (a.in_flight / shards).max(1),
                 connect_timeout_ms: a.connect_timeout.as_millis() as u64,
-                payload: a.payload_size.max(1),
-                echo_count: a.echo_count,
-                path: a.path.clone(),
+                payload: a.workload.payload_size.max(1),
+                echo_count: a.workload.echo_count,
+                path: a.workload.path.clone(),
                 host: "localhost".into(),
                 max_message: a.max_message,
                 seed,
@@ -166,6 +166,9 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<()> {
                 ports: a.ports.clone(),
                 server_addrs: a.hosts.join(","),
                 sources: a.sources.join(","),
+                payload_size: a.workload.payload_size as u64,
+                echo_count: a.workload.echo_count,
+                ws_path: a.workload.path.clone(),
                 command_line: crate::util::command_line(),
                 // This host is told one trigger instant: its own --push-trigger's.
                 push: Some(PushRule::new(

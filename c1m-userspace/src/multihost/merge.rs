@@ -47,10 +47,10 @@ pub struct MergeArgs {
     /// The server host's run folder (`c1m run --clients external`).
     pub server_dir: PathBuf,
     /// Each client host's run folder (`c1m client --run-dir`).
-    #[arg(required = true)]
+    #[arg(value_name = "DIR", required = true)]
     pub client_dirs: Vec<PathBuf>,
     /// Where to write the merged run folder.
-    #[arg(long)]
+    #[arg(value_name = "DIR", long)]
     pub out: PathBuf,
 }
 

@@ -20,7 +20,7 @@ pub struct ObserveArgs {
     pub ports: Option<PortList>,
     /// Only sockets on these addresses, IPv4 or IPv6, e.g. `127.0.0.1,::1` (server:
     /// bound to, client: connected to; `::ffff:a.b.c.d` is the same as `a.b.c.d`).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(value_name = "ADDRS", long, value_delimiter = ',')]
     pub addr: Vec<IpAddr>,
     /// Count sockets of every network namespace, not only this one.
     #[arg(long)]
@@ -29,10 +29,10 @@ pub struct ObserveArgs {
     #[arg(long)]
     pub json: bool,
     /// Time between lines (seconds; e.g. 500ms, 2s).
-    #[arg(long, default_value = "1s", value_parser = crate::duration::parse_secs)]
+    #[arg(value_name = "DURATION", long, default_value = "1s", value_parser = crate::duration::parse_secs)]
     pub interval: f64,
     /// Stop after this long (e.g. 3s, 2m; default: until Ctrl-C).
-    #[arg(long, value_parser = crate::duration::parse_secs)]
+    #[arg(value_name = "DURATION", long, value_parser = crate::duration::parse_secs)]
     pub duration: Option<f64>,
     /// At exit, print c1m's figures against the kernel's own counters (/proc/net/snmp,
     /// /proc/net/netstat) since start, and why they differ (with --json: one last line

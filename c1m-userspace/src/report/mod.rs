@@ -248,7 +248,9 @@ pub(crate) fn write_derived_with(
     }
     let mut units = vec![HgrmUnit::Us];
     units.extend(opts.extra_hgrm_units.iter().filter(|u| **u != HgrmUnit::Us));
-    for h in present_histograms(run)? {
+    // An empty histogram gets no file: the summary says which and why
+    // ([`empty_histograms_line`]).
+    for h in histograms(run)? {
         for unit in &units {
             let text = hgrm::percentile_distribution(&h.hist, unit.divisor());
             put(
@@ -337,7 +339,68 @@ pub(crate) fn histograms(run: &RunRecord) -> Result<Vec<RunHist>, ExportError> {
     Ok(all)
 }
 
-/// Every histogram the snapshots carry, empty ones too: each gets its `.hgrm`.
+/// Why a run's histogram is empty, from what the run was asked to do.
+fn why_empty(run: &RunRecord, side: &str, name: &str) -> String {
+    use crate::workload::stats::histograms::hist_label;
+    let c = &run.config;
+    let label = hist_label(name);
+    if side == "server" {
+        return "c1m's server times nothing: every latency is the client's".to_owned();
+    }
+    let ws = c.mode == "ws";
+    match label {
+        "ws_handshake" | "ws_open_from_schedule" if !ws => {
+            format!("--mode {}: no WebSocket handshake", c.mode)
+        }
+        "echo_rtt" if c.mode == "hold" => "--mode hold: no echoes".to_owned(),
+        "echo_rtt" if ws && c.echo_count == 0 => "--mode ws with --echo-count 0".to_owned(),
+        "push_message" | "push_fanout" if !ws => format!("--mode {}: no pushes", c.mode),
+        "push_message" | "push_fanout" if c.push_count == 0 => "--pushes 0".to_owned(),
+        "push_message" | "push_fanout" => "no push arrived".to_owned(),
+        _ => "nothing was recorded".to_owned(),
+    }
+}
+
+/// One line naming the run's empty histograms and why each is empty (none of them gets
+/// an `.hgrm`), or None when every histogram has data.
+pub(crate) fn empty_histograms_line(run: &RunRecord) -> Option<String> {
+    let hists = present_histograms(run).ok()?;
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for h in hists.iter().filter(|h| h.hist.is_empty()) {
+        let why = why_empty(run, h.side, h.name);
+        let what = format!(
+            "{} {}",
+            h.side,
+            crate::workload::stats::histograms::hist_label(h.name)
+        );
+        match groups.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, names)) => names.push(what),
+            None => groups.push((why, vec![what])),
+        }
+    }
+    if groups.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = groups
+        .into_iter()
+        .map(|(why, names)| {
+            if names.len() > 2 && names.iter().all(|n| n.starts_with("server ")) {
+                format!(
+                    "the server's {} ({why})",
+                    crate::fmt::count(names.len() as u64)
+                )
+            } else {
+                format!("{} ({why})", names.join(", "))
+            }
+        })
+        .collect();
+    Some(format!(
+        "empty histograms, no .hgrm written: {}",
+        parts.join("; ")
+    ))
+}
+
+/// Every histogram the snapshots carry, empty ones too.
 fn present_histograms(run: &RunRecord) -> Result<Vec<RunHist>, ExportError> {
     let mut out = Vec::new();
     for (side, snap) in [("server", &run.server), ("client", &run.client)] {
@@ -425,7 +488,7 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_histogram_gets_an_hgrm_but_no_chart() {
+    fn an_empty_histogram_gets_no_hgrm_and_no_chart_and_the_summary_says_why() {
         let dir = fixture::test_dir("empty-hist");
         let mut run = sample_run();
         let empty = crate::workload::stats::histograms::new_hist().unwrap();
@@ -433,10 +496,19 @@ mod tests {
         if let Some(c) = run.client.as_mut() {
             c.histograms.insert("echo_rtt_us".into(), blob);
         }
+        run.config.mode = "ws".to_owned();
+        run.config.echo_count = 0;
         write_run(&dir, &run).unwrap();
-        let text = std::fs::read_to_string(dir.join("client-echo_rtt_us.hgrm")).unwrap();
-        let p = hgrm::parse(&text).unwrap();
-        assert_eq!((p.rows.len(), p.total_count), (0, 0));
+        assert!(!dir.join("client-echo_rtt_us.hgrm").exists());
+        // Regenerated as `c1m report` does: still none, and no error for its absence.
+        write_derived(&dir, &run).unwrap();
+        assert!(!dir.join("client-echo_rtt_us.hgrm").exists());
+        assert_eq!(
+            empty_histograms_line(&run).as_deref(),
+            Some(
+                "empty histograms, no .hgrm written: client echo_rtt (--mode ws with --echo-count 0)"
+            )
+        );
         let html = std::fs::read_to_string(dir.join(REPORT)).unwrap();
         assert!(!html.contains("chart-lat-client-echo_rtt_us"));
     }

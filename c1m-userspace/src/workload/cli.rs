@@ -29,19 +29,19 @@ pub struct CommonArgs {
     #[arg(long, value_enum, env = "C1M_ENGINE", default_value_t = EngineKind::Epoll)]
     pub engine: EngineKind,
     /// Shard threads when one process suffices (default: one per CPU).
-    #[arg(long)]
+    #[arg(value_name = "COUNT", long)]
     pub threads: Option<u64>,
     /// Control endpoint: a unix socket path (created 0600) or HOST:PORT. Only this
     /// user or root may use it; an address other than loopback needs --control-token-file.
-    #[arg(long)]
+    #[arg(value_name = "ENDPOINT", long)]
     pub control: Option<String>,
     /// Write a fresh random token here (0600) and require `auth <token>` as the first line
     /// of every control connection; needed to bind --control to a non-loopback address.
     /// c1m's own calls read it from $C1M_CONTROL_TOKEN_FILE.
-    #[arg(long, requires = "control")]
+    #[arg(value_name = "FILE", long, requires = "control")]
     pub control_token_file: Option<PathBuf>,
     /// Write the final stats snapshot (JSON) here at exit.
-    #[arg(long)]
+    #[arg(value_name = "FILE", long)]
     pub stats_json: Option<PathBuf>,
     /// Do not print `connections: N` every 2 s, nor the summary.
     #[arg(long)]
@@ -51,7 +51,12 @@ pub struct CommonArgs {
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
     /// Addresses to listen on: comma-separated, IPv4 ranges allowed (127.0.0.1-127.0.0.4).
-    #[arg(long = "addr", default_value = "127.0.0.1", value_delimiter = ',')]
+    #[arg(
+        value_name = "ADDRS",
+        long = "addr",
+        default_value = "127.0.0.1",
+        value_delimiter = ','
+    )]
     pub addrs: Vec<String>,
     /// Ports to listen on: a range (8000-8099), a list (8000,8001) or one port.
     #[arg(long, default_value = "8000-8099")]
@@ -61,35 +66,51 @@ pub struct ServerArgs {
     pub mode: Mode,
     /// Concurrent connections to size for. Past one process's RLIMIT_NOFILE the server
     /// spreads over worker processes (default: what one process can hold).
-    #[arg(long)]
+    #[arg(value_name = "COUNT", long)]
     pub max_conns: Option<Connections>,
     /// Force this many worker processes (0: decide from --max-conns and the fd limit).
-    #[arg(long, default_value_t = 0)]
+    #[arg(value_name = "COUNT", long, default_value_t = 0)]
     pub workers: u64,
     /// Broadcast a push to every WebSocket connection this often (e.g. 10s).
-    #[arg(long, value_parser = crate::duration::parse)]
+    #[arg(value_name = "DURATION", long, value_parser = crate::duration::parse)]
     pub push_every: Option<Duration>,
     /// Shards that write a push at once (0: all). All at once is the fastest fan-out; a
     /// few at a time (e.g. 2 per CPU) leaves CPU to the readers on a shared box, so each
     /// frame waits far less between write and read. `push N` on the control endpoint
     /// overrides it per push.
-    #[arg(long, default_value_t = 0)]
+    #[arg(value_name = "COUNT", long, default_value_t = 0)]
     pub push_writers: usize,
     #[command(flatten)]
     pub common: CommonArgs,
     /// Largest WebSocket message accepted (bytes); larger ones are closed with 1009.
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(value_name = "BYTES", long, default_value_t = 1 << 20)]
     pub max_message: u64,
     /// WebSocket: close a connection that has not finished its handshake this long after
     /// accept, so silent or stalled peers cannot pin slots (0s: wait forever).
-    #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
+    #[arg(value_name = "DURATION", long, default_value = "10s", value_parser = crate::duration::parse)]
     pub handshake_timeout: Duration,
     /// listen() backlog per socket (the kernel caps it at net.core.somaxconn).
-    #[arg(long, default_value_t = 65_535)]
+    #[arg(value_name = "COUNT", long, default_value_t = 65_535)]
     pub backlog: i32,
     /// Stop after this long (default: until `stop` or a signal).
-    #[arg(long, value_parser = crate::duration::parse)]
+    #[arg(value_name = "DURATION", long, value_parser = crate::duration::parse)]
     pub duration: Option<Duration>,
+}
+
+/// The workload flags `c1m client` and `c1m run` share, word for word: `c1m run` hands
+/// them to the client it starts.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadArgs {
+    /// Echo payload size in bytes (echo mode, and ws mode's echoes).
+    #[arg(long, value_name = "BYTES", default_value_t = 16)]
+    pub payload_size: usize,
+    /// Echo round trips per connection (echo mode: 0 = until teardown; ws mode: 0 =
+    /// none).
+    #[arg(long, value_name = "COUNT", default_value_t = 0)]
+    pub echo_count: u64,
+    /// WebSocket request path (ws mode).
+    #[arg(long, value_name = "PATH", default_value = "/")]
+    pub path: String,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -97,6 +118,7 @@ pub struct ClientArgs {
     /// Server addresses: comma-separated, IPv4 ranges allowed.
     /// (`--addr`, as for `c1m server` and `c1m run`; `--host` is its old name.)
     #[arg(
+        value_name = "ADDRS",
         long = "addr",
         alias = "host",
         default_value = "127.0.0.1",
@@ -107,42 +129,36 @@ pub struct ClientArgs {
     #[arg(long, default_value = "8000-8099")]
     pub ports: String,
     /// Connections to open (at least 1).
-    #[arg(short = 'n', long, default_value_t = Connections::of(1000))]
+    #[arg(value_name = "COUNT", short = 'n', long, default_value_t = Connections::of(1000))]
     pub connections: Connections,
     /// Target setup rate in connections per second (0: as fast as --in-flight allows).
     #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
     pub rate: f64,
     /// Most connects (and WebSocket handshakes) in flight at once, over all shards; at
     /// teardown, most WebSocket close frames waiting for the server to close.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(value_name = "COUNT", long, default_value_t = 1024)]
     pub in_flight: u64,
     /// How long to hold the connections after the ramp, then close them ("forever": until
     /// `close`, `stop` or a signal).
-    #[arg(long, default_value = "30s", value_parser = parse_hold)]
+    #[arg(value_name = "DURATION", long, default_value = "30s", value_parser = parse_hold)]
     pub hold: Hold,
     /// Source addresses, comma-separated, IPv4 ranges allowed (127.0.0.2-127.0.0.41). Each
     /// (source, server port) pair has its own ephemeral port range.
-    #[arg(long = "source", value_delimiter = ',')]
+    #[arg(value_name = "ADDRS", long = "source", value_delimiter = ',')]
     pub sources: Vec<String>,
     /// Bind explicit source ports from this range (default: the kernel picks per 4-tuple).
-    #[arg(long)]
+    #[arg(value_name = "PORTS", long)]
     pub source_ports: Option<String>,
     #[arg(long, value_enum, default_value_t = Mode::Hold)]
     pub mode: Mode,
-    /// Echo payload size in bytes.
-    #[arg(long, default_value_t = 16)]
-    pub payload_size: usize,
-    /// Echo round trips per connection (echo mode: 0 = until teardown; ws mode: 0 = none).
-    #[arg(long, default_value_t = 0)]
-    pub echo_count: u64,
+    /// Payload size, echo count and WebSocket path.
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
     /// Give up on a connect or handshake after this long (counted as timed_out).
-    #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
+    #[arg(value_name = "DURATION", long, default_value = "10s", value_parser = crate::duration::parse)]
     pub connect_timeout: Duration,
-    /// WebSocket request path.
-    #[arg(long, default_value = "/")]
-    pub path: String,
     /// Force this many worker processes (0: decide from -n and the fd limit).
-    #[arg(long, default_value_t = 0)]
+    #[arg(value_name = "COUNT", long, default_value_t = 0)]
     pub workers: u64,
     #[command(flatten)]
     pub common: CommonArgs,
@@ -150,15 +166,15 @@ pub struct ClientArgs {
     #[arg(long)]
     pub stay: bool,
     /// Setup-rate table step (default: 10% of -n, at most 100,000).
-    #[arg(long)]
+    #[arg(value_name = "COUNT", long)]
     pub step: Option<u64>,
     /// Largest WebSocket message accepted (bytes).
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(value_name = "BYTES", long, default_value_t = 1 << 20)]
     pub max_message: u64,
     /// How the server stamps its pushes: c1m, u64le-us (8 bytes LE µs since the epoch),
     /// u64be-ms, text-ms, text-us (decimal) or json:FIELD. A data frame that does not
     /// decode is counted as push_undecodable.
-    #[arg(long, default_value = "c1m", value_parser = super::push_format::parse)]
+    #[arg(value_name = "FORMAT", long, default_value = "c1m", value_parser = super::push_format::parse)]
     pub push_format: PushFormat,
     /// Per-message push latency is measured from: broadcast (the instant the broadcast
     /// began, the seeds' rule) or write (the instant the server wrote that frame). c1m's
@@ -189,33 +205,33 @@ pub struct HostsArgs {
     /// all N hosts and this host takes its part. Default: $JOB_COMPLETION_INDEX of
     /// $C1M_SHARDS when the index is set (a Kubernetes Indexed Job). Once sharded, the
     /// client also ends when the server has closed all its connections.
-    #[arg(long, value_parser = crate::workload::host_share::parse_shard)]
+    #[arg(value_name = "I/N", long, value_parser = crate::workload::host_share::parse_shard)]
     pub shard: Option<crate::workload::host_share::ShardOf>,
     /// Begin the ramp at this wall-clock instant (RFC 3339, 2026-11-30T15:00:00Z, or
     /// unix seconds), so every host ramps together and the sum ramps at --rate.
-    #[arg(long, value_parser = crate::workload::host_share::parse_start_at)]
+    #[arg(value_name = "TIME", long, value_parser = crate::workload::host_share::parse_start_at)]
     pub start_at: Option<std::time::SystemTime>,
     /// Write this host's run folder here (summary.json, timeseries.csv, .hgrm, .hlog),
     /// for `c1m merge`.
-    #[arg(long)]
+    #[arg(value_name = "DIR", long)]
     pub run_dir: Option<PathBuf>,
     /// The server host's control endpoint (HOST:PORT): the clock offset to it is
     /// measured before and after the run, and push latencies are corrected by it.
-    #[arg(long)]
+    #[arg(value_name = "HOST:PORT", long)]
     pub clock_from: Option<String>,
     /// Name of this host in the merged breakdown (default: the hostname).
-    #[arg(long)]
+    #[arg(value_name = "NAME", long)]
     pub host_label: Option<String>,
     /// Serve this client's Prometheus metrics here (its counters and latency
     /// histograms), e.g. :9464 or 127.0.0.1:9464.
-    #[arg(long, value_parser = crate::args::parse_metrics_addr)]
+    #[arg(value_name = "HOST:PORT", long, value_parser = crate::args::parse_metrics_addr)]
     pub metrics_addr: Option<SocketAddr>,
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct WorkerArgs {
     /// Shard index (for `ps`; the configuration arrives on stdin).
-    #[arg(long, default_value_t = 0)]
+    #[arg(value_name = "I/N", long, default_value_t = 0)]
     pub shard: u32,
 }
 

@@ -14,7 +14,7 @@ use thiserror::Error;
 use super::flags::RunArgs;
 use crate::{
     args::Connections,
-    workload::cli::{ClientArgs, CommonArgs, Hold, ServerArgs},
+    workload::cli::{ClientArgs, CommonArgs, Hold, ServerArgs, WorkloadArgs},
 };
 
 #[derive(Debug, Error)]
@@ -111,6 +111,18 @@ fn common_argv(v: &mut Argv, c: &CommonArgs) {
     v.flag("quiet", *quiet);
 }
 
+/// The workload flags `c1m client` and `c1m run` share.
+fn workload_argv(v: &mut Argv, w: &WorkloadArgs) {
+    let WorkloadArgs {
+        payload_size,
+        echo_count,
+        path,
+    } = w;
+    v.value("payload_size", payload_size.to_string());
+    v.value("echo_count", echo_count.to_string());
+    v.value("path", path);
+}
+
 /// `c1m server …` for `a`.
 pub(crate) fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsError> {
     let ServerArgs {
@@ -155,10 +167,8 @@ pub(crate) fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsErro
         sources,
         source_ports,
         mode,
-        payload_size,
-        echo_count,
+        workload,
         connect_timeout,
-        path,
         workers,
         common,
         stay,
@@ -190,10 +200,8 @@ pub(crate) fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsErro
     }
     v.opt("source_ports", source_ports.as_ref());
     v.value("mode", mode.name());
-    v.value("payload_size", payload_size.to_string());
-    v.value("echo_count", echo_count.to_string());
+    workload_argv(&mut v, workload);
     v.value("connect_timeout", duration(*connect_timeout));
-    v.value("path", path);
     v.value("workers", workers.to_string());
     common_argv(&mut v, common);
     v.flag("stay", *stay);
@@ -226,6 +234,7 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         addr,
         source,
         mode,
+        workload,
         engine,
         server_engine,
         idle,
@@ -271,6 +280,7 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
     }
     v.opt("source", source.as_ref());
     v.value("mode", mode.name());
+    workload_argv(&mut v, workload);
     v.value("engine", engine.name());
     v.opt("server_engine", server_engine.map(|e| e.name()));
     v.value("idle", duration(*idle));
@@ -367,6 +377,7 @@ impl ChildPlan {
         client.hold = Hold::Forever;
         client.sources = vec![sources.to_owned()];
         client.mode = args.mode;
+        client.workload = args.workload.clone();
         client.common.engine = args.engine;
         client.common.control = Some(control_socket(dir, "client")?);
         client.common.stats_json = Some(dir.join("client-final.json"));

@@ -19,6 +19,7 @@ use crate::{
     args::Connections,
     util::PortList,
     workload::{
+        cli::WorkloadArgs,
         config::{EngineKind, Mode},
         push_format::PushFormat,
         push_rule::{PushInstant, PushRule},
@@ -31,7 +32,7 @@ use crate::{
 pub struct RunArgs {
     /// Connections to open and hold, at least 1, or `max`: the most free memory allows
     /// (default: 1,000,000, or fewer if memory does not allow it).
-    #[arg(help_heading = "Workload", short = 'n', long)]
+    #[arg(value_name = "COUNT", help_heading = "Workload", short = 'n', long)]
     pub connections: Option<TargetArg>,
     /// Target setup rate, connections per second (the seeds ramped at 10,000/s; 0: as
     /// fast as the client's in-flight bound allows).
@@ -41,38 +42,61 @@ pub struct RunArgs {
     #[arg(help_heading = "Workload", long, default_value = "8000-8099")]
     pub ports: PortList,
     /// Server address(es).
-    #[arg(help_heading = "Workload", long, default_value = "127.0.0.1")]
+    #[arg(
+        value_name = "ADDRS",
+        help_heading = "Workload",
+        long,
+        default_value = "127.0.0.1"
+    )]
     pub addr: String,
     /// Client source addresses, e.g. 127.0.0.2-127.0.0.41 (default: as many as the
     /// ephemeral port range needs, from 127.0.0.2 up).
-    #[arg(help_heading = "Workload", long)]
+    #[arg(value_name = "ADDRS", help_heading = "Workload", long)]
     pub source: Option<String>,
     /// Workload: hold (TCP), echo, or ws (WebSocket with broadcast push, as the seeds).
     #[arg(help_heading = "Workload", long, value_enum, default_value_t = Mode::Ws)]
     pub mode: Mode,
+    /// Payload size, echo count and WebSocket path, handed to the client.
+    #[command(flatten, next_help_heading = "Workload")]
+    pub workload: WorkloadArgs,
     /// What runs c1m's own server and client: `epoll` or `tokio` (see `c1m server --help`).
     #[arg(help_heading = "Workload", long, value_enum, env = "C1M_ENGINE", default_value_t = EngineKind::Epoll)]
     pub engine: EngineKind,
     /// c1m's own server on another engine than its client (default: --engine), e.g. a
     /// tokio server met by the epoll client every other server meets.
-    #[arg(help_heading = "Workload", long, value_enum)]
+    #[arg(value_name = "ENGINE", help_heading = "Workload", long, value_enum)]
     pub server_engine: Option<EngineKind>,
     /// Length of the idle phase.
-    #[arg(help_heading = "Workload", long, default_value = "10s", value_parser = crate::duration::parse)]
+    #[arg(value_name = "DURATION", help_heading = "Workload", long, default_value = "10s", value_parser = crate::duration::parse)]
     pub idle: Duration,
     /// Broadcasts in the push phase (ws mode).
-    #[arg(help_heading = "Workload", long, default_value_t = 1)]
+    #[arg(
+        value_name = "COUNT",
+        help_heading = "Workload",
+        long,
+        default_value_t = 1
+    )]
     pub pushes: u32,
     /// Server shards writing a push at once (0: all, the fastest fan-out; a few at a time
     /// leaves CPU to the readers and cuts per-message latency).
-    #[arg(help_heading = "Workload", long, default_value_t = 0)]
+    #[arg(
+        value_name = "COUNT",
+        help_heading = "Workload",
+        long,
+        default_value_t = 0
+    )]
     pub push_writers: usize,
     /// Give up on the setup phase after this long (default: only when no connect has
     /// finished for 2 min, however long the ramp takes).
-    #[arg(help_heading = "Workload", long, value_parser = crate::duration::parse)]
+    #[arg(value_name = "DURATION", help_heading = "Workload", long, value_parser = crate::duration::parse)]
     pub setup_timeout: Option<Duration>,
     /// Connects in flight at once.
-    #[arg(help_heading = "Workload", long, default_value_t = 2048)]
+    #[arg(
+        value_name = "COUNT",
+        help_heading = "Workload",
+        long,
+        default_value_t = 2048
+    )]
     pub in_flight: u64,
     /// Apply the sysctls the run needs (somaxconn, port range, …) and restore them after.
     #[arg(help_heading = "Lab and output", long)]
@@ -84,10 +108,15 @@ pub struct RunArgs {
     #[arg(help_heading = "Lab and output", long)]
     pub force: bool,
     /// Parent folder of the run folder.
-    #[arg(help_heading = "Lab and output", long, default_value = "c1m-runs")]
+    #[arg(
+        value_name = "DIR",
+        help_heading = "Lab and output",
+        long,
+        default_value = "c1m-runs"
+    )]
     pub out: PathBuf,
     /// Serve Prometheus metrics here, e.g. 127.0.0.1:9464 or :9464.
-    #[arg(help_heading = "Lab and output", long, value_parser = crate::args::parse_metrics_addr)]
+    #[arg(value_name = "HOST:PORT", help_heading = "Lab and output", long, value_parser = crate::args::parse_metrics_addr)]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Plain lines instead of the terminal UI, even on a terminal.
     #[arg(help_heading = "Lab and output", long)]
@@ -103,6 +132,7 @@ pub struct RunArgs {
     pub clients: Clients,
     /// External clients: the connections to wait for (the clients' -n over all hosts).
     #[arg(
+        value_name = "COUNT",
         help_heading = "Client hosts",
         long,
         required_if_eq("clients", "external")
@@ -114,6 +144,7 @@ pub struct RunArgs {
     /// (`--control`, as for `c1m server` and `c1m client`; `--control-addr` is its old
     /// name.)
     #[arg(
+        value_name = "HOST:PORT",
         help_heading = "Client hosts",
         long = "control",
         alias = "control-addr"
@@ -164,7 +195,7 @@ pub struct RunArgs {
     pub push_stamp: Option<PushInstant>,
     /// How long to wait for pushes: with --push-trigger none, the whole push phase; a
     /// server that never pushes is reported as "no push arrived".
-    #[arg(help_heading = "Push latency", long, default_value = "10s", value_parser = crate::duration::parse)]
+    #[arg(value_name = "DURATION", help_heading = "Push latency", long, default_value = "10s", value_parser = crate::duration::parse)]
     pub push_wait: Duration,
     /// Run the same phases against each of these servers in turn: python, node, go,
     /// netty (built by `cargo xtask reference-servers` into target/reference-servers, or
@@ -174,11 +205,11 @@ pub struct RunArgs {
     /// `c1m compare` is written and then printed.
     #[arg(help_heading = "Comparison (--servers)", long, value_name = "NAMES")]
     pub servers: Option<String>,
-    /// With --servers: run each server K times, in rounds ordered so that each server
+    /// With --servers: run each server this many times, in rounds ordered so that each server
     /// runs right after each other one equally often, so the comparison shows the
     /// spread across repeats; at most 1,000 (the sequence prints its estimate before the
     /// first run).
-    #[arg(help_heading = "Comparison (--servers)", long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_REPEAT))]
+    #[arg(help_heading = "Comparison (--servers)", long, value_name = "COUNT", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_REPEAT))]
     pub repeat: u32,
     /// With --servers: how runs are kept from inheriting each other's sockets, conntrack
     /// entries and sysctls: netns (each run in a network namespace of its own; the

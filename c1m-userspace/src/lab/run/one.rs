@@ -143,6 +143,10 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
             idle_s: args.idle.as_secs_f64(),
             push_count: args.pushes,
             push_writers: args.push_writers as u64,
+            // What the lab's client was handed (external clients bring their own).
+            payload_size: plan.client.workload.payload_size as u64,
+            echo_count: plan.client.workload.echo_count,
+            ws_path: plan.client.workload.path.clone(),
             // The lab tells its own client each trigger's instant; clients on other
             // hosts are told none.
             push: Some(PushRule::new(

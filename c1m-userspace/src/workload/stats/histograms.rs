@@ -257,7 +257,7 @@ impl Percentiles {
         let ms = |v: f64| v / 1000.0;
         format!(
             "{title} (ms)\n  count={}\n  min={:.3}\n  max={:.3}\n  mean={:.3}\n  stddev={:.3}\n  median={:.3}\n  75%={:.3}\n  95%={:.3}\n  98%={:.3}\n  99%={:.3}\n  99.9%={:.3}\n",
-            self.count,
+            crate::fmt::count(self.count),
             ms(self.min as f64),
             ms(self.max as f64),
             ms(self.mean),
