@@ -308,10 +308,65 @@ pub struct RunConfig {
     pub push: Option<crate::workload::push_rule::PushRule>,
     /// Whether the eBPF observer was wanted (false with `--no-observer`).
     pub observer: bool,
-    /// Whether the lab changed any sysctl for the run.
-    pub tuned: bool,
+    /// The value of every sysctl `--tune` manages (`sysctl::TUNABLE`), read as the run
+    /// started, after any tuning: what the run had, whoever set it. None: a run recorded
+    /// before c1m kept them (its `tuned` was a flag, true when this run changed one,
+    /// false in a `--tune` sequence whose sysctls another run had already set).
+    #[serde(deserialize_with = "tuned_values")]
+    #[schemars(with = "Option<std::collections::BTreeMap<String, String>>")]
+    pub tuned: Option<std::collections::BTreeMap<String, String>>,
+    /// What made the server push (`--push-trigger`); fan-out is timed from it. None: a
+    /// run recorded before c1m kept it.
+    pub push_trigger: Option<TriggerKind>,
     /// The command line c1m was started with.
     pub command_line: String,
+}
+
+/// `tuned` as recorded: the sysctl values, or the flag of an older record (read as not
+/// recorded: a flag says nothing about the values).
+fn tuned_values<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::collections::BTreeMap<String, String>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Tuned {
+        Values(std::collections::BTreeMap<String, String>),
+        // Read only to tell an old record's flag from the values.
+        Flag(#[allow(dead_code)] bool),
+    }
+    Ok(match Option::<Tuned>::deserialize(d)? {
+        Some(Tuned::Values(v)) => Some(v),
+        Some(Tuned::Flag(_)) | None => None,
+    })
+}
+
+/// The kind of push trigger a run used (`--push-trigger`), as the comparison names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TriggerKind {
+    /// `push` on c1m's own server's control socket.
+    Control,
+    /// A signal to the server's process (the reference servers: SIGUSR1).
+    Signal,
+    /// An HTTP request.
+    Http,
+    /// A command.
+    Command,
+    /// None: the server pushed on its own schedule.
+    None,
+}
+
+impl TriggerKind {
+    /// Its words in the comparison's setup differences.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            TriggerKind::Control => "control socket",
+            TriggerKind::Signal => "signal",
+            TriggerKind::Http => "HTTP request",
+            TriggerKind::Command => "command",
+            TriggerKind::None => "none (server's own schedule)",
+        }
+    }
 }
 
 /// How a run ended. The JSON names are lower case; each has its exit code.
@@ -531,6 +586,39 @@ pub struct ServerInfo {
     pub runtime: Option<Software>,
     /// Its WebSocket library, likewise; c1m's own server: c1m at its version.
     pub library: Option<Software>,
+    /// Its processes and threads when the setup phase ended (every connection open):
+    /// a foreign server's process tree, c1m's own server's shards. None: not recorded.
+    pub shape: Option<ServerShape>,
+}
+
+/// How many processes and threads a server ran on.
+#[derive(
+    Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq,
+)]
+#[serde(default)]
+pub struct ServerShape {
+    /// Processes.
+    pub processes: u64,
+    /// Threads of those processes, summed.
+    pub threads: u64,
+}
+
+impl ServerShape {
+    /// "1 process, 12 threads".
+    pub(crate) fn describe(self) -> String {
+        let plural = |n: u64, one: &str, many: &str| {
+            format!(
+                "{} {}",
+                crate::fmt::count(n),
+                if n == 1 { one } else { many }
+            )
+        };
+        format!(
+            "{}, {}",
+            plural(self.processes, "process", "processes"),
+            plural(self.threads, "thread", "threads")
+        )
+    }
 }
 
 impl ServerInfo {

@@ -70,10 +70,37 @@ fn two_real_runs_compare_with_exact_counts() {
     assert_eq!(folders.len(), 2);
     let arg = |p: &Path, n: &str| format!("{}={n}", p.display());
 
-    // Two setups, one run each.
+    // Two setups, one run each: the answer first, the detail in compare.txt.
     let out = dir.join("two");
-    let (code, text, err) = compare(&[arg(&folders[0], "a"), arg(&folders[1], "b")], &out);
+    let (code, answer, err) = compare(&[arg(&folders[0], "a"), arg(&folders[1], "b")], &out);
     assert_eq!(code, 0, "{err}");
+    assert!(
+        answer.starts_with("Comparison of 2 names over 2 runs\n"),
+        "{answer}"
+    );
+    assert!(!answer.contains("Key figures"), "{answer}");
+    let held = answer
+        .lines()
+        .find(|l| l.starts_with("server ") && l.contains("held"))
+        .unwrap_or_else(|| panic!("no headline table\n{answer}"));
+    assert!(held.contains("setup rate"), "{held}");
+    for name in ["a", "b"] {
+        assert_eq!(
+            line(&answer, &format!("{name} ")).split(' ').nth(1),
+            Some("2,000"),
+            "{answer}"
+        );
+    }
+    assert!(
+        answer.contains("    a vs b connections held: the same in every run\n"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("a vs b setup rate: no call (a has 1 run and b has 1 run, 3 needed"),
+        "{answer}"
+    );
+    let text = std::fs::read_to_string(out.join("compare.txt")).unwrap();
+    assert!(text.starts_with(&answer[..answer.find("Setup differences").unwrap()]));
     assert_eq!(line(&text, "target"), "target 2,000 2,000 same");
     assert_eq!(
         line(&text, "peak open, server app"),
@@ -106,7 +133,7 @@ fn two_real_runs_compare_with_exact_counts() {
         !verdicts.contains("beyond") && !verdicts.contains("measurably"),
         "{verdicts}"
     );
-    for f in ["compare.csv", "compare.json", "compare.html"] {
+    for f in ["compare.csv", "compare.json", "compare.html", "compare.txt"] {
         assert!(out.join(f).exists(), "{f}");
     }
 
@@ -114,11 +141,11 @@ fn two_real_runs_compare_with_exact_counts() {
     let out = dir.join("repeats");
     let (code, text, err) = compare(&[arg(&folders[0], "r"), arg(&folders[1], "r")], &out);
     assert_eq!(code, 0, "{err}");
-    assert!(text.contains("  r: 2 runs\n"), "{text}");
+    assert!(text.contains("  r: 2 runs (complete), "), "{text}");
     let csv = std::fs::read_to_string(out.join("compare.csv")).unwrap();
     assert!(
         csv.lines().any(|l| l
-            == "Connections,\"peak open, client app\",count,r,2,2000,0,2000,2000,2000,r,,,,,,,,,,baseline"),
+            == "Connections,\"peak open, client app\",count,r,2,2000,0,2000,2000,2000,r,,,,,,,,,,baseline,,,"),
         "{csv}"
     );
     let json: serde_json::Value =
@@ -205,7 +232,7 @@ fn six_names_of_three_repeats_fit_the_columns() {
             args.push(format!("{}=server-{n}", folder.display()));
         }
     }
-    args.extend(["--baseline".into(), "server-2".into()]);
+    args.extend(["--baseline".into(), "server-2".into(), "--verbose".into()]);
     for columns in [120, 80] {
         let (code, text, err) = compare_within(&args, &dir.join("out"), &columns.to_string());
         assert_eq!(code, 0, "{err}");
@@ -215,6 +242,7 @@ fn six_names_of_three_repeats_fit_the_columns() {
             .collect();
         assert!(wide.is_empty(), "wider than {columns}: {wide:#?}\n{text}");
         assert!(text.contains("Verdicts vs server-2, over "), "{text}");
+        assert!(text.contains("Every pair, figure by figure"), "{text}");
         assert!(
             text.contains("[1] server-2, config.sources_reason: server 2: a long"),
             "{text}"

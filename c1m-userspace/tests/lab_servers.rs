@@ -90,8 +90,24 @@ fn python_and_c1m_epoll_each_get_a_complete_run_and_one_comparison() {
     for f in ["compare.csv", "compare.html"] {
         assert!(cmp.join(f).exists(), "{f}");
     }
-    // The table is printed at the end, latency table and all.
-    let table = &stdout[stdout.rfind("Key figures").expect("the comparison table")..];
+    // Without --verbose: the answer alone on stdout (each run's own output in a file
+    // beside it), its table first, each pair in words; the detail in compare.txt.
+    assert!(
+        stdout.starts_with("Comparison of 2 names over 2 runs\n"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("Key figures"), "{stdout}");
+    assert!(
+        stdout.contains("python vs c1m-epoll push p99: no call (python has 1 run and c1m-epoll has 1 run, 3 needed; measured: "),
+        "{stdout}"
+    );
+    for name in ["python-1", "c1m-epoll-1"] {
+        let log = std::fs::read_to_string(cmp.join(format!("{name}.stdout.log")))
+            .unwrap_or_else(|e| panic!("{name}.stdout.log: {e}"));
+        assert!(log.contains("connections"), "{name}: {log}");
+    }
+    let detail = std::fs::read_to_string(cmp.join("compare.txt")).expect("compare.txt");
+    let table = &detail[detail.rfind("Key figures").expect("the comparison table")..];
     assert!(
         table.contains("client push_message") && table.contains("c1m-epoll"),
         "{table}"
@@ -333,7 +349,8 @@ fn isolated_runs_start_clean_and_repeat_exact_counts() {
         "servers-isolated",
         "c1m-epoll,go",
         "2000",
-        &["--repeat", "2", "--idle", "2s"],
+        // The runs' own headers and the comparison's run list: --verbose prints them.
+        &["--repeat", "2", "--idle", "2s", "--verbose"],
         Duration::from_secs(240),
     );
     assert!(
@@ -457,7 +474,15 @@ fn a_run_that_starts_beside_an_earlier_runs_sockets_is_flagged_dirty() {
         "servers-dirty",
         "c1m-epoll,c1m-tokio",
         "2000",
-        &["--idle", "1s", "--isolation", "wait", "--clean-wait", "0s"],
+        &[
+            "--idle",
+            "1s",
+            "--isolation",
+            "wait",
+            "--clean-wait",
+            "0s",
+            "--verbose",
+        ],
         Duration::from_secs(120),
     );
     assert!(text.contains("each run waits until the sockets an earlier run left on its ports are gone (--isolation)"), "{text}");

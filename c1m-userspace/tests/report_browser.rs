@@ -196,6 +196,7 @@ fn compare_page_renders_in_chromium() {
             runs: vec![spec(&a, "A"), spec(&b, "B")],
             out: out.clone(),
             baseline: None,
+            verbose: false,
         },
         &mut std::io::sink(),
     )

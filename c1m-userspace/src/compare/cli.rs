@@ -27,6 +27,10 @@ pub struct CompareArgs {
     /// The name every other is compared with (default: the first given).
     #[arg(long, value_name = "NAME")]
     pub baseline: Option<String>,
+    /// Print the detail after the answer: every run, every figure and its difference
+    /// from the baseline (compare.txt holds it either way).
+    #[arg(long)]
+    pub verbose: bool,
 }
 
 fn parse_spec(s: &str) -> Result<input::RunSpec, String> {
@@ -60,9 +64,15 @@ fn run_within(args: CompareArgs, out: &mut dyn Write, width: usize) -> Result<i3
         }
         Err(e) => return Err(e).context("compare"),
     };
-    let written = files::write(&args.out, &cmp)
+    let answer = text::answer(&cmp, width);
+    let detail = text::render(&cmp, width);
+    let written = files::write(&args.out, &cmp, &format!("{answer}\n{detail}"))
         .with_context(|| format!("compare: writing {}", args.out.display()))?;
-    let _ = out.write_all(text::render(&cmp, width).as_bytes());
+    let _ = out.write_all(answer.as_bytes());
+    if args.verbose {
+        let _ = writeln!(out);
+        let _ = out.write_all(detail.as_bytes());
+    }
     let _ = writeln!(out);
     for p in written {
         let _ = out.write_all(fit::wrap(&format!("wrote {}", p.display()), width, "").as_bytes());
@@ -95,6 +105,7 @@ mod tests {
                 runs: vec![spec(&a, "x"), spec(&b, "x"), spec(&c, "y")],
                 out: out.clone(),
                 baseline: Some("y".into()),
+                verbose: true,
             },
             &mut text,
         )
@@ -105,7 +116,7 @@ mod tests {
             text.contains("  x: 2 runs\n") && text.contains("  y: 1 run (baseline)\n"),
             "{text}"
         );
-        for f in [files::CSV, files::JSON, files::HTML] {
+        for f in [files::CSV, files::JSON, files::HTML, files::TXT] {
             assert!(out.join(f).exists(), "{f}");
         }
         let html = std::fs::read_to_string(out.join(files::HTML)).unwrap();
@@ -124,6 +135,7 @@ mod tests {
             runs: vec![spec(&dir.join("missing"), "x")],
             out: out.clone(),
             baseline: None,
+            verbose: false,
         })
         .unwrap();
         assert_eq!(code, EXIT_BAD_INPUT);
@@ -131,6 +143,7 @@ mod tests {
             runs: vec![spec(&a, "x"), spec(&b, "y")],
             out,
             baseline: Some("z".into()),
+            verbose: false,
         })
         .unwrap();
         assert_eq!(code, EXIT_BAD_INPUT);

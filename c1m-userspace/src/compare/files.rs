@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::{
     Comparison,
+    headline::Headline,
     input::LoadedRun,
     interval::{CONFIDENCE, RESAMPLES},
     table::{MIN_REPEATS, Row, show},
@@ -28,6 +29,9 @@ use crate::report::{
 pub const CSV: &str = "compare.csv";
 /// The runs and every row with its spread, as JSON, in the `--out` folder.
 pub const JSON: &str = "compare.json";
+/// The comparison as `c1m compare --verbose` prints it (at the width it printed), in the
+/// `--out` folder: the answer, then every run and every figure.
+pub const TXT: &str = "compare.txt";
 /// The offline HTML comparison (one chart per figure, and the tables), in the `--out` folder.
 pub const HTML: &str = "compare.html";
 
@@ -57,6 +61,9 @@ struct Document<'a> {
     method: Method,
     runs: Vec<RunEntry<'a>>,
     setup_differences: Vec<SetupDifference<'a>>,
+    /// The answer: the table (a row per name, best per column), every pair's verdicts
+    /// in words, and who is better at what.
+    headline: &'a Headline,
     rows: &'a [Row],
 }
 
@@ -84,9 +91,14 @@ struct SetupDifference<'a> {
 }
 
 /// Writes the three files into `dir` (created if needed); returns their paths.
-pub(crate) fn write(dir: &Path, cmp: &Comparison) -> Result<Vec<PathBuf>, ExportError> {
+pub(crate) fn write(dir: &Path, cmp: &Comparison, txt: &str) -> Result<Vec<PathBuf>, ExportError> {
     std::fs::create_dir_all(dir).map_err(ExportError::io(dir))?;
-    let files = [(CSV, csv(cmp)?), (JSON, json(cmp)?), (HTML, html(cmp)?)];
+    let files = [
+        (CSV, csv(cmp)?),
+        (JSON, json(cmp)?),
+        (HTML, html(cmp)?),
+        (TXT, txt.to_owned()),
+    ];
     let mut written = Vec::new();
     for (name, text) in files {
         let path = dir.join(name);
@@ -97,7 +109,10 @@ pub(crate) fn write(dir: &Path, cmp: &Comparison) -> Result<Vec<PathBuf>, Export
 }
 
 /// One line per figure and name: the name's values, then its difference from the
-/// baseline (empty on the baseline's own line, whose verdict says `baseline`).
+/// baseline (empty on the baseline's own line, whose verdict says `baseline`); on a
+/// figure of the headline table, its column and whether the name is the best there.
+/// Then one line per pair and headline column: group `Pairwise verdict`, the pair as
+/// name and baseline, the call as verdict and its words.
 fn csv(cmp: &Comparison) -> Result<String, ExportError> {
     let mut w = ::csv::Writer::from_writer(Vec::new());
     w.write_record([
@@ -122,6 +137,9 @@ fn csv(cmp: &Comparison) -> Result<String, ExportError> {
         "spread",
         "spread_pct",
         "verdict",
+        "headline",
+        "best",
+        "words",
     ])?;
     let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     let baseline = &cmp.names[cmp.baseline];
@@ -156,8 +174,41 @@ fn csv(cmp: &Comparison) -> Result<String, ExportError> {
                 None => line
                     .extend(std::iter::repeat_n(String::new(), 9).chain(["baseline".to_owned()])),
             }
+            let column = cmp
+                .headline
+                .columns
+                .iter()
+                .find(|h| h.group == r.group && h.figure == r.figure);
+            match column {
+                Some(h) => {
+                    let k = cmp.names.iter().position(|n| *n == c.name);
+                    let best = k.and_then(|k| h.cells.get(k)).is_some_and(|x| x.best);
+                    line.extend([text(h.header), best.to_string(), String::new()]);
+                }
+                None => line.extend([String::new(), String::new(), String::new()]),
+            }
             w.write_record(&line)?;
         }
+    }
+    for v in &cmp.headline.verdicts {
+        let unit = cmp
+            .headline
+            .columns
+            .iter()
+            .find(|c| c.column == v.column)
+            .map_or("", |c| c.unit);
+        let mut line = vec![
+            "Pairwise verdict".to_owned(),
+            text(v.column.what()),
+            text(unit),
+            text(&v.a),
+        ];
+        line.extend(std::iter::repeat_n(String::new(), 6));
+        line.push(text(&v.b));
+        line.extend(std::iter::repeat_n(String::new(), 9));
+        line.push(text(v.call.word()));
+        line.extend([String::new(), String::new(), text(&v.words)]);
+        w.write_record(&line)?;
     }
     let bytes = w
         .into_inner()
@@ -202,6 +253,7 @@ fn json(cmp: &Comparison) -> Result<String, ExportError> {
             .iter()
             .map(|(key, values)| SetupDifference { key, values })
             .collect(),
+        headline: &cmp.headline,
         rows,
     };
     serde_json::to_string_pretty(&doc).map_err(|error| ExportError::Encode {
@@ -264,9 +316,56 @@ fn html(cmp: &Comparison) -> Result<String, ExportError> {
             (head, r)
         })
         .collect();
+    let h = &cmp.headline;
     let body = html! {
+        h1 { "c1m compare" }
+        h2 #answer { "Who is better at what" }
+        @if h.columns.is_empty() {
+            p.mut { "No figure to compare." }
+        } @else {
+            div.scroll {
+                table #headline {
+                    tr {
+                        th.t { "server" }
+                        @for c in &h.columns { th { (c.header) } }
+                    }
+                    @for (k, n) in h.names.iter().enumerate() {
+                        tr {
+                            td.t { (n) }
+                            @for c in &h.columns {
+                                @let cell = &c.cells[k];
+                                td.best[cell.best] {
+                                    @if cell.best { "*" } (cell.text)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            p.mut {
+                "Each cell: the median over the name's runs ± half their range, as % of the median (one run: no spread); "
+                b { "* bold" } ": the best of its column (higher is better for held and setup rate, lower for the others). Verdicts: "
+                b { "sure" } ": the 95% interval excludes no difference and the difference is beyond the runs' own spread; "
+                b { "likely" } ": measurable, within that spread; no clear difference: the interval holds none; no call under "
+                (MIN_REPEATS) " runs a name."
+            }
+        }
+        @if h.names.len() > 1 {
+            ul.verdicts {
+                @for line in &h.who_is_better { li { (line) } }
+            }
+            h2 #pairs { "Every pair, figure by figure" }
+            @for c in &h.columns {
+                h3 { (c.column.what()) }
+                ul.verdicts {
+                    @for v in h.verdicts.iter().filter(|v| v.column == c.column) {
+                        li { (v.words) }
+                    }
+                }
+            }
+        }
         header {
-            h1 { "c1m compare" }
+            h2 { "Runs" }
             div.runs {
                 @for ((r, l), style) in runs.iter().zip(&labels).zip(&styles) {
                     div {
@@ -296,23 +395,23 @@ fn html(cmp: &Comparison) -> Result<String, ExportError> {
         @if config.is_empty() {
             p.mut { "None." }
         } @else {
-            table.wide {
+            table.wide style="table-layout:fixed" {
                 tr { th.t { "key" } @for n in names { th.t { (n) } } }
                 @for (k, values) in config {
                     tr {
-                        td.t { (k) }
+                        td.wrap { (k) }
                         @for v in values { td.wrap { (v) } }
                     }
                 }
             }
         }
         div #charts { (multiples::sections(&compared)) }
-        h2 {
+        h2 #detail {
             "Key figures (mean ± sd over repeats; vs " (base)
             ": the difference of the medians, its 95% interval and the verdict, as "
             code { "c1m compare" } " prints them)"
         }
-        table.wide {
+        div.scroll { table.wide {
             tr {
                 th.t { "figure" }
                 @for n in names { th { (n) } }
@@ -330,9 +429,9 @@ fn html(cmp: &Comparison) -> Result<String, ExportError> {
                     }
                 }
             }
-        }
+        } }
         h2 { "Latency (ms), the seeds' table (mean±sd over repeats)" }
-        table.wide {
+        div.scroll { table.wide {
             tr { th.t { "histogram" } @for (h, _) in LATENCY_COLUMNS { th { (h) } } }
             @for (title, lines) in latency_tables(rows, names) {
                 @for (n, cells) in lines {
@@ -342,7 +441,7 @@ fn html(cmp: &Comparison) -> Result<String, ExportError> {
                     }
                 }
             }
-        }
+        } }
         footer {
             "Generated by c1m " (env!("CARGO_PKG_VERSION")) " from " (runs.len())
             " runs' summary.json; compare.csv and compare.json beside this page hold every value."

@@ -5,6 +5,7 @@
 //! | module     | concern                                                             |
 //! |------------|---------------------------------------------------------------------|
 //! | `input`    | `RUN_DIR[=NAME]` arguments, reading and checking the run folders     |
+//! | `headline` | the answer first: a row per name, the best marked, pairs in words    |
 //! | `table`    | the figures per name: mean, sd, min, max, median; the verdicts       |
 //! | `interval` | the seeded bootstrap interval on a difference of medians             |
 //! | `config`   | setup and machine facts that differ between the names               |
@@ -19,6 +20,7 @@ pub mod cli;
 mod config;
 mod files;
 pub(crate) mod fit;
+pub(crate) mod headline;
 pub mod input;
 mod interval;
 pub(crate) mod table;
@@ -26,7 +28,7 @@ mod text;
 
 use thiserror::Error;
 
-pub use files::{CSV, HTML, JSON};
+pub use files::{CSV, HTML, JSON, TXT};
 
 use crate::report::ExportError;
 
@@ -48,6 +50,8 @@ pub(crate) struct Comparison {
     /// Setup facts that differ: (key, value per name).
     pub config: Vec<(String, Vec<String>)>,
     pub rows: Vec<table::Row>,
+    /// The answer it leads with: the table, every pair's verdicts, who is better at what.
+    pub headline: headline::Headline,
 }
 
 /// "2 of 6 runs started dirty (go-1, node-2): …", or None when every run that recorded
@@ -91,9 +95,11 @@ impl Comparison {
                     }
                 })?,
             };
-        let rows = table::rows(&runs, &names, baseline)?;
+        let rows = table::rows_with_pairs(&runs, &names, baseline, headline::pairwise)?;
         let config = config::differences(&runs, &names);
+        let headline = headline::of(&rows, &names);
         Ok(Comparison {
+            headline,
             runs,
             names,
             baseline,

@@ -68,7 +68,7 @@ impl Spread {
     }
 
     /// max − min over the repeats; absent below two runs.
-    fn range(&self) -> Option<f64> {
+    pub(crate) fn range(&self) -> Option<f64> {
         Some(self.max? - self.min?).filter(|_| self.n > 1)
     }
 }
@@ -292,6 +292,10 @@ pub(crate) struct Row {
     pub differences: Vec<Difference>,
     /// The strongest of the differences' verdicts.
     pub verdict: Verdict,
+    /// For a figure of the headline table: every pair of names, the earlier name as the
+    /// difference's baseline (names 0-1, 0-2, …, 1-2, …); empty for the others.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pairs: Vec<Difference>,
 }
 
 impl Row {
@@ -341,10 +345,22 @@ type Gathered = (
 
 /// Every figure any run has, in first-seen order, with its spread per name and each
 /// name's difference from `names[baseline]`.
+#[cfg(test)]
 pub(crate) fn rows(
     runs: &[LoadedRun],
     names: &[String],
     baseline: usize,
+) -> Result<Vec<Row>, ExportError> {
+    rows_with_pairs(runs, names, baseline, |_, _| false)
+}
+
+/// [`rows`], and every pair's difference on the figures `pairwise(group, figure)`
+/// picks (the headline table's).
+pub(crate) fn rows_with_pairs(
+    runs: &[LoadedRun],
+    names: &[String],
+    baseline: usize,
+    pairwise: impl Fn(&str, &str) -> bool,
 ) -> Result<Vec<Row>, ExportError> {
     // Each run's histograms as connections to redraw from, decoded once.
     let mut connections: Vec<Vec<Option<Connections>>> = Vec::new();
@@ -417,7 +433,24 @@ pub(crate) fn rows(
                     Difference::of(&cells[baseline], &cells[k], iv, resolution)
                 })
                 .collect();
+            let pairs: Vec<Difference> = if pairwise(&group, &figure) {
+                (0..names.len())
+                    .flat_map(|a| ((a + 1)..names.len()).map(move |b| (a, b)))
+                    .map(|(a, b)| {
+                        let seed = interval::seed(&[&group, &figure, &names[a], &names[b]]);
+                        let iv = interval::difference(
+                            &run_values(&measured[a]),
+                            &run_values(&measured[b]),
+                            seed,
+                        );
+                        Difference::of(&cells[a], &cells[b], iv, resolution)
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
             Row {
+                pairs,
                 verdict: differences
                     .iter()
                     .map(|d| d.verdict)
@@ -444,6 +477,59 @@ pub(crate) fn show(unit: Unit, s: &Spread) -> String {
         // Repeats that agree exactly: the value, not "± 0".
         (_, Some(m), Some(0.0)) => unit.show(m),
         (_, Some(m), Some(sd)) => format!("{} ± {}", unit.show(m), unit.show(sd)),
+    }
+}
+
+/// Rows made from values, for the unit tests of what reads them.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    /// A row of `(group, figure)` with each name's runs' `values`, its differences from
+    /// the first name, and every pair's.
+    pub(crate) fn row(
+        (group, figure): (&str, &str),
+        unit: Unit,
+        names: &[String],
+        values: &[&[f64]],
+    ) -> Row {
+        let cells: Vec<Spread> = names
+            .iter()
+            .zip(values)
+            .map(|(n, v)| Spread::of(n, v.to_vec()))
+            .collect();
+        let runs = |v: &[f64]| -> Vec<RunValue<'static>> {
+            v.iter()
+                .map(|value| RunValue {
+                    value: *value,
+                    redraw: None,
+                })
+                .collect()
+        };
+        let diff = |a: usize, b: usize| {
+            let seed = interval::seed(&[group, figure, &names[a], &names[b]]);
+            let iv = interval::difference(&runs(values[a]), &runs(values[b]), seed);
+            Difference::of(&cells[a], &cells[b], iv, None)
+        };
+        let pairs = (0..names.len())
+            .flat_map(|a| ((a + 1)..names.len()).map(move |b| (a, b)))
+            .map(|(a, b)| diff(a, b))
+            .collect();
+        let differences: Vec<Difference> = (1..names.len()).map(|k| diff(0, k)).collect();
+        Row {
+            group: group.to_owned(),
+            figure: figure.to_owned(),
+            unit,
+            unit_name: unit.name(),
+            verdict: differences
+                .iter()
+                .map(|d| d.verdict)
+                .max()
+                .unwrap_or(Verdict::NoData),
+            cells,
+            differences,
+            pairs,
+        }
     }
 }
 

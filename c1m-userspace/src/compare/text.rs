@@ -325,7 +325,156 @@ fn summary(cmp: &Comparison, width: usize) -> String {
     out
 }
 
-/// The whole comparison, every line at most `width` wide.
+/// The headline table: a row per name, a column per figure people choose by, each cell
+/// `median ±spread` (half the range over the repeats, as % of the median), the best of
+/// each column marked `*`.
+fn headline_table(cmp: &Comparison) -> Blocks {
+    let h = &cmp.headline;
+    let lines = h
+        .names
+        .iter()
+        .enumerate()
+        .map(|(k, n)| {
+            let cells = h
+                .columns
+                .iter()
+                .map(|c| {
+                    let cell = &c.cells[k];
+                    let text = if cell.best {
+                        format!("*{}", cell.text)
+                    } else {
+                        cell.text.clone()
+                    };
+                    vec![stackable(text, " ±")]
+                })
+                .collect();
+            Line::Cells(n.clone(), cells)
+        })
+        .collect();
+    Blocks {
+        head: "server".into(),
+        groups: h
+            .columns
+            .iter()
+            .map(|c| vec![c.header.to_owned()])
+            .collect(),
+        lines,
+        keep: 0,
+    }
+}
+
+/// What the table's cells and the verdicts' words mean.
+fn headline_legend(width: usize) -> String {
+    wrap(
+        &format!(
+            "Each cell: the median over the name's runs ± half their range, as % of the median (a single run shows no spread); * the best of its column (higher is better for held and setup rate, lower for the others; memory: the server's user space per open connection, and the kernel's per server socket; server CPU: user + sys over every phase; push: per message, from the server's broadcast start). Verdicts: sure = the {:.0}% bootstrap interval excludes no difference and the difference is beyond the runs' own spread (the two names' ranges added); likely = measurable, but within that spread; no clear difference = the interval holds none; no call under {MIN_REPEATS} runs a name. One is N× the other where it is at least twice, else by a percent of the worse.",
+            CONFIDENCE * 100.0
+        ),
+        width,
+        "",
+    )
+}
+
+/// The pairwise verdicts, one title per column.
+fn pair_verdicts(cmp: &Comparison, width: usize) -> String {
+    let mut out = String::new();
+    for c in &cmp.headline.columns {
+        let mine: Vec<_> = cmp
+            .headline
+            .verdicts
+            .iter()
+            .filter(|v| v.column == c.column)
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let title = c.column.what();
+        let mut chars = title.chars();
+        let title: String = chars
+            .next()
+            .map(|f| f.to_uppercase().chain(chars).collect())
+            .unwrap_or_default();
+        out.push_str(&wrap(&title, width, "  "));
+        for v in mine {
+            out.push_str(&wrap(&v.words, width, "    "));
+        }
+    }
+    out
+}
+
+/// One line per name: its runs and how they ended.
+fn runs_brief(cmp: &Comparison, width: usize) -> String {
+    let mut out = String::new();
+    for n in &cmp.names {
+        let mine: Vec<&LoadedRun> = cmp.runs.iter().filter(|r| r.spec.name == *n).collect();
+        let mut outcomes: Vec<String> = Vec::new();
+        for r in &mine {
+            let o = r.run.outcome.to_string();
+            if !outcomes.contains(&o) {
+                outcomes.push(o);
+            }
+        }
+        let server = mine
+            .first()
+            .map(|r| r.run.server_label())
+            .unwrap_or_default();
+        let runs = if mine.len() == 1 { "run" } else { "runs" };
+        out.push_str(&wrap(
+            &format!(
+                "{n}: {} {runs} ({}), {server}",
+                mine.len(),
+                outcomes.join(", ")
+            ),
+            width,
+            "  ",
+        ));
+    }
+    if let Some(line) = super::dirty_starts(&cmp.runs) {
+        out.push_str(&wrap(&line, width, "  "));
+    }
+    out
+}
+
+/// The answer: the runs in brief, the headline table, every pair's verdicts in words,
+/// who is better at what, and what differed in the setups. Every line at most `width`.
+pub(crate) fn answer(cmp: &Comparison, width: usize) -> String {
+    let mut out = String::new();
+    let runs = cmp.runs.len();
+    out.push_str(&wrap(
+        &format!(
+            "Comparison of {} name{} over {runs} run{}",
+            cmp.names.len(),
+            if cmp.names.len() == 1 { "" } else { "s" },
+            if runs == 1 { "" } else { "s" }
+        ),
+        width,
+        "",
+    ));
+    out.push_str(&runs_brief(cmp, width));
+    out.push('\n');
+    if cmp.headline.columns.is_empty() {
+        out.push_str("(no figure to compare)\n");
+    } else {
+        out.push_str(&headline_table(cmp).render(width));
+        out.push_str(&headline_legend(width));
+    }
+    if cmp.names.len() > 1 {
+        out.push('\n');
+        out.push_str(&wrap("Who is better at what", width, ""));
+        for line in &cmp.headline.who_is_better {
+            out.push_str(&wrap(line, width, "  "));
+        }
+        out.push('\n');
+        out.push_str(&wrap("Every pair, figure by figure", width, ""));
+        out.push_str(&pair_verdicts(cmp, width));
+    }
+    out.push('\n');
+    out.push_str(&setup_section(cmp, width));
+    out
+}
+
+/// The whole detail: every run, every figure and its difference from the baseline
+/// (compare.txt, and `--verbose`), every line at most `width` wide.
 pub(crate) fn render(cmp: &Comparison, width: usize) -> String {
     let mut out = runs_section(cmp, width);
     out.push('\n');
@@ -457,6 +606,11 @@ mod tests {
             for width in [120, 80, 60] {
                 let text = render(&cmp, width);
                 assert!(widest(&text) <= width, "{names} at {width}:\n{text}");
+                let text = answer(&cmp, width);
+                assert!(widest(&text) <= width, "{names} at {width}:\n{text}");
+                if names == 3 && width == 120 {
+                    eprintln!("{text}");
+                }
             }
         }
     }

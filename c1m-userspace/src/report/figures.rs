@@ -89,6 +89,9 @@ fn cpu_resolution_s() -> f64 {
     2.0 * clock_tick_s()
 }
 
+/// The server's CPU time over every phase of the run.
+pub(crate) const SERVER_CPU_ALL_PHASES: &str = "all phases: server";
+
 /// The group of a run's start state: the box's, shown as context, not the server's.
 pub(crate) const START_GROUP: &str = "Start (before any process of the run)";
 
@@ -269,6 +272,22 @@ pub(crate) fn key_figures_of(run: &RunRecord, hists: &[RunHist], full_latency: b
         }
     }
     if !cpu.is_empty() {
+        // The server's whole run, what a comparison of servers chooses by: each phase's
+        // tick rounding adds up, so its resolution is the phases'.
+        let phases = run.phases.len() as f64;
+        cpu.push(Figure {
+            resolution: Some(phases * cpu_resolution_s()),
+            ..fig(
+                SERVER_CPU_ALL_PHASES,
+                Some(
+                    run.phases
+                        .iter()
+                        .map(|p| p.server.cpu_user_s + p.server.cpu_sys_s)
+                        .sum(),
+                ),
+                Unit::CpuSeconds,
+            )
+        });
         groups.push(Group {
             title: format!(
                 "CPU time per phase (user + sys, counted in {} ticks)",

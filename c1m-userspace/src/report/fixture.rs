@@ -402,6 +402,10 @@ fn build(with_snapshots: bool) -> (RunRecord, Vec<(String, AppSnapshot)>) {
                 name: "c1m".into(),
                 version: env!("CARGO_PKG_VERSION").into(),
             }),
+            shape: Some(crate::model::ServerShape {
+                processes: 1,
+                threads: 3,
+            }),
         }),
         start: Some(crate::model::StartState {
             unix_ms: START_UNIX_MS - 20,
@@ -563,7 +567,16 @@ fn config() -> RunConfig {
         ws_path: "/".to_owned(),
         push: Some(crate::workload::push_rule::PushRule::default()),
         observer: true,
-        tuned: true,
+        tuned: Some(
+            [
+                ("net.core.somaxconn", "65535"),
+                ("fs.file-max", "9223372036854775807"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        ),
+        push_trigger: Some(crate::model::TriggerKind::Control),
         command_line: "c1m run --connections 1000000 --rate 50000 --push 3 --tune".to_owned(),
     }
 }

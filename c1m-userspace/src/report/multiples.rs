@@ -90,6 +90,15 @@ fn faceted(
 ) -> Vec<Chart> {
     let groups = facets(runs);
     let parts = groups.len();
+    // Every part of a figure on one y scale: each spans the values of all runs.
+    let y_include: Vec<f64> = if parts > 1 {
+        runs.iter()
+            .filter_map(&series)
+            .flat_map(|s| s.points.into_iter().filter_map(|p| p.1))
+            .collect()
+    } else {
+        Vec::new()
+    };
     groups
         .into_iter()
         .enumerate()
@@ -124,6 +133,7 @@ fn faceted(
                 title,
                 series: lines,
                 lanes,
+                y_include: y_include.clone(),
                 ..template.clone()
             })
         })
@@ -161,6 +171,7 @@ fn time_multiples(runs: &[ComparedRun], tc: &TimeChart) -> Vec<Chart> {
                 series: Vec::new(),
                 bands: Vec::new(),
                 lanes: Vec::new(),
+                y_include: Vec::new(),
             };
             faceted(
                 runs,
@@ -234,6 +245,7 @@ fn latency_over_time(
                 series: Vec::new(),
                 bands: Vec::new(),
                 lanes: Vec::new(),
+                y_include: Vec::new(),
             };
             faceted(
                 runs,

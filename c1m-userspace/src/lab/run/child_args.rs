@@ -263,6 +263,7 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         servers,
         repeat,
         baseline,
+        verbose,
         isolation,
         clean_wait,
         server_name,
@@ -312,6 +313,7 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
     v.opt("servers", servers.as_ref());
     v.value("repeat", repeat.to_string());
     v.opt("baseline", baseline.as_ref());
+    v.flag("verbose", *verbose);
     v.opt("isolation", isolation.as_ref().map(value_name));
     v.value("clean_wait", duration(*clean_wait));
     v.opt("server_name", server_name.as_ref());

@@ -241,6 +241,11 @@ pub struct RunArgs {
     /// With --servers: the server every other is compared with (default: the first named).
     #[arg(help_heading = "Comparison (--servers)", long, value_name = "NAME")]
     pub baseline: Option<String>,
+    /// With --servers: show each run as it goes (live view, summary) and print the
+    /// comparison's detail after its answer; else each run's output goes to
+    /// `<name>-<k>.stdout.log` and the detail to compare.txt, in the comparison folder.
+    #[arg(help_heading = "Comparison (--servers)", long)]
+    pub verbose: bool,
 }
 
 /// The most `--repeat` takes: a thousand rounds of six servers is already weeks.

@@ -21,7 +21,7 @@ use super::{
 use crate::{
     figures::{Figures, FiguresBuilder, Rows, counts},
     lab::live::Live,
-    model::{Phase, ProcessUsage, RunRecord},
+    model::{Phase, ProcessUsage, RunRecord, ServerShape},
     observer::{KernelView, ObserverHandle},
     workload::{
         config::Mode, push_format::PushFormat, push_trigger::PushTrigger,
@@ -329,6 +329,37 @@ impl Lab {
         self.close_phase(notes, ended_unix_ms, end_walk_s);
     }
 
+    /// The server's processes and threads now: a foreign server's tree, else the
+    /// distinct processes of c1m's own server's shards (a thread shard's is the
+    /// supervisor's) and their threads from /proc.
+    fn server_shape(&mut self) -> Option<ServerShape> {
+        if let Some(f) = self.foreign.as_mut() {
+            let u = f.usage();
+            return (u.processes > 0).then_some(ServerShape {
+                processes: u.processes,
+                threads: u.threads,
+            });
+        }
+        let mut pids: Vec<u32> = self
+            .last_server
+            .as_ref()?
+            .workers
+            .list
+            .iter()
+            .filter(|w| w.alive)
+            .map(|w| w.pid)
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        (!pids.is_empty()).then(|| ServerShape {
+            processes: pids.len() as u64,
+            threads: pids
+                .iter()
+                .filter_map(|p| crate::procstat::threads(*p))
+                .sum(),
+        })
+    }
+
     fn close_phase(&mut self, notes: Vec<String>, ended_unix_ms: u64, end_walk_s: f64) {
         let Some(PhaseStart {
             mut phase,
@@ -363,6 +394,13 @@ impl Lab {
         phase.box_mem_available_bytes = crate::host::mem_available();
         phase.kernel_vs_app = figures.kernel_vs_app;
         phase.notes = notes;
+        // Every connection open: the processes and threads the server holds them with.
+        if phase.name == "setup" {
+            let shape = self.server_shape();
+            if let Some(info) = self.record.server_info.as_mut() {
+                info.shape = shape;
+            }
+        }
         // Figures per connection are taken when everything is held and idle.
         if phase.name == "idle" || phase.name == "setup" {
             self.record.per_connection = counts::per_connection(

@@ -27,10 +27,21 @@ use crate::{
         doctor::Target,
         live::{Live, LiveOutput, MetricsAt},
     },
-    model::{Netns, Outcome, RunConfig, RunInfo, RunRecord},
+    model::{Netns, Outcome, RunConfig, RunInfo, RunRecord, TriggerKind},
     observer::ObserverHandle,
     workload::{push_rule::PushRule, push_trigger::PushTrigger},
 };
+
+/// The kind of `--push-trigger`, as the record keeps it.
+fn trigger_kind(t: &PushTrigger) -> TriggerKind {
+    match t {
+        PushTrigger::Control => TriggerKind::Control,
+        PushTrigger::Signal(_) => TriggerKind::Signal,
+        PushTrigger::Http(..) => TriggerKind::Http,
+        PushTrigger::Cmd(_) => TriggerKind::Command,
+        PushTrigger::None => TriggerKind::None,
+    }
+}
 
 /// One run into `dir`, or into a new `<out>/<stamp>` folder; its exit code.
 pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> {
@@ -156,7 +167,15 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
                 !external && trigger != PushTrigger::None,
             )),
             observer: observer_wanted,
-            tuned: tuning.as_ref().is_some_and(|t| !t.changed.is_empty()),
+            // After any tuning: the values the run had, whoever set them (a run of a
+            // `--tune` sequence may find another's values already in place).
+            tuned: Some(
+                crate::sysctl::TUNABLE
+                    .iter()
+                    .filter_map(|n| Some(((*n).to_owned(), crate::sysctl::read(n)?)))
+                    .collect(),
+            ),
+            push_trigger: Some(trigger_kind(&trigger)),
             command_line: crate::util::command_line(),
         },
         machine: machine(),

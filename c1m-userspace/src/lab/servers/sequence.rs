@@ -90,10 +90,21 @@ impl Signals {
 /// Runs `c1m ARGV…` (one run of the sequence) to its end, passing the sequence's signals
 /// on. Called from the lab's main thread (the `block_on` of `run::main`), which lives as
 /// long as the sequence: the run dies with it.
-async fn run_one(argv: &[std::ffi::OsString], signals: &mut Signals) -> Result<ExitStatus> {
+/// `stdout_log`: where the run's own output goes (its live view and summary), when not
+/// on the sequence's stdout.
+async fn run_one(
+    argv: &[std::ffi::OsString],
+    stdout_log: Option<&std::path::Path>,
+    signals: &mut Signals,
+) -> Result<ExitStatus> {
     let exe = std::env::current_exe().context("locating the c1m binary")?;
     let mut cmd = tokio::process::Command::new(exe);
     cmd.args(argv).kill_on_drop(true);
+    if let Some(log) = stdout_log {
+        let file =
+            std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        cmd.stdout(file);
+    }
     let parent = std::process::id();
     // SAFETY: prctl and getppid are async-signal-safe and touch no memory.
     unsafe {
@@ -275,8 +286,12 @@ async fn run_all(mut args: RunArgs) -> Result<i32> {
         one.isolation = Some(isolation);
         one.server_name = Some(server.name().to_owned());
         one.into = Some(run_dir.clone());
+        // Without --verbose, the run's own output goes to a file beside its folder: the
+        // sequence's stdout is for the comparison (six servers' summaries were ~1,500
+        // lines before it).
+        let log = (!args.verbose).then(|| dir.join(format!("{server}-{}.stdout.log", r + 1)));
         let ended = match child_args::run_argv(&one) {
-            Ok(argv) => run_one(&argv, &mut signals).await,
+            Ok(argv) => run_one(&argv, log.as_deref(), &mut signals).await,
             Err(e) => Err(e.into()),
         };
         // A run that could not even say why it stopped (killed, or never started).
@@ -313,6 +328,7 @@ async fn run_all(mut args: RunArgs) -> Result<i32> {
         runs,
         out: dir.clone(),
         baseline: args.baseline.clone(),
+        verbose: args.verbose,
     };
     let code = if args.json {
         compare::cli::run(compare, &mut std::io::stderr().lock())?

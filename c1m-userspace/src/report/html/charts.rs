@@ -347,6 +347,7 @@ pub(crate) fn time_series_charts(run: &RunRecord) -> Vec<Chart> {
                 series,
                 bands: bands.clone(),
                 lanes: Vec::new(),
+                y_include: Vec::new(),
             }
         })
         .collect()
@@ -400,6 +401,7 @@ pub(crate) fn latency_chart(
         series,
         bands: Vec::new(),
         lanes: Vec::new(),
+        y_include: Vec::new(),
     }
 }
 

@@ -80,6 +80,11 @@ tr.total td{font-weight:600;border-top:1px solid var(--line)}
 .mut{color:var(--mut)}
 .cols{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:12px;align-items:start}
 footer{margin-top:30px;color:var(--mut);font-size:12px}
+.nodata,.fewpoints{color:var(--mut);font-size:12px;margin:6px 0}
+.scroll{max-width:100%;overflow-x:auto}
+td.best{font-weight:700}
+td.wrap,li{overflow-wrap:anywhere}
+ul.verdicts{margin:2px 0 8px;padding-left:18px}
 "#;
 
 fn outcome_badge(outcome: Outcome) -> Markup {
@@ -325,6 +330,6 @@ mod tests {
         }
         // An empty run still renders (charts say "no data").
         let empty = report(&RunRecord::default()).unwrap();
-        assert!(empty.contains("no data in this run"));
+        assert!(empty.contains("No data: no run recorded a value of this figure."));
     }
 }

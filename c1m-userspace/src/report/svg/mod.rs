@@ -188,4 +188,7 @@ pub(crate) struct Chart {
     pub bands: Vec<Band>,
     /// Strips under the axis (each run's phases).
     pub lanes: Vec<Lane>,
+    /// Values the y axis spans besides the chart's own: the other parts of a figure split
+    /// over several charts, so every part of it reads on one scale.
+    pub y_include: Vec<f64>,
 }

@@ -73,7 +73,12 @@ impl Chart {
             .chain(stale.iter().flatten())
             .map(|p| p.1)
             .collect();
-        let axis = self.y_axis(&ys);
+        let spanned: Vec<f64> = ys
+            .iter()
+            .chain(self.y_include.iter().filter(|y| y.is_finite()))
+            .copied()
+            .collect();
+        let axis = self.y_axis(&spanned);
         let above: Vec<f64> = ys.iter().copied().filter(|y| *y > axis.hi).collect();
         let n: usize = series.iter().map(|s| s.iter().filter(finite).count()).sum();
         let n_stale: usize = stale.iter().map(Vec::len).sum();
@@ -157,10 +162,17 @@ impl Chart {
                         span.lanekey { "strips under the axis: each run's phases, from start to end" }
                     }
                 }
+                @if !any {
+                    p.nodata { "No data: no run recorded a value of this figure." }
+                } @else {
+                @if n < 2 * self.series.len() && n_stale == 0 {
+                    p.fewpoints {
+                        "Only " (n) " value" @if n != 1 { "s" } " over " (self.series.len())
+                        " run" @if self.series.len() != 1 { "s" }
+                        ": each drawn as a point, too few for a line to mean much."
+                    }
+                }
                 svg viewBox=(format!("0 0 {w} {full_h}")) role="img" aria-label=(self.title) {
-                    @if !any {
-                        text.nodata x=(w / 2.0) y=(h / 2.0) { "no data in this run" }
-                    } @else {
                         (self.bands_svg(&plot))
                         (grid(&plot, w - right, &xticks))
                         rect.frame x=(LEFT) y=(TOP) width=(plot.pw) height=(plot.ph) {}
@@ -406,6 +418,7 @@ mod tests {
             }],
             bands: vec![],
             lanes: vec![],
+            y_include: vec![],
         };
         let svg = c.render().into_string();
         assert!(svg.contains("data-points=\"3\""), "{svg}");
