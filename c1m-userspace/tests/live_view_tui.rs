@@ -27,17 +27,16 @@ fn screen(state: &LiveState, w: u16, h: u16) -> Vec<String> {
     lines
 }
 
-/// The left (server) and right (client) halves of the first line holding `label`.
+/// The server's and the client's panel of the first line holding `label`: the panels
+/// are side by side, each in its box ("││" between two), the latency panel after them.
 fn row<'a>(lines: &'a [String], label: &str) -> (&'a str, &'a str) {
     let line = lines
         .iter()
         .find(|l| l.contains(label))
         .unwrap_or_else(|| panic!("no line with {label:?}:\n{}", lines.join("\n")));
-    let mid = line
-        .char_indices()
-        .nth(usize::from(W / 2))
-        .map_or(line.len(), |(i, _)| i);
-    line.split_at(mid)
+    let mut panels = line.split("││");
+    let left = panels.next().unwrap_or("");
+    (left, panels.next().unwrap_or(""))
 }
 
 /// The cell right of `label` in one half: the value, trimmed of borders and padding.
@@ -71,7 +70,8 @@ fn both_columns_show_the_right_numbers() {
     let lines = screen(&demo::state(), W, H);
     let dump = lines.join("\n");
     println!("{dump}");
-    let (l, r) = row(&lines, "server");
+    let title = lines.iter().find(|l| l.contains(" server ")).unwrap();
+    let (l, r) = title.split_once("┐┌").unwrap();
     assert!(l.contains(" server ") && r.contains(" client "), "{dump}");
     assert_eq!(
         both(&lines, "app open"),
@@ -100,11 +100,11 @@ fn both_columns_show_the_right_numbers() {
     );
     assert_eq!(
         both(&lines, "kernel per socket"),
-        ("3.2 KiB".into(), "3.4 KiB".into())
+        ("3,328 B".into(), "3,456 B".into())
     );
     assert_eq!(
         both(&lines, "user per connection"),
-        ("2.0 KiB".into(), "1.5 KiB".into())
+        ("2,050 B".into(), "1,583 B".into())
     );
     assert_eq!(
         both(&lines, "resident memory"),
@@ -125,7 +125,8 @@ fn both_columns_show_the_right_numbers() {
         "5 closed by the peer, not yet noticed by the app (CLOSE_WAIT)",
         "37 handshakes dropped since start: accept queue full (30 final ACKs",
         "≠ client open: kernel 600,349, app 600,300.",
-        "49 connected in the kernel, WebSocket handshake not finished",
+        "49 ESTABLISHED in the kernel, WebSocket handshake not finished",
+        "49 ESTABLISHED (past SYN_SENT), WebSocket handshake not finished",
         "37 SYN_SENT: handshakes in flight",
         "q or Ctrl-C: quit",
     ] {
@@ -437,7 +438,7 @@ fn a_stale_client_is_marked_the_same_way_everywhere() {
             "{needle:?} in {context:?} is marked stale: {styles:?}\n{dump}"
         );
     };
-    assert!(dump.contains("client figures 3.0 s old"), "{dump}");
+    assert!(dump.contains("  client 3.0 s old"), "{dump}");
     // The column: the client's own figures; the kernel's beside them stay fresh.
     let (_, right) = row(&lines, "app open");
     assert_eq!(value_of(right, "app open"), "52");
@@ -451,4 +452,5 @@ fn a_stale_client_is_marked_the_same_way_everywhere() {
     // The header's share open and the setup rate come from the client.
     stale("(0.0% open)", "0.0%");
     stale("setup rate, connections/s now", "12,450/s");
+    stale("setup time", "48.21 s");
 }

@@ -159,7 +159,7 @@ fn client_open(k: Option<&KernelView>, app: Option<&AppSnapshot>) -> KernelVsApp
     if let (Some(k), Some(a), Some(kn), Some(an)) = (k, app, kernel, app_n) {
         let pending = handshake_pending(&k.client, a);
         let close_wait = k.client.state(tcp_state::CLOSE_WAIT).max(0);
-        why.part(pending, |n| pending_text(n, a));
+        why.part(pending, |n| pending_text(n, CLIENT_OPEN, a));
         why.part(-close_wait, |n| {
             format!("{n} closed by the server, not yet noticed by the app (CLOSE_WAIT)")
         });
@@ -184,7 +184,7 @@ fn client_connecting(k: Option<&KernelView>, app: Option<&AppSnapshot>) -> Kerne
     let mut why = Why::default();
     if let (Some(k), Some(a), Some(kn), Some(an)) = (k, app, kernel, app_n) {
         let pending = handshake_pending(&k.client, a);
-        why.part(-pending, |n| pending_text(n, a));
+        why.part(-pending, |n| pending_text(n, CLIENT_CONNECTING, a));
         why.residual(
             kn.saturating_sub(an).saturating_add(pending),
             skew(k, a, k.client.transitions_per_s),
@@ -209,11 +209,21 @@ fn handshake_pending(client: &SideView, app: &AppSnapshot) -> i64 {
         .max(0)
 }
 
-fn pending_text(n: &str, app: &AppSnapshot) -> String {
-    if app.mode == "ws" {
-        format!("{n} connected in the kernel, WebSocket handshake not finished")
+/// The connections whose TCP handshake is done and whose app handshake is not, as a
+/// part of the row `what`: in "client open" they are in the kernel's count (ESTABLISHED)
+/// and not yet in the app's; in "client connecting" the other way round, the kernel's
+/// figure being SYN_SENT. Said the same in both rows, "connected in the kernel" beside
+/// "kernel 0" read as a contradiction.
+fn pending_text(n: &str, what: &str, app: &AppSnapshot) -> String {
+    let app_step = if app.mode == "ws" {
+        "WebSocket handshake not finished"
     } else {
-        format!("{n} connected in the kernel, not yet seen by the app")
+        "not yet seen by the app"
+    };
+    if what == CLIENT_CONNECTING {
+        format!("{n} ESTABLISHED (past SYN_SENT), {app_step}")
+    } else {
+        format!("{n} ESTABLISHED in the kernel, {app_step}")
     }
 }
 

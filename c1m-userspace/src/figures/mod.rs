@@ -11,15 +11,16 @@
 
 pub(crate) mod counts;
 pub(crate) mod kernel_vs_app;
+pub(crate) mod latency;
 
 use std::collections::VecDeque;
 
 use c1m_common::tcp_state;
 use serde::{Deserialize, Serialize};
 
-use self::counts::Side;
+use self::{counts::Side, latency::Latencies};
 use crate::{
-    model::{KernelVsApp, STALE_AFTER_S, Sample, Source, headline_rate},
+    model::{KernelVsApp, PerConnection, STALE_AFTER_S, Sample, Source, headline_rate},
     observer::{KernelView, SideMemory, SideView},
     workload::stats::snapshot::AppSnapshot,
 };
@@ -97,7 +98,9 @@ pub struct SideFigures {
     /// Kernel memory of this side's sockets: at the last walk when it is fresh, else
     /// derived (see [`Figures::kernel_memory_derived`]).
     pub kernel_socket_bytes: Option<u64>,
-    /// `None` until a walk has seen at least one socket of the side.
+    /// Kernel bytes per held socket of the side
+    /// ([`counts::kernel_bytes_per_held_socket`]: TIME_WAIT and request sockets left
+    /// out); `None` until a walk has seen a full socket of the side.
     pub kernel_bytes_per_socket: Option<f64>,
     /// Resident memory of the side's processes.
     pub rss_bytes: Option<u64>,
@@ -133,6 +136,8 @@ impl SideFigures {
             Side::Client => &m.client,
         });
         let c = app.map(|a| &a.counters);
+        // Between walks the side's bytes are carried forward by its sockets now, at the
+        // last walk's average over every socket it counted.
         let per_socket = mem
             .filter(|m| m.sockets > 0)
             .map(|m| m.bytes_per_socket)
@@ -170,7 +175,10 @@ impl SideFigures {
                 (true, _, _) => None,
                 (false, _, _) => mem.map(|m| m.total_bytes),
             },
-            kernel_bytes_per_socket: per_socket,
+            kernel_bytes_per_socket: kernel
+                .and_then(|k| counts::kernel_bytes_per_held_socket(k, Some(side)))
+                .map(|a| a.value)
+                .filter(|v| v.is_finite()),
             // A live process always has resident pages: 0 means "not measured".
             rss_bytes: app.map(|a| a.rss_bytes).filter(|&b| b > 0),
             user_bytes_per_connection: app
@@ -217,9 +225,18 @@ pub struct Figures {
     /// The setup rate shown as the headline: the client's own when there is a c1m
     /// client, else the kernel's.
     pub setup_per_s: Option<f64>,
-    /// Kernel memory of all watched sockets, and per socket.
+    /// Kernel memory of all watched sockets.
     pub kernel_socket_bytes: Option<u64>,
+    /// Kernel bytes per held socket: `per_connection.kernel_bytes_per_socket`.
     pub kernel_bytes_per_socket: Option<f64>,
+    /// Memory per held connection, as the run records it at the end of idle
+    /// ([`counts::per_connection`]).
+    pub per_connection: PerConnection,
+    /// Seconds from the first connect to the last connection established, frozen when
+    /// the ramp ends: the client's own setup time, the summary's "connected in".
+    pub setup_duration_s: Option<f64>,
+    /// The client's latencies so far.
+    pub latency: Latencies,
     /// True when the socket walk is stale and memory figures are sockets now × bytes per
     /// socket at the last walk.
     pub kernel_memory_derived: bool,
@@ -275,6 +292,7 @@ impl Figures {
         } else {
             total_mem.map(|m| m.total_bytes)
         };
+        let per_connection = counts::per_connection(kernel, server, client);
         Figures {
             at_unix_ms: now_unix_ms,
             readings,
@@ -286,10 +304,15 @@ impl Figures {
             queue_overflows: kernel.map(|k| counts::accept_queue_overflows(k).value),
             queue_overflow_acks: kernel.and_then(KernelView::queue_overflow_acks),
             kernel_socket_bytes,
-            kernel_bytes_per_socket: total_mem
-                .filter(|m| m.sockets > 0)
-                .map(|m| m.bytes_per_socket)
+            kernel_bytes_per_socket: per_connection
+                .kernel_bytes_per_socket
                 .filter(|v| v.is_finite()),
+            per_connection,
+            setup_duration_s: client
+                .and_then(|c| c.setup_rate)
+                .map(|r| r.duration_s)
+                .filter(|v| v.is_finite()),
+            latency: Latencies::of(client),
             kernel_memory_derived: derive && kernel_socket_bytes.is_some(),
             kernel_vs_app: kernel_vs_app::kernel_vs_app(kernel, server, client),
             retransmits: kernel
@@ -498,6 +521,54 @@ impl Rows {
 mod tests {
     use super::*;
     use crate::view::demo;
+
+    /// Issue 32: live "kernel per socket" read 1.7–2.1 KiB beside a final 4,091 B: the
+    /// live figure divided every socket of the walk, TIME_WAIT ones of an earlier run
+    /// included, the run's only the held ones. Both are one function now.
+    #[test]
+    fn kernel_per_socket_live_is_the_runs_figure() {
+        let mut state = demo::state();
+        let k = state.kernel.as_mut().unwrap();
+        let m = k.memory.as_mut().unwrap();
+        m.slab_object_bytes.insert("tw_sock_TCP".into(), 256);
+        // 2,000,000 TIME_WAIT sockets of an earlier run on the client side.
+        let tw = 2_000_000u64;
+        for side in [&mut m.client, &mut m.total] {
+            side.sockets += tw;
+            side.time_wait_sockets += tw;
+            side.total_bytes += tw * 256;
+            side.bytes_per_socket = side.total_bytes as f64 / side.sockets as f64;
+        }
+        let k = state.kernel.clone().unwrap();
+        let f = Figures::of_sources(
+            demo::UNIX_MS,
+            Some(&k),
+            state.server.as_ref(),
+            state.client.as_ref(),
+        );
+        let run = counts::per_connection(Some(&k), state.server.as_ref(), state.client.as_ref());
+        assert_eq!(f.per_connection, run);
+        assert_eq!(f.kernel_bytes_per_socket, run.kernel_bytes_per_socket);
+        // The held sockets' cost: as without the TIME_WAIT sockets, to the byte.
+        let m = k.memory.as_ref().unwrap();
+        let held = (m.total.total_bytes - tw * 256) as f64 / m.total.full_sockets as f64;
+        assert_eq!(f.kernel_bytes_per_socket, Some(held));
+        assert_eq!(
+            f.client.kernel_bytes_per_socket,
+            Some(demo::CLIENT_BYTES_PER_SOCKET as f64)
+        );
+        assert_eq!(
+            f.server.kernel_bytes_per_socket,
+            Some(demo::SERVER_BYTES_PER_SOCKET as f64)
+        );
+        // Divided by every socket it was a third of that.
+        assert!(m.total.bytes_per_socket < held / 2.0);
+        // The setup time and the latencies are the client's own figures.
+        let c = state.client.as_ref().unwrap();
+        assert_eq!(f.setup_duration_s, c.setup_rate.map(|r| r.duration_s));
+        assert_eq!(f.latency.connect, c.percentiles.get("connect_us").copied());
+        assert_eq!(f.latency.push_message, None);
+    }
 
     #[test]
     fn demo_figures() {

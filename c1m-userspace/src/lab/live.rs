@@ -18,7 +18,11 @@ use anyhow::{Context, Result};
 use crate::figures::Figures;
 use crate::model::{RunInfo, RunRecord};
 use crate::report::hlog::IntervalRecorder;
-use crate::view::{live_state::LiveState, plain, prometheus, tui::terminal::Tui};
+use crate::view::{
+    live_state::{Held, LiveState},
+    plain, prometheus,
+    tui::terminal::Tui,
+};
 use crate::{observer::KernelView, workload::stats::snapshot::AppSnapshot};
 
 /// How many samples of history the view keeps (10 minutes at one per second).
@@ -69,6 +73,8 @@ pub(crate) struct Live {
     info: RunInfo,
     metrics_stop: Option<tokio::sync::oneshot::Sender<()>>,
     intervals: IntervalRecorder,
+    /// The figures at the end of idle, once it is over (see [`LiveState::held`]).
+    held: Option<Held>,
     signalled: Arc<AtomicBool>,
     started: Instant,
 }
@@ -115,6 +121,7 @@ impl Live {
             info,
             metrics_stop,
             intervals: IntervalRecorder::new(started_unix_ms),
+            held: None,
             signalled,
             started: Instant::now(),
         })
@@ -130,6 +137,49 @@ impl Live {
         figures: Figures,
         phase: &str,
     ) {
+        let snapshot = self.update(record, kernel, server, client, figures, phase);
+        if let Some(s) = snapshot {
+            self.draw(&s, false);
+        }
+    }
+
+    /// A phase's end, drawn (and printed as a line, whatever the second) with the figures
+    /// the run records for it, so the last live value of each figure in a phase is the
+    /// run's. With `hold`, these figures' memory per connection is shown from now on
+    /// (the end of idle: after it, connections are pushed to and closed).
+    #[allow(clippy::too_many_arguments)] // the sources of a tick, as `observe` takes them
+    pub(crate) fn phase_end(
+        &mut self,
+        record: &RunRecord,
+        kernel: Option<KernelView>,
+        server: Option<AppSnapshot>,
+        client: Option<AppSnapshot>,
+        figures: Figures,
+        phase: &str,
+        hold: bool,
+    ) {
+        if hold {
+            self.held = Some(Held {
+                phase: phase.to_owned(),
+                figures: figures.clone(),
+            });
+        }
+        if let Some(mut s) = self.update(record, kernel, server, client, figures, phase) {
+            s.phase_end = true;
+            self.draw(&s, true);
+        }
+    }
+
+    /// Stores the latest of everything; returns a copy to draw.
+    fn update(
+        &mut self,
+        record: &RunRecord,
+        kernel: Option<KernelView>,
+        server: Option<AppSnapshot>,
+        client: Option<AppSnapshot>,
+        figures: Figures,
+        phase: &str,
+    ) -> Option<LiveState> {
         for (side, snap) in [("server", &server), ("client", &client)] {
             if let Some(snap) = snap {
                 // A broken histogram blob is a bug worth a note, not a dead run.
@@ -139,7 +189,7 @@ impl Live {
             }
         }
         let Ok(mut state) = self.state.lock() else {
-            return;
+            return None;
         };
         state.phase = phase.to_owned();
         state.target = record.config.connections;
@@ -148,12 +198,11 @@ impl Live {
         state.server = server;
         state.client = client;
         state.figures = figures;
+        state.held = self.held.clone();
         let skip = record.samples.len().saturating_sub(HISTORY);
         state.history = record.samples[skip..].to_vec();
         state.notes = record.warnings.clone();
-        let snapshot = state.clone();
-        drop(state);
-        self.draw(&snapshot);
+        Some(state.clone())
     }
 
     /// Shows `state` as is (for `c1m top`, which builds its own).
@@ -162,10 +211,11 @@ impl Live {
         if let Ok(mut s) = self.state.lock() {
             *s = state.clone();
         }
-        self.draw(&state);
+        self.draw(&state, false);
     }
 
-    fn draw(&mut self, state: &LiveState) {
+    /// Redraws; a plain or JSON line is printed at most once a second unless `now`.
+    fn draw(&mut self, state: &LiveState, now: bool) {
         match self.out.as_mut() {
             Some(LiveOutput::Tui(tui)) => {
                 if let Err(e) = tui.draw(state) {
@@ -175,20 +225,25 @@ impl Live {
                 }
             }
             Some(LiveOutput::Plain { last })
-                if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) =>
+                if now || last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) =>
             {
                 *last = Some(Instant::now());
                 println!("{}", plain::line(state));
             }
             Some(LiveOutput::Json { last })
-                if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) =>
+                if now || last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) =>
             {
                 *last = Some(Instant::now());
                 let line = serde_json::json!({
                     "t_s": state.elapsed_s,
                     "phase": state.phase,
                     "target": state.target,
+                    "phase_end": state.phase_end,
                     "figures": state.figures,
+                    "held": state.held.as_ref().map(|h| serde_json::json!({
+                        "phase": h.phase,
+                        "per_connection": h.figures.per_connection,
+                    })),
                     "notes": state.notes,
                 });
                 println!("{line}");

@@ -16,6 +16,7 @@ use crate::{
     view::live_state::LiveState,
     workload::stats::{
         histograms::Percentiles,
+        setup_rate::SetupRate,
         snapshot::{AppSnapshot, Workers},
     },
 };
@@ -54,6 +55,8 @@ pub(crate) const SERVER_RSS_BYTES: u64 = 1_300_000_000;
 pub(crate) const CLIENT_RSS_BYTES: u64 = 1_000_000_000;
 pub(crate) const UNAVAILABLE: &str =
     "synack_retransmits: tracepoint tcp/tcp_retransmit_synack not found on this kernel";
+/// The client's setup time so far (its ramp is still going).
+pub(crate) const SETUP_S: f64 = 48.21;
 /// The setup rate the demo ramp settles at.
 pub(crate) const SETUP_PER_S: f64 = 12_450.0;
 
@@ -127,6 +130,7 @@ pub(crate) fn kernel() -> KernelView {
     let total_bytes = server_mem.total_bytes + client_mem.total_bytes;
     let total = SideMemory {
         sockets: total_sockets,
+        full_sockets: total_sockets,
         total_bytes,
         bytes_per_socket: total_bytes as f64 / total_sockets as f64,
         ..Default::default()
@@ -261,6 +265,7 @@ pub(crate) fn client() -> AppSnapshot {
         CLIENT_APP_OPEN,
     );
     a.counters.attempted = CLIENT_CONNECTED + CLIENT_IN_FLIGHT + 5;
+    a.setup_rate = Some(SetupRate::new(12_500.0, CLIENT_CONNECTED, SETUP_S));
     a.counters.connected = CLIENT_CONNECTED;
     a.counters.open = CLIENT_APP_OPEN;
     a.counters.in_flight = CLIENT_IN_FLIGHT;

@@ -33,4 +33,32 @@ pub struct LiveState {
     pub history: Vec<Sample>,
     /// The run's warnings so far, shown under the figures.
     pub notes: Vec<String>,
+    /// The figures at the end of the phase the run takes its memory per connection from
+    /// (idle), once it is over: push buffers and closing sockets are not what a held
+    /// connection costs, so from then on the views show memory per connection from here,
+    /// labelled with the phase. `None` while connections are held (and in `c1m top`).
+    pub held: Option<Held>,
+    /// True for the one state drawn as a phase ends, with the figures the run records
+    /// for that phase; the plain and JSON lines say so.
+    pub phase_end: bool,
+}
+
+/// Figures kept from the end of a phase.
+#[derive(Debug, Clone, Default)]
+pub struct Held {
+    /// The phase they end ("idle").
+    pub phase: String,
+    /// Its figures, as the run recorded them.
+    pub figures: Figures,
+}
+
+impl LiveState {
+    /// The figures memory per connection is shown from: the held ones once there are,
+    /// else the latest, with the phase they end (`None`: now).
+    pub(crate) fn memory_figures(&self) -> (&Figures, Option<&str>) {
+        match &self.held {
+            Some(h) => (&h.figures, Some(h.phase.as_str())),
+            None => (&self.figures, None),
+        }
+    }
 }

@@ -3,16 +3,24 @@
 //! values without spaces. A missing figure is `n/a`, never 0. Counts are plain integers,
 //! bytes are in bytes, rates per second; `mismatch` lists the kernel-vs-app rows that
 //! differ (`none` when all agree, `n/a` when no row has both sides).
+//!
+//! Latencies are µs, from the client's histograms (`n/a` until one holds a value);
+//! `setup_s` is the client's setup time, frozen when the ramp ends. After idle, memory
+//! per connection (`kernel_bytes_per_socket`, `*_user_bytes_per_conn`) is the end of
+//! idle's and `memory_at` says `idle_end` (else `now`). A phase's last line, with the
+//! figures the run records for it, has `phase_end=yes`.
 
 use crate::figures::SideFigures;
 use crate::fmt::NA;
 use crate::model::Source;
 use crate::view::live_state::LiveState;
+use crate::workload::stats::histograms::Percentiles;
 
 /// The keys of every line, in order.
-pub(crate) const KEYS: [&str; 29] = [
+pub(crate) const KEYS: [&str; 42] = [
     "t_s",
     "phase",
+    "phase_end",
     "target",
     "server_app_open",
     "server_kernel_established",
@@ -27,6 +35,7 @@ pub(crate) const KEYS: [&str; 29] = [
     "client_app_in_flight",
     "client_app_failures",
     "setup_per_s",
+    "setup_s",
     "server_transitions_per_s",
     "client_transitions_per_s",
     "kernel_socket_bytes",
@@ -35,6 +44,17 @@ pub(crate) const KEYS: [&str; 29] = [
     "server_user_bytes_per_conn",
     "client_rss_bytes",
     "client_user_bytes_per_conn",
+    "memory_at",
+    "connect_p50_us",
+    "connect_p99_us",
+    "ws_handshake_p50_us",
+    "ws_handshake_p99_us",
+    "push_message_p50_us",
+    "push_message_p99_us",
+    "push_message_max_us",
+    "push_fanout_p50_us",
+    "push_fanout_p99_us",
+    "push_fanout_max_us",
     "server_cpu_s",
     "client_cpu_s",
     "mem_available_bytes",
@@ -67,9 +87,13 @@ pub(crate) fn line(state: &LiveState) -> String {
         stale.join(",")
     };
     let (s, c): (&SideFigures, &SideFigures) = (&f.server, &f.client);
+    let (m, held) = state.memory_figures();
+    let l = &f.latency;
+    let p = |p: Option<Percentiles>, q: fn(&Percentiles) -> u64| int(p.as_ref().map(q));
     let values: [String; KEYS.len()] = [
         float(Some(state.elapsed_s), 1),
         word(&state.phase),
+        (if state.phase_end { "yes" } else { "no" }).to_owned(),
         int((state.target > 0).then_some(state.target)),
         int(s.app_open),
         int(s.kernel_established),
@@ -84,14 +108,26 @@ pub(crate) fn line(state: &LiveState) -> String {
         int(c.app_in_flight),
         int(c.app_failures),
         float(f.setup_per_s, 1),
+        float(f.setup_duration_s, 3),
         float(s.transitions_per_s, 1),
         float(c.transitions_per_s, 1),
         int(f.kernel_socket_bytes),
-        float(f.kernel_bytes_per_socket, 0),
+        float(m.kernel_bytes_per_socket, 0),
         int(s.rss_bytes),
-        float(s.user_bytes_per_connection, 0),
+        float(m.server.user_bytes_per_connection, 0),
         int(c.rss_bytes),
-        float(c.user_bytes_per_connection, 0),
+        float(m.client.user_bytes_per_connection, 0),
+        held.map_or_else(|| "now".to_owned(), |h| format!("{}_end", word(h))),
+        p(l.connect, |p| p.p50),
+        p(l.connect, |p| p.p99),
+        p(l.ws_handshake, |p| p.p50),
+        p(l.ws_handshake, |p| p.p99),
+        p(l.push_message, |p| p.p50),
+        p(l.push_message, |p| p.p99),
+        p(l.push_message, |p| p.max),
+        p(l.push_fanout, |p| p.p50),
+        p(l.push_fanout, |p| p.p99),
+        p(l.push_fanout, |p| p.max),
         float(s.cpu_s, 2),
         float(c.cpu_s, 2),
         int(f.mem_available_bytes),
@@ -196,7 +232,11 @@ mod tests {
         let kv = parse(&l);
         assert_eq!(kv.len(), KEYS.len());
         for (k, v) in &kv {
-            if k != "t_s" {
+            // Words, never figures: whether this line ends a phase, and when its
+            // memory per connection is from.
+            if k == "phase_end" || k == "memory_at" {
+                assert!(v == "no" || v == "now", "{k}={v}");
+            } else if k != "t_s" {
                 assert_eq!(v, NA, "{k}");
             }
         }

@@ -413,20 +413,48 @@ fn client_handshakes_pending_in_ws_and_hold_modes() {
     let open = get(&rows, CLIENT_OPEN);
     assert_eq!(
         why(open),
-        "kernel counts 49 more than the app: 49 connected in the kernel, WebSocket handshake not finished"
+        "kernel counts 49 more than the app: 49 ESTABLISHED in the kernel, WebSocket handshake not finished"
     );
     let connecting = get(&rows, CLIENT_CONNECTING);
     assert_eq!((connecting.kernel, connecting.app), (Some(37), Some(86)));
     assert_eq!(
         why(connecting),
-        "app counts 49 more than the kernel: 49 connected in the kernel, WebSocket handshake not \
-         finished. 37 SYN_SENT: handshakes in flight"
+        "app counts 49 more than the kernel: 49 ESTABLISHED (past SYN_SENT), WebSocket \
+         handshake not finished. 37 SYN_SENT: handshakes in flight"
     );
     let c = client("hold", 1000, 86);
     let rows = kernel_vs_app(Some(&k), Some(&s), Some(&c));
     assert_eq!(
         why(get(&rows, CLIENT_OPEN)),
-        "kernel counts 49 more than the app: 49 connected in the kernel, not yet seen by the app"
+        "kernel counts 49 more than the app: 49 ESTABLISHED in the kernel, not yet seen by the app"
+    );
+}
+
+/// Issue 32's case: every connection past SYN_SENT, none open in the app yet. The
+/// connecting row's kernel figure is 0 (SYN_SENT), so its explanation must not say the
+/// kernel counts them "connected": it says where they are instead.
+#[test]
+fn the_connecting_row_does_not_contradict_its_kernel_figure() {
+    let (mut k, s, _) = agreeing();
+    set(&mut k.client, ESTABLISHED, 2048);
+    set(&mut k.client, SYN_SENT, 0);
+    let c = client("ws", 0, 2048);
+    let rows = rows(&k, &s, &c);
+    let connecting = get(&rows, CLIENT_CONNECTING);
+    assert_eq!((connecting.kernel, connecting.app), (Some(0), Some(2048)));
+    let text = why(connecting);
+    assert_eq!(
+        text,
+        "app counts 2,048 more than the kernel: 2,048 ESTABLISHED (past SYN_SENT), WebSocket \
+         handshake not finished"
+    );
+    assert!(!text.contains("connected in the kernel"), "{text}");
+    let open = get(&rows, CLIENT_OPEN);
+    assert_eq!((open.kernel, open.app), (Some(2048), Some(0)));
+    assert_eq!(
+        why(open),
+        "kernel counts 2,048 more than the app: 2,048 ESTABLISHED in the kernel, WebSocket \
+         handshake not finished"
     );
 }
 

@@ -19,7 +19,7 @@ use super::{
     verdict,
 };
 use crate::{
-    figures::{Figures, FiguresBuilder, Rows, counts},
+    figures::{FiguresBuilder, Rows, counts},
     lab::live::Live,
     model::{Phase, ProcessUsage, RunRecord, ServerShape},
     observer::{KernelView, ObserverHandle},
@@ -383,16 +383,21 @@ impl Lab {
             ..ProcessUsage::default()
         };
         let kernel = self.kernel_view();
-        let figures = Figures::of_sources(
+        // The same figures as a tick's, rates included: the live view draws them as the
+        // phase's last, so its last value of each figure is the one recorded here.
+        let (own_user, own_sys) = crate::host::own_cpu();
+        let figures = self.figures.build(
             crate::util::unix_ms_now(),
             kernel.as_ref(),
             self.last_server.as_ref(),
             self.last_client.as_ref(),
+            Some(own_user + own_sys),
+            Some(crate::host::mem_available()),
         );
         // The phase ended on a full walk, so this is the walk's figure, not a derived one.
         phase.kernel_socket_bytes = figures.kernel_socket_bytes;
         phase.box_mem_available_bytes = crate::host::mem_available();
-        phase.kernel_vs_app = figures.kernel_vs_app;
+        phase.kernel_vs_app = figures.kernel_vs_app.clone();
         phase.notes = notes;
         // Every connection open: the processes and threads the server holds them with.
         if phase.name == "setup" {
@@ -401,15 +406,23 @@ impl Lab {
                 info.shape = shape;
             }
         }
-        // Figures per connection are taken when everything is held and idle.
-        if phase.name == "idle" || phase.name == "setup" {
-            self.record.per_connection = counts::per_connection(
-                kernel.as_ref(),
-                self.last_server.as_ref(),
-                self.last_client.as_ref(),
-            );
+        // Figures per connection are taken when everything is held and idle; after idle,
+        // the live view shows them instead of figures of connections pushed to or closing.
+        let held = phase.name == "idle" || phase.name == "setup";
+        if held {
+            self.record.per_connection = figures.per_connection.clone();
         }
+        let name = phase.name.clone();
         self.record.phases.push(phase);
+        self.live.phase_end(
+            &self.record,
+            kernel,
+            self.last_server.clone(),
+            self.last_client.clone(),
+            figures,
+            &name,
+            name == "idle",
+        );
     }
 
     /// Fails with the child's last words when the server or the client has exited;

@@ -33,7 +33,7 @@ fn kva_text_width(width: u16) -> usize {
 }
 
 /// A word: spans that stay on one line together (a value and its comma).
-type Word = Vec<Span<'static>>;
+pub(super) type Word = Vec<Span<'static>>;
 
 fn word_width(w: &Word) -> usize {
     w.iter().map(Span::width).sum()
@@ -41,7 +41,7 @@ fn word_width(w: &Word) -> usize {
 
 /// `words` in lines of at most `width` columns, one space between words; a word longer
 /// than a line is cut.
-fn wrap_words(words: Vec<Word>, width: usize) -> Vec<Vec<Span<'static>>> {
+pub(super) fn wrap_words(words: Vec<Word>, width: usize) -> Vec<Vec<Span<'static>>> {
     let mut lines: Vec<Vec<Span<'static>>> = Vec::new();
     let mut line: Vec<Span<'static>> = Vec::new();
     let mut used = 0;

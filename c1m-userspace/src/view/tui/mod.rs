@@ -17,6 +17,7 @@
 
 mod help;
 mod kernel_vs_app;
+mod latency;
 mod sides;
 mod status_lines;
 pub mod style;
@@ -32,7 +33,8 @@ use ratatui::{
 
 use self::{
     help::help_overlay,
-    kernel_vs_app::{KVA_BORDERS, kernel_vs_app, kernel_vs_app_height},
+    kernel_vs_app::{KVA_BORDERS, kernel_vs_app, kernel_vs_app_height, wrap_words},
+    latency::{latency_rows, latency_words},
     sides::{client_rows, column, server_rows, setup_rate},
     status_lines::{fit_warnings, footer_line, header_line, warning_lines, warnings},
     style::{MISSING, Palette, n_i, n_u},
@@ -56,6 +58,29 @@ const COLUMN_MIN_ROWS: u16 = 7;
 /// Heights of the setup-rate chart, borders included: below the minimum it is left out.
 const SPARK_MIN: u16 = 4;
 const SPARK_MAX: u16 = 14;
+/// The widest a side's column gets: a label and its value stay within a glance of each
+/// other (at 200 columns, a half-width panel put them 80 cells apart from the border).
+pub(crate) const COLUMN_MAX: u16 = 60;
+/// The latency panel beside the columns: a label, a value in ms, borders.
+const LATENCY_WIDTH: u16 = 38;
+/// A side's column is at least this wide when the latency panel is beside it; a
+/// narrower terminal shows the latencies as lines under the columns instead.
+const COLUMN_BESIDE_LATENCY: u16 = 48;
+
+/// The latency panel goes beside the columns (true) or under them as lines.
+fn latency_beside(width: u16) -> bool {
+    width >= 2 * COLUMN_BESIDE_LATENCY + LATENCY_WIDTH
+}
+
+/// Width of each side's column.
+fn column_width(width: u16) -> u16 {
+    let room = if latency_beside(width) {
+        width - LATENCY_WIDTH
+    } else {
+        width
+    };
+    (room / 2).min(COLUMN_MAX)
+}
 
 /// Draws the whole live view into `frame`, without the help overlay.
 pub fn render(frame: &mut Frame, state: &LiveState) {
@@ -78,16 +103,18 @@ pub(crate) fn render_view(frame: &mut Frame, state: &LiveState, help: bool) {
 
 /// Heights of the regions of the full view, from what the terminal has: every region gets
 /// its minimum first (so 80×24 shows them all), then the spare lines go, in order, to the
-/// kernel-vs-app explanations (so 80×24 shows every one of the demo's), the columns'
-/// lower rows, the warnings and the chart.
+/// kernel-vs-app explanations (so 80×24 shows every one of the demo's), the latency
+/// lines (when the panel is not beside the columns), the columns' lower rows, the
+/// warnings and the chart.
 struct Heights {
     warn: u16,
     columns: u16,
+    latency: u16,
     spark: u16,
     kva: u16,
 }
 
-fn heights(area: Rect, f: &Figures, warnings: usize) -> Heights {
+fn heights(area: Rect, f: &Figures, warnings: usize, latency_lines: u16) -> Heights {
     let mut spare = area.height.saturating_sub(2); // header and footer
     // Up to `want` lines, or none when fewer than `at_least` are left.
     let mut take = |at_least: u16, want: u16| {
@@ -104,6 +131,7 @@ fn heights(area: Rect, f: &Figures, warnings: usize) -> Heights {
     let warnings = u16::try_from(warnings).unwrap_or(u16::MAX);
     let mut warn = take(0, warnings.min(1));
     kva += take(0, kernel_vs_app_height(f, area.width).saturating_sub(kva));
+    let latency = take(0, latency_lines);
     columns += take(0, COLUMN_ROWS - COLUMN_MIN_ROWS);
     warn += take(0, warnings.saturating_sub(warn));
     let spark = take(SPARK_MIN, SPARK_MAX);
@@ -111,6 +139,7 @@ fn heights(area: Rect, f: &Figures, warnings: usize) -> Heights {
     Heights {
         warn,
         columns,
+        latency,
         spark,
         kva,
     }
@@ -118,13 +147,28 @@ fn heights(area: Rect, f: &Figures, warnings: usize) -> Heights {
 
 fn full(frame: &mut Frame, area: Rect, state: &LiveState, figures: &Figures) {
     let mut warnings = warnings(state);
-    let h = heights(area, figures, warnings.len());
+    let beside = latency_beside(area.width);
+    let latency_lines = if beside {
+        Vec::new()
+    } else {
+        wrap_words(
+            latency_words(figures),
+            usize::from(area.width.saturating_sub(2)),
+        )
+    };
+    let h = heights(
+        area,
+        figures,
+        warnings.len(),
+        u16::try_from(latency_lines.len()).unwrap_or(u16::MAX),
+    );
     fit_warnings(&mut warnings, usize::from(h.warn), area.width);
     let warnings = warning_lines(warnings);
-    let [header, warn, columns, spark, kva, footer] = Layout::vertical([
+    let [header, warn, columns, latency, spark, kva, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(h.warn),
         Constraint::Length(h.columns),
+        Constraint::Length(h.latency),
         Constraint::Length(h.spark),
         Constraint::Length(h.kva),
         Constraint::Length(1),
@@ -135,10 +179,27 @@ fn full(frame: &mut Frame, area: Rect, state: &LiveState, figures: &Figures) {
         header,
     );
     frame.render_widget(Paragraph::new(warnings), warn);
-    let [left, right] =
-        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(columns);
-    frame.render_widget(column(" server ", server_rows(figures), left.width), left);
-    frame.render_widget(column(" client ", client_rows(figures), right.width), right);
+    let cw = column_width(area.width);
+    let [left, right, beside_area] = Layout::horizontal([
+        Constraint::Length(cw),
+        Constraint::Length(cw),
+        Constraint::Length(if beside { LATENCY_WIDTH } else { 0 }),
+    ])
+    .areas(columns);
+    frame.render_widget(column(" server ", server_rows(state), left.width), left);
+    frame.render_widget(column(" client ", client_rows(state), right.width), right);
+    if beside {
+        frame.render_widget(
+            column(" latency ", latency_rows(figures), beside_area.width),
+            beside_area,
+        );
+    } else {
+        let lines: Vec<Line> = latency_lines
+            .into_iter()
+            .map(|spans| Line::from([vec![Span::raw(" ")], spans].concat()))
+            .collect();
+        frame.render_widget(Paragraph::new(lines), latency);
+    }
     if spark.height > 0 {
         setup_rate(frame, spark, state, figures);
     }

@@ -10,7 +10,8 @@ use ratatui::{
 };
 
 use super::style::{
-    APP, LABEL, MISSING, Palette, TITLE, WARN, bytes, figure_span, n_i, n_u, per_s, value,
+    APP, KERNEL, LABEL, MISSING, Palette, TITLE, WARN, bytes, figure_span, n_i, n_u, one_line,
+    per_s, value,
 };
 use crate::{
     figures::{Figures, SideFigures},
@@ -22,17 +23,40 @@ use crate::{
 /// Width of the label cell in the columns.
 const LABEL_WIDTH: u16 = 20;
 
-/// Figures shared by both columns, in the same rows: memory and CPU.
-fn common_rows(s: &SideFigures, p: Palette) -> [(&'static str, Span<'static>); 5] {
+/// Memory per connection in whole bytes, as the run's summary prints it (so the live
+/// and the final figure read alike), with the phase it is from when not now.
+fn per_connection_bytes(v: Option<f64>, held: Option<&str>, style: Style) -> Span<'static> {
+    value(
+        v.map(|b| match held {
+            Some(phase) => format!("{} B (end of {})", fmt::num(b, 0), one_line(phase)),
+            None => format!("{} B", fmt::num(b, 0)),
+        }),
+        style,
+    )
+}
+
+/// Figures shared by both columns, in the same rows: memory and CPU. `m` is the side's
+/// memory figures: the latest, or once idle is over the end of idle's (`held` names it).
+fn common_rows(
+    s: &SideFigures,
+    m: &SideFigures,
+    held: Option<&str>,
+    p: Palette,
+) -> [(&'static str, Span<'static>); 5] {
+    let (walk, app) = if held.is_some() {
+        (KERNEL, APP)
+    } else {
+        (p.walk, p.app)
+    };
     [
         ("transitions", per_s(s.transitions_per_s, p.kernel)),
         (
             "kernel per socket",
-            bytes(s.kernel_bytes_per_socket, p.walk),
+            per_connection_bytes(m.kernel_bytes_per_socket, held, walk),
         ),
         (
             "user per connection",
-            bytes(s.user_bytes_per_connection, p.app),
+            per_connection_bytes(m.user_bytes_per_connection, held, app),
         ),
         (
             "resident memory",
@@ -45,7 +69,9 @@ fn common_rows(s: &SideFigures, p: Palette) -> [(&'static str, Span<'static>); 5
     ]
 }
 
-pub(super) fn server_rows(f: &Figures) -> Vec<(&'static str, Span<'static>)> {
+pub(super) fn server_rows(state: &LiveState) -> Vec<(&'static str, Span<'static>)> {
+    let f = &state.figures;
+    let (m, held) = state.memory_figures();
     let s = &f.server;
     let p = Palette::of(f, Source::Server);
     let queue = f.queue_depth.map(|d| {
@@ -73,11 +99,13 @@ pub(super) fn server_rows(f: &Figures) -> Vec<(&'static str, Span<'static>)> {
         ("queue overflows", value(overflows, overflow_style)),
         ("app accepted total", n_u(s.app_total, p.app)),
     ];
-    rows.extend(common_rows(s, p));
+    rows.extend(common_rows(s, &m.server, held, p));
     rows
 }
 
-pub(super) fn client_rows(f: &Figures) -> Vec<(&'static str, Span<'static>)> {
+pub(super) fn client_rows(state: &LiveState) -> Vec<(&'static str, Span<'static>)> {
+    let f = &state.figures;
+    let (m, held) = state.memory_figures();
     let c = &f.client;
     let p = Palette::of(f, Source::Client);
     let failures = c.app_failures.map(|n| {
@@ -106,7 +134,7 @@ pub(super) fn client_rows(f: &Figures) -> Vec<(&'static str, Span<'static>)> {
         ("setup rate", per_s(f.setup_per_s, p.app)),
         ("app connected total", n_u(c.app_total, p.app)),
     ];
-    rows.extend(common_rows(c, p));
+    rows.extend(common_rows(c, &m.client, held, p));
     rows
 }
 
@@ -155,9 +183,19 @@ pub(super) fn setup_rate(frame: &mut Frame, area: Rect, state: &LiveState, f: &F
             },
         ),
         Span::raw(format!(
-            "  peak {}  over {} ",
+            "  peak {}",
             peak.map_or_else(|| NA.to_owned(), |r| format!("{}/s", fmt::whole(r))),
-            fmt::duration(state.history.len() as f64),
+        )),
+        // The client's setup time (first connect to last established, frozen when the
+        // ramp ends), the summary's; the chart's span is not it.
+        Span::raw("  setup time "),
+        f.setup_duration_s.map_or_else(
+            || Span::styled(NA, MISSING),
+            |d| figure_span(format!("{d:.2} s"), Style::new(), f.stale(Source::Client)),
+        ),
+        Span::raw(format!(
+            "  (chart: {}) ",
+            fmt::duration(state.history.len() as f64)
         )),
     ]);
     let block = Block::bordered().title(title);
@@ -169,11 +207,7 @@ pub(super) fn setup_rate(frame: &mut Frame, area: Rect, state: &LiveState, f: &F
         );
         return;
     }
-    let shown = rates.len().saturating_sub(usize::from(inner.width));
-    let data: Vec<Option<u64>> = rates[shown..]
-        .iter()
-        .map(|r| r.map(|v| v.round() as u64))
-        .collect();
+    let data = resample(&rates, usize::from(inner.width));
     frame.render_widget(
         Sparkline::default()
             .block(block)
@@ -183,4 +217,50 @@ pub(super) fn setup_rate(frame: &mut Frame, area: Rect, state: &LiveState, f: &F
             .data(data),
         area,
     );
+}
+
+/// `rates` (one a second) over `width` columns: a history shorter than the chart is
+/// stretched (each second as wide as the chart allows), a longer one is averaged per
+/// column; a column with no sample shows as absent. A 2-second ramp drew 2 of 196
+/// columns before.
+pub(super) fn resample(rates: &[Option<f64>], width: usize) -> Vec<Option<u64>> {
+    let n = rates.len();
+    if n == 0 || width == 0 {
+        return Vec::new();
+    }
+    let round = |v: f64| v.max(0.0).round() as u64;
+    if n <= width {
+        return (0..width)
+            .map(|x| rates[x * n / width].map(round))
+            .collect();
+    }
+    (0..width)
+        .map(|x| {
+            let bucket = &rates[x * n / width..(x + 1) * n / width];
+            let present: Vec<f64> = bucket.iter().flatten().copied().collect();
+            (!present.is_empty()).then(|| round(present.iter().sum::<f64>() / present.len() as f64))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resample;
+
+    #[test]
+    fn the_chart_spans_its_width() {
+        // Stretched: two seconds over six columns, three each.
+        assert_eq!(
+            resample(&[Some(1.0), Some(2.0)], 6),
+            [Some(1), Some(1), Some(1), Some(2), Some(2), Some(2)]
+        );
+        // Averaged: six seconds over three columns; an empty column stays absent.
+        assert_eq!(
+            resample(&[Some(1.0), Some(3.0), None, None, Some(5.0), None], 3),
+            [Some(2), None, Some(5)]
+        );
+        assert_eq!(resample(&[Some(4.0); 600], 196).len(), 196);
+        assert!(resample(&[], 10).is_empty());
+        assert!(resample(&[Some(1.0)], 0).is_empty());
+    }
 }

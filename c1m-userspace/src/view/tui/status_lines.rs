@@ -181,19 +181,50 @@ pub(super) fn header_line(state: &LiveState, f: &Figures, width: u16) -> Line<'s
             ))],
         ));
     }
-    // A stale source matters more than the target: the figures below are old.
-    for source in Source::ALL {
-        if let Some(r) = f.readings.of(source).filter(|r| r.stale()) {
-            pieces.push(Piece::new(
-                2,
-                vec![Span::styled(
-                    format!("  {} figures {:.1} s old", source.name(), r.age_s),
-                    WARN,
-                )],
-            ));
-        }
+    // A stale source matters more than the target: the figures below are old. Named
+    // in the user's words, all in one piece: each source's age when that fits beside
+    // the title, phase and elapsed time, else how many and the oldest.
+    let late: Vec<(Source, f64)> = Source::ALL
+        .into_iter()
+        .filter_map(|s| f.readings.of(s).filter(|r| r.stale()).map(|r| (s, r.age_s)))
+        .collect();
+    if let Some(oldest) = late.iter().map(|(_, age)| *age).reduce(f64::max) {
+        let long = match late.as_slice() {
+            [(s, age)] => format!("  {} {age:.1} s old", source_words(*s)),
+            _ => format!(
+                "  late: {}",
+                late.iter()
+                    .map(|(s, age)| format!("{} {age:.1} s", source_words(*s)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        let first: usize = pieces
+            .iter()
+            .filter(|p| p.priority <= 1)
+            .map(Piece::width)
+            .sum();
+        let text = if first + long.chars().count() <= usize::from(width) {
+            long
+        } else if late.len() == 1 {
+            format!("  late {oldest:.1} s")
+        } else {
+            format!("  {} sources late, up to {oldest:.1} s", late.len())
+        };
+        pieces.push(Piece::new(2, vec![Span::styled(text, WARN)]));
     }
     fit_line(pieces, width)
+}
+
+/// A source as the header names it: what its figures are, not the module they come
+/// from (`kernel_walk figures 1.5 s old` read as an internal name).
+fn source_words(source: Source) -> &'static str {
+    match source {
+        Source::Kernel => "kernel",
+        Source::KernelWalk => "kernel memory",
+        Source::Server => "server",
+        Source::Client => "client",
+    }
 }
 
 /// Keeps `lines` within `max` lines (the last one counting the rest) and `width` columns.
