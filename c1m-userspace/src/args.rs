@@ -152,7 +152,10 @@ pub(crate) fn parse_addrs(items: &[String]) -> Result<Vec<IpAddr>> {
                 .with_context(|| format!("bad address range end in {item:?}"))?;
             let (a, b) = (u32::from(a), u32::from(b));
             if b < a || u64::from(b - a) >= MAX_RANGE {
-                bail!("address range {item:?} is empty or larger than {MAX_RANGE}");
+                bail!(
+                    "address range {item:?} is empty or larger than {}",
+                    crate::fmt::count(MAX_RANGE)
+                );
             }
             out.extend((a..=b).map(|v| IpAddr::V4(Ipv4Addr::from(v))));
         } else if let Ok(a) = item.parse() {

@@ -217,4 +217,130 @@ mod tests {
             }
         }
     }
+
+    /// Every subcommand's `-h` and `--help` as clap renders them at `width` columns.
+    fn helps(width: usize) -> Vec<(String, String)> {
+        use clap::CommandFactory as _;
+        let mut cli = Cli::command();
+        cli.build();
+        cli.get_subcommands()
+            .flat_map(|sub| {
+                let mut sub = sub.clone().term_width(width);
+                let name = sub.get_name().to_owned();
+                let short = sub.render_help().to_string();
+                let long = sub.render_long_help().to_string();
+                [
+                    (format!("{name} -h"), short),
+                    (format!("{name} --help"), long),
+                ]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn help_wraps_to_the_width() {
+        for width in [80, 100] {
+            for (what, text) in helps(width) {
+                for line in text.lines() {
+                    assert!(
+                        textwrap::core::display_width(line) <= width,
+                        "{what} at {width}: {line:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The value names a flag may show: one per kind of value across the commands.
+    const VALUE_NAMES: [&str; 25] = [
+        "COUNT",
+        "DURATION",
+        "ADDRS",
+        "PORTS",
+        "HOST:PORT",
+        "HOST:PORTS",
+        "ENDPOINT",
+        "DIR",
+        "FILE",
+        "BYTES",
+        "PATH",
+        "RATE",
+        "NAME",
+        "NAMES",
+        "PID",
+        "CMD",
+        "MODE",
+        "ENGINE",
+        "FORMAT",
+        "INSTANT",
+        "TRIGGER",
+        "HOW",
+        "TIME",
+        "I/N",
+        "UNIT",
+    ];
+
+    #[test]
+    fn one_value_name_per_kind() {
+        use clap::CommandFactory as _;
+        let mut cli = Cli::command();
+        cli.build();
+        let mut odd = Vec::new();
+        for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+            for arg in sub.get_arguments().filter(|a| a.get_long().is_some()) {
+                if !arg.get_action().takes_values() {
+                    continue;
+                }
+                let names: Vec<String> = arg
+                    .get_value_names()
+                    .map(|n| n.iter().map(|n| n.to_string()).collect())
+                    .unwrap_or_else(|| vec![arg.get_id().as_str().to_uppercase()]);
+                for n in names {
+                    if !VALUE_NAMES.contains(&n.as_str()) && arg.get_possible_values().is_empty() {
+                        odd.push(format!("{} --{}: <{n}>", sub.get_name(), arg.get_id()));
+                    }
+                }
+            }
+        }
+        assert!(odd.is_empty(), "value names of no kind: {odd:#?}");
+    }
+
+    #[test]
+    fn old_flag_names_still_parse() {
+        use super::Command;
+        for argv in [
+            &["c1m", "doctor", "--sources", "4"][..],
+            &["c1m", "doctor", "--source", "127.0.0.2-127.0.0.5"],
+            &["c1m", "client", "--host", "127.0.0.1"],
+            &["c1m", "run", "--control-addr", "127.0.0.1:7999"],
+        ] {
+            if let Err(e) = Cli::try_parse_from(argv) {
+                panic!("{argv:?}: {e}");
+            }
+        }
+        let Command::Doctor(d) = Cli::try_parse_from(["c1m", "doctor", "--sources", "4"])
+            .unwrap()
+            .command
+        else {
+            panic!("doctor");
+        };
+        assert_eq!(d.source.as_deref(), Some("4"));
+    }
+
+    #[test]
+    fn run_takes_the_clients_workload_flags() {
+        use super::Command;
+        let argv = ["--payload-size=100", "--echo-count=3", "--path=/chat"];
+        let run = Cli::try_parse_from(["c1m", "run"].into_iter().chain(argv)).unwrap();
+        let client = Cli::try_parse_from(["c1m", "client"].into_iter().chain(argv)).unwrap();
+        let (Command::Run(run), Command::Client(client)) = (run.command, client.command) else {
+            panic!("run and client");
+        };
+        assert_eq!(run.workload, client.workload);
+        assert_eq!(
+            (run.workload.payload_size, run.workload.echo_count),
+            (100, 3)
+        );
+        assert_eq!(run.workload.path, "/chat");
+    }
 }

@@ -23,6 +23,7 @@ mod lab_lifecycle;
 mod lab_push_rule;
 mod lab_run;
 mod lab_servers;
+mod lab_summary;
 mod lab_truth;
 mod layers;
 mod live_view_metrics;

@@ -198,8 +198,15 @@ pub(crate) fn checks(target: &Target) -> Vec<Check> {
     let capacity = per_tuple * target.server_ports.max(1) * target.sources.max(1);
     c = Check {
         name: PORT_RANGE.to_owned(),
-        current: format!("{lo}-{hi}: {per_tuple} ports × {} server ports × {} sources = {capacity}", target.server_ports, target.sources),
-        needed: format!("≥ {n} client ports"),
+        // Counts with separators; the range stays as the sysctl takes it.
+        current: format!(
+            "{lo}-{hi}: {} ports × {} server ports × {} sources = {}",
+            crate::fmt::count(per_tuple),
+            crate::fmt::count(target.server_ports),
+            crate::fmt::count(target.sources),
+            crate::fmt::count(capacity)
+        ),
+        needed: format!("≥ {} client ports", crate::fmt::count(n)),
         status: if capacity >= n { Status::Ok } else { Status::Fail },
         fix: (capacity < n).then(|| {
             format!(

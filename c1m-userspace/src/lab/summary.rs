@@ -22,9 +22,12 @@ pub(crate) fn text(run: &RunRecord) -> String {
     text_at(run, fit::width())
 }
 
-/// Prose wrapped to the width, continuation lines indented two more than `indent`.
-fn say(s: &mut String, width: usize, indent: &str, text: &str) {
-    s.push_str(&fit::wrap(text, width, indent));
+/// A line of prose (`format!` arguments) wrapped to the width, continuation lines
+/// indented two more than `indent`.
+macro_rules! wrapln {
+    ($s:expr, $width:expr, $indent:expr, $($arg:tt)*) => {
+        $s.push_str(&fit::wrap(&format!($($arg)*), $width, $indent))
+    };
 }
 
 /// What the phase table's columns mean, said once under it.
@@ -44,41 +47,37 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
         n => format!(" ({} warnings)", count(n as u64)),
     };
     s.push('\n');
-    say(
-        &mut s,
+    wrapln!(
+        s,
         width,
         "",
-        &format!(
-            "== c1m run: {}{warned} — {} connections, {} mode, {} ==",
-            run.outcome,
-            count(c.connections),
-            c.mode,
-            match c.rate_per_s {
-                0 => pace(0),
-                r => format!("{} target", pace(r)),
-            }
-        ),
+        "== c1m run: {}{warned} — {} connections, {} mode, {} ==",
+        run.outcome,
+        count(c.connections),
+        c.mode,
+        match c.rate_per_s {
+            0 => pace(0),
+            r => format!("{} target", pace(r)),
+        }
     );
-    say(
-        &mut s,
+    wrapln!(
+        s,
         width,
         "",
-        &format!(
-            "server: {}; client: {}",
-            run.server_label(),
-            run.client_label()
-        ),
+        "server: {}; client: {}",
+        run.server_label(),
+        run.client_label()
     );
     if let Some(start) = run.start_line() {
-        say(&mut s, width, "", &format!("start: {start}"));
+        wrapln!(s, width, "", "start: {start}");
     }
     for w in &run.warnings {
-        say(&mut s, width, "", &format!("warning: {w}"));
+        wrapln!(s, width, "", "warning: {w}");
     }
     s.push_str(&phase_table(&run.phases).render(width));
-    say(&mut s, width, "", PHASE_LEGEND);
+    wrapln!(s, width, "", "{}", PHASE_LEGEND);
     if let Some(line) = crate::model::end_walks_line(&run.phases) {
-        say(&mut s, width, "", &line);
+        wrapln!(s, width, "", "{}", &line);
     }
     s.push('\n');
     kernel_vs_app(&mut s, width, &run.phases);
@@ -89,18 +88,16 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
         None => crate::fmt::NA.to_owned(),
     };
     s.push('\n');
-    say(
-        &mut s,
+    wrapln!(
+        s,
         width,
         "",
-        &format!(
-            "per connection ({} held): server user {}, client user {}, kernel {} ({} per socket)",
-            count(pc.connections),
-            b(pc.server_user_bytes),
-            b(pc.client_user_bytes),
-            b(pc.kernel_bytes),
-            b(pc.kernel_bytes_per_socket),
-        ),
+        "per connection ({} held): server user {}, client user {}, kernel {} ({} per socket)",
+        count(pc.connections),
+        b(pc.server_user_bytes),
+        b(pc.client_user_bytes),
+        b(pc.kernel_bytes),
+        b(pc.kernel_bytes_per_socket)
     );
     if let Some(client) = &run.client {
         if !client.setup_steps.is_empty() {
@@ -130,19 +127,17 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
                 other => format!("no peak: {}", other.why_none().unwrap_or_default()),
             };
             s.push('\n');
-            say(
-                &mut s,
+            wrapln!(
+                s,
                 width,
                 "",
-                &format!(
-                    "setup rate: asked {}, achieved {}/s ({} connected in {} s), {peak}",
-                    r.asked_per_s
-                        .map(|a| format!("{}/s", whole(a)))
-                        .unwrap_or_else(|| "unpaced".into()),
-                    whole(r.achieved_per_s.unwrap_or(0.0)),
-                    count(r.connected),
-                    num(r.duration_s, 2)
-                ),
+                "setup rate: asked {}, achieved {}/s ({} connected in {} s), {peak}",
+                r.asked_per_s
+                    .map(|a| format!("{}/s", whole(a)))
+                    .unwrap_or_else(|| "unpaced".into()),
+                whole(r.achieved_per_s.unwrap_or(0.0)),
+                count(r.connected),
+                num(r.duration_s, 2)
             );
             let mut lines = Vec::new();
             for (what, call, sched) in SETUP_LATENCY_PAIRS {
@@ -182,35 +177,31 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
         }
         if let Some(line) = push_rule_line(run) {
             s.push('\n');
-            say(&mut s, width, "", &line);
+            wrapln!(s, width, "", "{}", &line);
         }
         for p in &client.pushes {
             let after = run
                 .config
                 .push
                 .map_or("the push began", |r| r.fanout_origin());
-            say(
-                &mut s,
+            wrapln!(
+                s,
                 width,
                 "",
-                &format!(
-                    "push {}: {} connections received it; the last {} s after {after}",
-                    p.push_id,
-                    count(p.count),
-                    num(p.complete_s, 2)
-                ),
+                "push {}: {} connections received it; the last {} s after {after}",
+                p.push_id,
+                count(p.count),
+                num(p.complete_s, 2)
             );
         }
         if client.counters.push_undecodable > 0 {
             s.push('\n');
-            say(
-                &mut s,
+            wrapln!(
+                s,
                 width,
                 "",
-                &format!(
-                    "push frames that did not decode as the push format: {}",
-                    count(client.counters.push_undecodable)
-                ),
+                "push frames that did not decode as the push format: {}",
+                count(client.counters.push_undecodable)
             );
         }
     }
@@ -229,18 +220,13 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
     }
     if let Some(line) = crate::report::empty_histograms_line(run) {
         s.push('\n');
-        say(&mut s, width, "", &line);
+        wrapln!(s, width, "", "{}", &line);
     }
     if let Some(k) = &run.kernel {
         s.push('\n');
-        say(
-            &mut s,
-            width,
-            "",
-            &format!("retransmits: {}", k.retransmits_explained()),
-        );
+        wrapln!(s, width, "", "retransmits: {}", k.retransmits_explained());
         if let Some(r) = k.resets_explained() {
-            say(&mut s, width, "", &format!("resets: {r}"));
+            wrapln!(s, width, "", "resets: {r}");
         }
     }
     if let Some(audit) = &run.audit {
@@ -250,14 +236,14 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
             Scope::AllNamespaces => "every namespace's sockets",
         };
         s.push('\n');
-        say(
-            &mut s,
+        wrapln!(
+            s,
             width,
             "",
-            &format!("c1m against the kernel's own counters, moved since attach ({scope}):"),
+            "c1m against the kernel's own counters, moved since attach ({scope}):"
         );
         if let Some(why) = &audit.unavailable {
-            say(&mut s, width, "  ", &format!("unavailable: {why}"));
+            wrapln!(s, width, "  ", "unavailable: {why}");
         }
         if !audit.rows.is_empty() {
             let lines = audit
@@ -285,12 +271,7 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
             };
             s.push_str(&table.render(width));
             for r in audit.rows.iter().filter(|r| !r.explanation.is_empty()) {
-                say(
-                    &mut s,
-                    width,
-                    "  ",
-                    &format!("{}: {}", r.figure.mib_name(), r.explanation),
-                );
+                wrapln!(s, width, "  ", "{}: {}", r.figure.mib_name(), r.explanation);
             }
         }
     }
@@ -354,68 +335,141 @@ fn kernel_vs_app(s: &mut String, width: usize, phases: &[Phase]) {
         .flat_map(|p| p.kernel_vs_app.iter().map(move |r| (p, r)))
         .collect();
     if rows.is_empty() {
-        say(s, width, "", "kernel vs app: no phase recorded its counts");
+        wrapln!(s, width, "", "kernel vs app: no phase recorded its counts");
     } else if rows.iter().all(|(_, r)| r.kernel.is_none()) {
-        say(
+        wrapln!(
             s,
             width,
             "",
-            "kernel vs app: no kernel figures (the observer did not run); the app's counts are in summary.json",
+            "kernel vs app: no kernel figures (the observer did not run); the app's counts are in summary.json"
         );
     } else if rows.iter().all(|(_, r)| agrees(r)) {
-        // The most connections either side held at a phase's end: what the agreement covers.
-        let held = rows
-            .iter()
-            .filter(|(_, r)| r.what.ends_with(" open"))
-            .filter_map(|(_, r)| r.app)
-            .max()
-            .unwrap_or(0);
-        say(
+        // The most connections a count reached at a phase's end: what the agreement covers.
+        let held = rows.iter().filter_map(|(_, r)| r.app).max().unwrap_or(0);
+        wrapln!(
             s,
             width,
             "",
-            &format!(
-                "kernel = app after every phase: {} connections ({} counts over {} phases)",
-                signed(held),
-                count(rows.len() as u64),
-                count(phases.len() as u64)
-            ),
+            "kernel = app after every phase: {} connections ({} counts over {} phases)",
+            signed(held),
+            count(rows.len() as u64),
+            count(phases.len() as u64)
         );
     } else {
         let same = rows.iter().filter(|(_, r)| agrees(r)).count();
-        say(
+        wrapln!(
             s,
             width,
             "",
-            &format!(
-                "kernel vs app at the end of each phase: {} of {} counts agree; these differ:",
-                count(same as u64),
-                count(rows.len() as u64)
-            ),
+            "kernel vs app at the end of each phase: {} of {} counts agree; these differ:",
+            count(same as u64),
+            count(rows.len() as u64)
         );
         let n = |v: Option<i64>| v.map_or_else(|| crate::fmt::NA.to_owned(), signed);
         for (p, r) in rows.iter().filter(|(_, r)| !agrees(r)) {
-            say(
+            wrapln!(
                 s,
                 width,
                 "  ",
-                &format!(
-                    "{} {}: kernel {}, app {}{}",
-                    p.name,
-                    r.what,
-                    n(r.kernel),
-                    n(r.app),
-                    r.explanation
-                        .as_ref()
-                        .map(|e| format!(" ({e})"))
-                        .unwrap_or_default()
-                ),
+                "{} {}: kernel {}, app {}{}",
+                p.name,
+                r.what,
+                n(r.kernel),
+                n(r.app),
+                r.explanation
+                    .as_ref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default()
             );
         }
     }
     for p in phases {
         for note in &p.notes {
-            say(s, width, "  ", &format!("{} note: {note}", p.name));
+            wrapln!(s, width, "  ", "{} note: {note}", p.name);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use textwrap::core::display_width;
+
+    use super::*;
+    use crate::report::sample_run;
+
+    #[test]
+    fn every_line_fits_and_every_number_has_separators() {
+        let run = sample_run();
+        for width in [80, 100, 120, 200] {
+            let text = text_at(&run, width);
+            for line in text.lines() {
+                assert!(display_width(line) <= width, "{width}: {line:?}\n{text}");
+            }
+            assert_eq!(
+                crate::report::fixture::unseparated(&text),
+                Vec::<String>::new(),
+                "{text}"
+            );
+        }
+        // At 80 the phase table splits into CPU and memory; at 120 it is one table.
+        let at = |w| text_at(&run, w);
+        assert_eq!(at(80).matches("\nphase ").count(), 2, "{}", at(80));
+        assert_eq!(at(120).matches("\nphase ").count(), 1, "{}", at(120));
+        assert!(at(80).contains("cpu: user/system CPU seconds"));
+    }
+
+    #[test]
+    fn kernel_equal_to_app_after_every_phase_is_one_line() {
+        let mut run = sample_run();
+        // The fixture's rows differ at setup; make every one agree.
+        for p in &mut run.phases {
+            for r in &mut p.kernel_vs_app {
+                r.kernel = Some(1_000_000);
+                r.app = r.kernel;
+                r.agree = true;
+                r.explanation = None;
+            }
+        }
+        let text = text_at(&run, 80);
+        let rows: usize = run.phases.iter().map(|p| p.kernel_vs_app.len()).sum();
+        assert!(
+            text.contains(&format!(
+                "kernel = app after every phase: 1,000,000 connections ({rows} counts over 4 \
+                 phases)"
+            )),
+            "{text}"
+        );
+        assert!(!text.contains("differ:"), "{text}");
+    }
+
+    #[test]
+    fn only_the_counts_that_differ_get_a_row_with_their_explanation() {
+        let mut run = sample_run();
+        for p in &mut run.phases {
+            for r in &mut p.kernel_vs_app {
+                r.app = r.kernel;
+                r.agree = true;
+                r.explanation = None;
+            }
+        }
+        let row = &mut run.phases[0].kernel_vs_app[0];
+        row.app = row.kernel.map(|k| k - 412);
+        row.agree = false;
+        row.explanation = Some("412 established in the kernel, not yet accepted".to_owned());
+        let text = text_at(&run, 80);
+        let total: usize = run.phases.iter().map(|p| p.kernel_vs_app.len()).sum();
+        assert!(
+            text.contains(&format!(
+                "{} of {total} counts agree; these differ:",
+                total - 1
+            )),
+            "{text}"
+        );
+        let rows: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("  setup ") || l.starts_with("  idle "))
+            .collect();
+        assert_eq!(rows.len(), 1, "{text}");
+        assert!(text.contains("(412 established in the kernel,"), "{text}");
     }
 }

@@ -343,7 +343,7 @@ fn row(figure: Figure, c1m: u64, mib: &MibCounters, scope: Scope) -> AuditRow {
     let (verdict, explanation) = if c1m == kernel {
         (Verdict::Agrees, String::new())
     } else if c1m < kernel {
-        let diff = kernel - c1m;
+        let diff = crate::fmt::count(kernel - c1m);
         if scope == Scope::WatchedPorts {
             (
                 Verdict::Explained,
@@ -361,7 +361,7 @@ fn row(figure: Figure, c1m: u64, mib: &MibCounters, scope: Scope) -> AuditRow {
             )
         }
     } else {
-        let diff = c1m - kernel;
+        let diff = crate::fmt::count(c1m - kernel);
         if scope == Scope::AllNamespaces {
             (
                 Verdict::Explained,

@@ -61,6 +61,31 @@ pub const FIXTURE_CHARTS: [&str; 11] = [
     "chart-lat-client-push_fanout_us",
 ];
 
+/// Runs of four or more digits that are not the decimals of a number: a count or a size
+/// printed without its thousands separators.
+pub fn unseparated(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut run = String::new();
+    let mut after_point = false;
+    let mut prev = ' ';
+    for (i, c) in text.char_indices().chain([(text.len(), ' ')]) {
+        if c.is_ascii_digit() {
+            if run.is_empty() {
+                // A port number has none: "port 8001".
+                after_point = prev == '.' || text[..i].ends_with("port ");
+            }
+            run.push(c);
+        } else {
+            if run.len() >= 4 && !after_point {
+                found.push(run.clone());
+            }
+            run.clear();
+        }
+        prev = c;
+    }
+    found
+}
+
 /// The run as `c1m run` would leave it.
 pub fn sample_run() -> RunRecord {
     build(false).0
@@ -388,7 +413,7 @@ fn build(with_snapshots: bool) -> (RunRecord, Vec<(String, AppSnapshot)>) {
             ..PerConnection::default()
         },
         warnings: vec![
-            "port 8001: the accept queue overflowed 37 times during setup (backlog 4096): raise --backlog or lower --rate".to_owned(),
+            "port 8001: the accept queue overflowed 37 times during setup (backlog 4,096): raise --backlog or lower --rate".to_owned(),
             "client: 1,812 connect() calls took over 1 s (SYN retransmitted): see connect_us above 1,000 ms".to_owned(),
         ],
         samples,

@@ -254,9 +254,10 @@ impl Percentiles {
 
     /// The table as the seed printed it, values converted to ms.
     pub fn table(&self, title: &str) -> String {
-        let ms = |v: f64| v / 1000.0;
+        // µs as ms with 3 decimals and thousands separators, as every view prints them.
+        let ms = |v: f64| crate::fmt::ms(v);
         format!(
-            "{title} (ms)\n  count={}\n  min={:.3}\n  max={:.3}\n  mean={:.3}\n  stddev={:.3}\n  median={:.3}\n  75%={:.3}\n  95%={:.3}\n  98%={:.3}\n  99%={:.3}\n  99.9%={:.3}\n",
+            "{title} (ms)\n  count={}\n  min={}\n  max={}\n  mean={}\n  stddev={}\n  median={}\n  75%={}\n  95%={}\n  98%={}\n  99%={}\n  99.9%={}\n",
             crate::fmt::count(self.count),
             ms(self.min as f64),
             ms(self.max as f64),
