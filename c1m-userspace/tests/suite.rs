@@ -24,6 +24,7 @@ mod lab_run;
 mod lab_servers;
 mod lab_truth;
 mod layers;
+mod live_view_final;
 mod live_view_metrics;
 mod live_view_tmux;
 mod live_view_tui;
