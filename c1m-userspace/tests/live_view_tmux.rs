@@ -20,6 +20,7 @@ use std::{
 
 use c1m::view::{
     demo,
+    live_state::LiveState,
     tui::{terminal::Tui, text_screen_view},
 };
 
@@ -28,6 +29,20 @@ const HELPER_ENV: &str = "C1M_LIVE_VIEW_HELPER";
 const PANIC_MESSAGE: &str = "live view helper panics on purpose";
 const WAIT: Duration = Duration::from_secs(30);
 
+/// The state the helper draws: the demo, or with "stale" the demo whose kernel figures
+/// are 1.5 s (counts) and 1.9 s (memory) old.
+fn helper_state(mode: &str) -> LiveState {
+    let mut state = demo::state();
+    if mode == "stale" {
+        if let Some(k) = state.kernel.as_mut() {
+            k.unix_ms -= 1_500;
+            k.walk.ended_unix_ms -= 1_500;
+        }
+        demo::refigure(&mut state);
+    }
+    state
+}
+
 /// Not a test of its own: the program tmux runs (does nothing unless [`HELPER_ENV`] is
 /// set). Draws four times a second, like the lab's loop, for at most a minute.
 #[test]
@@ -35,7 +50,7 @@ fn tmux_helper_process() {
     let Ok(mode) = std::env::var(HELPER_ENV) else {
         return;
     };
-    let state = demo::state();
+    let state = helper_state(&mode);
     let mut tui = Tui::start().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
@@ -54,6 +69,8 @@ fn tmux_helper_process() {
 /// A private tmux server, killed on drop.
 struct Tmux {
     socket: String,
+    /// The helper's mode, so a wait renders the state the helper draws.
+    mode: String,
 }
 
 impl Tmux {
@@ -67,6 +84,7 @@ impl Tmux {
         }
         Tmux {
             socket: format!("c1m-live-view-{}-{name}", std::process::id()),
+            mode: String::new(),
         }
     }
 
@@ -109,7 +127,8 @@ impl Tmux {
         let start = Instant::now();
         loop {
             let (w, h) = self.pane_size();
-            let want = normalized(&text_screen_view(&demo::state(), w, h, help).join("\n"));
+            let want =
+                normalized(&text_screen_view(&helper_state(&self.mode), w, h, help).join("\n"));
             let s = self.screen();
             if normalized(&s) == want {
                 return s;
@@ -146,7 +165,14 @@ impl Tmux {
 
     /// Starts the helper in a 160x50 pane; after it exits, the pane prints the terminal's
     /// `icanon` flag (restored: `icanon`; left raw: `-icanon`) and a marker.
-    fn start_helper(&self, mode: &str) {
+    fn start_helper(&mut self, mode: &str) {
+        self.start_helper_at(mode, 160, 50);
+    }
+
+    /// [`Tmux::start_helper`] in a `w`×`h` pane.
+    fn start_helper_at(&mut self, mode: &str, w: u16, h: u16) {
+        self.mode = mode.to_owned();
+        let (w, h) = (w.to_string(), h.to_string());
         let exe = std::env::current_exe().unwrap();
         let script = format!(
             "{HELPER_ENV}={mode} '{}' --exact live_view_tmux::tmux_helper_process --nocapture --test-threads=1; \
@@ -154,17 +180,7 @@ impl Tmux {
              echo HELPER-DONE; sleep 60",
             exe.display()
         );
-        self.run(&[
-            "new-session",
-            "-d",
-            "-x",
-            "160",
-            "-y",
-            "50",
-            "-s",
-            "lv",
-            &script,
-        ]);
+        self.run(&["new-session", "-d", "-x", &w, "-y", &h, "-s", "lv", &script]);
     }
 }
 
@@ -202,7 +218,7 @@ fn halves(screen: &str, label: &str, mid: usize) -> (String, String) {
 
 #[test]
 fn live_view_in_tmux_shows_both_columns_and_restores_the_terminal() {
-    let tmux = Tmux::new("run");
+    let mut tmux = Tmux::new("run");
     tmux.start_helper("run");
     let screen = tmux.wait_for_view("the live view", false);
     assert!(tmux.alternate_on(), "the view runs on the alternate screen");
@@ -257,7 +273,7 @@ fn live_view_in_tmux_shows_both_columns_and_restores_the_terminal() {
 
 #[test]
 fn a_panic_restores_the_terminal_before_its_message() {
-    let tmux = Tmux::new("panic");
+    let mut tmux = Tmux::new("panic");
     tmux.start_helper("panic");
     tmux.wait_for_view("the live view", false);
     tmux.run(&["send-keys", "-t", "lv", "q"]);
@@ -270,4 +286,89 @@ fn a_panic_restores_the_terminal_before_its_message() {
         .find(|l| l.contains(PANIC_MESSAGE))
         .unwrap_or_else(|| panic!("panic message lost:\n{screen}"));
     assert_eq!(line.trim_end(), PANIC_MESSAGE, "{screen}");
+}
+
+/// Issue 32: at 80×24 the header was cut and named a source by its internal name
+/// (`kernel_walk figures 1.5 s old`); at 200×50 the panels stretched, values far from
+/// their labels, and the setup chart drew 2 of 196 columns. In a real terminal: the
+/// header fits whole, in words, and at 200×50 each value is within a few columns of its
+/// label and the chart spans its panel.
+#[test]
+fn the_header_fits_80x24_and_wide_panels_keep_values_by_their_labels() {
+    let mut tmux = Tmux::new("sizes");
+    tmux.start_helper_at("stale", 80, 24);
+    let screen = tmux.wait_for_view("the live view at 80x24", false);
+    assert_eq!(tmux.pane_size(), (80, 24), "{screen}");
+    let header = screen.lines().next().unwrap().trim_end();
+    assert!(header.chars().count() <= 80, "{screen}");
+    for piece in [
+        "c1m run",
+        "phase setup",
+        "elapsed 49.0 s",
+        "late: kernel 1.5 s, kernel memory 1.9 s",
+    ] {
+        assert!(header.contains(piece), "{piece:?} not whole in {header:?}");
+    }
+    assert!(
+        !screen.contains("kernel_walk") && !header.contains("figures"),
+        "an internal name on screen:\n{screen}"
+    );
+
+    tmux.run(&["resize-window", "-t", "lv", "-x", "200", "-y", "50"]);
+    let screen = tmux.wait_for_view("the view at 200x50", false);
+    assert_eq!(tmux.pane_size(), (200, 50), "{screen}");
+    // Each value starts within GAP columns of its label's end, in its own panel.
+    const GAP: usize = 14;
+    let mut checked = 0;
+    for line in screen
+        .lines()
+        .filter(|l| l.starts_with('│') && l.contains("││"))
+    {
+        for panel in line.split('│').filter(|p| !p.trim().is_empty()) {
+            let Some(label_end) = [
+                "app open",
+                "kernel ESTABLISHED",
+                "kernel per socket",
+                "user per connection",
+                "resident memory",
+                "connect p50",
+                "connect p99",
+            ]
+            .iter()
+            .find_map(|l| panel.find(l).map(|at| at + l.len())) else {
+                continue;
+            };
+            let rest = &panel[label_end..];
+            let gap = rest.chars().take_while(|c| *c == ' ').count();
+            assert!(
+                gap <= GAP && gap < rest.chars().count(),
+                "value {gap} columns from its label in {panel:?}:\n{screen}"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(
+        checked, 12,
+        "5 rows in each column, 2 in latency:\n{screen}"
+    );
+    // The setup chart's bottom row is bars from border to border.
+    let lines: Vec<&str> = screen.lines().collect();
+    let top = lines
+        .iter()
+        .position(|l| l.contains(" setup rate, connections/s"))
+        .unwrap();
+    let bottom = top
+        + lines[top..]
+            .iter()
+            .position(|l| l.starts_with('└'))
+            .unwrap();
+    let row: Vec<char> = lines[bottom - 1].chars().collect();
+    assert_eq!(row.len(), 200, "{screen}");
+    assert!(
+        row[1..199].iter().all(|c| *c == '█'),
+        "the chart does not span its panel:\n{screen}"
+    );
+
+    tmux.run(&["send-keys", "-t", "lv", "q"]);
+    tmux.wait_for("the helper to exit", |s| s.contains("HELPER-DONE"));
 }

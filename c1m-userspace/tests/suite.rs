@@ -26,6 +26,7 @@ mod lab_servers;
 mod lab_summary;
 mod lab_truth;
 mod layers;
+mod live_view_final;
 mod live_view_metrics;
 mod live_view_tmux;
 mod live_view_tui;

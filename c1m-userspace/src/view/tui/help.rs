@@ -42,11 +42,11 @@ const HELP: &[(&str, &str)] = &[
     ("transitions", "TCP state changes per second"),
     (
         "kernel per socket",
-        "kernel memory per socket, from the socket walk",
+        "kernel memory per held socket (TIME_WAIT left out)",
     ),
     (
         "user per connection",
-        "(resident memory - baseline) / open connections",
+        "(RSS - baseline) / open; after idle: idle's",
     ),
     (
         "= ≠ ?",
