@@ -33,4 +33,7 @@ pub struct LiveState {
     pub history: Vec<Sample>,
     /// The run's warnings so far, shown under the figures.
     pub notes: Vec<String>,
+    /// The run's outcome: `Running` while it runs, its verdict once its folder is
+    /// written (None: not a lab run, e.g. `c1m top` or a client host).
+    pub outcome: Option<crate::model::Outcome>,
 }
