@@ -133,9 +133,10 @@ mod tests {
     use super::Cli;
 
     /// Every duration flag of every subcommand: (argv before the flag, flag).
-    const DURATION_FLAGS: [(&[&str], &str); 11] = [
+    const DURATION_FLAGS: [(&[&str], &str); 12] = [
         (&["run"], "--idle"),
         (&["run"], "--setup-timeout"),
+        (&["run", "--metrics-addr", ":9464"], "--metrics-linger"),
         (&["top"], "--duration"),
         (&["top"], "--interval"),
         (&["observe"], "--duration"),

@@ -387,6 +387,15 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, in the order a run can reach them.
+    pub(crate) const ALL: [Outcome; 5] = [
+        Outcome::Running,
+        Outcome::Complete,
+        Outcome::Degraded,
+        Outcome::Failed,
+        Outcome::Interrupted,
+    ];
+
     pub(crate) fn name(self) -> &'static str {
         match self {
             Outcome::Running => "running",
@@ -745,4 +754,7 @@ pub struct RunInfo {
     pub server: String,
     /// Connections the run aims at (0: not known at start).
     pub target_connections: u64,
+    /// How the run measures its pushes (`--push-latency`, the trigger): what the push
+    /// histograms are timed from, so a dashboard titles them truly (None: not known).
+    pub push: Option<crate::workload::push_rule::PushRule>,
 }

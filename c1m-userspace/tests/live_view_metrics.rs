@@ -83,9 +83,11 @@ async fn start() -> Running {
     let addr = listener.local_addr().unwrap();
     let state = Arc::new(Mutex::new(demo::state()));
     let (stop, stopped) = oneshot::channel::<()>();
+    // Per port, as `--metrics-per-port` asks.
     let task = tokio::spawn(prometheus::serve_listener(
         listener,
         Arc::clone(&state),
+        prometheus::Detail { per_port: true },
         async move {
             let _ = stopped.await;
         },
@@ -144,7 +146,14 @@ async fn scrape_over_a_real_socket() {
         600_001.0
     );
     assert_eq!(value(body, "c1m_kernel_view_available"), 0.0);
-    assert!(!body.contains("source=\"kernel\""), "{body}");
+    // A series once scraped stays, at its last value, until the endpoint closes.
+    assert_eq!(
+        value(
+            body,
+            r#"c1m_connections_open{side="server",source="kernel"}"#
+        ),
+        demo::SERVER_KERNEL_ESTABLISHED as f64
+    );
 
     // Other paths and methods.
     let resp = request(r.addr, "GET /other HTTP/1.1\r\n\r\n").await;
@@ -227,9 +236,14 @@ async fn taken_port_fails_with_one_line_naming_the_flag() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap();
     let state = Arc::new(Mutex::new(LiveState::default()));
-    let err = prometheus::serve(addr, state, std::future::pending::<()>())
-        .await
-        .unwrap_err();
+    let err = prometheus::serve(
+        addr,
+        state,
+        prometheus::Detail::default(),
+        std::future::pending::<()>(),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(
         err.to_string(),
         format!("--metrics-addr {addr}: address in use")

@@ -31,6 +31,7 @@ mod live_view_metrics;
 mod live_view_tmux;
 mod live_view_tui;
 mod metrics_dashboard;
+mod metrics_linger;
 mod multihost_netns;
 mod observer_kernel;
 mod reference_servers;

@@ -1,6 +1,8 @@
 //! The running lab's outputs: the terminal UI (or a plain line per second when stdout
 //! is not a terminal), the optional Prometheus endpoint, and the interval logs fed
-//! from every polled snapshot. `c1m run` and `c1m top` drive it once per tick.
+//! from every polled snapshot. `c1m run` and `c1m top` drive it once per tick. After a
+//! run the view ends first and the endpoint may stay for a final scrape
+//! ([`Live::linger`]), with the phase `done` and the run's outcome.
 
 use std::{
     io::IsTerminal,
@@ -16,7 +18,7 @@ use std::{
 use anyhow::{Context, Result};
 
 use crate::figures::Figures;
-use crate::model::{RunInfo, RunRecord};
+use crate::model::{Outcome, RunInfo, RunRecord};
 use crate::report::hlog::IntervalRecorder;
 use crate::view::{
     live_state::{Held, LiveState},
@@ -72,6 +74,8 @@ pub(crate) struct Live {
     /// Fixed at start: every state shown carries it.
     info: RunInfo,
     metrics_stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Where the endpoint answers (the address it bound), while it does.
+    metrics_addr: Option<SocketAddr>,
     intervals: IntervalRecorder,
     /// The figures at the end of idle, once it is over (see [`LiveState::held`]).
     held: Option<Held>,
@@ -83,6 +87,7 @@ impl Live {
     pub(crate) async fn new(
         out: LiveOutput,
         metrics: Option<MetricsAt>,
+        detail: prometheus::Detail,
         title: &str,
         info: RunInfo,
         started_unix_ms: u64,
@@ -92,6 +97,7 @@ impl Live {
             info: info.clone(),
             ..LiveState::default()
         }));
+        let mut metrics_addr = None;
         let metrics_stop = match metrics {
             Some(at) => {
                 // Bind now, so a bad address fails the command before anything starts.
@@ -102,10 +108,11 @@ impl Live {
                         tokio::net::TcpListener::from_std(l)?
                     }
                 };
+                metrics_addr = listener.local_addr().ok();
                 let (tx, rx) = tokio::sync::oneshot::channel::<()>();
                 let state = state.clone();
                 tokio::spawn(async move {
-                    let _ = prometheus::serve_listener(listener, state, rx).await;
+                    let _ = prometheus::serve_listener(listener, state, detail, rx).await;
                 });
                 Some(tx)
             }
@@ -120,6 +127,7 @@ impl Live {
             state,
             info,
             metrics_stop,
+            metrics_addr,
             intervals: IntervalRecorder::new(started_unix_ms),
             held: None,
             signalled,
@@ -275,6 +283,45 @@ impl Live {
             .write(dir)
             .with_context(|| format!("writing interval logs to {}", dir.display()))?;
         Ok(())
+    }
+
+    /// The run's outcome, for the endpoint: `Running` from the start; any other once the
+    /// run folder holds it, which also moves the phase to `done` (no tick follows).
+    pub(crate) fn outcome(&mut self, outcome: Outcome) {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.outcome = Some(outcome);
+        if outcome != Outcome::Running {
+            state.phase = "done".to_owned();
+        }
+    }
+
+    /// Restores the terminal (the TUI ends, no more lines); the endpoint stays.
+    pub(crate) fn end_view(&mut self) {
+        self.out = None;
+    }
+
+    /// Where the metrics endpoint answers, while it does.
+    pub(crate) fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_stop.as_ref().and(self.metrics_addr)
+    }
+
+    /// Keeps the metrics endpoint up for `d` for a final scrape, or until SIGINT,
+    /// SIGTERM or SIGHUP (one that came earlier ends it at once), then stops it.
+    pub(crate) async fn linger(&mut self, d: Duration) {
+        // The signal handler only sets a flag: it is looked at ten times a second.
+        const LOOK: Duration = Duration::from_millis(100);
+        let until = Instant::now() + d;
+        while self.metrics_stop.is_some() && !self.signalled.load(Ordering::Relaxed) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            tokio::time::sleep(left.min(LOOK)).await;
+        }
+        self.stop();
     }
 
     /// Restores the terminal and stops the metrics endpoint.

@@ -34,6 +34,10 @@ pub struct TopArgs {
     /// Serve Prometheus metrics here too, e.g. 127.0.0.1:9464 or :9464.
     #[arg(value_name = "HOST:PORT", long, value_parser = crate::args::parse_metrics_addr)]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// The accept-queue metrics one series per listening port (by default one sum over
+    /// the ports).
+    #[arg(long, requires = "metrics_addr")]
+    pub metrics_per_port: bool,
     /// Stop after this long (default: until q / Ctrl-C).
     #[arg(value_name = "DURATION", long, value_parser = crate::duration::parse)]
     pub duration: Option<Duration>,
@@ -97,6 +101,9 @@ async fn top(mut args: TopArgs) -> Result<()> {
     let mut live = Live::new(
         LiveOutput::choose(args.plain, false),
         args.metrics_addr.map(super::live::MetricsAt::Addr),
+        crate::view::prometheus::Detail {
+            per_port: args.metrics_per_port,
+        },
         "c1m top",
         // Attached to whatever runs: nothing else is known for the whole watch.
         RunInfo {

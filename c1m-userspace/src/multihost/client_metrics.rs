@@ -39,6 +39,7 @@ impl ClientMetrics {
         tokio::spawn(prometheus::serve_listener(
             listener,
             Arc::clone(&state),
+            prometheus::Detail::default(),
             async move {
                 let _ = stopped.await;
             },

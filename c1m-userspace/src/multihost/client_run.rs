@@ -132,6 +132,8 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<()> {
                 engine: a.common.engine.name().to_owned(),
                 server: a.hosts.join(","),
                 target_connections: a.connections.get(),
+                // The lab's c1m_run_info says how the run times its pushes.
+                push: None,
             },
         ))?),
         None => None,

@@ -142,6 +142,11 @@ impl KernelView {
         saturating_sum(self.listeners.iter().map(|l| l.accept_queue_overflows))
     }
 
+    /// Listening sockets on the watched ports (several per port with SO_REUSEPORT).
+    pub(crate) fn listen_sockets(&self) -> u64 {
+        saturating_sum(self.listeners.iter().map(|l| u64::from(l.sockets)))
+    }
+
     /// Final-ACK drops among [`Self::queue_overflows`]; `None` when any listener cannot
     /// tell.
     pub(crate) fn queue_overflow_acks(&self) -> Option<u64> {

@@ -41,6 +41,9 @@ pub struct LiveState {
     /// True for the one state drawn as a phase ends, with the figures the run records
     /// for that phase; the plain and JSON lines say so.
     pub phase_end: bool,
+    /// The run's outcome: `Running` while it runs, its verdict once its folder is
+    /// written (None: not a lab run, e.g. `c1m top` or a client host).
+    pub outcome: Option<crate::model::Outcome>,
 }
 
 /// Figures kept from the end of a phase.

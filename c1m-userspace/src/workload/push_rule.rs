@@ -120,6 +120,17 @@ pub enum FanoutFrom {
     NoTrigger,
 }
 
+impl FanoutFrom {
+    /// Its JSON name (`broadcast_start`), as Prometheus's `c1m_run_info` labels it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            FanoutFrom::Trigger => "trigger",
+            FanoutFrom::BroadcastStart => "broadcast_start",
+            FanoutFrom::NoTrigger => "no_trigger",
+        }
+    }
+}
+
 /// How one run measured its pushes: recorded in `summary.json` (`config.push`), read by
 /// the summary, the report and `c1m compare`.
 #[derive(
@@ -249,6 +260,17 @@ pub(crate) fn parse(s: &str) -> Result<PushInstant, String> {
 #[allow(clippy::unwrap_used)] // panics are the assertions in tests
 mod tests {
     use super::*;
+
+    #[test]
+    fn fanout_names_are_the_json_ones() {
+        for f in [
+            FanoutFrom::Trigger,
+            FanoutFrom::BroadcastStart,
+            FanoutFrom::NoTrigger,
+        ] {
+            assert_eq!(serde_json::to_value(f).unwrap(), f.name());
+        }
+    }
 
     fn rule(latency_from: PushInstant, stamps: FrameStamps) -> PushRule {
         PushRule {

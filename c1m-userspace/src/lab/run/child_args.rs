@@ -247,6 +247,8 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         force,
         out,
         metrics_addr,
+        metrics_linger,
+        metrics_per_port,
         plain,
         json,
         clients,
@@ -294,6 +296,11 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
     v.flag("force", *force);
     v.value("out", out);
     v.opt("metrics_addr", metrics_addr.map(|m| m.to_string()));
+    // Both require --metrics-addr.
+    if metrics_addr.is_some() {
+        v.value("metrics_linger", duration(*metrics_linger));
+        v.flag("metrics_per_port", *metrics_per_port);
+    }
     v.flag("plain", *plain);
     v.flag("json", *json);
     v.value("clients", value_name(clients));
@@ -517,6 +524,9 @@ mod tests {
                 "/tmp/runs",
                 "--metrics-addr",
                 "127.0.0.1:9464",
+                "--metrics-linger",
+                "5s",
+                "--metrics-per-port",
                 "--plain",
                 "--server-cmd",
                 "python3 'a b.py' --port 9000",

@@ -118,6 +118,23 @@ pub struct RunArgs {
     /// Serve Prometheus metrics here, e.g. 127.0.0.1:9464 or :9464.
     #[arg(value_name = "HOST:PORT", help_heading = "Lab and output", long, value_parser = crate::args::parse_metrics_addr)]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// How long /metrics stays up after the run, for a final scrape: the run folder is
+    /// written first, and Ctrl-C or SIGTERM ends the wait at once without changing the
+    /// outcome. The default is two of Prometheus's default 15 s scrape intervals; 0
+    /// closes it with the run.
+    #[arg(
+        help_heading = "Lab and output",
+        long,
+        value_name = "DURATION",
+        default_value = "30s",
+        value_parser = crate::duration::parse,
+        requires = "metrics_addr"
+    )]
+    pub metrics_linger: Duration,
+    /// The accept-queue metrics one series per listening port (by default one sum over
+    /// the ports).
+    #[arg(help_heading = "Lab and output", long, requires = "metrics_addr")]
+    pub metrics_per_port: bool,
     /// Plain lines instead of the terminal UI, even on a terminal.
     #[arg(help_heading = "Lab and output", long)]
     pub plain: bool,

@@ -221,11 +221,14 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
             .map_or("c1m", |i| i.name.as_str())
     );
     // Before the server: a bad --metrics-addr fails the command before anything starts.
-    let live = Live::new(
+    let mut live = Live::new(
         LiveOutput::choose(args.plain, args.json),
         match args.metrics_listener.take() {
             Some(bound) => Some(MetricsAt::Bound(bound.try_clone()?)),
             None => args.metrics_addr.map(MetricsAt::Addr),
+        },
+        crate::view::prometheus::Detail {
+            per_port: args.metrics_per_port,
         },
         &title,
         RunInfo {
@@ -238,10 +241,12 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
                 .clone()
                 .unwrap_or_else(|| spec.name(args.server_engine.unwrap_or(args.engine))),
             target_connections: connections.get(),
+            push: record.config.push,
         },
         started_ms,
     )
     .await?;
+    live.outcome(Outcome::Running);
     let server_ctl = Ctl::new(
         plan.server.common.control.clone().unwrap_or_default(),
         server_token,
@@ -312,7 +317,8 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     // A server that printed its versions late (or had to be waited for) is named now.
     lab.record_versions();
     lab.observer = None;
-    lab.live.stop();
+    // The terminal is back for the summary; the endpoint stays for a final scrape.
+    lab.live.end_view();
 
     lab.record.ended_unix_ms = crate::util::unix_ms_now();
     // The last kernel view (the teardown's end, taken afresh) against the kernel's counters.
@@ -334,8 +340,10 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         !lab.record.warnings.is_empty(),
     );
     let written = lab.write_exports();
-    if let Err(e) = &written {
-        folder::fail_in_place(&lab.dir, &mut lab.record, e);
+    match &written {
+        // The run folder holds the outcome: a scrape from now on says it too.
+        Ok(()) => lab.live.outcome(lab.record.outcome),
+        Err(e) => folder::fail_in_place(&lab.dir, &mut lab.record, e),
     }
     if let Some(mut t) = tuning {
         let restore = t.restore();
@@ -363,5 +371,18 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     if lab.record.outcome != Outcome::Complete {
         eprintln!("c1m run: {}", lab.record.outcome);
     }
+    // Everything is written and restored: only the endpoint is left, for a final scrape
+    // of the figures the run ended with (a 15 s scrape interval misses a 2 s push).
+    if let Some(addr) = lab.live.metrics_addr()
+        && !args.metrics_linger.is_zero()
+    {
+        say!(
+            args.json,
+            "metrics stay up for {} s at {addr} for a final scrape (Ctrl-C ends now)",
+            args.metrics_linger.as_secs_f64()
+        );
+        lab.live.linger(args.metrics_linger).await;
+    }
+    lab.live.stop();
     Ok(lab.record.outcome.exit_code())
 }

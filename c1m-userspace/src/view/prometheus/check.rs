@@ -12,6 +12,19 @@ use std::collections::{BTreeMap, BTreeSet};
 /// One sample: metric name, its labels, its value.
 pub type Series = (String, BTreeMap<String, String>, f64);
 
+/// The value of the first series named `name` whose labels include `labels`.
+pub fn value(series: &[Series], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    series
+        .iter()
+        .find(|(n, l, _)| {
+            n == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|s| s.2)
+}
+
 /// Every sample of an exposition, or the first line that breaks the format.
 pub fn parse(text: &str) -> Result<Vec<Series>, String> {
     let mut out = Vec::new();

@@ -78,19 +78,19 @@ impl From<f64> for Value {
     }
 }
 
-#[derive(Debug)]
-struct Sample {
-    labels: Vec<(&'static str, String)>,
+#[derive(Clone, Debug)]
+pub(super) struct Sample {
+    pub(super) labels: Vec<(&'static str, String)>,
     value: Value,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Family {
     /// The name as exported (a counter's ends in `_total`, an info's in `_info`).
-    name: &'static str,
+    pub(super) name: &'static str,
     kind: Kind,
     help: &'static str,
-    samples: Vec<Sample>,
+    pub(super) samples: Vec<Sample>,
 }
 
 impl Family {
@@ -109,9 +109,9 @@ impl Family {
 }
 
 /// Families in the order they were declared; one with no sample is left out.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Exposition {
-    families: Vec<Family>,
+    pub(super) families: Vec<Family>,
 }
 
 impl Exposition {

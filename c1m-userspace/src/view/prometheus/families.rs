@@ -1,6 +1,7 @@
 //! What `/metrics` exports, family by family, from the live state: the run, the app's
 //! counts, the kernel's, and the latency histograms. Apart from [`super::http`], which
-//! serves it, so the server and the families do not import each other.
+//! serves it, so the server and the families do not import each other. Every family is
+//! listed in `docs/metrics.md` (a test fails on one that is not).
 
 use c1m_common::side;
 
@@ -10,28 +11,47 @@ use super::{
 };
 use crate::{
     figures::SideFigures,
-    model::Source,
-    observer::{KernelView, view::GAUGE_STATES},
+    model::{Outcome, Source},
+    observer::{
+        KernelView,
+        view::{GAUGE_STATES, ListenerView},
+    },
     view::live_state::LiveState,
     workload::stats::{histograms::decode_hist, snapshot::AppSnapshot},
 };
 
-/// The phases `c1m_phase` has a series for: the lab's (`c1m run`), then `c1m top`'s. A
-/// fixed set, so a phase change moves a 1 between series instead of starting new ones;
-/// one series per phase (as `kube_pod_status_phase`), not one gauge with a number per
-/// phase, so `c1m_phase == 1` names the phase without a table of numbers.
-pub const PHASES: [&str; 5] = ["setup", "idle", "push", "teardown", "watching"];
+/// The phases `c1m_phase` has a series for: the lab's (`c1m run`; `done` once the run
+/// folder is written, while the endpoint lingers for a final scrape), then `c1m top`'s.
+/// A fixed set, so a phase change moves a 1 between series instead of starting new
+/// ones; one series per phase (as `kube_pod_status_phase`), not one gauge with a number
+/// per phase, so `c1m_phase == 1` names the phase without a table of numbers.
+pub const PHASES: [&str; 6] = ["setup", "idle", "push", "teardown", "done", "watching"];
 
-/// The whole exposition for one scrape.
-pub(crate) fn render(state: &LiveState) -> Result<String, std::fmt::Error> {
+/// What an endpoint exports beyond its defaults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Detail {
+    /// The accept-queue families one series per listening port (`--metrics-per-port`);
+    /// by default one series, summed over the watched ports, so a run on 50 ports does
+    /// not export 250 series nobody plots.
+    pub per_port: bool,
+}
+
+/// The families of one scrape, not encoded yet.
+pub(super) fn families(state: &LiveState, detail: Detail) -> Exposition {
     let mut x = Exposition::default();
     run_metrics(&mut x, state);
     app_metrics(&mut x, state);
     if let Some(k) = &state.kernel {
-        kernel_metrics(&mut x, k);
+        kernel_metrics(&mut x, k, detail);
     }
     latency_metrics(&mut x, state);
-    x.finish()
+    x
+}
+
+/// The text of one scrape, without the series earlier scrapes kept (tests).
+#[cfg(test)]
+pub(super) fn render(state: &LiveState, detail: Detail) -> Result<String, std::fmt::Error> {
+    families(state, detail).finish()
 }
 
 fn sides(state: &LiveState) -> [(&'static str, Option<&AppSnapshot>); 2] {
@@ -44,6 +64,11 @@ fn sides(state: &LiveState) -> [(&'static str, Option<&AppSnapshot>); 2] {
 fn run_metrics(x: &mut Exposition, state: &LiveState) {
     let info = &state.info;
     let target = info.target_connections.to_string();
+    // What the push histograms are timed from (`PushRule`): a dashboard titles them by it.
+    let push_from = info
+        .push
+        .map(|p| p.measured_from().map_or("unstated", |i| i.name()));
+    let fanout_from = info.push.map(|p| p.fanout_from.name());
     let labels: Vec<(&'static str, &str)> = [
         ("version", env!("CARGO_PKG_VERSION")),
         ("command", info.command),
@@ -58,6 +83,8 @@ fn run_metrics(x: &mut Exposition, state: &LiveState) {
                 ""
             },
         ),
+        ("push_latency_from", push_from.unwrap_or("")),
+        ("push_fanout_from", fanout_from.unwrap_or("")),
     ]
     .into_iter()
     .filter(|(_, v)| !v.is_empty())
@@ -73,13 +100,25 @@ fn run_metrics(x: &mut Exposition, state: &LiveState) {
         let f = x.family(
             "c1m_phase",
             Kind::Gauge,
-            "The lab's phase: 1 for the current one, 0 for the others.",
+            "The lab's phase: 1 for the current one, 0 for the others (done: the run is over, \
+             the endpoint stays for a final scrape).",
         );
         for phase in PHASES {
             f.sample(&[("phase", phase)], u64::from(phase == state.phase));
         }
         if !PHASES.contains(&state.phase.as_str()) {
             f.sample(&[("phase", &state.phase)], 1u64);
+        }
+    }
+    if let Some(outcome) = state.outcome {
+        let f = x.family(
+            "c1m_run_outcome",
+            Kind::Gauge,
+            "The run's outcome: 1 for the current one (running until the run folder is \
+             written, then its verdict), 0 for the others.",
+        );
+        for o in Outcome::ALL {
+            f.sample(&[("outcome", o.name())], u64::from(o == outcome));
         }
     }
     if state.target > 0 {
@@ -295,7 +334,7 @@ fn side_figures<'a>(state: &'a LiveState, side: &str) -> &'a SideFigures {
     }
 }
 
-fn kernel_metrics(x: &mut Exposition, k: &KernelView) {
+fn kernel_metrics(x: &mut Exposition, k: &KernelView, detail: Detail) {
     let f = x.family(
         "c1m_tcp_sockets",
         Kind::Gauge,
@@ -329,49 +368,67 @@ fn kernel_metrics(x: &mut Exposition, k: &KernelView) {
             );
         }
     }
-    let f = x.family(
+    // One series per port with --metrics-per-port, else one over the watched ports.
+    let listeners = |x: &mut Exposition,
+                     name: &'static str,
+                     kind: Kind,
+                     help: &'static str,
+                     each: fn(&ListenerView) -> Option<u64>,
+                     all: Option<u64>| {
+        let f = x.family(name, kind, help);
+        if !detail.per_port {
+            if let Some(v) = all {
+                f.sample(&[], v);
+            }
+            return;
+        }
+        for l in &k.listeners {
+            if let Some(v) = each(l) {
+                f.sample(&[("port", &l.port.to_string())], v);
+            }
+        }
+    };
+    listeners(
+        x,
         "c1m_accept_queue_depth",
         Kind::Gauge,
-        "Connections waiting in the port's accept queues (established, not yet accepted).",
+        "Connections waiting in the watched listeners' accept queues (established, not yet accepted).",
+        |l| Some(l.queue_depth),
+        Some(k.queue_depth()),
     );
-    for l in &k.listeners {
-        f.sample(&[("port", &l.port.to_string())], l.queue_depth);
-    }
-    let f = x.family(
+    listeners(
+        x,
         "c1m_accept_queue_limit",
         Kind::Gauge,
-        "Accept queue limits of the port's listeners, summed (listen backlog, capped by somaxconn).",
+        "Accept queue limits of the watched listeners, summed (listen backlog, capped by somaxconn).",
+        |l| Some(l.queue_limit),
+        Some(k.queue_limit()),
     );
-    for l in &k.listeners {
-        f.sample(&[("port", &l.port.to_string())], l.queue_limit);
-    }
-    let f = x.family(
+    listeners(
+        x,
         "c1m_accept_queue_overflows_total",
         Kind::Counter,
-        "Handshakes the port's listeners dropped since the observer attached, mostly because \
-         the accept queue was full (the kernel's ListenDrops for this port).",
+        "Handshakes the watched listeners dropped since the observer attached, mostly because \
+         the accept queue was full (the kernel's ListenDrops for these ports).",
+        |l| Some(l.accept_queue_overflows),
+        Some(k.queue_overflows()),
     );
-    for l in &k.listeners {
-        f.sample(&[("port", &l.port.to_string())], l.accept_queue_overflows);
-    }
-    let f = x.family(
+    listeners(
+        x,
         "c1m_accept_queue_overflow_acks_total",
         Kind::Counter,
         "Final handshake ACKs dropped by a full accept queue: those clients believe they are connected.",
+        |l| l.overflow_acks,
+        k.queue_overflow_acks(),
     );
-    for l in &k.listeners {
-        if let Some(n) = l.overflow_acks {
-            f.sample(&[("port", &l.port.to_string())], n);
-        }
-    }
-    let f = x.family(
+    listeners(
+        x,
         "c1m_listen_sockets",
         Kind::Gauge,
-        "Listening sockets on the port (several with SO_REUSEPORT).",
+        "Listening sockets on the watched ports (several per port with SO_REUSEPORT).",
+        |l| Some(u64::from(l.sockets)),
+        Some(k.listen_sockets()),
     );
-    for l in &k.listeners {
-        f.sample(&[("port", &l.port.to_string())], l.sockets);
-    }
     if let Some(m) = &k.memory {
         let mems = [
             ("server", &m.server),
@@ -435,20 +492,23 @@ fn latency_metrics(x: &mut Exposition, state: &LiveState) {
     for (hist, name, help) in LATENCIES {
         let f = x.family(name, Kind::Histogram, help);
         for (side, app) in sides(state) {
-            // A side with nothing recorded (the server records none) has no series;
-            // the convenience count saves decoding its empty histograms.
             let Some(blob) = app.and_then(|a| a.histograms.get(hist)) else {
                 continue;
             };
-            if app
+            // The client records the latencies: its histograms are exported from its
+            // first snapshot, empty ones as zeros, so `rate()` and `increase()` see a
+            // push's whole increase (a series born with its final count shows none). A
+            // side with nothing recorded (the server records none) has no series; the
+            // convenience count saves decoding its empty histograms.
+            let empty = app
                 .and_then(|a| a.percentiles.get(hist))
-                .is_some_and(|p| p.count == 0)
-            {
+                .is_some_and(|p| p.count == 0);
+            if side != "client" && empty {
                 continue;
             }
             // A blob that does not decode has no series; the live view says why.
             if let Ok(h) = decode_hist(blob)
-                && !h.is_empty()
+                && (side == "client" || !h.is_empty())
             {
                 f.sample(&[("side", side)], Value::Histogram(latency::buckets(&h)));
             }

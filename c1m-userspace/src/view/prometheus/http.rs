@@ -24,7 +24,8 @@ use tokio::{
 
 use super::{
     admit::{self, Evicted, Slot, Slots},
-    families::render,
+    families::Detail,
+    keep::Kept,
 };
 use crate::view::live_state::LiveState;
 
@@ -74,19 +75,42 @@ pub fn flag_error(addr: SocketAddr, e: &io::Error) -> io::Error {
 pub async fn serve(
     addr: SocketAddr,
     state: Arc<Mutex<LiveState>>,
+    detail: Detail,
     shutdown: impl Future,
 ) -> io::Result<()> {
     let listener = bind(addr).await?;
-    serve_listener(listener, state, shutdown).await
+    serve_listener(listener, state, detail, shutdown).await
 }
 
-/// Serves on a listener already bound (tests bind `127.0.0.1:0`). Each scrape renders
-/// under the lock, so the answer is one consistent state.
+/// What a scrape reads: the live state, and what earlier scrapes exported ([`Kept`]).
+struct Scraped {
+    state: Arc<Mutex<LiveState>>,
+    detail: Detail,
+    kept: Mutex<Kept>,
+}
+
+impl Scraped {
+    /// One scrape, under the state's lock, so the answer is one consistent state.
+    fn render(&self) -> Result<String, std::fmt::Error> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.scrape(&state, self.detail)
+    }
+}
+
+/// Serves on a listener already bound (tests bind `127.0.0.1:0`). A series, once
+/// exported, stays until `shutdown` ([`Kept`]).
 pub async fn serve_listener(
     listener: TcpListener,
     state: Arc<Mutex<LiveState>>,
+    detail: Detail,
     shutdown: impl Future,
 ) -> io::Result<()> {
+    let scraped = Arc::new(Scraped {
+        state,
+        detail,
+        kept: Mutex::new(Kept::default()),
+    });
     tokio::pin!(shutdown);
     let slots = Slots::new(admit::PER_PEER, admit::TOTAL);
     let mut clients = JoinSet::new();
@@ -99,8 +123,7 @@ pub async fn serve_listener(
                     let Some((slot, evicted)) = slots.admit(peer.ip()) else {
                         continue; // every slot in question is answering: close this one
                     };
-                    let state = Arc::clone(&state);
-                    clients.spawn(connection(stream, slot, evicted, state));
+                    clients.spawn(connection(stream, slot, evicted, Arc::clone(&scraped)));
                 }
                 Err(_) => tokio::time::sleep(ACCEPT_BACKOFF).await,
             },
@@ -111,13 +134,11 @@ pub async fn serve_listener(
 }
 
 /// One connection, one request (`Connection: close`), until answered, evicted or late.
-async fn connection(stream: TcpStream, slot: Slot, evicted: Evicted, state: Arc<Mutex<LiveState>>) {
+async fn connection(stream: TcpStream, slot: Slot, evicted: Evicted, scraped: Arc<Scraped>) {
     let slot = Arc::new(slot);
     let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
         slot.answering();
-        let response = respond(req.method(), req.uri(), || {
-            render(&state.lock().unwrap_or_else(PoisonError::into_inner))
-        });
+        let response = respond(req.method(), req.uri(), || scraped.render());
         async move { Ok::<_, Infallible>(response) }
     });
     let conn = http1::Builder::new()

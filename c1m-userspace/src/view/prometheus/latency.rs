@@ -40,12 +40,16 @@ pub const LATENCIES: [(&str, &str, &str); HIST_NAMES.len()] = [
     (
         "push_message_us",
         "c1m_push_message_seconds",
-        "Push receive time minus the server instant --push-latency names: the broadcast start (default) or that connection's frame's write.",
+        "Push receive time minus the server instant the run measures from (c1m_run_info's \
+         push_latency_from): the broadcast start (--push-latency's default) or that \
+         connection's frame's write.",
     ),
     (
         "push_fanout_us",
         "c1m_push_fanout_seconds",
-        "Push receive time minus the instant the push was triggered, on the client's clock.",
+        "Push receive time minus the instant the push was triggered, on the client's clock \
+         (c1m_run_info's push_fanout_from: trigger; a client told no trigger instant \
+         measures from the broadcast start in c1m's frame, on the server's clock).",
     ),
 ];
 

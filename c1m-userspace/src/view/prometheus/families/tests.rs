@@ -48,6 +48,7 @@ fn info() -> RunInfo {
         engine: "epoll".into(),
         server: "c1m-epoll".into(),
         target_connections: 1_000_000,
+        push: None,
     }
 }
 
@@ -55,7 +56,7 @@ fn info() -> RunInfo {
 fn demo_exposition_is_valid_and_complete() {
     let mut state = with_histograms(demo::state());
     state.info = info();
-    let text = render(&state).unwrap();
+    let text = render(&state, Detail { per_port: true }).unwrap();
     let series = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     for (name, labels, _) in &series {
         assert!(name.starts_with("c1m_"), "{name}");
@@ -207,7 +208,7 @@ fn demo_exposition_is_valid_and_complete() {
 
 #[test]
 fn missing_sources_leave_series_out() {
-    let text = render(&LiveState::default()).unwrap();
+    let text = render(&LiveState::default(), Detail::default()).unwrap();
     let series = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(find(&series, "c1m_kernel_view_available", &[]), Some(0.0));
     assert_eq!(
@@ -230,7 +231,7 @@ fn missing_sources_leave_series_out() {
     s.client = None;
     // The live state's figures come from its sources, as every writer of it does.
     demo::refigure(&mut s);
-    let text = render(&s).unwrap();
+    let text = render(&s, Detail::default()).unwrap();
     let series = parse(&text).unwrap();
     assert!(
         find(
@@ -272,11 +273,27 @@ fn no_data_is_no_series_never_nan_and_label_values_are_escaped() {
             .insert("echo_rtt_us".into(), "not base64".into());
         c.rss_per_connection_bytes = Some(f64::INFINITY);
     }
-    let text = render(&s).unwrap();
+    let text = render(&s, Detail::default()).unwrap();
     let series = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert!(!text.contains("NaN") && !text.contains("Inf\n"), "{text}");
+    // The client's empty histogram is zeros, so rate() sees its first increase whole.
+    assert_eq!(
+        find(
+            &series,
+            "c1m_push_fanout_seconds_count",
+            &[("side", "client")]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        find(
+            &series,
+            "c1m_push_fanout_seconds_bucket",
+            &[("side", "client"), ("le", "+Inf")]
+        ),
+        Some(0.0)
+    );
     for gone in [
-        "c1m_push_fanout_seconds",
         "c1m_echo_rtt_seconds",
         "c1m_elapsed_seconds",
         "c1m_user_bytes_per_connection{side=\"client\"}",
@@ -289,6 +306,147 @@ fn no_data_is_no_series_never_nan_and_label_values_are_escaped() {
         && l.get("phase").map(String::as_str) == Some("a \"quoted\"\\phase\nwith newline")
         && *v == 1.0));
     assert_eq!(find(&series, "c1m_phase", &[("phase", "setup")]), Some(0.0));
+}
+
+#[test]
+fn ports_are_summed_unless_asked_per_port() {
+    let s = demo::state();
+    let summed = parse(&render(&s, Detail::default()).unwrap()).unwrap();
+    let per_port = parse(&render(&s, Detail { per_port: true }).unwrap()).unwrap();
+    assert!(!summed.iter().any(|(_, l, _)| l.contains_key("port")));
+    // Ten listeners of one socket each, queues of 200 and 212 on two of them.
+    for (name, want) in [
+        ("c1m_accept_queue_depth", 412.0),
+        ("c1m_accept_queue_limit", 40_960.0),
+        ("c1m_accept_queue_overflows_total", 37.0),
+        ("c1m_accept_queue_overflow_acks_total", 30.0),
+        ("c1m_listen_sockets", 10.0),
+    ] {
+        assert_eq!(find(&summed, name, &[]), Some(want), "{name}");
+        let ports: Vec<f64> = per_port
+            .iter()
+            .filter(|(n, l, _)| n == name && l.contains_key("port"))
+            .map(|s| s.2)
+            .collect();
+        assert_eq!(ports.len(), 10, "{name}");
+        assert_eq!(ports.iter().sum::<f64>(), want, "{name}");
+    }
+}
+
+#[test]
+fn the_outcome_and_the_push_rule_are_said() {
+    use crate::{
+        model::Outcome,
+        workload::{
+            push_format::PushFormat,
+            push_rule::{PushInstant, PushRule},
+        },
+    };
+    let mut s = demo::state();
+    s.info = RunInfo {
+        push: Some(PushRule::new(
+            PushInstant::Broadcast,
+            &PushFormat::C1m,
+            None,
+            true,
+        )),
+        ..info()
+    };
+    // Not a lab run (c1m top, a client host): no outcome.
+    let top = parse(&render(&s, Detail::default()).unwrap()).unwrap();
+    assert!(!top.iter().any(|(n, ..)| n == "c1m_run_outcome"));
+    let run_info = |series: &[check::Series]| {
+        series
+            .iter()
+            .find(|(n, ..)| n == "c1m_run_info")
+            .map(|s| s.1.clone())
+            .unwrap()
+    };
+    let labels = run_info(&top);
+    assert_eq!(labels["push_latency_from"], "broadcast");
+    assert_eq!(labels["push_fanout_from"], "trigger");
+    s.outcome = Some(Outcome::Running);
+    let running = parse(&render(&s, Detail::default()).unwrap()).unwrap();
+    s.outcome = Some(Outcome::Degraded);
+    s.phase = "done".into();
+    let done = parse(&render(&s, Detail::default()).unwrap()).unwrap();
+    for o in Outcome::ALL {
+        let want = |now: Outcome| f64::from(u8::from(o == now));
+        let name = o.name();
+        assert_eq!(
+            find(&running, "c1m_run_outcome", &[("outcome", name)]),
+            Some(want(Outcome::Running)),
+        );
+        assert_eq!(
+            find(&done, "c1m_run_outcome", &[("outcome", name)]),
+            Some(want(Outcome::Degraded)),
+        );
+    }
+    for phase in PHASES {
+        let want = if phase == "done" { 1.0 } else { 0.0 };
+        assert_eq!(find(&done, "c1m_phase", &[("phase", phase)]), Some(want));
+    }
+    // A foreign server's stamp of unstated instant, with no trigger: said so.
+    s.info.push = Some(PushRule::new(
+        PushInstant::Write,
+        &PushFormat::U64leUs,
+        None,
+        false,
+    ));
+    let labels = run_info(&parse(&render(&s, Detail::default()).unwrap()).unwrap());
+    assert_eq!(labels["push_latency_from"], "unstated");
+    assert_eq!(labels["push_fanout_from"], "no_trigger");
+}
+
+/// `docs/metrics.md` lists every family c1m exports, with its type: a family added
+/// without its line fails here, and a line of a family that is gone too.
+#[test]
+fn docs_metrics_md_lists_every_family_with_its_type() {
+    const DOC: &str = include_str!("../../../../../docs/metrics.md");
+    // The table's rows: | `name` | type | unit | labels | meaning |
+    let documented: std::collections::BTreeMap<&str, &str> = DOC
+        .lines()
+        .filter_map(|l| {
+            let mut cells = l.strip_prefix("| `")?.split('|');
+            let name = cells.next()?.trim().strip_suffix('`')?;
+            Some((name, cells.next()?.trim()))
+        })
+        .filter(|(name, _)| name.starts_with("c1m_"))
+        .collect();
+    // Every family there is: a lab run with every source, its outcome, and the
+    // listeners both ways.
+    let mut s = with_histograms(demo::state());
+    s.info = info();
+    s.outcome = Some(Outcome::Running);
+    let mut exported = std::collections::BTreeMap::new();
+    for detail in [Detail::default(), Detail { per_port: true }] {
+        let text = render(&s, detail).unwrap();
+        for l in text.lines() {
+            if let Some(rest) = l.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                exported.insert(name.to_owned(), kind.to_owned());
+            }
+        }
+    }
+    for (name, kind) in &exported {
+        // The text format types an info family as a gauge; the table says what it is.
+        let kind = if name.ends_with("_info") {
+            "info"
+        } else {
+            kind
+        };
+        assert_eq!(
+            documented.get(name.as_str()).copied(),
+            Some(kind),
+            "docs/metrics.md: no row `| `{name}` | {kind} | …` in the table of metrics"
+        );
+    }
+    for name in documented.keys() {
+        assert!(
+            exported.contains_key(*name),
+            "docs/metrics.md lists {name}, which c1m does not export"
+        );
+    }
 }
 
 #[test]
@@ -323,13 +481,13 @@ fn render_cost() {
     let t = std::time::Instant::now();
     let mut bytes = 0;
     for _ in 0..runs {
-        bytes += render(&s).unwrap().len();
+        bytes += render(&s, Detail::default()).unwrap().len();
     }
     let per = t.elapsed() / runs;
     let plain = demo::state();
     let t = std::time::Instant::now();
     for _ in 0..runs {
-        render(&plain).unwrap();
+        render(&plain, Detail::default()).unwrap();
     }
     eprintln!(
         "render: {per:?} per scrape with 7 full histograms ({} bytes), {:?} without",
