@@ -311,7 +311,7 @@ fn bad_flags_are_refused_before_anything_starts() {
     for (args, says) in [
         (
             &["-n", "0"][..],
-            "invalid value '0' for '--connections <CONNECTIONS>'",
+            "invalid value '0' for '--connections <COUNT>'",
         ),
         (
             &["--mode", "foo"][..],
