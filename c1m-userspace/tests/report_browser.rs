@@ -181,6 +181,9 @@ fn compare_page_renders_in_chromium() {
     rec.write(&b).unwrap();
     let mut other = run.clone();
     other.config.rate_per_s = 100_000;
+    // Less memory per connection: one name is the best of that column.
+    other.per_connection.server_user_bytes =
+        other.per_connection.server_user_bytes.map(|v| v * 0.8);
     for s in &mut other.samples {
         s.t_s *= 0.8;
         s.server_rss_per_connection_bytes = s.server_rss_per_connection_bytes.map(|v| v * 0.8);
@@ -215,6 +218,55 @@ fn compare_page_renders_in_chromium() {
         .unwrap();
     let el = el.split("</figure>").next().unwrap();
     assert_eq!(el.matches("class=\"lane\"").count(), 2 * 4);
+    assert_answer_leads(&page);
+}
+
+/// Issue 32, point 2: compare.html leads with the answer. In a copy of the page (the
+/// page itself runs no script), a script measures, as Chromium laid it out at 1,400 px:
+/// the headline table's right edge and bottom, the first chart's top and the page's
+/// scroll width. The table is within 1,400 px and above the first chart, and no cell
+/// widens the page.
+fn assert_answer_leads(page: &Path) {
+    let scratch = fixture::test_dir("browser-measure");
+    let copy = scratch.join("compare.html");
+    let html = std::fs::read_to_string(page).unwrap();
+    let script = "<script>\
+        const t = document.getElementById('headline').getBoundingClientRect();\
+        const c = document.querySelector('figure.chart').getBoundingClientRect();\
+        document.body.setAttribute('data-measured', [t.right, t.bottom, c.top,\
+            document.documentElement.scrollWidth].map(Math.round).join(','));\
+        </script>";
+    std::fs::write(&copy, html.replace("</body>", &format!("{script}</body>"))).unwrap();
+    let dom = chromium(
+        &copy,
+        &[
+            "--dump-dom".to_owned(),
+            "--window-size=1400,4000".to_owned(),
+        ],
+    );
+    let measured: Vec<i64> = dom
+        .split("data-measured=\"")
+        .nth(1)
+        .and_then(|m| m.split('"').next())
+        .unwrap_or_else(|| panic!("the script did not run: {}", &dom[..dom.len().min(300)]))
+        .split(',')
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let [right, bottom, chart_top, scroll_width] = measured[..] else {
+        panic!("{measured:?}");
+    };
+    assert!(right <= 1400, "the table ends at {right} px");
+    assert!(
+        bottom < chart_top,
+        "table bottom {bottom} px, first chart at {chart_top} px"
+    );
+    assert!(scroll_width <= 1400, "the page is {scroll_width} px wide");
+    // The table itself: a row per name, the best of a column marked.
+    let table = dom.split("id=\"headline\"").nth(1).unwrap();
+    let table = table.split("</table>").next().unwrap();
+    assert_eq!(table.matches("<tr>").count(), 1 + 2, "{table}");
+    assert!(table.contains("class=\"best\""), "{table}");
+    drop(scratch);
 }
 
 /// Charts of compare.html for two runs of the fixture with their .hlog files: a few of

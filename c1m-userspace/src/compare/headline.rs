@@ -441,7 +441,9 @@ fn verdict(column: Column, unit: Unit, a: &Spread, b: &Spread, d: &Difference) -
     v
 }
 
-/// What `k` is best (or worst) at, and how sure: `setup rate (sure)`.
+/// What `k` is clearly best (or worst) at: the columns where its median is the best
+/// (worst) and its verdict against every other name is at least `likely`, with the
+/// weakest of them: `setup rate (sure)`. A lead the runs do not bear out is no finding.
 fn at(
     h: &[TableColumn],
     verdicts: &[PairVerdict],
@@ -454,7 +456,7 @@ fn at(
             let cell = &c.cells[k];
             if best { cell.best } else { cell.worst }
         })
-        .map(|c| {
+        .filter_map(|c| {
             // Its verdicts on this column against every other name with a value.
             let calls: Vec<Call> = verdicts
                 .iter()
@@ -472,10 +474,9 @@ fn at(
             let how = match calls.iter().min() {
                 Some(Call::Sure) => "sure",
                 Some(Call::Likely) => "likely",
-                Some(Call::TooFewRuns) => "no call",
-                _ => "not clearly",
+                _ => return None,
             };
-            format!("{} ({how})", c.column.what())
+            Some(format!("{} ({how})", c.column.what()))
         })
         .collect()
 }
@@ -519,7 +520,7 @@ pub(crate) fn of(rows: &[Row], names: &[String]) -> Headline {
                 let worst = at(&columns, &verdicts, n, k, false);
                 let list = |l: Vec<String>| {
                     if l.is_empty() {
-                        "nothing".to_owned()
+                        "nothing clearly".to_owned()
                     } else {
                         l.join(", ")
                     }
@@ -623,8 +624,8 @@ mod tests {
         assert_eq!(
             h.who_is_better,
             [
-                "fast: best at setup rate (not clearly); worst at user memory per connection (sure).",
-                "mid: best at nothing; worst at nothing.",
+                "fast: best at nothing clearly; worst at user memory per connection (sure).",
+                "mid: best at nothing clearly; worst at nothing clearly.",
                 "slow: best at user memory per connection (sure); worst at setup rate (likely).",
             ]
         );
