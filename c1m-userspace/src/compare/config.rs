@@ -143,17 +143,10 @@ pub(crate) fn differences(runs: &[LoadedRun], names: &[String]) -> Vec<(String, 
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::compare::input::RunSpec;
     use crate::model::TriggerKind;
 
     fn loaded(name: &str, run: RunRecord) -> LoadedRun {
-        LoadedRun {
-            spec: RunSpec {
-                dir: name.into(),
-                name: name.into(),
-            },
-            run,
-        }
+        LoadedRun::named(name, run)
     }
 
     fn keys(d: &[(String, Vec<String>)]) -> Vec<&str> {

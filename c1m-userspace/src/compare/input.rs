@@ -101,6 +101,20 @@ pub(crate) struct LoadedRun {
     pub run: RunRecord,
 }
 
+#[cfg(test)]
+impl LoadedRun {
+    /// A run loaded from a folder named as it is (tests build comparisons from records).
+    pub(crate) fn named(name: &str, run: RunRecord) -> LoadedRun {
+        LoadedRun {
+            spec: RunSpec {
+                dir: name.into(),
+                name: name.into(),
+            },
+            run,
+        }
+    }
+}
+
 /// Reads every run; the first bad one ends it. A folder named twice is refused: as two
 /// repeats it turned single runs into "apart (+0.0%)" rows, a spread of zero.
 pub(crate) fn load_all(specs: &[RunSpec]) -> Result<Vec<LoadedRun>, InputError> {

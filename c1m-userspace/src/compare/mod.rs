@@ -112,10 +112,7 @@ impl Comparison {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use super::{
-        input::{LoadedRun, RunSpec},
-        table,
-    };
+    use super::{input::LoadedRun, table};
     use crate::{
         model::RunRecord,
         workload::{
@@ -125,13 +122,7 @@ mod tests {
     };
 
     fn loaded(name: &str, run: RunRecord) -> LoadedRun {
-        LoadedRun {
-            spec: RunSpec {
-                dir: name.into(),
-                name: name.into(),
-            },
-            run,
-        }
+        LoadedRun::named(name, run)
     }
 
     /// Issue 20: a server whose stamp cannot follow the rule asked is not mixed with one

@@ -299,6 +299,32 @@ pub(crate) struct Row {
 }
 
 impl Row {
+    /// A row of `cells`, its unit's name and its strongest verdict derived here, once.
+    fn new(
+        group: String,
+        figure: String,
+        unit: Unit,
+        cells: Vec<Spread>,
+        differences: Vec<Difference>,
+        pairs: Vec<Difference>,
+    ) -> Row {
+        let verdict = differences
+            .iter()
+            .map(|d| d.verdict)
+            .max()
+            .unwrap_or(Verdict::NoData);
+        Row {
+            group,
+            figure,
+            unit,
+            unit_name: unit.name(),
+            cells,
+            differences,
+            verdict,
+            pairs,
+        }
+    }
+
     /// A latency group ("Latency: client connect_us").
     pub(crate) fn is_latency(&self) -> bool {
         self.group.starts_with(LATENCY_PREFIX)
@@ -449,20 +475,7 @@ pub(crate) fn rows_with_pairs(
             } else {
                 Vec::new()
             };
-            Row {
-                pairs,
-                verdict: differences
-                    .iter()
-                    .map(|d| d.verdict)
-                    .max()
-                    .unwrap_or(Verdict::NoData),
-                group,
-                figure,
-                unit,
-                unit_name: unit.name(),
-                cells,
-                differences,
-            }
+            Row::new(group, figure, unit, cells, differences, pairs)
         })
         .collect())
 }
@@ -516,20 +529,14 @@ pub(crate) mod tests_support {
             .map(|(a, b)| diff(a, b))
             .collect();
         let differences: Vec<Difference> = (1..names.len()).map(|k| diff(0, k)).collect();
-        Row {
-            group: group.to_owned(),
-            figure: figure.to_owned(),
+        Row::new(
+            group.to_owned(),
+            figure.to_owned(),
             unit,
-            unit_name: unit.name(),
-            verdict: differences
-                .iter()
-                .map(|d| d.verdict)
-                .max()
-                .unwrap_or(Verdict::NoData),
             cells,
             differences,
             pairs,
-        }
+        )
     }
 }
 

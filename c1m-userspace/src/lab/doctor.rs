@@ -40,6 +40,13 @@ pub(crate) fn bytes_per_connection() -> u64 {
         * SAFETY) as u64
 }
 
+/// The memory `n` connections need on this box: both ends, with the head room and the
+/// reserve. The memory check and `--force`'s "how far past" read this one figure.
+pub(crate) fn memory_needed(n: u64) -> u64 {
+    n.saturating_mul(bytes_per_connection())
+        .saturating_add(RESERVE_BYTES)
+}
+
 /// The most connections `available` bytes allow.
 pub(crate) fn connections_that_fit(available: u64) -> u64 {
     available.saturating_sub(RESERVE_BYTES) / bytes_per_connection()
@@ -285,9 +292,7 @@ pub(crate) fn checks(target: &Target) -> Vec<Check> {
     }
 
     let available = host::mem_available();
-    let need = n
-        .saturating_mul(bytes_per_connection())
-        .saturating_add(RESERVE_BYTES);
+    let need = memory_needed(n);
     let fit = connections_that_fit(available);
     out.push(check(
         "memory",

@@ -53,7 +53,7 @@ fn beyond_memory(n: u64, available: u64, fit: u64) -> Option<String> {
     if n <= fit {
         return None;
     }
-    let need = n.saturating_mul(doctor::bytes_per_connection());
+    let need = doctor::memory_needed(n);
     let times = if fit == 0 {
         "more than".to_owned()
     } else {
