@@ -53,11 +53,11 @@ impl std::fmt::Display for Connections {
 impl std::str::FromStr for Connections {
     type Err = String;
 
-    /// `1000000`, `1_000_000`, `10k`, `1M` or `1.5m` (k: thousand, m: million, either
+    /// `1000000`, `1_000_000`, `1,000,000`, `10k`, `1M` or `1.5m` (k: thousand, m: million, either
     /// case; a fraction only when the count comes out whole).
     fn from_str(s: &str) -> Result<Connections, String> {
         let hint = || format!("not a count: {s:?} (e.g. 100000, 10k or 1M)");
-        let t: String = s.trim().chars().filter(|&c| c != '_').collect();
+        let t = without_separators(s);
         let (digits, scale): (&str, u128) = match t.char_indices().last() {
             Some((i, 'k' | 'K')) => (&t[..i], 1_000),
             Some((i, 'm' | 'M')) => (&t[..i], 1_000_000),
@@ -106,9 +106,23 @@ impl std::str::FromStr for Connections {
 /// client hung).
 pub(crate) const MAX_RATE: f64 = 100_000_000.0;
 
+/// A number as people write it: `25000`, `25_000` or `25,000` (the help prints defaults
+/// with the separator every other number of c1m's output has, so it must read them back).
+fn without_separators(s: &str) -> String {
+    s.trim().chars().filter(|&c| c != '_' && c != ',').collect()
+}
+
+/// A plain count flag (`--in-flight`, `--backlog`, sizes in bytes): digits with
+/// optional thousands separators.
+pub(crate) fn parse_number<T: std::str::FromStr>(s: &str) -> Result<T, String> {
+    without_separators(s)
+        .parse()
+        .map_err(|_| format!("not a number: {s:?} (e.g. 2048 or 2,048)"))
+}
+
 /// `--rate`: connections per second, 0 (unpaced) up to [`MAX_RATE`].
 pub(crate) fn parse_rate(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
+    match without_separators(s).parse::<f64>() {
         Ok(r) if (0.0..=MAX_RATE).contains(&r) => Ok(r),
         Ok(_) => Err(format!(
             "a rate is 0 (as fast as --in-flight allows) up to {} connections per second",
@@ -227,6 +241,18 @@ mod tests {
         assert_eq!(n("1.76m"), Ok(1_760_000));
         assert_eq!(n("2.5k"), Ok(2_500));
         assert_eq!(n("1"), Ok(1));
+        assert_eq!(n("1,000,000"), Ok(1_000_000));
+    }
+
+    /// The help prints defaults as `25,000`; every such flag reads that back.
+    #[test]
+    fn numbers_read_back_as_the_help_prints_them() {
+        assert_eq!(parse_number::<u64>("25,000"), Ok(25_000));
+        assert_eq!(parse_number::<u64>("1_048_576"), Ok(1 << 20));
+        assert_eq!(parse_number::<i32>("65,535"), Ok(65_535));
+        assert_eq!(parse_rate("25,000"), Ok(25_000.0));
+        assert!(parse_number::<u64>("-1").is_err());
+        assert!(parse_number::<u64>("2k").is_err());
     }
 
     #[test]

@@ -5,6 +5,16 @@ use std::sync::{
     atomic::{AtomicBool, Ordering},
 };
 
+/// The binary this process runs, to start more of itself. `/proc/self/exe` names the
+/// running image even after a rebuild replaced the file on disk: a `--servers`
+/// sequence lost its last two runs to ENOENT when `cargo build` ran beside it, since
+/// `current_exe()` then reads "…/c1m (deleted)". Every child so runs the same c1m as
+/// its parent. Only for this process's own exec: handed to another program (`ip netns
+/// exec`), the path would name that program.
+pub(crate) fn own_exe() -> std::path::PathBuf {
+    std::path::PathBuf::from("/proc/self/exe")
+}
+
 /// The one check of a libc call that returns -1 and sets errno, for the few calls
 /// rustix lacks (each caller says which): `Ok(r)` otherwise. Generic, so it covers
 /// `c_int` returns (setsockopt, signal installs) and `syscall(2)`'s `c_long` alike.

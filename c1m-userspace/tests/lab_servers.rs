@@ -630,3 +630,61 @@ fn kill_9_of_the_sequence_ends_the_run_under_way() {
         .expect("c1m doctor --restore");
     assert!(restore.status.success(), "{restore:?}");
 }
+
+/// A rebuild beside a sequence (cargo replaces the binary on disk) lost the runs that
+/// started after it: each was spawned from "…/c1m (deleted)" and failed with ENOENT.
+/// Every run of a sequence is the c1m that started it, whatever happens to its file.
+#[test]
+fn a_sequence_outlives_its_binary_being_replaced() {
+    let test = "a_sequence_outlives_its_binary_being_replaced";
+    if !root_or_skip(test) {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let out_dir = fresh_dir("servers-replaced-binary");
+    let bin_dir = fresh_dir("servers-replaced-binary-bin");
+    let copy = bin_dir.join("c1m");
+    std::fs::copy(env!("CARGO_BIN_EXE_c1m"), &copy).expect("copy the binary");
+    let cmd = c1m_run(
+        &out_dir,
+        &[
+            "--servers",
+            "c1m-epoll,c1m-tokio",
+            "-n",
+            "300",
+            "--idle",
+            "1s",
+        ],
+    );
+    let argv: Vec<_> = cmd.get_args().map(ToOwned::to_owned).collect();
+    let mut cmd = std::process::Command::new(&copy);
+    cmd.args(argv);
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn c1m run");
+    let until = Instant::now() + Duration::from_secs(90);
+    while !lab_util::run_folders(&out_dir)
+        .first()
+        .is_some_and(|cmp| load_run(&cmp.join("c1m-epoll-1")).is_ok_and(|r| !r.phases.is_empty()))
+    {
+        assert!(Instant::now() < until, "the first run's setup never ended");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // What a rebuild does: a new file under the old name, the old one unlinked.
+    std::fs::remove_file(&copy).expect("remove the binary");
+    std::fs::write(&copy, b"#!/bin/sh\nexit 99\n").expect("a different file in its place");
+    let out = child.wait_with_output().expect("wait for the sequence");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let cmp = lab_util::run_folder(&out_dir);
+    assert_eq!(run_names(&cmp), ["c1m-epoll-1", "c1m-tokio-1"]);
+    for name in ["c1m-epoll-1", "c1m-tokio-1"] {
+        complete_and_every_connection_pushed(name, &record(&cmp.join(name)), 300);
+    }
+}

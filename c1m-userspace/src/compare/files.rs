@@ -358,8 +358,8 @@ fn html(cmp: &Comparison) -> Result<String, ExportError> {
             @for c in &h.columns {
                 h3 { (c.column.what()) }
                 ul.verdicts {
-                    @for v in h.verdicts.iter().filter(|v| v.column == c.column) {
-                        li { (v.words) }
+                    @for line in h.column_lines(c.column) {
+                        li { (line) }
                     }
                 }
             }

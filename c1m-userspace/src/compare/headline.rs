@@ -189,6 +189,10 @@ pub(crate) enum Call {
     NoData,
     /// Every run of both gave the same value.
     Same,
+    /// The medians differ by less than [`NEGLIGIBLE`] of the larger: whatever the
+    /// statistics say, nobody picks a server by it (4,095.9 B against 4,096 B per
+    /// kernel socket read "0.0% less kernel memory (likely)").
+    Negligible,
     /// A name has fewer than [`MIN_REPEATS`] runs.
     TooFewRuns,
     /// The interval holds no difference: runs vary more than the two differ.
@@ -219,6 +223,7 @@ impl Call {
             Call::NoClearDifference => "no clear difference",
             Call::TooFewRuns => "no call",
             Call::Same => "same",
+            Call::Negligible => "no practical difference",
             Call::NoData => "no data",
         }
     }
@@ -305,8 +310,18 @@ fn cell(unit: Unit, s: &Spread) -> Cell {
     }
 }
 
-/// Marks the best and the worst median of a column (ties all marked), when at least
-/// two names have one and they are not all equal.
+/// Medians closer than this fraction of the larger are no practical difference: the
+/// same floor the comparison's spread never goes under (1% of the baseline's median).
+const NEGLIGIBLE: f64 = 0.01;
+
+/// `x` and `y` differ by less than [`NEGLIGIBLE`] of the larger.
+fn negligible(x: f64, y: f64) -> bool {
+    (x - y).abs() < NEGLIGIBLE * x.abs().max(y.abs())
+}
+
+/// Marks the best and the worst median of a column: every median within
+/// [`NEGLIGIBLE`] of the best (worst) is marked with it, and nothing is marked when at
+/// most one name has a value or every value is that close to the best.
 fn mark(cells: &mut [Cell], better: Better) {
     let values: Vec<f64> = cells.iter().filter_map(|c| c.median).collect();
     if values.len() < 2 {
@@ -316,7 +331,7 @@ fn mark(cells: &mut [Cell], better: Better) {
         values.iter().copied().fold(f64::INFINITY, f64::min),
         values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
     );
-    if lo == hi {
+    if negligible(lo, hi) {
         return;
     }
     let (best, worst) = match better {
@@ -324,8 +339,8 @@ fn mark(cells: &mut [Cell], better: Better) {
         Better::Lower => (lo, hi),
     };
     for c in cells {
-        c.best = c.median == Some(best);
-        c.worst = c.median == Some(worst);
+        c.best = c.median.is_some_and(|m| negligible(m, best));
+        c.worst = c.median.is_some_and(|m| negligible(m, worst));
     }
 }
 
@@ -357,7 +372,15 @@ fn vary(a: &Spread, b: &Spread) -> Option<f64> {
 }
 
 fn verdict(column: Column, unit: Unit, a: &Spread, b: &Spread, d: &Difference) -> PairVerdict {
-    let call = Call::of(d.verdict);
+    let call = match (Call::of(d.verdict), a.median, b.median) {
+        // Under 1% apart no number of runs makes a practical difference.
+        (
+            Call::Likely | Call::Sure | Call::NoClearDifference | Call::TooFewRuns,
+            Some(x),
+            Some(y),
+        ) if negligible(x, y) => Call::Negligible,
+        (call, ..) => call,
+    };
     let (an, bn) = (a.name.as_str(), b.name.as_str());
     let what = column.what();
     let mut v = PairVerdict {
@@ -422,6 +445,10 @@ fn verdict(column: Column, unit: Unit, a: &Spread, b: &Spread, d: &Difference) -
             )
         }
         (Call::Same, _) => format!("{an} vs {bn} {what}: the same in every run"),
+        (Call::Negligible, _) => format!(
+            "{an} vs {bn} {what}: no practical difference (under {}%)",
+            num(NEGLIGIBLE * 100.0, 0)
+        ),
         (Call::NoData, _) => {
             let none: Vec<&str> = [a, b]
                 .iter()
@@ -442,8 +469,10 @@ fn verdict(column: Column, unit: Unit, a: &Spread, b: &Spread, d: &Difference) -
 }
 
 /// What `k` is clearly best (or worst) at: the columns where its median is the best
-/// (worst) and its verdict against every other name is at least `likely`, with the
-/// weakest of them: `setup rate (sure)`. A lead the runs do not bear out is no finding.
+/// (worst) and its verdict against every other name that has enough runs is at least
+/// `likely`, with the weakest of them: `setup rate (sure)`. A lead the runs do not bear
+/// out is no finding; names with too few runs are left out of the claim (and named by
+/// the sentence), so two failed runs of one server do not silence the whole answer.
 fn at(
     h: &[TableColumn],
     verdicts: &[PairVerdict],
@@ -461,7 +490,7 @@ fn at(
             let calls: Vec<Call> = verdicts
                 .iter()
                 .filter(|v| v.column == c.column && (v.a == name || v.b == name))
-                .filter(|v| v.call != Call::NoData)
+                .filter(|v| !matches!(v.call, Call::NoData | Call::TooFewRuns))
                 .map(|v| {
                     let mine = v.better.as_deref() == Some(name);
                     let theirs = v.better.is_some() && !mine;
@@ -479,6 +508,86 @@ fn at(
             Some(format!("{} ({how})", c.column.what()))
         })
         .collect()
+}
+
+/// One sentence per name: what it is clearly best and worst at, against the names with
+/// enough runs, and which names were too few runs to call against.
+fn who_is_better(
+    columns: &[TableColumn],
+    verdicts: &[PairVerdict],
+    names: &[String],
+) -> Vec<String> {
+    let runs = |k: usize| columns.iter().map(|c| c.cells[k].runs).max().unwrap_or(0);
+    let few: Vec<&str> = names
+        .iter()
+        .enumerate()
+        .filter(|&(k, _)| runs(k) < MIN_REPEATS)
+        .map(|(_, n)| n.as_str())
+        .collect();
+    names
+        .iter()
+        .enumerate()
+        .map(|(k, n)| {
+            let r = runs(k);
+            if r < MIN_REPEATS {
+                return format!(
+                    "{n}: no call ({r} run{} with figures, {MIN_REPEATS} needed).",
+                    if r == 1 { "" } else { "s" }
+                );
+            }
+            let best = at(columns, verdicts, n, k, true);
+            let worst = at(columns, verdicts, n, k, false);
+            let mut s = match (best.is_empty(), worst.is_empty()) {
+                (true, true) => format!("{n}: nothing clearly best or worst"),
+                (false, true) => format!("{n}: best at {}", best.join(", ")),
+                (true, false) => format!("{n}: worst at {}", worst.join(", ")),
+                (false, false) => {
+                    format!(
+                        "{n}: best at {}; worst at {}",
+                        best.join(", "),
+                        worst.join(", ")
+                    )
+                }
+            };
+            let others: Vec<&str> = few.iter().copied().filter(|f| f != n).collect();
+            if !others.is_empty() {
+                s.push_str(&format!(
+                    " (not called against {}: under {MIN_REPEATS} runs)",
+                    others.join(", ")
+                ));
+            }
+            s.push('.');
+            s
+        })
+        .collect()
+}
+
+impl Headline {
+    /// A column's verdicts as they read: one line when every pair is the same (or no
+    /// practical difference) — 15 lines of "the same in every run" said nothing more —
+    /// else each pair's words.
+    pub(crate) fn column_lines(&self, column: Column) -> Vec<String> {
+        let mine: Vec<&PairVerdict> = self
+            .verdicts
+            .iter()
+            .filter(|v| v.column == column)
+            .collect();
+        let all = |call: Call| mine.len() > 1 && mine.iter().all(|v| v.call == call);
+        if all(Call::Same) {
+            vec!["the same for every name, in every run".to_owned()]
+        } else if mine.len() > 1
+            && mine
+                .iter()
+                .all(|v| matches!(v.call, Call::Same | Call::Negligible))
+        {
+            vec![format!(
+                "no practical difference between any two names (under {}%)",
+                num(NEGLIGIBLE * 100.0, 0)
+            )]
+        } else {
+            mine.iter().map(|v| v.words.clone()).collect()
+        }
+    }
 }
 
 /// The headline of `rows` (computed with every pair on the columns' rows).
@@ -512,22 +621,7 @@ pub(crate) fn of(rows: &[Row], names: &[String]) -> Headline {
     let who_is_better = if names.len() < 2 {
         Vec::new()
     } else {
-        names
-            .iter()
-            .enumerate()
-            .map(|(k, n)| {
-                let best = at(&columns, &verdicts, n, k, true);
-                let worst = at(&columns, &verdicts, n, k, false);
-                let list = |l: Vec<String>| {
-                    if l.is_empty() {
-                        "nothing clearly".to_owned()
-                    } else {
-                        l.join(", ")
-                    }
-                };
-                format!("{n}: best at {}; worst at {}.", list(best), list(worst))
-            })
-            .collect()
+        who_is_better(&columns, &verdicts, names)
     };
     Headline {
         names: names.to_vec(),
@@ -624,9 +718,66 @@ mod tests {
         assert_eq!(
             h.who_is_better,
             [
-                "fast: best at nothing clearly; worst at user memory per connection (sure).",
-                "mid: best at nothing clearly; worst at nothing clearly.",
+                "fast: worst at user memory per connection (sure).",
+                "mid: nothing clearly best or worst.",
                 "slow: best at user memory per connection (sure); worst at setup rate (likely).",
+            ]
+        );
+    }
+
+    /// Medians under 1% apart are no practical difference, however many runs say they
+    /// differ, and star nobody; a column where every pair is so reads as one line.
+    #[test]
+    fn under_one_percent_apart_is_no_practical_difference() {
+        let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let rows = vec![row(
+            ("Memory per connection", "kernel, per socket"),
+            Unit::Bytes,
+            &names,
+            &[
+                &[4_096.0, 4_096.0, 4_096.0],
+                &[4_090.0, 4_090.0, 4_090.0],
+                &[4_096.0, 4_096.0],
+            ],
+        )];
+        let h = of(&rows, &names);
+        assert_eq!(
+            words(&h, Column::KernelMemory),
+            [
+                "a vs b kernel memory per connection: no practical difference (under 1%)",
+                "a vs c kernel memory per connection: the same in every run",
+                "b vs c kernel memory per connection: no practical difference (under 1%)",
+            ]
+        );
+        assert!(h.columns[0].cells.iter().all(|c| !c.best && !c.worst));
+        assert_eq!(
+            h.column_lines(Column::KernelMemory),
+            ["no practical difference between any two names (under 1%)"]
+        );
+    }
+
+    /// A name with too few runs (two failed runs of go) is left out of the others'
+    /// claims, and named, instead of silencing every claim.
+    #[test]
+    fn too_few_runs_of_one_name_leave_the_others_claims() {
+        let names: Vec<String> = ["fast", "slow", "go"].map(String::from).to_vec();
+        let rows = vec![row(
+            ("Setup", "achieved rate (connected / ramp)"),
+            Unit::PerSecond,
+            &names,
+            &[
+                &[27_000.0, 27_500.0, 28_000.0],
+                &[10_000.0, 10_100.0, 10_200.0],
+                &[20_000.0, 21_000.0],
+            ],
+        )];
+        let h = of(&rows, &names);
+        assert_eq!(
+            h.who_is_better,
+            [
+                "fast: best at setup rate (sure) (not called against go: under 3 runs).",
+                "slow: worst at setup rate (sure) (not called against go: under 3 runs).",
+                "go: no call (2 runs with figures, 3 needed).",
             ]
         );
     }

@@ -13,6 +13,7 @@ use super::{
     interval::{CONFIDENCE, RESAMPLES},
     table::{LATENCY_PREFIX, MIN_REPEATS, Row, Spread, Verdict, show},
 };
+use crate::model::Outcome;
 use crate::report::{fmt::ms, html::headline};
 
 /// The latency columns of the seeds' table, in their order: (header, figure label).
@@ -395,23 +396,25 @@ fn pair_verdicts(cmp: &Comparison, width: usize) -> String {
             .map(|f| f.to_uppercase().chain(chars).collect())
             .unwrap_or_default();
         out.push_str(&wrap(&title, width, "  "));
-        for v in mine {
-            out.push_str(&wrap(&v.words, width, "    "));
+        for line in cmp.headline.column_lines(c.column) {
+            out.push_str(&wrap(&line, width, "    "));
         }
     }
     out
 }
 
-/// One line per name: its runs and how they ended.
+/// One line per name: its runs, how many ended each way, and why each run that did not
+/// complete ended so (its folder and first warning: a failed run is out of the figures,
+/// and a reader must not have to open its folder to learn why).
 fn runs_brief(cmp: &Comparison, width: usize) -> String {
     let mut out = String::new();
     for n in &cmp.names {
         let mine: Vec<&LoadedRun> = cmp.runs.iter().filter(|r| r.spec.name == *n).collect();
-        let mut outcomes: Vec<String> = Vec::new();
+        let mut outcomes: Vec<(Outcome, usize)> = Vec::new();
         for r in &mine {
-            let o = r.run.outcome.to_string();
-            if !outcomes.contains(&o) {
-                outcomes.push(o);
+            match outcomes.iter_mut().find(|(o, _)| *o == r.run.outcome) {
+                Some((_, k)) => *k += 1,
+                None => outcomes.push((r.run.outcome, 1)),
             }
         }
         let server = mine
@@ -419,15 +422,35 @@ fn runs_brief(cmp: &Comparison, width: usize) -> String {
             .map(|r| r.run.server_label())
             .unwrap_or_default();
         let runs = if mine.len() == 1 { "run" } else { "runs" };
+        let ended = match outcomes.as_slice() {
+            [(o, _)] => o.to_string(),
+            _ => outcomes
+                .iter()
+                .map(|(o, k)| format!("{k} {o}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
         out.push_str(&wrap(
-            &format!(
-                "{n}: {} {runs} ({}), {server}",
-                mine.len(),
-                outcomes.join(", ")
-            ),
+            &format!("{n}: {} {runs} ({ended}), {server}", mine.len()),
             width,
             "  ",
         ));
+        for r in mine.iter().filter(|r| r.run.outcome != Outcome::Complete) {
+            let folder = r.spec.dir.file_name().map_or_else(
+                || r.spec.dir.display().to_string(),
+                |f| f.to_string_lossy().into_owned(),
+            );
+            let why = r
+                .run
+                .warnings
+                .first()
+                .map_or("no reason recorded", String::as_str);
+            out.push_str(&wrap(
+                &format!("{folder}: {}: {why}", r.run.outcome),
+                width,
+                "    ",
+            ));
+        }
     }
     if let Some(line) = super::dirty_starts(&cmp.runs) {
         out.push_str(&wrap(&line, width, "  "));

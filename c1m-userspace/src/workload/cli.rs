@@ -19,7 +19,7 @@ use super::{
     push_trigger::PushTrigger,
     supervisor::{self, Options, Side},
 };
-use crate::args::{Connections, parse_addrs, parse_ports, parse_rate};
+use crate::args::{Connections, parse_addrs, parse_number, parse_ports, parse_rate};
 
 /// The flags `c1m server` and `c1m client` share, word for word.
 #[derive(Args, Debug, Clone)]
@@ -83,14 +83,14 @@ pub struct ServerArgs {
     #[command(flatten)]
     pub common: CommonArgs,
     /// Largest WebSocket message accepted (bytes); larger ones are closed with 1009.
-    #[arg(value_name = "BYTES", long, default_value_t = 1 << 20)]
+    #[arg(value_name = "BYTES", long, default_value = "1,048,576", value_parser = parse_number::<u64>)]
     pub max_message: u64,
     /// WebSocket: close a connection that has not finished its handshake this long after
     /// accept, so silent or stalled peers cannot pin slots (0s: wait forever).
     #[arg(value_name = "DURATION", long, default_value = "10s", value_parser = crate::duration::parse)]
     pub handshake_timeout: Duration,
     /// listen() backlog per socket (the kernel caps it at net.core.somaxconn).
-    #[arg(value_name = "COUNT", long, default_value_t = 65_535)]
+    #[arg(value_name = "COUNT", long, default_value = "65,535", value_parser = parse_number::<i32>)]
     pub backlog: i32,
     /// Stop after this long (default: until `stop` or a signal).
     #[arg(value_name = "DURATION", long, value_parser = crate::duration::parse)]
@@ -136,7 +136,7 @@ pub struct ClientArgs {
     pub rate: f64,
     /// Most connects (and WebSocket handshakes) in flight at once, over all shards; at
     /// teardown, most WebSocket close frames waiting for the server to close.
-    #[arg(value_name = "COUNT", long, default_value_t = 1024)]
+    #[arg(value_name = "COUNT", long, default_value = "1,024", value_parser = parse_number::<u64>)]
     pub in_flight: u64,
     /// How long to hold the connections after the ramp, then close them ("forever": until
     /// `close`, `stop` or a signal).
@@ -169,7 +169,7 @@ pub struct ClientArgs {
     #[arg(value_name = "COUNT", long)]
     pub step: Option<u64>,
     /// Largest WebSocket message accepted (bytes).
-    #[arg(value_name = "BYTES", long, default_value_t = 1 << 20)]
+    #[arg(value_name = "BYTES", long, default_value = "1,048,576", value_parser = parse_number::<u64>)]
     pub max_message: u64,
     /// How the server stamps its pushes: c1m, u64le-us (8 bytes LE µs since the epoch),
     /// u64be-ms, text-ms, text-us (decimal) or json:FIELD. A data frame that does not

@@ -122,7 +122,7 @@ pub(crate) async fn spawn_process(
     events: mpsc::UnboundedSender<ShardEvent>,
 ) -> Result<ShardHandle> {
     let shard = shard_of(&cfg);
-    let exe = std::env::current_exe().context("find own executable to start workers")?;
+    let exe = crate::util::own_exe();
     let mut cmd = tokio::process::Command::new(exe);
     cmd.arg("worker")
         .arg("--shard")

@@ -31,7 +31,7 @@ impl Drop for Children {
 /// `block_on` of [`main`]), which lives as long as the lab: the child's death signal
 /// is tied to the thread that forked it.
 pub(super) fn spawn_c1m(argv: &[std::ffi::OsString], log: &Path) -> Result<Child> {
-    let exe = std::env::current_exe().context("locating the c1m binary")?;
+    let exe = crate::util::own_exe();
     let log = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let mut cmd = tokio::process::Command::new(exe);
     cmd.args(argv)

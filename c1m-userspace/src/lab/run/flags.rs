@@ -36,7 +36,7 @@ pub struct RunArgs {
     pub connections: Option<TargetArg>,
     /// Target setup rate, connections per second (the seeds ramped at 10,000/s; 0: as
     /// fast as the client's in-flight bound allows).
-    #[arg(help_heading = "Workload", long, default_value_t = 25_000)]
+    #[arg(help_heading = "Workload", long, default_value = "25,000", value_parser = crate::args::parse_number::<u64>)]
     pub rate: u64,
     /// Server ports (the Netty 1M test listened on 100).
     #[arg(help_heading = "Workload", long, default_value = "8000-8099")]
@@ -95,7 +95,8 @@ pub struct RunArgs {
         value_name = "COUNT",
         help_heading = "Workload",
         long,
-        default_value_t = 2048
+        default_value = "2,048",
+        value_parser = crate::args::parse_number::<u64>
     )]
     pub in_flight: u64,
     /// Apply the sysctls the run needs (somaxconn, port range, …) and restore them after.

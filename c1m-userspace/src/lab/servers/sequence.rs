@@ -97,7 +97,7 @@ async fn run_one(
     stdout_log: Option<&std::path::Path>,
     signals: &mut Signals,
 ) -> Result<ExitStatus> {
-    let exe = std::env::current_exe().context("locating the c1m binary")?;
+    let exe = crate::util::own_exe();
     let mut cmd = tokio::process::Command::new(exe);
     cmd.args(argv).kill_on_drop(true);
     if let Some(log) = stdout_log {
