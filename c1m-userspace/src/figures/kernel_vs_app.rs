@@ -91,6 +91,23 @@ pub(crate) fn client_hosts_open(kernel: Option<i64>, app: Option<i64>) -> Kernel
     }
 }
 
+/// The server host's client row while the clients run on other hosts (`c1m run
+/// --clients external`): this host's kernel holds none of their sockets and its lab has
+/// no client to ask, so both figures are missing and the row says where they are.
+pub(crate) fn client_hosts_elsewhere() -> KernelVsApp {
+    KernelVsApp {
+        what: CLIENT_HOSTS_OPEN.to_owned(),
+        kernel: None,
+        app: None,
+        agree: false,
+        explanation: Some(
+            "the clients run on other hosts: each counts its own kernel (eBPF in its network \
+             namespace) against its app in its run folder; `c1m merge` puts them side by side"
+                .to_owned(),
+        ),
+    }
+}
+
 #[cfg(test)]
 /// The row named `what`, if present.
 pub(crate) fn row<'a>(rows: &'a [KernelVsApp], what: &str) -> Option<&'a KernelVsApp> {
