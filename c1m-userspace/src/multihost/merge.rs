@@ -136,22 +136,19 @@ pub(crate) fn main(a: MergeArgs) -> anyhow::Result<i32> {
 
 /// `client-0: kernel 15,000 = app 15,000 (eBPF)`: one host's kernel against its app.
 fn host_line(h: &HostBreakdown) -> String {
-    let n = |v: Option<i64>| v.map_or("n/a".to_owned(), |v| crate::fmt::int(i128::from(v)));
     let source = h.kernel_source.map_or("unknown", |s| s.name());
-    match &h.kernel_vs_app {
-        Some(r) => format!(
-            "{}: kernel {} {} app {} ({source}){}",
-            h.label,
-            n(r.kernel),
-            if r.agree { "=" } else { "≠" },
-            n(r.app),
-            r.explanation
-                .as_deref()
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default()
-        ),
-        None => format!("{}: kernel not read", h.label),
-    }
+    format!(
+        "{}: kernel {} {} app {} ({source}){}",
+        h.label,
+        h.kernel_connected
+            .map_or("n/a".to_owned(), |v| crate::fmt::int(i128::from(v))),
+        if h.kernel_agrees { "=" } else { "≠" },
+        crate::fmt::count(h.connected),
+        h.kernel_explanation
+            .as_deref()
+            .map(|e| format!(": {e}"))
+            .unwrap_or_default()
+    )
 }
 
 fn read_host(dir: &Path) -> Result<Host, MergeError> {
@@ -546,6 +543,7 @@ fn breakdown(h: &Host) -> HostBreakdown {
         .kernel
         .as_ref()
         .filter(|_| info.kernel_source == Some(KernelSource::Observer));
+    let kernel = kernel_vs_app(h, kernel_client_established);
     HostBreakdown {
         label: label(h),
         hostname: info.hostname.clone(),
@@ -560,7 +558,9 @@ fn breakdown(h: &Host) -> HostBreakdown {
         push_message_p99_us: p99("push_message_us"),
         kernel_client_established,
         kernel_source: info.kernel_source,
-        kernel_vs_app: Some(kernel_vs_app(h, kernel_client_established)),
+        kernel_connected: kernel.kernel,
+        kernel_agrees: kernel.agree,
+        kernel_explanation: kernel.explanation,
         kernel_retransmits: observed.map(|k| k.client.retransmits.total),
         kernel_resets_sent: observed.map(|k| k.client.resets_sent_by_reason.values().sum()),
         kernel_socket_bytes: observed.and(

@@ -113,10 +113,14 @@ pub struct HostBreakdown {
     pub kernel_client_established: Option<i64>,
     /// Where the host's kernel figures came from (None: a folder of an older c1m).
     pub kernel_source: Option<KernelSource>,
-    /// The host's kernel against its app: connections its kernel saw established since
-    /// the observer attached against those its app connected (with /proc/net/tcp only,
-    /// the most ESTABLISHED at once).
-    pub kernel_vs_app: Option<crate::model::KernelVsApp>,
+    /// The host's kernel figure against its app's `connected`: connections its kernel
+    /// saw reach ESTABLISHED since the observer attached (with /proc/net/tcp only, the
+    /// most ESTABLISHED at once; None: not read).
+    pub kernel_connected: Option<i64>,
+    /// Whether `kernel_connected` equals `connected`.
+    pub kernel_agrees: bool,
+    /// Why they differ, or where the kernel figure came from when not from eBPF.
+    pub kernel_explanation: Option<String>,
     /// Segments the host's kernel retransmitted on its connections (observer only).
     pub kernel_retransmits: Option<u64>,
     /// Resets the host's kernel sent on its connections (observer only).

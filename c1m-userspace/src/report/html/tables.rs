@@ -209,17 +209,16 @@ pub(super) fn hosts_table(m: &crate::multihost::model::Merged) -> Markup {
                 th.t { "why they differ" }
             }
             @for h in &m.hosts {
-                @let row = h.kernel_vs_app.as_ref();
                 tr {
                     td.t { (h.label) }
                     td.t { (h.kernel_source.map_or("–", |s| s.name())) }
-                    td { (opt(row.and_then(|r| r.kernel), |v| int(i128::from(v)))) }
+                    td { (opt(h.kernel_connected, |v| int(i128::from(v)))) }
                     td { (int(i128::from(h.connected))) }
-                    td { (row.map_or(html! { "–" }, |r| agree_mark(r.agree))) }
+                    td { (agree_mark(h.kernel_agrees)) }
                     td { (opt(h.kernel_retransmits, |v| int(i128::from(v)))) }
                     td { (opt(h.kernel_resets_sent, |v| int(i128::from(v)))) }
                     td { (opt(h.kernel_socket_bytes, |v| bytes(v as f64))) }
-                    td.wrap { (row.and_then(|r| r.explanation.as_deref()).unwrap_or("")) }
+                    td.wrap { (h.kernel_explanation.as_deref().unwrap_or("")) }
                 }
             }
         }
