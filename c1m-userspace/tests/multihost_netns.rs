@@ -13,7 +13,11 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use c1m::{report, workload::stats::histograms::HIST_NAMES};
+use c1m::{
+    multihost::model::KernelSource, observer::audit::Figure, report,
+    workload::stats::histograms::HIST_NAMES,
+};
+use c1m_common::tcp_state;
 use lab_util::{fresh_dir, root_or_skip};
 
 /// Connections over both client hosts (15,000 each, 10 workers a host).
@@ -138,6 +142,19 @@ fn listening(ns: &str, port: &str) -> bool {
     !out.stdout.is_empty()
 }
 
+/// Waits until `port` listens in `ns`, at most 60 s (then fails with the server's log).
+fn wait_listening(ns: &str, port: &str, log: &Path) {
+    let up = Instant::now();
+    while !listening(ns, port) {
+        assert!(
+            up.elapsed() < Duration::from_secs(60),
+            "the server did not listen within 60 s:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 fn hlog_total(path: &Path) -> u64 {
     match std::fs::read_to_string(path) {
         Ok(text) => report::hlog::merge(&[&text]).expect("hlog").len(),
@@ -189,15 +206,10 @@ fn two_client_hosts_merge_exactly_into_one_run() {
         &server_log,
     );
     hosts.children.push(server);
-    let up = Instant::now();
-    while !listening(&srv, "8003") {
-        assert!(
-            up.elapsed() < Duration::from_secs(60),
-            "the server did not listen within 60 s:\n{}",
-            std::fs::read_to_string(&server_log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_listening(&srv, "8003", &server_log);
+    // The clock endpoint too: a client's query then connects once (a refused retry would
+    // be one more ActiveOpens than the clock lines say).
+    wait_listening(&srv, "7999", &server_log);
     // Both hosts ramp together, 2 s from now.
     let start_at = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -274,6 +286,8 @@ fn two_client_hosts_merge_exactly_into_one_run() {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    // What a user sees: the per-host kernel-vs-app lines.
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
     let run = report::load_run(&merged).expect("merged summary");
     let shards: Vec<_> = client_dirs
         .iter()
@@ -336,5 +350,204 @@ fn two_client_hosts_merge_exactly_into_one_run() {
     assert_eq!(hlog_total(&merged.join("client-connect_us.hlog")), TOTAL);
     let report = std::fs::read_to_string(merged.join("report.html")).expect("report");
     assert!(report.contains("Client hosts") && report.contains("client-1"));
+    assert!(report.contains("Kernel vs app, per client host"));
+    for (i, ns) in [&c0, &c1].into_iter().enumerate() {
+        let clock_queries = log(&format!("client-{i}.out"))
+            .matches("clock offset to")
+            .count() as u64;
+        each_host_observed(ns, &shards[i], clock_queries);
+    }
+    for h in &mh.hosts {
+        assert_eq!(h.kernel_source, Some(KernelSource::Observer), "{}", h.label);
+        assert_eq!(h.kernel_connected, Some((TOTAL / 2) as i64), "{h:?}");
+        assert!(h.kernel_agrees && h.kernel_explanation.is_none(), "{h:?}");
+        assert!(h.kernel_retransmits.is_some() && h.kernel_socket_bytes.is_some());
+    }
+    server_names_its_clients(&server_dir, &log("server.out"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A client host's eBPF figures against its own namespace's MIB and its app, exactly:
+/// every connect the observer saw is one the kernel counted (`Tcp ActiveOpens`, less
+/// the clock queries to the server's control port, which are not on the watched ports)
+/// and one the app connected.
+fn each_host_observed(ns: &str, run: &c1m::model::RunRecord, clock_queries: u64) {
+    let host = run.host.as_ref().expect("host");
+    assert_eq!(host.kernel_source, Some(KernelSource::Observer), "{ns}");
+    assert_eq!(host.kernel_fallback, None, "{ns}");
+    let k = run.kernel.as_ref().expect("the observer's last view");
+    let app = run.client.as_ref().expect("client").counters.connected;
+    assert_eq!(app, TOTAL / 2);
+    // CLOSE -> SYN_SENT, SYN_SENT -> ESTABLISHED: every connection on the client side.
+    assert_eq!(k.client.established_total, app, "{ns}");
+    assert_eq!(
+        k.client.transition(tcp_state::CLOSE, tcp_state::SYN_SENT),
+        app,
+        "{ns}: births"
+    );
+    assert_eq!(
+        k.server.established_total, 0,
+        "{ns}: no server on a client host"
+    );
+    let snmp = Command::new("ip")
+        .args(["netns", "exec", ns, "cat", "/proc/net/snmp"])
+        .output()
+        .expect("ip netns exec cat");
+    let active_opens = mib_tcp(&String::from_utf8_lossy(&snmp.stdout), "ActiveOpens");
+    assert_eq!(
+        active_opens,
+        app + clock_queries,
+        "{ns}: ActiveOpens = connects + {clock_queries} clock queries"
+    );
+    // The observer's own audit read the same MIB over its life: equal, row by row.
+    let audit = run.audit.as_ref().expect("audit");
+    let opens = audit
+        .rows
+        .iter()
+        .find(|r| r.figure == Figure::ActiveOpens)
+        .expect("ActiveOpens row");
+    assert_eq!((opens.c1m, opens.kernel), (app, app), "{ns}: {opens:?}");
+    // The last phase's rows compare the client side only, and agree.
+    let last = run.phases.last().expect("phases");
+    assert!(
+        last.kernel_vs_app
+            .iter()
+            .all(|r| r.what.starts_with("client")),
+        "{ns}: {:?}",
+        last.kernel_vs_app
+    );
+    assert!(
+        run.samples
+            .iter()
+            .any(|s| s.kernel_client_established == Some(app as i64)),
+        "{ns}: the kernel held every connection at once"
+    );
+}
+
+/// `Tcp: NAME` of /proc/net/snmp's text.
+fn mib_tcp(text: &str, name: &str) -> u64 {
+    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
+    let (heads, values) = (
+        tcp.next().expect("Tcp header"),
+        tcp.next().expect("Tcp values"),
+    );
+    let i = heads
+        .split_whitespace()
+        .position(|h| h == name)
+        .expect("counter");
+    values
+        .split_whitespace()
+        .nth(i)
+        .and_then(|v| v.parse().ok())
+        .expect("number")
+}
+
+/// The server host names its clients by the addresses they connected from, and never
+/// counted more connections than there were (each read of the socket table counts a
+/// connection once).
+fn server_names_its_clients(server_dir: &Path, server_log: &str) {
+    let run = report::load_run(server_dir).expect("server summary");
+    assert_eq!(run.config.sources, "10.77.0.2,10.77.0.3");
+    assert!(!server_log.contains("127.0.0."), "{server_log}");
+    let counted: Vec<u64> = server_log
+        .lines()
+        .filter_map(|l| l.split_once("client host(s), "))
+        .filter_map(|(_, rest)| rest.split_once(" connections"))
+        .filter_map(|(n, _)| n.replace(',', "").parse().ok())
+        .collect();
+    assert!(!counted.is_empty(), "{server_log}");
+    assert!(counted.iter().all(|&n| n <= TOTAL), "{counted:?}");
+    // At the end of setup it saw them all (later lines may show the teardown).
+    assert_eq!(counted.iter().max(), Some(&TOTAL), "{counted:?}");
+}
+
+/// A client host without privileges (uid 65534, no capabilities) says in one line that
+/// it has no eBPF observer and why, counts its kernel side from `/proc/net/tcp`
+/// instead, and its folder says where the figure came from.
+#[test]
+fn a_client_host_without_privileges_falls_back_to_the_socket_table_marked() {
+    if !root_or_skip("a_client_host_without_privileges_falls_back_to_the_socket_table_marked") {
+        return;
+    }
+    const N: u64 = 300;
+    let dir = fresh_dir("multihost-nobody");
+    // The unprivileged client writes its folder here.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+        .expect("chmod");
+    let ns = format!("c1mobs-{:x}-c", std::process::id() & 0xffff);
+    let _ = Command::new("ip")
+        .args(["netns", "del", &ns])
+        .stderr(Stdio::null())
+        .status();
+    ip(&["netns", "add", &ns]);
+    let mut hosts = Hosts {
+        names: vec![ns.clone()],
+        children: Vec::new(),
+    };
+    ip(&["-n", &ns, "link", "set", "lo", "up"]);
+    let server_log = dir.join("server.out");
+    hosts.children.push(c1m_in(
+        &ns,
+        &strings(&["server", "--ports", "20710", "--threads", "1", "--quiet"]),
+        &server_log,
+    ));
+    wait_listening(&ns, "20710", &server_log);
+    let run_dir = dir.join("client");
+    let mut client = Command::new("ip");
+    client
+        .args(["netns", "exec", &ns, "setpriv"])
+        .args(lab_util::AS_NOBODY)
+        .args([
+            env!("CARGO_BIN_EXE_c1m"),
+            "client",
+            "-n",
+            &N.to_string(),
+            "--host",
+            "127.0.0.1",
+            "--ports",
+            "20710",
+            "--hold",
+            "1s",
+            "--quiet",
+            "--host-label",
+            "nobody",
+            "--run-dir",
+        ])
+        .arg(&run_dir)
+        .env("TMPDIR", dir.path())
+        .env_remove("XDG_RUNTIME_DIR");
+    let out = lab_util::bounded(client, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("no eBPF observer"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].contains("CAP_BPF") && said[0].contains("/proc/net/tcp"),
+        "{}",
+        said[0]
+    );
+    let run = report::load_run(&run_dir).expect("client summary");
+    let host = run.host.as_ref().expect("host");
+    assert_eq!(host.kernel_source, Some(KernelSource::ProcNetTcp));
+    assert!(
+        host.kernel_fallback
+            .as_deref()
+            .is_some_and(|w| w.contains("CAP_BPF")),
+        "{:?}",
+        host.kernel_fallback
+    );
+    assert!(!run.config.observer);
+    assert!(run.kernel.is_none() && run.audit.is_none());
+    assert_eq!(run.client.as_ref().expect("client").counters.connected, N);
+    // The socket table saw every connection held at once.
+    let most = run
+        .samples
+        .iter()
+        .filter_map(|s| s.kernel_client_established)
+        .max();
+    assert_eq!(most, Some(N as i64), "{:?}", run.samples);
 }

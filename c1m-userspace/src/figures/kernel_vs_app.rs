@@ -35,6 +35,7 @@ pub(crate) const SERVER_ACCEPTED: &str = "server accepted";
 pub(crate) const CLIENT_OPEN: &str = "client open";
 pub(crate) const CLIENT_CONNECTING: &str = "client connecting";
 pub(crate) const CLIENT_HOSTS_OPEN: &str = "client open (client hosts, summed)";
+pub(crate) const CLIENT_HOST_CONNECTED: &str = "client connected (this host)";
 
 /// The source of a row's app figure (`KernelVsApp::what`): the server's snapshot for
 /// the server rows, the client's for the client rows; its kernel figure is the kernel
@@ -88,6 +89,58 @@ pub(crate) fn client_hosts_open(kernel: Option<i64>, app: Option<i64>) -> Kernel
             "the client hosts' kernels were not read (each host's own rows are in its folder)"
                 .to_owned()
         }),
+    }
+}
+
+/// The server host's client row while the clients run on other hosts (`c1m run
+/// --clients external`): this host's kernel holds none of their sockets and its lab has
+/// no client to ask, so both figures are missing and the row says where they are.
+pub(crate) fn client_hosts_elsewhere() -> KernelVsApp {
+    KernelVsApp {
+        what: CLIENT_HOSTS_OPEN.to_owned(),
+        kernel: None,
+        app: None,
+        agree: false,
+        explanation: Some(
+            "the clients run on other hosts: each counts its own kernel (eBPF in its network \
+             namespace) against its app in its run folder; `c1m merge` puts them side by side"
+                .to_owned(),
+        ),
+    }
+}
+
+/// One client host's row in a merged run (`c1m merge`): connections its kernel saw
+/// reach ESTABLISHED on the server's ports against those its app connected, over the
+/// whole run. `fallback`: the kernel figure is the most ESTABLISHED `/proc/net/tcp`
+/// showed at once (no observer on that host), said in the explanation.
+pub(crate) fn client_host_connected(
+    kernel: Option<i64>,
+    app: i64,
+    fallback: Option<&str>,
+) -> KernelVsApp {
+    let agree = kernel == Some(app);
+    let explanation = match (kernel, fallback) {
+        (None, _) => Some("this host's kernel was not read".to_owned()),
+        (Some(_), Some(why)) => Some(format!(
+            "kernel: the most ESTABLISHED in /proc/net/tcp at once, no eBPF ({why})"
+        )),
+        (Some(k), None) if !agree => Some(format!(
+            "{} apart: {}",
+            count(k.abs_diff(app)),
+            if k > app {
+                "connections of another process of this host to the server's ports?"
+            } else {
+                "connects the observer did not see (started before it attached?)"
+            }
+        )),
+        _ => None,
+    };
+    KernelVsApp {
+        what: CLIENT_HOST_CONNECTED.to_owned(),
+        kernel,
+        app: Some(app),
+        agree,
+        explanation,
     }
 }
 

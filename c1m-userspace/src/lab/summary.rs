@@ -330,10 +330,27 @@ fn agrees(row: &KernelVsApp) -> bool {
 /// Kernel vs app at the end of each phase: one line when they agreed after every phase,
 /// else a line per count that differed, with its explanation.
 fn kernel_vs_app(s: &mut String, width: usize, phases: &[Phase]) {
-    let rows: Vec<(&Phase, &KernelVsApp)> = phases
+    // A row with neither figure is no count: it says where the counts are (the client
+    // hosts' own folders), once.
+    let (rows, elsewhere): (Vec<(&Phase, &KernelVsApp)>, Vec<_>) = phases
         .iter()
         .flat_map(|p| p.kernel_vs_app.iter().map(move |r| (p, r)))
-        .collect();
+        .partition(|(_, r)| r.kernel.is_some() || r.app.is_some());
+    let mut said = std::collections::BTreeSet::new();
+    for (_, r) in elsewhere {
+        if said.insert(&r.what) {
+            wrapln!(
+                s,
+                width,
+                "",
+                "{}: {}",
+                r.what,
+                r.explanation
+                    .as_deref()
+                    .unwrap_or("not counted on this host")
+            );
+        }
+    }
     if rows.is_empty() {
         wrapln!(s, width, "", "kernel vs app: no phase recorded its counts");
     } else if rows.iter().all(|(_, r)| r.kernel.is_none()) {
@@ -442,8 +459,8 @@ mod tests {
         assert!(!text.contains("differ:"), "{text}");
     }
 
-    #[test]
-    fn only_the_counts_that_differ_get_a_row_with_their_explanation() {
+    /// The sample run with kernel = app in every row.
+    fn agreeing_run() -> RunRecord {
         let mut run = sample_run();
         for p in &mut run.phases {
             for r in &mut p.kernel_vs_app {
@@ -452,6 +469,31 @@ mod tests {
                 r.explanation = None;
             }
         }
+        run
+    }
+
+    /// Issue 33: a server host of external clients said "8 of 12 counts agree; these
+    /// differ" of its client rows, which have no figures on that host.
+    #[test]
+    fn a_row_without_figures_says_where_the_counts_are_once() {
+        let mut run = agreeing_run();
+        for p in &mut run.phases {
+            p.kernel_vs_app
+                .push(crate::figures::kernel_vs_app::client_hosts_elsewhere());
+        }
+        let text = text_at(&run, 200);
+        assert!(text.contains("kernel = app after every phase"), "{text}");
+        assert!(!text.contains("these differ"), "{text}");
+        assert_eq!(
+            text.matches("the clients run on other hosts").count(),
+            1,
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn only_the_counts_that_differ_get_a_row_with_their_explanation() {
+        let mut run = agreeing_run();
         let row = &mut run.phases[0].kernel_vs_app[0];
         row.app = row.kernel.map(|k| k - 412);
         row.agree = false;

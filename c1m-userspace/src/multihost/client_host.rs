@@ -2,6 +2,12 @@
 //! `timeseries.csv`, `.hgrm` and `.hlog` files a one-box run writes, with only the
 //! client side filled and the host (shard, clock offset) named, so `c1m merge` reads
 //! server and client folders with one reader.
+//!
+//! Its kernel side comes from the eBPF observer, as a one-box run's client side does:
+//! scoped to the host's network namespace and the server's ports (every socket there
+//! is a client socket: no listener of the run is on this host). Without the privileges
+//! the host says so in one line and counts ESTABLISHED in `/proc/net/tcp` instead,
+//! marked in the folder ([`KernelSource::ProcNetTcp`]).
 
 use std::{
     path::{Path, PathBuf},
@@ -10,13 +16,77 @@ use std::{
 
 use anyhow::{Context, Result};
 
-use super::model::HostInfo;
+use super::model::{HostInfo, KernelSource};
 use crate::{
-    figures::{FiguresBuilder, Rows},
-    model::{Outcome, RunConfig, RunRecord, Sample},
+    figures::{FiguresBuilder, Rows, kernel_vs_app::app_source},
+    model::{KernelVsApp, Outcome, Phase, RunConfig, RunRecord, Sample, Source},
+    observer::{KernelView, ObserverHandle},
     report::{self, IntervalRecorder},
     workload::stats::snapshot::AppSnapshot,
 };
+
+/// This host's kernel at one instant.
+pub(crate) enum HostKernel {
+    /// The observer's view.
+    View(Box<KernelView>),
+    /// ESTABLISHED connections to the server's ports in `/proc/net/tcp` (no observer).
+    Table(i64),
+    /// Not read this time (the observer's answer did not come).
+    Unread,
+}
+
+/// How this host reads its kernel: the observer, else the socket table.
+pub(crate) enum KernelReader {
+    /// The eBPF observer on its own thread.
+    Observer(ObserverHandle),
+    /// `/proc/net/tcp`, counting connections to these server ports.
+    Table(Vec<u16>),
+}
+
+impl KernelReader {
+    /// The observer on the server's ports, else the table with one line saying why:
+    /// the reader, where its figures come from, and why it fell back (None: it did not).
+    pub(crate) fn start(server_ports: &[u16]) -> (Self, KernelSource, Option<String>) {
+        match ObserverHandle::start(server_ports.to_vec()) {
+            Ok(o) => (Self::Observer(o), KernelSource::Observer, None),
+            Err(e) => {
+                let why = format!("{e:#}");
+                eprintln!(
+                    "c1m client: no eBPF observer on this host ({why}); counting ESTABLISHED in \
+                     /proc/net/tcp instead (marked in the run folder)"
+                );
+                (
+                    Self::Table(server_ports.to_vec()),
+                    KernelSource::ProcNetTcp,
+                    Some(why),
+                )
+            }
+        }
+    }
+
+    /// The kernel now; `fresh` asks the observer for a socket walk first (memory of
+    /// this moment). The table read grows with the connections: off this thread.
+    pub(crate) async fn read(&self, fresh: bool) -> HostKernel {
+        match self {
+            Self::Observer(o) => {
+                let view = if fresh {
+                    o.snapshot_fresh().await
+                } else {
+                    o.snapshot().await
+                };
+                view.map_or(HostKernel::Unread, |v| HostKernel::View(Box::new(v)))
+            }
+            Self::Table(ports) => {
+                let ports = ports.clone();
+                tokio::task::spawn_blocking(move || {
+                    crate::multihost::peers::client_established(&ports)
+                })
+                .await
+                .map_or(HostKernel::Unread, HostKernel::Table)
+            }
+        }
+    }
+}
 
 /// How often the folder is rewritten while the run goes on.
 const WRITE_EVERY_S: u64 = 5;
@@ -28,18 +98,11 @@ pub(crate) struct HostFolder {
     rows: Rows,
     intervals: IntervalRecorder,
     last_write: Instant,
-    /// The server's ports: this host's kernel count is of connections to them.
-    server_ports: Vec<u16>,
 }
 
 impl HostFolder {
     /// Creates `dir` and writes a first summary, so a killed client leaves a readable one.
-    pub(crate) fn create(
-        dir: &Path,
-        config: RunConfig,
-        host: HostInfo,
-        server_ports: Vec<u16>,
-    ) -> Result<HostFolder> {
+    pub(crate) fn create(dir: &Path, config: RunConfig, host: HostInfo) -> Result<HostFolder> {
         let started = crate::util::unix_ms_now();
         let record = RunRecord {
             c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -56,40 +119,52 @@ impl HostFolder {
             rows: Rows::new(started),
             intervals: IntervalRecorder::new(started),
             last_write: Instant::now(),
-            server_ports,
         };
         report::write_run(&f.dir, &f.record)
             .with_context(|| format!("writing the run folder {}", dir.display()))?;
         Ok(f)
     }
 
-    /// The server ports whose connections this host's kernel count covers.
-    pub(crate) fn server_ports(&self) -> Vec<u16> {
-        self.server_ports.clone()
-    }
-
-    /// Takes one snapshot: a time-series row (figures computed as the lab computes them)
-    /// and the histograms' next interval. `kernel_established`: this host's kernel count
-    /// of ESTABLISHED connections to the server, read just before.
-    pub(crate) fn observe(&mut self, snap: &AppSnapshot, kernel_established: Option<i64>) {
+    /// Takes one snapshot: a time-series row (figures computed as the lab computes them,
+    /// kernel vs app included) and the histograms' next interval. `kernel`: this host's
+    /// kernel, read just before.
+    pub(crate) fn observe(&mut self, snap: &AppSnapshot, kernel: HostKernel) {
         let now = crate::util::unix_ms_now();
+        let view = match &kernel {
+            HostKernel::View(v) => Some(v.as_ref()),
+            _ => None,
+        };
         let f = self.figures.build(
             now,
-            None,
+            view,
             None,
             Some(snap),
             None,
             Some(crate::host::mem_available()),
         );
+        // No server on this host: its rows would compare the kernel with nothing.
+        let rows = f
+            .kernel_vs_app
+            .iter()
+            .filter(|r| app_source(&r.what) != Some(Source::Server))
+            .cloned()
+            .collect();
+        self.phase(&snap.phase, now, rows);
         let own = crate::host::own_cpu();
         if let Some(row) = self
             .rows
             .row(&f, &snap.phase, (crate::host::own_rss(), own.0 + own.1))
         {
             self.record.samples.push(Sample {
-                kernel_client_established: kernel_established,
+                kernel_client_established: match kernel {
+                    HostKernel::Table(n) => Some(n),
+                    _ => row.kernel_client_established,
+                },
                 ..row
             });
+        }
+        if let HostKernel::View(v) = kernel {
+            self.record.kernel = Some(*v);
         }
         if let Err(e) = self.intervals.observe("client", snap) {
             eprintln!("c1m client: interval log: {e}");
@@ -99,6 +174,24 @@ impl HostFolder {
             && let Err(e) = self.write()
         {
             eprintln!("c1m client: {e:#}");
+        }
+    }
+
+    /// The client's phases as its snapshots name them (ramp, hold, closing, …), each
+    /// with the kernel-vs-app rows of its last snapshot: the agreement at its end.
+    fn phase(&mut self, name: &str, now: u64, rows: Vec<KernelVsApp>) {
+        let phases = &mut self.record.phases;
+        if phases.last().is_none_or(|p| p.name != name) {
+            phases.push(Phase {
+                name: name.to_owned(),
+                started_unix_ms: now,
+                ..Phase::default()
+            });
+        }
+        if let Some(p) = phases.last_mut() {
+            p.ended_unix_ms = now;
+            p.duration_s = now.saturating_sub(p.started_unix_ms) as f64 / 1e3;
+            p.kernel_vs_app = rows;
         }
     }
 
@@ -116,10 +209,20 @@ impl HostFolder {
         Ok(())
     }
 
-    /// The last snapshot, the outcome and any warnings; writes everything.
-    pub(crate) fn finish(mut self, last: &AppSnapshot, warnings: Vec<String>) -> Result<()> {
-        let kernel = crate::multihost::peers::client_established(&self.server_ports);
-        self.observe(last, Some(kernel));
+    /// The last snapshot and kernel reading, the outcome and any warnings; writes
+    /// everything. The last kernel view is audited against the namespace's MIB.
+    pub(crate) fn finish(
+        mut self,
+        last: &AppSnapshot,
+        kernel: HostKernel,
+        warnings: Vec<String>,
+    ) -> Result<()> {
+        self.observe(last, kernel);
+        self.record.audit = self
+            .record
+            .kernel
+            .as_ref()
+            .map(crate::observer::audit::audit);
         self.record.ended_unix_ms = crate::util::unix_ms_now();
         self.record.outcome = if warnings.is_empty() {
             Outcome::Complete

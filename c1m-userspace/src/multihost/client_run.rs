@@ -139,9 +139,14 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<()> {
         None => None,
     };
     let (samples_tx, mut samples_rx) = tokio::sync::mpsc::unbounded_channel();
+    let server_ports = parse_ports(&a.ports)?;
     let folder = match &a.hosts_run.run_dir {
         None => None,
         Some(dir) => {
+            // After the first clock query, so what it attaches to is the run's own; the
+            // same figures as a one-box run's client side, or the socket table, marked.
+            let (reader, source, fallback) =
+                crate::multihost::client_host::KernelReader::start(&server_ports);
             let host = crate::multihost::model::HostInfo {
                 role: crate::multihost::model::HostRole::Client,
                 hostname: crate::lab::run::host::machine().hostname,
@@ -155,6 +160,8 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<()> {
                 connections_total: Some(total.get()),
                 clock,
                 clock_end: None,
+                kernel_source: Some(source),
+                kernel_fallback: fallback,
             };
             let config = crate::model::RunConfig {
                 connections: a.connections.get(),
@@ -181,14 +188,13 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<()> {
                         .as_ref()
                         .is_some_and(|t| *t != PushTrigger::None),
                 )),
+                observer: source == crate::multihost::model::KernelSource::Observer,
                 ..Default::default()
             };
-            Some(crate::multihost::client_host::HostFolder::create(
-                dir,
-                config,
-                host,
-                parse_ports(&a.ports)?,
-            )?)
+            Some((
+                crate::multihost::client_host::HostFolder::create(dir, config, host)?,
+                reader,
+            ))
         }
     };
     let o = Options {
@@ -228,14 +234,8 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<()> {
                     if let Some(m) = metrics.as_mut() {
                         m.observe(&s);
                     }
-                    if let Some(f) = folder.as_mut() {
-                        // The socket table read grows with the connections: off this thread.
-                        let ports = f.server_ports();
-                        let kernel = tokio::task::spawn_blocking(move || {
-                            crate::multihost::peers::client_established(&ports)
-                        })
-                        .await
-                        .ok();
+                    if let Some((f, reader)) = folder.as_mut() {
+                        let kernel = reader.read(false).await;
                         f.observe(&s, kernel);
                     }
                 }
@@ -247,12 +247,17 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<()> {
             Some(w) => w.await.context("the run folder's writer")?,
             None => None,
         };
+        // The last kernel reading, after a fresh walk, before the clock query at the end.
+        let folder = match folder {
+            Some((f, reader)) => Some((f, reader.read(true).await)),
+            None => None,
+        };
         anyhow::Ok((snap, folder))
     })?;
     let (snap, folder) = snap;
     let snap = snap?;
     let verdict = client_verdict(&snap);
-    if let Some(mut f) = folder {
+    if let Some((mut f, kernel)) = folder {
         if let (Some(ep), Some(h)) = (&a.hosts_run.clock_from, f.host_mut()) {
             // Again at the end: the difference is the drift over the run.
             h.clock_end = rt.block_on(clock_offset(ep)).ok();
@@ -262,7 +267,7 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<()> {
             .err()
             .map(|e| vec![format!("{e:#}")])
             .unwrap_or_default();
-        f.finish(&snap, warnings)?;
+        f.finish(&snap, kernel, warnings)?;
     }
     verdict
 }

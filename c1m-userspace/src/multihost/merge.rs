@@ -27,7 +27,7 @@ use hdrhistogram::{
 };
 use thiserror::Error;
 
-use super::model::{HostBreakdown, HostRole, Merged};
+use super::model::{HostBreakdown, HostRole, KernelSource, Merged};
 use crate::{
     infile::{Capped, InFileError},
     model::{KernelVsApp, RunRecord, Sample},
@@ -122,6 +122,9 @@ pub(crate) fn main(a: MergeArgs) -> anyhow::Result<i32> {
                     .unwrap_or(0),
                 a.out.display()
             );
+            for h in run.multihost.iter().flat_map(|m| &m.hosts) {
+                println!("  {}", host_line(h));
+            }
             Ok(0)
         }
         Err(e) => {
@@ -129,6 +132,23 @@ pub(crate) fn main(a: MergeArgs) -> anyhow::Result<i32> {
             Ok(report::EXIT_BAD_INPUT)
         }
     }
+}
+
+/// `client-0: kernel 15,000 = app 15,000 (eBPF)`: one host's kernel against its app.
+fn host_line(h: &HostBreakdown) -> String {
+    let source = h.kernel_source.map_or("unknown", |s| s.name());
+    format!(
+        "{}: kernel {} {} app {} ({source}){}",
+        h.label,
+        h.kernel_connected
+            .map_or("n/a".to_owned(), |v| crate::fmt::int(i128::from(v))),
+        if h.kernel_agrees { "=" } else { "≠" },
+        crate::fmt::count(h.connected),
+        h.kernel_explanation
+            .as_deref()
+            .map(|e| format!(": {e}"))
+            .unwrap_or_default()
+    )
 }
 
 fn read_host(dir: &Path) -> Result<Host, MergeError> {
@@ -287,12 +307,16 @@ pub(crate) fn merge(a: &MergeArgs) -> Result<RunRecord, MergeError> {
         None => run.config.push,
     };
     run.per_connection.client_user_bytes = None;
-    run.config.sources = hosts
+    // The hosts' --source addresses; hosts that gave none connected from their own,
+    // which the server host recorded as it saw them.
+    let given: Vec<String> = hosts
         .iter()
         .map(|h| h.run.config.sources.clone())
         .filter(|s| !s.is_empty())
-        .collect::<Vec<_>>()
-        .join(",");
+        .collect();
+    if !given.is_empty() {
+        run.config.sources = given.join(",");
+    }
     run.ended_unix_ms = hosts
         .iter()
         .map(|h| h.run.ended_unix_ms)
@@ -507,6 +531,19 @@ fn breakdown(h: &Host) -> HostBreakdown {
             .map(|x| x.value_at_quantile(0.99))
     };
     let c = &h.snap.counters;
+    let kernel_client_established = h
+        .run
+        .samples
+        .iter()
+        .filter_map(|s| s.kernel_client_established)
+        .max();
+    // The observer's last view of the host (None: it counted from /proc/net/tcp).
+    let observed = h
+        .run
+        .kernel
+        .as_ref()
+        .filter(|_| info.kernel_source == Some(KernelSource::Observer));
+    let kernel = kernel_vs_app(h, kernel_client_established);
     HostBreakdown {
         label: label(h),
         hostname: info.hostname.clone(),
@@ -519,14 +556,47 @@ fn breakdown(h: &Host) -> HostBreakdown {
         setup_rate_per_s: h.snap.setup_rate.and_then(|r| r.achieved_per_s),
         connect_p99_us: p99("connect_us"),
         push_message_p99_us: p99("push_message_us"),
-        kernel_client_established: h
-            .run
-            .samples
-            .iter()
-            .filter_map(|s| s.kernel_client_established)
-            .max(),
+        kernel_client_established,
+        kernel_source: info.kernel_source,
+        kernel_connected: kernel.kernel,
+        kernel_agrees: kernel.agree,
+        kernel_explanation: kernel.explanation,
+        kernel_retransmits: observed.map(|k| k.client.retransmits.total),
+        kernel_resets_sent: observed.map(|k| k.client.resets_sent_by_reason.values().sum()),
+        kernel_socket_bytes: observed.and(
+            h.run
+                .samples
+                .iter()
+                .filter_map(|s| s.kernel_socket_bytes)
+                .max(),
+        ),
         clock_offset_ns: info.clock.map(|c| c.offset_ns),
         clock_bound_ns: info.clock_bound_ns(),
+    }
+}
+
+/// A host's kernel against its app over the run: with the observer, connections its
+/// kernel saw reach ESTABLISHED since attach; without, the most ESTABLISHED at once.
+fn kernel_vs_app(h: &Host, most_established: Option<i64>) -> KernelVsApp {
+    let info = h.run.host.as_ref();
+    let app = i64::try_from(h.snap.counters.connected).unwrap_or(i64::MAX);
+    match info.and_then(|i| i.kernel_source) {
+        Some(KernelSource::Observer) => crate::figures::kernel_vs_app::client_host_connected(
+            h.run
+                .kernel
+                .as_ref()
+                .map(|k| i64::try_from(k.client.established_total).unwrap_or(i64::MAX)),
+            app,
+            None,
+        ),
+        _ => crate::figures::kernel_vs_app::client_host_connected(
+            most_established,
+            app,
+            Some(
+                info.and_then(|i| i.kernel_fallback.as_deref())
+                    .unwrap_or("a folder of an older c1m"),
+            ),
+        ),
     }
 }
 

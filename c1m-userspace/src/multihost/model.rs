@@ -18,6 +18,29 @@ pub enum HostRole {
     Client,
 }
 
+/// Where a client host's kernel figures came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelSource {
+    /// The eBPF observer, scoped to the host's network namespace and the server's ports:
+    /// the figures of a one-box run's client side (transitions, retransmits, resets,
+    /// socket memory) and its audit against the namespace's MIB.
+    Observer,
+    /// No observer (no privileges, or it failed to start): ESTABLISHED connections to the
+    /// server's ports counted from the namespace's `/proc/net/tcp`, and nothing else.
+    ProcNetTcp,
+}
+
+impl KernelSource {
+    /// How a table names it: "eBPF" or "/proc/net/tcp".
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            KernelSource::Observer => "eBPF",
+            KernelSource::ProcNetTcp => "/proc/net/tcp",
+        }
+    }
+}
+
 /// The host a run folder was written on.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
@@ -38,6 +61,10 @@ pub struct HostInfo {
     pub clock: Option<ClockOffset>,
     /// Client hosts: the offset measured again at the end (drift = the change since the start).
     pub clock_end: Option<ClockOffset>,
+    /// Client hosts: where the kernel figures came from (None: a folder of an older c1m).
+    pub kernel_source: Option<KernelSource>,
+    /// Client hosts: why the observer did not run, in one line (None: it ran).
+    pub kernel_fallback: Option<String>,
 }
 
 impl HostInfo {
@@ -82,8 +109,24 @@ pub struct HostBreakdown {
     pub connect_p99_us: Option<u64>,
     /// 99th percentile of push message latency on this host, µs (None: no values).
     pub push_message_p99_us: Option<u64>,
-    /// ESTABLISHED client-side sockets the host's own kernel view counted (root only).
+    /// ESTABLISHED client-side sockets the host's own kernel view counted, at most.
     pub kernel_client_established: Option<i64>,
+    /// Where the host's kernel figures came from (None: a folder of an older c1m).
+    pub kernel_source: Option<KernelSource>,
+    /// The host's kernel figure against its app's `connected`: connections its kernel
+    /// saw reach ESTABLISHED since the observer attached (with /proc/net/tcp only, the
+    /// most ESTABLISHED at once; None: not read).
+    pub kernel_connected: Option<i64>,
+    /// Whether `kernel_connected` equals `connected`.
+    pub kernel_agrees: bool,
+    /// Why they differ, or where the kernel figure came from when not from eBPF.
+    pub kernel_explanation: Option<String>,
+    /// Segments the host's kernel retransmitted on its connections (observer only).
+    pub kernel_retransmits: Option<u64>,
+    /// Resets the host's kernel sent on its connections (observer only).
+    pub kernel_resets_sent: Option<u64>,
+    /// Kernel memory of the host's sockets at its last socket walk, bytes (observer only).
+    pub kernel_socket_bytes: Option<u64>,
     /// Offset to the server host's clock at the ramp's start, ns (add to this host's clock).
     pub clock_offset_ns: Option<i64>,
     /// Uncertainty of the offset plus its drift over the run.

@@ -2,8 +2,18 @@
 //! by the peer's address, from the kernel's socket tables ([`crate::proc_net_tcp`]).
 //! Read every few seconds while the run waits for external clients; ~84 ms for 18k
 //! sockets here, so it runs on a blocking thread and never every tick.
+//!
+//! Each connection counts once, by its addresses and ports: the kernel writes the table
+//! a page per `read()` and resumes at an offset into a hash bucket, so a connection
+//! inserted at a bucket's head between two reads moves an already read one past the
+//! offset, and it comes out twice. At 200,000 connections made during the read that
+//! showed as "200,002 connections" for a moment.
 
-use std::{collections::BTreeMap, net::IpAddr, ops::ControlFlow};
+use std::{
+    collections::{BTreeMap, HashSet},
+    net::IpAddr,
+    ops::ControlFlow,
+};
 
 use crate::proc_net_tcp::{self, ESTABLISHED, Row};
 
@@ -18,12 +28,12 @@ pub(crate) enum End {
 
 /// ESTABLISHED connections per peer address whose `end` port is in `ports`.
 pub(crate) fn by_peer_at(ports: &[u16], end: End) -> BTreeMap<IpAddr, u64> {
-    let mut out = BTreeMap::new();
+    let mut tally = Tally::default();
     proc_net_tcp::for_each_row(|row| {
-        count(row, ports, end, &mut out);
+        tally.count(row, ports, end);
         ControlFlow::Continue(())
     });
-    out
+    tally.by_peer
 }
 
 /// Server side: the client hosts this host sees.
@@ -37,17 +47,44 @@ pub(crate) fn client_established(server_ports: &[u16]) -> i64 {
     by_peer_at(server_ports, End::Client).values().sum::<u64>() as i64
 }
 
-/// Counts one row if it is an ESTABLISHED connection with its `end` port in `ports`.
-pub(crate) fn count(row: &Row, ports: &[u16], end: End, out: &mut BTreeMap<IpAddr, u64>) {
-    let watched = match end {
-        End::Server => row.local_port(),
-        End::Client => row.remote_port(),
-    };
-    if row.state != ESTABLISHED || !watched.is_some_and(|p| ports.contains(&p)) {
-        return;
-    }
-    if let Some(addr) = row.remote_ip() {
-        *out.entry(addr).or_insert(0) += 1;
+/// The peers' addresses as `--source` takes them: `10.77.0.2,10.77.0.3`.
+pub(crate) fn addresses(peers: &BTreeMap<IpAddr, u64>) -> String {
+    peers
+        .keys()
+        .map(IpAddr::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Connections counted so far, each once.
+#[derive(Default)]
+pub(crate) struct Tally {
+    /// (IPv6 table, local, remote) of every connection counted: a row read twice is
+    /// the same connection.
+    seen: HashSet<(bool, Box<str>, Box<str>)>,
+    by_peer: BTreeMap<IpAddr, u64>,
+}
+
+impl Tally {
+    /// Counts one row if it is an ESTABLISHED connection with its `end` port in `ports`,
+    /// not counted before.
+    pub(crate) fn count(&mut self, row: &Row, ports: &[u16], end: End) {
+        let watched = match end {
+            End::Server => row.local_port(),
+            End::Client => row.remote_port(),
+        };
+        if row.state != ESTABLISHED || !watched.is_some_and(|p| ports.contains(&p)) {
+            return;
+        }
+        let Some(addr) = row.remote_ip() else {
+            return;
+        };
+        if self
+            .seen
+            .insert((row.v6, row.local.into(), row.remote.into()))
+        {
+            *self.by_peer.entry(addr).or_insert(0) += 1;
+        }
     }
 }
 
@@ -72,10 +109,10 @@ mod tests {
     use super::*;
 
     /// Counts the lines of one table's text.
-    fn count_text(text: &str, v6: bool, ports: &[u16], end: End, out: &mut BTreeMap<IpAddr, u64>) {
+    fn count_text(text: &str, v6: bool, ports: &[u16], end: End, out: &mut Tally) {
         for line in text.lines().skip(1) {
             if let Some(row) = proc_net_tcp::parse_line(line, v6) {
-                count(&row, ports, end, out);
+                out.count(&row, ports, end);
             }
         }
     }
@@ -90,14 +127,22 @@ mod tests {
            3: 0100000A:1F40 03004D0A:9C42 06 0\n\
            4: 0100000A:0050 03004D0A:9C43 01 0\n\
            5: 00000000:1F40 00000000:0000 0A 0\n";
-        let mut out = BTreeMap::new();
-        count_text(text, false, &[8000], End::Server, &mut out);
+        let mut tally = Tally::default();
+        count_text(text, false, &[8000], End::Server, &mut tally);
+        let out = tally.by_peer;
         assert_eq!(out.len(), 2);
         assert_eq!(out[&IpAddr::from([10, 77, 0, 2])], 2);
         assert_eq!(out[&IpAddr::from([10, 77, 0, 3])], 1);
         assert!(line(&out).starts_with("2 client host(s), 3 connections"));
+        assert_eq!(addresses(&out), "10.77.0.2,10.77.0.3");
+        // The table read again in pieces while connections were added: rows 0 and 1 come
+        // out twice. Each connection counts once (issue 33: 200,002 of 200,000).
+        let mut twice = Tally::default();
+        count_text(text, false, &[8000], End::Server, &mut twice);
+        count_text(text, false, &[8000], End::Server, &mut twice);
+        assert_eq!(twice.by_peer, out);
         // A v4-mapped IPv6 peer is its IPv4 address.
-        let mut m = BTreeMap::new();
+        let mut m = Tally::default();
         count_text(
             "h\n 0: 00000000000000000000000000000000:1F40 0000000000000000FFFF0000 02004D0A:1 01\n",
             true,
@@ -105,7 +150,7 @@ mod tests {
             End::Server,
             &mut m,
         );
-        assert!(m.is_empty(), "malformed line skipped");
+        assert!(m.by_peer.is_empty(), "malformed line skipped");
         count_text(
             "h\n 0: 00000000000000000000000000000000:1F40 0000000000000000FFFF000002004D0A:1 01\n",
             true,
@@ -113,10 +158,10 @@ mod tests {
             End::Server,
             &mut m,
         );
-        assert_eq!(m[&IpAddr::from([10, 77, 0, 2])], 1);
+        assert_eq!(m.by_peer[&IpAddr::from([10, 77, 0, 2])], 1);
         // From the client's end: the remote port is the server's.
-        let mut c = BTreeMap::new();
+        let mut c = Tally::default();
         count_text(text, false, &[0x9C41], End::Client, &mut c);
-        assert_eq!(c.values().sum::<u64>(), 2);
+        assert_eq!(c.by_peer.values().sum::<u64>(), 2);
     }
 }

@@ -226,3 +226,13 @@ pub fn run_servers_with(
     let cmp = run_folder(&out_dir);
     (text, cmp, out_dir)
 }
+
+/// `setpriv` arguments that run the rest of its command line as `nobody` (uid 65534),
+/// with no groups and no capabilities: a user without privileges.
+pub const AS_NOBODY: [&str; 5] = [
+    "--reuid=65534",
+    "--regid=65534",
+    "--clear-groups",
+    "--inh-caps=-all",
+    "--",
+];

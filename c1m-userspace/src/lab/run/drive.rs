@@ -165,6 +165,12 @@ impl Lab {
                 "at the end of setup: {}",
                 crate::multihost::peers::line(&peers)
             ));
+            // The run's sources are the client hosts' addresses, as this kernel saw them.
+            self.record.config.sources = crate::multihost::peers::addresses(&peers);
+            self.record.config.sources_reason = format!(
+                "the client hosts' addresses, as the server saw them connect ({})",
+                crate::multihost::peers::line(&peers)
+            );
         }
         if let Err(e) = settled {
             let w =

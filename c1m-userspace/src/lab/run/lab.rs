@@ -206,7 +206,7 @@ impl Lab {
             .map(|p| p.phase.name.clone())
             .unwrap_or_default();
         let (own_user, own_sys) = crate::host::own_cpu();
-        let figures = self.figures.build(
+        let mut figures = self.figures.build(
             crate::util::unix_ms_now(),
             kernel.as_ref(),
             self.last_server.as_ref(),
@@ -214,6 +214,7 @@ impl Lab {
             Some(own_user + own_sys),
             Some(crate::host::mem_available()),
         );
+        self.clients_elsewhere(&mut figures);
         if let Some(sample) = self.rows.row(
             &figures,
             &phase,
@@ -238,6 +239,21 @@ impl Lab {
             self.interrupted = true;
         }
         Ok(!quit)
+    }
+
+    /// External clients: this host's kernel has no client side (it read "kernel 0 ≠ app
+    /// n/a"), so the client rows become one that says where the clients are counted.
+    fn clients_elsewhere(&self, figures: &mut crate::figures::Figures) {
+        if self.client_ctl.is_some() {
+            return;
+        }
+        use crate::{figures::kernel_vs_app, model::Source};
+        figures
+            .kernel_vs_app
+            .retain(|r| kernel_vs_app::app_source(&r.what) != Some(Source::Client));
+        figures
+            .kernel_vs_app
+            .push(kernel_vs_app::client_hosts_elsewhere());
     }
 
     /// External clients: who is connected, by peer address, every 2 s on a blocking
@@ -386,7 +402,7 @@ impl Lab {
         // The same figures as a tick's, rates included: the live view draws them as the
         // phase's last, so its last value of each figure is the one recorded here.
         let (own_user, own_sys) = crate::host::own_cpu();
-        let figures = self.figures.build(
+        let mut figures = self.figures.build(
             crate::util::unix_ms_now(),
             kernel.as_ref(),
             self.last_server.as_ref(),
@@ -394,6 +410,7 @@ impl Lab {
             Some(own_user + own_sys),
             Some(crate::host::mem_available()),
         );
+        self.clients_elsewhere(&mut figures);
         // The phase ended on a full walk, so this is the walk's figure, not a derived one.
         phase.kernel_socket_bytes = figures.kernel_socket_bytes;
         phase.box_mem_available_bytes = crate::host::mem_available();

@@ -43,6 +43,9 @@ fn trigger_kind(t: &PushTrigger) -> TriggerKind {
     }
 }
 
+/// What a server host says of its sources until it has seen them.
+const EXTERNAL_SOURCES: &str = "the client hosts' own addresses, named as they connect";
+
 /// One run into `dir`, or into a new `<out>/<stamp>` folder; its exit code.
 pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> {
     // Everything the user said is checked before anything starts or is written.
@@ -105,6 +108,13 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         crate::fmt::pace(args.rate),
         args.mode.name()
     );
+    // Client hosts connect from their own addresses: the run names them as it sees them
+    // (`multihost::peers`), never the loopback range a local client would have used.
+    let (recorded_sources, sources_reason) = if external {
+        (String::new(), EXTERNAL_SOURCES.to_owned())
+    } else {
+        (sources.clone(), sources_reason)
+    };
     say!(args.json, "sources: {sources_reason}");
     say!(args.json, "start: {}", start.describe());
 
@@ -149,7 +159,7 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
             server_engine: args.server_engine.unwrap_or(args.engine),
             ports: args.ports.to_string(),
             server_addrs: args.addr.clone(),
-            sources: sources.clone(),
+            sources: recorded_sources,
             sources_reason: sources_reason.clone(),
             idle_s: args.idle.as_secs_f64(),
             push_count: args.pushes,

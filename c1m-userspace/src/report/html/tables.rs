@@ -200,6 +200,28 @@ pub(super) fn hosts_table(m: &crate::multihost::model::Merged) -> Markup {
                 }
             }
         }
+        h3 { "Kernel vs app, per client host" }
+        p.sub { "Each host's own kernel: the eBPF observer in its network namespace (connections that reached ESTABLISHED since it attached), or, without privileges, the most ESTABLISHED /proc/net/tcp showed at once." }
+        table.wide {
+            tr {
+                th.t { "host" } th.t { "kernel from" } th { "kernel" } th { "app connected" }
+                th { "agree" } th { "retransmits" } th { "resets sent" } th { "kernel socket memory" }
+                th.t { "why they differ" }
+            }
+            @for h in &m.hosts {
+                tr {
+                    td.t { (h.label) }
+                    td.t { (h.kernel_source.map_or("–", |s| s.name())) }
+                    td { (opt(h.kernel_connected, |v| int(i128::from(v)))) }
+                    td { (int(i128::from(h.connected))) }
+                    td { (agree_mark(h.kernel_agrees)) }
+                    td { (opt(h.kernel_retransmits, |v| int(i128::from(v)))) }
+                    td { (opt(h.kernel_resets_sent, |v| int(i128::from(v)))) }
+                    td { (opt(h.kernel_socket_bytes, |v| bytes(v as f64))) }
+                    td.wrap { (h.kernel_explanation.as_deref().unwrap_or("")) }
+                }
+            }
+        }
     }
 }
 
