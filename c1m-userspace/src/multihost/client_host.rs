@@ -129,4 +129,13 @@ impl HostFolder {
         self.record.warnings = warnings;
         self.write()
     }
+
+    /// The run stopped before or during its connections on `reason`: written as
+    /// `failed`, with the reason as its first warning (what the client saw so far stays).
+    pub(crate) fn fail(mut self, reason: String) -> Result<()> {
+        self.record.ended_unix_ms = crate::util::unix_ms_now();
+        self.record.outcome = Outcome::Failed;
+        self.record.warnings.insert(0, reason);
+        self.write()
+    }
 }
