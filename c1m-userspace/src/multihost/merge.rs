@@ -337,6 +337,14 @@ pub(crate) fn merge(a: &MergeArgs) -> Result<RunRecord, MergeError> {
         .max()
         .unwrap_or(run.ended_unix_ms);
     // The merged run ends as its worst host, and says why each host ended as it did.
+    if run.outcome == Outcome::Running {
+        // Its lab never wrote an end: killed, or the host died.
+        run.outcome = Outcome::Failed;
+        run.warnings.push(format!(
+            "the server host's run never ended (its folder {} still says running): it was killed or its host died",
+            a.server_dir.display()
+        ));
+    }
     for h in &hosts {
         let outcome = h.run.outcome;
         if outcome != Outcome::Complete {
