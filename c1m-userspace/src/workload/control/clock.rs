@@ -86,7 +86,7 @@ pub(crate) enum ClockError {
     /// Something accepted the connection but did not answer as c1m's control endpoint
     /// does: a wrong address or port, which waiting will not fix.
     #[error(
-        "{addr} is not c1m's control endpoint: it {what}; give --clock-from the server host's control endpoint (`c1m run --clients external` prints it)"
+        "{addr} is not c1m's control endpoint: it {what}; give --clock-from the server host's control endpoint (`c1m run --clients external`'s --control, by default its --addr and port 7999)"
     )]
     NotC1m { addr: String, what: String },
     /// c1m's endpoint answered, then the exchange broke off or took too long.
