@@ -146,6 +146,33 @@ pub(crate) fn parse_metrics_addr(s: &str) -> Result<SocketAddr, String> {
     })
 }
 
+/// An endpoint on another host, `HOST:PORT` (`[v6]:PORT` for IPv6): a host name is kept
+/// unresolved (a Kubernetes service may not resolve before its pod is up). The error
+/// names the form, for the caller to prefix with its flag.
+pub(crate) fn parse_host_port(s: &str) -> Result<String, String> {
+    let form =
+        || format!("{s:?}: not HOST:PORT (the server host's control endpoint, e.g. 10.0.0.1:7999)");
+    let (host, port) = s.rsplit_once(':').ok_or_else(form)?;
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let bracketed = host.starts_with('[') && host.ends_with(']');
+    let host_ok = !bare.is_empty()
+        && match bare.parse::<IpAddr>() {
+            Ok(IpAddr::V6(_)) => bracketed,
+            Ok(IpAddr::V4(_)) => !bracketed,
+            // A name: letters, digits, dots and dashes only.
+            Err(_) => {
+                !bracketed
+                    && bare
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+            }
+        };
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 && host_ok => Ok(s.to_owned()),
+        _ => Err(form()),
+    }
+}
+
 /// Expands `a,b,c-d` items (IPv4 ranges inclusive) into addresses.
 pub(crate) fn parse_addrs(items: &[String]) -> Result<Vec<IpAddr>> {
     let mut out = Vec::new();
@@ -222,7 +249,34 @@ pub fn parse_ports(s: &str) -> Result<Vec<u16>> {
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
+
+    #[test]
+    fn a_clock_endpoint_is_host_colon_port() {
+        for ok in [
+            "10.77.0.1:7999",
+            "c1m-server.ns.svc:7999",
+            "[::1]:7999",
+            "localhost:1",
+        ] {
+            assert_eq!(parse_host_port(ok).as_deref(), Ok(ok));
+        }
+        for bad in [
+            "nonsense",
+            "10.0.0.1",
+            "10.0.0.1:",
+            ":7999",
+            "h:0",
+            "h:65536",
+            "::1:7999",
+            "a b:1",
+            "h:x",
+        ] {
+            let e = parse_host_port(bad).expect_err(bad);
+            assert!(e.contains("not HOST:PORT") && e.contains(bad), "{e}");
+        }
+    }
 
     fn n(s: &str) -> Result<u64, String> {
         s.parse::<Connections>().map(Connections::get)

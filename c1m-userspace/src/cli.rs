@@ -113,7 +113,7 @@ fn run() -> i32 {
         Command::Report(args) => return exit_code(crate::report::cli::main(args)),
         Command::Compare(args) => return exit_code(crate::compare::cli::main(args)),
         Command::Server(args) => crate::workload::cli::run_server(args),
-        Command::Client(args) => crate::multihost::client_run::run_client(args),
+        Command::Client(args) => return exit_code(crate::multihost::client_run::run_client(args)),
         Command::Worker(args) => crate::workload::cli::run_worker(args),
     };
     match result {

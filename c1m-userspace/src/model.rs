@@ -406,6 +406,26 @@ impl Outcome {
         }
     }
 
+    /// How bad an outcome is: a run of several parts (a `--servers` sequence, a merged
+    /// multi-host run) ends as its worst part ([`Outcome::worst`]).
+    pub(crate) fn severity(self) -> u8 {
+        match self {
+            Outcome::Complete => 0,
+            Outcome::Degraded => 1,
+            Outcome::Running | Outcome::Failed => 2,
+            Outcome::Interrupted => 3,
+        }
+    }
+
+    /// The worse of two outcomes (the first on a tie).
+    pub(crate) fn worst(self, o: Outcome) -> Outcome {
+        if o.severity() > self.severity() {
+            o
+        } else {
+            self
+        }
+    }
+
     /// The exit code of `c1m run` (README, "Exit codes").
     pub(crate) fn exit_code(self) -> i32 {
         match self {

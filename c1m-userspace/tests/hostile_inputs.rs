@@ -27,10 +27,10 @@ use hdrhistogram::serialization::{
 
 /// A folder under the temp dir, removed when dropped, also when the test fails
 /// (`C1M_KEEP_TEST_DIRS` keeps it to look at).
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new(name: &str) -> Scratch {
+    pub(crate) fn new(name: &str) -> Scratch {
         let dir =
             std::env::temp_dir().join(format!("c1m-test-hostile-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -55,10 +55,10 @@ impl Drop for Scratch {
 }
 
 /// What a bounded child did.
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Ran {
+    pub(crate) code: Option<i32>,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
     /// Peak resident set of the child, in KiB (`ru_maxrss` from `wait4`).
     max_rss_kib: i64,
 }
@@ -72,7 +72,7 @@ const AS_LIMIT: u64 = 2 << 30;
 /// Runs `c1m ARGS` to its end, killing it (and failing the test) past [`LIMIT`]: a hang
 /// is one of the failures looked for.
 #[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its peak memory
-fn c1m(scratch: &Path, args: &[&dyn AsRef<std::ffi::OsStr>]) -> Ran {
+pub(crate) fn c1m(scratch: &Path, args: &[&dyn AsRef<std::ffi::OsStr>]) -> Ran {
     let out = scratch.join(".stdout");
     let err = scratch.join(".stderr");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_c1m"));
@@ -147,7 +147,7 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 /// Asserts one line on stderr, naming `path` and saying `what`, and exit 2.
-fn refused(ran: &Ran, command: &str, path: &Path, what: &str) {
+pub(crate) fn refused(ran: &Ran, command: &str, path: &Path, what: &str) {
     let err = &ran.stderr;
     assert_eq!(ran.code, Some(2), "{command}: {}{err}", ran.stdout);
     assert_eq!(err.lines().count(), 1, "{command}: {err}");
@@ -163,12 +163,18 @@ fn refused(ran: &Ran, command: &str, path: &Path, what: &str) {
 }
 
 /// A server host's folder, as `c1m run --clients external` leaves it.
-fn server_folder(dir: &Path) -> PathBuf {
+pub(crate) fn server_folder(dir: &Path) -> PathBuf {
+    server_folder_of(dir, None)
+}
+
+/// [`server_folder`] of run `run_id` (None: one written before runs had ids).
+pub(crate) fn server_folder_of(dir: &Path, run_id: Option<&str>) -> PathBuf {
     let mut run = c1m::report::sample_run();
     run.client = None;
     run.host = Some(HostInfo {
         role: HostRole::Server,
         hostname: "server-host".into(),
+        run_id: run_id.map(str::to_owned),
         ..HostInfo::default()
     });
     let path = dir.join("server");
@@ -176,7 +182,7 @@ fn server_folder(dir: &Path) -> PathBuf {
     path
 }
 
-fn client_run(index: u64) -> RunRecord {
+pub(crate) fn client_run(index: u64) -> RunRecord {
     let mut run = c1m::report::sample_run();
     run.server = None;
     run.host = Some(HostInfo {
@@ -192,9 +198,13 @@ fn client_run(index: u64) -> RunRecord {
 /// A client host's folder, as `c1m client --run-dir` leaves it: its final snapshot's
 /// histograms in one interval each.
 fn client_folder(dir: &Path) -> PathBuf {
-    let run = client_run(0);
-    let path = dir.join("client");
-    write_run(&path, &run).expect("client folder");
+    client_folder_at(dir, "client", &client_run(0))
+}
+
+/// `run` written as the client host's folder `dir/name`, with its intervals.
+pub(crate) fn client_folder_at(dir: &Path, name: &str, run: &RunRecord) -> PathBuf {
+    let path = dir.join(name);
+    write_run(&path, run).expect("client folder");
     let mut rec = IntervalRecorder::new(run.started_unix_ms);
     rec.observe("client", run.client.as_ref().expect("client side"))
         .expect("interval");

@@ -55,6 +55,17 @@ fn ip(args: &[&str]) {
     assert!(st.success(), "ip {args:?} failed");
 }
 
+/// Namespace `n`, made anew (one left by a killed run of a test under the same pid goes
+/// first), its loopback up.
+pub(crate) fn fresh_ns(n: &str) {
+    let _ = Command::new("ip")
+        .args(["netns", "del", n])
+        .stderr(Stdio::null())
+        .status();
+    ip(&["netns", "add", n]);
+    ip(&["-n", n, "link", "set", "lo", "up"]);
+}
+
 /// bridge namespace + server + two clients, 10.77.0.0/24.
 fn topology() -> Hosts {
     let tag = format!("{:x}", std::process::id() & 0xffff);
@@ -67,13 +78,7 @@ fn topology() -> Hosts {
         children: Vec::new(),
     };
     for n in &hosts.names {
-        // A namespace left by a killed run of this test under the same pid.
-        let _ = Command::new("ip")
-            .args(["netns", "del", n])
-            .stderr(Stdio::null())
-            .status();
-        ip(&["netns", "add", n]);
-        ip(&["-n", n, "link", "set", "lo", "up"]);
+        fresh_ns(n);
     }
     let br = hosts.ns(0).to_owned();
     ip(&["-n", &br, "link", "add", "br0", "type", "bridge"]);
@@ -98,7 +103,7 @@ fn topology() -> Hosts {
 }
 
 /// `c1m ARGS` inside namespace `ns`, output to `log`.
-fn c1m_in(ns: &str, args: &[String], log: &Path) -> Child {
+pub(crate) fn c1m_in(ns: &str, args: &[String], log: &Path) -> Child {
     let out = std::fs::File::create(log).expect("log file");
     Command::new("ip")
         .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_c1m")])
@@ -110,7 +115,7 @@ fn c1m_in(ns: &str, args: &[String], log: &Path) -> Child {
         .expect("start c1m")
 }
 
-fn wait(child: &mut Child, limit: Duration, what: &str, log: &Path) -> i32 {
+pub(crate) fn wait(child: &mut Child, limit: Duration, what: &str, log: &Path) -> i32 {
     let until = Instant::now() + limit;
     loop {
         if let Some(st) = child.try_wait().expect("wait") {
@@ -162,7 +167,7 @@ fn hlog_total(path: &Path) -> u64 {
     }
 }
 
-fn strings(v: &[&str]) -> Vec<String> {
+pub(crate) fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| (*s).to_owned()).collect()
 }
 
@@ -289,6 +294,26 @@ fn two_client_hosts_merge_exactly_into_one_run() {
     // What a user sees: the per-host kernel-vs-app lines.
     eprintln!("{}", String::from_utf8_lossy(&out.stdout));
     let run = report::load_run(&merged).expect("merged summary");
+    // Every host ended complete, each client of the server's run: so did the merge.
+    assert_eq!(
+        run.outcome,
+        c1m::model::Outcome::Complete,
+        "{:?}",
+        run.warnings
+    );
+    let ids: Vec<Option<String>> = std::iter::once(&server_dir)
+        .chain(&client_dirs)
+        .map(|d| {
+            report::load_run(d)
+                .expect("summary")
+                .host
+                .and_then(|h| h.run_id)
+        })
+        .collect();
+    assert!(
+        ids[0].is_some() && ids.iter().all(|i| *i == ids[0]),
+        "{ids:?}"
+    );
     let shards: Vec<_> = client_dirs
         .iter()
         .map(|d| report::load_run(d).expect("client summary"))

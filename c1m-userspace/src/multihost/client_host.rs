@@ -195,6 +195,16 @@ impl HostFolder {
         }
     }
 
+    /// Where this host's kernel figures come from, known once the observer tried to
+    /// start (after the folder was first written, so a wrong clock endpoint is recorded).
+    pub(crate) fn set_kernel_source(&mut self, source: KernelSource, fallback: Option<String>) {
+        self.record.config.observer = source == KernelSource::Observer;
+        if let Some(h) = self.record.host.as_mut() {
+            h.kernel_source = Some(source);
+            h.kernel_fallback = fallback;
+        }
+    }
+
     pub(crate) fn host_mut(&mut self) -> Option<&mut HostInfo> {
         self.record.host.as_mut()
     }
@@ -230,6 +240,15 @@ impl HostFolder {
             Outcome::Degraded
         };
         self.record.warnings = warnings;
+        self.write()
+    }
+
+    /// The run stopped before or during its connections on `reason`: written as
+    /// `failed`, with the reason as its first warning (what the client saw so far stays).
+    pub(crate) fn fail(mut self, reason: String) -> Result<()> {
+        self.record.ended_unix_ms = crate::util::unix_ms_now();
+        self.record.outcome = Outcome::Failed;
+        self.record.warnings.insert(0, reason);
         self.write()
     }
 }

@@ -30,7 +30,7 @@ use thiserror::Error;
 use super::model::{HostBreakdown, HostRole, KernelSource, Merged};
 use crate::{
     infile::{Capped, InFileError},
-    model::{KernelVsApp, RunRecord, Sample},
+    model::{KernelVsApp, Outcome, RunRecord, Sample},
     report::{self, hlog},
     workload::stats::{
         self,
@@ -77,6 +77,17 @@ pub(crate) enum MergeError {
     },
     #[error("{}: {error}", .path.display())]
     Write { path: PathBuf, error: String },
+    /// A client folder of another run than the server's (ids differ).
+    #[error("{}: of run {id}, but the server host's folder {} is of run {server_id}: pass the client folders of run {server_id}", .path.display(), .server.display())]
+    OtherRun {
+        path: PathBuf,
+        id: String,
+        server: PathBuf,
+        server_id: String,
+    },
+    /// A sum that does not fit a u64: never wrapped.
+    #[error("{}: {field} overflows a 64-bit count when added to the other hosts' (is its summary.json damaged?): rerun that host or leave it out", .path.display())]
+    Overflow { path: PathBuf, field: String },
     /// `--out` must be a new folder: merging into an input destroyed it.
     #[error("--out {}: exists already: pick another path or remove it{}", .path.display(), input_note(.input))]
     OutExists { path: PathBuf, input: bool },
@@ -97,6 +108,17 @@ fn input_note(input: &bool) -> &'static str {
 /// merged log is written: decoded, 20,000 intervals held 3.8 GB.
 type Interval = (u64, u64, String);
 
+/// The interval reader's word for a sum of values that overflowed.
+const OVERFLOWS: &str = "overflows";
+
+/// `a + b`, or the error naming the folder and the field whose sum overflowed.
+fn sum(a: u64, b: u64, dir: &Path, field: &str) -> Result<u64, MergeError> {
+    a.checked_add(b).ok_or_else(|| MergeError::Overflow {
+        path: dir.to_owned(),
+        field: field.to_owned(),
+    })
+}
+
 /// One client host's folder, read.
 struct Host {
     dir: PathBuf,
@@ -114,16 +136,20 @@ pub(crate) fn main(a: MergeArgs) -> anyhow::Result<i32> {
     match merge(&a) {
         Ok(run) => {
             println!(
-                "merged {} client host(s): {} connected, written to {}",
+                "merged {} client host(s): {} connected, {}, written to {}",
                 run.multihost.as_ref().map(|m| m.hosts.len()).unwrap_or(0),
                 run.client
                     .as_ref()
                     .map(|c| c.counters.connected)
                     .unwrap_or(0),
+                run.outcome,
                 a.out.display()
             );
             for h in run.multihost.iter().flat_map(|m| &m.hosts) {
                 println!("  {}", host_line(h));
+            }
+            for w in &run.warnings {
+                println!("  {w}");
             }
             Ok(0)
         }
@@ -186,6 +212,10 @@ fn read_host(dir: &Path) -> Result<Host, MergeError> {
         if let Some(log) = hlog::open(&file)? {
             hlog::for_each_interval(log, |i| {
                 let h = hlog::Interval::decode(i)?;
+                // hdrhistogram saturates its counts: a total that fits keeps every bucket exact.
+                if sum.len().checked_add(h.histogram.len()).is_none() {
+                    return Err(OVERFLOWS.to_owned());
+                }
                 sum.add(&h.histogram).map_err(|e| e.to_string())?;
                 let start = base_ns
                     .saturating_add((h.start_s * 1e9) as u64)
@@ -197,7 +227,13 @@ fn read_host(dir: &Path) -> Result<Host, MergeError> {
                 ));
                 Ok(())
             })
-            .map_err(|e| bad(file.display().to_string(), e))?;
+            .map_err(|e| match e.as_str() {
+                OVERFLOWS => MergeError::Overflow {
+                    path: dir.to_owned(),
+                    field: format!("the values of client-{name}.hlog"),
+                },
+                _ => bad(file.display().to_string(), e),
+            })?;
         }
         // The log must hold exactly what the host's final snapshot counted.
         let last = if snap.histograms.contains_key(name) {
@@ -257,6 +293,8 @@ pub(crate) fn merge(a: &MergeArgs) -> Result<RunRecord, MergeError> {
         }
         hosts.push(h);
     }
+    let unchecked = check_run_ids(&a.server_dir, &run, &hosts)?;
+    run.warnings.extend(unchecked);
     let count = hosts
         .iter()
         .filter_map(|h| h.run.host.as_ref()?.shard_count)
@@ -268,16 +306,15 @@ pub(crate) fn merge(a: &MergeArgs) -> Result<RunRecord, MergeError> {
         ));
     }
 
-    let client = merged_snapshot(&hosts).map_err(|error| MergeError::Hist {
-        path: a.out.clone(),
-        what: "merging histograms".to_owned(),
-        error,
-    })?;
-    align_samples(&mut run.samples, &hosts);
+    let client = merged_snapshot(&hosts, &a.out)?;
+    align_samples(&mut run.samples, &hosts)?;
     for phase in &mut run.phases {
-        phase_rows(&mut phase.kernel_vs_app, phase.ended_unix_ms, &hosts);
+        phase_rows(&mut phase.kernel_vs_app, phase.ended_unix_ms, &hosts)?;
     }
-    let breakdown: Vec<HostBreakdown> = hosts.iter().map(breakdown).collect();
+    let breakdown = hosts
+        .iter()
+        .map(breakdown)
+        .collect::<Result<Vec<HostBreakdown>, MergeError>>()?;
     let bounds: Vec<Option<u64>> = hosts
         .iter()
         .map(|h| h.run.host.as_ref().and_then(|h| h.clock_bound_ns()))
@@ -323,20 +360,34 @@ pub(crate) fn merge(a: &MergeArgs) -> Result<RunRecord, MergeError> {
         .chain([run.ended_unix_ms])
         .max()
         .unwrap_or(run.ended_unix_ms);
+    // The merged run ends as its worst host, and says why each host ended as it did.
+    if run.outcome == Outcome::Running {
+        // Its lab never wrote an end: killed, or the host died.
+        run.outcome = Outcome::Failed;
+        run.warnings.push(format!(
+            "the server host's run never ended (its folder {} still says running): it was killed or its host died",
+            a.server_dir.display()
+        ));
+    }
     for h in &hosts {
+        let outcome = h.run.outcome;
+        if outcome != Outcome::Complete {
+            run.warnings.push(format!(
+                "{}: the client host's run ended {outcome}{}",
+                label(h),
+                match h.run.warnings.is_empty() {
+                    true => " (no reason recorded)",
+                    false => ":",
+                }
+            ));
+        }
         for w in &h.run.warnings {
             run.warnings.push(format!("{}: {w}", label(h)));
         }
-        if h.run.outcome != crate::model::Outcome::Complete && h.run.warnings.is_empty() {
-            run.warnings.push(format!(
-                "{}: the client run ended {}",
-                label(h),
-                h.run.outcome
-            ));
-        }
+        run.outcome = run.outcome.worst(outcome);
     }
-    if !run.warnings.is_empty() && run.outcome == crate::model::Outcome::Complete {
-        run.outcome = crate::model::Outcome::Degraded;
+    if !run.warnings.is_empty() {
+        run.outcome = run.outcome.worst(Outcome::Degraded);
     }
     let server_logs = server_logs(&a.server_dir)?;
     run.client = Some(client);
@@ -348,6 +399,43 @@ pub(crate) fn merge(a: &MergeArgs) -> Result<RunRecord, MergeError> {
     });
     write(a, &run, &hosts, server_logs)?;
     Ok(run)
+}
+
+/// Every client folder must be of the server's run: a client host records the id the
+/// server host's control endpoint answered (`--clock-from`). A folder of another id is
+/// refused; a folder without one (written before runs had ids, or a client host without
+/// --clock-from) cannot be checked: merged, with a warning that says so (the merged run
+/// is then `degraded`).
+fn check_run_ids(
+    server_dir: &Path,
+    server: &RunRecord,
+    hosts: &[Host],
+) -> Result<Vec<String>, MergeError> {
+    let Some(server_id) = server.host.as_ref().and_then(|h| h.run_id.clone()) else {
+        return Ok(vec![format!(
+            "unchecked: the server host's folder {} has no run id (written before c1m recorded one): every client folder is merged as if of its run",
+            server_dir.display()
+        )]);
+    };
+    let mut warnings = Vec::new();
+    for h in hosts {
+        match h.run.host.as_ref().and_then(|i| i.run_id.clone()) {
+            Some(id) if id != server_id => {
+                return Err(MergeError::OtherRun {
+                    path: h.dir.clone(),
+                    id,
+                    server: server_dir.to_owned(),
+                    server_id,
+                });
+            }
+            Some(_) => {}
+            None => warnings.push(format!(
+                "unchecked: {} has no run id (written before c1m recorded one, or without --clock-from): merged as if of the server's run",
+                h.dir.display()
+            )),
+        }
+    }
+    Ok(warnings)
 }
 
 /// `--out` is a new folder: one that exists (an input above all) is refused before
@@ -394,8 +482,13 @@ fn label(h: &Host) -> String {
         .unwrap_or_else(|| h.dir.display().to_string())
 }
 
-/// The client side as one snapshot: counters summed, histograms added.
-fn merged_snapshot(hosts: &[Host]) -> Result<AppSnapshot, String> {
+/// The client side as one snapshot: counters summed (checked), histograms added.
+fn merged_snapshot(hosts: &[Host], out: &Path) -> Result<AppSnapshot, MergeError> {
+    let hist_err = |error: String| MergeError::Hist {
+        path: out.to_owned(),
+        what: "merging histograms".to_owned(),
+        error,
+    };
     let mut counters = Counters::default();
     let mut hists: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
     let mut pushes: BTreeMap<u64, PushStat> = BTreeMap::new();
@@ -409,20 +502,37 @@ fn merged_snapshot(hosts: &[Host]) -> Result<AppSnapshot, String> {
     let (mut asked, mut ramp_s) = (0.0, 0.0f64);
     for h in hosts {
         let s = &h.snap;
-        counters.add(&s.counters);
+        let add = |a: u64, b: u64, field: &str| sum(a, b, &h.dir, field);
+        counters
+            .checked_add(&s.counters)
+            .map_err(|field| MergeError::Overflow {
+                path: h.dir.clone(),
+                field: format!("counters.{field}"),
+            })?;
         for (name, hist) in &h.hists {
             let m = match hists.get_mut(*name) {
                 Some(m) => m,
                 None => hists
                     .entry((*name).to_owned())
-                    .or_insert(stats::histograms::new_hist().map_err(|e| e.to_string())?),
+                    .or_insert(stats::histograms::new_hist().map_err(|e| hist_err(e.to_string()))?),
             };
-            m.add(hist).map_err(|e| e.to_string())?;
+            add(
+                m.len(),
+                hist.len(),
+                &format!("the values of histogram {name}"),
+            )?;
+            m.add(hist).map_err(|e| hist_err(e.to_string()))?;
         }
         for p in &s.pushes {
             // Received on the host's clock: moved onto the server's.
             let on_server = |t: u64| t.saturating_add_signed(h.offset_ns);
-            pushes.entry(p.push_id).or_default().merge(&PushStat {
+            let merged = pushes.entry(p.push_id).or_default();
+            add(
+                merged.count,
+                p.count,
+                &format!("push {}'s count", p.push_id),
+            )?;
+            merged.merge(&PushStat {
                 push_id: p.push_id,
                 started_unix_ns: p.started_unix_ns,
                 count: p.count,
@@ -430,8 +540,14 @@ fn merged_snapshot(hosts: &[Host]) -> Result<AppSnapshot, String> {
                 last_unix_ns: on_server(p.last_unix_ns),
             });
         }
-        workers.count += s.workers.count;
-        workers.alive += s.workers.alive;
+        let add32 = |a: u32, b: u32, field: &str| {
+            a.checked_add(b).ok_or_else(|| MergeError::Overflow {
+                path: h.dir.clone(),
+                field: field.to_owned(),
+            })
+        };
+        workers.count = add32(workers.count, s.workers.count, "workers.count")?;
+        workers.alive = add32(workers.alive, s.workers.alive, "workers.alive")?;
         workers.list.extend(s.workers.list.iter().cloned());
         if let Some(r) = &s.setup_rate {
             asked += r.asked_per_s.unwrap_or(0.0);
@@ -442,9 +558,13 @@ fn merged_snapshot(hosts: &[Host]) -> Result<AppSnapshot, String> {
         snap.unix_ns = snap.unix_ns.max(s.unix_ns);
         snap.counts_unix_ns = snap.counts_unix_ns.max(s.counts_at_ns());
         snap.uptime_s = snap.uptime_s.max(s.uptime_s);
-        snap.target += s.target;
-        snap.rss_bytes += s.rss_bytes;
-        snap.rss_baseline_bytes += s.rss_baseline_bytes;
+        snap.target = add(snap.target, s.target, "target")?;
+        snap.rss_bytes = add(snap.rss_bytes, s.rss_bytes, "rss_bytes")?;
+        snap.rss_baseline_bytes = add(
+            snap.rss_baseline_bytes,
+            s.rss_baseline_bytes,
+            "rss_baseline_bytes",
+        )?;
         snap.cpu_user_s += s.cpu_user_s;
         snap.cpu_sys_s += s.cpu_sys_s;
     }
@@ -459,70 +579,99 @@ fn merged_snapshot(hosts: &[Host]) -> Result<AppSnapshot, String> {
         snap.percentiles.insert(k.clone(), Percentiles::of(h));
         snap.histograms.insert(
             k.clone(),
-            stats::histograms::encode_hist(h).map_err(|e| e.to_string())?,
+            stats::histograms::encode_hist(h).map_err(|e| hist_err(e.to_string()))?,
         );
     }
     Ok(snap)
 }
 
 /// Fills the client columns of the server's rows: each host's latest row at or before the
-/// server's row (on the server's clock), summed. A host with no row yet counts as absent.
-fn align_samples(samples: &mut [Sample], hosts: &[Host]) {
+/// server's row (on the server's clock), summed (checked). A host with no row yet counts
+/// as absent.
+fn align_samples(samples: &mut [Sample], hosts: &[Host]) -> Result<(), MergeError> {
     for s in samples {
-        let rows: Vec<&Sample> = hosts
+        let rows: Vec<(&Path, &Sample)> = hosts
             .iter()
             .filter_map(|h| {
                 let off_ms = h.offset_ns / 1_000_000;
-                h.run
+                let row = h
+                    .run
                     .samples
                     .iter()
                     .rev()
-                    .find(|r| r.unix_ms.saturating_add_signed(off_ms) <= s.unix_ms)
+                    .find(|r| r.unix_ms.saturating_add_signed(off_ms) <= s.unix_ms)?;
+                Some((h.dir.as_path(), row))
             })
             .collect();
         if rows.is_empty() {
             continue;
         }
-        let sum_u =
-            |f: fn(&Sample) -> Option<u64>| rows.iter().filter_map(|r| f(r)).reduce(|a, b| a + b);
-        let sum_f =
-            |f: fn(&Sample) -> Option<f64>| rows.iter().filter_map(|r| f(r)).reduce(|a, b| a + b);
-        s.client_open = sum_u(|r| r.client_open);
-        s.client_connected = sum_u(|r| r.client_connected);
-        s.client_failures = sum_u(|r| r.client_failures);
+        let sum_u = |f: fn(&Sample) -> Option<u64>, field: &str| {
+            let mut total: Option<u64> = None;
+            for (dir, r) in &rows {
+                if let Some(v) = f(r) {
+                    total = Some(sum(total.unwrap_or(0), v, dir, field)?);
+                }
+            }
+            Ok::<_, MergeError>(total)
+        };
+        let sum_f = |f: fn(&Sample) -> Option<f64>| {
+            rows.iter().filter_map(|(_, r)| f(r)).reduce(|a, b| a + b)
+        };
+        s.client_open = sum_u(|r| r.client_open, "timeseries client_open")?;
+        s.client_connected = sum_u(|r| r.client_connected, "timeseries client_connected")?;
+        s.client_failures = sum_u(|r| r.client_failures, "timeseries client_failures")?;
         s.client_connect_per_s = sum_f(|r| r.client_connect_per_s);
-        s.client_rss_bytes = sum_u(|r| r.client_rss_bytes);
+        s.client_rss_bytes = sum_u(|r| r.client_rss_bytes, "timeseries client_rss_bytes")?;
         s.client_cpu_s = sum_f(|r| r.client_cpu_s);
         s.client_cpu_cores = sum_f(|r| r.client_cpu_cores);
-        s.kernel_client_established = rows
+        s.kernel_client_established = match rows
             .iter()
-            .map(|r| r.kernel_client_established)
-            .collect::<Option<Vec<i64>>>()
-            .map(|v| v.iter().sum());
+            .map(|(dir, r)| Some((*dir, r.kernel_client_established?)))
+            .collect::<Option<Vec<(&Path, i64)>>>()
+        {
+            None => None,
+            Some(v) => {
+                let mut total = 0i64;
+                for (dir, n) in v {
+                    total = total.checked_add(n).ok_or_else(|| MergeError::Overflow {
+                        path: dir.to_owned(),
+                        field: "timeseries kernel_client_established".to_owned(),
+                    })?;
+                }
+                Some(total)
+            }
+        };
         s.client_age_s = rows
             .iter()
-            .map(|r| s.unix_ms.saturating_sub(r.unix_ms) as f64 / 1e3)
+            .map(|(_, r)| s.unix_ms.saturating_sub(r.unix_ms) as f64 / 1e3)
             .reduce(f64::max);
     }
+    Ok(())
 }
 
 /// A phase's client rows: the server host's kernel has no client side, so its rows are
 /// replaced by the client hosts' own counts (kernel and app) at the phase's end.
-fn phase_rows(rows: &mut Vec<KernelVsApp>, ended_unix_ms: u64, hosts: &[Host]) {
+fn phase_rows(
+    rows: &mut Vec<KernelVsApp>,
+    ended_unix_ms: u64,
+    hosts: &[Host],
+) -> Result<(), MergeError> {
     rows.retain(|r| !r.what.starts_with("client"));
     let mut one = [Sample {
         unix_ms: ended_unix_ms,
         ..Sample::default()
     }];
-    align_samples(&mut one, hosts);
+    align_samples(&mut one, hosts)?;
     let [s] = one;
     rows.push(crate::figures::kernel_vs_app::client_hosts_open(
         s.kernel_client_established,
         s.client_open.map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
     ));
+    Ok(())
 }
 
-fn breakdown(h: &Host) -> HostBreakdown {
+fn breakdown(h: &Host) -> Result<HostBreakdown, MergeError> {
     let info = h.run.host.clone().unwrap_or_default();
     let p99 = |name: &str| {
         h.hists
@@ -544,14 +693,21 @@ fn breakdown(h: &Host) -> HostBreakdown {
         .as_ref()
         .filter(|_| info.kernel_source == Some(KernelSource::Observer));
     let kernel = kernel_vs_app(h, kernel_client_established);
-    HostBreakdown {
+    let failures = c
+        .failures
+        .checked_total()
+        .ok_or_else(|| MergeError::Overflow {
+            path: h.dir.clone(),
+            field: "counters.failures (every kind summed)".to_owned(),
+        })?;
+    Ok(HostBreakdown {
         label: label(h),
         hostname: info.hostname.clone(),
         dir: h.dir.display().to_string(),
         shard_index: info.shard_index,
         connections_asked: h.run.config.connections,
         connected: c.connected,
-        failures: c.failures.total(),
+        failures,
         pushes_received: c.pushes_received,
         setup_rate_per_s: h.snap.setup_rate.and_then(|r| r.achieved_per_s),
         connect_p99_us: p99("connect_us"),
@@ -572,7 +728,7 @@ fn breakdown(h: &Host) -> HostBreakdown {
         ),
         clock_offset_ns: info.clock.map(|c| c.offset_ns),
         clock_bound_ns: info.clock_bound_ns(),
-    }
+    })
 }
 
 /// A host's kernel against its app over the run: with the observer, connections its

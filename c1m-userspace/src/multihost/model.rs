@@ -65,6 +65,19 @@ pub struct HostInfo {
     pub kernel_source: Option<KernelSource>,
     /// Client hosts: why the observer did not run, in one line (None: it ran).
     pub kernel_fallback: Option<String>,
+    /// The run this folder belongs to: made by the server host, answered by its control
+    /// endpoint's `time`, recorded by each client host; `c1m merge` joins only folders of
+    /// one id (None: a folder written before runs had ids, or a client host without
+    /// --clock-from).
+    pub run_id: Option<String>,
+}
+
+/// A new run id: 16 hex digits from the kernel's random source (a server host makes one
+/// per run; two runs share one with odds of 2^-64).
+pub(crate) fn new_run_id() -> String {
+    let mut b = [0u8; 8];
+    crate::workload::sys::random_bytes(&mut b);
+    format!("{:016x}", u64::from_le_bytes(b))
 }
 
 impl HostInfo {

@@ -95,6 +95,10 @@ pub struct ServerArgs {
     /// Stop after this long (default: until `stop` or a signal).
     #[arg(value_name = "DURATION", long, value_parser = crate::duration::parse)]
     pub duration: Option<Duration>,
+    /// The run this server belongs to, told with every `time` answer of its control
+    /// endpoint (set by `c1m run --clients external`; client hosts record it).
+    #[arg(value_name = "NAME", long, hide = true)]
+    pub run_id: Option<String>,
 }
 
 /// The workload flags `c1m client` and `c1m run` share, word for word: `c1m run` hands
@@ -216,9 +220,14 @@ pub struct HostsArgs {
     #[arg(value_name = "DIR", long)]
     pub run_dir: Option<PathBuf>,
     /// The server host's control endpoint (HOST:PORT): the clock offset to it is
-    /// measured before and after the run, and push latencies are corrected by it.
+    /// measured before and after the run, and push latencies are corrected by it; the
+    /// run id it answers is recorded, so `c1m merge` joins only folders of one run.
     #[arg(value_name = "HOST:PORT", long)]
     pub clock_from: Option<String>,
+    /// How long to wait for --clock-from's endpoint to accept a connection (the server
+    /// host may still be starting); what it waits for is printed every few seconds.
+    #[arg(value_name = "DURATION", long, default_value = "120s", value_parser = crate::duration::parse)]
+    pub server_wait: Duration,
     /// Name of this host in the merged breakdown (default: the hostname).
     #[arg(value_name = "NAME", long)]
     pub host_label: Option<String>,
@@ -318,6 +327,7 @@ pub(crate) fn run_server(a: ServerArgs) -> Result<()> {
         target: expected,
         control: a.common.control,
         control_token_file: a.common.control_token_file,
+        run_id: a.run_id,
         stats_json: a.common.stats_json,
         quiet: a.common.quiet,
         push_every: a.push_every,

@@ -138,6 +138,7 @@ pub(crate) fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsErro
         handshake_timeout,
         backlog,
         duration: stop_after,
+        run_id,
     } = a;
     let mut v = Argv::new::<ServerArgs>("server");
     v.value("addrs", addrs.join(","));
@@ -152,6 +153,7 @@ pub(crate) fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsErro
     v.value("handshake_timeout", duration(*handshake_timeout));
     v.value("backlog", backlog.to_string());
     v.opt("duration", stop_after.map(duration));
+    v.opt("run_id", run_id.clone());
     v.finish()
 }
 

@@ -428,7 +428,8 @@ impl ForeignServer {
             pushes_sent: seen.pushes_received,
             ..Counters::default()
         };
-        counters.closed.local_close = seen.closed.peer_closed;
+        // Every close the client saw come from the server, a close frame or not.
+        counters.closed.local_close = seen.closed.peer_closed + seen.closed.peer_eof;
         let baseline = self.baseline_rss.unwrap_or(u.rss_bytes);
         // Nothing of it on this box: no process figures rather than zeros.
         let here = u.processes > 0;

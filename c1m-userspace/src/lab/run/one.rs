@@ -193,6 +193,7 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
             role: crate::multihost::model::HostRole::Server,
             hostname: machine().hostname,
             label: machine().hostname,
+            run_id: plan.server.run_id.clone(),
             ..Default::default()
         }),
         server_info: Some(server_info),

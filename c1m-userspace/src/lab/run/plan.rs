@@ -145,6 +145,8 @@ pub(super) fn plan_into(
         };
         plan.server.common.control = Some(ctl);
         plan.server.common.control_token_file = server_token.clone();
+        // Client hosts learn it with the time; `c1m merge` joins only folders of this id.
+        plan.server.run_id = Some(crate::multihost::model::new_run_id());
     }
     Ok((plan, server_token))
 }

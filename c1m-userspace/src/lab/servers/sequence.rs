@@ -40,16 +40,6 @@ fn refused_flags(args: &RunArgs) -> Vec<&'static str> {
     .collect()
 }
 
-/// How bad an outcome is for the exit code of the whole sequence.
-fn severity(o: Outcome) -> u8 {
-    match o {
-        Outcome::Complete => 0,
-        Outcome::Degraded => 1,
-        Outcome::Running | Outcome::Failed => 2,
-        Outcome::Interrupted => 3,
-    }
-}
-
 /// SIGINT, SIGTERM and SIGHUP to the sequence: each stops it, and is passed on to the
 /// run under way (a TUI in raw mode takes Ctrl-C as a key and ends its run itself; the
 /// sequence then stops on the run's outcome).
@@ -313,9 +303,7 @@ async fn run_all(mut args: RunArgs) -> Result<i32> {
         let outcome = load_run(&run_dir)
             .map(|r| r.outcome)
             .unwrap_or(Outcome::Failed);
-        if severity(outcome) > severity(worst) {
-            worst = outcome;
-        }
+        worst = worst.worst(outcome);
         runs.push(compare_arg(&run_dir, *server));
         if outcome == Outcome::Interrupted {
             break;

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
+use thiserror::Error;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::workload::sys;
@@ -51,41 +51,130 @@ pub(crate) fn best(exchanges: &[Exchange]) -> Option<ClockOffset> {
     })
 }
 
-/// The answer to a `time` line: `{"unix_ns":T}`.
+/// The answer to a `time` line: `{"unix_ns":T}`, and `"run_id"` when the endpoint's
+/// process belongs to a run of several hosts (a server host's `c1m run --clients external`).
 #[derive(Serialize, Deserialize)]
 pub(crate) struct TimeAnswer {
     pub unix_ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+}
+
+/// What a clock query learnt: the offset, and the run the endpoint belongs to.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Measured {
+    pub offset: ClockOffset,
+    /// The server host's run id (None: an endpoint of a c1m before ids, or not a run's).
+    pub run_id: Option<String>,
+}
+
+/// How long a connect to the endpoint may take before this try counts as "not up yet"
+/// (a silent address drops SYNs; the caller tries again).
+const CONNECT_WITHIN: Duration = Duration::from_secs(3);
+
+/// How long an endpoint that accepted may take to answer the first `time`. c1m answers
+/// it in the session task, before any auth: a peer silent this long is something else.
+pub(crate) const FIRST_ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
+/// Why a clock query failed, told apart by what the caller should do next.
+#[derive(Debug, Error)]
+pub(crate) enum ClockError {
+    /// Nothing accepted the connection (refused, unreachable, unresolved or silent):
+    /// the server host may still be starting.
+    #[error("{addr}: {why}")]
+    NotUp { addr: String, why: String },
+    /// Something accepted the connection but did not answer as c1m's control endpoint
+    /// does: a wrong address or port, which waiting will not fix.
+    #[error(
+        "{addr} is not c1m's control endpoint: it {what}; give --clock-from the server host's control endpoint (`c1m run --clients external`'s --control, by default its --addr and port 7999)"
+    )]
+    NotC1m { addr: String, what: String },
+    /// c1m's endpoint answered, then the exchange broke off or took too long.
+    #[error("{addr}: {why}")]
+    Broken { addr: String, why: String },
+}
+
+impl ClockError {
+    /// True when waiting may help: nothing accepted the connection yet.
+    pub(crate) fn not_up_yet(&self) -> bool {
+        matches!(self, ClockError::NotUp { .. })
+    }
 }
 
 /// Estimates the offset to the control endpoint at `addr` (HOST:PORT), over one TCP
 /// connection, within `limit`.
-pub(crate) async fn measure(addr: &str, limit: Duration) -> Result<ClockOffset> {
-    tokio::time::timeout(limit, measure_inner(addr))
-        .await
-        .with_context(|| format!("clock query to {addr}: no answer within {limit:?}"))?
+pub(crate) async fn measure(addr: &str, limit: Duration) -> Result<Measured, ClockError> {
+    match tokio::time::timeout(limit, measure_inner(addr)).await {
+        Ok(r) => r,
+        Err(_) => Err(ClockError::Broken {
+            addr: addr.to_owned(),
+            why: format!("{ROUND_TRIPS} `time` round trips took longer than {limit:?}"),
+        }),
+    }
 }
 
-async fn measure_inner(addr: &str) -> Result<ClockOffset> {
-    let s = tokio::net::TcpStream::connect(addr)
-        .await
-        .with_context(|| format!("clock query: connect {addr}"))?;
-    s.set_nodelay(true)?;
+async fn measure_inner(addr: &str) -> Result<Measured, ClockError> {
+    let not_up = |why: String| ClockError::NotUp {
+        addr: addr.to_owned(),
+        why,
+    };
+    let s = match tokio::time::timeout(CONNECT_WITHIN, tokio::net::TcpStream::connect(addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(not_up(e.to_string())),
+        Err(_) => {
+            return Err(not_up(format!(
+                "no answer to connect within {CONNECT_WITHIN:?}"
+            )));
+        }
+    };
+    let _ = s.set_nodelay(true);
     let (r, mut w) = s.into_split();
     let mut lines = BufReader::new(r).lines();
     let mut ex = Vec::with_capacity(ROUND_TRIPS);
-    for _ in 0..ROUND_TRIPS {
+    let mut run_id = None;
+    for i in 0..ROUND_TRIPS {
+        // Until the first answer, a failure says the peer is not c1m; after, that the
+        // exchange broke off.
+        let fail = |what: String| match i {
+            0 => ClockError::NotC1m {
+                addr: addr.to_owned(),
+                what,
+            },
+            _ => ClockError::Broken {
+                addr: addr.to_owned(),
+                why: what,
+            },
+        };
         let sent_ns = sys::realtime_ns();
-        w.write_all(b"time\n").await?;
-        let line = lines
-            .next_line()
-            .await?
-            .context("clock query: the endpoint closed")?;
+        w.write_all(b"time\n")
+            .await
+            .map_err(|e| fail(format!("failed the `time` request ({e})")))?;
+        let line = match tokio::time::timeout(FIRST_ANSWER_WITHIN, lines.next_line()).await {
+            Ok(Ok(Some(line))) => line,
+            Ok(Ok(None)) => {
+                return Err(fail(
+                    "closed the connection without answering `time`".into(),
+                ));
+            }
+            Ok(Err(e)) => {
+                return Err(fail(format!(
+                    "ended the connection without answering `time` ({e})"
+                )));
+            }
+            Err(_) => {
+                return Err(fail(format!(
+                    "accepted, then answered nothing to `time` within {FIRST_ANSWER_WITHIN:?}"
+                )));
+            }
+        };
         let received_ns = sys::realtime_ns();
-        let a: TimeAnswer = serde_json::from_str(&line).with_context(|| {
-            format!(
-                "clock query: {addr} answered {line:?}, not a time (is it c1m's control endpoint?)"
-            )
+        let a: TimeAnswer = serde_json::from_str(&line).map_err(|_| {
+            let shown: String = line.chars().take(60).collect();
+            fail(format!("answered {shown:?} to `time`"))
         })?;
+        if i == 0 {
+            run_id = a.run_id;
+        }
         ex.push(Exchange {
             sent_ns,
             server_ns: a.unix_ns,
@@ -93,8 +182,11 @@ async fn measure_inner(addr: &str) -> Result<ClockOffset> {
         });
     }
     match best(&ex) {
-        Some(o) => Ok(o),
-        None => bail!("clock query: this host's clock went backwards during every exchange"),
+        Some(offset) => Ok(Measured { offset, run_id }),
+        None => Err(ClockError::Broken {
+            addr: addr.to_owned(),
+            why: "this host's clock went backwards during every exchange".into(),
+        }),
     }
 }
 

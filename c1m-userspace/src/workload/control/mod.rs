@@ -9,7 +9,7 @@
 //! | `close` | client | `{"ok":"closing"}`: tear down every connection      |
 //! | `stop`  | both   | `{"ok":"stopping"}`: close everything and exit      |
 //! | `close` | server | `{"ok":"closing"}`: close every connection (external clients) |
-//! | `time`  | both   | `{"unix_ns":T}`: this host's clock; before `auth` too |
+//! | `time`  | both   | `{"unix_ns":T}`: this host's clock (and `"run_id"` on a server host); before `auth` too |
 //!
 //! Anything else gets `{"error":"…"}` quoting at most a short prefix of the request.
 //!
@@ -59,12 +59,14 @@ pub(crate) const MAX_SESSIONS: usize = 64;
 /// cannot sit on session slots.
 const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The clock query: answered with `{"unix_ns":T}`, this host's CLOCK_REALTIME.
+/// The clock query: answered with `{"unix_ns":T}`, this host's CLOCK_REALTIME, and the
+/// run's id when the process was given one (`"run_id":"…"`).
 pub(crate) const TIME: &str = "time";
 
-fn time_line() -> String {
+fn time_line(run_id: Option<&str>) -> String {
     let t = clock::TimeAnswer {
         unix_ns: super::sys::realtime_ns(),
+        run_id: run_id.map(str::to_owned),
     };
     format!("{}\n", serde_json::to_string(&t).unwrap_or_default())
 }
@@ -103,6 +105,9 @@ struct Access {
     owner: Option<u32>,
     /// Require `auth <token>` as the first line.
     token: Option<Token>,
+    /// The run this process belongs to, told with every `time` answer (client hosts
+    /// record it; `c1m merge` checks it).
+    run_id: Option<Arc<str>>,
 }
 
 /// A served endpoint. Dropping it stops accepting and removes the socket file and the
@@ -131,8 +136,10 @@ impl Drop for Serving {
 pub(crate) async fn serve(
     ep: Endpoint,
     token_file: Option<&Path>,
+    run_id: Option<&str>,
     tx: mpsc::UnboundedSender<Request>,
 ) -> Result<Serving> {
+    let run_id: Option<Arc<str>> = run_id.map(Arc::from);
     let sessions = Arc::new(Semaphore::new(MAX_SESSIONS));
     let token_file = match token_file {
         None => None,
@@ -168,6 +175,7 @@ pub(crate) async fn serve(
             let access = Access {
                 owner: peer::is_loopback(&local).then(peer::euid),
                 token,
+                run_id,
             };
             let task = tokio::spawn(async move {
                 loop {
@@ -199,6 +207,7 @@ pub(crate) async fn serve(
             let access = Access {
                 owner: Some(peer::euid()),
                 token,
+                run_id,
             };
             let task = tokio::spawn(async move {
                 loop {
@@ -338,7 +347,10 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
             let line = tokio::time::timeout_at(auth_by, next_line(&mut s, &mut buf)).await;
             match line {
                 Ok(Ok(Next::Line(l))) if l.trim() == TIME => {
-                    if s.write_all(time_line().as_bytes()).await.is_err() {
+                    if s.write_all(time_line(access.run_id.as_deref()).as_bytes())
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -382,7 +394,10 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
         if line.trim() == TIME {
             // Answered here, not by the supervisor: the stamp is taken as close to the
             // write as possible, so the round trip bounds it.
-            if s.write_all(time_line().as_bytes()).await.is_err() {
+            if s.write_all(time_line(access.run_id.as_deref()).as_bytes())
+                .await
+                .is_err()
+            {
                 return;
             }
             continue;

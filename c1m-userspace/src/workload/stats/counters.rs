@@ -17,6 +17,19 @@ macro_rules! counter_set {
             pub(crate) fn add(&mut self, o: &$name) { $(self.$field += o.$field;)* }
             /// Every cause summed.
             pub fn total(&self) -> u64 { 0 $(+ self.$field)* }
+            /// Adds `o`'s counts to these, or names the first cause whose sum overflows
+            /// a u64 (then nothing is added): sums of counts read from files are checked.
+            pub(crate) fn checked_add(&mut self, o: &$name) -> Result<(), &'static str> {
+                let mut sum = *self;
+                $(sum.$field = self.$field.checked_add(o.$field).ok_or(stringify!($field))?;)*
+                *self = sum;
+                Ok(())
+            }
+            /// Every cause summed, None when the sum overflows a u64.
+            #[allow(dead_code)] // generated for every set; merge reads the failures' only
+            pub(crate) fn checked_total(&self) -> Option<u64> {
+                Some(0u64) $(.and_then(|t| t.checked_add(self.$field)))*
+            }
             /// Each cause as (JSON key, count), in declaration order.
             pub(crate) fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
                 [$((stringify!($field), self.$field)),*].into_iter()
@@ -28,8 +41,11 @@ macro_rules! counter_set {
 counter_set! {
     /// Why an open connection ended.
     Closed {
-        /// The peer closed (read returned 0, or a WebSocket close frame).
+        /// The peer closed: a WebSocket close frame, or (raw TCP modes) EOF.
         peer_closed,
+        /// WebSocket: the peer's stream ended (EOF) with no close frame before it, which
+        /// every teardown sends first: the peer crashed or was killed.
+        peer_eof,
         /// ECONNRESET / EPIPE on an open connection.
         reset,
         /// We closed it: teardown (`close`, `stop`, end of hold).
@@ -150,7 +166,76 @@ pub struct Counters {
     pub ws_pings_in: u64,
 }
 
+/// `$sum.field = $a.field + $b.field` for each field, `?` with the field's name on overflow.
+macro_rules! checked_fields {
+    ($sum:ident, $a:ident, $b:ident, $($field:ident),*) => {
+        $($sum.$field = $a.$field.checked_add($b.$field).ok_or(stringify!($field))?;)*
+    };
+}
+
 impl Counters {
+    /// Adds `o`'s counts to these, or names the first field whose sum overflows a u64
+    /// ("closed.reset"; then nothing is added): `c1m merge` sums counts read from files.
+    pub(crate) fn checked_add(&mut self, o: &Counters) -> Result<(), String> {
+        // Every field by name: a new one fails to compile here until it is summed below.
+        let Counters {
+            attempted: _,
+            connected: _,
+            accepted: _,
+            open: _,
+            in_flight: _,
+            ws_open: _,
+            closed: _,
+            failures: _,
+            protocol_errors: _,
+            bytes_in: _,
+            bytes_out: _,
+            pushes_sent: _,
+            pushes_received: _,
+            push_undecodable: _,
+            echo_round_trips: _,
+            ws_messages_in: _,
+            ws_messages_out: _,
+            ws_pings_in: _,
+        } = *o;
+        let a = *self;
+        let mut sum = a;
+        let plain = |sum: &mut Counters| -> Result<(), &'static str> {
+            checked_fields!(
+                sum,
+                a,
+                o,
+                attempted,
+                connected,
+                accepted,
+                open,
+                in_flight,
+                ws_open,
+                bytes_in,
+                bytes_out,
+                pushes_sent,
+                pushes_received,
+                push_undecodable,
+                echo_round_trips,
+                ws_messages_in,
+                ws_messages_out,
+                ws_pings_in
+            );
+            Ok(())
+        };
+        plain(&mut sum).map_err(str::to_owned)?;
+        let named = |group: &'static str| move |field: &str| format!("{group}.{field}");
+        sum.closed.checked_add(&o.closed).map_err(named("closed"))?;
+        sum.failures
+            .checked_add(&o.failures)
+            .map_err(named("failures"))?;
+        sum.protocol_errors
+            .checked_add(&o.protocol_errors)
+            .map_err(named("protocol_errors"))?;
+        *self = sum;
+        Ok(())
+    }
+
     pub(crate) fn add(&mut self, o: &Counters) {
         self.attempted += o.attempted;
         self.connected += o.connected;
@@ -199,5 +284,40 @@ mod tests {
         );
         let json = serde_json::to_string(&a).unwrap();
         assert_eq!(serde_json::from_str::<Counters>(&json).unwrap(), a);
+    }
+
+    #[test]
+    fn checked_sums_name_the_field_that_overflows_and_add_nothing() {
+        let mut a = Counters {
+            connected: 2,
+            ..Default::default()
+        };
+        a.closed.reset = u64::MAX;
+        let mut b = Counters {
+            connected: 3,
+            ..Default::default()
+        };
+        b.closed.reset = 1;
+        let before = a;
+        assert_eq!(a.checked_add(&b), Err("closed.reset".to_owned()));
+        assert_eq!(a, before, "nothing added");
+        b.closed.reset = 0;
+        b.bytes_in = 7;
+        a.checked_add(&b).unwrap();
+        assert_eq!((a.connected, a.bytes_in, a.closed.reset), (5, 7, u64::MAX));
+        let mut f = Failures {
+            refused: u64::MAX,
+            ..Default::default()
+        };
+        assert_eq!(f.checked_total(), Some(u64::MAX));
+        f.other = 1;
+        assert_eq!(f.checked_total(), None);
+        assert_eq!(
+            a.checked_add(&Counters {
+                bytes_in: u64::MAX,
+                ..Default::default()
+            }),
+            Err("bytes_in".to_owned())
+        );
     }
 }

@@ -73,6 +73,7 @@ impl Supervisor {
                 control::serve(
                     control::Endpoint::parse(ep),
                     self.o.control_token_file.as_deref(),
+                    self.o.run_id.as_deref(),
                     ctl_tx,
                 )
                 .await?,

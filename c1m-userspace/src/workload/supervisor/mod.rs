@@ -46,6 +46,8 @@ pub(crate) struct Options {
     pub control: Option<String>,
     /// Require a token on the control endpoint, written here.
     pub control_token_file: Option<PathBuf>,
+    /// The run's id, answered with `time` on the control endpoint (server hosts).
+    pub run_id: Option<String>,
     pub stats_json: Option<PathBuf>,
     pub quiet: bool,
     /// Server: push schedule.

@@ -558,7 +558,7 @@ impl Conn {
                 }
                 Some(Ok(0)) => {
                     if self.p.state == State::Open {
-                        p.c.closed.peer_closed += 1;
+                        p.count_peer_eof();
                     } else {
                         p.c.failures.reset += 1;
                     }

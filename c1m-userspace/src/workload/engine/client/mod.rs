@@ -475,7 +475,7 @@ impl Shard {
         let n = match sys::read(fd, &mut self.buf) {
             Ok(0) => {
                 if conn.p.state == State::Open {
-                    self.p.c.closed.peer_closed += 1;
+                    self.p.count_peer_eof();
                     self.close_open(tok);
                 } else {
                     self.p.c.failures.reset += 1;

@@ -189,6 +189,16 @@ pub(crate) struct Proto {
 }
 
 impl Proto {
+    /// The server's stream ended (EOF) on an open connection. In WebSocket mode a
+    /// teardown sends a close frame first (that one ended the connection before its EOF
+    /// was read), so an EOF alone is a crash; in the raw TCP modes EOF is the close.
+    pub(crate) fn count_peer_eof(&mut self) {
+        match self.cfg.mode {
+            Mode::Ws => self.c.closed.peer_eof += 1,
+            Mode::Hold | Mode::Echo => self.c.closed.peer_closed += 1,
+        }
+    }
+
     pub(crate) fn new(cfg: ClientShardConfig, open_in_process: Arc<AtomicU64>) -> Result<Proto> {
         let echo_limit = match (cfg.mode, cfg.echo_count) {
             (Mode::Echo, 0) => None,
