@@ -244,6 +244,11 @@ fn the_next_run_removes_what_a_killed_one_left() {
     );
     assert_eq!(made_with(&prefix), Vec::<String>::new(), "{}", text(&next));
     assert_eq!(alive(&journal), Vec::<u32>::new());
+    // The server host was a lab itself: no journal of it is left behind either.
+    for c in &journal.children {
+        let left = Path::new("/run/c1m/labs").join(format!("{}.json", c.proc.pid));
+        assert!(!left.exists(), "{} left: {}", left.display(), text(&next));
+    }
     let again = journal_of(&run_folder(&dir.join("next").join("runs")));
     assert_eq!(
         made_with(&format!("c1mh{}-", again.lab.pid)),

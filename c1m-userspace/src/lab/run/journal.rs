@@ -413,44 +413,78 @@ impl Made {
     }
 }
 
+/// How long a swept lab's hosts get to conclude before they are killed: they were sent
+/// SIGTERM when the lab died (a server host, itself a lab, then closes its connections
+/// and removes its own journal).
+const HOSTS_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Ends what killed `c1m run --hosts` labs left (their processes, namespaces and links),
 /// before a new one makes its own: one line per lab swept, or why it could not be read.
+/// A host still concluding gets [`HOSTS_GRACE`]; a host that was a lab itself and left a
+/// journal of its own (killed before it concluded) is swept with its parent.
 pub(crate) fn sweep_hosts() -> Vec<String> {
     let found = match leftovers() {
         Ok(f) => f,
         Err(e) => return vec![e.to_string()],
     };
+    let (hosts, others): (Vec<Leftover>, Vec<Leftover>) = found
+        .leftovers
+        .into_iter()
+        .partition(|l| !l.journal.namespaces.is_empty() || !l.journal.links.is_empty());
+    let until = std::time::Instant::now() + HOSTS_GRACE;
+    while hosts.iter().any(|l| l.alive.iter().any(|c| c.proc.alive()))
+        && std::time::Instant::now() < until
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     let mut lines = Vec::new();
-    for l in found.leftovers {
-        if l.journal.namespaces.is_empty() && l.journal.links.is_empty() {
-            continue;
-        }
+    for l in hosts {
+        let children = l.journal.children.clone();
         let pid = l.journal.lab.pid;
-        let ended = l.end();
-        let mut what: Vec<String> = ended
-            .ended
+        let mut what = ended_lines(l.end());
+        // A host that was a lab (the server host's `c1m run`), by pid and start time.
+        let labs = leftovers().map(|f| f.leftovers).unwrap_or_default();
+        for inner in others
             .iter()
-            .map(|c| format!("ended {} pid {}", c.role.name(), c.proc.pid))
-            .collect();
-        what.extend(
-            ended
-                .removed
-                .iter()
-                .map(|p| format!("removed {}", p.display())),
-        );
-        what.extend(ended.failed);
-        what.extend(
-            ended
-                .spared
-                .iter()
-                .map(|(c, why)| format!("left {} pid {}: {why}", c.role.name(), c.proc.pid)),
-        );
+            .chain(&labs)
+            .filter(|o| children.iter().any(|c| c.proc == o.journal.lab))
+            .take(1)
+        {
+            what.push(format!(
+                "and of its host lab pid {}:",
+                inner.journal.lab.pid
+            ));
+            what.extend(ended_lines(inner.clone().end()));
+        }
         lines.push(format!(
             "swept the hosts of killed lab pid {pid}: {}",
             what.join(", ")
         ));
     }
     lines
+}
+
+/// What ending a leftover did, a phrase each.
+fn ended_lines(ended: Ended) -> Vec<String> {
+    let mut what: Vec<String> = ended
+        .ended
+        .iter()
+        .map(|c| format!("ended {} pid {}", c.role.name(), c.proc.pid))
+        .collect();
+    what.extend(
+        ended
+            .removed
+            .iter()
+            .map(|p| format!("removed {}", p.display())),
+    );
+    what.extend(ended.failed);
+    what.extend(
+        ended
+            .spared
+            .iter()
+            .map(|(c, why)| format!("left {} pid {}: {why}", c.role.name(), c.proc.pid)),
+    );
+    what
 }
 
 /// Whether `cgroup` is named as `cgroup::Cgroup::create` names the ones lab `pid` makes
