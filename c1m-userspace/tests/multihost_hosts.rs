@@ -288,3 +288,25 @@ fn bad_shapes_are_one_line_errors() {
     }
     assert!(lab_util::run_folders(&dir.join("runs")).is_empty());
 }
+
+#[test]
+fn a_user_who_is_not_root_is_told_in_one_line() {
+    if !root_or_skip("a_user_who_is_not_root_is_told_in_one_line") {
+        return;
+    }
+    // As nobody, through util-linux's setpriv (root's tests, so it can drop to them).
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_c1m"))
+        .args(["run", "--hosts", "1+2", "--out", "/nonexistent/c1m-runs"])
+        .stdin(Stdio::null());
+    let out = bounded(cmd, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(
+        stderr.trim_end(),
+        "c1m: --hosts makes network namespaces, which needs root: run it as root (sudo c1m run --hosts 1+2 …)",
+        "{}",
+        text(&out)
+    );
+}
