@@ -438,7 +438,9 @@ pub(crate) fn sweep_hosts() -> Vec<String> {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     let mut lines = Vec::new();
-    for l in hosts {
+    for mut l in hosts {
+        // Those that concluded in the grace are not named as spared.
+        l.alive.retain(|c| c.proc.alive());
         let children = l.journal.children.clone();
         let pid = l.journal.lab.pid;
         let mut what = ended_lines(l.end());
