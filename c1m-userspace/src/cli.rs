@@ -107,6 +107,10 @@ fn run() -> i32 {
         Command::Run(args) if args.servers.is_some() => {
             return exit_code(crate::lab::servers::sequence::main(args));
         }
+        // Hosts as network namespaces: it starts a `c1m run` and `c1m client`s in them.
+        Command::Run(args) if args.hosts.is_some() => {
+            return exit_code(crate::multihost::hosts_run::main(args));
+        }
         Command::Run(args) => return exit_code(crate::lab::run::main(args)),
         Command::Merge(args) => return exit_code(crate::multihost::merge::main(args)),
         Command::Top(args) => crate::lab::top::main(args),
@@ -253,7 +257,7 @@ mod tests {
     }
 
     /// The value names a flag may show: one per kind of value across the commands.
-    const VALUE_NAMES: [&str; 25] = [
+    const VALUE_NAMES: [&str; 26] = [
         "COUNT",
         "DURATION",
         "ADDRS",
@@ -279,6 +283,7 @@ mod tests {
         "TIME",
         "I/N",
         "UNIT",
+        "1+K",
     ];
 
     #[test]

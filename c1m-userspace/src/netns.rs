@@ -203,3 +203,89 @@ fn open_fds() -> impl Iterator<Item = (u32, PathBuf)> {
                 })
         })
 }
+
+/// The prefix of every namespace and link `c1m run --hosts` of lab `pid` makes
+/// (`c1mh4242-`): two labs never collide, and a journal's names are deleted only under
+/// its own lab's prefix. At most 9 characters for a 7-digit pid, so a link named with it
+/// and a 6-character tail fits IFNAMSIZ (15).
+pub(crate) fn hosts_prefix(pid: u32) -> String {
+    format!("c1mh{pid}-")
+}
+
+/// Where `ip netns add NAME` mounts a namespace.
+pub(crate) fn named_path(name: &str) -> PathBuf {
+    PathBuf::from("/run/netns").join(name)
+}
+
+/// The named namespace (`ip netns add`), opened.
+pub(crate) fn open_named(name: &str) -> io::Result<OwnedFd> {
+    Ok(OwnedFd::from(std::fs::File::open(named_path(name))?))
+}
+
+/// Moves the calling thread into `ns`. Async-signal-safe (one system call), so a child's
+/// `pre_exec` can call it between fork and exec.
+pub(crate) fn enter(ns: impl AsFd) -> io::Result<()> {
+    rustix::thread::move_into_link_name_space(
+        ns.as_fd(),
+        Some(rustix::thread::LinkNameSpaceType::Network),
+    )?;
+    Ok(())
+}
+
+/// `ip ARGS…` (iproute2), its error output in the error when it fails.
+pub(crate) fn ip(args: &[&str]) -> io::Result<()> {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| io::Error::new(e.kind(), format!("running ip (iproute2): {e}")))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(io::Error::other(format!(
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr).trim()
+    )))
+}
+
+/// `ip -n NS -batch -` with `commands` (one a line) on its stdin: a host's many
+/// addresses in one process instead of one each.
+pub(crate) fn ip_batch(ns: &str, commands: &str) -> io::Result<()> {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("ip")
+        .args(["-n", ns, "-batch", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| io::Error::new(e.kind(), format!("running ip (iproute2): {e}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(commands.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(io::Error::other(format!(
+        "ip -n {ns} -batch: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    )))
+}
+
+/// Deletes the named namespace (false: there was none). Its links go with it once no
+/// process holds it.
+pub(crate) fn delete_named(name: &str) -> io::Result<bool> {
+    if std::fs::symlink_metadata(named_path(name)).is_err() {
+        return Ok(false);
+    }
+    ip(&["netns", "delete", name]).map(|()| true)
+}
+
+/// Deletes link `name` of this process's namespace (false: there is none).
+pub(crate) fn delete_link(name: &str) -> io::Result<bool> {
+    if std::fs::symlink_metadata(PathBuf::from("/sys/class/net").join(name)).is_err() {
+        return Ok(false);
+    }
+    ip(&["link", "delete", name]).map(|()| true)
+}

@@ -93,8 +93,14 @@ impl std::str::FromStr for PortList {
 /// the process. `parent` is the parent's pid taken before the fork: if it already died,
 /// the child belongs to another process by now and must not start.
 pub(crate) fn die_with_parent(parent: u32) -> std::io::Result<()> {
+    end_with_parent(parent, rustix::process::Signal::KILL)
+}
+
+/// [`die_with_parent`] with another signal: SIGTERM lets a child that is a lab itself
+/// (`c1m run --hosts`'s server host) conclude its run and clean up what it made.
+pub(crate) fn end_with_parent(parent: u32, signal: rustix::process::Signal) -> std::io::Result<()> {
     // rustix's raw syscalls allocate nothing, so they are fine between fork and exec.
-    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+    rustix::process::set_parent_process_death_signal(Some(signal))?;
     if rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32) != parent {
         return Err(std::io::Error::other(
             "the parent exited before its child started",

@@ -33,6 +33,7 @@ mod live_view_tui;
 mod metrics_dashboard;
 mod metrics_linger;
 mod multihost_hostile;
+mod multihost_hosts;
 mod multihost_netns;
 mod observer_kernel;
 mod reference_servers;

@@ -9,10 +9,16 @@
 //!   a client and counts the clients it sees by address ([`peers`]).
 //! - `c1m merge` ([`merge`]) makes one run folder of them, exactly: histograms added
 //!   bucket by bucket, counters summed.
+//! - `c1m run --hosts 1+K` ([`hosts_run`]) makes the hosts as network namespaces on a
+//!   bridge ([`topology`]), runs both sides in them and merges the result, with a row
+//!   per host (`hosts_table`).
 
 pub(crate) mod client_host;
 pub(crate) mod client_metrics;
 pub(crate) mod client_run;
+pub(crate) mod hosts_run;
+mod hosts_table;
 pub(crate) mod merge;
 pub mod model;
 pub(crate) mod peers;
+pub(crate) mod topology;

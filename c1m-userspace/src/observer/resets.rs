@@ -8,6 +8,21 @@ impl KernelView {
     pub fn resets_explained(&self) -> Option<String> {
         explain(&self.server, &self.client, &self.other)
     }
+
+    /// Resets sent since attach, every side and reason.
+    pub(crate) fn resets_sent(&self) -> u64 {
+        [&self.server, &self.client, &self.other]
+            .iter()
+            .map(|v| v.resets_sent())
+            .sum()
+    }
+}
+
+impl SideView {
+    /// Resets this side sent since attach, every reason.
+    pub(crate) fn resets_sent(&self) -> u64 {
+        self.resets_sent_by_reason.values().sum()
+    }
 }
 
 /// What a reason of `enum sk_rst_reason` means for a run, by the name its tracepoint
@@ -42,7 +57,7 @@ fn meaning(reason: &str) -> Option<&'static str> {
 /// "264 sent (client 261, server 3): 260 NO_SOCKET (a segment for …); 4 TCP_STATE (…)".
 pub(crate) fn explain(server: &SideView, client: &SideView, other: &SideView) -> Option<String> {
     let sides = [("server", server), ("client", client), ("other", other)];
-    let sent = |v: &SideView| v.resets_sent_by_reason.values().sum::<u64>();
+    let sent = SideView::resets_sent;
     let total: u64 = sides.iter().map(|(_, v)| sent(v)).sum();
     if total == 0 {
         return None;

@@ -314,7 +314,7 @@ impl Observer {
             if index as u32 != event::RETRANSMIT && !self.event_missing(index as u32) {
                 // Resets are counted once, by reason (`RESETS`).
                 let n = if index as u32 == event::RESET_SENT {
-                    v.resets_sent_by_reason.values().sum()
+                    v.resets_sent()
                 } else {
                     now.events[event_index(s, index as u32) as usize]
                 };

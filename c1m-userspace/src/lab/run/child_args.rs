@@ -14,7 +14,7 @@ use thiserror::Error;
 use super::flags::RunArgs;
 use crate::{
     args::Connections,
-    workload::cli::{ClientArgs, CommonArgs, Hold, ServerArgs, WorkloadArgs},
+    workload::cli::{ClientArgs, CommonArgs, Hold, HostsArgs, ServerArgs, WorkloadArgs},
 };
 
 #[derive(Debug, Error)]
@@ -176,8 +176,17 @@ pub(crate) fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsErro
         stay,
         step,
         max_message,
-        // The lab's own client is the only host: nothing to shard or merge.
-        hosts_run: _,
+        // The lab's own client has none; `c1m run --hosts` gives each client host its
+        // share, start, folder, clock and label.
+        hosts_run:
+            HostsArgs {
+                shard,
+                start_at,
+                run_dir,
+                clock_from,
+                host_label,
+                metrics_addr,
+            },
         push_format,
         push_latency,
         push_stamp,
@@ -217,6 +226,17 @@ pub(crate) fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsErro
         push_trigger.as_ref().map(ToString::to_string),
     );
     v.opt("server_pid", server_pid.map(|p| p.to_string()));
+    v.opt("shard", shard.map(|s| format!("{}/{}", s.index, s.count)));
+    v.opt(
+        "start_at",
+        start_at
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| format!("{}.{:09}", d.as_secs(), d.subsec_nanos())),
+    );
+    v.opt("run_dir", run_dir.as_ref());
+    v.opt("clock_from", clock_from.as_ref());
+    v.opt("host_label", host_label.as_ref());
+    v.opt("metrics_addr", metrics_addr.map(|m| m.to_string()));
     v.finish()
 }
 
@@ -274,6 +294,10 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         into,
         // A bound socket, not a flag: a child binds --metrics-addr itself.
         metrics_listener: _,
+        // `--hosts` starts its server side as a `c1m run` of its own: that run makes no
+        // hosts of its own (a child never recurses).
+        hosts: _,
+        clients_per_host: _,
     } = a;
     let mut v = Argv::new::<RunArgs>("run");
     v.opt("connections", connections.map(|c| c.to_string()));
@@ -455,6 +479,15 @@ mod tests {
         a.push_stamp = Some(crate::workload::push_rule::PushInstant::Broadcast);
         a.push_trigger = Some("signal:USR2".parse().unwrap());
         a.server_pid = Some(4242);
+        // A client host of `c1m run --hosts`.
+        a.hosts_run = HostsArgs {
+            shard: Some(crate::workload::host_share::ShardOf { index: 1, count: 2 }),
+            start_at: Some(std::time::UNIX_EPOCH + Duration::from_millis(1_700_000_000_500)),
+            run_dir: Some("/tmp/x/hosts/host-1".into()),
+            clock_from: Some("10.99.0.1:7999".into()),
+            host_label: Some("host-1".into()),
+            metrics_addr: None,
+        };
         a
     }
 

@@ -148,13 +148,26 @@ pub struct RunArgs {
     /// --expect connections, pushes and closes them; `c1m merge` joins the folders).
     #[arg(help_heading = "Client hosts", long, value_enum, default_value_t = Clients::Local)]
     pub clients: Clients,
-    /// External clients: the connections to wait for (the clients' -n over all hosts).
+    /// Hosts as network namespaces, from this one command: `1+K` is one server host and
+    /// K client hosts (1 to 16) on a bridge, each with its own addresses, MIB, ephemeral
+    /// range and TIME_WAIT. The server side runs in one, `c1m client --shard i/K` in each
+    /// of the others; the folders are merged into one run folder, the hosts' own kept
+    /// inside it. Root only; everything made is removed at the end (and by the next run
+    /// after a `kill -9`).
+    #[arg(help_heading = "Client hosts", long, value_name = "1+K", value_parser = parse_hosts)]
+    pub hosts: Option<HostsShape>,
+    /// With --hosts: client worker processes per client host (default: as many as the
+    /// fd limit needs for the host's share; fewer is refused).
     #[arg(
         value_name = "COUNT",
         help_heading = "Client hosts",
         long,
-        required_if_eq("clients", "external")
+        requires = "hosts"
     )]
+    pub clients_per_host: Option<u64>,
+    /// External clients: the connections to wait for (the clients' -n over all hosts;
+    /// needed with --clients external).
+    #[arg(value_name = "COUNT", help_heading = "Client hosts", long)]
     pub expect: Option<Connections>,
     /// External clients: the server's control endpoint HOST:PORT, which client hosts
     /// name in --clock-from (`time` is open, anything else needs the token the server
@@ -363,6 +376,40 @@ pub enum Clients {
     External,
 }
 
+/// `--hosts 1+K`: one server host and K client hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostsShape {
+    /// Client hosts (K), 1 to [`MAX_CLIENT_HOSTS`].
+    pub client_hosts: u32,
+}
+
+/// The most client hosts `--hosts` makes: each is a namespace, a veth pair and a client
+/// supervisor with its workers on this one box.
+pub const MAX_CLIENT_HOSTS: u32 = 16;
+
+/// `1+K`: one server host, K client hosts, 1 ≤ K ≤ [`MAX_CLIENT_HOSTS`].
+fn parse_hosts(s: &str) -> Result<HostsShape, String> {
+    let fix = format!(
+        "write 1+K with one server host and 1 to {MAX_CLIENT_HOSTS} client hosts, e.g. 1+2"
+    );
+    let (servers, clients) = s
+        .trim()
+        .split_once('+')
+        .ok_or_else(|| format!("not SERVERS+CLIENTS: {fix}"))?;
+    match (servers.trim().parse::<u32>(), clients.trim().parse::<u32>()) {
+        (Ok(1), Ok(k)) if (1..=MAX_CLIENT_HOSTS).contains(&k) => Ok(HostsShape { client_hosts: k }),
+        (Ok(1), Ok(_)) => Err(format!("needs 1 to {MAX_CLIENT_HOSTS} client hosts: {fix}")),
+        (Ok(_), Ok(_)) => Err(format!("one server host only: {fix}")),
+        _ => Err(format!("not two whole numbers: {fix}")),
+    }
+}
+
+impl std::fmt::Display for HostsShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "1+{}", self.client_hosts)
+    }
+}
+
 /// The server's control port for external clients, when --control is not given.
 pub(super) const EXTERNAL_CONTROL_PORT: u16 = 7999;
 
@@ -400,6 +447,23 @@ impl std::fmt::Display for TargetArg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_take_one_server_and_1_to_16_clients() {
+        assert_eq!(parse_hosts("1+2"), Ok(HostsShape { client_hosts: 2 }));
+        assert_eq!(parse_hosts("1+16"), Ok(HostsShape { client_hosts: 16 }));
+        for (bad, says) in [
+            ("2+2", "one server host only"),
+            ("1+0", "needs 1 to 16 client hosts"),
+            ("1+17", "needs 1 to 16 client hosts"),
+            ("3", "not SERVERS+CLIENTS"),
+            ("1+x", "not two whole numbers"),
+        ] {
+            let e = parse_hosts(bad).unwrap_err();
+            assert!(e.contains(says) && e.contains("e.g. 1+2"), "{bad}: {e}");
+        }
+        assert_eq!(HostsShape { client_hosts: 2 }.to_string(), "1+2");
+    }
 
     #[test]
     fn target_is_a_count_or_max() {

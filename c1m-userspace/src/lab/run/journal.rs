@@ -133,6 +133,16 @@ pub struct Journal {
     /// however it forked (ended by `cgroup.kill`, then removed).
     #[serde(default, with = "crate::util::os_path::vec")]
     pub cgroups: Vec<PathBuf>,
+    /// Network namespaces it made (`c1m run --hosts`), by name under /run/netns, each
+    /// recorded before it is made; only names of its own pid's prefix
+    /// ([`crate::netns::hosts_prefix`]) are ever deleted on a journal's word.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+    /// Links it made (veth pairs onto the hosts' bridge), by name, under the same rule.
+    /// They live in the namespaces above and go with them; one found in the box's own
+    /// namespace is deleted too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<String>,
 }
 
 fn labs_dir() -> Result<PathBuf, StateError> {
@@ -186,6 +196,8 @@ impl JournalFile {
             sysctls: sysctls.to_vec(),
             children: Vec::new(),
             cgroups: Vec::new(),
+            namespaces: Vec::new(),
+            links: Vec::new(),
         };
         let file = JournalFile {
             journal,
@@ -210,6 +222,18 @@ impl JournalFile {
     /// Records a cgroup the lab made.
     pub(crate) fn add_cgroup(&mut self, path: &Path) -> std::io::Result<()> {
         self.journal.cgroups.push(path.to_owned());
+        self.write()
+    }
+
+    /// Records a network namespace the lab is about to make.
+    pub(crate) fn add_namespace(&mut self, name: &str) -> std::io::Result<()> {
+        self.journal.namespaces.push(name.to_owned());
+        self.write()
+    }
+
+    /// Records a link the lab is about to make.
+    pub(crate) fn add_link(&mut self, name: &str) -> std::io::Result<()> {
+        self.journal.links.push(name.to_owned());
         self.write()
     }
 
@@ -276,6 +300,12 @@ impl Leftover {
                 .collect();
             s.push_str(&format!("; sysctls it set: {}", names.join(", ")));
         }
+        if !j.namespaces.is_empty() {
+            s.push_str(&format!(
+                "; network namespaces it made: {}",
+                j.namespaces.join(", ")
+            ));
+        }
         s.push_str("; clean up: c1m doctor --restore");
         s
     }
@@ -318,6 +348,7 @@ impl Leftover {
                     .push(format!("could not remove cgroup {}: {e}", cg.display())),
             }
         }
+        self.remove_hosts(&mut out);
         match std::fs::remove_file(&self.path) {
             Ok(()) => out.removed.push(self.path.clone()),
             Err(e) => out.failed.push(format!(
@@ -327,6 +358,135 @@ impl Leftover {
         }
         out
     }
+}
+
+impl Leftover {
+    /// Deletes the namespaces and links of `c1m run --hosts` (named with the lab's own
+    /// prefix; any other name is refused), after its processes were ended.
+    fn remove_hosts(&self, out: &mut Ended) {
+        let pid = self.journal.lab.pid;
+        let prefix = crate::netns::hosts_prefix(pid);
+        let links = self.journal.links.iter().map(|n| (Made::Link, n));
+        let namespaces = self.journal.namespaces.iter().map(|n| (Made::Namespace, n));
+        for (kind, name) in links.chain(namespaces) {
+            if !name.starts_with(&prefix) {
+                out.failed.push(format!(
+                    "left {} {name}: not one c1m makes for lab pid {pid}",
+                    kind.name()
+                ));
+                continue;
+            }
+            let (deleted, path) = match kind {
+                Made::Link => (
+                    crate::netns::delete_link(name),
+                    PathBuf::from("/sys/class/net").join(name),
+                ),
+                Made::Namespace => (
+                    crate::netns::delete_named(name),
+                    crate::netns::named_path(name),
+                ),
+            };
+            match deleted {
+                Ok(true) => out.removed.push(path),
+                Ok(false) => {}
+                Err(e) => out
+                    .failed
+                    .push(format!("could not delete {} {name}: {e}", kind.name())),
+            }
+        }
+    }
+}
+
+/// What `c1m run --hosts` makes that a journal records by name.
+#[derive(Clone, Copy)]
+enum Made {
+    Link,
+    Namespace,
+}
+
+impl Made {
+    fn name(self) -> &'static str {
+        match self {
+            Made::Link => "link",
+            Made::Namespace => "network namespace",
+        }
+    }
+}
+
+/// How long a swept lab's hosts get to conclude before they are killed: they were sent
+/// SIGTERM when the lab died (a server host, itself a lab, then closes its connections
+/// and removes its own journal).
+const HOSTS_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Ends what killed `c1m run --hosts` labs left (their processes, namespaces and links),
+/// before a new one makes its own: one line per lab swept, or why it could not be read.
+/// A host still concluding gets [`HOSTS_GRACE`]; a host that was a lab itself and left a
+/// journal of its own (killed before it concluded) is swept with its parent.
+pub(crate) fn sweep_hosts() -> Vec<String> {
+    let found = match leftovers() {
+        Ok(f) => f,
+        Err(e) => return vec![e.to_string()],
+    };
+    let (hosts, others): (Vec<Leftover>, Vec<Leftover>) = found
+        .leftovers
+        .into_iter()
+        .partition(|l| !l.journal.namespaces.is_empty() || !l.journal.links.is_empty());
+    let until = std::time::Instant::now() + HOSTS_GRACE;
+    while hosts.iter().any(|l| l.alive.iter().any(|c| c.proc.alive()))
+        && std::time::Instant::now() < until
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let mut lines = Vec::new();
+    for mut l in hosts {
+        // Those that concluded in the grace are not named as spared.
+        l.alive.retain(|c| c.proc.alive());
+        let children = l.journal.children.clone();
+        let pid = l.journal.lab.pid;
+        let mut what = ended_lines(l.end());
+        // A host that was a lab (the server host's `c1m run`), by pid and start time.
+        let labs = leftovers().map(|f| f.leftovers).unwrap_or_default();
+        for inner in others
+            .iter()
+            .chain(&labs)
+            .filter(|o| children.iter().any(|c| c.proc == o.journal.lab))
+            .take(1)
+        {
+            what.push(format!(
+                "and of its host lab pid {}:",
+                inner.journal.lab.pid
+            ));
+            what.extend(ended_lines(inner.clone().end()));
+        }
+        lines.push(format!(
+            "swept the hosts of killed lab pid {pid}: {}",
+            what.join(", ")
+        ));
+    }
+    lines
+}
+
+/// What ending a leftover did, a phrase each.
+fn ended_lines(ended: Ended) -> Vec<String> {
+    let mut what: Vec<String> = ended
+        .ended
+        .iter()
+        .map(|c| format!("ended {} pid {}", c.role.name(), c.proc.pid))
+        .collect();
+    what.extend(
+        ended
+            .removed
+            .iter()
+            .map(|p| format!("removed {}", p.display())),
+    );
+    what.extend(ended.failed);
+    what.extend(
+        ended
+            .spared
+            .iter()
+            .map(|(c, why)| format!("left {} pid {}: {why}", c.role.name(), c.proc.pid)),
+    );
+    what
 }
 
 /// Whether `cgroup` is named as `cgroup::Cgroup::create` names the ones lab `pid` makes
@@ -456,6 +616,8 @@ mod tests {
                     proc: stale,
                 }],
                 cgroups: Vec::new(),
+                namespaces: Vec::new(),
+                links: Vec::new(),
             },
             path: dir.join("none.json"),
             alive: Vec::new(),
@@ -503,6 +665,9 @@ mod tests {
                 children: vec![child(theirs), child(older)],
                 // Not a name c1m gives its cgroups: never killed on a journal's word.
                 cgroups: vec![PathBuf::from("/sys/fs/cgroup/system.slice")],
+                // Not of this lab's prefix: never deleted on a journal's word.
+                namespaces: vec!["c1mh1-srv".into()],
+                links: Vec::new(),
             },
             path: std::env::temp_dir().join(format!("c1m-none-{}.json", real.pid)),
             alive: vec![child(theirs), child(older)],
@@ -527,6 +692,11 @@ mod tests {
         );
         assert!(
             ended.failed[0].contains("not one c1m makes"),
+            "{:?}",
+            ended.failed
+        );
+        assert!(
+            ended.failed[1].starts_with("left network namespace c1mh1-srv: not one c1m makes"),
             "{:?}",
             ended.failed
         );

@@ -57,6 +57,13 @@ pub(crate) fn main(mut args: RunArgs) -> Result<i32> {
     // before the first sysctl is touched (a SIGTERM between --tune and the live view
     // ended the process with 143, the kernel tuned and the summary `running`).
     crate::util::shutdown_flag().context("installing signal handlers")?;
+    // Checked here, not by clap's `required_if`: `--hosts` (which refuses --clients
+    // external with its own line) must not be told to add --expect first.
+    if args.clients == flags::Clients::External && args.expect.is_none() {
+        bail!(
+            "--clients external waits for connections from other hosts: add --expect COUNT (their -n over all hosts)"
+        );
+    }
     if args.isolation.is_some() && args.into.is_none() {
         bail!(
             "--isolation keeps the runs of --servers apart: add --servers NAMES, or drop --isolation"

@@ -1,0 +1,196 @@
+//! The per-host table `c1m run --hosts` prints under the merged summary: one row per
+//! host (the server host, then each client host) with what it connected, its failures,
+//! its kernel's count against its app's, and its kernel's retransmits and resets, each
+//! read from that host's own folder (a figure a host did not record says so).
+
+use std::fmt::Write as _;
+
+use crate::{
+    figures::kernel_vs_app::SERVER_OPEN,
+    fmt::{count, signed},
+    model::RunRecord,
+};
+
+/// One host's row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HostRow {
+    /// The host's name: `server`, or the client host's label.
+    pub label: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its addresses, as given to it.
+    pub addrs: String,
+    /// Connections its app established (the server's: accepted).
+    pub connected: Option<u64>,
+    /// Its failures (the server's app counts none of the clients').
+    pub failures: Option<u64>,
+    /// Its kernel's open connections against its app's (None: the host's folder has no
+    /// kernel count).
+    pub kernel_app: Option<(Option<i64>, Option<i64>)>,
+    /// Segments its kernel retransmitted (None: no kernel view in its folder).
+    pub retransmits: Option<u64>,
+    /// Resets its kernel sent (None: likewise).
+    pub resets: Option<u64>,
+}
+
+impl HostRow {
+    /// The server host's row, from the server's own folder (its kernel view and the
+    /// `server open` row at the end of the idle phase, when every connection is held;
+    /// of setup in a run without one).
+    pub(crate) fn server(run: &RunRecord, namespace: &str, addr: &str) -> HostRow {
+        let held = |name: &str| {
+            run.phases
+                .iter()
+                .filter(|p| p.name == name)
+                .find_map(|p| p.kernel_vs_app.iter().find(|r| r.what == SERVER_OPEN))
+        };
+        let open = held("idle").or_else(|| held("setup"));
+        HostRow {
+            label: "server".to_owned(),
+            namespace: namespace.to_owned(),
+            addrs: addr.to_owned(),
+            connected: run.server.as_ref().map(|s| s.counters.accepted),
+            failures: None,
+            kernel_app: open.map(|r| (r.kernel, r.app)),
+            retransmits: run.kernel.as_ref().map(|k| k.retransmits().total),
+            resets: run.kernel.as_ref().map(|k| k.resets_sent()),
+        }
+    }
+
+    /// A client host's row, from its folder: the merge's breakdown of it and its own
+    /// kernel view when it has one.
+    pub(crate) fn client(
+        h: &super::model::HostBreakdown,
+        own: Option<&RunRecord>,
+        namespace: &str,
+        addrs: &str,
+    ) -> HostRow {
+        let kernel = own.and_then(|r| r.kernel.as_ref());
+        HostRow {
+            label: h.label.clone(),
+            namespace: namespace.to_owned(),
+            addrs: addrs.to_owned(),
+            connected: Some(h.connected),
+            failures: Some(h.failures),
+            kernel_app: h
+                .kernel_client_established
+                .map(|k| (Some(k), i64::try_from(h.connected).ok())),
+            retransmits: kernel.map(|k| k.retransmits().total),
+            resets: kernel.map(|k| k.resets_sent()),
+        }
+    }
+}
+
+/// The table, with a note under it for what some host did not record.
+pub(crate) fn text(rows: &[HostRow]) -> String {
+    let na = "n/a".to_owned();
+    let opt = |v: Option<u64>| v.map_or_else(|| na.clone(), count);
+    let agree = |ka: &Option<(Option<i64>, Option<i64>)>| match ka {
+        Some((Some(k), Some(a))) if k == a => format!("{} = {}", signed(*k), signed(*a)),
+        Some((k, a)) => format!(
+            "{} ≠ {}",
+            k.map_or_else(|| na.clone(), signed),
+            a.map_or_else(|| na.clone(), signed)
+        ),
+        None => na.clone(),
+    };
+    let cells: Vec<[String; 8]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.label.clone(),
+                r.namespace.clone(),
+                r.addrs.clone(),
+                opt(r.connected),
+                opt(r.failures),
+                agree(&r.kernel_app),
+                opt(r.retransmits),
+                opt(r.resets),
+            ]
+        })
+        .collect();
+    let head = [
+        "host",
+        "namespace",
+        "addresses",
+        "connected",
+        "failures",
+        "kernel = app",
+        "retransmits",
+        "resets",
+    ];
+    let mut widths = head.map(|h| h.chars().count());
+    for row in &cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut s = String::from("\nPer host:\n");
+    let line = |s: &mut String, row: &[String]| {
+        let mut l = String::new();
+        for (i, (c, w)) in row.iter().zip(widths).enumerate() {
+            // Names left, numbers right.
+            let pad = w - c.chars().count();
+            if i < 3 {
+                let _ = write!(l, "  {c}{}", " ".repeat(pad));
+            } else {
+                let _ = write!(l, "  {}{c}", " ".repeat(pad));
+            }
+        }
+        s.push_str(l.trim_end());
+        s.push('\n');
+    };
+    line(&mut s, &head.map(str::to_owned));
+    for row in &cells {
+        line(&mut s, row);
+    }
+    if rows.iter().any(|r| r.retransmits.is_none()) {
+        s.push_str(
+            "  n/a: that host's folder holds no kernel view (a client host counts ESTABLISHED from its own /proc/net/tcp)\n",
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_per_host_with_what_each_recorded() {
+        let rows = [
+            HostRow {
+                label: "server".into(),
+                namespace: "c1mh7-srv".into(),
+                addrs: "10.99.0.1".into(),
+                connected: Some(4000),
+                failures: None,
+                kernel_app: Some((Some(4000), Some(4000))),
+                retransmits: Some(0),
+                resets: Some(3),
+            },
+            HostRow {
+                label: "host-0".into(),
+                namespace: "c1mh7-c0".into(),
+                addrs: "10.99.1.1".into(),
+                connected: Some(2000),
+                failures: Some(0),
+                kernel_app: Some((Some(1999), Some(2000))),
+                retransmits: None,
+                resets: None,
+            },
+        ];
+        let t = text(&rows);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[1], "Per host:");
+        assert!(lines[2].starts_with("  host    namespace  "), "{t}");
+        assert!(lines[3].contains("4,000 = 4,000"), "{t}");
+        assert!(lines[4].contains("1,999 ≠ 2,000"), "{t}");
+        assert!(lines[4].ends_with("n/a     n/a"), "{t}");
+        assert!(
+            lines[3].starts_with("  server  c1mh7-srv  10.99.0.1"),
+            "{t}"
+        );
+        assert!(lines[5].starts_with("  n/a: that host's folder"), "{t}");
+    }
+}

@@ -1,0 +1,312 @@
+//! `c1m run --hosts 1+K`: the seeds' topology from one command. c1m makes the bridge,
+//! server and client namespaces itself, runs both sides in them, merges the hosts'
+//! folders into one run folder and removes everything it made: at the end, and after a
+//! `kill -9` of the lab (the next `c1m run --hosts` sweeps what its journal names).
+
+use crate::lab_util;
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output, Stdio},
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use c1m::{lab::run::journal::Journal, report};
+use lab_util::{bounded, fresh_dir, root_or_skip, run_folder};
+
+/// The labs of this module one at a time: each makes 4 namespaces and 4,000
+/// connections on a 2-core box.
+static ONE_LAB: Mutex<()> = Mutex::new(());
+
+fn one_lab() -> std::sync::MutexGuard<'static, ()> {
+    ONE_LAB.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `c1m run --hosts … --out DIR/runs`, not started yet.
+fn hosts_run(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_c1m"));
+    cmd.arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(dir.join("runs"))
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn journal_of(folder: &Path) -> Journal {
+    let text = std::fs::read_to_string(folder.join("journal.json")).expect("journal.json");
+    serde_json::from_str(&text).expect("a journal")
+}
+
+/// Names under `ip netns list` and `ip -o link` (the box's own namespace) that start
+/// with `prefix`.
+fn made_with(prefix: &str) -> Vec<String> {
+    let list = |args: &[&str]| {
+        let out = Command::new("ip").args(args).output().expect("ip");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let netns = list(&["netns", "list"]);
+    let links = list(&["-o", "link"]);
+    netns
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .chain(
+            links
+                .lines()
+                .filter_map(|l| l.split(':').nth(1).map(str::trim)),
+        )
+        .filter(|n| n.starts_with(prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn one_command_makes_the_hosts_merges_exactly_and_removes_them() {
+    if !root_or_skip("one_command_makes_the_hosts_merges_exactly_and_removes_them") {
+        return;
+    }
+    let _one = one_lab();
+    let dir = fresh_dir("hosts-run");
+    let out = bounded(
+        hosts_run(
+            &dir,
+            &[
+                "--hosts",
+                "1+2",
+                "--clients-per-host",
+                "2",
+                "-n",
+                "4000",
+                "--mode",
+                "ws",
+                "--idle",
+                "1s",
+                "--ports",
+                "8000-8003",
+            ],
+        ),
+        Duration::from_secs(240),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let folder = run_folder(&dir.join("runs"));
+    let journal = journal_of(&folder);
+    let prefix = format!("c1mh{}-", journal.lab.pid);
+    // Bridge, server, two clients; a veth pair per host and the bridge.
+    assert_eq!(journal.namespaces.len(), 4, "{:?}", journal.namespaces);
+    assert_eq!(journal.links.len(), 7, "{:?}", journal.links);
+    assert!(journal.namespaces.iter().all(|n| n.starts_with(&prefix)));
+    assert_eq!(made_with(&prefix), Vec::<String>::new(), "left behind");
+    // Its children are gone with it.
+    assert_eq!(journal.children.len(), 3, "{:?}", journal.children);
+    assert!(journal.children.iter().all(|c| !c.proc.alive()));
+
+    // The merged folder is the run's; each host's own is kept inside it.
+    let run = report::load_run(&folder).expect("merged summary");
+    let client = run.client.as_ref().expect("merged client side");
+    assert_eq!(client.counters.connected, 4000);
+    let mh = run.multihost.as_ref().expect("per-host breakdown");
+    let labels: Vec<&str> = mh.hosts.iter().map(|h| h.label.as_str()).collect();
+    assert_eq!(labels, ["host-0", "host-1"]);
+    for h in &mh.hosts {
+        assert_eq!((h.connected, h.failures), (2000, 0), "{}", h.label);
+        assert_eq!(h.kernel_client_established, Some(2000), "{}", h.label);
+        let own = report::load_run(&folder.join("hosts").join(&h.label)).expect("host folder");
+        assert_eq!(own.client.expect("client").counters.connected, 2000);
+    }
+    let idle = run.phases.iter().find(|p| p.name == "idle").expect("idle");
+    let open = lab_util::kernel_vs_app(idle, "server open");
+    assert_eq!((open.kernel, open.app), (Some(4000), Some(4000)));
+    let server = report::load_run(&folder.join("hosts").join("server")).expect("server folder");
+    assert_eq!(server.server.expect("server").counters.accepted, 4000);
+
+    // The summary ends with a row per host: the server's kernel = app, each client
+    // host's 2,000 on its own addresses.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let table: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| *l != "Per host:")
+        .take(5)
+        .collect();
+    assert_eq!(table.len(), 5, "{stdout}");
+    let cells = |l: &str| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(
+        cells(table[2])[..6],
+        [
+            "server".to_owned(),
+            format!("{prefix}srv"),
+            "10.99.0.1".into(),
+            "4,000".into(),
+            "n/a".into(),
+            "4,000".into()
+        ]
+    );
+    for (i, row) in table[3..].iter().enumerate() {
+        let c = cells(row);
+        assert_eq!(
+            c[..2],
+            [format!("host-{i}"), format!("{prefix}c{i}")],
+            "{row}"
+        );
+        assert_eq!(c[2], format!("10.99.{}.1", i + 1), "{row}");
+        assert_eq!(c[3..8], ["2,000", "0", "2,000", "=", "2,000"], "{row}");
+    }
+}
+
+/// The pids of a journal's children still running as the same processes.
+fn alive(journal: &Journal) -> Vec<u32> {
+    journal
+        .children
+        .iter()
+        .filter(|c| c.proc.alive())
+        .map(|c| c.proc.pid)
+        .collect()
+}
+
+#[test]
+fn the_next_run_removes_what_a_killed_one_left() {
+    if !root_or_skip("the_next_run_removes_what_a_killed_one_left") {
+        return;
+    }
+    let _one = one_lab();
+    let dir = fresh_dir("hosts-kill");
+    let mut lab = hosts_run(
+        &dir,
+        &[
+            "--hosts",
+            "1+2",
+            "-n",
+            "4000",
+            "--idle",
+            "5m",
+            "--ports",
+            "8000-8003",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("start c1m run --hosts");
+    // Until the server host is idle: every connection held, every host alive.
+    let up = Instant::now();
+    let folder: PathBuf = loop {
+        let log = lab_util::run_folders(&dir.join("runs"))
+            .into_iter()
+            .next()
+            .map(|f| (std::fs::read_to_string(f.join("hosts/server.log")), f));
+        if let Some((Ok(text), f)) = log
+            && text.contains("phase=idle")
+        {
+            break f;
+        }
+        if up.elapsed() > Duration::from_secs(120) || matches!(lab.try_wait(), Ok(Some(_))) {
+            let _ = lab.kill();
+            panic!("the hosts did not reach idle within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    lab.kill().expect("kill -9 the lab");
+    lab.wait().expect("reap the lab");
+    let journal = journal_of(&folder);
+    let prefix = format!("c1mh{}-", journal.lab.pid);
+    assert_eq!(journal.children.len(), 3, "{:?}", journal.children);
+    let left = made_with(&prefix);
+    assert_eq!(left.len(), 4, "the killed lab's namespaces: {left:?}");
+
+    // The next run sweeps them before it makes its own, and removes its own too.
+    let next = bounded(
+        hosts_run(
+            &dir.join("next"),
+            &[
+                "--hosts", "1+1", "-n", "10", "--idle", "0s", "--ports", "8000",
+            ],
+        ),
+        Duration::from_secs(180),
+    );
+    assert_eq!(next.status.code(), Some(0), "{}", text(&next));
+    let stderr = String::from_utf8_lossy(&next.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "swept the hosts of killed lab pid {}",
+            journal.lab.pid
+        )),
+        "{}",
+        text(&next)
+    );
+    assert_eq!(made_with(&prefix), Vec::<String>::new(), "{}", text(&next));
+    assert_eq!(alive(&journal), Vec::<u32>::new());
+    // The server host was a lab itself: no journal of it is left behind either.
+    for c in &journal.children {
+        let left = Path::new("/run/c1m/labs").join(format!("{}.json", c.proc.pid));
+        assert!(!left.exists(), "{} left: {}", left.display(), text(&next));
+    }
+    let again = journal_of(&run_folder(&dir.join("next").join("runs")));
+    assert_eq!(
+        made_with(&format!("c1mh{}-", again.lab.pid)),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn bad_shapes_are_one_line_errors() {
+    let dir = fresh_dir("hosts-bad");
+    for (args, says) in [
+        (&["--hosts", "2+2"][..], "one server host only"),
+        (&["--hosts", "1+0"], "needs 1 to 16 client hosts"),
+        (&["--hosts", "1+17"], "needs 1 to 16 client hosts"),
+        (
+            &["--hosts", "1+2", "--clients", "external"],
+            "drop --clients external",
+        ),
+        // clap names the missing --hosts on its next line.
+        (
+            &["--clients-per-host", "2"],
+            "required arguments were not provided",
+        ),
+        // Without --hosts, --clients external still needs its count, in one line.
+        (&["--clients", "external"], "add --expect COUNT"),
+    ] {
+        let out = bounded(hosts_run(&dir, args), Duration::from_secs(30));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let first = stderr.lines().next().unwrap_or_default();
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {}", text(&out));
+        assert!(first.contains(says), "{args:?}: {}", text(&out));
+        // clap adds a usage hint under its own errors; c1m's are one line.
+        if !first.starts_with("error:") {
+            assert_eq!(stderr.lines().count(), 1, "{args:?}: {}", text(&out));
+        }
+        assert!(out.stdout.is_empty(), "{args:?}: {}", text(&out));
+    }
+    assert!(lab_util::run_folders(&dir.join("runs")).is_empty());
+}
+
+#[test]
+fn a_user_who_is_not_root_is_told_in_one_line() {
+    if !root_or_skip("a_user_who_is_not_root_is_told_in_one_line") {
+        return;
+    }
+    // As nobody, through util-linux's setpriv (root's tests, so it can drop to them).
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_c1m"))
+        .args(["run", "--hosts", "1+2", "--out", "/nonexistent/c1m-runs"])
+        .stdin(Stdio::null());
+    let out = bounded(cmd, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(
+        stderr.trim_end(),
+        "c1m: --hosts makes network namespaces, which needs root: run it as root (sudo c1m run --hosts 1+2 …)",
+        "{}",
+        text(&out)
+    );
+}
