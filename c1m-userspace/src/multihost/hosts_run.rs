@@ -265,6 +265,7 @@ impl Hosts<'_> {
             clock_from: Some(format!("{}:{CONTROL_PORT}", topology::server_addr())),
             host_label: Some(label(i)),
             metrics_addr: None,
+            server_wait: a.setup_timeout.unwrap_or(Duration::from_secs(120)),
         };
         Ok(c)
     }

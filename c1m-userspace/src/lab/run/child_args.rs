@@ -186,6 +186,7 @@ pub(crate) fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsErro
                 clock_from,
                 host_label,
                 metrics_addr,
+                server_wait,
             },
         push_format,
         push_latency,
@@ -236,6 +237,7 @@ pub(crate) fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsErro
     v.opt("run_dir", run_dir.as_ref());
     v.opt("clock_from", clock_from.as_ref());
     v.opt("host_label", host_label.as_ref());
+    v.value("server_wait", duration(*server_wait));
     v.opt("metrics_addr", metrics_addr.map(|m| m.to_string()));
     v.finish()
 }
@@ -487,6 +489,7 @@ mod tests {
             clock_from: Some("10.99.0.1:7999".into()),
             host_label: Some("host-1".into()),
             metrics_addr: None,
+            server_wait: Duration::from_secs(120),
         };
         a
     }
