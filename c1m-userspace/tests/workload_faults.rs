@@ -195,9 +195,11 @@ fn refused_is_counted_and_named() {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
+        // The outcome line (with the failures by kind) is on stdout, as `c1m run`'s.
+        let said = String::from_utf8_lossy(&out.stdout);
         assert!(!out.status.success());
         assert!(err.contains("connection refused"), "{err}");
-        assert!(err.contains("refused=20"), "{err}");
+        assert!(said.contains("refused=20"), "{said}\n{err}");
         assert_eq!(
             err.matches("connection refused: is the server listening")
                 .count(),

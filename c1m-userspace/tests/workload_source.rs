@@ -69,7 +69,8 @@ kill $SPID; wait $SPID
             "{:?}",
             one.counters.failures
         );
-        assert!(stdout.contains("one_rc=1"), "{stdout}");
+        // Degraded: exit 2, as a degraded `c1m run`.
+        assert!(stdout.contains("one_rc=2"), "{stdout}");
         assert!(one_err.contains("add --source addresses"), "{one_err}");
 
         let three = read("three.json");
@@ -130,6 +131,6 @@ kill $PY
         assert_eq!(c.attempted, 20);
         assert_eq!(c.connected + c.failures.timed_out, 20, "{:?}", c.failures);
         assert!(c.failures.timed_out >= 15, "{:?}", c.failures);
-        assert!(stdout.contains("rc=1"), "{stdout}");
+        assert!(stdout.contains("rc=2"), "{stdout}");
     });
 }
