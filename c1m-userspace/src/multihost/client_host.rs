@@ -219,12 +219,14 @@ impl HostFolder {
         Ok(())
     }
 
-    /// The last snapshot and kernel reading, the outcome and any warnings; writes
-    /// everything. The last kernel view is audited against the namespace's MIB.
+    /// The last snapshot and kernel reading, the outcome (the client's verdict decides
+    /// it, once) and its warnings; writes everything. The last kernel view is audited
+    /// against the namespace's MIB.
     pub(crate) fn finish(
         mut self,
         last: &AppSnapshot,
         kernel: HostKernel,
+        outcome: Outcome,
         warnings: Vec<String>,
     ) -> Result<()> {
         self.observe(last, kernel);
@@ -234,11 +236,7 @@ impl HostFolder {
             .as_ref()
             .map(crate::observer::audit::audit);
         self.record.ended_unix_ms = crate::util::unix_ms_now();
-        self.record.outcome = if warnings.is_empty() {
-            Outcome::Complete
-        } else {
-            Outcome::Degraded
-        };
+        self.record.outcome = outcome;
         self.record.warnings = warnings;
         self.write()
     }

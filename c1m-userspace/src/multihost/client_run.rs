@@ -198,7 +198,7 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<i32> {
         println!("c1m client: {outcome}: {w}");
     }
     if let (Some(f), Some(kernel)) = (folder, kernel) {
-        f.finish(&snap, kernel, warnings)?;
+        f.finish(&snap, kernel, outcome, warnings)?;
     }
     Ok(outcome.exit_code())
 }

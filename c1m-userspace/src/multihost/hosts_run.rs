@@ -315,7 +315,7 @@ fn addr_text(i: u32, per_host: u64) -> String {
 /// process group of its own, ended by SIGTERM if this process dies. Its stdout (and
 /// stderr) go to `log`, or to a pipe the caller reads when None.
 fn spawn_in(ns: &str, argv: &[std::ffi::OsString], log: Option<std::fs::File>) -> Result<Child> {
-    let exe = std::env::current_exe().context("locating the c1m binary")?;
+    let exe = crate::util::own_exe();
     let fd = netns::open_named(ns).with_context(|| format!("opening namespace {ns}"))?;
     let raw = fd.as_raw_fd();
     let parent = std::process::id();
@@ -609,10 +609,8 @@ fn per_host_table(run: &crate::model::RunRecord, names: &Names, per_host: u64) -
     if let Some(m) = &run.multihost {
         for h in &m.hosts {
             let i = h.shard_index.unwrap_or(0) as u32;
-            let own = report::load_run(Path::new(&h.dir)).ok();
             rows.push(HostRow::client(
                 h,
-                own.as_ref(),
                 &names.client_ns(i),
                 &addr_text(i, per_host),
             ));

@@ -57,15 +57,9 @@ impl HostRow {
         }
     }
 
-    /// A client host's row, from its folder: the merge's breakdown of it and its own
-    /// kernel view when it has one.
-    pub(crate) fn client(
-        h: &super::model::HostBreakdown,
-        own: Option<&RunRecord>,
-        namespace: &str,
-        addrs: &str,
-    ) -> HostRow {
-        let kernel = own.and_then(|r| r.kernel.as_ref());
+    /// A client host's row: the merge's breakdown of it, where its kernel against its
+    /// app, retransmits and resets are computed once (the report's table reads the same).
+    pub(crate) fn client(h: &super::model::HostBreakdown, namespace: &str, addrs: &str) -> HostRow {
         HostRow {
             label: h.label.clone(),
             namespace: namespace.to_owned(),
@@ -73,10 +67,10 @@ impl HostRow {
             connected: Some(h.connected),
             failures: Some(h.failures),
             kernel_app: h
-                .kernel_client_established
+                .kernel_connected
                 .map(|k| (Some(k), i64::try_from(h.connected).ok())),
-            retransmits: kernel.map(|k| k.retransmits().total),
-            resets: kernel.map(|k| k.resets_sent()),
+            retransmits: h.kernel_retransmits,
+            resets: h.kernel_resets_sent,
         }
     }
 }
@@ -146,7 +140,7 @@ pub(crate) fn text(rows: &[HostRow]) -> String {
     }
     if rows.iter().any(|r| r.retransmits.is_none()) {
         s.push_str(
-            "  n/a: that host's folder holds no kernel view (a client host counts ESTABLISHED from its own /proc/net/tcp)\n",
+            "  n/a: that host's folder holds no kernel view (it ran without the eBPF observer's privileges and counted ESTABLISHED in its own /proc/net/tcp)\n",
         );
     }
     s

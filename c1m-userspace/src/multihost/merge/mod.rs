@@ -27,7 +27,9 @@ use hdrhistogram::{
 };
 use thiserror::Error;
 
-use super::model::{HostBreakdown, HostRole, KernelSource, Merged};
+mod breakdown;
+
+use super::model::{HostBreakdown, HostRole, Merged};
 use crate::{
     infile::{Capped, InFileError},
     model::{KernelVsApp, Outcome, RunRecord, Sample},
@@ -41,6 +43,7 @@ use crate::{
         snapshot::{AppSnapshot, PushSummary, Workers},
     },
 };
+use breakdown::{breakdown, host_line, label};
 
 #[derive(Args, Debug, Clone)]
 pub struct MergeArgs {
@@ -158,23 +161,6 @@ pub(crate) fn main(a: MergeArgs) -> anyhow::Result<i32> {
             Ok(report::EXIT_BAD_INPUT)
         }
     }
-}
-
-/// `client-0: kernel 15,000 = app 15,000 (eBPF)`: one host's kernel against its app.
-fn host_line(h: &HostBreakdown) -> String {
-    let source = h.kernel_source.map_or("unknown", |s| s.name());
-    format!(
-        "{}: kernel {} {} app {} ({source}){}",
-        h.label,
-        h.kernel_connected
-            .map_or("n/a".to_owned(), |v| crate::fmt::int(i128::from(v))),
-        if h.kernel_agrees { "=" } else { "≠" },
-        crate::fmt::count(h.connected),
-        h.kernel_explanation
-            .as_deref()
-            .map(|e| format!(": {e}"))
-            .unwrap_or_default()
-    )
 }
 
 fn read_host(dir: &Path) -> Result<Host, MergeError> {
@@ -473,15 +459,6 @@ fn server_logs(dir: &Path) -> Result<Vec<(String, Capped)>, MergeError> {
     Ok(logs)
 }
 
-fn label(h: &Host) -> String {
-    h.run
-        .host
-        .as_ref()
-        .map(|i| i.label.clone())
-        .filter(|l| !l.is_empty())
-        .unwrap_or_else(|| h.dir.display().to_string())
-}
-
 /// The client side as one snapshot: counters summed (checked), histograms added.
 fn merged_snapshot(hosts: &[Host], out: &Path) -> Result<AppSnapshot, MergeError> {
     let hist_err = |error: String| MergeError::Hist {
@@ -669,91 +646,6 @@ fn phase_rows(
         s.client_open.map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
     ));
     Ok(())
-}
-
-fn breakdown(h: &Host) -> Result<HostBreakdown, MergeError> {
-    let info = h.run.host.clone().unwrap_or_default();
-    let p99 = |name: &str| {
-        h.hists
-            .get(name)
-            .filter(|x| !x.is_empty())
-            .map(|x| x.value_at_quantile(0.99))
-    };
-    let c = &h.snap.counters;
-    let kernel_client_established = h
-        .run
-        .samples
-        .iter()
-        .filter_map(|s| s.kernel_client_established)
-        .max();
-    // The observer's last view of the host (None: it counted from /proc/net/tcp).
-    let observed = h
-        .run
-        .kernel
-        .as_ref()
-        .filter(|_| info.kernel_source == Some(KernelSource::Observer));
-    let kernel = kernel_vs_app(h, kernel_client_established);
-    let failures = c
-        .failures
-        .checked_total()
-        .ok_or_else(|| MergeError::Overflow {
-            path: h.dir.clone(),
-            field: "counters.failures (every kind summed)".to_owned(),
-        })?;
-    Ok(HostBreakdown {
-        label: label(h),
-        hostname: info.hostname.clone(),
-        dir: h.dir.display().to_string(),
-        shard_index: info.shard_index,
-        connections_asked: h.run.config.connections,
-        connected: c.connected,
-        failures,
-        pushes_received: c.pushes_received,
-        setup_rate_per_s: h.snap.setup_rate.and_then(|r| r.achieved_per_s),
-        connect_p99_us: p99("connect_us"),
-        push_message_p99_us: p99("push_message_us"),
-        kernel_client_established,
-        kernel_source: info.kernel_source,
-        kernel_connected: kernel.kernel,
-        kernel_agrees: kernel.agree,
-        kernel_explanation: kernel.explanation,
-        kernel_retransmits: observed.map(|k| k.client.retransmits.total),
-        kernel_resets_sent: observed.map(|k| k.client.resets_sent_by_reason.values().sum()),
-        kernel_socket_bytes: observed.and(
-            h.run
-                .samples
-                .iter()
-                .filter_map(|s| s.kernel_socket_bytes)
-                .max(),
-        ),
-        clock_offset_ns: info.clock.map(|c| c.offset_ns),
-        clock_bound_ns: info.clock_bound_ns(),
-    })
-}
-
-/// A host's kernel against its app over the run: with the observer, connections its
-/// kernel saw reach ESTABLISHED since attach; without, the most ESTABLISHED at once.
-fn kernel_vs_app(h: &Host, most_established: Option<i64>) -> KernelVsApp {
-    let info = h.run.host.as_ref();
-    let app = i64::try_from(h.snap.counters.connected).unwrap_or(i64::MAX);
-    match info.and_then(|i| i.kernel_source) {
-        Some(KernelSource::Observer) => crate::figures::kernel_vs_app::client_host_connected(
-            h.run
-                .kernel
-                .as_ref()
-                .map(|k| i64::try_from(k.client.established_total).unwrap_or(i64::MAX)),
-            app,
-            None,
-        ),
-        _ => crate::figures::kernel_vs_app::client_host_connected(
-            most_established,
-            app,
-            Some(
-                info.and_then(|i| i.kernel_fallback.as_deref())
-                    .unwrap_or("a folder of an older c1m"),
-            ),
-        ),
-    }
 }
 
 fn write(

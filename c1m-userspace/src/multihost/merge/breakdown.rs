@@ -1,0 +1,121 @@
+//! One host's row of the merged run: what it connected, its failures and latency, and
+//! its kernel against its app (the observer's count, or the socket table's when the
+//! host had no privileges), computed once here for the summary, `c1m merge`'s lines,
+//! the report's table and `c1m run --hosts`'s table.
+
+use super::{Host, MergeError};
+use crate::{
+    model::KernelVsApp,
+    multihost::model::{HostBreakdown, KernelSource},
+};
+
+/// `client-0: kernel 15,000 = app 15,000 (eBPF)`: one host's kernel against its app.
+pub(super) fn host_line(h: &HostBreakdown) -> String {
+    let source = h.kernel_source.map_or("unknown", |s| s.name());
+    format!(
+        "{}: kernel {} {} app {} ({source}){}",
+        h.label,
+        h.kernel_connected
+            .map_or("n/a".to_owned(), |v| crate::fmt::int(i128::from(v))),
+        if h.kernel_agrees { "=" } else { "≠" },
+        crate::fmt::count(h.connected),
+        h.kernel_explanation
+            .as_deref()
+            .map(|e| format!(": {e}"))
+            .unwrap_or_default()
+    )
+}
+
+pub(super) fn label(h: &Host) -> String {
+    h.run
+        .host
+        .as_ref()
+        .map(|i| i.label.clone())
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(|| h.dir.display().to_string())
+}
+
+pub(super) fn breakdown(h: &Host) -> Result<HostBreakdown, MergeError> {
+    let info = h.run.host.clone().unwrap_or_default();
+    let p99 = |name: &str| {
+        h.hists
+            .get(name)
+            .filter(|x| !x.is_empty())
+            .map(|x| x.value_at_quantile(0.99))
+    };
+    let c = &h.snap.counters;
+    let kernel_client_established = h
+        .run
+        .samples
+        .iter()
+        .filter_map(|s| s.kernel_client_established)
+        .max();
+    // The observer's last view of the host (None: it counted from /proc/net/tcp).
+    let observed = h
+        .run
+        .kernel
+        .as_ref()
+        .filter(|_| info.kernel_source == Some(KernelSource::Observer));
+    let kernel = kernel_vs_app(h, kernel_client_established);
+    let failures = c
+        .failures
+        .checked_total()
+        .ok_or_else(|| MergeError::Overflow {
+            path: h.dir.clone(),
+            field: "counters.failures (every kind summed)".to_owned(),
+        })?;
+    Ok(HostBreakdown {
+        label: label(h),
+        hostname: info.hostname.clone(),
+        dir: h.dir.display().to_string(),
+        shard_index: info.shard_index,
+        connections_asked: h.run.config.connections,
+        connected: c.connected,
+        failures,
+        pushes_received: c.pushes_received,
+        setup_rate_per_s: h.snap.setup_rate.and_then(|r| r.achieved_per_s),
+        connect_p99_us: p99("connect_us"),
+        push_message_p99_us: p99("push_message_us"),
+        kernel_client_established,
+        kernel_source: info.kernel_source,
+        kernel_connected: kernel.kernel,
+        kernel_agrees: kernel.agree,
+        kernel_explanation: kernel.explanation,
+        kernel_retransmits: observed.map(|k| k.client.retransmits.total),
+        kernel_resets_sent: observed.map(|k| k.client.resets_sent()),
+        kernel_socket_bytes: observed.and(
+            h.run
+                .samples
+                .iter()
+                .filter_map(|s| s.kernel_socket_bytes)
+                .max(),
+        ),
+        clock_offset_ns: info.clock.map(|c| c.offset_ns),
+        clock_bound_ns: info.clock_bound_ns(),
+    })
+}
+
+/// A host's kernel against its app over the run: with the observer, connections its
+/// kernel saw reach ESTABLISHED since attach; without, the most ESTABLISHED at once.
+fn kernel_vs_app(h: &Host, most_established: Option<i64>) -> KernelVsApp {
+    let info = h.run.host.as_ref();
+    let app = i64::try_from(h.snap.counters.connected).unwrap_or(i64::MAX);
+    match info.and_then(|i| i.kernel_source) {
+        Some(KernelSource::Observer) => crate::figures::kernel_vs_app::client_host_connected(
+            h.run
+                .kernel
+                .as_ref()
+                .map(|k| i64::try_from(k.client.established_total).unwrap_or(i64::MAX)),
+            app,
+            None,
+        ),
+        _ => crate::figures::kernel_vs_app::client_host_connected(
+            most_established,
+            app,
+            Some(
+                info.and_then(|i| i.kernel_fallback.as_deref())
+                    .unwrap_or("a folder of an older c1m"),
+            ),
+        ),
+    }
+}
