@@ -110,6 +110,8 @@ pub struct Sample {
     pub server_cpu_s: Option<f64>,
     /// Client CPU seconds so far, user plus system.
     pub client_cpu_s: Option<f64>,
+    /// The system part of `client_cpu_s` (a client host's phases are cut from it).
+    pub client_cpu_sys_s: Option<f64>,
     /// A foreign server's process tree: threads and open fds (None for c1m's own).
     pub server_threads: Option<u64>,
     /// Open fds of a foreign server's process tree (None for c1m's own).

@@ -160,6 +160,34 @@ fn one_command_makes_the_hosts_merges_exactly_and_removes_them() {
         assert_eq!(c[2], format!("10.99.{}.1", i + 1), "{row}");
         assert_eq!(c[3..8], ["2,000", "0", "2,000", "=", "2,000"], "{row}");
     }
+    // What each host cost: every host's CPU, peak RSS and memory per connection.
+    let cost: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("What each host cost"))
+        .skip(2)
+        .take(3)
+        .collect();
+    assert_eq!(cost.len(), 3, "{stdout}");
+    for (row, label) in cost.iter().zip(["server", "host-0", "host-1"]) {
+        assert!(row.trim_start().starts_with(label), "{row}");
+        assert!(!row.contains("n/a"), "{row}");
+    }
+    // The client hosts' CPU is in the merged phases; the last phase ends when the last
+    // host closed, so its client row is every host's end: none open, in both counts.
+    let setup = run
+        .phases
+        .iter()
+        .find(|p| p.name == "setup")
+        .expect("setup");
+    assert!(
+        setup.client.cpu_user_s + setup.client.cpu_sys_s > 0.0,
+        "{setup:?}"
+    );
+    assert!(setup.client.rss_bytes > 0, "{setup:?}");
+    let last = run.phases.last().expect("phases");
+    let open = lab_util::kernel_vs_app(last, "client open (client hosts, summed)");
+    assert_eq!((open.kernel, open.app), (Some(0), Some(0)), "{last:?}");
+    assert!(run.per_connection.client_user_bytes.is_some());
 }
 
 /// The pids of a journal's children still running as the same processes.

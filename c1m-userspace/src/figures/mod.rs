@@ -108,6 +108,8 @@ pub struct SideFigures {
     pub user_bytes_per_connection: Option<f64>,
     /// CPU seconds, user plus system.
     pub cpu_s: Option<f64>,
+    /// The system part of `cpu_s`.
+    pub cpu_sys_s: Option<f64>,
     /// CPU seconds per second over the last second of the side's own clock (1.0 = a core).
     pub cpu_cores: Option<f64>,
     /// Threads and open fds of the side's processes (a foreign server's tree).
@@ -187,6 +189,7 @@ impl SideFigures {
             cpu_s: app
                 .map(|a| a.cpu_user_s + a.cpu_sys_s)
                 .filter(|v| v.is_finite()),
+            cpu_sys_s: app.map(|a| a.cpu_sys_s).filter(|v| v.is_finite()),
             cpu_cores: None,
             threads: app.and_then(|a| a.threads),
             open_fds: app.and_then(|a| a.open_fds),
@@ -499,6 +502,7 @@ impl Rows {
             client_rss_per_connection_bytes: client.user_bytes_per_connection,
             server_cpu_s: server.cpu_s,
             client_cpu_s: client.cpu_s,
+            client_cpu_sys_s: client.cpu_sys_s,
             server_threads: server.threads,
             server_open_fds: server.open_fds,
             observer_rss_bytes: Some(observer.0),

@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use super::model::{HostInfo, KernelSource};
 use crate::{
     figures::{FiguresBuilder, Rows, kernel_vs_app::app_source},
-    model::{KernelVsApp, Outcome, Phase, RunConfig, RunRecord, Sample, Source},
+    model::{KernelVsApp, Outcome, Phase, ProcessUsage, RunConfig, RunRecord, Sample, Source},
     observer::{KernelView, ObserverHandle},
     report::{self, IntervalRecorder},
     workload::stats::snapshot::AppSnapshot,
@@ -98,6 +98,10 @@ pub(crate) struct HostFolder {
     rows: Rows,
     intervals: IntervalRecorder,
     last_write: Instant,
+    /// The client's CPU (user, system) when the current phase began, and at the last
+    /// snapshot.
+    phase_cpu: (f64, f64),
+    last_cpu: (f64, f64),
 }
 
 impl HostFolder {
@@ -119,6 +123,8 @@ impl HostFolder {
             rows: Rows::new(started),
             intervals: IntervalRecorder::new(started),
             last_write: Instant::now(),
+            phase_cpu: (0.0, 0.0),
+            last_cpu: (0.0, 0.0),
         };
         report::write_run(&f.dir, &f.record)
             .with_context(|| format!("writing the run folder {}", dir.display()))?;
@@ -149,7 +155,7 @@ impl HostFolder {
             .filter(|r| app_source(&r.what) != Some(Source::Server))
             .cloned()
             .collect();
-        self.phase(&snap.phase, now, rows);
+        self.phase(snap, now, rows);
         let own = crate::host::own_cpu();
         if let Some(row) = self
             .rows
@@ -178,20 +184,32 @@ impl HostFolder {
     }
 
     /// The client's phases as its snapshots name them (ramp, hold, closing, …), each
-    /// with the kernel-vs-app rows of its last snapshot: the agreement at its end.
-    fn phase(&mut self, name: &str, now: u64, rows: Vec<KernelVsApp>) {
+    /// with the kernel-vs-app rows of its last snapshot (the agreement at its end) and
+    /// the client's CPU since the phase began and RSS now.
+    fn phase(&mut self, snap: &AppSnapshot, now: u64, rows: Vec<KernelVsApp>) {
+        let cpu = (snap.cpu_user_s, snap.cpu_sys_s);
         let phases = &mut self.record.phases;
-        if phases.last().is_none_or(|p| p.name != name) {
+        if phases.last().is_none_or(|p| p.name != snap.phase) {
+            // The previous phase's end is this one's start.
+            self.phase_cpu = self.last_cpu;
             phases.push(Phase {
-                name: name.to_owned(),
+                name: snap.phase.clone(),
                 started_unix_ms: now,
                 ..Phase::default()
             });
         }
+        self.last_cpu = cpu;
         if let Some(p) = phases.last_mut() {
             p.ended_unix_ms = now;
             p.duration_s = now.saturating_sub(p.started_unix_ms) as f64 / 1e3;
             p.kernel_vs_app = rows;
+            p.client = ProcessUsage {
+                cpu_user_s: (cpu.0 - self.phase_cpu.0).max(0.0),
+                cpu_sys_s: (cpu.1 - self.phase_cpu.1).max(0.0),
+                rss_bytes: snap.rss_bytes,
+                threads: snap.threads,
+                open_fds: snap.open_fds,
+            };
         }
     }
 

@@ -106,6 +106,53 @@ fn workers_needed(share: u64) -> u64 {
     }
 }
 
+/// How a client host runs its share: `clients` clients (the seeds' 10 a host), each
+/// over `processes` worker processes, as many as the fd limit needs for its part (here
+/// 20,000 fds a process: a seed client's 50,000 connections take 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ClientSplit {
+    clients: u64,
+    processes: u64,
+}
+
+impl ClientSplit {
+    /// `asked`: --clients-per-host (None: one client, as many processes as needed).
+    fn of(share: u64, asked: Option<u64>) -> Result<ClientSplit> {
+        let clients = asked.unwrap_or(1);
+        if clients == 0 || clients > share.max(1) {
+            bail!(
+                "--clients-per-host {clients} does not fit a client host's {} connections: give 1 to {}",
+                crate::fmt::count(share),
+                crate::fmt::count(share.max(1))
+            );
+        }
+        Ok(ClientSplit {
+            clients,
+            processes: workers_needed(share.div_ceil(clients)),
+        })
+    }
+
+    /// The worker processes of one client host, every client's together.
+    fn workers(self) -> u64 {
+        self.clients * self.processes
+    }
+
+    /// "10 clients × 3 processes", or "26 client processes" for one client.
+    fn text(self) -> String {
+        let s = |n: u64| if n == 1 { "" } else { "es" };
+        if self.clients == 1 {
+            format!("{} client process{}", self.processes, s(self.processes))
+        } else {
+            format!(
+                "{} clients × {} process{}",
+                self.clients,
+                self.processes,
+                s(self.processes)
+            )
+        }
+    }
+}
+
 /// `c1m run --hosts 1+K`, dispatched by the command layer: the exit code of the merged
 /// run's outcome.
 pub(crate) fn main(args: RunArgs) -> Result<i32> {
@@ -132,14 +179,7 @@ pub(crate) fn main(args: RunArgs) -> Result<i32> {
         );
     }
     let share = n.get().div_ceil(k);
-    let needed = workers_needed(share);
-    let per_host = args.clients_per_host.unwrap_or(needed);
-    if per_host < needed.max(1) {
-        bail!(
-            "--clients-per-host {per_host} cannot hold {} connections per client host under the fd limit: at least {needed}",
-            crate::fmt::count(share)
-        );
-    }
+    let split = ClientSplit::of(share, args.clients_per_host)?;
     let stamp = crate::fmt::stamp(crate::util::unix_ms_now());
     let dir = folder::create_unique(&args.out, &stamp)
         .with_context(|| format!("creating the run folder under {}", args.out.display()))?;
@@ -167,7 +207,7 @@ pub(crate) fn main(args: RunArgs) -> Result<i32> {
             args: &args,
             shape,
             n,
-            per_host,
+            split,
             sources,
             names: &names,
             dir: &dir,
@@ -194,7 +234,7 @@ struct Hosts<'a> {
     args: &'a RunArgs,
     shape: HostsShape,
     n: Connections,
-    per_host: u64,
+    split: ClientSplit,
     sources: u64,
     names: &'a Names,
     dir: &'a Path,
@@ -204,12 +244,12 @@ impl Hosts<'_> {
     /// One line: the hosts made and what each runs.
     fn plan_line(&self, took: Duration) -> String {
         format!(
-            "c1m run --hosts {}: server host {} at {}; {} client host(s) × {} client process(es), {} source address(es) each ({}), {} connections in all; made in {} ms",
+            "c1m run --hosts {}: server host {} at {}; {} client host(s) × {}, {} source address(es) each ({}), {} connections in all; made in {} ms",
             self.shape,
             self.names.server_ns(),
             topology::server_addr(),
             self.shape.client_hosts,
-            self.per_host,
+            self.split.text(),
             self.sources,
             (0..self.shape.client_hosts)
                 .map(|i| format!("{} {}", label(i), addr_text(i, self.sources)))
@@ -249,7 +289,7 @@ impl Hosts<'_> {
             .collect();
         c.mode = a.mode;
         c.workload = a.workload.clone();
-        c.workers = self.per_host;
+        c.workers = self.split.workers();
         c.common.engine = a.engine;
         c.common.quiet = true;
         c.push_format = a.push_format.clone();
@@ -617,4 +657,37 @@ fn per_host_table(run: &crate::model::RunRecord, names: &Names, per_host: u64) -
         }
     }
     hosts_table::text(&rows)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::*;
+
+    /// The seed's 10 clients a host: each client's part fits its processes' fds, and
+    /// every client has the same number of processes.
+    #[test]
+    fn a_seed_host_is_ten_clients_each_over_what_the_fd_limit_needs() {
+        let split = ClientSplit::of(500_000, Some(10)).unwrap();
+        assert_eq!(split.clients, 10);
+        assert_eq!(split.processes, workers_needed(50_000));
+        assert_eq!(split.workers(), 10 * split.processes);
+        assert!(
+            split.text().starts_with("10 clients × "),
+            "{}",
+            split.text()
+        );
+        let one = ClientSplit::of(2_000, None).unwrap();
+        assert_eq!((one.clients, one.processes), (1, 1));
+        assert_eq!(one.text(), "1 client process");
+    }
+
+    #[test]
+    fn clients_a_host_cannot_split_into_are_refused_in_one_line() {
+        for asked in [0, 2_001] {
+            let e = ClientSplit::of(2_000, Some(asked)).unwrap_err().to_string();
+            assert!(e.contains("give 1 to 2,000"), "{e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+    }
 }

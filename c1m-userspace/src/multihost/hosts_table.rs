@@ -12,7 +12,7 @@ use crate::{
 };
 
 /// One host's row.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct HostRow {
     /// The host's name: `server`, or the client host's label.
     pub label: String,
@@ -31,6 +31,21 @@ pub(crate) struct HostRow {
     pub retransmits: Option<u64>,
     /// Resets its kernel sent (None: likewise).
     pub resets: Option<u64>,
+    /// What the host cost.
+    pub cost: HostCost,
+}
+
+/// What one host's processes and sockets cost over the run (None: not recorded).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct HostCost {
+    /// CPU seconds, user and system.
+    pub cpu: Option<(f64, f64)>,
+    /// The most resident memory at once, bytes.
+    pub rss_peak: Option<u64>,
+    /// User-space bytes per held connection.
+    pub user_per_connection: Option<f64>,
+    /// Kernel bytes per held socket.
+    pub kernel_per_socket: Option<f64>,
 }
 
 impl HostRow {
@@ -54,6 +69,16 @@ impl HostRow {
             kernel_app: open.map(|r| (r.kernel, r.app)),
             retransmits: run.kernel.as_ref().map(|k| k.retransmits().total),
             resets: run.kernel.as_ref().map(|k| k.resets_sent()),
+            cost: HostCost {
+                cpu: (!run.phases.is_empty()).then(|| {
+                    run.phases.iter().fold((0.0, 0.0), |(u, s), p| {
+                        (u + p.server.cpu_user_s, s + p.server.cpu_sys_s)
+                    })
+                }),
+                rss_peak: run.phases.iter().map(|p| p.server.rss_bytes).max(),
+                user_per_connection: run.per_connection.server_user_bytes,
+                kernel_per_socket: run.per_connection.kernel_bytes_per_socket,
+            },
         }
     }
 
@@ -71,6 +96,12 @@ impl HostRow {
                 .map(|k| (Some(k), i64::try_from(h.connected).ok())),
             retransmits: h.kernel_retransmits,
             resets: h.kernel_resets_sent,
+            cost: HostCost {
+                cpu: h.cpu_user_s.zip(h.cpu_sys_s),
+                rss_peak: h.rss_peak_bytes,
+                user_per_connection: h.user_bytes_per_connection,
+                kernel_per_socket: h.kernel_bytes_per_socket,
+            },
         }
     }
 }
@@ -143,6 +174,59 @@ pub(crate) fn text(rows: &[HostRow]) -> String {
             "  n/a: that host's folder holds no kernel view (it ran without the eBPF observer's privileges and counted ESTABLISHED in its own /proc/net/tcp)\n",
         );
     }
+    s.push_str(&cost_text(rows));
+    s
+}
+
+/// What each host cost: CPU over the run, peak RSS, and memory per held connection.
+fn cost_text(rows: &[HostRow]) -> String {
+    let na = || "n/a".to_owned();
+    // Bytes a connection, whole, as the summary's "per connection" line writes them.
+    let per = |b: f64| format!("{} B", count(b.round().max(0.0) as u64));
+    let head = [
+        "host",
+        "CPU user + sys",
+        "RSS peak",
+        "user / conn",
+        "kernel / socket",
+    ];
+    let cells: Vec<[String; 5]> = rows
+        .iter()
+        .map(|r| {
+            let c = &r.cost;
+            [
+                r.label.clone(),
+                c.cpu.map_or_else(na, |(u, s)| {
+                    format!("{} + {}", crate::fmt::secs(u), crate::fmt::secs(s))
+                }),
+                c.rss_peak.map_or_else(na, |b| crate::fmt::bytes(b as f64)),
+                c.user_per_connection.map_or_else(na, per),
+                c.kernel_per_socket.map_or_else(na, per),
+            ]
+        })
+        .collect();
+    let mut widths = head.map(|h| h.chars().count());
+    for row in &cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut s = String::from(
+        "\nWhat each host cost (CPU over the run; memory at the end of idle, every connection held):\n",
+    );
+    for row in std::iter::once(&head.map(str::to_owned)).chain(&cells) {
+        let mut l = String::new();
+        for (i, (c, w)) in row.iter().zip(widths).enumerate() {
+            let pad = " ".repeat(w - c.chars().count());
+            if i == 0 {
+                let _ = write!(l, "  {c}{pad}");
+            } else {
+                let _ = write!(l, "  {pad}{c}");
+            }
+        }
+        s.push_str(l.trim_end());
+        s.push('\n');
+    }
     s
 }
 
@@ -162,6 +246,12 @@ mod tests {
                 kernel_app: Some((Some(4000), Some(4000))),
                 retransmits: Some(0),
                 resets: Some(3),
+                cost: HostCost {
+                    cpu: Some((1.25, 7.5)),
+                    rss_peak: Some(110 << 20),
+                    user_per_connection: Some(83.0),
+                    kernel_per_socket: Some(3964.0),
+                },
             },
             HostRow {
                 label: "host-0".into(),
@@ -172,6 +262,7 @@ mod tests {
                 kernel_app: Some((Some(1999), Some(2000))),
                 retransmits: None,
                 resets: None,
+                cost: HostCost::default(),
             },
         ];
         let t = text(&rows);
@@ -186,5 +277,16 @@ mod tests {
             "{t}"
         );
         assert!(lines[5].starts_with("  n/a: that host's folder"), "{t}");
+        assert!(lines[7].starts_with("What each host cost"), "{t}");
+        assert!(lines[8].starts_with("  host     CPU user + sys"), "{t}");
+        assert!(
+            lines[9].ends_with("1.25 s + 7.50 s  110.0 MiB         83 B          3,964 B"),
+            "{t}"
+        );
+        assert!(lines[10].starts_with("  host-0"), "{t}");
+        assert!(
+            lines[10].ends_with("n/a        n/a          n/a              n/a"),
+            "{t}"
+        );
     }
 }

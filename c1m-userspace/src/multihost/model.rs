@@ -140,6 +140,17 @@ pub struct HostBreakdown {
     pub kernel_resets_sent: Option<u64>,
     /// Kernel memory of the host's sockets at its last socket walk, bytes (observer only).
     pub kernel_socket_bytes: Option<u64>,
+    /// CPU seconds this host's client used over the run, user and system.
+    pub cpu_user_s: Option<f64>,
+    /// The system part.
+    pub cpu_sys_s: Option<f64>,
+    /// The most resident memory its client processes had at once, bytes.
+    pub rss_peak_bytes: Option<u64>,
+    /// Its client's (RSS - baseline) per open connection at the run's instant for memory
+    /// per connection (the end of idle), else when it held the most.
+    pub user_bytes_per_connection: Option<f64>,
+    /// Kernel bytes per held socket of this host at that instant (observer only).
+    pub kernel_bytes_per_socket: Option<f64>,
     /// Offset to the server host's clock at the ramp's start, ns (add to this host's clock).
     pub clock_offset_ns: Option<i64>,
     /// Uncertainty of the offset plus its drift over the run.

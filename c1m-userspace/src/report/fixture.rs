@@ -346,6 +346,7 @@ fn build(with_snapshots: bool) -> (RunRecord, Vec<(String, AppSnapshot)>) {
                 .then(|| (client_rss - CLIENT_BASE) as f64 / open as f64),
             server_cpu_s: Some(cpu.server),
             client_cpu_s: Some(cpu.client),
+            client_cpu_sys_s: Some(cpu.client * 0.65),
             server_threads: None,
             server_open_fds: None,
             observer_rss_bytes: Some(OBSERVER_RSS),

@@ -156,8 +156,9 @@ pub struct RunArgs {
     /// after a `kill -9`).
     #[arg(help_heading = "Client hosts", long, value_name = "1+K", value_parser = parse_hosts)]
     pub hosts: Option<HostsShape>,
-    /// With --hosts: client worker processes per client host (default: as many as the
-    /// fd limit needs for the host's share; fewer is refused).
+    /// With --hosts: clients per client host (the seeds ran 10), each a share of the
+    /// host's connections over as many worker processes as the fd limit needs for it
+    /// (default: one client).
     #[arg(
         value_name = "COUNT",
         help_heading = "Client hosts",

@@ -35,7 +35,9 @@ pub(super) fn label(h: &Host) -> String {
         .unwrap_or_else(|| h.dir.display().to_string())
 }
 
-pub(super) fn breakdown(h: &Host) -> Result<HostBreakdown, MergeError> {
+/// `held_at_ms`: the server's instant for memory per connection (the end of idle, on its
+/// clock; 0: none), where each host's memory is read too.
+pub(super) fn breakdown(h: &Host, held_at_ms: u64) -> Result<HostBreakdown, MergeError> {
     let info = h.run.host.clone().unwrap_or_default();
     let p99 = |name: &str| {
         h.hists
@@ -57,6 +59,18 @@ pub(super) fn breakdown(h: &Host) -> Result<HostBreakdown, MergeError> {
         .as_ref()
         .filter(|_| info.kernel_source == Some(KernelSource::Observer));
     let kernel = kernel_vs_app(h, kernel_client_established);
+    // Memory when every connection is held: at the server's instant, else at the host's
+    // last row with the most open.
+    let held = h
+        .sample_at(held_at_ms)
+        .filter(|_| held_at_ms > 0)
+        .or_else(|| {
+            h.run
+                .samples
+                .iter()
+                .filter(|s| s.client_open.is_some())
+                .max_by_key(|s| (s.client_open, s.unix_ms))
+        });
     let failures = c
         .failures
         .checked_total()
@@ -90,6 +104,16 @@ pub(super) fn breakdown(h: &Host) -> Result<HostBreakdown, MergeError> {
                 .filter_map(|s| s.kernel_socket_bytes)
                 .max(),
         ),
+        cpu_user_s: Some(h.snap.cpu_user_s),
+        cpu_sys_s: Some(h.snap.cpu_sys_s),
+        rss_peak_bytes: h
+            .run
+            .samples
+            .iter()
+            .filter_map(|s| s.client_rss_bytes)
+            .max(),
+        user_bytes_per_connection: held.and_then(|s| s.client_rss_per_connection_bytes),
+        kernel_bytes_per_socket: observed.and(held.and_then(|s| s.kernel_bytes_per_socket)),
         clock_offset_ns: info.clock.map(|c| c.offset_ns),
         clock_bound_ns: info.clock_bound_ns(),
     })

@@ -28,11 +28,12 @@ use hdrhistogram::{
 use thiserror::Error;
 
 mod breakdown;
+mod phases;
 
 use super::model::{HostBreakdown, HostRole, Merged};
 use crate::{
     infile::{Capped, InFileError},
-    model::{KernelVsApp, Outcome, RunRecord, Sample},
+    model::{Outcome, RunRecord, Sample},
     report::{self, hlog},
     workload::stats::{
         self,
@@ -132,6 +133,25 @@ struct Host {
     /// (absolute start ns on the server's clock, length ns, histogram) per name.
     intervals: BTreeMap<&'static str, Vec<Interval>>,
     offset_ns: i64,
+}
+
+impl Host {
+    /// This host's latest time-series row at or before `t_ms` on the server's clock.
+    fn sample_at(&self, t_ms: u64) -> Option<&Sample> {
+        let off_ms = self.offset_ns / 1_000_000;
+        self.run
+            .samples
+            .iter()
+            .rev()
+            .find(|r| r.unix_ms.saturating_add_signed(off_ms) <= t_ms)
+    }
+
+    /// When this host ended, on the server's clock.
+    fn ended_on_server_ms(&self) -> u64 {
+        self.run
+            .ended_unix_ms
+            .saturating_add_signed(self.offset_ns / 1_000_000)
+    }
 }
 
 /// `c1m merge`: the exit code (0, or 2 for bad input with one line on stderr).
@@ -294,12 +314,10 @@ pub(crate) fn merge(a: &MergeArgs) -> Result<RunRecord, MergeError> {
 
     let client = merged_snapshot(&hosts, &a.out)?;
     align_samples(&mut run.samples, &hosts)?;
-    for phase in &mut run.phases {
-        phase_rows(&mut phase.kernel_vs_app, phase.ended_unix_ms, &hosts)?;
-    }
+    phases::merge(&mut run.phases, &hosts)?;
     let breakdown = hosts
         .iter()
-        .map(breakdown)
+        .map(|h| breakdown(h, run.per_connection.at_unix_ms))
         .collect::<Result<Vec<HostBreakdown>, MergeError>>()?;
     let bounds: Vec<Option<u64>> = hosts
         .iter()
@@ -329,7 +347,7 @@ pub(crate) fn merge(a: &MergeArgs) -> Result<RunRecord, MergeError> {
         }
         None => run.config.push,
     };
-    run.per_connection.client_user_bytes = None;
+    run.per_connection = phases::per_connection(&run.per_connection, &hosts);
     // The hosts' --source addresses; hosts that gave none connected from their own,
     // which the server host recorded as it saw them.
     let given: Vec<String> = hosts
@@ -569,16 +587,7 @@ fn align_samples(samples: &mut [Sample], hosts: &[Host]) -> Result<(), MergeErro
     for s in samples {
         let rows: Vec<(&Path, &Sample)> = hosts
             .iter()
-            .filter_map(|h| {
-                let off_ms = h.offset_ns / 1_000_000;
-                let row = h
-                    .run
-                    .samples
-                    .iter()
-                    .rev()
-                    .find(|r| r.unix_ms.saturating_add_signed(off_ms) <= s.unix_ms)?;
-                Some((h.dir.as_path(), row))
-            })
+            .filter_map(|h| Some((h.dir.as_path(), h.sample_at(s.unix_ms)?)))
             .collect();
         if rows.is_empty() {
             continue;
@@ -601,6 +610,7 @@ fn align_samples(samples: &mut [Sample], hosts: &[Host]) -> Result<(), MergeErro
         s.client_connect_per_s = sum_f(|r| r.client_connect_per_s);
         s.client_rss_bytes = sum_u(|r| r.client_rss_bytes, "timeseries client_rss_bytes")?;
         s.client_cpu_s = sum_f(|r| r.client_cpu_s);
+        s.client_cpu_sys_s = sum_f(|r| r.client_cpu_sys_s);
         s.client_cpu_cores = sum_f(|r| r.client_cpu_cores);
         s.kernel_client_established = match rows
             .iter()
@@ -624,27 +634,6 @@ fn align_samples(samples: &mut [Sample], hosts: &[Host]) -> Result<(), MergeErro
             .map(|(_, r)| s.unix_ms.saturating_sub(r.unix_ms) as f64 / 1e3)
             .reduce(f64::max);
     }
-    Ok(())
-}
-
-/// A phase's client rows: the server host's kernel has no client side, so its rows are
-/// replaced by the client hosts' own counts (kernel and app) at the phase's end.
-fn phase_rows(
-    rows: &mut Vec<KernelVsApp>,
-    ended_unix_ms: u64,
-    hosts: &[Host],
-) -> Result<(), MergeError> {
-    rows.retain(|r| !r.what.starts_with("client"));
-    let mut one = [Sample {
-        unix_ms: ended_unix_ms,
-        ..Sample::default()
-    }];
-    align_samples(&mut one, hosts)?;
-    let [s] = one;
-    rows.push(crate::figures::kernel_vs_app::client_hosts_open(
-        s.kernel_client_established,
-        s.client_open.map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
-    ));
     Ok(())
 }
 
