@@ -32,7 +32,8 @@ use crate::util::{cargo_bin, is_root, root, run};
 #[command(name = "bench")]
 struct Opts {
     /// What to run: `compare` (c1m vs C), `engines` (tokio vs epoll engine),
-    /// `lab-observer` (the lab's setup with and without the observer, `--rounds` pairs), or
+    /// `lab-observer` (the lab's setup with and without the observer, `--rounds` pairs),
+    /// `hosts` (the same run over loopback and over `--hosts 1+2`, `--rounds` pairs), or
     /// c1m's own `idle`, `push`, `echo`, `observer` (default: compare, engines, then echo
     /// and observer).
     names: Vec<String>,
@@ -63,7 +64,7 @@ pub fn run_bench(args: &[String]) -> Result<()> {
         .names
         .iter()
         .map(String::as_str)
-        .filter(|n| !["compare", "engines", "lab-observer"].contains(n))
+        .filter(|n| !["compare", "engines", "lab-observer", "hosts"].contains(n))
         .collect();
     if all || o.names.iter().any(|n| n == "compare") {
         compare(&o)?;
@@ -74,6 +75,10 @@ pub fn run_bench(args: &[String]) -> Result<()> {
     // At 1M a pair takes ~10 minutes: asked for by name only.
     if o.names.iter().any(|n| n == "lab-observer") {
         crate::bench_lab_observer::run(o.connections, o.rounds, o.lab_rate)?;
+    }
+    // The seeds' topology against loopback: ~4 minutes a run at 1M, by name only.
+    if o.names.iter().any(|n| n == "hosts") {
+        crate::bench_hosts::run(o.connections, o.rounds)?;
     }
     let own = if all { vec!["echo", "observer"] } else { own };
     if !own.is_empty() {
@@ -203,7 +208,7 @@ impl Netns {
 /// connections and deleting their namespace goes on in the kernel (RCU frees, the
 /// namespace's cleanup work) after the processes are gone, so the run that starts next
 /// would pay for the one before it: in an interleaved pair, always the same side.
-fn settle() {
+pub(crate) fn settle() {
     let started = Instant::now();
     let mut last = busy_jiffies();
     loop {

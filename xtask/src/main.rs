@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_engines;
+mod bench_hosts;
 mod bench_lab_observer;
 mod ebpf;
 mod refservers;
