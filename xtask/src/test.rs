@@ -36,6 +36,10 @@ const LIGHT: &[&str] = &[
     "layers",
     "live_view_metrics",
     "live_view_tui",
+    // Every test enters a private network namespace before it starts a reference server
+    // and `c1m client` there: no lab, no observer, no port lock or journal (20 s off the
+    // lab lane).
+    "reference_servers",
     "report_browser",
     "report_scales",
     "workload_faults",
