@@ -6,7 +6,7 @@
 use crate::lab_util;
 
 use std::{
-    os::unix::fs::{PermissionsExt, chown},
+    os::unix::fs::{DirBuilderExt, PermissionsExt, chown},
     path::{Path, PathBuf},
     process::{Child, Command, Output, Stdio},
     time::{Duration, Instant},
@@ -381,4 +381,136 @@ fn files_named(dir: &Path, part: &str) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// Deletes a network namespace this test made, also when it fails.
+struct OwnNetns(String);
+
+impl Drop for OwnNetns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "delete", &self.0])
+            .status();
+    }
+}
+
+/// A journal of a killed `c1m run --hosts` lab (uid 0) naming `namespace` and a link of
+/// the same prefix, and `child` (pid, start time, uid) as its server host.
+fn hosts_journal_json(
+    lab_pid: u32,
+    folder: &Path,
+    namespace: &str,
+    child: (u32, u64, u32),
+) -> String {
+    let mut j: serde_json::Value =
+        serde_json::from_str(&journal_json(lab_pid, folder, &[child])).expect("json");
+    j["lab"]["uid"] = 0.into();
+    j["namespaces"] = serde_json::json!([namespace]);
+    j["links"] = serde_json::json!([namespace.replace("-srv", "-s")]);
+    j.to_string()
+}
+
+/// Issue 33: root's sweep of killed `--hosts` labs reads only root's own journals in
+/// /run/c1m/labs (never a run folder's `journal.json`, which another user may write),
+/// deletes only namespaces and links named with the journal's own lab pid, and signals
+/// only a process whose pid, start time and owner are the journal's. Three journals
+/// naming a real namespace and a real process of uid 65534 delete and kill nothing.
+#[test]
+fn a_hosts_journal_root_did_not_write_deletes_and_kills_nothing() {
+    if !root_or_skip("a_hosts_journal_root_did_not_write_deletes_and_kills_nothing") {
+        return;
+    }
+    let me = std::process::id();
+    let (fake, other) = (impossible_pid(me), impossible_pid(me + 1));
+    // Named as `c1m run --hosts` of lab `fake` names its server host's namespace.
+    let ns = format!("c1mh{fake}-srv");
+    let made = Command::new("ip")
+        .args(["netns", "add", &ns])
+        .status()
+        .expect("ip");
+    assert!(made.success(), "ip netns add {ns}");
+    let _ns = OwnNetns(ns.clone());
+    let labs = Path::new("/run/c1m/labs");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(labs)
+        .expect("/run/c1m/labs");
+    let tmp = test_dir("hosts-journal", 0o777, None);
+    let nobodys = labs.join(format!("{fake}.json"));
+    let roots = labs.join(format!("{other}.json"));
+    let _cleanup = Cleanup(vec![tmp.clone(), nobodys.clone(), roots.clone()]);
+    let mut victim = NobodySleep::start();
+    let child = (victim.pid(), victim.start_time(), NOBODY);
+
+    // 1. In a run folder another uid can write: never read by the sweep.
+    let run = tmp.join("run");
+    std::fs::create_dir_all(&run).expect("run folder");
+    let in_run = run.join("journal.json");
+    std::fs::write(&in_run, hosts_journal_json(fake, &run, &ns, child)).expect("journal");
+    chown(&in_run, Some(NOBODY), Some(NOBODY)).expect("chown");
+    // 2. In root's labs directory, but the file is 65534's.
+    std::fs::write(&nobodys, hosts_journal_json(fake, &run, &ns, child)).expect("journal");
+    std::fs::set_permissions(&nobodys, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    chown(&nobodys, Some(NOBODY), Some(NOBODY)).expect("chown");
+    // 3. Root's own file, naming another lab's namespace, and 65534's process as root's.
+    std::fs::write(
+        &roots,
+        hosts_journal_json(other, &run, &ns, (child.0, child.1, 0)),
+    )
+    .expect("journal");
+    std::fs::set_permissions(&roots, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+
+    let mut restore = Command::new(env!("CARGO_BIN_EXE_c1m"));
+    restore.args(["doctor", "--restore"]).stdin(Stdio::null());
+    let out = bounded(restore, Duration::from_secs(120));
+    let (stdout, stderr) = text(&out);
+    assert!(
+        victim.running(),
+        "a journal root did not write killed pid {}:\n{stdout}\n{stderr}",
+        victim.pid()
+    );
+    assert!(
+        Path::new("/run/netns").join(&ns).exists(),
+        "{ns} deleted:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        !stdout.contains(&format!("ended server pid {}", victim.pid())),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("removed network namespace"), "{stdout}");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "something is left:\n{stdout}\n{stderr}"
+    );
+    // 2: refused as 65534's file, in one line naming it.
+    assert!(
+        stderr.lines().any(|l| l.contains("not read")
+            && l.contains(&nobodys.display().to_string())
+            && l.contains("owned by uid 65534")),
+        "{stderr}"
+    );
+    // 3: its names and its process refused, each said.
+    for (kind, name) in [
+        ("network namespace", ns.clone()),
+        ("link", ns.replace("-srv", "-s")),
+    ] {
+        assert!(
+            stderr.contains(&format!(
+                "left {kind} {name}: not one c1m makes for lab pid {other}"
+            )),
+            "{kind} {name}:\n{stderr}"
+        );
+    }
+    assert!(
+        stdout.contains(&format!(
+            "left server pid {} running: it runs as uid {NOBODY}, its journal says uid 0",
+            victim.pid()
+        )),
+        "{stdout}"
+    );
+    // 1: never read, so never named, never consumed.
+    assert!(in_run.exists());
+    assert!(!format!("{stdout}{stderr}").contains(&in_run.display().to_string()));
 }

@@ -7,7 +7,7 @@ use crate::lab_util;
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Output, Stdio},
+    process::{Child, Command, Output, Stdio},
     sync::Mutex,
     time::{Duration, Instant},
 };
@@ -70,34 +70,28 @@ fn made_with(prefix: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn one_command_makes_the_hosts_merges_exactly_and_removes_them() {
-    if !root_or_skip("one_command_makes_the_hosts_merges_exactly_and_removes_them") {
-        return;
-    }
-    let _one = one_lab();
-    let dir = fresh_dir("hosts-run");
-    let out = bounded(
-        hosts_run(
-            &dir,
-            &[
-                "--hosts",
-                "1+2",
-                "--clients-per-host",
-                "2",
-                "-n",
-                "4000",
-                "--mode",
-                "ws",
-                "--idle",
-                "1s",
-                "--ports",
-                "8000-8003",
-            ],
-        ),
-        Duration::from_secs(240),
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+/// The one-command lab of the test below: 1+2 hosts, two clients each, 4,000
+/// connections.
+const ONE_COMMAND: [&str; 12] = [
+    "--hosts",
+    "1+2",
+    "--clients-per-host",
+    "2",
+    "-n",
+    "4000",
+    "--mode",
+    "ws",
+    "--idle",
+    "3s",
+    "--ports",
+    "8000-8003",
+];
+
+/// What `c1m run ONE_COMMAND --out dir/runs` must have done: exit 0, its four
+/// namespaces and seven links made and removed, its children gone, the merge exact, a
+/// row per host.
+fn one_command_made_merged_and_removed(dir: &Path, out: &Output) {
+    assert_eq!(out.status.code(), Some(0), "{}", text(out));
     let folder = run_folder(&dir.join("runs"));
     let journal = journal_of(&folder);
     let prefix = format!("c1mh{}-", journal.lab.pid);
@@ -190,6 +184,28 @@ fn one_command_makes_the_hosts_merges_exactly_and_removes_them() {
     assert!(run.per_connection.client_user_bytes.is_some());
 }
 
+/// Waits (at most 120 s) until `lab`'s server host is idle (every connection held,
+/// every host alive) and returns its run folder under `dir/runs`.
+fn until_idle(lab: &mut Child, dir: &Path) -> PathBuf {
+    let up = Instant::now();
+    loop {
+        let log = lab_util::run_folders(&dir.join("runs"))
+            .into_iter()
+            .next()
+            .map(|f| (std::fs::read_to_string(f.join("hosts/server.log")), f));
+        if let Some((Ok(text), f)) = log
+            && text.contains("phase=idle")
+        {
+            return f;
+        }
+        if up.elapsed() > Duration::from_secs(120) || matches!(lab.try_wait(), Ok(Some(_))) {
+            let _ = lab.kill();
+            panic!("the hosts did not reach idle within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The pids of a journal's children still running as the same processes.
 fn alive(journal: &Journal) -> Vec<u32> {
     journal
@@ -224,24 +240,7 @@ fn the_next_run_removes_what_a_killed_one_left() {
     .stderr(Stdio::null())
     .spawn()
     .expect("start c1m run --hosts");
-    // Until the server host is idle: every connection held, every host alive.
-    let up = Instant::now();
-    let folder: PathBuf = loop {
-        let log = lab_util::run_folders(&dir.join("runs"))
-            .into_iter()
-            .next()
-            .map(|f| (std::fs::read_to_string(f.join("hosts/server.log")), f));
-        if let Some((Ok(text), f)) = log
-            && text.contains("phase=idle")
-        {
-            break f;
-        }
-        if up.elapsed() > Duration::from_secs(120) || matches!(lab.try_wait(), Ok(Some(_))) {
-            let _ = lab.kill();
-            panic!("the hosts did not reach idle within 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let folder = until_idle(&mut lab, &dir);
     lab.kill().expect("kill -9 the lab");
     lab.wait().expect("reap the lab");
     let journal = journal_of(&folder);
@@ -337,4 +336,194 @@ fn a_user_who_is_not_root_is_told_in_one_line() {
         "{}",
         text(&out)
     );
+}
+
+/// Waits (at most 60 s) until `ip netns list` holds every one of `names` at once.
+fn until_made(names: &[String], lab: &mut Child) {
+    let up = Instant::now();
+    loop {
+        let now = made_with("c1mh");
+        if names.iter().all(|n| now.contains(n)) {
+            return;
+        }
+        if up.elapsed() > Duration::from_secs(60) || matches!(lab.try_wait(), Ok(Some(_))) {
+            panic!("not all of {names:?} at once; there: {now:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A small lab: one client host, 1,000 connections.
+fn small_lab(dir: &Path, idle: &str) -> Child {
+    hosts_run(
+        dir,
+        &[
+            "--hosts", "1+1", "-n", "1000", "--idle", idle, "--ports", "8000",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("start c1m run --hosts")
+}
+
+/// `c1m run --hosts` from one command, and a second, smaller one beside it, each into
+/// its own folder: the same addresses (10.99.x) in other namespaces, each lab's
+/// namespaces named by its own pid, and the second's sweep runs while the first's
+/// namespaces are live (a running lab is not a leftover). Both complete with exact
+/// counts; nothing of either is left. (One test: the one-command lab is the first of
+/// the two, so its setup is not made twice.)
+#[test]
+fn one_command_makes_the_hosts_and_two_at_once_keep_to_their_own() {
+    if !root_or_skip("one_command_makes_the_hosts_and_two_at_once_keep_to_their_own") {
+        return;
+    }
+    let _one = one_lab();
+    let dir = fresh_dir("hosts-two");
+    let mut first = hosts_run(&dir.join("a"), &ONE_COMMAND)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start c1m run --hosts");
+    let ns = |pid: u32, names: &[&str]| -> Vec<String> {
+        names.iter().map(|n| format!("c1mh{pid}-{n}")).collect()
+    };
+    let a = ns(first.id(), &["br", "srv", "c0", "c1"]);
+    until_made(&a, &mut first);
+    // The second starts (and sweeps) beside the first's live namespaces; both sets are
+    // then seen at once, so the first's lived through the second's sweep.
+    let mut second = small_lab(&dir.join("b"), "1s");
+    let b = ns(second.id(), &["br", "srv", "c0"]);
+    let both: Vec<String> = a.iter().chain(&b).cloned().collect();
+    until_made(&both, &mut second);
+
+    let pids = [first.id(), second.id()];
+    let outs = [
+        lab_util::wait_bounded(first, Duration::from_secs(240), "the first --hosts run"),
+        lab_util::wait_bounded(second, Duration::from_secs(240), "the second --hosts run"),
+    ];
+    one_command_made_merged_and_removed(&dir.join("a"), &outs[0]);
+    for (i, (out, name)) in outs.iter().zip(["a", "b"]).enumerate() {
+        let (me, other) = (pids[i], pids[1 - i]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", text(out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains(&format!("killed lab pid {other}")),
+            "{name} swept the other run: {}",
+            text(out)
+        );
+        let journal = journal_of(&run_folder(&dir.join(name).join("runs")));
+        assert_eq!(journal.lab.pid, me);
+        assert_eq!(journal.namespaces, [&a, &b][i][..], "{name}");
+        let prefix = format!("c1mh{me}-");
+        assert!(
+            journal.links.iter().all(|l| l.starts_with(&prefix)),
+            "{name}"
+        );
+        assert_eq!(made_with(&prefix), Vec::<String>::new(), "{name} left");
+        assert_eq!(alive(&journal), Vec::<u32>::new(), "{name}");
+        for pid in std::iter::once(me).chain(journal.children.iter().map(|c| c.proc.pid)) {
+            let left = Path::new("/run/c1m/labs").join(format!("{pid}.json"));
+            assert!(!left.exists(), "{name}: {} left", left.display());
+        }
+    }
+    // The second, small one: exact on its own.
+    let folder = run_folder(&dir.join("b/runs"));
+    assert_eq!(journal_of(&folder).children.len(), 2);
+    let run = report::load_run(&folder).expect("merged summary");
+    let client = run.client.as_ref().expect("merged client side");
+    assert_eq!(client.counters.connected, 1000);
+    let mh = run.multihost.as_ref().expect("per-host breakdown");
+    assert_eq!(mh.hosts.len(), 1);
+    let h = &mh.hosts[0];
+    assert_eq!((h.connected, h.failures), (1000, 0));
+    assert_eq!(h.kernel_client_established, Some(1000));
+    let server = report::load_run(&folder.join("hosts/server")).expect("server folder");
+    assert_eq!(server.server.expect("server").counters.accepted, 1000);
+}
+
+/// `kill -9` of `c1m run --hosts` mid-idle, then `c1m doctor --restore` (no new run):
+/// it names the lab, removes its namespaces in words, ends only the journal's own host
+/// processes (or lets them conclude), sweeps the server host's own journal with it, and
+/// a second restore finds nothing of it.
+#[test]
+fn doctor_restore_sweeps_a_killed_hosts_lab() {
+    if !root_or_skip("doctor_restore_sweeps_a_killed_hosts_lab") {
+        return;
+    }
+    let _one = one_lab();
+    let dir = fresh_dir("hosts-doctor");
+    let mut lab = small_lab(&dir, "5m");
+    let folder = until_idle(&mut lab, &dir);
+    let journal = journal_of(&folder);
+    let pid = journal.lab.pid;
+    assert_eq!(alive(&journal).len(), 2, "{:?}", journal.children);
+    lab.kill().expect("kill -9 the lab");
+    lab.wait().expect("reap the lab");
+    let prefix = format!("c1mh{pid}-");
+    assert_eq!(made_with(&prefix).len(), 3, "the killed lab's namespaces");
+
+    let doctor = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_c1m"));
+        cmd.args(["doctor", "--restore"]).stdin(Stdio::null());
+        bounded(cmd, Duration::from_secs(120))
+    };
+    let out = doctor();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        stdout.lines().any(|l| l.starts_with(&format!(
+            "lab pid {pid} (run folder {}) ended without cleaning up",
+            folder.display()
+        )) && l.contains(&format!(
+            "network namespaces it made: {}",
+            journal.namespaces.join(", ")
+        ))),
+        "{}",
+        text(&out)
+    );
+    for n in &journal.namespaces {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l == format!("removed network namespace {n}")),
+            "{n}: {}",
+            text(&out)
+        );
+    }
+    // Only the journal's own hosts are ended, each by its checked pid.
+    let children: Vec<u32> = journal.children.iter().map(|c| c.proc.pid).collect();
+    for l in stdout
+        .lines()
+        .filter(|l| l.contains(&format!("(of {})", folder.display())))
+    {
+        let ended = l
+            .strip_prefix("ended ")
+            .and_then(|r| r.split(" pid ").nth(1))
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|p| p.parse::<u32>().ok());
+        assert!(
+            ended.is_some_and(|p| children.contains(&p)),
+            "{l}: {}",
+            text(&out)
+        );
+    }
+    assert_eq!(made_with(&prefix), Vec::<String>::new(), "{}", text(&out));
+    assert_eq!(alive(&journal), Vec::<u32>::new(), "{}", text(&out));
+    for p in std::iter::once(pid).chain(children.iter().copied()) {
+        let left = Path::new("/run/c1m/labs").join(format!("{p}.json"));
+        assert!(!left.exists(), "{} left: {}", left.display(), text(&out));
+    }
+
+    let again = doctor();
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    for p in std::iter::once(pid).chain(children.iter().copied()) {
+        assert!(
+            !stdout.contains(&format!("pid {p} ")),
+            "found again: {}",
+            text(&again)
+        );
+    }
+    assert!(!stdout.contains(&prefix), "{}", text(&again));
 }

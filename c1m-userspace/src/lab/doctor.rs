@@ -649,35 +649,43 @@ pub(crate) fn main(args: DoctorArgs) -> anyhow::Result<i32> {
 /// one line per thing it ended, removed, restored or dropped ("nothing to restore"
 /// when there was nothing). Exit 1 when something is left.
 fn restore() -> anyhow::Result<i32> {
-    let found = super::run::journal::leftovers()?;
+    use super::run::journal::{self, Leftover};
+    let found = journal::leftovers()?;
     let mut done = 0usize;
     let mut left = false;
     for l in &found.ignored {
         eprintln!("c1m doctor: {l}");
     }
-    for leftover in found.leftovers {
-        println!("{}", leftover.describe());
-        let folder = leftover.journal.run_folder.clone();
-        let ended = leftover.end();
-        for c in &ended.ended {
+    // A killed `--hosts` lab's hosts first (they get their grace to conclude), so its
+    // server host's own journal is swept with it, not left for the next restore.
+    let (hosts, mut others): (Vec<Leftover>, Vec<Leftover>) =
+        found.leftovers.into_iter().partition(Leftover::is_hosts);
+    for h in &hosts {
+        println!("{}", h.describe());
+    }
+    for h in journal::end_hosts(hosts, &mut others) {
+        for c in &h.concluded {
             println!(
-                "ended {} pid {} (of {})",
+                "{} pid {} concluded on its own (SIGTERM when its lab died)",
                 c.role.name(),
-                c.proc.pid,
-                folder.display()
+                c.proc.pid
             );
         }
-        for (c, why) in &ended.spared {
-            println!("left {} pid {} running: {why}", c.role.name(), c.proc.pid);
+        let (n, failed) = say_ended(&h.ended, &h.folder.display().to_string());
+        done += n;
+        left |= failed;
+        if let Some((pid, ended)) = &h.host_lab {
+            let (n, failed) = say_ended(ended, &format!("its host lab pid {pid}"));
+            done += n;
+            left |= failed;
         }
-        for p in &ended.removed {
-            println!("removed {}", p.display());
-        }
-        for f in &ended.failed {
-            eprintln!("c1m doctor: {f}");
-        }
-        done += ended.ended.len() + ended.removed.len();
-        left |= !ended.failed.is_empty();
+    }
+    for leftover in others {
+        println!("{}", leftover.describe());
+        let folder = leftover.journal.run_folder.display().to_string();
+        let (n, failed) = say_ended(&leftover.end(), &folder);
+        done += n;
+        left |= failed;
     }
     let swept = tuning::restore_orphans(Sweep::Doctor)?;
     for l in &swept.ignored {
@@ -707,4 +715,28 @@ fn restore() -> anyhow::Result<i32> {
         println!("nothing to restore");
     }
     Ok(i32::from(left))
+}
+
+/// Prints what ending a leftover did, a line each (`of`: whose processes they were);
+/// returns how many things it ended or removed, and whether something was left.
+fn say_ended(ended: &super::run::journal::Ended, of: &str) -> (usize, bool) {
+    for c in &ended.ended {
+        println!("ended {} pid {} (of {of})", c.role.name(), c.proc.pid);
+    }
+    for (c, why) in &ended.spared {
+        println!("left {} pid {} running: {why}", c.role.name(), c.proc.pid);
+    }
+    for d in &ended.deleted {
+        println!("removed {d}");
+    }
+    for p in &ended.removed {
+        println!("removed {}", p.display());
+    }
+    for f in &ended.failed {
+        eprintln!("c1m doctor: {f}");
+    }
+    (
+        ended.ended.len() + ended.deleted.len() + ended.removed.len(),
+        !ended.failed.is_empty(),
+    )
 }

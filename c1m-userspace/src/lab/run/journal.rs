@@ -376,18 +376,12 @@ impl Leftover {
                 ));
                 continue;
             }
-            let (deleted, path) = match kind {
-                Made::Link => (
-                    crate::netns::delete_link(name),
-                    PathBuf::from("/sys/class/net").join(name),
-                ),
-                Made::Namespace => (
-                    crate::netns::delete_named(name),
-                    crate::netns::named_path(name),
-                ),
+            let deleted = match kind {
+                Made::Link => crate::netns::delete_link(name),
+                Made::Namespace => crate::netns::delete_named(name),
             };
             match deleted {
-                Ok(true) => out.removed.push(path),
+                Ok(true) => out.deleted.push(format!("{} {name}", kind.name())),
                 Ok(false) => {}
                 Err(e) => out
                     .failed
@@ -418,52 +412,109 @@ impl Made {
 /// and removes its own journal).
 const HOSTS_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// How long a host just sent SIGKILL gets to be gone before its own journal is read: a
+/// lab that still runs is not a leftover.
+const KILLED_GONE: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl Leftover {
+    /// Whether a `c1m run --hosts` lab left it (its journal names namespaces or links).
+    pub(crate) fn is_hosts(&self) -> bool {
+        !self.journal.namespaces.is_empty() || !self.journal.links.is_empty()
+    }
+}
+
+/// A killed `c1m run --hosts` lab, ended.
+#[derive(Debug)]
+pub(crate) struct HostsEnded {
+    /// The lab's pid.
+    pub pid: u32,
+    /// Its run folder.
+    pub folder: PathBuf,
+    /// Its hosts that were running when the sweep began and concluded in the grace.
+    pub concluded: Vec<Child>,
+    /// What ending it did.
+    pub ended: Ended,
+    /// Its server host's lab (a `c1m run` of its own) by pid, and what ending that did,
+    /// when the host was killed before it concluded and left its own journal.
+    pub host_lab: Option<(u32, Ended)>,
+}
+
+/// Ends killed `c1m run --hosts` labs: their hosts get [`HOSTS_GRACE`] to conclude
+/// (those that do are not named), then what still runs is killed and the namespaces and
+/// links are deleted. A host that was a lab itself and left a journal of its own is ended
+/// with its parent (taken out of `others` when it is there): `c1m run --hosts` and
+/// `c1m doctor --restore` both sweep this way, so neither leaves the host lab's journal
+/// for the next one to find.
+pub(crate) fn end_hosts(hosts: Vec<Leftover>, others: &mut Vec<Leftover>) -> Vec<HostsEnded> {
+    let until = std::time::Instant::now() + HOSTS_GRACE;
+    // Only the journal's own processes are waited for: a pid whose owner is not the
+    // journal's is never the lab's host.
+    while hosts.iter().any(|l| {
+        l.alive
+            .iter()
+            .any(|c| c.proc.not_the_recorded_one().is_none())
+    }) && std::time::Instant::now() < until
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let mut out = Vec::new();
+    for mut l in hosts {
+        // Those that concluded in the grace are not named as spared.
+        let (running, concluded) = l.alive.into_iter().partition(|c| c.proc.alive());
+        l.alive = running;
+        let children = l.journal.children.clone();
+        let (pid, folder) = (l.journal.lab.pid, l.journal.run_folder.clone());
+        let ended = l.end();
+        let gone_by = std::time::Instant::now() + KILLED_GONE;
+        while ended.ended.iter().any(|c| c.proc.alive()) && std::time::Instant::now() < gone_by {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // A host that was a lab (the server host's `c1m run`), by pid and start time.
+        let is_host = |o: &Leftover| children.iter().any(|c| c.proc == o.journal.lab);
+        let inner = match others.iter().position(is_host) {
+            Some(i) => Some(others.remove(i)),
+            None => leftovers()
+                .map(|f| f.leftovers)
+                .unwrap_or_default()
+                .into_iter()
+                .find(is_host),
+        };
+        out.push(HostsEnded {
+            pid,
+            folder,
+            concluded,
+            ended,
+            host_lab: inner.map(|i| (i.journal.lab.pid, i.end())),
+        });
+    }
+    out
+}
+
 /// Ends what killed `c1m run --hosts` labs left (their processes, namespaces and links),
 /// before a new one makes its own: one line per lab swept, or why it could not be read.
-/// A host still concluding gets [`HOSTS_GRACE`]; a host that was a lab itself and left a
-/// journal of its own (killed before it concluded) is swept with its parent.
+/// Labs still running, another `--hosts` run's among them, are not leftovers.
 pub(crate) fn sweep_hosts() -> Vec<String> {
     let found = match leftovers() {
         Ok(f) => f,
         Err(e) => return vec![e.to_string()],
     };
-    let (hosts, others): (Vec<Leftover>, Vec<Leftover>) = found
-        .leftovers
+    let (hosts, mut others): (Vec<Leftover>, Vec<Leftover>) =
+        found.leftovers.into_iter().partition(Leftover::is_hosts);
+    end_hosts(hosts, &mut others)
         .into_iter()
-        .partition(|l| !l.journal.namespaces.is_empty() || !l.journal.links.is_empty());
-    let until = std::time::Instant::now() + HOSTS_GRACE;
-    while hosts.iter().any(|l| l.alive.iter().any(|c| c.proc.alive()))
-        && std::time::Instant::now() < until
-    {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let mut lines = Vec::new();
-    for mut l in hosts {
-        // Those that concluded in the grace are not named as spared.
-        l.alive.retain(|c| c.proc.alive());
-        let children = l.journal.children.clone();
-        let pid = l.journal.lab.pid;
-        let mut what = ended_lines(l.end());
-        // A host that was a lab (the server host's `c1m run`), by pid and start time.
-        let labs = leftovers().map(|f| f.leftovers).unwrap_or_default();
-        for inner in others
-            .iter()
-            .chain(&labs)
-            .filter(|o| children.iter().any(|c| c.proc == o.journal.lab))
-            .take(1)
-        {
-            what.push(format!(
-                "and of its host lab pid {}:",
-                inner.journal.lab.pid
-            ));
-            what.extend(ended_lines(inner.clone().end()));
-        }
-        lines.push(format!(
-            "swept the hosts of killed lab pid {pid}: {}",
-            what.join(", ")
-        ));
-    }
-    lines
+        .map(|h| {
+            let mut what = ended_lines(h.ended);
+            if let Some((inner, ended)) = h.host_lab {
+                what.push(format!("and of its host lab pid {inner}:"));
+                what.extend(ended_lines(ended));
+            }
+            format!(
+                "swept the hosts of killed lab pid {}: {}",
+                h.pid,
+                what.join(", ")
+            )
+        })
+        .collect()
 }
 
 /// What ending a leftover did, a phrase each.
@@ -473,6 +524,7 @@ fn ended_lines(ended: Ended) -> Vec<String> {
         .iter()
         .map(|c| format!("ended {} pid {}", c.role.name(), c.proc.pid))
         .collect();
+    what.extend(ended.deleted.iter().map(|d| format!("removed {d}")));
     what.extend(
         ended
             .removed
@@ -508,6 +560,9 @@ pub(crate) struct Ended {
     pub spared: Vec<(Child, String)>,
     /// Cgroups and the journal file, removed.
     pub removed: Vec<PathBuf>,
+    /// Namespaces and links of `c1m run --hosts`, deleted, in words ("network
+    /// namespace c1mh123-srv").
+    pub deleted: Vec<String>,
     /// What could not be removed, one line each.
     pub failed: Vec<String>,
 }
