@@ -311,6 +311,38 @@ fn a_user_who_is_not_root_is_told_in_one_line() {
     );
 }
 
+/// A `--hosts 1+2` run of 4,000 connections whose 15 s idle the live lines (every 5 s,
+/// read from folders rewritten every 5 s) must cover: its folder and stdout, once it
+/// exited 0.
+fn live_run(name: &str, extra: &[&str]) -> (lab_util::TempDir, String) {
+    let dir = fresh_dir(name);
+    let out = bounded(
+        hosts_run(
+            &dir,
+            &[
+                &[
+                    "--hosts",
+                    "1+2",
+                    "-n",
+                    "4000",
+                    "--mode",
+                    "ws",
+                    "--idle",
+                    "15s",
+                    "--ports",
+                    "8000-8003",
+                ],
+                extra,
+            ]
+            .concat(),
+        ),
+        Duration::from_secs(240),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (dir, stdout)
+}
+
 /// While the hosts run, `--hosts` shows each client host live, every 5 s, read from the
 /// folder the host rewrites every 5 s: an idle of 15 s must show each host's whole
 /// share, its kernel equal to its app, before the host ends. The server host's own
@@ -323,27 +355,7 @@ fn each_client_host_shows_live_with_its_kernel_and_the_server_host_claims_no_cli
         return;
     }
     let _one = one_lab();
-    let dir = fresh_dir("hosts-live");
-    let out = bounded(
-        hosts_run(
-            &dir,
-            &[
-                "--hosts",
-                "1+2",
-                "-n",
-                "4000",
-                "--mode",
-                "ws",
-                "--idle",
-                "15s",
-                "--ports",
-                "8000-8003",
-            ],
-        ),
-        Duration::from_secs(240),
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (dir, stdout) = live_run("hosts-live", &[]);
     let summary_at = stdout.find("== c1m run:").expect("the merged summary");
     for host in ["host-0", "host-1"] {
         let prefix = format!("  {host:<11} | ");
@@ -392,4 +404,50 @@ fn each_client_host_shows_live_with_its_kernel_and_the_server_host_claims_no_cli
         "the server host's samples hold a client kernel figure"
     );
     assert!(server.samples.iter().any(|s| s.kernel_time_wait.is_some()));
+}
+
+/// `--json`: each client host's live line is a JSON object with its figures, and the
+/// server host's per-second objects name their host and hold no client kernel figure.
+#[test]
+fn with_json_every_host_is_a_json_line_that_names_it() {
+    if !root_or_skip("with_json_every_host_is_a_json_line_that_names_it") {
+        return;
+    }
+    let _one = one_lab();
+    let (_, stdout) = live_run("hosts-live-json", &["--json"]);
+    let objects: Vec<serde_json::Value> = stdout
+        .lines()
+        .take_while(|l| !l.starts_with("== c1m run:"))
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let of = |host: &str| -> Vec<&serde_json::Value> {
+        objects.iter().filter(|o| o["host"] == host).collect()
+    };
+    let server = of("server");
+    assert!(server.len() >= 15, "{stdout}");
+    assert!(
+        server
+            .iter()
+            .all(|o| o["figures"]["client"]["kernel_established"].is_null()),
+        "{stdout}"
+    );
+    for host in ["host-0", "host-1"] {
+        let lines = of(host);
+        let full = lines.iter().find(|o| {
+            o["ended"] == false
+                && o["share"] == 2000
+                && o["connected"] == 2000
+                && o["open"] == 2000
+                && o["kernel"]["kernel"] == 2000
+                && o["kernel"]["agree"] == true
+        });
+        assert!(
+            full.is_some(),
+            "no live object of {host} at its share:\n{stdout}"
+        );
+        let ended: Vec<_> = lines.iter().filter(|o| o["ended"] == true).collect();
+        assert_eq!(ended.len(), 1, "{stdout}");
+        assert_eq!(ended[0]["outcome"], "complete");
+    }
 }

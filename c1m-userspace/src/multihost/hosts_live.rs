@@ -14,7 +14,7 @@
 //! there yet, or unreadable this time, is skipped for the tick, never an error. A host
 //! without eBPF says where its kernel figure comes from and why; before its observer
 //! started, that it has none yet: never a bare 0. `--json` prints the same as one JSON
-//! object per host and tick.
+//! object per host and tick, and the server host's own objects with `"host":"server"`.
 
 use std::{
     path::PathBuf,
@@ -125,6 +125,15 @@ impl HostsLive {
             }
         }
     }
+}
+
+/// The server host's `--json` line `{…}` as `{"host":"server",…}`, so every JSON line
+/// of `--hosts` names its host (None: not a JSON object, relayed as text).
+pub(super) fn server_json(line: &str) -> Option<String> {
+    let mut object: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(line.trim()).ok()?;
+    object.insert("host".to_owned(), "server".into());
+    serde_json::to_string(&object).ok()
 }
 
 /// What `run` (client host `label`'s folder) says at `now_ms`; None while it holds no
@@ -290,6 +299,18 @@ mod tests {
         assert_eq!(v["kernel_source"], "proc_net_tcp");
         assert_eq!(v["kernel"]["kernel"], 1990);
         assert_eq!(v["kernel"]["agree"], false);
+    }
+
+    #[test]
+    fn the_server_hosts_json_names_it_and_its_text_stays_text() {
+        let v: serde_json::Value =
+            serde_json::from_str(&server_json(r#"{"t_s":1.0,"phase":"idle"}"#).unwrap()).unwrap();
+        assert_eq!(
+            (v["host"].as_str(), v["phase"].as_str()),
+            (Some("server"), Some("idle"))
+        );
+        assert_eq!(server_json("c1m run: 4,000 connections"), None);
+        assert_eq!(server_json("[1,2]"), None);
     }
 
     #[test]

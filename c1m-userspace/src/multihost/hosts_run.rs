@@ -457,8 +457,11 @@ impl Procs {
                         done = true;
                         break;
                     }
-                    // Its notes and phases, not its per-second key=value lines (in its log).
-                    if !line.starts_with("t_s=") && !line.trim().is_empty() {
+                    // Its notes and phases, not its per-second key=value lines (in its log);
+                    // with --json its objects, named as the client hosts' are.
+                    if let Some(json) = super::hosts_live::server_json(&line) {
+                        println!("{json}");
+                    } else if !line.starts_with("t_s=") && !line.trim().is_empty() {
                         println!("  server host | {line}");
                     }
                 }
