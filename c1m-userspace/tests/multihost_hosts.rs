@@ -527,3 +527,144 @@ fn doctor_restore_sweeps_a_killed_hosts_lab() {
     }
     assert!(!stdout.contains(&prefix), "{}", text(&again));
 }
+
+/// A `--hosts 1+2` run of 4,000 connections whose 15 s idle the live lines (every 5 s,
+/// read from folders rewritten every 5 s) must cover: its folder and stdout, once it
+/// exited 0.
+fn live_run(name: &str, extra: &[&str]) -> (lab_util::TempDir, String) {
+    let dir = fresh_dir(name);
+    let out = bounded(
+        hosts_run(
+            &dir,
+            &[
+                &[
+                    "--hosts",
+                    "1+2",
+                    "-n",
+                    "4000",
+                    "--mode",
+                    "ws",
+                    "--idle",
+                    "15s",
+                    "--ports",
+                    "8000-8003",
+                ],
+                extra,
+            ]
+            .concat(),
+        ),
+        Duration::from_secs(240),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (dir, stdout)
+}
+
+/// While the hosts run, `--hosts` shows each client host live, every 5 s, read from the
+/// folder the host rewrites every 5 s: an idle of 15 s must show each host's whole
+/// share, its kernel equal to its app, before the host ends. The server host's own
+/// lines claim no client figure: its clients are on other hosts.
+#[test]
+fn each_client_host_shows_live_with_its_kernel_and_the_server_host_claims_no_client_figure() {
+    if !root_or_skip(
+        "each_client_host_shows_live_with_its_kernel_and_the_server_host_claims_no_client_figure",
+    ) {
+        return;
+    }
+    let _one = one_lab();
+    let (dir, stdout) = live_run("hosts-live", &[]);
+    let summary_at = stdout.find("== c1m run:").expect("the merged summary");
+    for host in ["host-0", "host-1"] {
+        let prefix = format!("  {host:<11} | ");
+        let lines: Vec<&str> = stdout[..summary_at]
+            .lines()
+            .filter(|l| l.starts_with(&prefix))
+            .collect();
+        // The last line is the host's end, the only one that says so.
+        let (last, live) = lines.split_last().expect("lines of the host");
+        assert!(
+            last.starts_with(&format!("{prefix}ended complete · ")),
+            "{stdout}"
+        );
+        assert!(live.iter().all(|l| !l.contains("ended")), "{stdout}");
+        // Before it ended: its whole share connected and open, kernel = app.
+        let full = live.iter().find(|l| {
+            l.contains("· connected 2,000 of 2,000 · open 2,000 · kernel")
+                && l.contains(" 2,000 = app 2,000 (")
+        });
+        assert!(
+            full.is_some(),
+            "no live line of {host} at its share:\n{stdout}"
+        );
+        assert!(live.iter().all(|l| !l.contains("kernel 0 ")), "{stdout}");
+    }
+    // The server host's per-second lines (kept in its log): no client figure of its own.
+    let folder = run_folder(&dir.join("runs"));
+    let log = std::fs::read_to_string(folder.join("hosts").join("server.log")).expect("log");
+    let seconds: Vec<&str> = log.lines().filter(|l| l.starts_with("t_s=")).collect();
+    assert!(seconds.len() >= 15, "{log}");
+    for key in [
+        "client_app_open",
+        "client_kernel_established",
+        "client_kernel_syn_sent",
+        "client_transitions_per_s",
+    ] {
+        let na = format!(" {key}=n/a ");
+        assert!(seconds.iter().all(|l| l.contains(&na)), "{key}: {log}");
+    }
+    let server = report::load_run(&folder.join("hosts").join("server")).expect("server folder");
+    assert!(
+        server
+            .samples
+            .iter()
+            .all(|s| s.kernel_client_established.is_none() && s.kernel_client_syn_sent.is_none()),
+        "the server host's samples hold a client kernel figure"
+    );
+    assert!(server.samples.iter().any(|s| s.kernel_time_wait.is_some()));
+}
+
+/// `--json`: each client host's live line is a JSON object with its figures, and the
+/// server host's per-second objects name their host and hold no client kernel figure.
+#[test]
+fn with_json_every_host_is_a_json_line_that_names_it() {
+    if !root_or_skip("with_json_every_host_is_a_json_line_that_names_it") {
+        return;
+    }
+    let _one = one_lab();
+    let (_, stdout) = live_run("hosts-live-json", &["--json"]);
+    let objects: Vec<serde_json::Value> = stdout
+        .lines()
+        .take_while(|l| !l.starts_with("== c1m run:"))
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let of = |host: &str| -> Vec<&serde_json::Value> {
+        objects.iter().filter(|o| o["host"] == host).collect()
+    };
+    let server = of("server");
+    assert!(server.len() >= 15, "{stdout}");
+    assert!(
+        server
+            .iter()
+            .all(|o| o["figures"]["client"]["kernel_established"].is_null()),
+        "{stdout}"
+    );
+    for host in ["host-0", "host-1"] {
+        let lines = of(host);
+        let full = lines.iter().find(|o| {
+            o["ended"] == false
+                && o["share"] == 2000
+                && o["connected"] == 2000
+                && o["open"] == 2000
+                && o["kernel"]["kernel"] == 2000
+                && o["kernel"]["agree"] == true
+        });
+        assert!(
+            full.is_some(),
+            "no live object of {host} at its share:\n{stdout}"
+        );
+        let ended: Vec<_> = lines.iter().filter(|o| o["ended"] == true).collect();
+        assert_eq!(ended.len(), 1, "{stdout}");
+        assert_eq!(ended[0]["outcome"], "complete");
+    }
+}

@@ -439,6 +439,15 @@ impl FiguresBuilder {
     }
 }
 
+/// Both sides' figures added; one side's alone when the other has none on this host
+/// (external clients: the server host's kernel has no client side); None when neither.
+fn sides_sum<T>(server: Option<T>, client: Option<T>, add: fn(T, T) -> T) -> Option<T> {
+    match (server, client) {
+        (Some(a), Some(b)) => Some(add(a, b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// One row of the time series per second of the tick's clock: the latest figures, each
 /// with its source's age.
 #[derive(Debug)]
@@ -477,16 +486,18 @@ impl Rows {
             kernel_client_established: client.kernel_established,
             kernel_server_syn_recv: server.kernel_syn_recv,
             kernel_client_syn_sent: client.kernel_syn_sent,
-            kernel_time_wait: server
-                .kernel_time_wait
-                .zip(client.kernel_time_wait)
-                .map(|(a, b)| a.saturating_add(b)),
+            kernel_time_wait: sides_sum(
+                server.kernel_time_wait,
+                client.kernel_time_wait,
+                i64::saturating_add,
+            ),
             kernel_accept_queue_depth: f.queue_depth,
             kernel_accept_queue_overflows: f.queue_overflows,
-            kernel_transitions_per_s: server
-                .transitions_per_s
-                .zip(client.transitions_per_s)
-                .map(|(a, b)| a + b),
+            kernel_transitions_per_s: sides_sum(
+                server.transitions_per_s,
+                client.transitions_per_s,
+                |a, b| a + b,
+            ),
             kernel_established_per_s: f.kernel_established_per_s,
             kernel_socket_bytes: f.kernel_socket_bytes,
             kernel_bytes_per_socket: f.kernel_bytes_per_socket,

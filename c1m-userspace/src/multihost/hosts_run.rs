@@ -23,6 +23,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use super::{
+    hosts_live::HostsLive,
     hosts_table::{self, HostRow},
     merge::{self, MergeArgs},
     topology::{self, Names, Topology},
@@ -332,7 +333,13 @@ impl Hosts<'_> {
             journal.add(Role::Client, child.id())?;
             procs.add(&format!("client host {}", label(i)), child, None);
         }
-        Ok(procs.wait())
+        let mut live = HostsLive::new(
+            (0..self.shape.client_hosts)
+                .map(|i| (label(i), hosts_dir.join(label(i))))
+                .collect(),
+            self.args.json,
+        );
+        Ok(procs.wait(&mut live))
     }
 }
 
@@ -490,8 +497,11 @@ impl Procs {
                         done = true;
                         break;
                     }
-                    // Its notes and phases, not its per-second key=value lines (in its log).
-                    if !line.starts_with("t_s=") && !line.trim().is_empty() {
+                    // Its notes and phases, not its per-second key=value lines (in its log);
+                    // with --json its objects, named as the client hosts' are.
+                    if let Some(json) = super::hosts_live::server_json(&line) {
+                        println!("{json}");
+                    } else if !line.starts_with("t_s=") && !line.trim().is_empty() {
                         println!("  server host | {line}");
                     }
                 }
@@ -534,13 +544,16 @@ impl Procs {
 
     /// Until every host ended: a signal to this process is passed on in order; a client
     /// host that fails stops the server host (the run cannot complete); client hosts
-    /// still running [`GRACE`] after the server host are ended.
-    fn wait(&mut self) -> Outcome {
+    /// still running [`GRACE`] after the server host are ended. Meanwhile `live` shows
+    /// the client hosts (the list's entries after the server host's).
+    fn wait(&mut self, live: &mut HostsLive) -> Outcome {
         let mut stopped: Option<Instant> = None;
         let mut interrupted = false;
         let mut server_ended: Option<Instant> = None;
         loop {
             self.pump();
+            let ended: Vec<bool> = self.list[1..].iter().map(|p| p.status.is_some()).collect();
+            live.tick(&ended);
             if self.list.iter().all(|p| p.status.is_some()) {
                 return if interrupted {
                     Outcome::Interrupted

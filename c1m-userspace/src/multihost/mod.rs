@@ -11,11 +11,13 @@
 //!   bucket by bucket, counters summed.
 //! - `c1m run --hosts 1+K` ([`hosts_run`]) makes the hosts as network namespaces on a
 //!   bridge ([`topology`]), runs both sides in them and merges the result, with a row
-//!   per host (`hosts_table`).
+//!   per host (`hosts_table`); while they run, a line per client host every 5 s read
+//!   from its folder (`hosts_live`).
 
 pub(crate) mod client_host;
 pub(crate) mod client_metrics;
 pub(crate) mod client_run;
+mod hosts_live;
 pub(crate) mod hosts_run;
 mod hosts_table;
 pub(crate) mod merge;

@@ -242,11 +242,14 @@ impl Lab {
     }
 
     /// External clients: this host's kernel has no client side (it read "kernel 0 ≠ app
-    /// n/a"), so the client rows become one that says where the clients are counted.
+    /// n/a"), so the client rows become one that says where the clients are counted,
+    /// and the client side's kernel figures are missing (`n/a` in the plain lines,
+    /// absent from the samples), not a 0 this host never measured.
     fn clients_elsewhere(&self, figures: &mut crate::figures::Figures) {
         if self.client_ctl.is_some() {
             return;
         }
+        figures.client = crate::figures::SideFigures::default();
         use crate::{figures::kernel_vs_app, model::Source};
         figures
             .kernel_vs_app

@@ -5,7 +5,7 @@
 
 use super::{Host, MergeError};
 use crate::{
-    model::KernelVsApp,
+    model::{KernelVsApp, RunRecord},
     multihost::model::{HostBreakdown, KernelSource},
 };
 
@@ -46,19 +46,14 @@ pub(super) fn breakdown(h: &Host, held_at_ms: u64) -> Result<HostBreakdown, Merg
             .map(|x| x.value_at_quantile(0.99))
     };
     let c = &h.snap.counters;
-    let kernel_client_established = h
-        .run
-        .samples
-        .iter()
-        .filter_map(|s| s.kernel_client_established)
-        .max();
+    let kernel_client_established = most_established(&h.run);
     // The observer's last view of the host (None: it counted from /proc/net/tcp).
     let observed = h
         .run
         .kernel
         .as_ref()
         .filter(|_| info.kernel_source == Some(KernelSource::Observer));
-    let kernel = kernel_vs_app(h, kernel_client_established);
+    let kernel = host_kernel_vs_app(&h.run, h.snap.counters.connected, kernel_client_established);
     // Memory when every connection is held: at the server's instant, else at the host's
     // last row with the most open.
     let held = h
@@ -119,15 +114,28 @@ pub(super) fn breakdown(h: &Host, held_at_ms: u64) -> Result<HostBreakdown, Merg
     })
 }
 
-/// A host's kernel against its app over the run: with the observer, connections its
-/// kernel saw reach ESTABLISHED since attach; without, the most ESTABLISHED at once.
-fn kernel_vs_app(h: &Host, most_established: Option<i64>) -> KernelVsApp {
-    let info = h.run.host.as_ref();
-    let app = i64::try_from(h.snap.counters.connected).unwrap_or(i64::MAX);
+/// The most ESTABLISHED client-side sockets a host's folder recorded at once.
+pub(crate) fn most_established(run: &RunRecord) -> Option<i64> {
+    run.samples
+        .iter()
+        .filter_map(|s| s.kernel_client_established)
+        .max()
+}
+
+/// A client host's kernel against its app's `connected` over its folder `run` so far:
+/// with the observer, connections its kernel saw reach ESTABLISHED since attach;
+/// without, `most_established` (the most ESTABLISHED at once). The merge's row and
+/// `--hosts`' live lines both read it here.
+pub(crate) fn host_kernel_vs_app(
+    run: &RunRecord,
+    connected: u64,
+    most_established: Option<i64>,
+) -> KernelVsApp {
+    let info = run.host.as_ref();
+    let app = i64::try_from(connected).unwrap_or(i64::MAX);
     match info.and_then(|i| i.kernel_source) {
         Some(KernelSource::Observer) => crate::figures::kernel_vs_app::client_host_connected(
-            h.run
-                .kernel
+            run.kernel
                 .as_ref()
                 .map(|k| i64::try_from(k.client.established_total).unwrap_or(i64::MAX)),
             app,

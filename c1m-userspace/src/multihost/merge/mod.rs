@@ -27,7 +27,7 @@ use hdrhistogram::{
 };
 use thiserror::Error;
 
-mod breakdown;
+pub(crate) mod breakdown;
 mod phases;
 
 use super::model::{HostBreakdown, HostRole, Merged};
