@@ -464,6 +464,12 @@ impl Rows {
         }
     }
 
+    /// The next [`Rows::row`] is made however soon it comes: a run's last reading is
+    /// its end, and must be in the series.
+    pub(crate) fn force_next(&mut self) {
+        self.last_unix_ms = None;
+    }
+
     /// A row if a second has passed since the last one. `observer` is this process's
     /// (RSS bytes, CPU seconds) read now.
     pub(crate) fn row(&mut self, f: &Figures, phase: &str, observer: (u64, f64)) -> Option<Sample> {
