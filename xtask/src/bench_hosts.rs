@@ -79,6 +79,8 @@ struct Figures {
     /// Slab growth by the end of idle, bytes per connection, by cache.
     slab_per_conn: Vec<(String, f64)>,
     resets: u64,
+    /// One line per client host (the bridge run): the merge's per-host breakdown.
+    hosts: Vec<String>,
 }
 
 fn read(dir: &Path, slab: Option<(Slabs, Vec<(u64, Slabs)>)>) -> Result<Figures> {
@@ -142,6 +144,26 @@ fn read(dir: &Path, slab: Option<(Slabs, Vec<(u64, Slabs)>)>) -> Result<Figures>
             .map(|h| f(&h["kernel_bytes_per_socket"]))
             .collect(),
         slab_per_conn,
+        hosts: v["multihost"]["hosts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|h| {
+                format!(
+                    "{}: connected {}, kernel {} {} app, retransmits {}, resets {}, CPU {:.1} s, RSS peak {:.0} MiB, user {:.0} B/conn, kernel {:.0} B/socket",
+                    h["label"].as_str().unwrap_or("?"),
+                    h["connected"],
+                    h["kernel_connected"],
+                    if h["kernel_agrees"] == true { "=" } else { "≠" },
+                    h["kernel_retransmits"],
+                    h["kernel_resets_sent"],
+                    f(&h["cpu_user_s"]) + f(&h["cpu_sys_s"]),
+                    f(&h["rss_peak_bytes"]) / 1048576.0,
+                    f(&h["user_bytes_per_connection"]),
+                    f(&h["kernel_bytes_per_socket"]),
+                )
+            })
+            .collect(),
         resets: ["server", "client"]
             .iter()
             .flat_map(|side| {
@@ -253,6 +275,9 @@ fn print(path: Route, round: u32, x: &Figures) {
         x.server_per_socket,
         x.resets
     );
+    for h in &x.hosts {
+        println!("      {h}");
+    }
     let top: Vec<String> = x
         .slab_per_conn
         .iter()

@@ -222,6 +222,24 @@ pub(super) fn hosts_table(m: &crate::multihost::model::Merged) -> Markup {
                 }
             }
         }
+        h3 { "What each client host cost" }
+        p.sub { "CPU over the whole run; memory at the end of idle, every connection held (the server's instant for memory per connection)." }
+        table.wide {
+            tr {
+                th.t { "host" } th { "CPU user s" } th { "CPU system s" } th { "RSS peak" }
+                th { "user bytes / connection" } th { "kernel bytes / socket" }
+            }
+            @for h in &m.hosts {
+                tr {
+                    td.t { (h.label) }
+                    td { (opt(h.cpu_user_s, |v| format!("{v:.2}"))) }
+                    td { (opt(h.cpu_sys_s, |v| format!("{v:.2}"))) }
+                    td { (opt(h.rss_peak_bytes, |v| bytes(v as f64))) }
+                    td { (opt(h.user_bytes_per_connection, |v| int(v.round() as i128))) }
+                    td { (opt(h.kernel_bytes_per_socket, |v| int(v.round() as i128))) }
+                }
+            }
+        }
     }
 }
 
