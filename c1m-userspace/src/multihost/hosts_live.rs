@@ -28,6 +28,7 @@ use super::{
     model::KernelSource,
 };
 use crate::{
+    figures::kernel_vs_app::CLIENT_OPEN,
     fmt,
     model::{KernelVsApp, Outcome, RunRecord},
 };
@@ -161,10 +162,28 @@ fn host_now<'a>(
         failures: c.failures.total(),
         kernel_source: source,
         kernel_fallback: info.and_then(|i| i.kernel_fallback.as_deref()),
-        kernel: source.map(|_| host_kernel_vs_app(run, c.connected, most_established(run))),
+        kernel: source.map(|source| kernel_row(run, source, ended, c.connected)),
         cpu_cores: sample.and_then(|s| s.client_cpu_cores),
         rss_bytes: sample.and_then(|s| s.client_rss_bytes),
     })
+}
+
+/// While the host runs with its observer, its figures' own "client open" row of the last
+/// snapshot (kernel ESTABLISHED against app open, a gap explained as a one-box run's
+/// live view explains it: mid-ramp the two readings are apart); once it ended, or
+/// without the observer, the merge's row (connections since attach against connected).
+fn kernel_row(run: &RunRecord, source: KernelSource, ended: bool, connected: u64) -> KernelVsApp {
+    let live = (!ended && source == KernelSource::Observer)
+        .then(|| {
+            run.phases
+                .last()?
+                .kernel_vs_app
+                .iter()
+                .find(|r| r.what == CLIENT_OPEN && r.kernel.is_some())
+                .cloned()
+        })
+        .flatten();
+    live.unwrap_or_else(|| host_kernel_vs_app(run, connected, most_established(run)))
 }
 
 /// The line, prefixed as the server host's relayed lines are.
@@ -211,7 +230,7 @@ fn kernel_text(h: &HostNow<'_>) -> String {
         "{} {} app {}",
         fmt::signed(kernel),
         if k.agree { "=" } else { "≠" },
-        fmt::count(h.connected)
+        k.app.map_or_else(|| "n/a".to_owned(), fmt::signed)
     );
     match source {
         KernelSource::Observer => match k.explanation.as_deref() {
@@ -311,6 +330,34 @@ mod tests {
         );
         assert_eq!(server_json("c1m run: 4,000 connections"), None);
         assert_eq!(server_json("[1,2]"), None);
+    }
+
+    /// Mid-ramp the host's kernel and app readings are apart: the line says so, as the
+    /// one-box view does, never "another process" (the 1M run's live lines did).
+    #[test]
+    fn a_ramping_host_explains_its_gap_as_the_live_view_does() {
+        let mut run = folder(Some(KernelSource::Observer), Some(2010));
+        run.phases.push(crate::model::Phase {
+            name: "ramp".to_owned(),
+            kernel_vs_app: vec![KernelVsApp {
+                what: CLIENT_OPEN.to_owned(),
+                kernel: Some(2010),
+                app: Some(2000),
+                agree: false,
+                explanation: Some(
+                    "counted between the two readings (250 ms apart at 40/s)".to_owned(),
+                ),
+            }],
+            ..crate::model::Phase::default()
+        });
+        let line = text(&host_now("host-0", &run, false, 10_000).unwrap());
+        assert!(
+            line.contains("kernel 2,010 ≠ app 2,000 (eBPF: counted between the two readings (250 ms apart at 40/s))"),
+            "{line}"
+        );
+        // Ended, the merge's row: connections since attach against connected.
+        let ended = host_now("host-0", &run, true, 10_000).unwrap();
+        assert_eq!(ended.kernel.unwrap().what, "client connected (this host)");
     }
 
     #[test]
