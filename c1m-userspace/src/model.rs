@@ -714,6 +714,16 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// The server's CPU seconds over every phase, (user, system); None without phases.
+    /// The report's "server CPU, all phases" and `--hosts`' cost table read it here.
+    pub fn server_cpu_s(&self) -> Option<(f64, f64)> {
+        (!self.phases.is_empty()).then(|| {
+            self.phases.iter().fold((0.0, 0.0), |(u, s), p| {
+                (u + p.server.cpu_user_s, s + p.server.cpu_sys_s)
+            })
+        })
+    }
+
     /// The server it measured and what that runs on, for every run header (summary,
     /// report, comparison): "go (go 1.19.8, gorilla/websocket 1.5.0)". A run recorded
     /// before the server was is named only when its command line shows c1m's own.

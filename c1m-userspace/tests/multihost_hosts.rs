@@ -299,6 +299,22 @@ fn bad_shapes_are_one_line_errors() {
             &["--clients-per-host", "2"],
             "required arguments were not provided",
         ),
+        // More clients than a host has connections, or none.
+        (
+            &["--hosts", "1+2", "-n", "4000", "--clients-per-host", "0"],
+            "give 1 to 2,000",
+        ),
+        (
+            &[
+                "--hosts",
+                "1+2",
+                "-n",
+                "4000",
+                "--clients-per-host",
+                "18446744073709551615",
+            ],
+            "give 1 to 2,000",
+        ),
         // Without --hosts, --clients external still needs its count, in one line.
         (&["--clients", "external"], "add --expect COUNT"),
     ] {

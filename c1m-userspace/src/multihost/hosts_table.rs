@@ -70,12 +70,9 @@ impl HostRow {
             retransmits: run.kernel.as_ref().map(|k| k.retransmits().total),
             resets: run.kernel.as_ref().map(|k| k.resets_sent()),
             cost: HostCost {
-                cpu: (!run.phases.is_empty()).then(|| {
-                    run.phases.iter().fold((0.0, 0.0), |(u, s), p| {
-                        (u + p.server.cpu_user_s, s + p.server.cpu_sys_s)
-                    })
-                }),
-                rss_peak: run.phases.iter().map(|p| p.server.rss_bytes).max(),
+                cpu: run.server_cpu_s(),
+                // The most at once, from its series (as a client host's is).
+                rss_peak: run.samples.iter().filter_map(|s| s.server_rss_bytes).max(),
                 user_per_connection: run.per_connection.server_user_bytes,
                 kernel_per_socket: run.per_connection.kernel_bytes_per_socket,
             },
@@ -144,37 +141,40 @@ pub(crate) fn text(rows: &[HostRow]) -> String {
         "retransmits",
         "resets",
     ];
-    let mut widths = head.map(|h| h.chars().count());
-    for row in &cells {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
     let mut s = String::from("\nPer host:\n");
-    let line = |s: &mut String, row: &[String]| {
-        let mut l = String::new();
-        for (i, (c, w)) in row.iter().zip(widths).enumerate() {
-            // Names left, numbers right.
-            let pad = w - c.chars().count();
-            if i < 3 {
-                let _ = write!(l, "  {c}{}", " ".repeat(pad));
-            } else {
-                let _ = write!(l, "  {}{c}", " ".repeat(pad));
-            }
-        }
-        s.push_str(l.trim_end());
-        s.push('\n');
-    };
-    line(&mut s, &head.map(str::to_owned));
-    for row in &cells {
-        line(&mut s, row);
-    }
+    s.push_str(&columns(&head, &cells, 3));
     if rows.iter().any(|r| r.retransmits.is_none()) {
         s.push_str(
             "  n/a: that host's folder holds no kernel view (it ran without the eBPF observer's privileges and counted ESTABLISHED in its own /proc/net/tcp)\n",
         );
     }
     s.push_str(&cost_text(rows));
+    s
+}
+
+/// `head` and `cells` as aligned columns, two spaces in, the first `names` columns left
+/// (names), the rest right (numbers); trailing blanks trimmed.
+fn columns<const N: usize>(head: &[&str; N], cells: &[[String; N]], names: usize) -> String {
+    let mut widths = head.map(|h| h.chars().count());
+    for row in cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut s = String::new();
+    for row in std::iter::once(&head.map(str::to_owned)).chain(cells) {
+        let mut l = String::new();
+        for (i, (c, w)) in row.iter().zip(widths).enumerate() {
+            let pad = " ".repeat(w - c.chars().count());
+            if i < names {
+                let _ = write!(l, "  {c}{pad}");
+            } else {
+                let _ = write!(l, "  {pad}{c}");
+            }
+        }
+        s.push_str(l.trim_end());
+        s.push('\n');
+    }
     s
 }
 
@@ -205,28 +205,10 @@ fn cost_text(rows: &[HostRow]) -> String {
             ]
         })
         .collect();
-    let mut widths = head.map(|h| h.chars().count());
-    for row in &cells {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
     let mut s = String::from(
         "\nWhat each host cost (CPU over the run; memory at the end of idle, every connection held):\n",
     );
-    for row in std::iter::once(&head.map(str::to_owned)).chain(&cells) {
-        let mut l = String::new();
-        for (i, (c, w)) in row.iter().zip(widths).enumerate() {
-            let pad = " ".repeat(w - c.chars().count());
-            if i == 0 {
-                let _ = write!(l, "  {c}{pad}");
-            } else {
-                let _ = write!(l, "  {pad}{c}");
-            }
-        }
-        s.push_str(l.trim_end());
-        s.push('\n');
-    }
+    s.push_str(&columns(&head, &cells, 1));
     s
 }
 

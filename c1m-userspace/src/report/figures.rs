@@ -279,12 +279,7 @@ pub(crate) fn key_figures_of(run: &RunRecord, hists: &[RunHist], full_latency: b
             resolution: Some(phases * cpu_resolution_s()),
             ..fig(
                 SERVER_CPU_ALL_PHASES,
-                Some(
-                    run.phases
-                        .iter()
-                        .map(|p| p.server.cpu_user_s + p.server.cpu_sys_s)
-                        .sum(),
-                ),
+                Some(run.server_cpu_s().map_or(0.0, |(u, s)| u + s)),
                 Unit::CpuSeconds,
             )
         });
