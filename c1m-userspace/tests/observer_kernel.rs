@@ -686,13 +686,17 @@ fn assert_sockops_attached(view: &KernelView) {
 /// sends its request as two small segments: with two segments out the tail-loss-probe
 /// timeout is 2·RTT + 2 jiffies, so the last segment is probed (resent) before the
 /// delayed ACK; the server then has it twice and says so (DSACK). Exactly one spurious
-/// probe per connection, the pattern a late-answering server produces.
+/// probe per connection, the pattern a late-answering server produces. A writer stalled
+/// past the 40 ms delayed ACK between its two writes (a loaded box) gets its first segment
+/// ACKed and sends the second alone, unprobed: CI saw 1,499 of 1,500. The scenario then
+/// asks for most connections, at most one probe each; the counts stay exact either way.
 #[test]
 fn retransmits_equal_retrans_segs_one_spurious_probe_per_connection() {
     if !root_in_private_netns("retransmits_equal_retrans_segs_one_spurious_probe_per_connection") {
         return;
     }
     const N: usize = 1500;
+    const MOST: u64 = N as u64 * 9 / 10;
     const PORT: u16 = 9006;
     // No ports: every socket of the namespace, the kernel counters' own scope.
     let mut obs = observer(&[]);
@@ -735,7 +739,7 @@ fn retransmits_equal_retrans_segs_one_spurious_probe_per_connection() {
     drop(pairs);
     drop(listener);
     let (view, a) = settle_audit(&mut obs, |v| {
-        v.retransmits().spurious_dsack >= N as u64 && v.total(tcp_state::ESTABLISHED) == 0
+        v.retransmits().spurious_dsack >= MOST && v.total(tcp_state::ESTABLISHED) == 0
     });
     assert_sockops_attached(&view);
     let r = view.retransmits();
@@ -754,8 +758,8 @@ fn retransmits_equal_retrans_segs_one_spurious_probe_per_connection() {
         "the kinds sum to the total"
     );
     assert!(
-        r.total >= N as u64,
-        "the scenario must probe every connection: {r:?}"
+        (MOST..=N as u64).contains(&r.total),
+        "the scenario must probe most connections, each at most once: {r:?}"
     );
     assert_eq!(
         r.tail_loss_probes, mib.loss_probes,
