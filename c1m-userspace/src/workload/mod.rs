@@ -33,5 +33,6 @@ pub(crate) mod sockopt;
 pub mod stats;
 pub(crate) mod supervisor;
 pub(crate) mod sys;
+pub mod tls;
 pub(crate) mod tokio_engine;
 pub mod ws;

@@ -54,6 +54,8 @@ counter_set! {
         protocol,
         /// Server: the WebSocket handshake had not completed within `--handshake-timeout`.
         handshake_timeout,
+        /// Server: the TLS handshake failed (its reason in `tls_errors`).
+        tls,
         /// Client only: an echo came back different from what was sent.
         echo_mismatch,
         /// Other I/O errors.
@@ -86,6 +88,8 @@ counter_set! {
         over_capacity,
         /// Client: connect in flight when teardown began.
         aborted,
+        /// Client: the TLS handshake failed (its reason in `tls_errors`).
+        tls,
         /// Anything else (errno kept in the worker's stderr line).
         other,
     }
@@ -106,6 +110,49 @@ counter_set! {
         ws_1009,
         /// Stream ended inside a frame or a handshake head.
         truncated,
+    }
+}
+
+counter_set! {
+    /// Why TLS handshakes failed, on either side: what this side found wrong, or the
+    /// alert the peer sent.
+    TlsErrors {
+        /// The bytes were not TLS records (garbage, or plain HTTP to a TLS port).
+        not_tls,
+        /// We rejected the peer's certificate: not signed by a CA we trust.
+        untrusted_certificate,
+        /// We rejected the peer's certificate: expired or not yet valid.
+        expired_certificate,
+        /// We rejected the peer's certificate: not valid for the name we asked for.
+        wrong_name,
+        /// Any other certificate we rejected (bad signature, bad encoding, ...).
+        bad_certificate,
+        /// The peer rejected our certificate (alert unknown_ca, bad_certificate,
+        /// certificate_expired, ...).
+        peer_rejected_certificate,
+        /// No version, cipher suite or key group in common.
+        incompatible,
+        /// The peer sent another fatal alert.
+        peer_alert,
+        /// A record failed to decrypt or the handshake broke a rule.
+        protocol,
+        /// The stream ended or was reset inside the handshake.
+        truncated,
+        /// The handshake did not finish within `--handshake-timeout` (server) or
+        /// `--connect-timeout` (client).
+        timeout,
+        /// Anything else.
+        other,
+    }
+}
+
+counter_set! {
+    /// TLS handshakes completed, by kind.
+    TlsHandshakes {
+        /// A full handshake (key exchange and certificate).
+        full,
+        /// Resumed from a session ticket or cache (no certificate, `--tls-resumption`).
+        resumed,
     }
 }
 
@@ -145,6 +192,10 @@ pub struct Counters {
     pub failures: Failures,
     /// Protocol violations by the peer, by the answer sent.
     pub protocol_errors: ProtocolErrors,
+    /// TLS handshakes completed (all 0 without `--tls`).
+    pub tls_handshakes: TlsHandshakes,
+    /// TLS handshakes that failed, by reason.
+    pub tls_errors: TlsErrors,
     /// Bytes read from the sockets (handshakes and frames included).
     pub bytes_in: u64,
     /// Bytes written to the sockets (handshakes and frames included).
@@ -188,6 +239,8 @@ impl Counters {
             closed: _,
             failures: _,
             protocol_errors: _,
+            tls_handshakes: _,
+            tls_errors: _,
             bytes_in: _,
             bytes_out: _,
             pushes_sent: _,
@@ -232,6 +285,12 @@ impl Counters {
         sum.protocol_errors
             .checked_add(&o.protocol_errors)
             .map_err(named("protocol_errors"))?;
+        sum.tls_handshakes
+            .checked_add(&o.tls_handshakes)
+            .map_err(named("tls_handshakes"))?;
+        sum.tls_errors
+            .checked_add(&o.tls_errors)
+            .map_err(named("tls_errors"))?;
         *self = sum;
         Ok(())
     }
@@ -246,6 +305,8 @@ impl Counters {
         self.closed.add(&o.closed);
         self.failures.add(&o.failures);
         self.protocol_errors.add(&o.protocol_errors);
+        self.tls_handshakes.add(&o.tls_handshakes);
+        self.tls_errors.add(&o.tls_errors);
         self.bytes_in += o.bytes_in;
         self.bytes_out += o.bytes_out;
         self.pushes_sent += o.pushes_sent;
