@@ -17,6 +17,7 @@ pub(crate) mod figures;
 pub mod fmt;
 pub(crate) mod host;
 pub(crate) mod infile;
+pub(crate) mod ktls;
 pub mod lab;
 pub mod model;
 pub mod multihost;

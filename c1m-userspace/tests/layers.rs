@@ -19,6 +19,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("fmt", 0),
     ("host", 0),
     ("infile", 0),
+    ("ktls", 0),
     ("util", 0),
     ("priority", 0),
     ("netns", 0),

@@ -33,7 +33,8 @@ use crate::util::{cargo_bin, is_root, root, run};
 struct Opts {
     /// What to run: `compare` (c1m vs C), `engines` (tokio vs epoll engine),
     /// `lab-observer` (the lab's setup with and without the observer, `--rounds` pairs),
-    /// `hosts` (the same run over loopback and over `--hosts 1+2`, `--rounds` pairs), or
+    /// `hosts` (the same run over loopback and over `--hosts 1+2`, `--rounds` pairs), `tls`
+    /// (TLS 1.3 handshakes: the crypto floor, a C OpenSSL pair, c1m), or
     /// c1m's own `idle`, `push`, `echo`, `observer` (default: compare, engines, then echo
     /// and observer).
     names: Vec<String>,
@@ -47,6 +48,9 @@ struct Opts {
     /// so the ramp is CPU-bound and any CPU the observer takes shows).
     #[arg(long)]
     lab_rate: Option<u64>,
+    /// `tls`: handshakes per measurement.
+    #[arg(long, default_value_t = 5000)]
+    handshakes: u64,
 }
 
 const PORTS: (u16, u16) = (8000, 8099);
@@ -56,6 +60,13 @@ const TIMEOUT: Duration = Duration::from_secs(600);
 
 pub fn run_bench(args: &[String]) -> Result<()> {
     let o = Opts::try_parse_from(std::iter::once("bench".to_owned()).chain(args.iter().cloned()))?;
+    // Needs no scenarios: asked alone, it does not wait for their build.
+    if o.names.iter().any(|n| n == "tls") {
+        crate::bench_tls::bench(o.handshakes, o.rounds)?;
+        if o.names.iter().all(|n| n == "tls") {
+            return Ok(());
+        }
+    }
     let exe = build_scenarios()?;
     // Set once, here, before any scenario runs.
     let _ = SCENARIOS.set(exe);
@@ -64,7 +75,7 @@ pub fn run_bench(args: &[String]) -> Result<()> {
         .names
         .iter()
         .map(String::as_str)
-        .filter(|n| !["compare", "engines", "lab-observer", "hosts"].contains(n))
+        .filter(|n| !["compare", "engines", "lab-observer", "hosts", "tls"].contains(n))
         .collect();
     if all || o.names.iter().any(|n| n == "compare") {
         compare(&o)?;
@@ -420,14 +431,14 @@ fn build_ref() -> Result<PathBuf> {
 
 /// A process whose stdout lines arrive on a channel; killed on drop (its workers die
 /// with it: PR_SET_PDEATHSIG).
-struct Proc {
+pub(crate) struct Proc {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
 }
 
 impl Proc {
-    fn spawn(mut cmd: Command) -> Result<Proc> {
+    pub(crate) fn spawn(mut cmd: Command) -> Result<Proc> {
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -451,7 +462,7 @@ impl Proc {
     }
 
     /// The next line starting with `prefix` (bounded).
-    fn expect(&self, prefix: &str) -> Result<String> {
+    pub(crate) fn expect(&self, prefix: &str) -> Result<String> {
         let deadline = Instant::now() + TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -465,7 +476,7 @@ impl Proc {
         }
     }
 
-    fn say(&mut self, line: &str) -> Result<()> {
+    pub(crate) fn say(&mut self, line: &str) -> Result<()> {
         let s = self.stdin.as_mut().context("stdin")?;
         writeln!(s, "{line}")?;
         Ok(s.flush()?)

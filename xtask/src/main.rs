@@ -5,6 +5,7 @@ mod bench;
 mod bench_engines;
 mod bench_hosts;
 mod bench_lab_observer;
+mod bench_tls;
 mod ebpf;
 mod refservers;
 mod test;
@@ -49,6 +50,7 @@ enum Command {
     /// same run (`compare`), the tokio engine against the epoll engine (`engines`), then
     /// c1m's own (`echo`, `observer`). `--connections N`
     /// sets the size (default 100,000), `--rounds R` the interleaved rounds (default 2).
+    /// `tls` (by name only): TLS 1.3 handshakes against this box's crypto floor.
     Bench {
         /// Benchmark names and options (default: all).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]

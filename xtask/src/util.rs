@@ -42,8 +42,18 @@ pub fn is_root() -> bool {
     unsafe { geteuid() == 0 }
 }
 
+/// Cargo's target directory: `CARGO_TARGET_DIR` when set (relative to the workspace
+/// root, where `cargo` runs), else `target/`. A worktree built into a shared directory
+/// has no `target/` of its own.
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) if !d.is_empty() => root().join(d),
+        _ => root().join("target"),
+    }
+}
+
 pub fn c1m_binary() -> PathBuf {
-    root().join("target/release/c1m")
+    target_dir().join("release/c1m")
 }
 
 pub fn exec_c1m(args: &[String]) -> Result<()> {

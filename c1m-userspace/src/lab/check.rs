@@ -16,7 +16,8 @@ pub(crate) enum Status {
 
 impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        // pad, not write_str: the doctor's table aligns this column with `{:<5}`.
+        f.pad(match self {
             Status::Ok => "ok",
             Status::Warn => "warn",
             Status::Fail => "FAIL",
@@ -36,4 +37,7 @@ pub(crate) struct Check {
     #[serde(skip)]
     pub tune: Option<(String, String)>,
     pub note: String,
+    /// The kernel's TLS facts, on the kTLS row only (`doctor --json` carries them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ktls: Option<crate::ktls::KernelTls>,
 }

@@ -13,6 +13,7 @@ use super::{
 use crate::{
     args::Connections,
     host,
+    ktls::KernelTls,
     observer::{privileges, procfs},
     sysctl::{self, CONNTRACK_MAX, FILE_MAX, PORT_RANGE, SOMAXCONN, SYN_BACKLOG, TW_BUCKETS},
 };
@@ -80,6 +81,7 @@ fn check(
         fix,
         tune: None,
         note: note.to_owned(),
+        ktls: None,
     }
 }
 
@@ -177,6 +179,7 @@ pub(crate) fn checks(target: &Target) -> Vec<Check> {
         fix: (file_max < file_need).then(|| format!("sysctl -w fs.file-max={file_need}")),
         tune: (file_max < file_need).then(|| (FILE_MAX.to_owned(), file_need.to_string())),
         note: "open files on the whole box: every socket is one".to_owned(),
+        ktls: None,
     };
     out.push(c.clone());
 
@@ -223,6 +226,7 @@ pub(crate) fn checks(target: &Target) -> Vec<Check> {
         }),
         tune: (capacity < n).then(|| (PORT_RANGE.to_owned(), "10000 65535".to_owned())),
         note: "ephemeral ports per 4-tuple; c1m binds sources with IP_BIND_ADDRESS_NO_PORT".to_owned(),
+        ktls: None,
     };
     out.push(c);
 
@@ -251,6 +255,7 @@ pub(crate) fn checks(target: &Target) -> Vec<Check> {
             fix: (cur < want).then(|| format!("sysctl -w {name}={want}")),
             tune: (cur < want).then(|| (name.to_owned(), want.to_string())),
             note: why.to_owned(),
+            ktls: None,
         });
     }
 
@@ -271,6 +276,7 @@ pub(crate) fn checks(target: &Target) -> Vec<Check> {
             tune: (cur < n).then(|| (tw_name.to_owned(), want.to_string())),
             note: "TIME_WAIT sockets after a teardown: past the limit every close ends in a RST"
                 .to_owned(),
+            ktls: None,
         });
     }
 
@@ -288,6 +294,7 @@ pub(crate) fn checks(target: &Target) -> Vec<Check> {
             fix: (max < want).then(|| format!("sysctl -w {CONNTRACK_MAX}={want}")),
             tune: (max < want).then(|| (CONNTRACK_MAX.to_owned(), want.to_string())),
             note: "conntrack is loaded: a full table drops new connections silently".to_owned(),
+            ktls: None,
         });
     }
 
@@ -386,6 +393,21 @@ pub(crate) fn checks(target: &Target) -> Vec<Check> {
     out
 }
 
+/// The kTLS row: informational, never a failure, and left out of [`checks`] so a run's
+/// preflight neither prints nor weighs it (wss's record layer is rustls's either way).
+pub(crate) fn ktls_row(k: &KernelTls) -> Check {
+    Check {
+        name: "kTLS".to_owned(),
+        current: k.state(),
+        needed: "nothing: informational".to_owned(),
+        status: Status::Ok,
+        fix: None,
+        tune: None,
+        note: k.meaning().to_owned(),
+        ktls: Some(k.clone()),
+    }
+}
+
 /// Whether conntrack tracks loopback connections here: it is often loaded with no
 /// rule that needs it, and then costs nothing. Probed with one real connection.
 fn conntrack_tracks_loopback() -> bool {
@@ -481,6 +503,31 @@ mod tests {
                 .iter()
                 .all(|c| c.name != "foreign server fd limit")
         );
+    }
+
+    #[test]
+    fn the_ktls_row_informs_and_never_fails() {
+        let k = KernelTls::of(Some("mptcp"), crate::ktls::Module::Absent);
+        let row = ktls_row(&k);
+        assert_eq!(row.status, Status::Ok);
+        assert_eq!(row.fix, None);
+        assert_eq!(row.tune, None);
+        assert_eq!(
+            table(std::slice::from_ref(&row)),
+            "ok    kTLS                           not available (tcp_available_ulp: mptcp; \
+             CONFIG_TLS unset or module absent)\n      {:30} needed: nothing: informational\n      \
+             {:30} wss runs its record layer in user space (rustls); nothing to fix\n"
+                .replace("{:30}", &" ".repeat(30))
+        );
+        let v = serde_json::to_value(&row).expect("json");
+        assert_eq!(v["name"], "kTLS");
+        assert_eq!(v["status"], "Ok");
+        assert_eq!(v["ktls"]["available"], false);
+        assert_eq!(v["ktls"]["ulps"], serde_json::json!(["mptcp"]));
+        // The other rows carry no ktls field at all.
+        let other = serde_json::to_value(&checks(&huge())[0]).expect("json");
+        assert!(other.get("ktls").is_none(), "{other}");
+        assert!(checks(&huge()).iter().all(|c| c.name != "kTLS"));
     }
 
     /// A run far past what this box holds: every check has something to say.
@@ -614,6 +661,7 @@ pub(crate) fn main(args: DoctorArgs) -> anyhow::Result<i32> {
     if tuning.is_some() {
         checks = self::checks(&target);
     }
+    checks.push(ktls_row(&KernelTls::read()));
     if args.json {
         println!("{}", serde_json::to_string_pretty(&checks)?);
     } else {
