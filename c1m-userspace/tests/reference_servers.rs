@@ -5,12 +5,15 @@
 //! delivers the 8-byte µs stamp to every connection (counted by a Python client: today's
 //! c1m client expects its own 24-byte frame). Root: each test runs in a private network
 //! namespace. A server not built is a loud SKIP naming the command that builds it.
+//! Given `--tls-cert`/`--tls-key` (or `C1M_TLS_CERT`/`C1M_TLS_KEY`) each serves wss
+//! instead, checked by `refservers/tls_probe.py` with a certificate made at test time.
 
 use std::{
     fs,
-    io::{BufRead, BufReader},
+    io::{BufRead, BufReader, Read as _, Write as _},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
+    sync::mpsc,
     time::{Duration, Instant},
 };
 
@@ -40,10 +43,16 @@ impl Server {
 
     /// Waits (bounded) for a stdout line; panics with the output when it never comes.
     fn wait_line(&mut self, want: &str, timeout: Duration) {
+        self.wait_line_from(0, want, timeout);
+    }
+
+    /// Waits (bounded) for a stdout line at index `from` or later (a count line printed
+    /// before the state it must show is no answer); returns its index.
+    fn wait_line_from(&mut self, from: usize, want: &str, timeout: Duration) -> usize {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
-            if self.lines().iter().any(|l| l == want) {
-                return;
+            if let Some(i) = self.lines().iter().skip(from).position(|l| l == want) {
+                return from + i;
             }
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!(
@@ -366,5 +375,334 @@ fn each_reference_server_names_the_versions_its_runtime_reports() {
             (words(parsed.runtime), words(parsed.library)),
             (runtime, library)
         );
+    }
+}
+
+// wss (PROTOCOL.md, `tls`): the same protocol over TLS when given a certificate and key.
+
+const TLS_PORTS: &str = "20000-20001";
+const TLS_PROBE_PORTS: &str = "20000,20001";
+const TLS_CONNECTIONS: usize = 20;
+
+/// The private key a test certificate comes with, in each form the contract names.
+#[derive(Clone, Copy, Debug)]
+enum TlsKey {
+    /// ECDSA P-256, PKCS#8 (`BEGIN PRIVATE KEY`): what `openssl req` writes.
+    EcPkcs8,
+    /// ECDSA P-256, SEC1 (`BEGIN EC PRIVATE KEY`).
+    EcSec1,
+    /// RSA-2048, PKCS#1 (`BEGIN RSA PRIVATE KEY`).
+    RsaPkcs1,
+}
+
+/// How the server is told where its certificate and key are.
+#[derive(Clone, Copy, Debug)]
+enum TlsGiven {
+    Flags,
+    Env,
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A self-signed certificate for 127.0.0.1 and localhost, valid one day, made in `dir`:
+/// (the certificate, its key in the form asked for).
+fn make_cert(dir: &Path, key: TlsKey) -> (PathBuf, PathBuf) {
+    let newkey: &[&str] = match key {
+        TlsKey::EcPkcs8 | TlsKey::EcSec1 => {
+            &["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
+        }
+        TlsKey::RsaPkcs1 => &["-newkey", "rsa:2048"],
+    };
+    let rest = [
+        "-nodes",
+        "-keyout",
+        "key.pem",
+        "-out",
+        "cert.pem",
+        "-subj",
+        "/CN=localhost",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        "-days",
+        "1",
+    ];
+    openssl(dir, &[&["req", "-x509"], newkey, &rest].concat());
+    let (file, first_line) = match key {
+        TlsKey::EcPkcs8 => ("key.pem", "-----BEGIN PRIVATE KEY-----"),
+        TlsKey::EcSec1 => {
+            openssl(dir, &["ec", "-in", "key.pem", "-out", "key-sec1.pem"]);
+            ("key-sec1.pem", "-----BEGIN EC PRIVATE KEY-----")
+        }
+        TlsKey::RsaPkcs1 => {
+            openssl(
+                dir,
+                &[
+                    "rsa",
+                    "-in",
+                    "key.pem",
+                    "-traditional",
+                    "-out",
+                    "key-pkcs1.pem",
+                ],
+            );
+            ("key-pkcs1.pem", "-----BEGIN RSA PRIVATE KEY-----")
+        }
+    };
+    let key_file = dir.join(file);
+    let text = fs::read_to_string(&key_file).expect("the key file");
+    // The form under test, not whatever this openssl writes by default.
+    assert_eq!(text.lines().next(), Some(first_line), "{key:?}");
+    (dir.join("cert.pem"), key_file)
+}
+
+/// The probe's next stdout line (bounded); panics with its stderr when none comes.
+fn probe_line(lines: &mpsc::Receiver<String>, probe: &mut Child, what: &str) -> String {
+    match lines.recv_timeout(Duration::from_secs(60)) {
+        Ok(line) => line,
+        Err(e) => {
+            let _ = probe.kill();
+            let _ = probe.wait();
+            let mut err = String::new();
+            if let Some(mut s) = probe.stderr.take() {
+                let _ = s.read_to_string(&mut err);
+            }
+            panic!("tls_probe.py gave no {what} line ({e}): {err}");
+        }
+    }
+}
+
+/// The server serves wss with `key`: `tls: on` before `listening:`; 20 connections over
+/// TLS 1.2 and 1.3 trusting exactly its certificate, each echoing bytes exactly; a plain
+/// ws client refused on every port; `connections: 20`; one SIGUSR1 brings exactly one
+/// 8-byte stamp to each; `connections: 0` once they close; SIGTERM ends it.
+fn check_tls(name: &str, key: TlsKey, given: TlsGiven) {
+    let test = format!("reference_server_{name}_wss_{key:?}_{given:?}");
+    if !root_or_skip(&test) {
+        return;
+    }
+    let Some(run) = run_script(name) else {
+        return;
+    };
+    c1m::netns::enter_private().expect("private netns");
+    let dir = fresh_dir(&test);
+    let (cert, key_file) = make_cert(&dir, key);
+    let stdout = dir.join("server.out");
+    let mut cmd = Command::new(&run);
+    cmd.args(["--host", "127.0.0.1", "--ports", TLS_PORTS])
+        .env_remove("C1M_TLS_CERT")
+        .env_remove("C1M_TLS_KEY");
+    match given {
+        TlsGiven::Flags => cmd
+            .arg("--tls-cert")
+            .arg(&cert)
+            .arg("--tls-key")
+            .arg(&key_file),
+        TlsGiven::Env => cmd.env("C1M_TLS_CERT", &cert).env("C1M_TLS_KEY", &key_file),
+    };
+    let child = cmd
+        .stdout(fs::File::create(&stdout).expect("server.out"))
+        .stderr(fs::File::create(dir.join("server.err")).expect("server.err"))
+        .spawn()
+        .expect("start the reference server");
+    let mut server = Server { child, stdout };
+    let pid = server.child.id();
+    let listening_line = format!("listening: 127.0.0.1:{TLS_PORTS}");
+    let listening = server.wait_line_from(0, &listening_line, Duration::from_secs(30));
+    let lines = server.lines();
+    assert!(lines[0].starts_with("version: "), "{lines:?}");
+    assert_eq!(
+        lines[1..=listening],
+        ["tls: on".to_owned(), listening_line],
+        "{lines:?}"
+    );
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/refservers/tls_probe.py");
+    let mut probe = Command::new("python3")
+        .arg(script)
+        .args([
+            "--ports",
+            TLS_PROBE_PORTS,
+            "-n",
+            &TLS_CONNECTIONS.to_string(),
+        ])
+        .args(["--pid", &pid.to_string(), "--ca"])
+        .arg(&cert)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 tls_probe.py");
+    let mut go = probe.stdin.take().expect("probe stdin");
+    let out = probe.stdout.take().expect("probe stdout");
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+
+    let (n, half) = (TLS_CONNECTIONS, TLS_CONNECTIONS / 2);
+    assert_eq!(
+        probe_line(&lines, &mut probe, "open"),
+        format!(
+            "open={n} tls12={half} tls13={half} echoed={n} plain_refused=2 plain_open=0 plain_hung=0"
+        ),
+        "{:?}",
+        server.lines()
+    );
+    // The probe holds its connections until told to push: the count sees all of them.
+    let held = server.wait_line_from(
+        listening,
+        &format!("connections: {n}"),
+        Duration::from_secs(10),
+    );
+    go.write_all(b"push\n").expect("tell the probe to push");
+    assert_eq!(
+        probe_line(&lines, &mut probe, "push"),
+        format!("pushed={n} extra=0 bad_frame=0 bad_stamp=0 failed=0")
+    );
+    drop(go);
+    let out = wait_bounded(probe, Duration::from_secs(30), "tls_probe.py");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.wait_line_from(held + 1, "connections: 0", Duration::from_secs(10));
+
+    // SAFETY: pid is our own child, not yet reaped (Server reaps it on drop).
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut ended = None;
+    while ended.is_none() && Instant::now() < deadline {
+        ended = server.child.try_wait().expect("try_wait");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        ended.is_some(),
+        "SIGTERM did not end it: {:?}",
+        server.lines()
+    );
+}
+
+#[test]
+fn reference_server_python_wss() {
+    check_tls("python", TlsKey::EcPkcs8, TlsGiven::Flags);
+}
+
+#[test]
+fn reference_server_node_wss() {
+    check_tls("node", TlsKey::EcPkcs8, TlsGiven::Flags);
+}
+
+#[test]
+fn reference_server_go_wss() {
+    check_tls("go", TlsKey::EcPkcs8, TlsGiven::Flags);
+}
+
+#[test]
+fn reference_server_netty_wss() {
+    check_tls("netty", TlsKey::EcPkcs8, TlsGiven::Flags);
+}
+
+#[test]
+fn reference_server_python_wss_rsa_pkcs1_key_from_env() {
+    check_tls("python", TlsKey::RsaPkcs1, TlsGiven::Env);
+}
+
+#[test]
+fn reference_server_node_wss_rsa_pkcs1_key_from_env() {
+    check_tls("node", TlsKey::RsaPkcs1, TlsGiven::Env);
+}
+
+#[test]
+fn reference_server_go_wss_rsa_pkcs1_key_from_env() {
+    check_tls("go", TlsKey::RsaPkcs1, TlsGiven::Env);
+}
+
+#[test]
+fn reference_server_netty_wss_rsa_pkcs1_key_from_env() {
+    check_tls("netty", TlsKey::RsaPkcs1, TlsGiven::Env);
+}
+
+#[test]
+fn reference_server_python_wss_ec_sec1_key() {
+    check_tls("python", TlsKey::EcSec1, TlsGiven::Flags);
+}
+
+#[test]
+fn reference_server_node_wss_ec_sec1_key() {
+    check_tls("node", TlsKey::EcSec1, TlsGiven::Flags);
+}
+
+#[test]
+fn reference_server_go_wss_ec_sec1_key() {
+    check_tls("go", TlsKey::EcSec1, TlsGiven::Flags);
+}
+
+#[test]
+fn reference_server_netty_wss_ec_sec1_key() {
+    check_tls("netty", TlsKey::EcSec1, TlsGiven::Flags);
+}
+
+/// Half a TLS configuration (a certificate without its key, by flag; a key without its
+/// certificate, from the environment) is refused before binding: exit 2 and one line on
+/// stderr naming the missing flag.
+#[test]
+fn reference_servers_refuse_half_a_tls_configuration() {
+    let test = "reference_servers_refuse_half_a_tls_configuration";
+    if !root_or_skip(test) {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let dir = fresh_dir(test);
+    let (cert, key) = make_cert(&dir, TlsKey::EcPkcs8);
+    for name in ["python", "node", "go", "netty"] {
+        let Some(run) = run_script(name) else {
+            continue;
+        };
+        for given in [TlsGiven::Flags, TlsGiven::Env] {
+            let mut cmd = Command::new(&run);
+            cmd.args(["--host", "127.0.0.1", "--ports", "20000"])
+                .env_remove("C1M_TLS_CERT")
+                .env_remove("C1M_TLS_KEY");
+            let want = match given {
+                TlsGiven::Flags => {
+                    cmd.arg("--tls-cert").arg(&cert);
+                    "error: --tls-key missing (--tls-cert given; TLS needs both)"
+                }
+                TlsGiven::Env => {
+                    cmd.env("C1M_TLS_KEY", &key);
+                    "error: --tls-cert missing (--tls-key given; TLS needs both)"
+                }
+            };
+            let child = cmd
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start the reference server");
+            let out = wait_bounded(child, Duration::from_secs(30), name);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(out.status.code(), Some(2), "{name} {given:?}: {stdout}");
+            assert_eq!(
+                String::from_utf8_lossy(&out.stderr),
+                format!("{want}\n"),
+                "{name} {given:?}"
+            );
+            assert!(!stdout.contains("listening:"), "{name} {given:?}: {stdout}");
+        }
     }
 }

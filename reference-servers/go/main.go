@@ -2,6 +2,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"flag"
 	"fmt"
@@ -90,12 +91,33 @@ func env(name, dflt string) string {
 func main() {
 	host := flag.String("host", env("C1M_HOST", "127.0.0.1"), "listen address")
 	spec := flag.String("ports", env("C1M_PORTS", "8000-8099"), "ports: 8000-8099, a list or one")
+	certFile := flag.String("tls-cert", env("C1M_TLS_CERT", ""), "PEM certificate chain: serve wss")
+	keyFile := flag.String("tls-key", env("C1M_TLS_KEY", ""), "PEM private key of --tls-cert")
 	flag.Parse()
+	// Half a TLS configuration is a mistake, not a request for plain ws.
+	if (*certFile == "") != (*keyFile == "") {
+		given, missing := "--tls-cert", "--tls-key"
+		if *certFile == "" {
+			given, missing = missing, given
+		}
+		fmt.Fprintf(os.Stderr, "error: %s missing (%s given; TLS needs both)\n", missing, given)
+		os.Exit(2)
+	}
 	fmt.Printf("version: runtime=go@%s library=gorilla/websocket@%s\n",
 		strings.TrimPrefix(runtime.Version(), "go"), libraryVersion)
 	ports, err := parsePorts(*spec)
 	if err != nil {
 		log.Fatalf("--ports %q: %v", *spec, err)
+	}
+
+	var tlsConfig *tls.Config
+	if *certFile != "" {
+		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+		if err != nil {
+			log.Fatalf("--tls-cert %s --tls-key %s: %v", *certFile, *keyFile, err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		fmt.Println("tls: on")
 	}
 
 	h := &hub{conns: map[*conn]struct{}{}}
@@ -122,6 +144,10 @@ func main() {
 		ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(p)))
 		if err != nil {
 			log.Fatal(err)
+		}
+		if tlsConfig != nil {
+			// No ALPN: HTTP/1.1 only, which the upgrade needs.
+			ln = tls.NewListener(ln, tlsConfig)
 		}
 		go func() { log.Print(http.Serve(ln, mux)) }()
 	}

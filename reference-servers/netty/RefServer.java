@@ -18,11 +18,27 @@ import io.netty.handler.codec.http.websocketx.BinaryWebSocketFrame;
 import io.netty.handler.codec.http.websocketx.TextWebSocketFrame;
 import io.netty.handler.codec.http.websocketx.WebSocketFrame;
 import io.netty.handler.codec.http.websocketx.WebSocketServerProtocolHandler;
+import io.netty.handler.ssl.SslContext;
+import io.netty.handler.ssl.SslContextBuilder;
+import io.netty.handler.ssl.SslProvider;
 import io.netty.util.Version;
 import io.netty.util.concurrent.GlobalEventExecutor;
+import java.io.ByteArrayOutputStream;
+import java.io.File;
+import java.io.FileInputStream;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.security.KeyFactory;
+import java.security.PrivateKey;
+import java.security.cert.CertificateFactory;
+import java.security.cert.X509Certificate;
+import java.security.spec.PKCS8EncodedKeySpec;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.List;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import java.util.concurrent.TimeUnit;
 import sun.misc.Signal;
 
@@ -72,13 +88,121 @@ public final class RefServer {
         return v != null && !v.isEmpty() ? v : dflt;
     }
 
+    /** One DER element: tag, length, body. */
+    static byte[] der(int tag, byte[]... parts) {
+        ByteArrayOutputStream body = new ByteArrayOutputStream();
+        for (byte[] p : parts) body.writeBytes(p);
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        out.write(tag);
+        int n = body.size();
+        if (n < 0x80) {
+            out.write(n);
+        } else {
+            int bytes = n > 0xffffff ? 4 : n > 0xffff ? 3 : n > 0xff ? 2 : 1;
+            out.write(0x80 | bytes);
+            for (int i = bytes - 1; i >= 0; i--) out.write(n >>> (8 * i));
+        }
+        out.writeBytes(body.toByteArray());
+        return out.toByteArray();
+    }
+
+    /** The elements inside a DER SEQUENCE, each whole (tag and length included). */
+    static List<byte[]> derElements(byte[] seq) {
+        List<byte[]> out = new ArrayList<>();
+        int i = headerLength(seq, 0);
+        while (i < seq.length) {
+            int h = headerLength(seq, i);
+            int end = i + h + bodyLength(seq, i);
+            out.add(java.util.Arrays.copyOfRange(seq, i, end));
+            i = end;
+        }
+        return out;
+    }
+
+    static int headerLength(byte[] d, int at) {
+        int l = d[at + 1] & 0xff;
+        return l < 0x80 ? 2 : 2 + (l & 0x7f);
+    }
+
+    static int bodyLength(byte[] d, int at) {
+        int l = d[at + 1] & 0xff;
+        if (l < 0x80) return l;
+        int n = 0;
+        for (int k = 0; k < (l & 0x7f); k++) n = (n << 8) | (d[at + 2 + k] & 0xff);
+        return n;
+    }
+
+    static final Pattern PEM_KEY = Pattern.compile(
+            "-----BEGIN (RSA|EC) PRIVATE KEY-----([A-Za-z0-9+/=\\s]+)-----END \\1 PRIVATE KEY-----");
+
+    /**
+     * A PKCS#1 (RSA) or SEC1 (EC) key, or null when the file holds neither. Netty 4.1.48
+     * reads only PKCS#8 without BouncyCastle: these are wrapped into PKCS#8 here.
+     */
+    static PrivateKey traditionalKey(File keyFile) throws Exception {
+        Matcher m = PEM_KEY.matcher(Files.readString(keyFile.toPath()));
+        if (!m.find()) return null;
+        byte[] inner = Base64.getMimeDecoder().decode(m.group(2));
+        byte[] version = {0x02, 0x01, 0x00};
+        byte[] algorithm;
+        if (m.group(1).equals("RSA")) {
+            byte[] rsa = {0x06, 0x09, 0x2a, (byte) 0x86, 0x48, (byte) 0x86, (byte) 0xf7, 0x0d, 0x01, 0x01, 0x01};
+            algorithm = der(0x30, rsa, new byte[] {0x05, 0x00});
+        } else {
+            // SEC1 names its curve in [0]; PKCS#8 names it in the algorithm.
+            byte[] curve = derElements(inner).stream()
+                    .filter(e -> (e[0] & 0xff) == 0xa0)
+                    .findFirst()
+                    .map(e -> java.util.Arrays.copyOfRange(e, headerLength(e, 0), e.length))
+                    .orElseThrow(() -> new IllegalArgumentException(keyFile + ": EC key names no curve"));
+            byte[] ec = {0x06, 0x07, 0x2a, (byte) 0x86, 0x48, (byte) 0xce, 0x3d, 0x02, 0x01};
+            algorithm = der(0x30, ec, curve);
+        }
+        byte[] pkcs8 = der(0x30, version, algorithm, der(0x04, inner));
+        return KeyFactory.getInstance(m.group(1)).generatePrivate(new PKCS8EncodedKeySpec(pkcs8));
+    }
+
+    static SslContext sslContext(String cert, String key) throws Exception {
+        File certFile = new File(cert);
+        File keyFile = new File(key);
+        PrivateKey traditional = traditionalKey(keyFile);
+        SslContextBuilder b;
+        if (traditional == null) {
+            b = SslContextBuilder.forServer(certFile, keyFile);
+        } else {
+            List<X509Certificate> chain = new ArrayList<>();
+            try (InputStream in = new FileInputStream(certFile)) {
+                for (var c : CertificateFactory.getInstance("X.509").generateCertificates(in)) {
+                    chain.add((X509Certificate) c);
+                }
+            }
+            b = SslContextBuilder.forServer(traditional, chain.toArray(new X509Certificate[0]));
+        }
+        return b.sslProvider(SslProvider.JDK).protocols("TLSv1.3", "TLSv1.2").build();
+    }
+
     public static void main(String[] args) throws Exception {
         String host = arg(args, "--host", "C1M_HOST", "127.0.0.1");
         String spec = arg(args, "--ports", "C1M_PORTS", "8000-8099");
+        String cert = arg(args, "--tls-cert", "C1M_TLS_CERT", "");
+        String key = arg(args, "--tls-key", "C1M_TLS_KEY", "");
+        // Half a TLS configuration is a mistake, not a request for plain ws.
+        if (cert.isEmpty() != key.isEmpty()) {
+            String given = cert.isEmpty() ? "--tls-key" : "--tls-cert";
+            String missing = cert.isEmpty() ? "--tls-cert" : "--tls-key";
+            System.err.println("error: " + missing + " missing (" + given + " given; TLS needs both)");
+            System.exit(2);
+        }
         // Netty's own record of its jars (META-INF/io.netty.versions.properties).
         Version netty = Version.identify().get("netty-codec-http");
         System.out.println("version: runtime=java@" + System.getProperty("java.version")
                 + " library=netty@" + (netty == null ? "unknown" : netty.artifactVersion()));
+        SslContext ssl = null;
+        if (!cert.isEmpty()) {
+            ssl = sslContext(cert, key);
+            System.out.println("tls: on");
+        }
+        final SslContext tls = ssl;
         EventLoopGroup boss = new NioEventLoopGroup(1);
         EventLoopGroup workers = new NioEventLoopGroup();
         ServerBootstrap b = new ServerBootstrap()
@@ -87,6 +211,7 @@ public final class RefServer {
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
                     protected void initChannel(SocketChannel ch) {
+                        if (tls != null) ch.pipeline().addLast(tls.newHandler(ch.alloc()));
                         ch.pipeline().addLast(
                                 new HttpServerCodec(),
                                 new HttpObjectAggregator(65536),

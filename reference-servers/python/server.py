@@ -7,7 +7,9 @@ import os
 import platform
 import resource
 import signal
+import ssl
 import struct
+import sys
 import time
 
 import websockets
@@ -26,13 +28,27 @@ async def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--host", default=os.environ.get("C1M_HOST", "127.0.0.1"))
     p.add_argument("--ports", default=os.environ.get("C1M_PORTS", "8000-8099"))
+    p.add_argument("--tls-cert", default=os.environ.get("C1M_TLS_CERT") or None)
+    p.add_argument("--tls-key", default=os.environ.get("C1M_TLS_KEY") or None)
     args = p.parse_args()
+    # Half a TLS configuration is a mistake, not a request for plain ws.
+    if bool(args.tls_cert) != bool(args.tls_key):
+        given, missing = ("--tls-cert", "--tls-key") if args.tls_cert else ("--tls-key", "--tls-cert")
+        print(f"error: {missing} missing ({given} given; TLS needs both)", file=sys.stderr)
+        sys.exit(2)
     print(
         f"version: runtime=python@{platform.python_version()} library=websockets@{websockets.__version__}",
         flush=True,
     )
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+    ctx = None
+    if args.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        print("tls: on", flush=True)
 
     clients = set()
 
@@ -55,7 +71,8 @@ async def main():
         loop.add_signal_handler(sig, stop.cancel)
 
     servers = [
-        await serve(handler, args.host, port, compression=None, ping_interval=None, backlog=4096
+        await serve(
+            handler, args.host, port, compression=None, ping_interval=None, backlog=4096, ssl=ctx
         )
         for port in parse_ports(args.ports)
     ]
