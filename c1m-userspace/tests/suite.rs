@@ -45,6 +45,7 @@ mod workload_latency;
 mod workload_scale;
 mod workload_source;
 mod workload_tlp;
+mod workload_tls;
 mod workload_tokio_client;
 mod workload_tokio_server;
 mod workload_ws_fuzz;

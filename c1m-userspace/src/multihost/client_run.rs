@@ -280,6 +280,10 @@ fn prepare(a: &ClientArgs, rt: &tokio::runtime::Runtime) -> Result<Ready> {
         sources,
         source_ports,
     } = a.endpoints()?;
+    let tls = a.tls.resolve(&targets[0].ip().to_string())?;
+    if tls.is_some() && a.common.engine == crate::workload::config::EngineKind::Tokio {
+        anyhow::bail!("--tls runs on the epoll engine for now: drop --engine tokio (or --tls)");
+    }
     let nofile = limits::raise_nofile().context("RLIMIT_NOFILE")?;
     if source_ports.is_none()
         && let Some(eph) = limits::ephemeral_ports()
@@ -331,6 +335,7 @@ fn prepare(a: &ClientArgs, rt: &tokio::runtime::Runtime) -> Result<Ready> {
                 clock_offset_ns: clock.as_ref().map(|c| c.offset.offset_ns).unwrap_or(0),
                 push_format: a.push_format.clone(),
                 push_latency: a.push_latency,
+                tls: tls.clone(),
             })
         })
         .collect();

@@ -18,6 +18,7 @@ use super::{
     push_rule::PushInstant,
     push_trigger::PushTrigger,
     supervisor::{self, Options, Side},
+    tls::args::{ClientTlsArgs, ServerTlsArgs},
 };
 use crate::args::{Connections, parse_addrs, parse_number, parse_ports, parse_rate};
 
@@ -99,6 +100,8 @@ pub struct ServerArgs {
     /// endpoint (set by `c1m run --clients external`; client hosts record it).
     #[arg(value_name = "NAME", long, hide = true)]
     pub run_id: Option<String>,
+    #[command(flatten, next_help_heading = "TLS")]
+    pub tls: ServerTlsArgs,
 }
 
 /// The workload flags `c1m client` and `c1m run` share, word for word: `c1m run` hands
@@ -199,6 +202,8 @@ pub struct ClientArgs {
     pub server_pid: Option<u32>,
     #[command(flatten)]
     pub hosts_run: HostsArgs,
+    #[command(flatten, next_help_heading = "TLS")]
+    pub tls: ClientTlsArgs,
 }
 
 /// A client host of a run spread over several (the server's host runs
@@ -294,6 +299,10 @@ impl ServerArgs {
 /// `c1m server`.
 pub(crate) fn run_server(a: ServerArgs) -> Result<()> {
     let listen = a.listen()?;
+    let tls = a.tls.resolve(&listen)?;
+    if tls.is_some() && a.common.engine == EngineKind::Tokio {
+        bail!("--tls runs on the epoll engine for now: drop --engine tokio (or --tls)");
+    }
     // Before any shard binds, and held until the last one is gone.
     let _ports = super::port_lock::lock(&parse_ports(&a.ports)?, &parse_addrs(&a.addrs)?)?;
     let nofile = limits::raise_nofile().context("RLIMIT_NOFILE")?;
@@ -318,6 +327,7 @@ pub(crate) fn run_server(a: ServerArgs) -> Result<()> {
                 cap: plan.cap,
                 max_message: a.max_message,
                 handshake_timeout_ms: a.handshake_timeout.as_millis() as u64,
+                tls: tls.clone(),
             })
         })
         .collect();

@@ -5,7 +5,11 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
-use super::{push_format::PushFormat, push_rule::PushInstant};
+use super::{
+    push_format::PushFormat,
+    push_rule::PushInstant,
+    tls::config::{ClientTls, ServerTls},
+};
 
 /// The application protocol on every connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -78,6 +82,9 @@ pub(crate) struct ServerShardConfig {
     /// accept (0: never).
     #[serde(default)]
     pub handshake_timeout_ms: u64,
+    /// `--tls`: every connection speaks TLS first.
+    #[serde(default)]
+    pub tls: Option<ServerTls>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -122,6 +129,9 @@ pub(crate) struct ClientShardConfig {
     /// foreign frame's one stamp is what it is.
     #[serde(default)]
     pub push_latency: PushInstant,
+    /// `--tls`: every connection speaks TLS first.
+    #[serde(default)]
+    pub tls: Option<ClientTls>,
 }
 
 impl ClientShardConfig {
@@ -209,6 +219,7 @@ mod tests {
             clock_offset_ns: 0,
             push_format: PushFormat::C1m,
             push_latency: Default::default(),
+            tls: None,
         }
     }
 

@@ -14,7 +14,10 @@ use thiserror::Error;
 use super::flags::RunArgs;
 use crate::{
     args::Connections,
-    workload::cli::{ClientArgs, CommonArgs, Hold, HostsArgs, ServerArgs, WorkloadArgs},
+    workload::{
+        cli::{ClientArgs, CommonArgs, Hold, HostsArgs, ServerArgs, WorkloadArgs},
+        tls::args::{ClientTlsArgs, RunTlsArgs, ServerTlsArgs},
+    },
 };
 
 #[derive(Debug, Error)]
@@ -139,6 +142,14 @@ pub(crate) fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsErro
         backlog,
         duration: stop_after,
         run_id,
+        tls:
+            ServerTlsArgs {
+                tls,
+                tls_cert,
+                tls_key,
+                tls_resumption,
+                tls_cert_out,
+            },
     } = a;
     let mut v = Argv::new::<ServerArgs>("server");
     v.value("addrs", addrs.join(","));
@@ -154,6 +165,11 @@ pub(crate) fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsErro
     v.value("backlog", backlog.to_string());
     v.opt("duration", stop_after.map(duration));
     v.opt("run_id", run_id.clone());
+    v.flag("tls", *tls);
+    v.opt("tls_cert", tls_cert.as_ref());
+    v.opt("tls_key", tls_key.as_ref());
+    v.flag("tls_resumption", *tls_resumption);
+    v.opt("tls_cert_out", tls_cert_out.as_ref());
     v.finish()
 }
 
@@ -193,6 +209,14 @@ pub(crate) fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsErro
         push_stamp,
         push_trigger,
         server_pid,
+        tls:
+            ClientTlsArgs {
+                tls,
+                tls_ca,
+                tls_insecure_skip_verify,
+                tls_server_name,
+                tls_resumption,
+            },
     } = a;
     let mut v = Argv::new::<ClientArgs>("client");
     v.value("hosts", hosts.join(","));
@@ -238,6 +262,11 @@ pub(crate) fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsErro
     v.opt("clock_from", clock_from.as_ref());
     v.opt("host_label", host_label.as_ref());
     v.value("server_wait", duration(*server_wait));
+    v.flag("tls", *tls);
+    v.opt("tls_ca", tls_ca.as_ref());
+    v.flag("tls_insecure_skip_verify", *tls_insecure_skip_verify);
+    v.opt("tls_server_name", tls_server_name.as_ref());
+    v.flag("tls_resumption", *tls_resumption);
     v.opt("metrics_addr", metrics_addr.map(|m| m.to_string()));
     v.finish()
 }
@@ -300,6 +329,15 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         // hosts of its own (a child never recurses).
         hosts: _,
         clients_per_host: _,
+        tls:
+            RunTlsArgs {
+                tls,
+                tls_cert,
+                tls_key,
+                tls_ca,
+                tls_insecure_skip_verify,
+                tls_resumption,
+            },
     } = a;
     let mut v = Argv::new::<RunArgs>("run");
     v.opt("connections", connections.map(|c| c.to_string()));
@@ -335,6 +373,12 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
     v.opt("expect", expect.map(|n| n.to_string()));
     v.opt("control_addr", control_addr.as_ref());
     v.opt("server_cmd", server_cmd.as_ref());
+    v.flag("tls", *tls);
+    v.opt("tls_cert", tls_cert.as_ref());
+    v.opt("tls_key", tls_key.as_ref());
+    v.opt("tls_ca", tls_ca.as_ref());
+    v.flag("tls_insecure_skip_verify", *tls_insecure_skip_verify);
+    v.flag("tls_resumption", *tls_resumption);
     v.opt("target", target.as_ref().map(ToString::to_string));
     v.opt("server_pid", server_pid.map(|p| p.to_string()));
     v.opt(
@@ -423,6 +467,7 @@ impl ChildPlan {
         client.push_format = args.push_format.clone();
         client.push_latency = args.push_latency;
         client.push_stamp = args.push_stamp;
+        (server.tls, client.tls) = args.tls.split(dir)?;
         let plan = ChildPlan { server, client };
         // The children's parsers and checks, now: a bad value is named before any child
         // starts, by the code that would have refused it in the child.

@@ -90,6 +90,8 @@ pub struct RunArgs {
     /// finished for 2 min, however long the ramp takes).
     #[arg(value_name = "DURATION", help_heading = "Workload", long, value_parser = crate::duration::parse)]
     pub setup_timeout: Option<Duration>,
+    #[command(flatten, next_help_heading = "TLS")]
+    pub tls: crate::workload::tls::args::RunTlsArgs,
     /// Connects in flight at once.
     #[arg(
         value_name = "COUNT",
@@ -317,6 +319,17 @@ impl ServerSpec {
             (None, None) => ServerSpec::Own,
         };
         let own = spec == ServerSpec::Own;
+        if args.tls.wanted() {
+            let engines = [Some(args.engine), args.server_engine.filter(|_| own)];
+            if engines.contains(&Some(EngineKind::Tokio)) {
+                bail!(
+                    "--tls runs on the epoll engine for now: drop --engine tokio / --server-engine tokio (or --tls)"
+                );
+            }
+            if args.hosts.is_some() {
+                bail!("--tls does not reach --hosts' client hosts yet: drop one of the two");
+            }
+        }
         let trigger = args.push_trigger.clone().unwrap_or(if own {
             PushTrigger::Control
         } else {

@@ -177,7 +177,11 @@ impl ForeignServer {
     /// raised soft fd limit, in its own process group, dying with the lab, its stdout
     /// and stderr in `dir`. Called from the lab's main thread, which lives as long as
     /// the lab.
-    pub(crate) fn start(argv: &[String], dir: &Path) -> Result<Self, ForeignError> {
+    pub(crate) fn start(
+        argv: &[String],
+        dir: &Path,
+        env: &[(&str, &Path)],
+    ) -> Result<Self, ForeignError> {
         let log = |name: &str| {
             let path = dir.join(name);
             CappedLog::create(&path).map_err(|source| ForeignError::Log { path, source })
@@ -191,6 +195,7 @@ impl ForeignServer {
         let command = argv.join(" ");
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);

@@ -138,6 +138,10 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         // Another lab took the name this second: the children write here instead.
         (plan, server_token) = plan_into(&args, connections, &sources, &dir, external)?;
     }
+    args.tls.write_self_signed(
+        &dir,
+        &crate::workload::tls::args::names_for(&plan.server.listen()?),
+    )?;
     say!(args.json, "run folder: {}", dir.display());
     // Before any child: what a `kill -9` of this process would leave, and where.
     let mut journal = JournalFile::create(
@@ -269,7 +273,18 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
             Some(spawn_c1m(&plan.server_argv()?, &dir.join("server.log"))?),
             None,
         ),
-        ServerSpec::Command(argv) => (None, Some(ForeignServer::start(argv, &dir)?)),
+        ServerSpec::Command(argv) => {
+            // A server of yours (a reference server among them) finds the lab's pair
+            // where the reference-server protocol says.
+            let tls: Vec<(&str, &std::path::Path)> = [
+                ("C1M_TLS_CERT", plan.server.tls.tls_cert.as_deref()),
+                ("C1M_TLS_KEY", plan.server.tls.tls_key.as_deref()),
+            ]
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
+            .collect();
+            (None, Some(ForeignServer::start(argv, &dir, &tls)?))
+        }
         ServerSpec::Target(_, Some(pid)) => (None, Some(ForeignServer::attach(*pid, &dir))),
         ServerSpec::Target(t, None) => (None, Some(ForeignServer::remote(&t.to_string(), &dir))),
     };

@@ -44,12 +44,30 @@ use super::{
     config::ShardCommand,
     stats::report::WorkerReport,
     sys::{self, EPOLLIN, EPOLLOUT, Epoll, EventFd},
+    tls::{
+        failure::TlsFailure,
+        session::{Input, TlsConn},
+    },
     ws::Fragment,
 };
 
 /// Shared read buffer per shard: the largest loopback segment batch a read returns in
 /// practice, so one read drains a typical burst.
 pub(crate) const READ_BUF: usize = 64 * 1024;
+
+/// The longest TLS record on the wire (16 KiB of data plus TLS 1.2's largest overhead
+/// and the header): a TLS connection's read leaves this much of [`READ_BUF`] free, so
+/// its plaintext, with the tail of a record a previous read kept, fits the buffer.
+pub(crate) const TLS_RECORD_MAX: usize = 16_384 + 2_048 + 5;
+
+/// How much one read takes on a connection.
+pub(crate) fn read_len(tls: bool) -> usize {
+    if tls {
+        READ_BUF - TLS_RECORD_MAX
+    } else {
+        READ_BUF
+    }
+}
 
 /// How often a shard reports (if anything changed). The lab polls twice a second; 250 ms
 /// keeps the supervisor's view at most a quarter second old. Idle shards send nothing.
@@ -179,11 +197,16 @@ pub(crate) struct Spill {
     pub out_off: usize,
     /// A fragmented WebSocket message being reassembled.
     pub frag: Option<Box<Fragment>>,
+    /// TLS: the start of a record the last read cut (ciphertext).
+    pub tls_in: Vec<u8>,
 }
 
 impl Spill {
     pub(crate) fn is_empty(&self) -> bool {
-        self.inbuf.is_empty() && self.out_off >= self.out.len() && self.frag.is_none()
+        self.inbuf.is_empty()
+            && self.out_off >= self.out.len()
+            && self.frag.is_none()
+            && self.tls_in.is_empty()
     }
 
     pub(crate) fn has_out(&self) -> bool {
@@ -236,6 +259,94 @@ pub(crate) fn keep_input(
 pub(crate) fn shrink(spill: &mut Option<Box<Spill>>) {
     if spill.as_ref().is_some_and(|s| s.is_empty()) {
         *spill = None;
+    }
+}
+
+/// Decrypts what a read left in `buf[..n]`, after the record tail an earlier read kept:
+/// the plaintext is then `buf[..m]` (m returned), the records this side must send
+/// (handshake, alerts) are in `wire`, and a cut record's start waits in the spill.
+pub(crate) fn tls_read(
+    tls: &mut TlsConn,
+    spill: &mut Option<Box<Spill>>,
+    buf: &mut [u8],
+    n: usize,
+    plain: &mut Vec<u8>,
+    wire: &mut Vec<u8>,
+) -> Result<(usize, Input), TlsFailure> {
+    plain.clear();
+    let mut tail = spill
+        .as_mut()
+        .map(|s| std::mem::take(&mut s.tls_in))
+        .unwrap_or_default();
+    let input = if tail.is_empty() {
+        let i = tls.input(&mut buf[..n], plain, wire)?;
+        if i.consumed < n {
+            spill
+                .get_or_insert_with(Box::default)
+                .tls_in
+                .extend_from_slice(&buf[i.consumed..n]);
+        }
+        i
+    } else {
+        tail.extend_from_slice(&buf[..n]);
+        let i = tls.input(&mut tail, plain, wire)?;
+        tail.drain(..i.consumed);
+        if !tail.is_empty() {
+            spill.get_or_insert_with(Box::default).tls_in = tail;
+        }
+        i
+    };
+    let m = plain.len();
+    // Bounded by `read_len`: a record tail and one read's worth.
+    let dst = buf
+        .get_mut(..m)
+        .ok_or_else(|| TlsFailure::Local(format!("{m} bytes of plaintext in one read")))?;
+    dst.copy_from_slice(plain);
+    shrink(spill);
+    Ok((m, input))
+}
+
+/// [`send`] through the connection's TLS session when it has one: `bytes` sealed into
+/// `wire` (a shard's scratch) first.
+pub(crate) fn send_sealed(
+    fd: BorrowedFd<'_>,
+    tls: Option<&mut TlsConn>,
+    wire: &mut Vec<u8>,
+    spill: &mut Option<Box<Spill>>,
+    bytes: &[u8],
+    written: &mut u64,
+) -> io::Result<Sent> {
+    match tls {
+        None => send(fd, spill, bytes, written),
+        Some(t) => {
+            wire.clear();
+            t.seal(bytes, wire)
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            send(fd, spill, wire, written)
+        }
+    }
+}
+
+/// [`send_before_close`] through the TLS session when there is one: `bytes` sealed and
+/// the session's close_notify after them, in the same segment as the FIN.
+pub(crate) fn send_sealed_before_close(
+    fd: BorrowedFd<'_>,
+    tls: Option<&mut TlsConn>,
+    wire: &mut Vec<u8>,
+    spill: &Option<Box<Spill>>,
+    bytes: &[u8],
+    written: &mut u64,
+) {
+    match tls {
+        None => send_before_close(fd, spill, bytes, written),
+        Some(t) => {
+            wire.clear();
+            if t.handshaking() || (!bytes.is_empty() && t.seal(bytes, wire).is_err()) {
+                return;
+            }
+            t.close_notify(wire);
+            send_before_close(fd, spill, wire, written);
+        }
     }
 }
 

@@ -34,6 +34,13 @@ pub(super) fn summary(s: &AppSnapshot) -> String {
         "protocol errors: {}\n",
         nz(c.protocol_errors.iter().collect())
     ));
+    if c.tls_handshakes.total() + c.tls_errors.total() > 0 {
+        out.push_str(&format!(
+            "tls handshakes: {}; failed: {}\n",
+            nz(c.tls_handshakes.iter().collect()),
+            nz(c.tls_errors.iter().collect())
+        ));
+    }
     out.push_str(&format!(
         "bytes in={} out={} echo_round_trips={} pushes sent={} received={}\n",
         c.bytes_in, c.bytes_out, c.echo_round_trips, c.pushes_sent, c.pushes_received

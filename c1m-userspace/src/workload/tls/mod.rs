@@ -7,6 +7,7 @@
 //! | `session` | one connection's session: ciphertext in, plaintext and records out |
 //! | `failure` | a failed handshake as its counted cause                          |
 
+pub mod args;
 pub mod config;
 pub(crate) mod failure;
 pub(crate) mod session;

@@ -761,6 +761,7 @@ mod tests {
             clock_offset_ns: 0,
             push_format: PushFormat::C1m,
             push_latency: Default::default(),
+            tls: None,
         }
     }
 

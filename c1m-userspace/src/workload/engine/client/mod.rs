@@ -22,14 +22,15 @@ use anyhow::{Context, Result};
 use self::proto::{CloseWatch, ConnProto, EchoStep, Proto, State};
 use super::{
     COMMAND_TOKEN, READ_BUF, Sent, ShardIo, Sink, Slab, Spill, closed_by, failure_of, flush,
-    interest, joined, keep_input, pace, rearm, send,
+    interest, joined, keep_input, pace, read_len, rearm, send, send_sealed,
     shard_loop::{self, Engine},
-    shrink, take_input,
+    shrink, take_input, tls_read,
 };
 use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
     sockopt::{self, Connecting},
     sys::{self, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, Epoll},
+    tls::session::TlsConn,
 };
 
 /// Pacing tick while ramping with a target rate: 5 ms keeps bursts small (150 connects at
@@ -40,12 +41,27 @@ struct Conn {
     fd: OwnedFd,
     p: ConnProto,
     spill: Option<Box<Spill>>,
+    /// With `--tls`: the session (keys and record state; the buffers are the shard's).
+    tls: Option<Box<TlsConn>>,
+}
+
+impl Conn {
+    fn tls_handshaking(&self) -> bool {
+        self.tls.as_ref().is_some_and(|t| t.handshaking())
+    }
 }
 
 struct Shard {
     p: Proto,
     conns: Slab<Conn>,
     buf: Vec<u8>,
+    /// TLS: the plaintext of one read, and the records to send (the shard's, reused).
+    plain: Vec<u8>,
+    wire: Vec<u8>,
+    tls: Option<(
+        Arc<rustls::ClientConfig>,
+        rustls::pki_types::ServerName<'static>,
+    )>,
     /// Next local connection index to start.
     next: u64,
     started: bool,
@@ -79,9 +95,16 @@ pub(crate) fn run(
     let ep = Epoll::new().context("epoll_create1")?;
     ep.add(io.commands.fd(), EPOLLIN, COMMAND_TOKEN)
         .context("epoll_ctl command source")?;
+    let tls = match &cfg.tls {
+        None => None,
+        Some(t) => Some((t.config()?, t.name()?)),
+    };
     let mut s = Shard {
         conns: Slab::with_capacity(cfg.count as usize),
         buf: vec![0; READ_BUF],
+        plain: Vec::new(),
+        wire: Vec::new(),
+        tls,
         next: 0,
         started: false,
         closing: false,
@@ -212,6 +235,7 @@ impl Shard {
             fd,
             p: ConnProto::new(g, t_ns),
             spill: None,
+            tls: None,
         });
         let added = ep.add(conn.fd.as_fd(), EPOLLOUT, tok);
         self.p.c.in_flight += 1;
@@ -297,8 +321,10 @@ impl Shard {
         };
         self.p.c.closed.local_close += 1;
         let mut written = 0;
-        let sent = send(
+        let sent = send_sealed(
             conn.fd.as_fd(),
+            conn.tls.as_deref_mut(),
+            &mut self.wire,
             &mut conn.spill,
             self.p.close_frame(),
             &mut written,
@@ -378,7 +404,12 @@ impl Shard {
             }
             self.pending.pop_front();
             if in_flight {
-                self.p.c.failures.timed_out += 1;
+                if self.conns.get_mut(tok).is_some_and(|c| c.tls_handshaking()) {
+                    self.p.c.failures.tls += 1;
+                    self.p.c.tls_errors.timeout += 1;
+                } else {
+                    self.p.c.failures.timed_out += 1;
+                }
                 self.drop_conn(tok);
             }
         }
@@ -396,6 +427,32 @@ impl Shard {
             self.drop_conn(tok);
             return;
         }
+        if let Some((cfg, name)) = &self.tls {
+            // TLS first: the ClientHello now, the rest when the handshake is done
+            // ([`Shard::tls_done`]).
+            conn.p.state = State::Handshake;
+            self.wire.clear();
+            let started = TlsConn::client(cfg, name.clone())
+                .map_err(Into::into)
+                .and_then(|mut t| t.start(&mut self.wire).map(|()| t));
+            match started {
+                Ok(t) => conn.tls = Some(Box::new(t)),
+                Err(e) => {
+                    e.count(&mut self.p.c.tls_errors);
+                    self.p.c.failures.tls += 1;
+                    self.drop_conn(tok);
+                    return;
+                }
+            }
+            let mut sent = 0;
+            let r = send(fd, &mut conn.spill, &self.wire, &mut sent);
+            self.p.c.bytes_out += sent;
+            if let Err(e) = r {
+                failure_of(&e, &mut self.p.c.failures);
+                self.drop_conn(tok);
+            }
+            return;
+        }
         if self.p.cfg.mode == Mode::Ws {
             let req = self.p.handshake_request(&mut conn.p, now);
             let mut sent = 0;
@@ -409,6 +466,37 @@ impl Shard {
         }
         self.opened(tok, now);
         self.echo_next(ep, tok);
+    }
+
+    /// The TLS handshake finished: the WebSocket upgrade goes out sealed, or a raw
+    /// connection is open.
+    fn tls_done(&mut self, ep: &Epoll, tok: u64) {
+        let now = sys::monotonic_ns();
+        let Some(conn) = self.conns.get_mut(tok) else {
+            return;
+        };
+        if self.p.cfg.mode != Mode::Ws {
+            self.opened(tok, now);
+            self.echo_next(ep, tok);
+            return;
+        }
+        let before = interest(&conn.spill);
+        let req = self.p.handshake_request(&mut conn.p, now);
+        let mut sent = 0;
+        let r = send_sealed(
+            conn.fd.as_fd(),
+            conn.tls.as_deref_mut(),
+            &mut self.wire,
+            &mut conn.spill,
+            req,
+            &mut sent,
+        )
+        .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
+        self.p.c.bytes_out += sent;
+        if let Err(e) = r {
+            failure_of(&e, &mut self.p.c.failures);
+            self.drop_conn(tok);
+        }
     }
 
     fn opened(&mut self, tok: u64, now: u64) {
@@ -428,8 +516,15 @@ impl Shard {
         let before = interest(&conn.spill);
         let fd = conn.fd.as_fd();
         let mut written = 0;
-        let r = send(fd, &mut conn.spill, bytes, &mut written)
-            .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
+        let r = send_sealed(
+            fd,
+            conn.tls.as_deref_mut(),
+            &mut self.wire,
+            &mut conn.spill,
+            bytes,
+            &mut written,
+        )
+        .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
         self.p.c.bytes_out += written;
         if let Err(e) = r {
             closed_by(&e, &mut self.p.c.closed);
@@ -472,7 +567,13 @@ impl Shard {
         if ev & (EPOLLIN | EPOLLHUP | EPOLLERR) == 0 {
             return;
         }
-        let n = match sys::read(fd, &mut self.buf) {
+        let n = match sys::read(fd, &mut self.buf[..read_len(conn.tls.is_some())]) {
+            Ok(0) if conn.tls_handshaking() => {
+                self.p.c.failures.tls += 1;
+                self.p.c.tls_errors.truncated += 1;
+                self.drop_conn(tok);
+                return;
+            }
             Ok(0) => {
                 if conn.p.state == State::Open {
                     self.p.count_peer_eof();
@@ -491,6 +592,71 @@ impl Shard {
             }
         };
         self.p.c.bytes_in += n as u64;
+        let n = match conn.tls.as_deref_mut() {
+            None => n,
+            Some(t) => {
+                let was = t.handshaking();
+                self.wire.clear();
+                let r = tls_read(
+                    t,
+                    &mut conn.spill,
+                    &mut self.buf,
+                    n,
+                    &mut self.plain,
+                    &mut self.wire,
+                );
+                let sent = if self.wire.is_empty() {
+                    Ok(())
+                } else {
+                    send(fd, &mut conn.spill, &self.wire, &mut self.p.c.bytes_out).map(drop)
+                };
+                match (r, sent) {
+                    (Err(e), _) => {
+                        if self.p.c.tls_errors.total() == 0 {
+                            // The cause in rustls's words, once: the counts say how many.
+                            eprintln!(
+                                "c1m client: shard {}: a TLS handshake failed: {e} (every failure is counted in tls_errors; only the first is printed)",
+                                self.p.cfg.shard
+                            );
+                        }
+                        e.count(&mut self.p.c.tls_errors);
+                        if conn.p.state == State::Open {
+                            self.p.c.closed.error += 1;
+                            self.close_open(tok);
+                        } else {
+                            self.p.c.failures.tls += 1;
+                            self.drop_conn(tok);
+                        }
+                        return;
+                    }
+                    (Ok(_), Err(e)) => {
+                        self.fail_or_close(tok, &e);
+                        return;
+                    }
+                    (Ok((m, input)), Ok(())) => {
+                        if let Some(kind) = input.handshake_done {
+                            if kind == rustls::HandshakeKind::Resumed {
+                                self.p.c.tls_handshakes.resumed += 1;
+                            } else {
+                                self.p.c.tls_handshakes.full += 1;
+                            }
+                        }
+                        if was && input.handshake_done.is_some() {
+                            self.tls_done(ep, tok);
+                        }
+                        if m == 0 {
+                            if let Some(conn) = self.conns.get_mut(tok)
+                                && let Err(e) = rearm(ep, &conn.fd, tok, before, &conn.spill)
+                            {
+                                self.fail_or_close(tok, &e);
+                            }
+                            return;
+                        }
+                        m
+                    }
+                }
+            }
+        };
         match self.p.cfg.mode {
             Mode::Hold => {}
             Mode::Echo => self.echo_bytes(ep, tok, n),
@@ -545,7 +711,15 @@ impl Shard {
         let sent = if self.p.out.is_empty() {
             Ok(())
         } else {
-            send(fd, &mut spill, &self.p.out, &mut self.p.c.bytes_out).map(drop)
+            send_sealed(
+                fd,
+                conn.tls.as_deref_mut(),
+                &mut self.wire,
+                &mut spill,
+                &self.p.out,
+                &mut self.p.c.bytes_out,
+            )
+            .map(drop)
         };
         shrink(&mut spill);
         conn.spill = spill;

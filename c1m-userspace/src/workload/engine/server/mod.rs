@@ -25,15 +25,17 @@ use self::{
 };
 use super::{
     COMMAND_TOKEN, LISTENER_BASE, READ_BUF, ShardIo, Sink, Slab, Spill, closed_by, failure_of,
-    flush, interest, joined, keep_input, rearm, send, send_before_close,
+    flush, interest, joined, keep_input, read_len, rearm, send_before_close, send_sealed,
+    send_sealed_before_close,
     shard_loop::{self, Engine, Extra, Reporter},
-    shrink, take_input,
+    shrink, take_input, tls_read,
 };
 use crate::workload::{
     config::{Mode, ServerShardConfig, ShardCommand},
     sockopt,
     stats::{counters::Counters, report::PushStat},
     sys::{self, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, Epoll},
+    tls::session::TlsConn,
     ws::{Decoder, Role},
 };
 
@@ -62,6 +64,14 @@ struct Conn {
     fd: OwnedFd,
     ws: WsState,
     spill: Option<Box<Spill>>,
+    /// With `--tls`: the session (keys and record state; the buffers are the shard's).
+    tls: Option<Box<TlsConn>>,
+}
+
+impl Conn {
+    fn tls_handshaking(&self) -> bool {
+        self.tls.as_ref().is_some_and(|t| t.handshaking())
+    }
 }
 
 struct PushJob {
@@ -79,6 +89,10 @@ struct Shard {
     paused: Vec<Option<u64>>,
     buf: Vec<u8>,
     out: Vec<u8>,
+    /// TLS: the plaintext of one read, and the records to send (the shard's, reused).
+    plain: Vec<u8>,
+    wire: Vec<u8>,
+    tls: Option<Arc<rustls::ServerConfig>>,
     c: Counters,
     dec: Decoder,
     open_in_process: Arc<AtomicU64>,
@@ -117,6 +131,14 @@ pub(crate) fn run(
     }
     ep.add(io.commands.fd(), EPOLLIN, COMMAND_TOKEN)
         .context("epoll_ctl command source")?;
+    let tls = match cfg.tls.as_ref().map(|t| t.config()).transpose() {
+        Ok(t) => t,
+        Err(e) => {
+            let msg = format!("server shard {}: {e}", cfg.shard);
+            rep.fatal(&mut io.sink, msg.clone());
+            anyhow::bail!(msg);
+        }
+    };
     let mut s = Shard {
         dec: Decoder::new(Role::Server, cfg.max_message),
         conns: Slab::with_capacity(cfg.cap as usize),
@@ -124,6 +146,9 @@ pub(crate) fn run(
         listeners,
         buf: vec![0; READ_BUF],
         out: Vec::new(),
+        plain: Vec::new(),
+        wire: Vec::new(),
+        tls,
         c: Counters::default(),
         open_in_process,
         push: None,
@@ -301,10 +326,20 @@ impl Shard {
         } else {
             WsState::Raw
         };
+        let tls = match self.tls.as_ref().map(TlsConn::server).transpose() {
+            Ok(t) => t.map(Box::new),
+            Err(e) => {
+                self.warn(format!("TLS session: {e}"));
+                self.c.failures.other += 1;
+                return;
+            }
+        };
+        let timed = ws == WsState::Handshake || tls.is_some();
         let (tok, conn) = self.conns.insert_get(Conn {
             fd,
             ws,
             spill: None,
+            tls,
         });
         if let Err(e) = ep.add(conn.fd.as_fd(), EPOLLIN, tok) {
             self.conns.remove(tok);
@@ -314,7 +349,7 @@ impl Shard {
         self.c.accepted += 1;
         self.c.open += 1;
         self.open_in_process.fetch_add(1, Ordering::Relaxed);
-        if ws == WsState::Handshake && self.cfg.handshake_timeout_ms > 0 {
+        if timed && self.cfg.handshake_timeout_ms > 0 {
             let deadline = sys::monotonic_ns() + self.cfg.handshake_timeout_ms * 1_000_000;
             self.handshakes.push_back((tok, deadline));
         }
@@ -328,11 +363,16 @@ impl Shard {
                 break;
             }
             self.handshakes.pop_front();
-            let overdue = self
-                .conns
-                .get_mut(tok)
-                .is_some_and(|c| c.ws == WsState::Handshake);
-            if overdue && self.close(tok) {
+            let Some(conn) = self.conns.get_mut(tok) else {
+                continue;
+            };
+            if conn.tls_handshaking() {
+                // Slowloris inside TLS: counted as a TLS failure by its reason.
+                if self.close(tok) {
+                    self.c.closed.tls += 1;
+                    self.c.tls_errors.timeout += 1;
+                }
+            } else if conn.ws == WsState::Handshake && self.close(tok) {
                 self.c.closed.handshake_timeout += 1;
             }
         }
@@ -358,14 +398,20 @@ impl Shard {
     fn close_all(&mut self, _ep: &Epoll) {
         let n = self.conns.len() as u64;
         let goodbye = going_away();
-        for conn in self.conns.drain() {
-            if conn.ws == WsState::Open {
+        for mut conn in self.conns.drain() {
+            let open = conn.ws == WsState::Open;
+            if open {
                 self.c.ws_open -= 1;
-                // Best effort: the socket is closed right after.
-                send_before_close(
+            }
+            // Best effort: the socket is closed right after. Under TLS the close_notify
+            // goes too (after the close frame on a WebSocket).
+            if open || conn.tls.is_some() {
+                send_sealed_before_close(
                     conn.fd.as_fd(),
+                    conn.tls.as_deref_mut(),
+                    &mut self.wire,
                     &conn.spill,
-                    &goodbye,
+                    if open { &goodbye } else { &[] },
                     &mut self.c.bytes_out,
                 );
             }
@@ -404,7 +450,13 @@ impl Shard {
             return;
         }
         let fd = conn.fd.as_fd();
-        let n = match sys::read(fd, &mut self.buf) {
+        let n = match sys::read(fd, &mut self.buf[..read_len(conn.tls.is_some())]) {
+            Ok(0) if conn.tls_handshaking() => {
+                self.c.closed.tls += 1;
+                self.c.tls_errors.truncated += 1;
+                self.close(tok);
+                return;
+            }
             Ok(0) => {
                 let partial = conn
                     .spill
@@ -417,18 +469,83 @@ impl Shard {
             Ok(n) => n,
             Err(e) if sys::would_block(&e) => return,
             Err(e) => {
-                closed_by(&e, &mut self.c.closed);
+                if conn.tls_handshaking() {
+                    self.c.closed.tls += 1;
+                    self.c.tls_errors.truncated += 1;
+                } else {
+                    closed_by(&e, &mut self.c.closed);
+                }
                 self.close(tok);
                 return;
             }
         };
         self.c.bytes_in += n as u64;
+        let n = match conn.tls.as_deref_mut() {
+            None => n,
+            Some(t) => {
+                self.wire.clear();
+                let r = tls_read(
+                    t,
+                    &mut conn.spill,
+                    &mut self.buf,
+                    n,
+                    &mut self.plain,
+                    &mut self.wire,
+                );
+                // Handshake records and alerts first, before any answer to the plaintext.
+                let sent = if self.wire.is_empty() {
+                    Ok(())
+                } else if r.is_err() {
+                    send_before_close(fd, &conn.spill, &self.wire, &mut self.c.bytes_out);
+                    Ok(())
+                } else {
+                    super::send(fd, &mut conn.spill, &self.wire, &mut self.c.bytes_out).map(drop)
+                };
+                match (r, sent) {
+                    (Err(e), _) => {
+                        e.count(&mut self.c.tls_errors);
+                        self.c.closed.tls += 1;
+                        self.close(tok);
+                        return;
+                    }
+                    (Ok(_), Err(e)) => {
+                        closed_by(&e, &mut self.c.closed);
+                        self.close(tok);
+                        return;
+                    }
+                    (Ok((m, input)), Ok(())) => {
+                        if let Some(kind) = input.handshake_done {
+                            if kind == rustls::HandshakeKind::Resumed {
+                                self.c.tls_handshakes.resumed += 1;
+                            } else {
+                                self.c.tls_handshakes.full += 1;
+                            }
+                        }
+                        if m == 0 {
+                            if let Err(e) = rearm(ep, &conn.fd, tok, before, &conn.spill) {
+                                closed_by(&e, &mut self.c.closed);
+                                self.close(tok);
+                            }
+                            return;
+                        }
+                        m
+                    }
+                }
+            }
+        };
         let result = match self.cfg.mode {
             Mode::Hold => Ok(Action::Continue),
             Mode::Echo => {
                 self.c.echo_round_trips += 1;
-                send(fd, &mut conn.spill, &self.buf[..n], &mut self.c.bytes_out)
-                    .map(|_| Action::Continue)
+                send_sealed(
+                    fd,
+                    conn.tls.as_deref_mut(),
+                    &mut self.wire,
+                    &mut conn.spill,
+                    &self.buf[..n],
+                    &mut self.c.bytes_out,
+                )
+                .map(|_| Action::Continue)
             }
             Mode::Ws => {
                 let mut spill = conn.spill.take();
@@ -449,11 +566,26 @@ impl Shard {
                 let sent = if self.out.is_empty() {
                     Ok(())
                 } else if action == Action::Continue {
-                    send(fd, &mut spill, &self.out, &mut self.c.bytes_out).map(drop)
+                    send_sealed(
+                        fd,
+                        conn.tls.as_deref_mut(),
+                        &mut self.wire,
+                        &mut spill,
+                        &self.out,
+                        &mut self.c.bytes_out,
+                    )
+                    .map(drop)
                 } else {
                     // The close reply is the last write: with the FIN in one segment, as
                     // the server's own goodbye (a lone reply and FIN arm a tail-loss probe).
-                    send_before_close(fd, &spill, &self.out, &mut self.c.bytes_out);
+                    send_sealed_before_close(
+                        fd,
+                        conn.tls.as_deref_mut(),
+                        &mut self.wire,
+                        &spill,
+                        &self.out,
+                        &mut self.c.bytes_out,
+                    );
                     Ok(())
                 };
                 shrink(&mut spill);
@@ -529,8 +661,10 @@ impl Shard {
             }
             let now = stamp_push(&mut frame);
             let before = interest(&conn.spill);
-            let r = send(
+            let r = send_sealed(
                 conn.fd.as_fd(),
+                conn.tls.as_deref_mut(),
+                &mut self.wire,
                 &mut conn.spill,
                 &frame,
                 &mut self.c.bytes_out,
