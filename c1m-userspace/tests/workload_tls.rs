@@ -433,3 +433,62 @@ fn tls_under_hold_and_echo_and_bad_flags_are_one_line_refusals() {
         "--tls-ca /nonexistent/ca.pem: cannot open",
     );
 }
+
+#[test]
+fn c1m_run_tls_completes_with_kernel_equal_app_and_keeps_its_key_private() {
+    use crate::lab_util::{c1m_run, fresh_dir, root_or_skip, run_folder};
+    use std::os::unix::fs::PermissionsExt;
+    if !root_or_skip("c1m_run_tls_completes_with_kernel_equal_app_and_keeps_its_key_private") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    const N: u64 = 2000;
+    let out = fresh_dir("run-tls");
+    let r = c1m_run(
+        out.path(),
+        &[
+            "--tls",
+            "-n",
+            "2000",
+            "--rate",
+            "0",
+            "--idle",
+            "1s",
+            "--ports",
+            "8000-8003",
+        ],
+    )
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        r.status.success() && stdout.contains("== c1m run: complete"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(
+        stdout.contains("kernel = app after every phase: 2,000 connections"),
+        "{stdout}"
+    );
+    let dir = run_folder(out.path());
+    let mode = |f: &str| std::fs::metadata(dir.join(f)).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode("tls-cert.pem"), mode("tls-key.pem")), (0o644, 0o600));
+    for side in ["server", "client"] {
+        let s: c1m::workload::stats::snapshot::AppSnapshot =
+            serde_json::from_slice(&std::fs::read(dir.join(format!("{side}-final.json"))).unwrap())
+                .unwrap();
+        assert_eq!(
+            (
+                s.counters.tls_handshakes.full,
+                s.counters.tls_errors.total()
+            ),
+            (N, 0),
+            "{side}"
+        );
+        assert_eq!(
+            s.counters.pushes_sent.max(s.counters.pushes_received),
+            N,
+            "{side}"
+        );
+    }
+}

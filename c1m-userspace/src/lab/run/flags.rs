@@ -90,6 +90,7 @@ pub struct RunArgs {
     /// finished for 2 min, however long the ramp takes).
     #[arg(value_name = "DURATION", help_heading = "Workload", long, value_parser = crate::duration::parse)]
     pub setup_timeout: Option<Duration>,
+    /// wss (and TLS under hold/echo): the certificate, what the client trusts.
     #[command(flatten, next_help_heading = "TLS")]
     pub tls: crate::workload::tls::args::RunTlsArgs,
     /// Connects in flight at once.

@@ -201,6 +201,7 @@ pub struct RunTlsArgs {
 }
 
 impl RunTlsArgs {
+    /// Any TLS flag given.
     pub fn wanted(&self) -> bool {
         self.tls
             || self.tls_cert.is_some()

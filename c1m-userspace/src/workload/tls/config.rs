@@ -22,32 +22,32 @@ pub(crate) const MAX_PEM_BYTES: u64 = 1 << 20;
 /// The server side: its certificate chain and key (PEM), and whether it hands out
 /// session tickets.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ServerTls {
-    pub cert_pem: String,
-    pub key_pem: String,
+pub(crate) struct ServerTls {
+    pub(crate) cert_pem: String,
+    pub(crate) key_pem: String,
     /// Send one TLS 1.3 ticket per connection (stateless tickets: no memory per
     /// session on the server) and resume TLS 1.2 sessions from them.
-    pub resumption: bool,
+    pub(crate) resumption: bool,
 }
 
 /// The client side: what it trusts, the name it asks for, whether it resumes.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ClientTls {
+pub(crate) struct ClientTls {
     /// The CAs (or self-signed certificates) trusted, PEM. None: only with
     /// `insecure_skip_verify`.
-    pub ca_pem: Option<String>,
+    pub(crate) ca_pem: Option<String>,
     /// `--tls-insecure-skip-verify`: accept any certificate (signatures are still
     /// checked, so the handshake costs what a verified one does, minus the chain).
-    pub insecure_skip_verify: bool,
+    pub(crate) insecure_skip_verify: bool,
     /// SNI and the name the certificate must carry (an IP address or a DNS name).
-    pub server_name: String,
+    pub(crate) server_name: String,
     /// Keep the server's tickets and resume with them (one per connection).
-    pub resumption: bool,
+    pub(crate) resumption: bool,
 }
 
 /// A configuration that cannot be built, in words that name the flag to fix.
 #[derive(Debug, thiserror::Error)]
-pub enum TlsConfigError {
+pub(crate) enum TlsConfigError {
     #[error("--tls-cert: no PEM certificate in it ({0})")]
     NoCert(String),
     #[error("--tls-key: no PEM private key in it (PKCS#8, SEC1 or RSA) ({0})")]
@@ -90,7 +90,7 @@ pub(crate) fn certs(
 
 impl ServerTls {
     /// Checks the pair now, so a bad file fails before any worker starts.
-    pub fn config(&self) -> Result<Arc<ServerConfig>, TlsConfigError> {
+    pub(crate) fn config(&self) -> Result<Arc<ServerConfig>, TlsConfigError> {
         let chain = certs(&self.cert_pem, TlsConfigError::NoCert)?;
         let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes())
             .map_err(|e| TlsConfigError::NoKey(e.to_string()))?;
@@ -113,7 +113,7 @@ impl ServerTls {
 }
 
 impl ClientTls {
-    pub fn config(&self) -> Result<Arc<ClientConfig>, TlsConfigError> {
+    pub(crate) fn config(&self) -> Result<Arc<ClientConfig>, TlsConfigError> {
         let builder = ClientConfig::builder_with_provider(provider())
             .with_protocol_versions(rustls::ALL_VERSIONS)?;
         let mut c = match (&self.ca_pem, self.insecure_skip_verify) {
@@ -140,7 +140,7 @@ impl ClientTls {
         Ok(Arc::new(c))
     }
 
-    pub fn name(&self) -> Result<ServerName<'static>, TlsConfigError> {
+    pub(crate) fn name(&self) -> Result<ServerName<'static>, TlsConfigError> {
         ServerName::try_from(self.server_name.clone())
             .map_err(|_| TlsConfigError::Name(self.server_name.clone()))
     }
@@ -150,7 +150,7 @@ impl ClientTls {
 /// key PEM). Its subject is its own ("c1m self-signed" and the instant it was made): two
 /// runs' certificates never share a name, so a client that trusts one and meets the
 /// other says unknown issuer (alert unknown_ca), not a bad signature (decrypt_error).
-pub fn self_signed(names: &[String]) -> Result<(String, String), TlsConfigError> {
+pub(crate) fn self_signed(names: &[String]) -> Result<(String, String), TlsConfigError> {
     let key = rcgen::KeyPair::generate()?;
     let mut params = rcgen::CertificateParams::new(names.to_vec())?;
     let made = std::time::SystemTime::now()

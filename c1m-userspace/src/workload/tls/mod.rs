@@ -8,6 +8,6 @@
 //! | `failure` | a failed handshake as its counted cause                          |
 
 pub mod args;
-pub mod config;
+pub(crate) mod config;
 pub(crate) mod failure;
 pub(crate) mod session;
