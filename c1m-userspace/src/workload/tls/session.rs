@@ -33,6 +33,17 @@ pub(crate) struct Input {
     pub peer_closed: bool,
 }
 
+impl Input {
+    /// Counts the handshake this batch finished, by kind (both engines, both sides).
+    pub(crate) fn count(&self, c: &mut crate::workload::stats::counters::TlsHandshakes) {
+        match self.handshake_done {
+            Some(HandshakeKind::Resumed) => c.resumed += 1,
+            Some(_) => c.full += 1,
+            None => {}
+        }
+    }
+}
+
 /// The same body for either side: the unbuffered API's calls are inherent methods of
 /// each side's type, not a trait.
 macro_rules! either {

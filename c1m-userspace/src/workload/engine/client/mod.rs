@@ -595,7 +595,6 @@ impl Shard {
         let n = match conn.tls.as_deref_mut() {
             None => n,
             Some(t) => {
-                let was = t.handshaking();
                 self.wire.clear();
                 let r = tls_read(
                     t,
@@ -634,14 +633,8 @@ impl Shard {
                         return;
                     }
                     (Ok((m, input)), Ok(())) => {
-                        if let Some(kind) = input.handshake_done {
-                            if kind == rustls::HandshakeKind::Resumed {
-                                self.p.c.tls_handshakes.resumed += 1;
-                            } else {
-                                self.p.c.tls_handshakes.full += 1;
-                            }
-                        }
-                        if was && input.handshake_done.is_some() {
+                        input.count(&mut self.p.c.tls_handshakes);
+                        if input.handshake_done.is_some() {
                             self.tls_done(ep, tok);
                         }
                         if m == 0 {

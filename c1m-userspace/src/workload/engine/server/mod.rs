@@ -514,13 +514,7 @@ impl Shard {
                         return;
                     }
                     (Ok((m, input)), Ok(())) => {
-                        if let Some(kind) = input.handshake_done {
-                            if kind == rustls::HandshakeKind::Resumed {
-                                self.c.tls_handshakes.resumed += 1;
-                            } else {
-                                self.c.tls_handshakes.full += 1;
-                            }
-                        }
+                        input.count(&mut self.c.tls_handshakes);
                         if m == 0 {
                             if let Err(e) = rearm(ep, &conn.fd, tok, before, &conn.spill) {
                                 closed_by(&e, &mut self.c.closed);
