@@ -199,6 +199,11 @@ pub(crate) fn write_before_close(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<u
     )?)
 }
 
+/// Sends the FIN (after any unsent tail, in its segment) and keeps the socket readable.
+pub(crate) fn shutdown_write(fd: BorrowedFd<'_>) -> io::Result<()> {
+    Ok(rustix::net::shutdown(fd, rustix::net::Shutdown::Write)?)
+}
+
 /// accept4 with the accepted socket already non-blocking and close-on-exec.
 pub(crate) fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     Ok(rustix::net::accept_with(

@@ -21,12 +21,13 @@ use rustix::io::Errno;
 
 use self::{
     proto::{Action, WsState, going_away, peer_eof, push_frame, stamp_push, ws_input},
-    warnings::{cap_warning, emfile_warning, listen_error, push_ignored},
+    warnings::{cap_warning, emfile_warning, goodbye_unanswered, listen_error, push_ignored},
 };
 use super::{
-    COMMAND_TOKEN, LISTENER_BASE, READ_BUF, ShardIo, Sink, Slab, Spill, closed_by, failure_of,
-    flush, interest, joined, keep_input, read_len, rearm, send_before_close, send_sealed,
-    send_sealed_before_close,
+    COMMAND_TOKEN, LISTENER_BASE, READ_BUF, ShardIo, Sink, Slab, Spill,
+    client::proto::{CLOSE_STALL_NS, CloseWatch},
+    closed_by, failure_of, flush, interest, joined, keep_input, read_len, rearm, send_before_close,
+    send_sealed, send_sealed_before_close,
     shard_loop::{self, Engine, Extra, Reporter},
     shrink, take_input, tls_read,
 };
@@ -59,6 +60,15 @@ pub(crate) const EMFILE_PAUSE_MS: u64 = 100;
 /// A shard that closed its listeners at its cap reopens them below this fill: the
 /// hysteresis keeps it from flapping in and out of the reuseport groups.
 pub(crate) const REOPEN_FILL: f64 = 0.9;
+
+/// Goodbyes a shard has out at once at a server teardown, each waiting for its peer's end
+/// of the stream. Measured at 1M over the bridge (56 server shards, 60 client processes):
+/// all at once held a close frame in every socket on both sides past `tcp_mem` (762,541
+/// `sock_exceed_buf_limit`, 50,784 client tail-loss probes, teardown past 180 s); 1024 a
+/// shard left shards waiting > 5 s for one answer, so they gave up and closed at once
+/// (460,452 resets, teardown 119 s); 64: 0 server resets, 7 client retransmits, teardown
+/// 137 s (closing at once: 56 s and 701,155 resets).
+pub(crate) const GOODBYE_WINDOW: u64 = 64;
 
 struct Conn {
     fd: OwnedFd,
@@ -103,6 +113,13 @@ struct Shard {
     /// ns): one deadline for all, so the front is always the next to expire and the sweep
     /// never scans connections that finished their handshake long ago.
     handshakes: VecDeque<(u64, u64)>,
+    /// Server teardown: connections still to say goodbye to (popped from the end: oldest
+    /// first), how many wait in [`WsState::Closing`], whether they still wait (not once the
+    /// teardown stalled), and the watch that tells.
+    to_goodbye: Vec<u64>,
+    goodbyes_waiting: u64,
+    goodbye_waits: bool,
+    goodbye_watch: CloseWatch,
     rep: Reporter,
     warned_emfile: bool,
 }
@@ -154,6 +171,10 @@ pub(crate) fn run(
         push: None,
         push_done: None,
         handshakes: VecDeque::new(),
+        to_goodbye: Vec::new(),
+        goodbyes_waiting: 0,
+        goodbye_waits: true,
+        goodbye_watch: CloseWatch::default(),
         rep,
         warned_emfile: false,
         cfg,
@@ -172,6 +193,13 @@ impl Engine for Shard {
         }
     }
 
+    fn after_events(&mut self, ep: &Epoll) {
+        // A goodbye ended in this batch: the next ones may go.
+        if !self.to_goodbye.is_empty() && self.goodbyes_waiting < GOODBYE_WINDOW {
+            self.goodbye_more(ep);
+        }
+    }
+
     #[inline]
     fn event(&mut self, ep: &Epoll, tok: u64, ev: u32) {
         if tok >= LISTENER_BASE {
@@ -187,7 +215,7 @@ impl Engine for Shard {
                 id,
                 started_unix_ns,
             } => self.start_push(id, started_unix_ns),
-            ShardCommand::Close => self.close_all(ep),
+            ShardCommand::Close => self.say_goodbye(ep),
             ShardCommand::Start { .. } | ShardCommand::Mark { .. } | ShardCommand::Stop => {}
         }
         Ok(())
@@ -195,6 +223,7 @@ impl Engine for Shard {
 
     fn tick(&mut self, ep: &Epoll) -> bool {
         self.sweep_handshakes();
+        self.goodbyes_stalled(ep);
         self.resume_listeners(ep);
         false
     }
@@ -382,6 +411,124 @@ impl Shard {
         }
     }
 
+    /// Teardown by the server (clients on other hosts): each connection past its
+    /// handshake gets the goodbye (close frame on a WebSocket, close_notify under TLS) and
+    /// the FIN in one segment, and stays readable until the peer ends its side,
+    /// [`GOODBYE_WINDOW`] at a time; the rest close now.
+    fn say_goodbye(&mut self, ep: &Epoll) {
+        self.to_goodbye.clear();
+        for tok in self.conns.tokens_from(0, usize::MAX).0 {
+            let Some(conn) = self.conns.get_mut(tok) else {
+                continue;
+            };
+            match conn.ws {
+                WsState::Closing => {}
+                WsState::Handshake => self.close_local(tok),
+                _ if conn.tls_handshaking() => self.close_local(tok),
+                _ => self.to_goodbye.push(tok),
+            }
+        }
+        self.to_goodbye.reverse();
+        let left = self.goodbyes_waiting + self.to_goodbye.len() as u64;
+        self.goodbye_watch = CloseWatch::new(left, sys::monotonic_ns());
+        if let Some(job) = self.push.take() {
+            self.push_done = Some(job.id);
+        }
+        self.goodbye_more(ep);
+    }
+
+    /// Says goodbye while fewer than [`GOODBYE_WINDOW`] wait (to all of the rest, closing
+    /// at once, once the teardown stalled).
+    fn goodbye_more(&mut self, ep: &Epoll) {
+        while !self.goodbye_waits || self.goodbyes_waiting < GOODBYE_WINDOW {
+            let Some(tok) = self.to_goodbye.pop() else {
+                return;
+            };
+            self.goodbye(ep, tok);
+        }
+    }
+
+    fn goodbye(&mut self, ep: &Epoll, tok: u64) {
+        let Some(conn) = self.conns.get_mut(tok) else {
+            return;
+        };
+        let open = conn.ws == WsState::Open;
+        if open {
+            self.c.ws_open -= 1;
+        }
+        if open || conn.tls.is_some() {
+            let bye = going_away();
+            send_sealed_before_close(
+                conn.fd.as_fd(),
+                conn.tls.as_deref_mut(),
+                &mut self.wire,
+                &conn.spill,
+                if open { &bye } else { &[] },
+                &mut self.c.bytes_out,
+            );
+        }
+        conn.ws = WsState::Closing;
+        // Output still queued is given up, as a close would: only the peer's end of the
+        // stream is awaited now.
+        conn.spill = None;
+        let waits = self.goodbye_waits
+            && sys::shutdown_write(conn.fd.as_fd())
+                .and_then(|()| ep.modify(conn.fd.as_fd(), EPOLLIN, tok))
+                .is_ok();
+        if waits {
+            self.goodbyes_waiting += 1;
+        } else {
+            self.close_local(tok);
+        }
+    }
+
+    /// A connection the server said goodbye to is readable: the peer's close reply (read
+    /// and dropped) or its end of the stream, which ends the connection.
+    fn goodbye_input(&mut self, tok: u64) {
+        let Some(conn) = self.conns.get_mut(tok) else {
+            return;
+        };
+        loop {
+            match sys::read(conn.fd.as_fd(), &mut self.buf) {
+                Ok(0) => break,
+                Ok(n) => self.c.bytes_in += n as u64,
+                Err(e) if sys::would_block(&e) => return,
+                Err(_) => break,
+            }
+        }
+        self.goodbyes_waiting -= 1;
+        self.close_local(tok);
+    }
+
+    /// Closes the goodbyes still waiting, and the rest right after theirs, once no peer
+    /// ended its side for [`CLOSE_STALL_NS`] (peers gone, or not reading).
+    fn goodbyes_stalled(&mut self, ep: &Epoll) {
+        let left = self.goodbyes_waiting + self.to_goodbye.len() as u64;
+        if !self.goodbye_waits || !self.goodbye_watch.stalled(left, sys::monotonic_ns()) {
+            return;
+        }
+        self.warn(goodbye_unanswered(self.goodbyes_waiting, CLOSE_STALL_NS));
+        self.goodbye_waits = false;
+        for tok in self.conns.tokens_from(0, usize::MAX).0 {
+            if self
+                .conns
+                .get_mut(tok)
+                .is_some_and(|c| c.ws == WsState::Closing)
+            {
+                self.close_local(tok);
+            }
+        }
+        self.goodbyes_waiting = 0;
+        self.goodbye_more(ep);
+    }
+
+    /// Closes a connection this end ended.
+    fn close_local(&mut self, tok: u64) {
+        if self.close(tok) {
+            self.c.closed.local_close += 1;
+        }
+    }
+
     /// Removes a connection (closing its fd, which also drops it from the epoll set).
     fn close(&mut self, tok: u64) -> bool {
         let Some(conn) = self.conns.remove(tok) else {
@@ -429,6 +576,10 @@ impl Shard {
         let Some(conn) = self.conns.get_mut(tok) else {
             return;
         };
+        if conn.ws == WsState::Closing {
+            self.goodbye_input(tok);
+            return;
+        }
         let before = interest(&conn.spill);
         if before == EPOLLOUT {
             // Only writing while output is queued (backpressure): flush, then resume reading.

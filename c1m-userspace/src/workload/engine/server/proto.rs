@@ -20,6 +20,12 @@ pub enum WsState {
     Handshake,
     /// Past the handshake: frames.
     Open,
+    /// The server said goodbye on its own (close frame, close_notify, FIN) and waits for
+    /// the peer's end of the stream before it closes the socket: RFC 6455 §7.1.1 has the
+    /// server close the TCP connection after both close frames. Closed at once, the
+    /// socket answered each peer's close reply with a reset (699,691 of 1M over the
+    /// bridge, `TCP_TIMEWAIT_SOCKET`).
+    Closing,
 }
 
 /// What a connection's input asks of the engine.

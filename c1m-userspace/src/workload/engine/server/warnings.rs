@@ -33,3 +33,12 @@ pub(crate) fn emfile_warning(e: &std::io::Error, conns: u64, cap: u64) -> String
         )
     }
 }
+
+/// A server teardown whose peers stopped ending their side of the goodbyes.
+pub(crate) fn goodbye_unanswered(waiting: u64, stall_ns: u64) -> String {
+    format!(
+        "teardown: {waiting} peer(s) did not end their side within {} s of our goodbye (gone, or \
+         not reading); closed them, and the rest right after their goodbye",
+        stall_ns / 1_000_000_000
+    )
+}
