@@ -199,6 +199,28 @@ pub struct KernelVsApp {
     pub explanation: Option<String>,
 }
 
+impl KernelVsApp {
+    /// Both figures there and equal: what "kernel = app" means everywhere it is said.
+    pub(crate) fn agrees(&self) -> bool {
+        self.agree && self.kernel == self.app
+    }
+}
+
+/// A `--check` judged at the run's end: what was asked, what was measured, the verdict.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+#[serde(default)]
+pub struct CheckResult {
+    /// The check as written: "push.p99 < 50ms".
+    pub check: String,
+    /// The measured value in the figure's stored unit (µs for latencies, bytes, counts,
+    /// per second, seconds); None: the run did not measure it.
+    pub measured: Option<f64>,
+    /// The measured value as the summary shows it ("172.5 ms"), or why there is none.
+    pub shown: String,
+    /// Met. A figure the run did not measure fails its check.
+    pub passed: bool,
+}
+
 /// One phase of a run (setup, idle, push, teardown) and what it cost each process.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(default)]
@@ -711,6 +733,8 @@ pub struct RunRecord {
     pub server_info: Option<ServerInfo>,
     /// What the box and the namespace held when the run started (None: likewise).
     pub start: Option<StartState>,
+    /// The `--check`s judged at the end, in the order given (empty: none asked).
+    pub checks: Vec<CheckResult>,
 }
 
 impl RunRecord {

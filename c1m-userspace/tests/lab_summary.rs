@@ -213,3 +213,113 @@ fn every_commands_help_fits_80_columns_and_old_flag_names_work() {
         "doctor ran its checks"
     );
 }
+
+/// `--check` (issue 35, point 5): judged on the run's own figures, listed last in the
+/// summary with the measured value and in summary.json, and one failed check is exit
+/// code 3 with a line on stderr; all met is 0. A check c1m cannot read fails before
+/// anything starts, in one line.
+#[test]
+fn checks_gate_the_exit_code_with_the_measured_values() {
+    if !root_or_skip("checks_gate_the_exit_code_with_the_measured_values") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let out = fresh_dir("checks");
+    let checks = [
+        "failures == 0",
+        "kernel = app",
+        "held >= 300",
+        "push.p99 < 1us",
+        "mem.kernel < 1MiB",
+    ];
+    let mut args = vec!["--ports", "8000-8009", "--idle", "1s", "-n", "300"];
+    for c in &checks {
+        args.extend(["--check", c]);
+    }
+    let result = c1m_run(&out, &args)
+        .env("COLUMNS", "80")
+        .output()
+        .expect("c1m run");
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert_eq!(result.status.code(), Some(3), "{stdout}\n{stderr}");
+    let run: RunRecord = serde_json::from_str(
+        &std::fs::read_to_string(run_folder(&out).join("summary.json")).expect("summary.json"),
+    )
+    .expect("summary");
+    assert_eq!(run.outcome.to_string(), "complete", "{stdout}");
+    let got: Vec<(&str, bool)> = run
+        .checks
+        .iter()
+        .map(|c| (c.check.as_str(), c.passed))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("failures == 0", true),
+            ("kernel = app", true),
+            ("held >= 300", true),
+            ("push.p99 < 1us", false),
+            ("mem.kernel < 1MiB", true)
+        ]
+    );
+    assert_eq!(run.checks[2].measured, Some(300.0));
+    assert!(run.checks[3].measured.is_some_and(|us| us >= 1.0));
+    let summary = summary_of(&stdout);
+    assert!(
+        summary.contains("checks: 1 of 5 FAILED (exit code 3)"),
+        "{summary}"
+    );
+    assert!(summary.contains("\n  pass held >= 300: 300\n"), "{summary}");
+    assert!(summary.contains("\n  FAIL push.p99 < 1us: "), "{summary}");
+    assert_eq!(
+        stderr.matches("check failed: push.p99 < 1us: ").count(),
+        1,
+        "{stderr}"
+    );
+
+    // The same run with the checks it meets ends 0.
+    let met = fresh_dir("checks-met");
+    let result = c1m_run(
+        &met,
+        &[
+            "--ports",
+            "8000-8009",
+            "--idle",
+            "0s",
+            "-n",
+            "300",
+            "--check",
+            "failures == 0",
+            "--check",
+            "push.p99 < 60s",
+        ],
+    )
+    .output()
+    .expect("c1m run");
+    assert_eq!(
+        result.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+
+    // Bad checks: one line, exit 1, no run folder.
+    for (check, says) in [
+        ("push.p98 < 5ms", "no figure \"push.p98\""),
+        ("push.p99 < 5", "needs a time unit"),
+        ("failures", "no comparison"),
+    ] {
+        let bad = fresh_dir("checks-bad");
+        let result = c1m_run(&bad, &["-n", "10", "--check", check])
+            .output()
+            .expect("c1m run");
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert_eq!(result.status.code(), Some(1), "{check}: {stderr}");
+        assert!(
+            stderr.lines().next().is_some_and(|l| l.contains(says)),
+            "{check}: {stderr}"
+        );
+        assert!(lab_util::run_folders(&bad).is_empty(), "{check}");
+    }
+}

@@ -16,6 +16,7 @@
 
 pub(crate) mod check;
 pub(crate) mod doctor;
+pub(crate) mod gate;
 pub(crate) mod live;
 pub mod run;
 pub(crate) mod servers;

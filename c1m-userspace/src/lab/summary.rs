@@ -275,6 +275,21 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
             }
         }
     }
+    // Last, where CI reads: the verdicts the exit code follows.
+    let checks = crate::lab::gate::lines(&run.checks);
+    if !checks.is_empty() {
+        s.push('\n');
+    }
+    for l in checks {
+        let item = l.strip_prefix("  ");
+        wrapln!(
+            s,
+            width,
+            if item.is_some() { "  " } else { "" },
+            "{}",
+            item.unwrap_or(&l)
+        );
+    }
     s
 }
 
@@ -324,7 +339,7 @@ fn phase_table(phases: &[Phase]) -> Blocks {
 
 /// A row the kernel and the app agree on: both there and equal.
 fn agrees(row: &KernelVsApp) -> bool {
-    row.agree && row.kernel == row.app
+    row.agrees()
 }
 
 /// Kernel vs app at the end of each phase: one line when they agreed after every phase,

@@ -222,14 +222,19 @@ pub(crate) fn main(args: RunArgs) -> Result<i32> {
         drop(topo);
         (ended?, sources)
     };
-    let run = merged(shape, &dir)?;
+    let mut run = merged(shape, &dir)?;
+    if !args.checks.is_empty() {
+        run.checks = crate::lab::gate::judge(&args.checks, &run);
+        report::write_run(&dir, &run)
+            .with_context(|| format!("writing the checks into {}", dir.display()))?;
+    }
     println!("{}", crate::lab::summary::text(&run));
     println!("{}", per_host_table(&run, &names, sources));
     println!("run folder: {}", dir.display());
     drop(journal);
     Ok(match outcome {
         Outcome::Interrupted => Outcome::Interrupted.exit_code(),
-        _ => run.outcome.exit_code(),
+        _ => crate::lab::gate::exit_code(run.outcome.exit_code(), &run.checks),
     })
 }
 
@@ -274,6 +279,8 @@ impl Hosts<'_> {
         one.addr = topology::server_addr().to_string();
         one.into = Some(self.dir.join("hosts").join("server"));
         one.plain = !self.args.json;
+        // Judged on the merged run, not on the server host's half of it.
+        one.checks = Vec::new();
         one
     }
 

@@ -443,6 +443,7 @@ fn build(with_snapshots: bool) -> (RunRecord, Vec<(String, AppSnapshot)>) {
             waited_s: Some(0.0),
             wait_limit_s: Some(70.0),
         }),
+        checks: Vec::new(),
     };
     (run, snaps_out)
 }

@@ -319,6 +319,7 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         repeat,
         baseline,
         verbose,
+        checks,
         isolation,
         clean_wait,
         server_name,
@@ -393,6 +394,9 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
     v.value("repeat", repeat.to_string());
     v.opt("baseline", baseline.as_ref());
     v.flag("verbose", *verbose);
+    for c in checks {
+        v.value("check", c.to_string());
+    }
     v.opt("isolation", isolation.as_ref().map(value_name));
     v.value("clean_wait", duration(*clean_wait));
     v.opt("server_name", server_name.as_ref());

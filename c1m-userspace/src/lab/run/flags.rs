@@ -281,6 +281,15 @@ pub struct RunArgs {
     /// `<name>-<k>.stdout.log` and the detail to compare.txt, in the comparison folder.
     #[arg(help_heading = "Comparison (--servers)", long)]
     pub verbose: bool,
+    /// A threshold the run must meet, judged at its end, e.g. 'push.p99 < 50ms',
+    /// 'failures == 0', 'kernel = app' (repeat for more; with --servers, each run's own).
+    /// Listed in the summary and summary.json with the measured value; one that fails
+    /// makes the exit code 3. Figures: setup.rate, setup.time, held, failures, overflows,
+    /// retransmits, resets, mem.server, mem.client, mem.kernel, cpu.server, warnings,
+    /// kernel = app, and latencies NAME.p50/.p99/.p999/.max (NAME: connect,
+    /// ws_handshake, push, push_fanout, echo).
+    #[arg(value_name = "CHECK", help_heading = "Lab and output", long = "check", value_parser = crate::lab::gate::parse)]
+    pub checks: Vec<crate::lab::gate::Check>,
 }
 
 /// The most `--repeat` takes: a thousand rounds of six servers is already weeks.

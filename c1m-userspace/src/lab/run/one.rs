@@ -365,6 +365,7 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         lab.interrupted,
         !lab.record.warnings.is_empty(),
     );
+    lab.record.checks = crate::lab::gate::judge(&args.checks, &lab.record);
     let written = lab.write_exports();
     match &written {
         // The run folder holds the outcome: a scrape from now on says it too.
@@ -397,6 +398,9 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     if lab.record.outcome != Outcome::Complete {
         eprintln!("c1m run: {}", lab.record.outcome);
     }
+    for c in lab.record.checks.iter().filter(|c| !c.passed) {
+        eprintln!("c1m run: check failed: {}: {}", c.check, c.shown);
+    }
     // Everything is written and restored: only the endpoint is left, for a final scrape
     // of the figures the run ended with (a 15 s scrape interval misses a 2 s push).
     if let Some(addr) = lab.live.metrics_addr()
@@ -410,5 +414,8 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         lab.live.linger(args.metrics_linger).await;
     }
     lab.live.stop();
-    Ok(lab.record.outcome.exit_code())
+    Ok(crate::lab::gate::exit_code(
+        lab.record.outcome.exit_code(),
+        &lab.record.checks,
+    ))
 }

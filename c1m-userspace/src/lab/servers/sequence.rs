@@ -247,6 +247,8 @@ async fn run_all(mut args: RunArgs) -> Result<i32> {
     );
     let mut runs = Vec::new();
     let mut worst = Outcome::Complete;
+    // A run of the sequence whose --check failed: the sequence exits 3 as that run did.
+    let mut checks_failed = false;
     for (i, (server, r)) in order.iter().enumerate() {
         // A signal that came between two runs (while the last one was read back) stops
         // the sequence here, before the next run starts only to be killed.
@@ -300,9 +302,10 @@ async fn run_all(mut args: RunArgs) -> Result<i32> {
         {
             eprintln!("c1m run --servers: {server}: {e:#}; and recording it: {w:#}");
         }
-        let outcome = load_run(&run_dir)
-            .map(|r| r.outcome)
-            .unwrap_or(Outcome::Failed);
+        let (outcome, checks) = load_run(&run_dir)
+            .map(|r| (r.outcome, r.checks))
+            .unwrap_or((Outcome::Failed, Vec::new()));
+        checks_failed |= checks.iter().any(|c| !c.passed);
         worst = worst.worst(outcome);
         runs.push(compare_arg(&run_dir, *server));
         if outcome == Outcome::Interrupted {
@@ -327,7 +330,13 @@ async fn run_all(mut args: RunArgs) -> Result<i32> {
     if code != 0 {
         return Ok(code);
     }
-    Ok(worst.exit_code())
+    Ok(crate::lab::gate::exit_code(
+        worst.exit_code(),
+        &[crate::model::CheckResult {
+            passed: !checks_failed,
+            ..Default::default()
+        }],
+    ))
 }
 
 #[cfg(test)]

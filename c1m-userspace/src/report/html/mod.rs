@@ -218,6 +218,18 @@ fn header(run: &RunRecord) -> Markup {
                 ul { @for w in &run.warnings { li { (w) } } }
             }
         }
+        @if !run.checks.is_empty() {
+            @let failed = run.checks.iter().filter(|c| !c.passed).count();
+            div class=(if failed > 0 { "warn" } else { "sub" }) {
+                b {
+                    @if failed > 0 { "Checks: " (failed) " of " (run.checks.len()) " failed (exit code 3)" }
+                    @else { "Checks: all " (run.checks.len()) " passed" }
+                }
+                ul { @for c in &run.checks {
+                    li { @if c.passed { "pass " } @else { b { "FAIL " } } (c.check) ": " (c.shown) }
+                } }
+            }
+        }
     }
 }
 
