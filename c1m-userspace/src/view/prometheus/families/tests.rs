@@ -418,6 +418,11 @@ fn docs_metrics_md_lists_every_family_with_its_type() {
     let mut s = with_histograms(demo::state());
     s.info = info();
     s.outcome = Some(Outcome::Running);
+    // The TLS families show only for a side that spoke TLS.
+    if let Some(c) = s.client.as_mut() {
+        c.counters.tls_handshakes.full = 5;
+        c.counters.tls_errors.timeout = 1;
+    }
     let mut exported = std::collections::BTreeMap::new();
     for detail in [Detail::default(), Detail { per_port: true }] {
         let text = render(&s, detail).unwrap();
