@@ -463,7 +463,7 @@ fn every_histogram_of_the_app_has_its_family() {
     }
 }
 
-/// The cost of a scrape with the client's seven histograms full (the lab serves one
+/// The cost of a scrape with the client's nine histograms full (the lab serves one
 /// per scrape; Prometheus scrapes every 15 s by default):
 /// `cargo test --release -p c1m-userspace --lib render_cost -- --ignored --nocapture`.
 #[test]
