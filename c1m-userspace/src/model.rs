@@ -342,8 +342,24 @@ pub struct RunConfig {
     /// What made the server push (`--push-trigger`); fan-out is timed from it. None: a
     /// run recorded before c1m kept it.
     pub push_trigger: Option<TriggerKind>,
+    /// TLS on every connection (`--tls`: wss in ws mode), with resumption and the
+    /// certificate's key; None: plain TCP.
+    pub tls: Option<crate::workload::tls::record::TlsRecord>,
     /// The command line c1m was started with.
     pub command_line: String,
+}
+
+impl RunConfig {
+    /// The protocol in one word as people name it: "wss" (ws over TLS), "ws", "echo
+    /// over TLS", "hold" (an older record without a mode: "?").
+    pub fn protocol(&self) -> String {
+        match (self.mode.as_str(), self.tls.is_some()) {
+            ("", _) => "?".to_owned(),
+            ("ws", true) => "wss".to_owned(),
+            (m, true) => format!("{m} over TLS"),
+            (m, false) => m.to_owned(),
+        }
+    }
 }
 
 /// `tuned` as recorded: the sysctl values, or the flag of an older record (read as not

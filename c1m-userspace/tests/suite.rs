@@ -24,6 +24,7 @@ mod lab_push_rule;
 mod lab_run;
 mod lab_servers;
 mod lab_summary;
+mod lab_tls_figures;
 mod lab_truth;
 mod layers;
 mod live_view_final;

@@ -16,7 +16,9 @@ use crate::report::html::tables::flatten;
 
 /// Facts that vary with every run and say nothing about its setup, or that are said
 /// below in words of their own.
-const IGNORED: [&str; 6] = [
+const IGNORED: [&str; 7] = [
+    // Said as `protocol`.
+    "config.mode",
     "machine.mem_available_bytes",
     "config.command_line",
     // Says how much memory was free at the start.
@@ -47,6 +49,9 @@ fn facts(r: &RunRecord) -> Vec<(String, String)> {
                 .and_then(|i| i.shape)
                 .map_or_else(|| NOT_RECORDED.to_owned(), |s| s.describe()),
         ),
+        // "wss" against "ws" in one word; the TLS details (resumption, key) follow
+        // from `config.tls`.
+        ("protocol".to_owned(), r.config.protocol()),
         (
             "push trigger".to_owned(),
             r.config

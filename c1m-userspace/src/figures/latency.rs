@@ -1,5 +1,5 @@
-//! The latencies the live view shows while a run goes on: the client's connect and
-//! WebSocket handshake during setup, the push per message and its fan-out after a push.
+//! The latencies the live view shows while a run goes on: the client's connect, TLS
+//! and WebSocket handshakes during setup, the push per message and its fan-out after a push.
 //! Read from the percentiles the client computes of its own histograms, the histograms
 //! the run folder's `.hgrm` files and the summary are written from: the last live value
 //! is the final one.
@@ -7,7 +7,9 @@
 use serde::Serialize;
 
 use crate::workload::stats::{
-    histograms::{CONNECT, HIST_NAMES, PUSH_FANOUT, PUSH_MESSAGE, Percentiles, WS_HANDSHAKE},
+    histograms::{
+        CONNECT, HIST_NAMES, PUSH_FANOUT, PUSH_MESSAGE, Percentiles, TLS_HANDSHAKE, WS_HANDSHAKE,
+    },
     snapshot::AppSnapshot,
 };
 
@@ -16,7 +18,11 @@ use crate::workload::stats::{
 pub struct Latencies {
     /// `connect()` to established (`connect_us`).
     pub connect: Option<Percentiles>,
-    /// WebSocket upgrade request to a valid 101 (`ws_handshake_us`).
+    /// The TLS handshake, from the ClientHello written (the connect completing) to the
+    /// handshake done (`tls_handshake_us`; `None` without `--tls`).
+    pub tls_handshake: Option<Percentiles>,
+    /// WebSocket upgrade request to a valid 101 (`ws_handshake_us`; with TLS the request
+    /// goes out as the TLS handshake ends).
     pub ws_handshake: Option<Percentiles>,
     /// Push per message, from the server's stamp the run's rule names (`push_message_us`).
     pub push_message: Option<Percentiles>,
@@ -36,6 +42,7 @@ impl Latencies {
         };
         Latencies {
             connect: get(CONNECT),
+            tls_handshake: get(TLS_HANDSHAKE),
             ws_handshake: get(WS_HANDSHAKE),
             push_message: get(PUSH_MESSAGE),
             push_fanout: get(PUSH_FANOUT),

@@ -83,6 +83,10 @@ pub struct SideFigures {
     pub app_failures: Option<u64>,
     /// Failures by cause, only the non-zero ones.
     pub app_failure_causes: Vec<(&'static str, u64)>,
+    /// TLS handshakes that failed, by reason (the counters' JSON names), only the
+    /// non-zero ones: the detail behind the `tls` cause of `app_failure_causes` (a TLS
+    /// error on a connection already open counts here too, as a close).
+    pub tls_failure_reasons: Vec<(&'static str, u64)>,
     pub kernel_established: Option<i64>,
     /// Connections of the side that reached ESTABLISHED since the observer attached.
     pub kernel_established_total: Option<u64>,
@@ -125,6 +129,16 @@ const CLOSING_STATES: [u32; 4] = [
     tcp_state::LAST_ACK,
 ];
 
+/// TLS failure reasons in words, the counts first: "3 untrusted certificate, 1
+/// timeout" (empty when there are none). Every view that names them reads this.
+pub(crate) fn tls_reasons_in_words(reasons: &[(&'static str, u64)]) -> String {
+    reasons
+        .iter()
+        .map(|(why, n)| format!("{} {}", crate::fmt::count(*n), why.replace('_', " ")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl SideFigures {
     fn of(
         kernel: Option<&KernelView>,
@@ -154,6 +168,9 @@ impl SideFigures {
             app_failures: c.map(|c| c.failures.total()),
             app_failure_causes: c
                 .map(|c| c.failures.iter().filter(|(_, n)| *n > 0).collect())
+                .unwrap_or_default(),
+            tls_failure_reasons: c
+                .map(|c| c.tls_errors.iter().filter(|(_, n)| *n > 0).collect())
                 .unwrap_or_default(),
             kernel_established: kernel.map(|k| counts::kernel_established(k, side).value),
             kernel_established_total: kernel

@@ -11,7 +11,7 @@ use crate::compare::fit::{self, Blocks, Line};
 use crate::fmt::{bytes, count, num, pace, signed, whole};
 use crate::model::{KernelVsApp, Phase, RunRecord};
 use crate::observer::{audit::Verdict, view::Scope};
-use crate::report::figures::{hist_title, push_rule_line};
+use crate::report::figures::{hist_title, push_rule_line, tls_line};
 use crate::workload::stats::{
     histograms::{HIST_NAMES, Percentiles, SETUP_LATENCY_PAIRS},
     setup_rate::PeakRate,
@@ -36,6 +36,16 @@ const PHASE_LEGEND: &str = "secs: the phase's length; cpu: user/system CPU secon
      memory at the phase's end; kernel mem: the kernel memory of the watched sockets; free \
      mem: the box's MemAvailable";
 
+/// The workload as the header says it: "ws mode", "wss mode" (ws over TLS), "echo mode
+/// over TLS".
+fn mode_phrase(c: &crate::model::RunConfig) -> String {
+    match (c.mode.as_str(), &c.tls) {
+        ("ws", Some(_)) => "wss mode".to_owned(),
+        (m, Some(_)) => format!("{m} mode over TLS"),
+        (m, None) => format!("{m} mode"),
+    }
+}
+
 /// The summary with every line at most `width` columns.
 pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
     let mut s = String::new();
@@ -51,10 +61,10 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
         s,
         width,
         "",
-        "== c1m run: {}{warned} — {} connections, {} mode, {} ==",
+        "== c1m run: {}{warned} — {} connections, {}, {} ==",
         run.outcome,
         count(c.connections),
-        c.mode,
+        mode_phrase(c),
         match c.rate_per_s {
             0 => pace(0),
             r => format!("{} target", pace(r)),
@@ -68,6 +78,9 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
         run.server_label(),
         run.client_label()
     );
+    if let Some(tls) = tls_line(run) {
+        wrapln!(s, width, "", "{tls}");
+    }
     if let Some(start) = run.start_line() {
         wrapln!(s, width, "", "start: {start}");
     }

@@ -146,6 +146,40 @@ pub(crate) fn push_rule_line(run: &RunRecord) -> Option<String> {
     })
 }
 
+/// The run's TLS in one line (the summary's and the report's), or None for a plain run:
+/// the certificate's key, resumption, the client's handshakes by kind and the failures
+/// of each side by reason in words.
+pub(crate) fn tls_line(run: &RunRecord) -> Option<String> {
+    let t = run.config.tls?;
+    let mut s = format!(
+        "TLS: {} certificate, resumption {}",
+        t.key.map_or("a", |k| k.name()),
+        if t.resumption { "on" } else { "off" }
+    );
+    if let Some(c) = &run.client {
+        let h = &c.counters.tls_handshakes;
+        s.push_str(&format!(
+            "; client handshakes {} full, {} resumed",
+            count(h.full),
+            count(h.resumed)
+        ));
+    }
+    for (side, snap) in [("client", &run.client), ("server", &run.server)] {
+        let reasons: Vec<_> = snap
+            .iter()
+            .flat_map(|a| a.counters.tls_errors.iter())
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        if !reasons.is_empty() {
+            s.push_str(&format!(
+                "; {side} failed: {}",
+                crate::figures::tls_reasons_in_words(&reasons)
+            ));
+        }
+    }
+    Some(s)
+}
+
 type Get = fn(&Sample) -> Option<f64>;
 
 /// Largest value of a sample field over the run.
@@ -225,6 +259,37 @@ pub(crate) fn key_figures_of(run: &RunRecord, hists: &[RunHist], full_latency: b
         ],
         hist: None,
     });
+    if run.config.tls.is_some() {
+        // The handshakes' latency is the client tls_handshake card; here how they went.
+        let c = run.client.as_ref().map(|c| &c.counters);
+        let server = run.server.as_ref().map(|s| &s.counters);
+        groups.push(Group {
+            title: "TLS handshakes".into(),
+            figures: vec![
+                fig(
+                    "full, client",
+                    c.map(|c| c.tls_handshakes.full as f64),
+                    Unit::Count,
+                ),
+                fig(
+                    "resumed, client",
+                    c.map(|c| c.tls_handshakes.resumed as f64),
+                    Unit::Count,
+                ),
+                fig(
+                    "failed, client",
+                    c.map(|c| c.tls_errors.total() as f64),
+                    Unit::Count,
+                ),
+                fig(
+                    "failed, server",
+                    server.map(|c| c.tls_errors.total() as f64),
+                    Unit::Count,
+                ),
+            ],
+            hist: None,
+        });
+    }
     let pc = &run.per_connection;
     groups.push(Group {
         title: format!("Memory per connection ({} open)", count(pc.connections)),

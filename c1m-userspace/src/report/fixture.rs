@@ -604,6 +604,7 @@ fn config() -> RunConfig {
             .collect(),
         ),
         push_trigger: Some(crate::model::TriggerKind::Control),
+        tls: None,
         command_line: "c1m run --connections 1000000 --rate 50000 --push 3 --tune".to_owned(),
     }
 }

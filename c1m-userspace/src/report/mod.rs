@@ -42,7 +42,7 @@ use thiserror::Error;
 
 use self::atomic::write_atomic;
 use super::model::RunRecord;
-use crate::workload::stats::histograms::{HIST_NAMES, HistError};
+use crate::workload::stats::histograms::{HIST_NAMES, HistError, hist_label};
 
 /// The run's [`RunRecord`] as pretty JSON, in the run folder.
 pub const SUMMARY: &str = "summary.json";
@@ -341,7 +341,6 @@ pub(crate) fn histograms(run: &RunRecord) -> Result<Vec<RunHist>, ExportError> {
 
 /// Why a run's histogram is empty, from what the run was asked to do.
 fn why_empty(run: &RunRecord, side: &str, name: &str) -> String {
-    use crate::workload::stats::histograms::hist_label;
     let c = &run.config;
     let label = hist_label(name);
     if side == "server" {
@@ -349,6 +348,9 @@ fn why_empty(run: &RunRecord, side: &str, name: &str) -> String {
     }
     let ws = c.mode == "ws";
     match label {
+        "tls_handshake" | "tls_open_from_schedule" if c.tls.is_none() => {
+            "no --tls: plain TCP".to_owned()
+        }
         "ws_handshake" | "ws_open_from_schedule" if !ws => {
             format!("--mode {}: no WebSocket handshake", c.mode)
         }
@@ -366,13 +368,12 @@ fn why_empty(run: &RunRecord, side: &str, name: &str) -> String {
 pub(crate) fn empty_histograms_line(run: &RunRecord) -> Option<String> {
     let hists = present_histograms(run).ok()?;
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
-    for h in hists.iter().filter(|h| h.hist.is_empty()) {
+    // A plain run's TLS histograms say nothing worth a word.
+    let plain_tls =
+        |h: &RunHist| run.config.tls.is_none() && hist_label(h.name).starts_with("tls_");
+    for h in hists.iter().filter(|h| h.hist.is_empty() && !plain_tls(h)) {
         let why = why_empty(run, h.side, h.name);
-        let what = format!(
-            "{} {}",
-            h.side,
-            crate::workload::stats::histograms::hist_label(h.name)
-        );
+        let what = format!("{} {}", h.side, hist_label(h.name));
         match groups.iter_mut().find(|(w, _)| *w == why) {
             Some((_, names)) => names.push(what),
             None => groups.push((why, vec![what])),

@@ -5,6 +5,8 @@
 //! differ (`none` when all agree, `n/a` when no row has both sides).
 //!
 //! Latencies are µs, from the client's histograms (`n/a` until one holds a value);
+//! `client_tls_failures` names the TLS handshakes that failed by reason
+//! (`3_untrusted_certificate,1_timeout`; `none`);
 //! `setup_s` is the client's setup time, frozen when the ramp ends. After idle, memory
 //! per connection (`kernel_bytes_per_socket`, `*_user_bytes_per_conn`) is the end of
 //! idle's and `memory_at` says `idle_end` (else `now`). A phase's last line, with the
@@ -17,7 +19,7 @@ use crate::view::live_state::LiveState;
 use crate::workload::stats::histograms::Percentiles;
 
 /// The keys of every line, in order.
-pub(crate) const KEYS: [&str; 42] = [
+pub(crate) const KEYS: [&str; 45] = [
     "t_s",
     "phase",
     "phase_end",
@@ -34,6 +36,7 @@ pub(crate) const KEYS: [&str; 42] = [
     "client_kernel_syn_sent",
     "client_app_in_flight",
     "client_app_failures",
+    "client_tls_failures",
     "setup_per_s",
     "setup_s",
     "server_transitions_per_s",
@@ -47,6 +50,8 @@ pub(crate) const KEYS: [&str; 42] = [
     "memory_at",
     "connect_p50_us",
     "connect_p99_us",
+    "tls_handshake_p50_us",
+    "tls_handshake_p99_us",
     "ws_handshake_p50_us",
     "ws_handshake_p99_us",
     "push_message_p50_us",
@@ -107,6 +112,7 @@ pub(crate) fn line(state: &LiveState) -> String {
         int(c.kernel_syn_sent),
         int(c.app_in_flight),
         int(c.app_failures),
+        tls_reasons(c),
         float(f.setup_per_s, 1),
         float(f.setup_duration_s, 3),
         float(s.transitions_per_s, 1),
@@ -120,6 +126,8 @@ pub(crate) fn line(state: &LiveState) -> String {
         held.map_or_else(|| "now".to_owned(), |h| format!("{}_end", word(h))),
         p(l.connect, |p| p.p50),
         p(l.connect, |p| p.p99),
+        p(l.tls_handshake, |p| p.p50),
+        p(l.tls_handshake, |p| p.p99),
         p(l.ws_handshake, |p| p.p50),
         p(l.ws_handshake, |p| p.p99),
         p(l.push_message, |p| p.p50),
@@ -144,6 +152,23 @@ pub(crate) fn line(state: &LiveState) -> String {
         out.push_str(&v);
     }
     out
+}
+
+/// TLS failures by reason, the words of [`crate::figures::tls_reasons_in_words`] made
+/// one value: `3_untrusted_certificate,1_timeout` (`none` while there is none, `n/a`
+/// without the side's app figures).
+fn tls_reasons(side: &SideFigures) -> String {
+    if side.app_failures.is_none() {
+        return NA.to_owned();
+    }
+    if side.tls_failure_reasons.is_empty() {
+        return "none".to_owned();
+    }
+    crate::figures::tls_reasons_in_words(&side.tls_failure_reasons)
+        .split(", ")
+        .map(word)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn int<T: ToString>(v: Option<T>) -> String {
@@ -265,6 +290,27 @@ mod tests {
         assert_eq!(
             m["stale"],
             "kernel:3.5s,kernel_walk:3.9s,server:3.5s,client:3.5s"
+        );
+    }
+
+    #[test]
+    fn tls_failures_are_named_in_words() {
+        let mut s = demo::state();
+        let m: BTreeMap<_, _> = parse(&line(&s)).into_iter().collect();
+        assert_eq!(m["client_tls_failures"], "none");
+        if let Some(c) = s.client.as_mut() {
+            c.counters.tls_errors.untrusted_certificate = 3;
+            c.counters.tls_errors.timeout = 1;
+        }
+        demo::refigure(&mut s);
+        let m: BTreeMap<_, _> = parse(&line(&s)).into_iter().collect();
+        assert_eq!(
+            m["client_tls_failures"],
+            "3_untrusted_certificate,1_timeout"
+        );
+        assert_eq!(
+            crate::figures::tls_reasons_in_words(&s.figures.client.tls_failure_reasons),
+            "3 untrusted certificate, 1 timeout"
         );
     }
 

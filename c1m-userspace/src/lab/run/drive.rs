@@ -128,9 +128,10 @@ impl Lab {
             })
             .await?
         } else {
-            self.wait_for("setup", setup_timeout, |_, c, _| {
+            self.wait_for("setup", setup_timeout, |s, c, _| {
                 let mut watch = watch.borrow_mut();
-                let setup = local_setup(c, n, watch_stalls.then_some(&mut *watch), Instant::now());
+                let setup =
+                    local_setup(c, s, n, watch_stalls.then_some(&mut *watch), Instant::now());
                 if setup == Setup::Stalled {
                     stalled.set(true);
                 }

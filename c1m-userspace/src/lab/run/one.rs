@@ -190,6 +190,7 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
                     .collect(),
             ),
             push_trigger: Some(trigger_kind(&trigger)),
+            tls: args.tls.record(&plan.server.tls),
             command_line: crate::util::command_line(),
         },
         machine: machine(),

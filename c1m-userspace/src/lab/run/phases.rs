@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::stall::StallWatch;
+use super::stall::{StallWatch, server_progress};
 use crate::{
     figures::counts,
     fmt::count,
@@ -188,9 +188,10 @@ pub(super) enum Setup {
 }
 
 /// The lab's own client's ramp towards `n` connections; `watch` is the stall watch of
-/// a foreign server's setup.
+/// a foreign server's setup, which also reads the server's CPU (`server`).
 pub(super) fn local_setup(
     client: Option<&AppSnapshot>,
+    server: Option<&AppSnapshot>,
     n: u64,
     watch: Option<&mut StallWatch>,
     now: Instant,
@@ -204,7 +205,12 @@ pub(super) fn local_setup(
     let pending = c.counters.connected < n;
     if let Some(w) = watch
         && c.phase == "ramp"
-        && w.stalled(now, c.counters.connected, pending)
+        && w.stalled(
+            now,
+            server_progress(&c.counters),
+            server.map(|s| s.cpu_user_s + s.cpu_sys_s),
+            pending,
+        )
     {
         Setup::Stalled
     } else {
@@ -459,37 +465,40 @@ mod tests {
     #[test]
     fn a_local_setup_ends_when_held_all_attempted_or_stalled() {
         let t0 = Instant::now();
-        assert_eq!(local_setup(None, 10, None, t0), Setup::Ramping);
+        assert_eq!(local_setup(None, None, 10, None, t0), Setup::Ramping);
         assert_eq!(
-            local_setup(Some(&snap("hold", 3)), 10, None, t0),
+            local_setup(Some(&snap("hold", 3)), None, 10, None, t0),
             Setup::Done
         );
         let mut c = snap("ramp", 0);
         c.counters.attempted = 10;
         c.counters.in_flight = 1;
-        assert_eq!(local_setup(Some(&c), 10, None, t0), Setup::Ramping);
+        assert_eq!(local_setup(Some(&c), None, 10, None, t0), Setup::Ramping);
         c.counters.in_flight = 0;
-        assert_eq!(local_setup(Some(&c), 10, None, t0), Setup::Done);
+        assert_eq!(local_setup(Some(&c), None, 10, None, t0), Setup::Done);
         // A flat connected count with connects pending: stalled, when watched.
         c.counters.attempted = 8;
         c.counters.connected = 5;
         let mut w = StallWatch::default();
-        assert_eq!(local_setup(Some(&c), 10, Some(&mut w), t0), Setup::Ramping);
-        let later = t0 + Duration::from_secs(60);
-        assert_eq!(local_setup(Some(&c), 10, None, later), Setup::Ramping);
         assert_eq!(
-            local_setup(Some(&c), 10, Some(&mut w), later),
+            local_setup(Some(&c), None, 10, Some(&mut w), t0),
+            Setup::Ramping
+        );
+        let later = t0 + Duration::from_secs(60);
+        assert_eq!(local_setup(Some(&c), None, 10, None, later), Setup::Ramping);
+        assert_eq!(
+            local_setup(Some(&c), None, 10, Some(&mut w), later),
             Setup::Stalled
         );
         let mut held = StallWatch::default();
         let mut h = c.clone();
         h.phase = "settle".to_owned();
         assert_eq!(
-            local_setup(Some(&h), 10, Some(&mut held), t0),
+            local_setup(Some(&h), None, 10, Some(&mut held), t0),
             Setup::Ramping
         );
         assert_eq!(
-            local_setup(Some(&h), 10, Some(&mut held), later),
+            local_setup(Some(&h), None, 10, Some(&mut held), later),
             Setup::Ramping,
             "only a ramp stalls"
         );

@@ -16,7 +16,7 @@ use self::{
     tables::{
         audit_table, cards, counters_table, hosts_table, json_rows, kernel_tables,
         kernel_vs_app_table, kv_table, latency_table, per_connection_table, phase_table,
-        setup_and_pushes, setup_latency_table,
+        setup_and_pushes, setup_latency_table, tls_table,
     },
 };
 use super::{
@@ -158,11 +158,7 @@ pub(crate) fn headline(run: &RunRecord) -> String {
     format!(
         "{} connections · {} · {} · {} · {} · {}",
         count(run.config.connections),
-        if run.config.mode.is_empty() {
-            "?"
-        } else {
-            &run.config.mode
-        },
+        run.config.protocol(),
         run.server_label(),
         run.client_label(),
         if run.machine.hostname.is_empty() {
@@ -268,6 +264,7 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
         }
         h2 #latency { "Latency" }
         (setup_latency_table(run, &hists))
+        (tls_table(run))
         @if rows.is_empty() {
             p.mut { "No latency was recorded in this run." }
         } @else {

@@ -9,7 +9,7 @@ use crate::{
     observer::audit::Verdict,
     report::{
         RunHist,
-        figures::{Group, push_rule_line, setup_rate},
+        figures::{Group, push_rule_line, setup_rate, tls_line},
         fmt::{bytes, count, int, ms, num, secs, utc},
     },
     workload::stats::{
@@ -325,9 +325,43 @@ pub(super) fn setup_latency_table(run: &RunRecord, hists: &[RunHist]) -> Markup 
                 }
             }
             p.mut {
-                "From the call: the " code { "connect()" } " call (or the handshake request) to success. From the schedule: the instant "
+                "From the call: the " code { "connect()" } " call (or the ClientHello, or the handshake request) to success; with TLS the WebSocket handshake starts as the TLS one ends, so the rows add up. From the schedule: the instant "
                 code { "--rate" }
                 " scheduled that connection to the same success, so the wait for an in-flight slot counts (coordinated omission corrected, as wrk2 does). Unpaced runs have no schedule."
+            }
+        }
+    }
+}
+
+/// A TLS run's handshakes: the run's TLS in a line, then the failed handshakes by reason
+/// for each side (nothing for a plain run).
+pub(super) fn tls_table(run: &RunRecord) -> Markup {
+    let Some(line) = tls_line(run) else {
+        return html! {};
+    };
+    let none = crate::workload::stats::counters::TlsErrors::default();
+    let of = |s: &Option<AppSnapshot>| s.as_ref().map_or(none, |a| a.counters.tls_errors);
+    let (client, server) = (of(&run.client), of(&run.server));
+    let rows: Vec<(&str, u64, u64)> = client
+        .iter()
+        .zip(server.iter())
+        .filter(|((_, c), (_, s))| c + s > 0)
+        .map(|((why, c), (_, s))| (why, c, s))
+        .collect();
+    html! {
+        p { (line) "." }
+        @if rows.is_empty() {
+            p.mut { "No TLS handshake failed." }
+        } @else {
+            table {
+                tr { th.t { "TLS failures by reason" } th { "client" } th { "server" } }
+                @for (why, c, s) in &rows {
+                    tr {
+                        td.t { (why.replace('_', " ")) }
+                        td { (count(*c)) }
+                        td { (count(*s)) }
+                    }
+                }
             }
         }
     }

@@ -250,6 +250,31 @@ fn app_metrics(x: &mut Exposition, state: &LiveState) {
             f.sample(&[("side", side), ("cause", cause)], n);
         }
     }
+    // Only a side that spoke TLS: a plain run's 14 zero series per side would say nothing.
+    let tls: Vec<_> = present
+        .iter()
+        .filter(|(_, a)| a.counters.tls_handshakes.total() + a.counters.tls_errors.total() > 0)
+        .collect();
+    let f = x.family(
+        "c1m_tls_handshakes_total",
+        Kind::Counter,
+        "TLS handshakes completed, by kind (full, resumed).",
+    );
+    for (side, a) in &tls {
+        for (kind, n) in a.counters.tls_handshakes.iter() {
+            f.sample(&[("side", side), ("kind", kind)], n);
+        }
+    }
+    let f = x.family(
+        "c1m_tls_errors_total",
+        Kind::Counter,
+        "TLS handshakes that failed, by reason (what this side found wrong, or the peer's alert).",
+    );
+    for (side, a) in &tls {
+        for (cause, n) in a.counters.tls_errors.iter() {
+            f.sample(&[("side", side), ("cause", cause)], n);
+        }
+    }
     let f = x.family(
         "c1m_received_bytes_total",
         Kind::Counter,

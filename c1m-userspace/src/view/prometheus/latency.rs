@@ -23,9 +23,21 @@ pub const LATENCIES: [(&str, &str, &str); HIST_NAMES.len()] = [
          in-flight slot: no coordinated omission).",
     ),
     (
+        "tls_handshake_us",
+        "c1m_tls_handshake_seconds",
+        "TLS handshake, from the ClientHello written as the connect completed to the \
+         handshake done (--tls only).",
+    ),
+    (
+        "tls_open_from_schedule_us",
+        "c1m_tls_open_from_schedule_seconds",
+        "TLS handshake done, from the instant --rate scheduled the connect (--tls only).",
+    ),
+    (
         "ws_handshake_us",
         "c1m_ws_handshake_seconds",
-        "WebSocket handshake, from the request written to a valid 101.",
+        "WebSocket handshake, from the request written (with --tls: as the TLS handshake \
+         ended) to a valid 101.",
     ),
     (
         "ws_open_from_schedule_us",

@@ -35,9 +35,13 @@ const HELP: &[(&str, &str)] = &[
     ),
     (
         "in flight",
-        "connects and WebSocket handshakes not finished",
+        "connects, TLS and WebSocket handshakes not finished",
     ),
     ("failures", "connections that never opened, by cause"),
+    (
+        "TLS failures",
+        "TLS handshakes that failed, by reason (--tls runs)",
+    ),
     ("setup rate", "connections established per second"),
     ("transitions", "TCP state changes per second"),
     (

@@ -1,5 +1,5 @@
-//! The client's latencies while the run goes on: TCP connect and WebSocket handshake
-//! (p50, p99) from the first connection, push per message and fan-out (p50, p99, max)
+//! The client's latencies while the run goes on: TCP connect, TLS and WebSocket
+//! handshakes (p50, p99) from the first connection, push per message and fan-out (p50, p99, max)
 //! once a push arrived. Values are the figures' ([`Latencies`]), in ms with the
 //! summary's 3 decimals, so the last live value reads as the final one.
 
@@ -31,6 +31,12 @@ fn shown(l: &Latencies) -> Vec<Shown> {
             ["connect p50", "connect p99", ""],
             false,
             l.connect,
+        ),
+        (
+            "TLS handshake",
+            ["TLS handshake p50", "TLS handshake p99", ""],
+            false,
+            l.tls_handshake,
         ),
         (
             "WS handshake",

@@ -131,9 +131,16 @@ pub(super) fn client_rows(state: &LiveState) -> Vec<(&'static str, Span<'static>
         ("kernel SYN_SENT", n_i(c.kernel_syn_sent, p.kernel)),
         ("app in flight", n_u(c.app_in_flight, p.app)),
         ("app failures", value(failures, failure_style)),
+    ];
+    // Why TLS handshakes failed, in words; only once one did.
+    if !c.tls_failure_reasons.is_empty() {
+        let words = crate::figures::tls_reasons_in_words(&c.tls_failure_reasons);
+        rows.push(("app TLS failures", value(Some(words), WARN)));
+    }
+    rows.extend([
         ("setup rate", per_s(f.setup_per_s, p.app)),
         ("app connected total", n_u(c.app_total, p.app)),
-    ];
+    ]);
     rows.extend(common_rows(c, &m.client, held, p));
     rows
 }

@@ -17,10 +17,16 @@ use thiserror::Error;
 /// `connect()` call to the socket being established (service time), and
 /// `connect_from_schedule_us` from the instant the pace scheduled that connect (see
 /// `engine::pace`) to the same moment (response time, including the wait for an
-/// in-flight slot when the client falls behind its `--rate`). WebSocket mode does the
-/// same for the handshake: `ws_handshake_us` from the request written to a valid 101,
-/// `ws_open_from_schedule_us` from the scheduled instant to that 101. The schedule
-/// histograms stay empty when no `--rate` was asked (nothing was scheduled).
+/// in-flight slot when the client falls behind its `--rate`). With `--tls` the TLS
+/// handshake is timed the same two ways: `tls_handshake_us` from the instant the client
+/// saw its connect complete (and wrote its ClientHello) to the instant it read the input
+/// that finished the handshake (its own Finished then sent), `tls_open_from_schedule_us`
+/// from the scheduled instant to that same moment. WebSocket mode does the same for the
+/// handshake: `ws_handshake_us` from the upgrade request written (at the connect's
+/// completion, or with TLS at the TLS handshake's end) to a valid 101, so connect, TLS
+/// and WebSocket handshake add up to the open; `ws_open_from_schedule_us` from the
+/// scheduled instant to that 101. The schedule histograms stay empty when no `--rate`
+/// was asked (nothing was scheduled); the TLS ones without `--tls`.
 ///
 /// `push_message_us`: receive time minus the server's stamp the run's rule names
 /// (`--push-latency`: the instant the broadcast began, the seeds' rule, or the instant
@@ -30,6 +36,8 @@ use thiserror::Error;
 pub const HIST_NAMES: [&str; HISTS] = [
     "connect_us",
     "connect_from_schedule_us",
+    "tls_handshake_us",
+    "tls_open_from_schedule_us",
     "ws_handshake_us",
     "ws_open_from_schedule_us",
     "echo_rtt_us",
@@ -47,8 +55,13 @@ pub(crate) fn hist_label(name: &str) -> &str {
 /// The setup latencies timed both ways: (what, from the call, from the schedule). Views
 /// show each pair side by side, next to the asked and achieved
 /// [`SetupRate`](super::setup_rate::SetupRate).
-pub const SETUP_LATENCY_PAIRS: [(&str, &str, &str); 2] = [
+pub const SETUP_LATENCY_PAIRS: [(&str, &str, &str); 3] = [
     ("TCP connect", "connect_us", "connect_from_schedule_us"),
+    (
+        "TLS handshake (call: ClientHello → handshake done)",
+        "tls_handshake_us",
+        "tls_open_from_schedule_us",
+    ),
     (
         "WebSocket open (call: handshake request → 101)",
         "ws_handshake_us",
@@ -57,7 +70,7 @@ pub const SETUP_LATENCY_PAIRS: [(&str, &str, &str); 2] = [
 ];
 
 /// How many histograms a client shard keeps.
-pub(crate) const HISTS: usize = 7;
+pub(crate) const HISTS: usize = 9;
 
 /// 1 µs to 1 hour at 3 significant digits: covers loopback RTTs and a SYN retransmitted for
 /// minutes, at 0.1% resolution, in ~190 KiB per histogram (touched lazily).
@@ -126,17 +139,21 @@ pub(crate) const HIST_REPORT_EVERY_NS: u64 = 1_000_000_000;
 
 pub(crate) const CONNECT: usize = 0;
 pub(crate) const CONNECT_FROM_SCHEDULE: usize = 1;
-pub(crate) const WS_HANDSHAKE: usize = 2;
-pub(crate) const WS_OPEN_FROM_SCHEDULE: usize = 3;
-pub(crate) const ECHO_RTT: usize = 4;
-pub(crate) const PUSH_MESSAGE: usize = 5;
-pub(crate) const PUSH_FANOUT: usize = 6;
+pub(crate) const TLS_HANDSHAKE: usize = 2;
+pub(crate) const TLS_OPEN_FROM_SCHEDULE: usize = 3;
+pub(crate) const WS_HANDSHAKE: usize = 4;
+pub(crate) const WS_OPEN_FROM_SCHEDULE: usize = 5;
+pub(crate) const ECHO_RTT: usize = 6;
+pub(crate) const PUSH_MESSAGE: usize = 7;
+pub(crate) const PUSH_FANOUT: usize = 8;
 
 impl Hists {
     pub(crate) fn new() -> Result<Hists, HistError> {
         // One `new_hist` each, not clones: a fresh histogram's counts are zeroed pages the
         // kernel maps on first touch, a clone would copy (and so touch) all 190 KiB.
         let h = [
+            new_hist()?,
+            new_coarse_hist()?,
             new_hist()?,
             new_coarse_hist()?,
             new_hist()?,

@@ -10,7 +10,10 @@ use std::{
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use super::config::{ClientTls, MAX_PEM_BYTES, ServerTls, self_signed};
+use super::{
+    config::{ClientTls, MAX_PEM_BYTES, ServerTls, self_signed},
+    record::{CertKey, TlsRecord},
+};
 
 /// `c1m server`'s TLS.
 #[derive(Args, Debug, Clone, Default, PartialEq, Eq)]
@@ -224,6 +227,19 @@ impl RunTlsArgs {
             write_new(&k, &key_pem, 0o600)?;
         }
         Ok(())
+    }
+
+    /// What the run's record says of its TLS (None: plain TCP), once the server's pair
+    /// exists: `server` is what [`RunTlsArgs::split`] handed the server.
+    pub(crate) fn record(&self, server: &ServerTlsArgs) -> Option<TlsRecord> {
+        self.wanted().then(|| TlsRecord {
+            resumption: self.tls_resumption,
+            key: server
+                .tls_key
+                .as_deref()
+                .and_then(|k| read_pem(k, "--tls-key").ok())
+                .and_then(|pem| CertKey::of_pem(&pem)),
+        })
     }
 
     /// The server's and the client's TLS flags for a run into `dir` (a self-signed

@@ -71,7 +71,7 @@ pub(crate) enum TlsConfigError {
 }
 
 /// ring's primitives (X25519 first, then P-256 and P-384; AES-GCM and ChaCha20).
-fn provider() -> Arc<CryptoProvider> {
+pub(crate) fn provider() -> Arc<CryptoProvider> {
     Arc::new(ring::default_provider())
 }
 

@@ -431,6 +431,9 @@ impl Shard {
             // TLS first: the ClientHello now, the rest when the handshake is done
             // ([`Shard::tls_done`]).
             conn.p.state = State::Handshake;
+            // The connect's latency is recorded: `t_ns` now holds where the TLS handshake
+            // began, for [`Proto::tls_handshaken`].
+            conn.p.t_ns = now;
             self.wire.clear();
             let started = TlsConn::client(cfg, name.clone())
                 .map_err(Into::into)
@@ -475,6 +478,7 @@ impl Shard {
         let Some(conn) = self.conns.get_mut(tok) else {
             return;
         };
+        self.p.tls_handshaken(&conn.p, conn.p.t_ns, now);
         if self.p.cfg.mode != Mode::Ws {
             self.opened(tok, now);
             self.echo_next(ep, tok);

@@ -325,7 +325,26 @@ impl Proto {
         }
     }
 
-    /// The WebSocket upgrade request of `conn` (whose connect completed at `now`).
+    /// The TLS handshake of `conn` finished at `done_ns`; it began at `connected_ns`, the
+    /// instant the client saw its connect complete and wrote the ClientHello (the instant
+    /// given to [`Proto::connected`]). Both engines call this, with the instant of the
+    /// read that finished the handshake as `done_ns`, which is also the instant they then
+    /// give [`Proto::handshake_request`]: so `tls_handshake` and `ws_handshake` add up.
+    pub(crate) fn tls_handshaken(&mut self, conn: &ConnProto, connected_ns: u64, done_ns: u64) {
+        self.hists.record(
+            stats::histograms::TLS_HANDSHAKE,
+            done_ns.saturating_sub(connected_ns) / 1000,
+        );
+        if let Some(due) = scheduled(&self.cfg, self.t0_mono, conn.g) {
+            self.hists.record(
+                stats::histograms::TLS_OPEN_FROM_SCHEDULE,
+                done_ns.saturating_sub(due) / 1000,
+            );
+        }
+    }
+
+    /// The WebSocket upgrade request of `conn` (whose connect, or TLS handshake, completed
+    /// at `now`).
     pub(crate) fn handshake_request(&mut self, conn: &mut ConnProto, now: u64) -> &[u8] {
         conn.state = State::Handshake;
         conn.t_ns = now;
