@@ -699,3 +699,55 @@ fn with_json_every_host_is_a_json_line_that_names_it() {
         assert_eq!(ended[0]["outcome"], "complete");
     }
 }
+
+/// `--hosts --tls`: the client hosts trust the run's self-signed certificate (the
+/// server host's tls-cert.pem) and verify the server host's address, which it names.
+/// The server on the epoll engine, the client hosts on tokio: one run covers both.
+#[test]
+fn tls_reaches_the_client_hosts_and_every_handshake_is_counted_on_both_sides() {
+    if !root_or_skip("tls_reaches_the_client_hosts_and_every_handshake_is_counted_on_both_sides") {
+        return;
+    }
+    let _one = one_lab();
+    let dir = fresh_dir("hosts-tls");
+    let out = bounded(
+        hosts_run(
+            &dir,
+            &[
+                "--hosts",
+                "1+2",
+                "--tls",
+                "--engine",
+                "tokio",
+                "--server-engine",
+                "epoll",
+                "-n",
+                "2000",
+                "--mode",
+                "ws",
+                "--idle",
+                "1s",
+                "--ports",
+                "23446-23449",
+            ],
+        ),
+        Duration::from_secs(240),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let folder = run_folder(&dir.join("runs"));
+    let run = report::load_run(&folder).expect("merged summary");
+    let c = run.client.expect("merged client side").counters;
+    assert_eq!(
+        (c.connected, c.tls_handshakes.full, c.tls_errors.total()),
+        (2000, 2000, 0),
+        "{}",
+        text(&out)
+    );
+    let server = report::load_run(&folder.join("hosts").join("server")).expect("server folder");
+    let s = server.server.expect("server").counters;
+    assert_eq!(
+        (s.accepted, s.tls_handshakes.full, s.tls_errors.total()),
+        (2000, 2000, 0)
+    );
+    assert!(folder.join("hosts/server/tls-cert.pem").is_file());
+}

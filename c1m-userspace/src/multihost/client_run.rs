@@ -281,9 +281,6 @@ fn prepare(a: &ClientArgs, rt: &tokio::runtime::Runtime) -> Result<Ready> {
         source_ports,
     } = a.endpoints()?;
     let tls = a.tls.resolve(&targets[0].ip().to_string())?;
-    if tls.is_some() && a.common.engine == crate::workload::config::EngineKind::Tokio {
-        anyhow::bail!("--tls runs on the epoll engine for now: drop --engine tokio (or --tls)");
-    }
     let nofile = limits::raise_nofile().context("RLIMIT_NOFILE")?;
     if source_ports.is_none()
         && let Some(eph) = limits::ephemeral_ports()

@@ -172,9 +172,6 @@ pub(crate) fn main(args: RunArgs) -> Result<i32> {
     for line in journal::sweep_hosts() {
         eprintln!("c1m: {line}");
     }
-    if args.tls.wanted() {
-        bail!("--tls does not reach --hosts' client hosts yet: drop one of the two");
-    }
     let (n, _) = plan::resolve_target(args.connections);
     let k = u64::from(shape.client_hosts);
     if n.get() < k {
@@ -306,6 +303,11 @@ impl Hosts<'_> {
         c.push_format = a.push_format.clone();
         c.push_latency = a.push_latency;
         c.push_stamp = a.push_stamp;
+        // The server host's run writes the self-signed pair into its folder before it
+        // listens (the client hosts start after): they trust that certificate, or the
+        // --tls-ca given, and verify the server host's address, which the self-signed
+        // certificate names (it is made for the listen addresses).
+        (_, c.tls) = a.tls.split(&self.dir.join("hosts").join("server"))?;
         c.hosts_run = HostsArgs {
             shard: Some(ShardOf {
                 index: u64::from(i),

@@ -300,9 +300,6 @@ impl ServerArgs {
 pub(crate) fn run_server(a: ServerArgs) -> Result<()> {
     let listen = a.listen()?;
     let tls = a.tls.resolve(&listen)?;
-    if tls.is_some() && a.common.engine == EngineKind::Tokio {
-        bail!("--tls runs on the epoll engine for now: drop --engine tokio (or --tls)");
-    }
     // Before any shard binds, and held until the last one is gone.
     let _ports = super::port_lock::lock(&parse_ports(&a.ports)?, &parse_addrs(&a.addrs)?)?;
     let nofile = limits::raise_nofile().context("RLIMIT_NOFILE")?;

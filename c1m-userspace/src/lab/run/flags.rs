@@ -329,17 +329,6 @@ impl ServerSpec {
             (None, None) => ServerSpec::Own,
         };
         let own = spec == ServerSpec::Own;
-        if args.tls.wanted() {
-            let engines = [Some(args.engine), args.server_engine.filter(|_| own)];
-            if engines.contains(&Some(EngineKind::Tokio)) {
-                bail!(
-                    "--tls runs on the epoll engine for now: drop --engine tokio / --server-engine tokio (or --tls)"
-                );
-            }
-            if args.hosts.is_some() {
-                bail!("--tls does not reach --hosts' client hosts yet: drop one of the two");
-            }
-        }
         let trigger = args.push_trigger.clone().unwrap_or(if own {
             PushTrigger::Control
         } else {

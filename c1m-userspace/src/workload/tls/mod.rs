@@ -1,5 +1,7 @@
 //! TLS under every mode (wss, and TLS under hold/echo), for both engines: rustls on
-//! ring, through its unbuffered API so a shard owns every buffer.
+//! ring. The epoll engine drives it through its unbuffered API (`session`), so a shard
+//! owns every buffer; the tokio engine through tokio-rustls (`tokio_engine::stream`),
+//! as tokio programs do. Both build from `config` and count by `failure`.
 //!
 //! | module    | concern                                                          |
 //! |-----------|------------------------------------------------------------------|

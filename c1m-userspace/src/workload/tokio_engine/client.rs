@@ -10,7 +10,9 @@
 //!   `poll_read` rather than `readable()` + `try_read`: tokio clears readiness on a short
 //!   read there, saving the `EAGAIN` read per message.
 //! - The connect timeout is a boxed `Sleep` dropped once the connection is open, so an
-//!   idle task's future does not carry a timer.
+//!   idle task's future does not carry a timer. It bounds the TLS handshake too (with
+//!   `--tls`, tokio-rustls's `TlsConnector::connect` on the connected socket), as in the
+//!   epoll engine.
 //! - Teardown is one `Notify::notify_waiters` that reaches every task's `Notified` (part
 //!   of the task, no per-connection channel); the shard waits until the last task is gone.
 
@@ -18,7 +20,6 @@ use std::{
     cell::{Cell, RefCell},
     future::{Future, poll_fn},
     io,
-    os::fd::AsFd,
     pin::{Pin, pin},
     rc::Rc,
     sync::{
@@ -31,15 +32,20 @@ use std::{
 
 use anyhow::{Context, Result};
 use bytes::{Buf, BytesMut};
+use rustls::pki_types::ServerName;
 use tokio::{
-    io::{AsyncRead, AsyncWriteExt, ReadBuf},
+    io::ReadBuf,
     net::TcpStream,
     sync::{Notify, OwnedSemaphorePermit, Semaphore, SemaphorePermit},
     task::LocalSet,
     time::{Instant, Sleep},
 };
+use tokio_rustls::TlsConnector;
 
-use super::{AsyncCommands, REPORT_EVERY_NS, ShardIo, Sink, Spill, runtime};
+use super::{
+    AsyncCommands, REPORT_EVERY_NS, ShardIo, Sink, Spill, runtime,
+    stream::{Stream, count_handshake_failure, tls_error},
+};
 use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
     engine::{
@@ -58,6 +64,9 @@ use crate::workload::{
 /// What every task of the shard shares.
 struct Shared {
     p: RefCell<Proto>,
+    /// `--tls`: the connector (built from `tls::config`, as the epoll client's) and the
+    /// name every connection asks for and verifies.
+    tls: Option<(TlsConnector, ServerName<'static>)>,
     /// The shard's one read buffer, borrowed by a task only while it reads and decodes.
     buf: RefCell<Vec<u8>>,
     /// Client teardown: set once, then `teardown` wakes every task.
@@ -151,7 +160,12 @@ impl Shared {
         let permits = usize::try_from(cfg.in_flight)
             .unwrap_or(usize::MAX)
             .min(Semaphore::MAX_PERMITS);
+        let tls = match &cfg.tls {
+            None => None,
+            Some(t) => Some((TlsConnector::from(t.config()?), t.name()?)),
+        };
         Ok(Shared {
+            tls,
             permits,
             p: RefCell::new(Proto::new(cfg, open_in_process)?),
             buf: RefCell::new(vec![0; READ_BUF]),
@@ -337,7 +351,7 @@ fn start(sh: &Rc<Shared>, g: u64, permit: OwnedSemaphorePermit) {
         p: ConnProto::new(g, t_ns),
         spill: None,
     };
-    tokio::task::spawn_local(conn.run(sh.clone(), stream, done, permit));
+    tokio::task::spawn_local(conn.run(sh.clone(), Some(Stream::Tcp(stream)), done, permit));
 }
 
 /// A connection's own state, owned by its task.
@@ -388,11 +402,13 @@ impl Conn {
     /// The connection's task. A plain fn around an `async move` block, not an `async fn`:
     /// an async fn keeps its arguments twice in its future (rust-lang/rust#62958), and the
     /// future is most of an idle connection's memory (measured: 528 vs 432 bytes).
+    /// `stream` is the one place the stream lives (TCP, then TLS over it; None once a TLS
+    /// handshake failed): moved into the setup as well, it was kept three times (568 B).
     #[allow(clippy::manual_async_fn)] // deliberately not an async fn, see above
     fn run(
         mut self,
         sh: Rc<Shared>,
-        mut stream: TcpStream,
+        mut stream: Option<Stream>,
         done: bool,
         permit: OwnedSemaphorePermit,
     ) -> impl Future<Output = ()> {
@@ -400,10 +416,13 @@ impl Conn {
             let torn_down = {
                 let mut teardown = pin!(sh.teardown.notified());
                 let mut life = pin!(async {
-                    // The setup (connect wait, timer, in-flight slot, handshake) lives on the
-                    // heap until the connection opens: an idle task carries only the read loop.
-                    if Box::pin(self.setup(&sh, &mut stream, done, permit)).await {
-                        self.serve(&sh, &mut stream, &mut None).await;
+                    // The setup (connect wait, timer, in-flight slot, TLS and WebSocket
+                    // handshakes) lives on the heap until the connection opens: an idle
+                    // task carries only the read loop.
+                    if Box::pin(self.setup(&sh, &mut stream, done, permit)).await
+                        && let Some(s) = stream.as_mut()
+                    {
+                        self.serve(&sh, s, &mut None).await;
                     }
                 });
                 // Like `select!`, but `teardown` is polled only to register the task's waker
@@ -429,8 +448,10 @@ impl Conn {
             } else {
                 None
             };
-            if self.finish(&sh, &stream, torn_down) {
-                await_server_close(&sh, &stream).await;
+            if self.finish(&sh, stream.as_mut(), torn_down)
+                && let Some(s) = &stream
+            {
+                await_server_close(&sh, s.tcp()).await;
             }
             drop(stream);
             sh.live.set(sh.live.get() - 1);
@@ -440,19 +461,25 @@ impl Conn {
         }
     }
 
-    /// The connection is over: a teardown says goodbye and is counted; it leaves the open
-    /// or in-flight count. True: the close frame went out, wait for the server to close.
-    fn finish(&self, sh: &Shared, stream: &TcpStream, torn_down: bool) -> bool {
+    /// The connection is over: a teardown says goodbye (under TLS with a close_notify
+    /// after it) and is counted; it leaves the open or in-flight count. True: the close
+    /// frame went out, wait for the server to close.
+    fn finish(&self, sh: &Shared, stream: Option<&mut Stream>, torn_down: bool) -> bool {
         let mut p = sh.p.borrow_mut();
         let mut goodbye = false;
         if torn_down {
             if self.p.state == State::Open {
-                if p.cfg.mode == Mode::Ws && self.pending_out().is_none() {
-                    let frame = p.close_frame();
+                let ws = p.cfg.mode == Mode::Ws;
+                if let Some(s) = stream
+                    && (ws || matches!(s, Stream::Tls(_)))
+                    && self.pending_out().is_none()
+                    && !s.tls_pending()
+                {
+                    let frame = if ws { p.close_frame() } else { &[] };
                     let len = frame.len();
-                    if let Ok(n) = sys::write(stream.as_fd(), frame) {
+                    if let Ok(n) = s.write_last(frame, false) {
                         p.c.bytes_out += n as u64;
-                        goodbye = n == len;
+                        goodbye = ws && n == len;
                     }
                 }
                 p.c.closed.local_close += 1;
@@ -469,15 +496,18 @@ impl Conn {
         goodbye
     }
 
-    /// Connect and (WebSocket) handshake within the connect timeout, holding an in-flight
-    /// slot meanwhile. True: the connection is open; false: it ended (counted).
+    /// Connect, TLS and WebSocket handshakes within the connect timeout, holding an
+    /// in-flight slot meanwhile. True: the connection is open; false: it ended (counted).
     async fn setup(
         &mut self,
         sh: &Shared,
-        s: &mut TcpStream,
+        stream: &mut Option<Stream>,
         done: bool,
         _slot: OwnedSemaphorePermit,
     ) -> bool {
+        let Some(s) = stream.as_ref().map(Stream::tcp) else {
+            return false;
+        };
         let timeout_ms = sh.p.borrow().cfg.connect_timeout_ms;
         let deadline = self
             .p
@@ -501,7 +531,41 @@ impl Conn {
                 return false;
             }
         }
-        if self.connected(&mut sh.p.borrow_mut(), s) == Flow::End {
+        sh.p.borrow_mut().connected(&self.p, sys::monotonic_ns());
+        if let Some((connector, name)) = &sh.tls
+            && let Some(Stream::Tcp(s)) = stream.take()
+        {
+            *stream = {
+                let r = within(&mut timer, connector.connect(name.clone(), s)).await;
+                let mut p = sh.p.borrow_mut();
+                match r {
+                    None => {
+                        p.c.failures.tls += 1;
+                        p.c.tls_errors.timeout += 1;
+                        return false;
+                    }
+                    Some(Err(e)) => {
+                        let first = p.c.tls_errors.total() == 0;
+                        if let Some(f) = count_handshake_failure(&e, &mut p.c.tls_errors)
+                            && first
+                        {
+                            // The cause in rustls's words, once (as the epoll client).
+                            eprintln!(
+                                "c1m client: shard {}: a TLS handshake failed: {f} (every failure is counted in tls_errors; only the first is printed)",
+                                p.cfg.shard
+                            );
+                        }
+                        p.c.failures.tls += 1;
+                        return false;
+                    }
+                    Some(Ok(t)) => Some(Stream::tls(t, &mut p.c.tls_handshakes)),
+                }
+            };
+        }
+        let Some(s) = stream.as_mut() else {
+            return false;
+        };
+        if self.begin(&mut sh.p.borrow_mut(), s) == Flow::End {
             return false;
         }
         self.serve(sh, s, &mut timer).await
@@ -509,15 +573,19 @@ impl Conn {
 
     /// Reads and writes until the connection ends (false), or, with a timer (during
     /// setup), until it opens (true) or the timer fires (false, counted as timed out).
-    async fn serve(&mut self, sh: &Shared, s: &mut TcpStream, timer: &mut Timer) -> bool {
+    async fn serve(&mut self, sh: &Shared, s: &mut Stream, timer: &mut Timer) -> bool {
         let mode = sh.p.borrow().cfg.mode;
         loop {
             if timer.is_some() && self.p.state == State::Open {
                 return true;
             }
-            if let Some(out) = self.pending_out() {
-                // Backpressure: nothing is read while output waits for the socket.
-                let r = within(timer, s.write(out)).await;
+            if self.pending_out().is_some() || s.tls_pending() {
+                // Backpressure: nothing is read while output (ours, or records rustls
+                // sealed) waits for the socket.
+                let r = {
+                    let out = self.pending_out().map_or(&[][..], |o| &o[..]);
+                    within(timer, poll_fn(|cx| s.poll_send(cx, out))).await
+                };
                 let mut p = sh.p.borrow_mut();
                 match r {
                     None => {
@@ -544,7 +612,7 @@ impl Conn {
             let read = poll_fn(|cx| {
                 let mut buf = sh.buf.borrow_mut();
                 let mut rb = ReadBuf::new(&mut buf);
-                ready!(Pin::new(&mut *s).poll_read(cx, &mut rb))?;
+                ready!(s.poll_read(cx, &mut rb))?;
                 Poll::Ready(Ok::<_, io::Error>(rb.filled().len()))
             });
             let r = within(timer, read).await;
@@ -590,10 +658,10 @@ impl Conn {
         }
     }
 
-    /// The TCP connect completed: the handshake request, or open and the first echo.
-    fn connected(&mut self, p: &mut Proto, s: &TcpStream) -> Flow {
+    /// The connection is set up (TCP, then TLS if any): the WebSocket handshake request,
+    /// or open and the first echo.
+    fn begin(&mut self, p: &mut Proto, s: &mut Stream) -> Flow {
         let now = sys::monotonic_ns();
-        p.connected(&self.p, now);
         if p.cfg.mode == Mode::Ws {
             let req = p.handshake_request(&mut self.p, now);
             let r = self.send(s, req);
@@ -604,7 +672,7 @@ impl Conn {
     }
 
     /// Writes what the socket takes now and queues the rest (the read loop flushes it).
-    fn send(&mut self, s: &TcpStream, bytes: &[u8]) -> io::Result<u64> {
+    fn send(&mut self, s: &mut Stream, bytes: &[u8]) -> io::Result<u64> {
         if let Some(out) = self.pending_out() {
             if out.len() + bytes.len() > MAX_PENDING_OUT {
                 return Err(io::Error::new(
@@ -646,7 +714,7 @@ impl Conn {
     }
 
     /// Sends the next echo request if more are wanted.
-    fn echo_next(&mut self, p: &mut Proto, s: &TcpStream) -> Flow {
+    fn echo_next(&mut self, p: &mut Proto, s: &mut Stream) -> Flow {
         let Some(bytes) = p.echo_request(&mut self.p) else {
             return Flow::Go;
         };
@@ -655,6 +723,16 @@ impl Conn {
     }
 
     fn fail_or_close(&self, p: &mut Proto, e: &io::Error) {
+        // A TLS record rustls refused: counted by cause, as the epoll client does.
+        if let Some(f) = tls_error(e) {
+            f.count(&mut p.c.tls_errors);
+            if self.p.state == State::Open {
+                p.c.closed.error += 1;
+            } else {
+                p.c.failures.tls += 1;
+            }
+            return;
+        }
         if self.p.state == State::Open {
             closed_by(e, &mut p.c.closed);
         } else {
@@ -663,7 +741,7 @@ impl Conn {
     }
 
     /// WebSocket input in `buf` (the shared buffer): decoded after any partial frame kept.
-    fn ws(&mut self, p: &mut Proto, buf: &mut [u8], s: &TcpStream) -> Flow {
+    fn ws(&mut self, p: &mut Proto, buf: &mut [u8], s: &mut Stream) -> Flow {
         let mut sp = self.spill.take();
         let mut frag = sp.as_mut().and_then(|sp| sp.frag.take());
         let mut inbuf = sp
@@ -780,7 +858,7 @@ mod tests {
                 p: ConnProto::new(0, 0),
                 spill: None,
             };
-            let fut = conn.run(sh, stream, true, permit);
+            let fut = conn.run(sh, Some(Stream::Tcp(stream)), true, permit);
             let size = size_of_val(&fut);
             eprintln!("connection future: {size} bytes");
             assert!(size <= 512, "connection future grew to {size} bytes");

@@ -13,6 +13,7 @@
 
 pub(crate) mod client;
 pub(crate) mod server;
+pub(crate) mod stream;
 
 use std::{
     io,

@@ -1,5 +1,6 @@
 //! A connection's life in the tokio server: taken at accept, served by its own task
-//! (reads, echo and WebSocket input, push frames, backpressure), and its books at close.
+//! (the TLS handshake, reads, echo and WebSocket input, push frames, backpressure), and
+//! its books at close.
 
 use std::{
     future::poll_fn,
@@ -11,11 +12,8 @@ use std::{
 };
 
 use bytes::Buf;
-use tokio::{
-    io::{AsyncRead, ReadBuf},
-    net::TcpStream,
-    sync::futures::Notified,
-};
+use tokio::{io::ReadBuf, net::TcpStream, sync::futures::Notified};
+use tokio_rustls::server::Accept;
 
 use super::Shard;
 use crate::workload::{
@@ -27,8 +25,10 @@ use crate::workload::{
             warnings,
         },
     },
-    sys,
-    tokio_engine::Spill,
+    tokio_engine::{
+        Spill,
+        stream::{Stream, count_handshake_failure, tls_error},
+    },
 };
 
 impl Shard {
@@ -53,25 +53,84 @@ impl Shard {
             c.open += 1;
         }
         self.open_in_process.fetch_add(1, Ordering::Relaxed);
-        let conn = Conn {
+        let hs_seq = self.handshake_deadline();
+        tokio::task::spawn_local(connection(
+            self.clone(),
             stream,
-            ws: if self.cfg.mode == Mode::Ws {
-                WsState::Handshake
-            } else {
-                WsState::Raw
-            },
-            spill: None,
-            close_gen: self.close_gen.get(),
-            push_gen: self.push_gen.get(),
-            hs_seq: self.handshake_deadline(),
-        };
-        tokio::task::spawn_local(connection(self.clone(), conn));
+            self.close_gen.get(),
+            hs_seq,
+        ));
         true
     }
 
+    /// The TLS handshake, bounded by the handshake deadline and cut short by a close, its
+    /// end counted either way (as the epoll server counts it). None: the connection is
+    /// over and its books are done.
+    async fn tls_handshake(
+        &self,
+        accept: Accept<TcpStream>,
+        close_gen: u64,
+        hs_seq: u64,
+    ) -> Option<Stream> {
+        // Boxed: a handshake's state (a whole rustls session) must not size the task's
+        // future, which an idle connection keeps.
+        let mut accept = Box::pin(accept);
+        let mut notified = pin!(self.wake.notified());
+        notified.as_mut().enable();
+        let done = loop {
+            if self.close_gen.get() != close_gen {
+                self.c.borrow_mut().closed.local_close += 1;
+                break None;
+            }
+            if hs_seq < self.hs_cutoff.get() {
+                // Slowloris inside TLS: a TLS failure by its reason, as in epoll.
+                let mut c = self.c.borrow_mut();
+                c.closed.tls += 1;
+                c.tls_errors.timeout += 1;
+                break None;
+            }
+            tokio::select! {
+                biased;
+                r = &mut accept => break Some(r),
+                () = &mut notified => {
+                    notified.set(self.wake.notified());
+                    notified.as_mut().enable();
+                }
+            }
+        };
+        let stream = match done {
+            Some(Ok(t)) => Some(Stream::tls(t, &mut self.c.borrow_mut().tls_handshakes)),
+            Some(Err(e)) => {
+                // tokio-rustls sent rustls's alert for it, if any, before returning.
+                let mut c = self.c.borrow_mut();
+                count_handshake_failure(&e, &mut c.tls_errors);
+                c.closed.tls += 1;
+                None
+            }
+            None => None,
+        };
+        if stream.is_none() || self.cfg.mode != Mode::Ws {
+            self.handshake_over(hs_seq);
+        }
+        if stream.is_none() {
+            self.leave();
+        }
+        stream
+    }
+
+    /// A connection leaves the open counts (its end is counted by the caller).
+    fn leave(&self) {
+        self.c.borrow_mut().open -= 1;
+        self.open_in_process.fetch_sub(1, Ordering::Relaxed);
+        if self.stopping.get() && self.open() == 0 {
+            self.main_wake.notify_one();
+        }
+    }
+
     /// The books of a connection that ends with `end`, then its close.
-    fn finish(&self, conn: Conn, end: End) {
+    fn finish(&self, mut conn: Conn, end: End) {
         let open_ws = conn.ws == WsState::Open;
+        let tls = matches!(conn.stream, Stream::Tls(_));
         if conn.ws == WsState::Handshake {
             self.handshake_over(conn.hs_seq);
         }
@@ -85,17 +144,29 @@ impl Shard {
                         .is_some_and(|s| !s.inbuf.is_empty() || s.frag.is_some());
                     proto::peer_eof(&mut c, self.cfg.mode, conn.ws, partial);
                 }
-                End::Io(e) => closed_by(&e, &mut c.closed),
+                End::Io(e) => match tls_error(&e) {
+                    Some(f) => {
+                        f.count(&mut c.tls_errors);
+                        c.closed.tls += 1;
+                    }
+                    None => closed_by(&e, &mut c.closed),
+                },
                 End::Peer => c.closed.peer_closed += 1,
                 End::Protocol => c.closed.protocol += 1,
                 End::HandshakeTimeout => c.closed.handshake_timeout += 1,
                 End::Local => {
                     c.closed.local_close += 1;
-                    // The goodbye rides with the FIN (`engine::send_before_close`); behind
-                    // queued output it is dropped, as the close discards that too.
-                    if open_ws
+                    // The goodbye (and under TLS the close_notify) rides with the FIN
+                    // (`engine::send_before_close`); behind queued output it is dropped,
+                    // as the close discards that too.
+                    let goodbye = if open_ws {
+                        &proto::going_away()[..]
+                    } else {
+                        &[]
+                    };
+                    if (open_ws || tls)
                         && !conn.has_out()
-                        && let Ok(n) = sys::write_before_close(conn.fd(), &proto::going_away())
+                        && let Ok(n) = conn.stream.write_last(goodbye, true)
                     {
                         c.bytes_out += n as u64;
                     }
@@ -104,21 +175,17 @@ impl Shard {
             if open_ws {
                 c.ws_open -= 1;
             }
-            c.open -= 1;
         }
         if open_ws && conn.push_gen != self.push_gen.get() {
             self.settle_push(None);
         }
-        self.open_in_process.fetch_sub(1, Ordering::Relaxed);
         drop(conn);
-        if self.stopping.get() && self.open() == 0 {
-            self.main_wake.notify_one();
-        }
+        self.leave();
     }
 }
 
 struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     ws: WsState,
     spill: Option<Box<Spill>>,
     /// The shard's generations when this connection last looked (push: when it opened
@@ -154,19 +221,37 @@ enum Woke {
     Err(io::Error),
 }
 
-async fn connection(sh: Rc<Shard>, mut conn: Conn) {
+async fn connection(sh: Rc<Shard>, tcp: TcpStream, close_gen: u64, hs_seq: u64) {
+    let stream = match &sh.tls {
+        None => Stream::Tcp(tcp),
+        Some(acceptor) => match sh
+            .tls_handshake(acceptor.accept(tcp), close_gen, hs_seq)
+            .await
+        {
+            Some(s) => s,
+            None => return,
+        },
+    };
+    let mut conn = Conn {
+        stream,
+        ws: if sh.cfg.mode == Mode::Ws {
+            WsState::Handshake
+        } else {
+            WsState::Raw
+        },
+        spill: None,
+        close_gen,
+        push_gen: sh.push_gen.get(),
+        hs_seq,
+    };
     let end = conn.serve(&sh).await;
     sh.finish(conn, end);
 }
 
 impl Conn {
-    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        use std::os::fd::AsFd;
-        self.stream.as_fd()
-    }
-
+    /// Output queued: ours, or records rustls sealed that the socket did not take.
     fn has_out(&self) -> bool {
-        self.spill.as_ref().is_some_and(|s| !s.out.is_empty())
+        self.spill.as_ref().is_some_and(|s| !s.out.is_empty()) || self.stream.tls_pending()
     }
 
     /// Serves the connection until it ends.
@@ -220,20 +305,18 @@ impl Conn {
             return Poll::Ready(Woke::Shard);
         }
         if writing {
-            return Poll::Ready(match ready!(self.stream.poll_write_ready(cx)) {
+            return Poll::Ready(match ready!(self.stream.tcp().poll_write_ready(cx)) {
                 Ok(()) => Woke::Writable,
                 Err(e) => Woke::Err(e),
             });
         }
         let mut buf = sh.buf.borrow_mut();
         let mut rb = ReadBuf::new(&mut buf);
-        Poll::Ready(
-            match ready!(Pin::new(&mut self.stream).poll_read(cx, &mut rb)) {
-                Ok(()) if rb.filled().is_empty() => Woke::Eof,
-                Ok(()) => Woke::Read(rb.filled().len()),
-                Err(e) => Woke::Err(e),
-            },
-        )
+        Poll::Ready(match ready!(self.stream.poll_read(cx, &mut rb)) {
+            Ok(()) if rb.filled().is_empty() => Woke::Eof,
+            Ok(()) => Woke::Read(rb.filled().len()),
+            Err(e) => Woke::Err(e),
+        })
     }
 
     /// Handles `n` bytes just read into the shard's buffer.
@@ -310,7 +393,7 @@ impl Conn {
             // The close reply is the last write: with the FIN in one segment (as the
             // epoll engine's), so no tail-loss probe is armed for a lone reply.
             if !self.has_out()
-                && let Ok(n) = sys::write_before_close(self.fd(), &out)
+                && let Ok(n) = self.stream.write_last(&out, true)
             {
                 c.bytes_out += n as u64;
             }
@@ -368,6 +451,10 @@ impl Conn {
 
     /// Writes queued output as far as the socket takes it.
     fn flush(&mut self, sh: &Shard) -> io::Result<()> {
+        // Records rustls sealed go before what is queued behind them.
+        if !self.stream.try_flush()? {
+            return Ok(());
+        }
         if let Some(s) = self.spill.as_mut() {
             while !s.out.is_empty() {
                 match self.stream.try_write(&s.out) {

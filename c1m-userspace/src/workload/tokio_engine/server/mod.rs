@@ -79,6 +79,7 @@ use tokio::{
     task::{AbortHandle, LocalSet},
     time::{Instant, MissedTickBehavior},
 };
+use tokio_rustls::TlsAcceptor;
 
 use super::{AsyncCommands, REPORT_EVERY_NS, Reporter, ShardIo, Sink, runtime};
 use crate::workload::{
@@ -118,8 +119,18 @@ async fn serve(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU
             }
         }
     }
+    // One home for the configuration (`tls::config`), as the epoll server builds it.
+    let tls = match cfg.tls.as_ref().map(|t| t.config()).transpose() {
+        Ok(t) => t.map(TlsAcceptor::from),
+        Err(e) => {
+            let msg = format!("server shard {}: {e}", cfg.shard);
+            rep.fatal(&mut sink, msg.clone());
+            anyhow::bail!(msg);
+        }
+    };
     let mut cmds = AsyncCommands::new(commands).context("command source")?;
     let sh = Rc::new(Shard {
+        tls,
         dec: Decoder::new(Role::Server, cfg.max_message),
         cfg,
         open_in_process,
@@ -198,6 +209,8 @@ fn listen(addr: &SocketAddr, backlog: i32) -> io::Result<TcpListener> {
 /// The shard's state, shared by its tasks.
 struct Shard {
     cfg: ServerShardConfig,
+    /// `--tls`: every accepted connection's handshake starts here.
+    tls: Option<TlsAcceptor>,
     dec: Decoder,
     open_in_process: Arc<AtomicU64>,
     c: RefCell<Counters>,
@@ -357,9 +370,11 @@ impl Shard {
     }
 
     /// Numbers a new connection's handshake and queues its deadline (`u64::MAX`: no
-    /// deadline: not WebSocket, or no timeout).
+    /// deadline: neither WebSocket nor TLS, or no timeout). One deadline from accept
+    /// covers TLS and then WebSocket, as in the epoll server.
     fn handshake_deadline(&self) -> u64 {
-        if self.cfg.mode != Mode::Ws || self.cfg.handshake_timeout_ms == 0 {
+        let shakes = self.cfg.mode == Mode::Ws || self.tls.is_some();
+        if !shakes || self.cfg.handshake_timeout_ms == 0 {
             return u64::MAX;
         }
         let mut q = self.handshakes.borrow_mut();
