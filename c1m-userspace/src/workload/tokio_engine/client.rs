@@ -531,7 +531,11 @@ impl Conn {
                 return false;
             }
         }
-        sh.p.borrow_mut().connected(&self.p, sys::monotonic_ns());
+        let connected_ns = sys::monotonic_ns();
+        sh.p.borrow_mut().connected(&self.p, connected_ns);
+        // With TLS: when its handshake ended, where the WebSocket handshake's time starts
+        // (so `tls_handshake` and `ws_handshake` add up, as in the epoll client).
+        let mut tls_done_ns = None;
         if let Some((connector, name)) = &sh.tls
             && let Some(Stream::Tcp(s)) = stream.take()
         {
@@ -558,14 +562,20 @@ impl Conn {
                         p.c.failures.tls += 1;
                         return false;
                     }
-                    Some(Ok(t)) => Some(Stream::tls(t, &mut p.c.tls_handshakes)),
+                    Some(Ok(t)) => {
+                        let done = sys::monotonic_ns();
+                        p.tls_handshaken(&self.p, connected_ns, done);
+                        tls_done_ns = Some(done);
+                        Some(Stream::tls(t, &mut p.c.tls_handshakes))
+                    }
                 }
             };
         }
         let Some(s) = stream.as_mut() else {
             return false;
         };
-        if self.begin(&mut sh.p.borrow_mut(), s) == Flow::End {
+        let now = tls_done_ns.unwrap_or_else(sys::monotonic_ns);
+        if self.begin(&mut sh.p.borrow_mut(), s, now) == Flow::End {
             return false;
         }
         self.serve(sh, s, &mut timer).await
@@ -660,8 +670,7 @@ impl Conn {
 
     /// The connection is set up (TCP, then TLS if any): the WebSocket handshake request,
     /// or open and the first echo.
-    fn begin(&mut self, p: &mut Proto, s: &mut Stream) -> Flow {
-        let now = sys::monotonic_ns();
+    fn begin(&mut self, p: &mut Proto, s: &mut Stream, now: u64) -> Flow {
         if p.cfg.mode == Mode::Ws {
             let req = p.handshake_request(&mut self.p, now);
             let r = self.send(s, req);
