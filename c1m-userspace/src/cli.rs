@@ -284,6 +284,8 @@ mod tests {
         "I/N",
         "UNIT",
         "1+K",
+        // `--check 'push.p99 < 50ms'`: a figure, a comparison and a value.
+        "CHECK",
     ];
 
     #[test]
