@@ -10,4 +10,6 @@
 pub mod args;
 pub(crate) mod config;
 pub(crate) mod failure;
+#[cfg(test)]
+mod footprint;
 pub(crate) mod session;
