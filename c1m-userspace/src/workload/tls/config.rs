@@ -70,9 +70,12 @@ pub(crate) enum TlsConfigError {
     SelfSigned(#[from] rcgen::Error),
 }
 
-/// ring's primitives (X25519 first, then P-256 and P-384; AES-GCM and ChaCha20).
+/// ring's primitives (X25519 first, then P-256 and P-384; AES-GCM and ChaCha20), with
+/// TLS 1.3's record keys kept compact (`compact_aead`: 976 B less per idle session).
 fn provider() -> Arc<CryptoProvider> {
-    Arc::new(ring::default_provider())
+    let mut p = ring::default_provider();
+    super::compact_aead::compact_tls13(&mut p.cipher_suites);
+    Arc::new(p)
 }
 
 pub(crate) fn certs(

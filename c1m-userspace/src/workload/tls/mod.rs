@@ -3,13 +3,16 @@
 //!
 //! | module    | concern                                                          |
 //! |-----------|------------------------------------------------------------------|
+//! | `compact_aead` | TLS 1.3 record keys kept as bytes, expanded per record  |
 //! | `config`  | what a shard is told (PEM text), the rustls configs, self-signed |
 //! | `session` | one connection's session: ciphertext in, plaintext and records out |
 //! | `failure` | a failed handshake as its counted cause                          |
+//! | `footprint` | (tests) the heap an idle session keeps, by size               |
 
 pub mod args;
+pub(crate) mod compact_aead;
 pub(crate) mod config;
 pub(crate) mod failure;
 #[cfg(test)]
-mod footprint;
+pub(crate) mod footprint;
 pub(crate) mod session;
