@@ -119,6 +119,7 @@ pub(crate) mod tests {
             cert_pem: cert.clone(),
             key_pem: key,
             resumption,
+            ticket_key: None,
         }
         .config()
         .unwrap();

@@ -7,6 +7,7 @@
 //! | `config`  | what a shard is told (PEM text), the rustls configs, self-signed |
 //! | `session` | one connection's session: ciphertext in, plaintext and records out |
 //! | `failure` | a failed handshake as its counted cause                          |
+//! | `tickets` | session tickets every shard and worker of a server opens         |
 //! | `footprint` | (tests) the heap an idle session keeps, by size               |
 
 pub mod args;
@@ -16,3 +17,4 @@ pub(crate) mod failure;
 #[cfg(test)]
 pub(crate) mod footprint;
 pub(crate) mod session;
+pub(crate) mod tickets;
