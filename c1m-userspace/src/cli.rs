@@ -257,7 +257,7 @@ mod tests {
     }
 
     /// The value names a flag may show: one per kind of value across the commands.
-    const VALUE_NAMES: [&str; 26] = [
+    const VALUE_NAMES: [&str; 27] = [
         "COUNT",
         "DURATION",
         "ADDRS",

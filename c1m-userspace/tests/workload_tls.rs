@@ -1,7 +1,8 @@
 //! wss and TLS under the raw modes, against real third-party TLS peers (Python's ssl and
 //! `websockets`), and the bad inputs a TLS port meets: each counted by its reason, the
-//! server still up; both engines (the tokio engine's tests are the last section). Ports
-//! 23300–23349 and 23400–23449, control 23390–23399 and 23490–23499.
+//! server still up; both engines (the tokio engine's tests are their own section). Ports
+//! 23300–23349 and 23400–23449, control 23390–23399 and 23490–23499; resumption and an
+//! expired certificate: ports 23500–23549, control 23590–23599.
 #![allow(clippy::unwrap_used)] // panics are the assertions
 
 use crate::workload_util;
@@ -652,4 +653,127 @@ fn tls_under_echo_on_the_tokio_engine_both_ways() {
 #[test]
 fn c1m_run_tls_on_the_tokio_engine_completes_with_kernel_equal_app() {
     c1m_run_tls("tokio", "23445-23448");
+}
+
+/// `c1m client` in ws mode against `port`, one connection in flight at a time on one
+/// shard: connection k+1 starts after k's 101, so k's ticket (sent before the 101) is
+/// there to resume from. Its final counters, from `--stats-json`.
+fn one_at_a_time(
+    port: u16,
+    n: u64,
+    ca: &Path,
+    json: &Path,
+    extra: &[&str],
+) -> AppSnapshot {
+    let out = c1m()
+        .args(["client", "--mode", "ws", "--ports", &port.to_string()])
+        .args(["--quiet", "--hold", "0s", "-n", &n.to_string()])
+        .args(["--in-flight", "1", "--threads", "1", "--tls-ca"])
+        .arg(ca)
+        .arg("--stats-json")
+        .arg(json)
+        .args(extra)
+        .env("C1M_ENGINE", "epoll")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panick"), "{err}");
+    serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap_or_else(|e| panic!("{e}: {err}"))
+}
+
+#[test]
+fn resumption_resumes_all_but_the_first_connection_and_off_on_either_side_none() {
+    const N: u64 = 40;
+    let dir = scratch("tls-resume");
+    // (server resumes, client resumes, port, control) → (full, resumed) on both sides.
+    for (server_on, client_on, port, ctl, want) in [
+        (true, true, 23500u16, "127.0.0.1:23590", (1, N - 1)),
+        (false, true, 23501, "127.0.0.1:23591", (N, 0)),
+        (true, false, 23502, "127.0.0.1:23592", (N, 0)),
+    ] {
+        let case = format!("server resumption {server_on}, client resumption {client_on}");
+        let cert = dir.path().join(format!("cert-{port}.pem"));
+        let on: &[&str] = &["--tls-resumption"];
+        let server = tls_server(port, ctl, &cert, "ws", if server_on { on } else { &[] });
+        let json = dir.path().join(format!("client-{port}.json"));
+        let c = one_at_a_time(port, N, &cert, &json, if client_on { on } else { &[] }).counters;
+        assert_eq!(
+            (c.connected, c.failures.total(), c.tls_errors.total()),
+            (N, 0, 0),
+            "{case}"
+        );
+        assert_eq!(
+            (c.tls_handshakes.full, c.tls_handshakes.resumed),
+            want,
+            "client, {case}"
+        );
+        let s = wait_for(ctl, "every handshake counted", T, |s| {
+            s.counters.tls_handshakes.full + s.counters.tls_handshakes.resumed == N
+        });
+        let h = s.counters.tls_handshakes;
+        assert_eq!((h.full, h.resumed), want, "server, {case}");
+        assert_eq!(s.counters.tls_errors.total(), 0, "{case}");
+        control(ctl, "stop").unwrap();
+        assert!(server.wait(T).status.success(), "{case}");
+    }
+}
+
+#[test]
+fn an_expired_certificate_fails_every_connection_counted_as_expired() {
+    const N: u64 = 7;
+    let (port, ctl) = (23510u16, "127.0.0.1:23593");
+    let dir = scratch("tls-expired");
+    // Made now: valid for 2020 only, for the address the client asks for.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+    params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+    let made = params.self_signed(&key).unwrap();
+    let (cert, key_file) = (
+        dir.path().join("expired.pem"),
+        dir.path().join("expired.key"),
+    );
+    std::fs::write(&cert, made.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    let server = Proc::spawn(
+        "c1m server --tls-cert (expired)",
+        c1m()
+            .args(["server", "--mode", "ws", "--ports", &port.to_string()])
+            .args(["--quiet", "--control", ctl, "--tls-cert"])
+            .arg(&cert)
+            .arg("--tls-key")
+            .arg(&key_file),
+    );
+    wait_for(ctl, "server up", Duration::from_secs(60), |s| {
+        s.phase == "running"
+    });
+    let json = dir.path().join("client.json");
+    let c = one_at_a_time(port, N, &cert, &json, &[]).counters;
+    assert_eq!(
+        (
+            c.connected,
+            c.failures.tls,
+            c.tls_errors.expired_certificate
+        ),
+        (0, N, N),
+        "{:?}",
+        c.tls_errors
+    );
+    assert_eq!(c.tls_errors.total(), N, "{:?}", c.tls_errors);
+    // The server hears the client's certificate_expired alert, once per connection.
+    let s = wait_for(ctl, "every rejection heard", T, |s| {
+        s.counters.tls_errors.peer_rejected_certificate == N
+    });
+    assert_eq!(
+        (
+            s.counters.tls_errors.total(),
+            s.counters.tls_handshakes.full,
+            s.counters.open
+        ),
+        (N, 0, 0),
+        "{:?}",
+        s.counters.tls_errors
+    );
+    control(ctl, "stop").unwrap();
+    assert!(server.wait(T).status.success());
 }

@@ -4,8 +4,10 @@
 //! handshakes a second both ends here could do if they did nothing else. Then, in rounds,
 //! each in a fresh network namespace: a minimal OpenSSL pair (`xtask/c/tls_ref.c`,
 //! built with gcc here) doing full handshakes, the same with ticket resumption, and
-//! `c1m run --tls` (skipped, said so, while `c1m run` has no `--tls`). Each is printed
-//! with its ratio to the floor, c1m's also to the C pair's full handshakes.
+//! `c1m run --tls` full and with `--tls-resumption` (skipped, said so, while `c1m run`
+//! has no `--tls`). Each is printed with its ratio to the floor, c1m's also to the C
+//! pair's; then, per round, resumed over full for each pair: handshakes a second and
+//! CPU per handshake per side, so both ratios come from the same minutes of the box.
 //!
 //! What a full TLS 1.3 handshake (X25519, ECDSA P-256 cert) counts per side:
 //! - server: 1 X25519 key generation + 1 X25519 derivation + 1 ECDSA sign
@@ -177,14 +179,27 @@ fn make_cert(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     Ok((cert, key))
 }
 
+/// c1m's `--in-flight` in both of its rounds.
+const IN_FLIGHT: u64 = 64;
+
 /// One measurement: handshakes a second and CPU per handshake per side, µs.
 #[derive(Debug, Clone, Copy, Default)]
 struct Measured {
     per_s: f64,
     server_us: f64,
     client_us: f64,
-    /// Handshakes that resumed a session (the C pair's resume mode).
+    /// Handshakes that resumed a session (the C pair's resume mode; c1m's server's
+    /// `tls_handshakes.resumed`).
     resumed: u64,
+}
+
+/// Resumed over full, one pair, one round: (handshakes/s, server CPU, client CPU).
+fn ratios(full: &Measured, resumed: &Measured) -> (f64, f64, f64) {
+    (
+        resumed.per_s / full.per_s,
+        resumed.server_us / full.server_us,
+        resumed.client_us / full.client_us,
+    )
 }
 
 /// The fields after the word that starts a line of the C pair.
@@ -263,9 +278,11 @@ fn c1m_has_tls() -> Result<bool> {
         .any(|w| w == "--tls"))
 }
 
-/// `c1m run --tls --mode hold -n N --rate 0` in a fresh namespace: its setup rate and
-/// each side's CPU over the setup phase per connection, from summary.json.
-fn c1m_run(n: u64, tag: &str) -> Result<Measured> {
+/// `c1m run --tls --mode hold -n N --rate 0` (with `--tls-resumption` if `resume`) in a
+/// fresh namespace: its setup rate and each side's CPU over the setup phase per
+/// connection, from summary.json. Resumed, the first connections (up to
+/// [`IN_FLIGHT`]) start before any ticket has come back: `resumed` says how many did.
+fn c1m_run(n: u64, tag: &str, resume: bool) -> Result<Measured> {
     let ns = Netns::new(tag)?;
     let out = std::env::temp_dir().join(format!("c1m-xbench-tls-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
@@ -274,6 +291,11 @@ fn c1m_run(n: u64, tag: &str) -> Result<Measured> {
         .args(["run", "--tls", "--mode", "hold", "--rate", "0", "--plain"])
         .args(["--idle", "1s", "-n", &n.to_string(), "--out"])
         .arg(&out)
+        // Connections that start before any ticket came back cannot resume: the run's
+        // default in-flight let all 2,000 start at once (0 resumed); 64 at a time, the
+        // same for the full round, leaves 64 full handshakes of a resumed round.
+        .args(["--in-flight", &IN_FLIGHT.to_string()])
+        .args(resume.then_some("--tls-resumption"))
         .stdout(Stdio::null())
         .status()
         .context("c1m run --tls")?;
@@ -310,7 +332,9 @@ fn read_c1m(out: &Path, n: u64) -> Result<Measured> {
             .context("summary.json has no client.setup_rate.achieved_per_s")?,
         server_us: cpu("server") * 1e6 / connected,
         client_us: cpu("client") * 1e6 / connected,
-        resumed: 0,
+        resumed: v["server"]["counters"]["tls_handshakes"]["resumed"]
+            .as_u64()
+            .unwrap_or(0),
     })
 }
 
@@ -378,9 +402,23 @@ fn rounds_of(exe: &Path, tmp: &Path, n: u64, rounds: u32, f: &Floor) -> Result<(
             println!("      c1m: no --tls yet (skipped)");
             continue;
         }
-        let m = c1m_run(n, &format!("t{r}m"))?;
-        line("c1m", &m, f.full_per_s);
+        let m = c1m_run(n, &format!("t{r}m"), false)?;
+        line("c1m full", &m, f.full_per_s);
         println!("      {:<12} c1m / C full: {:.2}", "", m.per_s / full.per_s);
+        let mr = c1m_run(n, &format!("t{r}n"), true)?;
+        line("c1m resumed", &mr, f.resumed_per_s);
+        println!(
+            "      {:<12} ({} of {n} resumed); c1m / C resumed: {:.2}",
+            "",
+            mr.resumed,
+            mr.per_s / resumed.per_s
+        );
+        for (who, full, resumed) in [("C", &full, &resumed), ("c1m", &m, &mr)] {
+            let (rate, server, client) = ratios(full, resumed);
+            println!(
+                "      {who:<4} resumed / full: {rate:.2}× handshakes/s, CPU per handshake: server {server:.2}×, client {client:.2}×"
+            );
+        }
     }
     Ok(())
 }
@@ -467,6 +505,7 @@ CPUINFO: OPENSSL_ia32cap=0xfffa3203078bffff:0x400684219c07ab
         std::fs::create_dir_all(&dir).expect("dir");
         let summary = serde_json::json!({
             "client": {"counters": {"connected": 2000}, "setup_rate": {"achieved_per_s": 1500.0}},
+            "server": {"counters": {"tls_handshakes": {"full": 30, "resumed": 1970}}},
             "phases": [
                 {"name": "setup",
                  "server": {"cpu_user_s": 0.5, "cpu_sys_s": 0.1},
@@ -484,6 +523,24 @@ CPUINFO: OPENSSL_ia32cap=0xfffa3203078bffff:0x400684219c07ab
         // 0.6 s over 2,000 handshakes = 300 µs; 1.2 s = 600 µs (idle's CPU is not setup's).
         assert!((m.server_us - 300.0).abs() < 1e-9, "{m:?}");
         assert!((m.client_us - 600.0).abs() < 1e-9, "{m:?}");
+        assert_eq!(m.resumed, 1970);
+    }
+
+    #[test]
+    fn resumed_over_full_is_each_figure_divided() {
+        let full = Measured {
+            per_s: 1000.0,
+            server_us: 400.0,
+            client_us: 500.0,
+            resumed: 0,
+        };
+        let resumed = Measured {
+            per_s: 2500.0,
+            server_us: 100.0,
+            client_us: 250.0,
+            resumed: 10,
+        };
+        assert_eq!(ratios(&full, &resumed), (2.5, 0.25, 0.5));
     }
 
     #[test]

@@ -117,6 +117,11 @@ impl ServerTlsArgs {
             }
             return Ok(None);
         }
+        // One ticket key for every shard and worker, so any of them resumes any ticket.
+        let ticket_key = match self.tls_resumption {
+            true => Some(super::tickets::new_key()?),
+            false => None,
+        };
         let t = match (&self.tls_cert, &self.tls_key) {
             (Some(c), Some(k)) => {
                 if self.tls_cert_out.is_some() {
@@ -126,6 +131,7 @@ impl ServerTlsArgs {
                     cert_pem: read_pem(c, "--tls-cert")?,
                     key_pem: read_pem(k, "--tls-key")?,
                     resumption: self.tls_resumption,
+                    ticket_key,
                 }
             }
             _ => {
@@ -137,6 +143,7 @@ impl ServerTlsArgs {
                     cert_pem,
                     key_pem,
                     resumption: self.tls_resumption,
+                    ticket_key,
                 }
             }
         };

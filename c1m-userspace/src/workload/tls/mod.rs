@@ -5,13 +5,20 @@
 //!
 //! | module    | concern                                                          |
 //! |-----------|------------------------------------------------------------------|
+//! | `compact_aead` | TLS 1.3 record keys kept as bytes, expanded per record  |
 //! | `config`  | what a shard is told (PEM text), the rustls configs, self-signed |
 //! | `session` | one connection's session: ciphertext in, plaintext and records out |
 //! | `failure` | a failed handshake as its counted cause                          |
 //! | `record`  | what a run's record says of its TLS                              |
+//! | `tickets` | session tickets every shard and worker of a server opens         |
+//! | `footprint` | (tests) the heap an idle session keeps, by size               |
 
 pub mod args;
+pub(crate) mod compact_aead;
 pub(crate) mod config;
 pub(crate) mod failure;
+#[cfg(test)]
+pub(crate) mod footprint;
 pub mod record;
 pub(crate) mod session;
+pub(crate) mod tickets;

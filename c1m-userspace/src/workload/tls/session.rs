@@ -301,6 +301,7 @@ mod tests {
             cert_pem: cert.clone(),
             key_pem: key,
             resumption,
+            ticket_key: None,
         };
         let c = ClientTls {
             ca_pem: Some(cert),
