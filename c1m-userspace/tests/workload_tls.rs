@@ -494,7 +494,9 @@ fn c1m_run_tls(engine: &str, ports: &str) {
     }
     c1m::netns::enter_private().expect("private netns");
     const N: u64 = 2000;
-    let out = fresh_dir("run-tls");
+    // One folder per engine: the two run at once in one process, and fresh_dir
+    // empties its folder (one shared name deleted the other run's certificate).
+    let out = fresh_dir(&format!("run-tls-{engine}"));
     let r = c1m_run(
         out.path(),
         &[
@@ -658,13 +660,7 @@ fn c1m_run_tls_on_the_tokio_engine_completes_with_kernel_equal_app() {
 /// `c1m client` in ws mode against `port`, one connection in flight at a time on one
 /// shard: connection k+1 starts after k's 101, so k's ticket (sent before the 101) is
 /// there to resume from. Its final counters, from `--stats-json`.
-fn one_at_a_time(
-    port: u16,
-    n: u64,
-    ca: &Path,
-    json: &Path,
-    extra: &[&str],
-) -> AppSnapshot {
+fn one_at_a_time(port: u16, n: u64, ca: &Path, json: &Path, extra: &[&str]) -> AppSnapshot {
     let out = c1m()
         .args(["client", "--mode", "ws", "--ports", &port.to_string()])
         .args(["--quiet", "--hold", "0s", "-n", &n.to_string()])

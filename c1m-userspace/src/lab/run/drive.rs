@@ -118,7 +118,7 @@ impl Lab {
         }
         let setup_timeout = setup_limit(args.setup_timeout);
         // A foreign server that stops completing connections ends the setup early.
-        let watch = std::cell::RefCell::new(StallWatch::default());
+        let watch = std::cell::RefCell::new(StallWatch::new(args.tls.tls));
         let stalled = std::cell::Cell::new(false);
         let watch_stalls = self.foreign.is_some();
         let set_up = if external {
