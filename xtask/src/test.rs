@@ -224,7 +224,8 @@ fn test_lines(output: &str) -> Vec<TestLine> {
             let rest = l.strip_prefix("test ")?;
             let (name, rest) = rest.split_once(" ... ")?;
             let mut words = rest.split_whitespace();
-            let verdict = words.next()?.to_owned();
+            // "ignored, REASON" for a test ignored with a reason: the verdict is the word.
+            let verdict = words.next()?.trim_end_matches(',').to_owned();
             let seconds = words
                 .next()
                 .and_then(|t| t.strip_prefix('<')?.strip_suffix("s>")?.parse().ok());
@@ -326,4 +327,21 @@ pub fn run_all() -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ignored_test_with_a_reason_is_ignored_not_failed() {
+        let out = "test a ... ok <0.1s>\ntest b ... ignored, a measurement: prints bytes\n\
+                   test c ... FAILED <2.0s>\ntest d has been running for over 60 seconds\n";
+        let v: Vec<(String, String)> = test_lines(out)
+            .into_iter()
+            .map(|t| (t.name, t.verdict))
+            .collect();
+        let want = [("a", "ok"), ("b", "ignored"), ("c", "FAILED")];
+        assert_eq!(v, want.map(|(n, w)| (n.to_owned(), w.to_owned())).to_vec());
+    }
 }
