@@ -260,7 +260,13 @@ pub(crate) fn judge(checks: &[Check], run: &RunRecord) -> Vec<CheckResult> {
 /// ended run's 0 or 2 into [`CHECK_FAILED`]; a run that failed or was interrupted keeps
 /// its own.
 pub(crate) fn exit_code(code: i32, checks: &[CheckResult]) -> i32 {
-    if matches!(code, 0 | 2) && checks.iter().any(|c| !c.passed) {
+    exit_code_of(code, checks.iter().any(|c| !c.passed))
+}
+
+/// [`exit_code`] when only whether some check failed is known (a `--servers` sequence
+/// reads it from each run's record).
+pub(crate) fn exit_code_of(code: i32, a_check_failed: bool) -> i32 {
+    if matches!(code, 0 | 2) && a_check_failed {
         CHECK_FAILED
     } else {
         code

@@ -350,11 +350,6 @@ fn phase_table(phases: &[Phase]) -> Blocks {
     }
 }
 
-/// A row the kernel and the app agree on: both there and equal.
-fn agrees(row: &KernelVsApp) -> bool {
-    row.agrees()
-}
-
 /// Kernel vs app at the end of each phase: one line when they agreed after every phase,
 /// else a line per count that differed, with its explanation.
 fn kernel_vs_app(s: &mut String, width: usize, phases: &[Phase]) {
@@ -388,7 +383,7 @@ fn kernel_vs_app(s: &mut String, width: usize, phases: &[Phase]) {
             "",
             "kernel vs app: no kernel figures (the observer did not run); the app's counts are in summary.json"
         );
-    } else if rows.iter().all(|(_, r)| agrees(r)) {
+    } else if rows.iter().all(|(_, r)| r.agrees()) {
         // The most connections a count reached at a phase's end: what the agreement covers.
         let held = rows.iter().filter_map(|(_, r)| r.app).max().unwrap_or(0);
         wrapln!(
@@ -401,7 +396,7 @@ fn kernel_vs_app(s: &mut String, width: usize, phases: &[Phase]) {
             count(phases.len() as u64)
         );
     } else {
-        let same = rows.iter().filter(|(_, r)| agrees(r)).count();
+        let same = rows.iter().filter(|(_, r)| r.agrees()).count();
         wrapln!(
             s,
             width,
@@ -411,7 +406,7 @@ fn kernel_vs_app(s: &mut String, width: usize, phases: &[Phase]) {
             count(rows.len() as u64)
         );
         let n = |v: Option<i64>| v.map_or_else(|| crate::fmt::NA.to_owned(), signed);
-        for (p, r) in rows.iter().filter(|(_, r)| !agrees(r)) {
+        for (p, r) in rows.iter().filter(|(_, r)| !r.agrees()) {
             wrapln!(
                 s,
                 width,

@@ -330,12 +330,9 @@ async fn run_all(mut args: RunArgs) -> Result<i32> {
     if code != 0 {
         return Ok(code);
     }
-    Ok(crate::lab::gate::exit_code(
+    Ok(crate::lab::gate::exit_code_of(
         worst.exit_code(),
-        &[crate::model::CheckResult {
-            passed: !checks_failed,
-            ..Default::default()
-        }],
+        checks_failed,
     ))
 }
 
