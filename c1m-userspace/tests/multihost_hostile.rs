@@ -529,3 +529,147 @@ fn a_server_host_killed_during_idle_is_a_crash_not_a_teardown() {
     drop(host);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A client host that stops reading before the server's teardown (SIGSTOP: its kernel
+/// still acknowledges, it never answers the goodbye): the server waits 5 s for an end of
+/// stream that never comes, closes those connections unanswered, counts them, and the run
+/// is `degraded` (exit 2) with the reason, not `complete` as before (the stall only reached
+/// the server's stderr). Every connection is closed and counted once.
+#[test]
+fn a_client_host_that_stops_reading_at_teardown_degrades_the_run() {
+    if !root_or_skip("a_client_host_that_stops_reading_at_teardown_degrades_the_run") {
+        return;
+    }
+    let dir = lab_util::fresh_dir("mh-deaf");
+    let ns = format!("c1mdeaf-{:x}", std::process::id());
+    fresh_ns(&ns);
+    let mut host = Host {
+        ns: ns.clone(),
+        children: Vec::new(),
+    };
+    let runs = dir.join("server-runs");
+    let total = (2 * PER_HOST).to_string();
+    let server_log = dir.join("server.out");
+    let runs_s = runs.to_str().expect("utf-8");
+    host.children.push(c1m_in(
+        &ns,
+        &strings(&[
+            "run",
+            "--clients",
+            "external",
+            "--expect",
+            &total,
+            "--ports",
+            "26210-26213",
+            "--mode",
+            "ws",
+            "--idle",
+            "5s",
+            "--setup-timeout",
+            "100s",
+            "--plain",
+            "--out",
+            runs_s,
+        ]),
+        &server_log,
+    ));
+    for i in 0..2 {
+        let log = dir.join(format!("client-{i}.out"));
+        let run_dir = dir.join(format!("client-{i}"));
+        host.children.push(c1m_in(
+            &ns,
+            &strings(&[
+                "client",
+                "--shard",
+                &format!("{i}/2"),
+                "-n",
+                &total,
+                "--ports",
+                "26210-26213",
+                "--mode",
+                "ws",
+                "--hold",
+                "forever",
+                "--rate",
+                "2000",
+                "--run-dir",
+                run_dir.to_str().expect("utf-8"),
+                "--host-label",
+                &format!("client-{i}"),
+                "--quiet",
+            ]),
+            &log,
+        ));
+    }
+    // Client 1 stops once both shares are open (the server idles 5 s from then on).
+    let logs = || -> String {
+        (0..2)
+            .map(|i| {
+                std::fs::read_to_string(dir.join(format!("client-{i}.out"))).unwrap_or_default()
+            })
+            .chain([std::fs::read_to_string(&server_log).unwrap_or_default()])
+            .collect::<Vec<_>>()
+            .join("\n----\n")
+    };
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        let open: Vec<u64> = (0..2)
+            .map(|i| {
+                report::load_run(&dir.join(format!("client-{i}")))
+                    .ok()
+                    .and_then(|r| r.client)
+                    .map_or(0, |c| c.counters.open)
+            })
+            .collect();
+        if open == [PER_HOST, PER_HOST] {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "not all open within 120 s ({open:?}):\n{}",
+            logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let deaf = host.children[2].id();
+    let stopped: Vec<u32> = std::iter::once(deaf).chain(descendants(deaf)).collect();
+    for &pid in &stopped {
+        // SAFETY: kill(2) on a pid this test started (or one its child started).
+        unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    }
+    let code = wait(
+        &mut host.children[0],
+        Duration::from_secs(120),
+        "the server host",
+        &server_log,
+    );
+    for &pid in &stopped {
+        // SAFETY: as above; killed for good by `Host`'s drop.
+        unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    }
+    assert_eq!(code, 2, "a degraded run:\n{}", logs());
+    let run = report::load_run(&lab_util::run_folder(&runs)).expect("the server's folder");
+    assert_eq!(run.outcome, Outcome::Degraded, "{:?}", run.warnings);
+    let closed = run.server.as_ref().expect("server side").counters.closed;
+    assert!(
+        (1..=PER_HOST).contains(&closed.goodbye_unanswered),
+        "{closed:?}\n{}",
+        logs()
+    );
+    assert_eq!(
+        closed.goodbye_unanswered + closed.local_close,
+        2 * PER_HOST,
+        "{closed:?}"
+    );
+    let said = format!(
+        "server: {} peers did not end their side within 5 s of the teardown's goodbye",
+        c1m::fmt::count(closed.goodbye_unanswered)
+    );
+    assert!(
+        run.warnings.iter().any(|w| w.starts_with(&said)),
+        "{:?}",
+        run.warnings
+    );
+    drop(host);
+    let _ = std::fs::remove_dir_all(&dir);
+}

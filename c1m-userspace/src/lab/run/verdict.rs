@@ -51,6 +51,14 @@ pub(crate) fn losses(
             ));
         }
     }
+    let unanswered = server.map_or(0, |s| s.counters.closed.goodbye_unanswered);
+    if unanswered > 0 {
+        out.push(format!(
+            "server: {} peers did not end their side within 5 s of the teardown's \
+             goodbye (client host gone, or not reading): closed without their answer",
+            crate::fmt::count(unanswered)
+        ));
+    }
     for (side, snap) in [("server", server), ("client", client)] {
         let lost = snap.map(|s| s.counters.closed.worker_lost).unwrap_or(0);
         if lost > 0 {

@@ -62,6 +62,10 @@ counter_set! {
         error,
         /// The worker process holding it died; counted from its last report.
         worker_lost,
+        /// Server teardown: we said goodbye (close frame or close_notify, then FIN) and the
+        /// peer did not end its side within 5 s (gone, or not reading): closed without its
+        /// answer, which draws a reset if it still answers.
+        goodbye_unanswered,
     }
 }
 

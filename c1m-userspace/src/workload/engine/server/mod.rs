@@ -514,8 +514,9 @@ impl Shard {
                 .conns
                 .get_mut(tok)
                 .is_some_and(|c| c.ws == WsState::Closing)
+                && self.close(tok)
             {
-                self.close_local(tok);
+                self.c.closed.goodbye_unanswered += 1;
             }
         }
         self.goodbyes_waiting = 0;
