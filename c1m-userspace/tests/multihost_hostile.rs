@@ -18,7 +18,7 @@ use crate::{
         Scratch, c1m, client_folder_at, client_run, refused, server_folder, server_folder_of,
     },
     lab_util::{self, root_or_skip},
-    multihost_netns::{c1m_in, fresh_ns, strings, wait},
+    multihost_netns::{c1m_in, fresh_ns, strings, wait, wait_listening},
 };
 
 const RUN_A: &str = "00000000000000aa";
@@ -537,11 +537,23 @@ fn a_server_host_killed_during_idle_is_a_crash_not_a_teardown() {
 /// the server's stderr). Every connection is closed and counted once.
 #[test]
 fn a_client_host_that_stops_reading_at_teardown_degrades_the_run() {
-    if !root_or_skip("a_client_host_that_stops_reading_at_teardown_degrades_the_run") {
+    deaf_at_teardown("epoll", "26210-26213");
+}
+
+/// The same with the tokio server, which closed every connection at once at a teardown.
+#[test]
+fn a_client_host_that_stops_reading_at_teardown_degrades_the_run_tokio() {
+    deaf_at_teardown("tokio", "26214-26217");
+}
+
+fn deaf_at_teardown(engine: &str, ports: &str) {
+    if !root_or_skip(&format!(
+        "a_client_host_that_stops_reading_at_teardown ({engine})"
+    )) {
         return;
     }
-    let dir = lab_util::fresh_dir("mh-deaf");
-    let ns = format!("c1mdeaf-{:x}", std::process::id());
+    let dir = lab_util::fresh_dir(&format!("mh-deaf-{engine}"));
+    let ns = format!("c1mdeaf{engine}-{:x}", std::process::id());
     fresh_ns(&ns);
     let mut host = Host {
         ns: ns.clone(),
@@ -560,7 +572,9 @@ fn a_client_host_that_stops_reading_at_teardown_degrades_the_run() {
             "--expect",
             &total,
             "--ports",
-            "26210-26213",
+            ports,
+            "--server-engine",
+            engine,
             "--mode",
             "ws",
             "--idle",
@@ -573,6 +587,12 @@ fn a_client_host_that_stops_reading_at_teardown_degrades_the_run() {
         ]),
         &server_log,
     ));
+    // A client started before every port listens is refused (the run then fails setup).
+    let (first, last) = ports.split_once('-').expect("a port range");
+    let (first, last): (u16, u16) = (first.parse().expect("port"), last.parse().expect("port"));
+    for port in first..=last {
+        wait_listening(&ns, &port.to_string(), &server_log);
+    }
     for i in 0..2 {
         let log = dir.join(format!("client-{i}.out"));
         let run_dir = dir.join(format!("client-{i}"));
@@ -585,7 +605,7 @@ fn a_client_host_that_stops_reading_at_teardown_degrades_the_run() {
                 "-n",
                 &total,
                 "--ports",
-                "26210-26213",
+                ports,
                 "--mode",
                 "ws",
                 "--hold",

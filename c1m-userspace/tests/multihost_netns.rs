@@ -148,7 +148,7 @@ fn listening(ns: &str, port: &str) -> bool {
 }
 
 /// Waits until `port` listens in `ns`, at most 60 s (then fails with the server's log).
-fn wait_listening(ns: &str, port: &str, log: &Path) {
+pub(crate) fn wait_listening(ns: &str, port: &str, log: &Path) {
     let up = Instant::now();
     while !listening(ns, port) {
         assert!(

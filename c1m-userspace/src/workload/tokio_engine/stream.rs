@@ -58,6 +58,10 @@ impl Stream {
         Stream::Tls(Box::new(t))
     }
 
+    pub(crate) fn is_tls(&self) -> bool {
+        matches!(self, Stream::Tls(_))
+    }
+
     pub(crate) fn tcp(&self) -> &TcpStream {
         match self {
             Stream::Tcp(s) => s,

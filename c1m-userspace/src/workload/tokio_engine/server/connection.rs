@@ -15,7 +15,7 @@ use bytes::Buf;
 use tokio::{io::ReadBuf, net::TcpStream, sync::futures::Notified};
 use tokio_rustls::server::Accept;
 
-use super::Shard;
+use super::{Shard, goodbye::Goodbye};
 use crate::workload::{
     config::Mode,
     engine::{
@@ -154,7 +154,9 @@ impl Shard {
                 End::Peer => c.closed.peer_closed += 1,
                 End::Protocol => c.closed.protocol += 1,
                 End::HandshakeTimeout => c.closed.handshake_timeout += 1,
-                End::Local => {
+                End::SaidGoodbye(Goodbye::Unanswered) => c.closed.goodbye_unanswered += 1,
+                End::SaidGoodbye(_) => c.closed.local_close += 1,
+                End::Local | End::Teardown => {
                     c.closed.local_close += 1;
                     // The goodbye (and under TLS the close_notify) rides with the FIN
                     // (`engine::send_before_close`); behind queued output it is dropped,
@@ -184,10 +186,10 @@ impl Shard {
     }
 }
 
-struct Conn {
-    stream: Stream,
-    ws: WsState,
-    spill: Option<Box<Spill>>,
+pub(super) struct Conn {
+    pub(super) stream: Stream,
+    pub(super) ws: WsState,
+    pub(super) spill: Option<Box<Spill>>,
     /// The shard's generations when this connection last looked (push: when it opened
     /// or last wrote one).
     close_gen: u64,
@@ -207,8 +209,12 @@ enum End {
     /// Protocol violation (counted where found), answered.
     Protocol,
     HandshakeTimeout,
-    /// `Close` or `Stop`.
+    /// `Stop` (or `Close` where no goodbye is awaited): closed at once.
     Local,
+    /// `Close`: say goodbye first, see `goodbye`.
+    Teardown,
+    /// The goodbye said, and the peer's end of the stream seen (or not).
+    SaidGoodbye(Goodbye),
 }
 
 /// What woke a connection task.
@@ -244,13 +250,19 @@ async fn connection(sh: Rc<Shard>, tcp: TcpStream, close_gen: u64, hs_seq: u64) 
         push_gen: sh.push_gen.get(),
         hs_seq,
     };
-    let end = conn.serve(&sh).await;
+    let end = match conn.serve(&sh).await {
+        End::Teardown => match conn.goodbye(&sh).await {
+            Goodbye::CloseNow => End::Local,
+            said => End::SaidGoodbye(said),
+        },
+        end => end,
+    };
     sh.finish(conn, end);
 }
 
 impl Conn {
     /// Output queued: ours, or records rustls sealed that the socket did not take.
-    fn has_out(&self) -> bool {
+    pub(super) fn has_out(&self) -> bool {
         self.spill.as_ref().is_some_and(|s| !s.out.is_empty()) || self.stream.tls_pending()
     }
 
@@ -260,7 +272,11 @@ impl Conn {
         notified.as_mut().enable();
         loop {
             if sh.close_gen.get() != self.close_gen {
-                return End::Local;
+                return if sh.stopping.get() {
+                    End::Local
+                } else {
+                    End::Teardown
+                };
             }
             if self.ws == WsState::Handshake && self.hs_seq < sh.hs_cutoff.get() {
                 return End::HandshakeTimeout;

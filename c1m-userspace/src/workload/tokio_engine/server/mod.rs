@@ -54,9 +54,10 @@
 //!   in 10,000 accepts).
 //!
 //! This file is the shard (listeners, accepts, caps, push and close broadcasts, reports);
-//! a connection's task and books are in `connection`.
+//! a connection's task and books are in `connection`, the teardown's goodbyes in `goodbye`.
 
 mod connection;
+mod goodbye;
 
 use std::{
     cell::{Cell, RefCell},
@@ -146,6 +147,8 @@ async fn serve(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU
         push_done: Cell::new(None),
         main_wake: Notify::new(),
         stopping: Cell::new(false),
+        goodbyes: goodbye::window(),
+        goodbye_stalled: Cell::new(false),
         accepting: RefCell::default(),
         warned_emfile: Cell::new(false),
         handshakes: RefCell::default(),
@@ -222,7 +225,8 @@ struct Shard {
     out: RefCell<Vec<u8>>,
     /// Wakes every connection task: `close_gen` or `push_gen` moved.
     wake: Notify,
-    /// Bumped by `Close` and `Stop`: connections accepted before it close.
+    /// Bumped by `Close` and `Stop`: connections accepted before it close (after their
+    /// goodbye on `Close`, at once on `Stop`).
     close_gen: Cell<u64>,
     /// Bumped by each push: connections open at that moment write it.
     push_gen: Cell<u64>,
@@ -234,6 +238,10 @@ struct Shard {
     /// Wakes the main task: a push finished, or (stopping) the last connection closed.
     main_wake: Notify,
     stopping: Cell<bool>,
+    /// Teardown: the goodbyes out at once, and whether one went unanswered (the rest
+    /// then close at once), see `goodbye`.
+    goodbyes: tokio::sync::Semaphore,
+    goodbye_stalled: Cell<bool>,
     /// The accept tasks; empty while the shard is full (see [`Shard::close_listeners`]).
     accepting: RefCell<Vec<AbortHandle>>,
     warned_emfile: Cell<bool>,
