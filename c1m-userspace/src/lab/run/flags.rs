@@ -290,6 +290,22 @@ pub struct RunArgs {
     /// ws_handshake, push, push_fanout, echo).
     #[arg(value_name = "CHECK", help_heading = "Lab and output", long = "check", value_parser = crate::lab::gate::parse)]
     pub checks: Vec<crate::lab::gate::Check>,
+    /// The experiment as a file (TOML): every flag here is a key of the same long name
+    /// (`rate = 10000`, `tls = true`, `check = ["push.p99 < 50ms"]`), checked before
+    /// anything starts, with errors naming the line. Flags given beside --plan replace the
+    /// plan's keys (a --check replaces the plan's checks). As root, the file must be
+    /// root's and not writable by group or others. Every run folder holds the run's own
+    /// plan.toml, which `c1m run --plan DIR/plan.toml` runs again.
+    #[arg(value_name = "FILE", help_heading = "Experiment as a file", long)]
+    pub plan: Option<PathBuf>,
+    /// Check the plan and the flags beside it, print the experiment they resolve to (as a
+    /// plan file) and exit: nothing starts. Without --plan, the flags' own plan.
+    #[arg(help_heading = "Experiment as a file", long)]
+    pub plan_check: bool,
+    /// The effective plan (the plan with the command line's flags over it), written to
+    /// the run folder as plan.toml; made by `plan_file::resolve`.
+    #[arg(skip)]
+    pub effective_plan: Option<String>,
 }
 
 /// The most `--repeat` takes: a thousand rounds of six servers is already weeks.
