@@ -83,7 +83,9 @@ pub(crate) const CLOSED_STDOUT: i32 = 141;
 
 /// `c1m run`'s flags with the plan they name (`--plan`) under them, and the effective
 /// plan the run folder keeps; `None` when `--plan-check` printed it and nothing runs.
-fn run_with_plan(matches: &clap::ArgMatches) -> anyhow::Result<Option<crate::lab::run::flags::RunArgs>> {
+fn run_with_plan(
+    matches: &clap::ArgMatches,
+) -> anyhow::Result<Option<crate::lab::run::flags::RunArgs>> {
     use crate::lab::run::plan_file;
     let Some(given) = matches.subcommand_matches("run") else {
         anyhow::bail!("no `run` in the parsed command line");

@@ -79,7 +79,9 @@ pub fn command() -> Command {
 /// (a plan does not name another) and hidden ones (`--into` is how `--servers` hands
 /// a run its folder, not an experiment's).
 pub fn is_key(a: &Arg) -> bool {
-    a.get_long().is_some() && !a.is_hide_set() && !matches!(a.get_id().as_str(), "plan" | "plan_check")
+    a.get_long().is_some()
+        && !a.is_hide_set()
+        && !matches!(a.get_id().as_str(), "plan" | "plan_check")
 }
 
 /// One key of a plan: its flag, the line it is on and the argv it stands for.
@@ -93,7 +95,11 @@ struct Key {
 /// The 1-based line of a byte offset.
 fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
-    text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count() + 1
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
 /// Clap's message on one line, without its `error: ` prefix, usage and tip: the lines
@@ -222,14 +228,12 @@ fn keys(text: &str, file: &str, cmd: &Command) -> Result<Vec<Key>, PlanError> {
         // The key alone through the flags' parser, so a refused value names its line;
         // what flags say together (one needs or excludes another) is checked when the
         // whole plan is parsed.
-        if let Err(e) = cmd
-            .clone()
-            .try_get_matches_from(std::iter::once(OsString::from("run")).chain(argv.iter().cloned()))
-            && !matches!(
-                e.kind(),
-                ErrorKind::MissingRequiredArgument | ErrorKind::ArgumentConflict
-            )
-        {
+        if let Err(e) = cmd.clone().try_get_matches_from(
+            std::iter::once(OsString::from("run")).chain(argv.iter().cloned()),
+        ) && !matches!(
+            e.kind(),
+            ErrorKind::MissingRequiredArgument | ErrorKind::ArgumentConflict
+        ) {
             return Err(at(line, format!("`{name}`: {}", clap_line(&e))));
         }
         keys.push(Key {
@@ -246,7 +250,11 @@ fn keys(text: &str, file: &str, cmd: &Command) -> Result<Vec<Key>, PlanError> {
 /// must not write it.
 fn untrusted(uid: u32, mode: u32, euid: u32, path: &str) -> Option<String> {
     if uid != euid && uid != 0 {
-        let who = if euid == 0 { "root".to_owned() } else { euid.to_string() };
+        let who = if euid == 0 {
+            "root".to_owned()
+        } else {
+            euid.to_string()
+        };
         return Some(format!(
             "owned by uid {uid}, who could change the experiment; fix: chown {who} {path} (or copy it)"
         ));
@@ -380,7 +388,12 @@ where
     let given = command()
         .try_get_matches_from(&argv)
         .map_err(|e| PlanError::Flags(clap_line(&e)))?;
-    resolve(&given, &shell_words(std::iter::once(OsStr::new("c1m")).chain(argv.iter().map(OsString::as_os_str))))
+    resolve(
+        &given,
+        &shell_words(
+            std::iter::once(OsStr::new("c1m")).chain(argv.iter().map(OsString::as_os_str)),
+        ),
+    )
 }
 
 /// A command line as a shell would take it back: words quoted when they need it.
@@ -425,8 +438,8 @@ fn toml_value(raw: &OsStr) -> String {
     }
 }
 
-/// The effective plan: every key whose value is not the flag's default (from the
-/// command line, the plan or the environment), grouped by the headings of `--help`.
+/// The effective plan: every key the plan or the command line states, and any the
+/// environment sets to other than its default, grouped by the headings of `--help`.
 fn render(cmd: &Command, m: &ArgMatches, command_line: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -441,16 +454,19 @@ fn render(cmd: &Command, m: &ArgMatches, command_line: &str) -> String {
     let mut groups: Vec<(Option<&str>, Vec<String>)> = Vec::new();
     for a in cmd.get_arguments().filter(|a| is_key(a)) {
         let id = a.get_id().as_str();
-        if !matches!(
-            m.value_source(id),
-            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-        ) {
-            continue;
-        }
         let raw: Vec<&OsStr> = m.get_raw(id).into_iter().flatten().collect();
-        let defaults: Vec<&OsStr> = a.get_default_values().iter().map(|v| v.as_os_str()).collect();
-        if raw == defaults {
-            continue;
+        let defaults: Vec<&OsStr> = a
+            .get_default_values()
+            .iter()
+            .map(|v| v.as_os_str())
+            .collect();
+        // A key the plan or the command line states stays, even at its default (the
+        // experiment says it; a later default may differ); one from the environment
+        // stays when it is not the default.
+        match m.value_source(id) {
+            Some(ValueSource::CommandLine) => {}
+            Some(ValueSource::EnvVariable) if raw != defaults => {}
+            _ => continue,
         }
         let Some(long) = a.get_long() else { continue };
         let value = match a.get_action() {
@@ -459,7 +475,10 @@ fn render(cmd: &Command, m: &ArgMatches, command_line: &str) -> String {
                 .map_or("true".to_owned(), |r| r.to_string_lossy().into_owned()),
             ArgAction::Append => format!(
                 "[{}]",
-                raw.iter().map(|r| quoted(&r.to_string_lossy())).collect::<Vec<_>>().join(", ")
+                raw.iter()
+                    .map(|r| quoted(&r.to_string_lossy()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             _ => raw.first().map_or_else(|| quoted(""), |r| toml_value(r)),
         };
@@ -513,7 +532,10 @@ mod tests {
         assert_eq!(untrusted(1000, 0o100600, 1000, "p"), None);
         assert_eq!(untrusted(0, 0o100644, 1000, "p"), None);
         let e = untrusted(1000, 0o100644, 0, "p.toml").unwrap();
-        assert!(e.contains("uid 1000") && e.contains("chown root p.toml"), "{e}");
+        assert!(
+            e.contains("uid 1000") && e.contains("chown root p.toml"),
+            "{e}"
+        );
         let e = untrusted(0, 0o100666, 0, "p.toml").unwrap();
         assert!(e.contains("0666") && e.contains("chmod go-w p.toml"), "{e}");
         assert!(untrusted(0, 0o100664, 0, "p").is_some());
@@ -527,7 +549,11 @@ mod tests {
         assert_eq!(quoted("a \"b\"\\\n"), "\"a \\\"b\\\"\\\\\\n\"");
         assert_eq!(line_of("a\nb\nc", 2), 2);
         assert_eq!(
-            shell_words(["c1m", "--check", "push.p99 < 50ms", "it's"].iter().map(OsStr::new)),
+            shell_words(
+                ["c1m", "--check", "push.p99 < 50ms", "it's"]
+                    .iter()
+                    .map(OsStr::new)
+            ),
             "c1m --check 'push.p99 < 50ms' \"it's\""
         );
     }
