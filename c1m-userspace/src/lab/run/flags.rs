@@ -308,6 +308,32 @@ pub struct RunArgs {
     pub effective_plan: Option<String>,
 }
 
+/// What one run's flags must say together, checked before anything starts (by the run,
+/// and by `--plan-check`, which starts nothing).
+pub(crate) fn flags_agree(args: &RunArgs) -> Result<()> {
+    // Checked here, not by clap's `required_if`: `--hosts` (which refuses --clients
+    // external with its own line) must not be told to add --expect first.
+    if args.clients == Clients::External && args.expect.is_none() {
+        bail!(
+            "--clients external waits for connections from other hosts: add --expect COUNT (their -n over all hosts)"
+        );
+    }
+    if args.isolation.is_some() && args.into.is_none() {
+        bail!(
+            "--isolation keeps the runs of --servers apart: add --servers NAMES, or drop --isolation"
+        );
+    }
+    if args.repeat != 1 {
+        bail!("--repeat repeats the runs of --servers: add --servers NAMES, or drop --repeat");
+    }
+    if args.baseline.is_some() {
+        bail!(
+            "--baseline names the server of --servers the others are compared with: add --servers NAMES, or drop --baseline"
+        );
+    }
+    Ok(())
+}
+
 /// The most `--repeat` takes: a thousand rounds of six servers is already weeks.
 const MAX_REPEAT: i64 = 1000;
 

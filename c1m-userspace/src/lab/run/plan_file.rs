@@ -503,7 +503,7 @@ fn render(cmd: &Command, m: &ArgMatches, command_line: &str) -> String {
 /// sequence and `--hosts` check theirs as they start, before any folder.
 pub(crate) fn check(args: &RunArgs) -> anyhow::Result<()> {
     if args.servers.is_none() && args.hosts.is_none() {
-        super::flags_agree(args)?;
+        super::flags::flags_agree(args)?;
         super::flags::ServerSpec::of(args)?;
     }
     Ok(())
