@@ -548,13 +548,16 @@ mod tests {
         assert_eq!(toml_value(OsStr::new("007")), "\"007\"");
         assert_eq!(quoted("a \"b\"\\\n"), "\"a \\\"b\\\"\\\\\\n\"");
         assert_eq!(line_of("a\nb\nc", 2), 2);
-        assert_eq!(
-            shell_words(
-                ["c1m", "--check", "push.p99 < 50ms", "it's"]
-                    .iter()
-                    .map(OsStr::new)
-            ),
-            "c1m --check 'push.p99 < 50ms' \"it's\""
-        );
+        // The header's command line splits back into the words it was made of.
+        let words = [
+            "c1m",
+            "run",
+            "--check",
+            "push.p99 < 50ms",
+            "--server-name",
+            "it's",
+        ];
+        let line = shell_words(words.iter().map(OsStr::new));
+        assert_eq!(shlex::split(&line).unwrap(), words, "{line}");
     }
 }
