@@ -130,7 +130,7 @@ fn near(cmd: &Command, name: &str) -> Option<String> {
         .filter(|a| is_key(a))
         .find(|a| {
             a.get_long() == Some(&dashed)
-                || a.get_short().is_some_and(|s| name == s.to_string())
+                || a.get_short().is_some_and(|s| name.chars().eq([s]))
                 || a.get_all_aliases().is_some_and(|al| al.contains(&name))
         })
         .and_then(|a| a.get_long().map(str::to_owned))
