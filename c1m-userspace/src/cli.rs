@@ -1,7 +1,7 @@
 //! The `c1m` command line. Each subcommand's arguments live beside the code that
 //! runs it; this file only routes.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// The `c1m` command line, parsed.
 #[derive(Parser)]
@@ -81,6 +81,26 @@ fn is_closed_stdout(payload: &(dyn std::any::Any + Send)) -> bool {
 /// SIGPIPE ended (128 + 13), as `cat` or `yes` would give.
 pub(crate) const CLOSED_STDOUT: i32 = 141;
 
+/// `c1m run`'s flags with the plan they name (`--plan`) under them, and the effective
+/// plan the run folder keeps; `None` when `--plan-check` printed it and nothing runs.
+fn run_with_plan(
+    matches: &clap::ArgMatches,
+) -> anyhow::Result<Option<crate::lab::run::flags::RunArgs>> {
+    use crate::lab::run::plan_file;
+    let Some(given) = matches.subcommand_matches("run") else {
+        anyhow::bail!("no `run` in the parsed command line");
+    };
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let command_line = plan_file::shell_words(argv.iter().map(std::ffi::OsString::as_os_str));
+    let args = plan_file::resolve(given, &command_line)?;
+    if !args.plan_check {
+        return Ok(Some(args));
+    }
+    plan_file::check(&args)?;
+    print!("{}", args.effective_plan.as_deref().unwrap_or_default());
+    Ok(None)
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
     quiet_on_closed_stdout();
@@ -93,14 +113,28 @@ pub fn main() -> i32 {
 
 fn run() -> i32 {
     // Bad flags exit 1 (clap's own 2 would read as `c1m run`'s "degraded").
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() { 1 } else { 0 };
         }
     };
-    let result = match cli.command {
+    let command = match cli.command {
+        Command::Run(_) => match run_with_plan(&matches) {
+            Ok(Some(args)) => Command::Run(args),
+            Ok(None) => return 0,
+            Err(e) => {
+                eprintln!("c1m: {e}");
+                return 1;
+            }
+        },
+        other => other,
+    };
+    let result = match command {
         Command::Observe(args) => crate::observer::cli::run(args, crate::view::observe::line),
         Command::Doctor(args) => return exit_code(crate::lab::doctor::main(args)),
         // A `--servers` sequence is its own command: it starts `c1m run` processes.

@@ -109,6 +109,11 @@ impl Capped {
         })
     }
 
+    /// The open file's metadata (`fstat`): what is checked is what is read.
+    pub(crate) fn metadata(&self) -> io::Result<std::fs::Metadata> {
+        self.file.get_ref().metadata()
+    }
+
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }

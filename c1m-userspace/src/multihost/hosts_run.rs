@@ -184,6 +184,7 @@ pub(crate) fn main(args: RunArgs) -> Result<i32> {
     let stamp = crate::fmt::stamp(crate::util::unix_ms_now());
     let dir = folder::create_unique(&args.out, &stamp)
         .with_context(|| format!("creating the run folder under {}", args.out.display()))?;
+    crate::lab::run::plan_file::write_into(&dir, &args)?;
     let mut journal = JournalFile::create(&dir, &[]).context("writing the lab's journal")?;
     let names = Names::new(std::process::id(), shape.client_hosts);
     let (outcome, sources) = {

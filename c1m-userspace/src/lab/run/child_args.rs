@@ -324,6 +324,11 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         clean_wait,
         server_name,
         into,
+        // A child gets the resolved flags, never the plan they came from; the plan file
+        // is written by the parent's run folder.
+        plan: _,
+        plan_check: _,
+        effective_plan: _,
         // A bound socket, not a flag: a child binds --metrics-addr itself.
         metrics_listener: _,
         // `--hosts` starts its server side as a `c1m run` of its own: that run makes no

@@ -290,6 +290,48 @@ pub struct RunArgs {
     /// ws_handshake, push, push_fanout, echo).
     #[arg(value_name = "CHECK", help_heading = "Lab and output", long = "check", value_parser = crate::lab::gate::parse)]
     pub checks: Vec<crate::lab::gate::Check>,
+    /// The experiment as a file (TOML): every flag here is a key of the same long name
+    /// (`rate = 10000`, `tls = true`, `check = ["push.p99 < 50ms"]`), checked before
+    /// anything starts, with errors naming the line. Flags given beside --plan replace the
+    /// plan's keys (a --check replaces the plan's checks). As root, the file must be
+    /// root's and not writable by group or others. Every run folder holds the run's own
+    /// plan.toml, which `c1m run --plan DIR/plan.toml` runs again.
+    #[arg(value_name = "FILE", help_heading = "Experiment as a file", long)]
+    pub plan: Option<PathBuf>,
+    /// Check the plan and the flags beside it, print the experiment they resolve to (as a
+    /// plan file) and exit: nothing starts. Without --plan, the flags' own plan.
+    #[arg(help_heading = "Experiment as a file", long)]
+    pub plan_check: bool,
+    /// The effective plan (the plan with the command line's flags over it), written to
+    /// the run folder as plan.toml; made by `plan_file::resolve`.
+    #[arg(skip)]
+    pub effective_plan: Option<String>,
+}
+
+/// What one run's flags must say together, checked before anything starts (by the run,
+/// and by `--plan-check`, which starts nothing).
+pub(crate) fn flags_agree(args: &RunArgs) -> Result<()> {
+    // Checked here, not by clap's `required_if`: `--hosts` (which refuses --clients
+    // external with its own line) must not be told to add --expect first.
+    if args.clients == Clients::External && args.expect.is_none() {
+        bail!(
+            "--clients external waits for connections from other hosts: add --expect COUNT (their -n over all hosts)"
+        );
+    }
+    if args.isolation.is_some() && args.into.is_none() {
+        bail!(
+            "--isolation keeps the runs of --servers apart: add --servers NAMES, or drop --isolation"
+        );
+    }
+    if args.repeat != 1 {
+        bail!("--repeat repeats the runs of --servers: add --servers NAMES, or drop --repeat");
+    }
+    if args.baseline.is_some() {
+        bail!(
+            "--baseline names the server of --servers the others are compared with: add --servers NAMES, or drop --baseline"
+        );
+    }
+    Ok(())
 }
 
 /// The most `--repeat` takes: a thousand rounds of six servers is already weeks.

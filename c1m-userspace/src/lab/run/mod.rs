@@ -39,13 +39,14 @@ mod lab;
 mod one;
 mod phases;
 pub(crate) mod plan;
+pub mod plan_file;
 mod ports;
 pub(crate) mod preflight;
 pub(crate) mod sources;
 pub(crate) mod stall;
 mod verdict;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
 use self::flags::RunArgs;
 
@@ -57,18 +58,7 @@ pub(crate) fn main(mut args: RunArgs) -> Result<i32> {
     // before the first sysctl is touched (a SIGTERM between --tune and the live view
     // ended the process with 143, the kernel tuned and the summary `running`).
     crate::util::shutdown_flag().context("installing signal handlers")?;
-    // Checked here, not by clap's `required_if`: `--hosts` (which refuses --clients
-    // external with its own line) must not be told to add --expect first.
-    if args.clients == flags::Clients::External && args.expect.is_none() {
-        bail!(
-            "--clients external waits for connections from other hosts: add --expect COUNT (their -n over all hosts)"
-        );
-    }
-    if args.isolation.is_some() && args.into.is_none() {
-        bail!(
-            "--isolation keeps the runs of --servers apart: add --servers NAMES, or drop --isolation"
-        );
-    }
+    flags::flags_agree(&args)?;
     // One run of a `--servers` sequence in a namespace of its own: before the first
     // thread, so every thread and child lives there.
     let carry_failed = match args.isolation {
@@ -88,14 +78,6 @@ pub(crate) fn main(mut args: RunArgs) -> Result<i32> {
         eprintln!("c1m: the run's namespace keeps its default for {f}");
     }
     let runtime = lab_runtime()?;
-    if args.repeat != 1 {
-        bail!("--repeat repeats the runs of --servers: add --servers NAMES, or drop --repeat");
-    }
-    if args.baseline.is_some() {
-        bail!(
-            "--baseline names the server of --servers the others are compared with: add --servers NAMES, or drop --baseline"
-        );
-    }
     let into = args.into.clone();
     let result = runtime.block_on(one::run(args, into.clone()));
     // A run of a sequence that stopped on an error says so in its own folder: only

@@ -129,6 +129,9 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     };
     let tuning = preflight::checks(&target, args.tune, args.force, args.json)?;
 
+    // A folder given (`--into`: one run of --servers, the server host of --hosts) is part
+    // of a larger experiment, whose own folder keeps the plan.
+    let own_folder = dir.is_none();
     let dir = match dir {
         Some(d) => folder::create_given(&d).map(|()| d),
         None => folder::create_unique(&args.out, &stamp),
@@ -143,6 +146,9 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         &crate::workload::tls::args::names_for(&plan.server.listen()?),
     )?;
     say!(args.json, "run folder: {}", dir.display());
+    if own_folder {
+        super::plan_file::write_into(&dir, &args)?;
+    }
     // Before any child: what a `kill -9` of this process would leave, and where.
     let mut journal = JournalFile::create(
         &dir,

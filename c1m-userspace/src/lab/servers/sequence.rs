@@ -231,6 +231,7 @@ async fn run_all(mut args: RunArgs) -> Result<i32> {
             args.out.join(&stamp).display()
         )
     })?;
+    crate::lab::run::plan_file::write_into(&dir, &args)?;
     let mut signals = Signals::new()?;
     eprintln!(
         "c1m run --servers: {} ({why})",
