@@ -232,9 +232,15 @@ pub(crate) mod tests {
         }
         let (mut plain, mut back) = (Vec::with_capacity(K * 100), Vec::new());
         let t = std::time::Instant::now();
-        let i = s.input(&mut wire, &mut plain, &mut back).unwrap();
+        // rustls opens a bounded number of records per call.
+        let mut used = 0;
+        while used < wire.len() {
+            let i = s.input(&mut wire[used..], &mut plain, &mut back).unwrap();
+            assert!(i.consumed > 0);
+            used += i.consumed;
+        }
         let ns = t.elapsed().as_nanos() as f64 / K as f64;
-        assert_eq!((i.consumed, plain.len()), (wire.len(), K * 100));
+        assert_eq!(plain.len(), K * 100);
         ns
     }
 
