@@ -45,6 +45,9 @@ import asyncio, ssl, struct, sys
 from websockets.asyncio.client import connect
 PORT, CTL, N, CERT = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
 ctx = ssl.create_default_context(cafile=CERT)
+if len(sys.argv) > 5:
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(sys.argv[5])
 async def one(i):
     ws = await connect(f"wss://127.0.0.1:{PORT}/", ssl=ctx, max_size=None)
     await ws.send(f"héllo {i}")
@@ -77,9 +80,28 @@ fn python_speaks_wss_with_the_epoll_server_byte_for_byte() {
     python_speaks_wss_with(23300, "127.0.0.1:23390", "epoll");
 }
 
+/// TLS 1.2 on each AEAD, through c1m's own record layer after the handshake (the
+/// server hands every session over): the same bytes and books as TLS 1.3.
+#[test]
+fn python_speaks_wss_over_tls12_with_the_epoll_server_on_each_aead() {
+    for (port, ciphers) in [
+        (23800, "ECDHE-ECDSA-AES128-GCM-SHA256"),
+        (23802, "ECDHE-ECDSA-AES256-GCM-SHA384"),
+        (23804, "ECDHE-ECDSA-CHACHA20-POLY1305"),
+    ] {
+        let ctl = format!("127.0.0.1:{}", port + 1);
+        python_speaks_wss_over(port, &ctl, "epoll", &[ciphers]);
+    }
+}
+
 /// [`PY_WSS_CLIENT`] against a `c1m server --tls` of `engine`: every echo and push
 /// byte for byte, then the server's books exact.
 fn python_speaks_wss_with(port: u16, ctl: &str, engine: &str) {
+    python_speaks_wss_over(port, ctl, engine, &[]);
+}
+
+/// The same, with TLS 1.2 and the OpenSSL cipher string in `tls12` when given.
+fn python_speaks_wss_over(port: u16, ctl: &str, engine: &str, tls12: &[&str]) {
     require_python_websockets();
     const N: u64 = 30;
     let dir = scratch("tls-py-client");
@@ -87,20 +109,22 @@ fn python_speaks_wss_with(port: u16, ctl: &str, engine: &str) {
     let server = tls_server(port, ctl, &cert, "ws", &["--engine", engine]);
     let out = Proc::spawn(
         "python wss client",
-        Command::new("python3").args([
-            "-c",
-            PY_WSS_CLIENT,
-            &port.to_string(),
-            ctl,
-            &N.to_string(),
-            cert.to_str().unwrap(),
-        ]),
+        Command::new("python3")
+            .args([
+                "-c",
+                PY_WSS_CLIENT,
+                &port.to_string(),
+                ctl,
+                &N.to_string(),
+                cert.to_str().unwrap(),
+            ])
+            .args(tls12),
     )
     .wait(T);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains(&format!("OK {N}")),
-        "python wss client failed:\n{stdout}\n{}",
+        "python wss client ({tls12:?}) failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let s = wait_for(ctl, "closes counted", T, |s| {

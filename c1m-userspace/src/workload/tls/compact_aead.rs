@@ -12,7 +12,9 @@
 //!
 //! Only the AEAD step is ours (rustls's public `Tls13AeadAlgorithm`); the record layer,
 //! sequence numbers, key schedule and key updates stay rustls's, the primitives ring's.
-//! TLS 1.2 suites keep ring's own encrypters (c1m's peers negotiate 1.3).
+//! TLS 1.2 suites keep ring's own encrypters (c1m's peers negotiate 1.3). Since the
+//! handover (`record_layer`) this serves only while rustls holds a session: through
+//! the handshake, and for a client that resumes.
 
 use std::sync::LazyLock;
 

@@ -119,6 +119,8 @@ impl ServerTls {
             c.session_storage = Arc::new(NoServerSessionStorage {});
             c.send_tls13_tickets = 0;
         }
+        // rustls hands each session over to `record_layer` after its handshake.
+        c.enable_secret_extraction = true;
         Ok(Arc::new(c))
     }
 }
@@ -148,6 +150,10 @@ impl ClientTls {
         } else {
             Resumption::disabled()
         };
+        // Without resumption rustls hands each session over to `record_layer` after its
+        // handshake; with it rustls stays, to read the tickets whenever they come (a
+        // TLS 1.3 server sends them after the handshake, a foreign one any time).
+        c.enable_secret_extraction = !self.resumption;
         Ok(Arc::new(c))
     }
 

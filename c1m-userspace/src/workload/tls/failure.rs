@@ -3,6 +3,7 @@
 
 use rustls::{AlertDescription, CertificateError, Error};
 
+use super::record_layer::RecordError;
 use crate::workload::stats::counters::TlsErrors;
 
 /// A TLS session that cannot go on.
@@ -11,6 +12,8 @@ pub(crate) enum TlsFailure {
     Rustls(Error),
     /// Our side of the record layer could not write (a bug, not the peer's doing).
     Local(String),
+    /// c1m's own record layer, after the handover, refused a record or could not seal.
+    Record(RecordError),
 }
 
 impl From<Error> for TlsFailure {
@@ -24,6 +27,7 @@ impl std::fmt::Display for TlsFailure {
         match self {
             TlsFailure::Rustls(e) => write!(f, "{e}"),
             TlsFailure::Local(s) => f.write_str(s),
+            TlsFailure::Record(e) => write!(f, "{e}"),
         }
     }
 }
@@ -37,6 +41,21 @@ impl TlsFailure {
                 return;
             }
             TlsFailure::Rustls(e) => e,
+            TlsFailure::Record(e) => {
+                match e {
+                    RecordError::Alert(a) => TlsFailure::Rustls(Error::AlertReceived(*a)).count(c),
+                    RecordError::Limit(_) | RecordError::Unsupported(_) | RecordError::Seal => {
+                        c.other += 1
+                    }
+                    RecordError::Decrypt
+                    | RecordError::Oversized(_)
+                    | RecordError::UnexpectedContent(_)
+                    | RecordError::UnexpectedHandshake(_)
+                    | RecordError::KeyUpdate
+                    | RecordError::Malformed(_) => c.protocol += 1,
+                }
+                return;
+            }
         };
         match e {
             Error::InvalidMessage(_) | Error::InappropriateMessage { .. } => c.not_tls += 1,

@@ -197,6 +197,15 @@ pub(crate) mod tests {
         exchange(&mut s, &mut c, &mut Default::default())
     }
 
+    /// One pair through its handshake and a request and answer, both kept.
+    pub(crate) fn handshaken(sc: &Arc<ServerConfig>, cc: &Arc<ClientConfig>) -> (TlsConn, TlsConn) {
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        let mut s = TlsConn::server(sc).unwrap();
+        let mut c = TlsConn::client(cc, name).unwrap();
+        exchange(&mut s, &mut c, &mut Default::default());
+        (s, c)
+    }
+
     /// ns per 100-byte record sealed by `c`'s side (a client of `cc`).
     fn seal_ns(sc: &Arc<ServerConfig>, cc: &Arc<ClientConfig>) -> f64 {
         let name = ServerName::try_from("127.0.0.1").unwrap();
@@ -211,6 +220,28 @@ pub(crate) mod tests {
             wire.clear();
         }
         t.elapsed().as_nanos() as f64 / K as f64
+    }
+
+    /// ns per 100-byte record opened by a server of `sc` (records from a client of `cc`).
+    fn open_ns(sc: &Arc<ServerConfig>, cc: &Arc<ClientConfig>) -> f64 {
+        let (mut s, mut c) = handshaken(sc, cc);
+        const K: usize = 20_000;
+        let mut wire = Vec::with_capacity(K * 150);
+        for _ in 0..K {
+            c.seal(&[1; 100], &mut wire).unwrap();
+        }
+        let (mut plain, mut back) = (Vec::with_capacity(K * 100), Vec::new());
+        let t = std::time::Instant::now();
+        // rustls opens a bounded number of records per call.
+        let mut used = 0;
+        while used < wire.len() {
+            let i = s.input(&mut wire[used..], &mut plain, &mut back).unwrap();
+            assert!(i.consumed > 0);
+            used += i.consumed;
+        }
+        let ns = t.elapsed().as_nanos() as f64 / K as f64;
+        assert_eq!(plain.len(), K * 100);
+        ns
     }
 
     fn per_conn(name: &str, d: Live, n: i64) {
@@ -274,68 +305,15 @@ pub(crate) mod tests {
         per_conn("kept by the configs", d(after, base), n);
     }
 
-    /// What a server session would keep if rustls handed its record layer over
-    /// (`dangerous_into_kernel_connection`, made for kTLS; here c1m would run the records
-    /// itself): the traffic secrets and rustls's `KernelConnection`, measured like the
-    /// rest. The way under 1.5 KiB that rustls's API leaves open.
-    fn measure_handover(n: usize) {
-        let (sc, cert) = server(false);
-        let mut extracting = (*sc).clone();
-        extracting.enable_secret_extraction = true;
-        let sc = Arc::new(extracting);
-        let cc = crate::workload::tls::config::ClientTls {
-            ca_pem: Some(cert),
-            insecure_skip_verify: false,
-            server_name: "127.0.0.1".into(),
-            resumption: false,
-        }
-        .config()
-        .unwrap();
-        let name = ServerName::try_from("127.0.0.1").unwrap();
-        let mut kept = Vec::with_capacity(n);
-        let mut scratch = [const { Vec::new() }; 3].map(|_: Vec<u8>| Vec::with_capacity(1 << 16));
-        ON.with(|o| o.set(true));
-        let base = live();
-        for _ in 0..n {
-            let mut s = TlsConn::server(&sc).unwrap();
-            let mut c = TlsConn::client(&cc, name.clone()).unwrap();
-            exchange(&mut s, &mut c, &mut scratch);
-            drop(c);
-            let TlsConn::Server(s) = s else {
-                unreachable!("made as a server")
-            };
-            kept.push(Box::new(s.dangerous_into_kernel_connection().unwrap()));
-        }
-        let after = live();
-        ON.with(|o| o.set(false));
-        let n = n as i64;
-        println!(
-            "server handed over (size_of (ExtractedSecrets, KernelConnection) = {} B):",
-            size_of::<(
-                rustls::ExtractedSecrets,
-                rustls::kernel::KernelConnection<rustls::server::ServerConnectionData>
-            )>()
-        );
-        per_conn(
-            "server",
-            Live {
-                requested: after.requested - base.requested,
-                usable: after.usable - base.usable,
-                count: after.count - base.count,
-                by_size: std::array::from_fn(|i| after.by_size[i] - base.by_size[i]),
-            },
-            n,
-        );
-    }
-
     #[test]
     #[ignore = "a measurement: prints bytes per idle session"]
     fn bytes_per_idle_session() {
         println!(
-            "size_of: UnbufferedServerConnection {} B, UnbufferedClientConnection {} B, TlsConn {} B",
+            "size_of: UnbufferedServerConnection {} B, UnbufferedClientConnection {} B, TlsConn {} B (c1m's record layer {} B)",
             size_of::<rustls::server::UnbufferedServerConnection>(),
             size_of::<rustls::client::UnbufferedClientConnection>(),
             size_of::<TlsConn>(),
+            size_of::<crate::workload::tls::record_layer::RecordLayer>(),
         );
         let p = ring::default_provider();
         let suite = |name: &str| {
@@ -376,10 +354,20 @@ pub(crate) mod tests {
                     .with_root_certificates(roots)
                     .with_no_client_auth(),
             );
+            let mut handing = (*ours).clone();
+            handing.enable_secret_extraction = true;
             println!(
-                "seal, 100-byte record, {name}: ring's kept key {:.0} ns, c1m's compact key {:.0} ns",
+                "seal, 100-byte record, {name}: ring's kept key {:.0} ns, c1m's compact key {:.0} ns, c1m's record layer {:.0} ns",
                 seal_ns(&sc, &ring),
-                seal_ns(&sc, &ours)
+                seal_ns(&sc, &ours),
+                seal_ns(&sc, &Arc::new(handing))
+            );
+            let mut kept = (*sc).clone();
+            kept.enable_secret_extraction = false;
+            println!(
+                "open, 100-byte record, {name}: rustls (compact key) {:.0} ns, c1m's record layer {:.0} ns",
+                open_ns(&Arc::new(kept), &ring),
+                open_ns(&sc, &ring)
             );
         }
         for (label, s, v) in [
@@ -407,7 +395,6 @@ pub(crate) mod tests {
         ] {
             measure(label, n, false, |ca| client(ca, &[suite(s)], v, false));
         }
-        measure_handover(n);
         measure(
             "c1m's configs on both sides, resumption on",
             n,

@@ -8,6 +8,7 @@
 //! | `compact_aead` | TLS 1.3 record keys kept as bytes, expanded per record  |
 //! | `config`  | what a shard is told (PEM text), the rustls configs, self-signed |
 //! | `session` | one connection's session: ciphertext in, plaintext and records out |
+//! | `record_layer` | after the handshake: c1m seals and opens the records, rustls dropped |
 //! | `failure` | a failed handshake as its counted cause                          |
 //! | `record`  | what a run's record says of its TLS                              |
 //! | `tickets` | session tickets every shard and worker of a server opens         |
@@ -20,5 +21,6 @@ pub(crate) mod failure;
 #[cfg(test)]
 pub(crate) mod footprint;
 pub mod record;
+pub(crate) mod record_layer;
 pub(crate) mod session;
 pub(crate) mod tickets;

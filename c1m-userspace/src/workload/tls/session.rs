@@ -1,8 +1,15 @@
 //! One connection's TLS, on rustls's unbuffered API: the shard owns every buffer (its
 //! read buffer holds the ciphertext and is decrypted in place; its scratch takes what
-//! goes out), so an idle connection keeps only rustls's state: keys and the record
-//! layer, no plaintext or ciphertext buffer of its own. rustls's buffered connection
-//! keeps a 4 KiB read buffer per connection for good once it has read.
+//! goes out), so a connection keeps no plaintext or ciphertext buffer of its own.
+//! rustls's buffered connection keeps a 4 KiB read buffer per connection for good once
+//! it has read.
+//!
+//! Once the handshake is done (and a server's tickets are out), a session whose config
+//! allows it (`enable_secret_extraction`: every server, a client without resumption)
+//! is handed over to c1m's own record layer (`record_layer`) and rustls's connection is
+//! dropped: an idle session then keeps its two keys, IVs and sequence numbers, not
+//! rustls's 2 KiB of state. A client with resumption stays on rustls, which reads the
+//! server's tickets whenever they come.
 
 use std::sync::Arc;
 
@@ -14,12 +21,24 @@ use rustls::{
     unbuffered::{ConnectionState, EncodeError, EncryptError, InsufficientSizeError},
 };
 
-use super::failure::TlsFailure;
+use super::{failure::TlsFailure, record_layer::RecordLayer};
 
-/// A connection's TLS session, either side.
+/// A connection's TLS session, either side. The handshake's rustls connection is boxed
+/// so that the handed-over state (`Records`) is all an idle session's box holds.
 pub(crate) enum TlsConn {
-    Server(UnbufferedServerConnection),
-    Client(UnbufferedClientConnection),
+    Server {
+        conn: Box<UnbufferedServerConnection>,
+        /// Hand over to c1m's record layer once the handshake is done.
+        hand_over: bool,
+    },
+    Client {
+        conn: Box<UnbufferedClientConnection>,
+        hand_over: bool,
+    },
+    /// After the handshake: rustls dropped, c1m seals and opens the records.
+    Records(RecordLayer),
+    /// A handover that failed (rustls's connection is gone with it): every call fails.
+    Gone,
 }
 
 /// What one batch of ciphertext did.
@@ -47,10 +66,12 @@ impl Input {
 /// The same body for either side: the unbuffered API's calls are inherent methods of
 /// each side's type, not a trait.
 macro_rules! either {
-    ($self:expr, $c:ident => $body:expr) => {
+    ($self:expr, $c:ident => $body:expr, $rec:ident => $after:expr) => {
         match $self {
-            TlsConn::Server($c) => $body,
-            TlsConn::Client($c) => $body,
+            TlsConn::Server { conn: $c, .. } => $body,
+            TlsConn::Client { conn: $c, .. } => $body,
+            TlsConn::Records($rec) => $after,
+            TlsConn::Gone => Err(TlsFailure::Local("session lost in its handover".into())),
         }
     };
 }
@@ -116,18 +137,66 @@ const MAX_STEPS: usize = 64;
 
 impl TlsConn {
     pub(crate) fn server(cfg: &Arc<ServerConfig>) -> Result<TlsConn, rustls::Error> {
-        UnbufferedServerConnection::new(cfg.clone()).map(TlsConn::Server)
+        Ok(TlsConn::Server {
+            conn: Box::new(UnbufferedServerConnection::new(cfg.clone())?),
+            hand_over: cfg.enable_secret_extraction,
+        })
     }
 
     pub(crate) fn client(
         cfg: &Arc<ClientConfig>,
         name: ServerName<'static>,
     ) -> Result<TlsConn, rustls::Error> {
-        UnbufferedClientConnection::new(cfg.clone(), name).map(TlsConn::Client)
+        Ok(TlsConn::Client {
+            conn: Box::new(UnbufferedClientConnection::new(cfg.clone(), name)?),
+            hand_over: cfg.enable_secret_extraction,
+        })
     }
 
     pub(crate) fn handshaking(&self) -> bool {
-        either!(self, c => c.is_handshaking())
+        match self {
+            TlsConn::Server { conn, .. } => conn.is_handshaking(),
+            TlsConn::Client { conn, .. } => conn.is_handshaking(),
+            TlsConn::Records(_) | TlsConn::Gone => false,
+        }
+    }
+
+    /// Whether rustls has handed the session over to c1m's record layer.
+    #[cfg(test)]
+    pub(crate) fn handed_over(&self) -> bool {
+        matches!(self, TlsConn::Records(_))
+    }
+
+    /// The record layer, once handed over (tests).
+    #[cfg(test)]
+    pub(crate) fn records(&mut self) -> Option<&mut RecordLayer> {
+        match self {
+            TlsConn::Records(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// rustls's connection, handed over to c1m's record layer: its keys and sequence
+    /// numbers kept, the rest (and the `KernelConnection` it leaves for key updates and
+    /// tickets) dropped.
+    fn hand_over(&mut self) -> Result<(), TlsFailure> {
+        let handed = match std::mem::replace(self, TlsConn::Gone) {
+            TlsConn::Server { conn, .. } => conn
+                .dangerous_into_kernel_connection()
+                .map(|(s, k)| (s, k.protocol_version(), false)),
+            TlsConn::Client { conn, .. } => conn
+                .dangerous_into_kernel_connection()
+                .map(|(s, k)| (s, k.protocol_version(), true)),
+            other => {
+                *self = other;
+                return Ok(());
+            }
+        };
+        let (secrets, version, client) = handed?;
+        *self = TlsConn::Records(
+            RecordLayer::new(secrets, version, client).map_err(TlsFailure::Record)?,
+        );
+        Ok(())
     }
 
     /// Takes `incoming` ciphertext (decrypted in place): appends the application data
@@ -141,6 +210,8 @@ impl TlsConn {
     ) -> Result<Input, TlsFailure> {
         let was_handshaking = self.handshaking();
         let mut out = Input::default();
+        // The batch ended where the session can write: nothing left to send.
+        let mut writable = false;
         let r = either!(self, c => {
             let mut r = Ok(());
             for _ in 0..MAX_STEPS {
@@ -186,8 +257,11 @@ impl TlsConn {
                         out.peer_closed = true;
                         false
                     }
-                    Ok(ConnectionState::BlockedHandshake | ConnectionState::WriteTraffic(_))
-                    | Ok(ConnectionState::Closed) => true,
+                    Ok(ConnectionState::WriteTraffic(_)) => {
+                        writable = true;
+                        true
+                    }
+                    Ok(ConnectionState::BlockedHandshake | ConnectionState::Closed) => true,
                     Ok(_) => true,
                 };
                 out.consumed += discard;
@@ -196,14 +270,30 @@ impl TlsConn {
                 }
             }
             r
+        }, rec => {
+            let o = rec.input(incoming, plain, wire).map_err(TlsFailure::Record)?;
+            out.consumed = o.consumed;
+            out.peer_closed = o.peer_closed;
+            return Ok(out);
         });
         if let Err(e) = r {
             self.alert(wire);
             return Err(e);
         }
         if was_handshaking && !self.handshaking() {
-            out.handshake_done =
-                Some(either!(self, c => c.handshake_kind()).unwrap_or(HandshakeKind::Full));
+            let kind = match self {
+                TlsConn::Server { conn, .. } => conn.handshake_kind(),
+                TlsConn::Client { conn, .. } => conn.handshake_kind(),
+                TlsConn::Records(_) | TlsConn::Gone => None,
+            };
+            out.handshake_done = Some(kind.unwrap_or(HandshakeKind::Full));
+        }
+        let hand_over = match self {
+            TlsConn::Server { hand_over, .. } | TlsConn::Client { hand_over, .. } => *hand_over,
+            TlsConn::Records(_) | TlsConn::Gone => false,
+        };
+        if hand_over && writable && !self.handshaking() && !out.peer_closed {
+            self.hand_over()?;
         }
         Ok(out)
     }
@@ -216,6 +306,9 @@ impl TlsConn {
 
     /// Seals `data` as application records at the end of `wire`.
     pub(crate) fn seal(&mut self, data: &[u8], wire: &mut Vec<u8>) -> Result<(), TlsFailure> {
+        if let TlsConn::Records(r) = self {
+            return r.seal(data, wire).map_err(TlsFailure::Record);
+        }
         self.writable(wire, |w, wire| {
             append(
                 wire,
@@ -230,6 +323,10 @@ impl TlsConn {
     /// A close_notify alert at the end of `wire` (best effort: nothing if the session
     /// cannot write).
     pub(crate) fn close_notify(&mut self, wire: &mut Vec<u8>) {
+        if let TlsConn::Records(r) = self {
+            r.close_notify(wire);
+            return;
+        }
         let _ = self.writable(wire, |w, wire| {
             append(wire, 64, |b| w.queue_close_notify(b), encrypt_needs)
                 .map_err(|e| TlsFailure::Local(format!("close_notify: {e}")))
@@ -258,16 +355,17 @@ impl TlsConn {
                 }
             }
             Err(TlsFailure::Local("no write state within the step bound".into()))
-        })
+        }, _rec => Err(TlsFailure::Local("handed over: no rustls write state".into())))
     }
 
     /// The fatal alert rustls queued after an error, into `wire`.
     fn alert(&mut self, wire: &mut Vec<u8>) {
-        either!(self, c => {
+        let _: Result<(), TlsFailure> = either!(self, c => {
             if let Ok(ConnectionState::EncodeTlsData(mut e)) = c.process_tls_records(&mut []).state {
                 let _ = append(wire, 64, |b| e.encode(b), encode_needs);
             }
-        })
+            Ok(())
+        }, _rec => Ok(()));
     }
 }
 
