@@ -120,10 +120,14 @@ fn workload_argv(v: &mut Argv, w: &WorkloadArgs) {
         payload_size,
         echo_count,
         path,
+        heartbeat,
+        heartbeat_timeout,
     } = w;
     v.value("payload_size", payload_size.to_string());
     v.value("echo_count", echo_count.to_string());
     v.value("path", path);
+    v.opt("heartbeat", heartbeat.map(duration));
+    v.opt("heartbeat_timeout", heartbeat_timeout.map(duration));
 }
 
 /// `c1m server …` for `a`.
@@ -141,6 +145,8 @@ pub(crate) fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsErro
         handshake_timeout,
         backlog,
         duration: stop_after,
+        heartbeat,
+        heartbeat_timeout,
         run_id,
         tls:
             ServerTlsArgs {
@@ -164,6 +170,8 @@ pub(crate) fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsErro
     v.value("handshake_timeout", duration(*handshake_timeout));
     v.value("backlog", backlog.to_string());
     v.opt("duration", stop_after.map(duration));
+    v.opt("heartbeat", heartbeat.map(duration));
+    v.opt("heartbeat_timeout", heartbeat_timeout.map(duration));
     v.opt("run_id", run_id.clone());
     v.flag("tls", *tls);
     v.opt("tls_cert", tls_cert.as_ref());

@@ -849,6 +849,7 @@ mod tests {
             push_format: PushFormat::C1m,
             push_latency: Default::default(),
             tls: None,
+            heartbeat: None,
         }
     }
 
