@@ -315,6 +315,9 @@ impl ServerArgs {
 
 /// `c1m server`.
 pub(crate) fn run_server(a: ServerArgs) -> Result<()> {
+    if a.heartbeat.is_some() && a.mode != Mode::Ws {
+        bail!("--heartbeat pings WebSocket connections: it needs --mode ws");
+    }
     let listen = a.listen()?;
     let tls = a.tls.resolve(&listen)?;
     // Before any shard binds, and held until the last one is gone.

@@ -26,7 +26,9 @@ impl HeartbeatConfig {
     /// `--heartbeat` and `--heartbeat-timeout` (default: the interval); None without
     /// `--heartbeat`.
     pub(crate) fn of(interval: Option<Duration>, timeout: Option<Duration>) -> Option<Self> {
-        let interval_ns = u64::try_from(interval?.as_nanos()).unwrap_or(u64::MAX).max(1);
+        let interval_ns = u64::try_from(interval?.as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1);
         let timeout_ns = timeout
             .map(|t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX))
             .unwrap_or(interval_ns)
@@ -219,7 +221,10 @@ mod tests {
             pong(&mut hb, &c, &mut a, &ping_payload(10 * MS), 12 * MS),
             Some(2000)
         );
-        assert_eq!(pong(&mut hb, &c, &mut a, &ping_payload(10 * MS), 13 * MS), None);
+        assert_eq!(
+            pong(&mut hb, &c, &mut a, &ping_payload(10 * MS), 13 * MS),
+            None
+        );
         // b: answered after the timeout, before its next slot.
         assert_eq!(
             pong(&mut hb, &c, &mut b, &ping_payload(10 * MS), 115 * MS),

@@ -298,6 +298,7 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         workload,
         engine,
         server_engine,
+        server_heartbeat,
         idle,
         pushes,
         push_writers,
@@ -361,6 +362,7 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
     workload_argv(&mut v, workload);
     v.value("engine", engine.name());
     v.opt("server_engine", server_engine.map(|e| e.name()));
+    v.opt("server_heartbeat", server_heartbeat.map(duration));
     v.value("idle", duration(*idle));
     v.value("pushes", pushes.to_string());
     v.value("push_writers", push_writers.to_string());
@@ -457,6 +459,8 @@ impl ChildPlan {
         server.ports = args.ports.to_string();
         server.mode = args.mode;
         server.common.engine = args.server_engine.unwrap_or(args.engine);
+        server.heartbeat = args.server_heartbeat;
+        server.heartbeat_timeout = args.server_heartbeat.and(args.workload.heartbeat_timeout);
         server.max_conns = Some(n);
         server.common.control = Some(control_socket(dir, "server")?);
         server.common.stats_json = Some(dir.join("server-final.json"));

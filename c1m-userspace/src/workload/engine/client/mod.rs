@@ -20,13 +20,13 @@ use std::{
 use anyhow::{Context, Result};
 
 use self::proto::{CloseWatch, ConnProto, EchoStep, Proto, State};
-use crate::workload::heartbeat::{Sweep, Visit};
 use super::{
     COMMAND_TOKEN, READ_BUF, Sent, ShardIo, Sink, Slab, Spill, closed_by, failure_of, flush,
     interest, joined, keep_input, pace, read_len, rearm, send, send_sealed,
     shard_loop::{self, Engine},
     shrink, take_input, tls_read,
 };
+use crate::workload::heartbeat::{Sweep, Visit};
 use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
     sockopt::{self, Connecting},

@@ -550,13 +550,9 @@ impl Proto {
             return;
         };
         let now = sys::monotonic_ns();
-        if let Some(us) = heartbeat::pong(
-            &mut self.c.heartbeat,
-            &cfg,
-            &mut conn.ping_ns,
-            payload,
-            now,
-        ) {
+        if let Some(us) =
+            heartbeat::pong(&mut self.c.heartbeat, &cfg, &mut conn.ping_ns, payload, now)
+        {
             self.hists.record(stats::histograms::PONG, us);
         }
     }
