@@ -15,7 +15,7 @@ use crate::{
 
 /// One side's heartbeat at the end of a run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct HeartbeatFigures {
+pub(crate) struct HeartbeatFigures {
     /// "client" or "server": the side that sent the pings.
     pub side: &'static str,
     pub counts: Heartbeats,
@@ -27,7 +27,7 @@ pub struct HeartbeatFigures {
 }
 
 /// The heartbeat figures of each side that sent pings (client first).
-pub fn of(run: &RunRecord) -> Vec<HeartbeatFigures> {
+pub(crate) fn of(run: &RunRecord) -> Vec<HeartbeatFigures> {
     let idle = run.phases.iter().find(|p| p.name == "idle");
     [("client", &run.client), ("server", &run.server)]
         .into_iter()
@@ -58,7 +58,7 @@ fn side_of(
 }
 
 /// CPU of server and client over `phase` per 1,000,000 pings sent in it.
-pub fn cpu_per_million_pings(phase: &Phase) -> Option<f64> {
+pub(crate) fn cpu_per_million_pings(phase: &Phase) -> Option<f64> {
     (phase.heartbeat_pings > 0).then(|| {
         let cpu = phase.server.cpu_user_s
             + phase.server.cpu_sys_s

@@ -10,7 +10,7 @@
 //! *derived* (sockets now × bytes per socket at the last walk) and marked so.
 
 pub(crate) mod counts;
-pub mod heartbeat;
+pub(crate) mod heartbeat;
 pub(crate) mod kernel_vs_app;
 pub(crate) mod latency;
 

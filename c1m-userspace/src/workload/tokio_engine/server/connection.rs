@@ -552,7 +552,7 @@ impl Conn {
 fn slot_instant(cfg: &heartbeat::HeartbeatConfig, seq: u64, now_ns: u64) -> tokio::time::Instant {
     const PHI_FRAC: u64 = 0x9E37_79B9_7F4A_7C15;
     let frac = seq.wrapping_mul(PHI_FRAC);
-    let phase = u64::try_from(u128::from(frac) * u128::from(cfg.interval_ns) >> 64).unwrap_or(0);
+    let phase = u64::try_from((u128::from(frac) * u128::from(cfg.interval_ns)) >> 64).unwrap_or(0);
     let at = heartbeat::next_slot(cfg, 0, phase, now_ns);
     let (mono, now) = (sys::monotonic_ns(), tokio::time::Instant::now());
     now + std::time::Duration::from_nanos(at.saturating_sub(mono))
