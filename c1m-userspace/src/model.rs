@@ -250,6 +250,9 @@ pub struct Phase {
     pub kernel_vs_app: Vec<KernelVsApp>,
     /// Free-form notes (e.g. "stopped early: Ctrl-C").
     pub notes: Vec<String>,
+    /// `--heartbeat`: pings server and client sent during the phase (their counters at
+    /// its end less those at its start).
+    pub heartbeat_pings: u64,
 }
 
 /// "after each phase, outside its secs: the observer's walk of every socket (setup 2.71 s,

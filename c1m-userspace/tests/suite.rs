@@ -42,6 +42,7 @@ mod reference_servers;
 mod report_browser;
 mod report_scales;
 mod workload_faults;
+mod workload_heartbeat;
 mod workload_interop;
 mod workload_latency;
 mod workload_scale;

@@ -10,6 +10,7 @@
 //! *derived* (sockets now × bytes per socket at the last walk) and marked so.
 
 pub(crate) mod counts;
+pub(crate) mod heartbeat;
 pub(crate) mod kernel_vs_app;
 pub(crate) mod latency;
 

@@ -231,6 +231,10 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
             }
         }
     }
+    for hb in crate::figures::heartbeat::of(run) {
+        s.push('\n');
+        wrapln!(s, width, "", "{}", heartbeat_line(&hb));
+    }
     if let Some(line) = crate::report::empty_histograms_line(run) {
         s.push('\n');
         wrapln!(s, width, "", "{}", &line);
@@ -308,6 +312,41 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
 
 /// The phases' length, CPU and memory: one table where the width allows, else a block
 /// of CPU and a block of memory, each under the phase names.
+/// "heartbeat (client): 1,000,000 pings, 1,000,000 pongs (p99 1.200 ms), 0 late, 0
+/// missed", then what is unanswered or outstanding, and the idle phase's CPU per 1M pings.
+fn heartbeat_line(hb: &crate::figures::heartbeat::HeartbeatFigures) -> String {
+    let c = &hb.counts;
+    let p99 = hb
+        .pong
+        .as_ref()
+        .map(|p| format!(" (p99 {} ms)", crate::fmt::ms(p.p99 as f64)))
+        .unwrap_or_default();
+    let mut line = format!(
+        "heartbeat ({}): {} pings, {} pongs{p99}, {} late, {} missed",
+        hb.side,
+        count(c.pings),
+        count(c.pongs),
+        count(c.late_pongs),
+        count(c.missed)
+    );
+    for (what, n) in c
+        .iter()
+        .filter(|(k, _)| matches!(*k, "unanswered" | "outstanding" | "unsolicited_pongs"))
+    {
+        if n > 0 {
+            let _ = write!(line, ", {} {}", count(n), what.replace('_', " "));
+        }
+    }
+    if let Some(cpu) = hb.idle_cpu_s_per_million {
+        let _ = write!(
+            line,
+            "; idle CPU {} s per 1M pings (server + client)",
+            num(cpu, 2)
+        );
+    }
+    line
+}
+
 fn phase_table(phases: &[Phase]) -> Blocks {
     // CPU comes in /proc's clock ticks (10 ms at CLK_TCK 100): to the tick.
     let cpu = |u: &crate::model::ProcessUsage| {

@@ -18,6 +18,7 @@ use crate::{
         cli::{ClientArgs, ClientEndpoints, Hold, cpus, default_step, runtime},
         config::{ClientShardConfig, ShardConfig},
         control::clock::{self, ClockError, Measured},
+        heartbeat::HeartbeatConfig,
         host_share::ShardOf,
         limits::{self, Plan, plan_client},
         push_rule::PushRule,
@@ -333,6 +334,7 @@ fn prepare(a: &ClientArgs, rt: &tokio::runtime::Runtime) -> Result<Ready> {
                 push_format: a.push_format.clone(),
                 push_latency: a.push_latency,
                 tls: tls.clone(),
+                heartbeat: HeartbeatConfig::of(a.workload.heartbeat, a.workload.heartbeat_timeout),
             })
         })
         .collect();

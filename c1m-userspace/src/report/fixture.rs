@@ -714,6 +714,7 @@ fn phases(samples: &[Sample]) -> Vec<Phase> {
                 } else {
                     Vec::new()
                 },
+                heartbeat_pings: 0,
             }
         })
         .collect()

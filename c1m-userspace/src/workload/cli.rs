@@ -13,6 +13,7 @@ use clap::Args;
 
 use super::{
     config::{EngineKind, Mode, ServerShardConfig, ShardConfig},
+    heartbeat::HeartbeatConfig,
     limits::{self, plan_server},
     push_format::PushFormat,
     push_rule::PushInstant,
@@ -96,6 +97,14 @@ pub struct ServerArgs {
     /// Stop after this long (default: until `stop` or a signal).
     #[arg(value_name = "DURATION", long, value_parser = crate::duration::parse)]
     pub duration: Option<Duration>,
+    /// ws mode: ping every connection this often (e.g. 30s), phases spread evenly over
+    /// the interval; pongs, late pongs and misses are counted.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
+    pub heartbeat: Option<Duration>,
+    /// With --heartbeat: a ping unanswered this long closes its connection (close 1011,
+    /// counted heartbeat_missed) at the connection's next slot (default: the interval).
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse, requires = "heartbeat")]
+    pub heartbeat_timeout: Option<Duration>,
     /// The run this server belongs to, told with every `time` answer of its control
     /// endpoint (set by `c1m run --clients external`; client hosts record it).
     #[arg(value_name = "NAME", long, hide = true)]
@@ -118,6 +127,14 @@ pub struct WorkloadArgs {
     /// WebSocket request path (ws mode).
     #[arg(long, value_name = "PATH", default_value = "/")]
     pub path: String,
+    /// ws mode: ping every held connection this often (e.g. 30s), phases spread evenly
+    /// over the interval; pongs, late pongs and misses are counted, pong latency timed.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
+    pub heartbeat: Option<Duration>,
+    /// With --heartbeat: a ping unanswered this long closes its connection (close 1011,
+    /// counted heartbeat_missed) at the connection's next slot (default: the interval).
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse, requires = "heartbeat")]
+    pub heartbeat_timeout: Option<Duration>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -298,6 +315,9 @@ impl ServerArgs {
 
 /// `c1m server`.
 pub(crate) fn run_server(a: ServerArgs) -> Result<()> {
+    if a.heartbeat.is_some() && a.mode != Mode::Ws {
+        bail!("--heartbeat pings WebSocket connections: it needs --mode ws");
+    }
     let listen = a.listen()?;
     let tls = a.tls.resolve(&listen)?;
     // Before any shard binds, and held until the last one is gone.
@@ -325,6 +345,7 @@ pub(crate) fn run_server(a: ServerArgs) -> Result<()> {
                 max_message: a.max_message,
                 handshake_timeout_ms: a.handshake_timeout.as_millis() as u64,
                 tls: tls.clone(),
+                heartbeat: HeartbeatConfig::of(a.heartbeat, a.heartbeat_timeout),
             })
         })
         .collect();

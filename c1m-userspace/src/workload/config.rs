@@ -6,6 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use serde::{Deserialize, Serialize};
 
 use super::{
+    heartbeat::HeartbeatConfig,
     push_format::PushFormat,
     push_rule::PushInstant,
     tls::config::{ClientTls, ServerTls},
@@ -85,6 +86,9 @@ pub(crate) struct ServerShardConfig {
     /// `--tls`: every connection speaks TLS first.
     #[serde(default)]
     pub tls: Option<ServerTls>,
+    /// `--heartbeat`: ping every WebSocket connection this often (None: never).
+    #[serde(default)]
+    pub heartbeat: Option<HeartbeatConfig>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -132,6 +136,9 @@ pub(crate) struct ClientShardConfig {
     /// `--tls`: every connection speaks TLS first.
     #[serde(default)]
     pub tls: Option<ClientTls>,
+    /// `--heartbeat`: ping every held WebSocket connection this often (None: never).
+    #[serde(default)]
+    pub heartbeat: Option<HeartbeatConfig>,
 }
 
 impl ClientShardConfig {
@@ -220,6 +227,7 @@ mod tests {
             push_format: PushFormat::C1m,
             push_latency: Default::default(),
             tls: None,
+            heartbeat: None,
         }
     }
 

@@ -10,6 +10,7 @@
 //! | `supervisor` | aggregation, lifecycle, signals, `connections: N`, summary           |
 //! | `control`    | the line-protocol control endpoint (`stats`, `push`, `close`, `stop`), owner-only|
 //! | `stats`      | counters, histograms, [`stats::snapshot::AppSnapshot`]                          |
+//! | `heartbeat`  | `--heartbeat`: pings, pongs matched by stamp, misses; the phase sweep  |
 //! | `push_rule`  | which instant push latency is measured from, one rule for every server |
 //! | `limits`     | RLIMIT_NOFILE and the split decision (with the balance arithmetic)   |
 //! | `config`     | what a shard is told (JSON to workers)                               |
@@ -22,6 +23,7 @@ pub(crate) mod cli;
 pub mod config;
 pub mod control;
 pub mod engine;
+pub(crate) mod heartbeat;
 pub mod host_share;
 pub mod limits;
 pub(crate) mod port_lock;

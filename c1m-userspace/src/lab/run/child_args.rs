@@ -120,10 +120,14 @@ fn workload_argv(v: &mut Argv, w: &WorkloadArgs) {
         payload_size,
         echo_count,
         path,
+        heartbeat,
+        heartbeat_timeout,
     } = w;
     v.value("payload_size", payload_size.to_string());
     v.value("echo_count", echo_count.to_string());
     v.value("path", path);
+    v.opt("heartbeat", heartbeat.map(duration));
+    v.opt("heartbeat_timeout", heartbeat_timeout.map(duration));
 }
 
 /// `c1m server …` for `a`.
@@ -141,6 +145,8 @@ pub(crate) fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsErro
         handshake_timeout,
         backlog,
         duration: stop_after,
+        heartbeat,
+        heartbeat_timeout,
         run_id,
         tls:
             ServerTlsArgs {
@@ -164,6 +170,8 @@ pub(crate) fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsErro
     v.value("handshake_timeout", duration(*handshake_timeout));
     v.value("backlog", backlog.to_string());
     v.opt("duration", stop_after.map(duration));
+    v.opt("heartbeat", heartbeat.map(duration));
+    v.opt("heartbeat_timeout", heartbeat_timeout.map(duration));
     v.opt("run_id", run_id.clone());
     v.flag("tls", *tls);
     v.opt("tls_cert", tls_cert.as_ref());
@@ -290,6 +298,7 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         workload,
         engine,
         server_engine,
+        server_heartbeat,
         idle,
         pushes,
         push_writers,
@@ -358,6 +367,7 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
     workload_argv(&mut v, workload);
     v.value("engine", engine.name());
     v.opt("server_engine", server_engine.map(|e| e.name()));
+    v.opt("server_heartbeat", server_heartbeat.map(duration));
     v.value("idle", duration(*idle));
     v.value("pushes", pushes.to_string());
     v.value("push_writers", push_writers.to_string());
@@ -454,6 +464,8 @@ impl ChildPlan {
         server.ports = args.ports.to_string();
         server.mode = args.mode;
         server.common.engine = args.server_engine.unwrap_or(args.engine);
+        server.heartbeat = args.server_heartbeat;
+        server.heartbeat_timeout = args.server_heartbeat.and(args.workload.heartbeat_timeout);
         server.max_conns = Some(n);
         server.common.control = Some(control_socket(dir, "server")?);
         server.common.stats_json = Some(dir.join("server-final.json"));

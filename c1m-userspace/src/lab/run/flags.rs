@@ -66,6 +66,10 @@ pub struct RunArgs {
     /// tokio server met by the epoll client every other server meets.
     #[arg(value_name = "ENGINE", help_heading = "Workload", long, value_enum)]
     pub server_engine: Option<EngineKind>,
+    /// c1m's own server pings every connection this often (its --heartbeat; the
+    /// client's is --heartbeat), with the client's --heartbeat-timeout.
+    #[arg(value_name = "DURATION", help_heading = "Workload", long, value_parser = crate::duration::parse)]
+    pub server_heartbeat: Option<Duration>,
     /// Length of the idle phase.
     #[arg(value_name = "DURATION", help_heading = "Workload", long, default_value = "10s", value_parser = crate::duration::parse)]
     pub idle: Duration,

@@ -394,6 +394,9 @@ impl Lab {
         phase.end_walk_s = end_walk_s;
         phase.server = usage(s0.as_ref(), self.last_server.as_ref());
         phase.client = usage(c0.as_ref(), self.last_client.as_ref());
+        let pings = |s: &Option<AppSnapshot>| s.as_ref().map_or(0, |s| s.counters.heartbeat.pings);
+        phase.heartbeat_pings = (pings(&self.last_server) + pings(&self.last_client))
+            .saturating_sub(pings(&s0) + pings(&c0));
         let o1 = crate::host::own_cpu();
         phase.observer = ProcessUsage {
             cpu_user_s: o1.0 - o0.0,

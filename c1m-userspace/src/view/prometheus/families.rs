@@ -275,6 +275,42 @@ fn app_metrics(x: &mut Exposition, state: &LiveState) {
             f.sample(&[("side", side), ("cause", cause)], n);
         }
     }
+    // Only a side that pinged (`--heartbeat`).
+    let beats: Vec<_> = present
+        .iter()
+        .filter(|(_, a)| a.counters.heartbeat.pings > 0)
+        .collect();
+    let f = x.family(
+        "c1m_heartbeat_pings_total",
+        Kind::Counter,
+        "--heartbeat: pings sent.",
+    );
+    for (side, a) in &beats {
+        f.sample(&[("side", side)], a.counters.heartbeat.pings);
+    }
+    let f = x.family(
+        "c1m_heartbeat_outcomes_total",
+        Kind::Counter,
+        "--heartbeat: what became of the pings (pongs, late_pongs, missed, unanswered), and unsolicited_pongs.",
+    );
+    for (side, a) in &beats {
+        for (kind, n) in a
+            .counters
+            .heartbeat
+            .iter()
+            .filter(|(k, _)| !matches!(*k, "pings" | "outstanding"))
+        {
+            f.sample(&[("side", side), ("kind", kind)], n);
+        }
+    }
+    let f = x.family(
+        "c1m_heartbeat_outstanding",
+        Kind::Gauge,
+        "--heartbeat: pings waiting for their pong on open connections.",
+    );
+    for (side, a) in &beats {
+        f.sample(&[("side", side)], a.counters.heartbeat.outstanding);
+    }
     let f = x.family(
         "c1m_received_bytes_total",
         Kind::Counter,

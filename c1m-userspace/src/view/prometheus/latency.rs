@@ -63,6 +63,12 @@ pub const LATENCIES: [(&str, &str, &str); HIST_NAMES.len()] = [
          (c1m_run_info's push_fanout_from: trigger; a client told no trigger instant \
          measures from the broadcast start in c1m's frame, on the server's clock).",
     ),
+    (
+        "pong_us",
+        "c1m_pong_seconds",
+        "--heartbeat: a ping's pong, from the ping written to the pong read (matched by \
+         the stamp the ping carries; late pongs included).",
+    ),
 ];
 
 /// Upper bounds of the buckets, µs: steps of 1, 2.5 and 5 from 5 µs (below a loopback

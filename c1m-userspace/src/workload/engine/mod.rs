@@ -160,6 +160,14 @@ impl<T> Slab<T> {
         (out, i)
     }
 
+    /// The token of slot `i` if it holds something.
+    pub(crate) fn token_at(&self, i: usize) -> Option<u64> {
+        match self.slots.get(i) {
+            Some((g, Some(_))) => Some(token(i as u32, *g)),
+            _ => None,
+        }
+    }
+
     pub(crate) fn slot_count(&self) -> usize {
         self.slots.len()
     }

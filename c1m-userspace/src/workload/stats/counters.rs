@@ -60,6 +60,9 @@ counter_set! {
         echo_mismatch,
         /// Other I/O errors.
         error,
+        /// `--heartbeat`: our ping had no pong by `--heartbeat-timeout`; we closed it
+        /// (close frame 1011).
+        heartbeat_missed,
         /// The worker process holding it died; counted from its last report.
         worker_lost,
         /// Server teardown: we said goodbye (close frame or close_notify, then FIN) and the
@@ -160,6 +163,45 @@ counter_set! {
     }
 }
 
+counter_set! {
+    /// `--heartbeat`: the pings this side sent and what became of each. Every ping ends
+    /// as exactly one of pong, late pong, missed or unanswered, or is still outstanding:
+    /// `pings = pongs + late_pongs + missed + unanswered + outstanding`.
+    Heartbeats {
+        /// Pings sent (one per held connection per interval, phases spread over it).
+        pings,
+        /// Pongs that answered the outstanding ping within `--heartbeat-timeout`.
+        pongs,
+        /// Pongs that answered the outstanding ping after the timeout, before the
+        /// connection's next slot (where it would have been closed as missed).
+        late_pongs,
+        /// Pings with no pong at the connection's first slot past the timeout: the
+        /// connection was closed (`closed.heartbeat_missed`).
+        missed,
+        /// Pings whose connection ended for another reason (teardown, the peer's close,
+        /// an error) before their pong.
+        unanswered,
+        /// Pings still waiting for their pong, on open connections (a gauge; 0 once
+        /// every connection closed).
+        outstanding,
+        /// Pongs that answered no outstanding ping (RFC 6455 §5.5.3 allows them
+        /// unsolicited): ignored, counted.
+        unsolicited_pongs,
+    }
+}
+
+impl Heartbeats {
+    /// Pings sent less every ending counted: 0 when the counts agree.
+    pub fn unaccounted(&self) -> i128 {
+        i128::from(self.pings)
+            - i128::from(self.pongs)
+            - i128::from(self.late_pongs)
+            - i128::from(self.missed)
+            - i128::from(self.unanswered)
+            - i128::from(self.outstanding)
+    }
+}
+
 impl ProtocolErrors {
     /// Counts a WebSocket close we sent for a protocol violation, by its code.
     pub(crate) fn count_close(&mut self, code: u16) {
@@ -219,6 +261,8 @@ pub struct Counters {
     pub ws_messages_out: u64,
     /// WebSocket pings received from the peer.
     pub ws_pings_in: u64,
+    /// `--heartbeat`: pings this side sent and their pongs (all 0 without it).
+    pub heartbeat: Heartbeats,
 }
 
 /// `$sum.field = $a.field + $b.field` for each field, `?` with the field's name on overflow.
@@ -254,6 +298,7 @@ impl Counters {
             ws_messages_in: _,
             ws_messages_out: _,
             ws_pings_in: _,
+            heartbeat: _,
         } = *o;
         let a = *self;
         let mut sum = a;
@@ -295,6 +340,9 @@ impl Counters {
         sum.tls_errors
             .checked_add(&o.tls_errors)
             .map_err(named("tls_errors"))?;
+        sum.heartbeat
+            .checked_add(&o.heartbeat)
+            .map_err(named("heartbeat"))?;
         *self = sum;
         Ok(())
     }
@@ -320,6 +368,7 @@ impl Counters {
         self.ws_messages_in += o.ws_messages_in;
         self.ws_messages_out += o.ws_messages_out;
         self.ws_pings_in += o.ws_pings_in;
+        self.heartbeat.add(&o.heartbeat);
     }
 }
 

@@ -33,6 +33,9 @@ use thiserror::Error;
 /// the server wrote that connection's frame; see `push_rule`). `push_fanout_us`: receive
 /// time minus the instant the push was triggered, on the client's clock (its max is the
 /// time until the last connection had the push).
+///
+/// `pong_us` (`--heartbeat`): from a ping written to its pong read, the pong matched to
+/// the ping by the stamp the ping carries; late pongs included.
 pub const HIST_NAMES: [&str; HISTS] = [
     "connect_us",
     "connect_from_schedule_us",
@@ -43,6 +46,7 @@ pub const HIST_NAMES: [&str; HISTS] = [
     "echo_rtt_us",
     "push_message_us",
     "push_fanout_us",
+    "pong_us",
 ];
 
 /// A histogram of [`HIST_NAMES`] as views name it: without the `_us` of the unit it is
@@ -70,7 +74,7 @@ pub const SETUP_LATENCY_PAIRS: [(&str, &str, &str); 3] = [
 ];
 
 /// How many histograms a client shard keeps.
-pub(crate) const HISTS: usize = 9;
+pub(crate) const HISTS: usize = 10;
 
 /// 1 µs to 1 hour at 3 significant digits: covers loopback RTTs and a SYN retransmitted for
 /// minutes, at 0.1% resolution, in ~190 KiB per histogram (touched lazily).
@@ -146,6 +150,7 @@ pub(crate) const WS_OPEN_FROM_SCHEDULE: usize = 5;
 pub(crate) const ECHO_RTT: usize = 6;
 pub(crate) const PUSH_MESSAGE: usize = 7;
 pub(crate) const PUSH_FANOUT: usize = 8;
+pub(crate) const PONG: usize = 9;
 
 impl Hists {
     pub(crate) fn new() -> Result<Hists, HistError> {
@@ -158,6 +163,7 @@ impl Hists {
             new_coarse_hist()?,
             new_hist()?,
             new_coarse_hist()?,
+            new_hist()?,
             new_hist()?,
             new_hist()?,
             new_hist()?,

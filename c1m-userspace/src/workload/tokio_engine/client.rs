@@ -56,6 +56,7 @@ use crate::workload::{
         },
         closed_by, failure_of, pace,
     },
+    heartbeat::{self, Visit},
     sockopt::{self, Connecting},
     stats::counters::Counters,
     sys,
@@ -464,8 +465,9 @@ impl Conn {
     /// The connection is over: a teardown says goodbye (under TLS with a close_notify
     /// after it) and is counted; it leaves the open or in-flight count. True: the close
     /// frame went out, wait for the server to close.
-    fn finish(&self, sh: &Shared, stream: Option<&mut Stream>, torn_down: bool) -> bool {
+    fn finish(&mut self, sh: &Shared, stream: Option<&mut Stream>, torn_down: bool) -> bool {
         let mut p = sh.p.borrow_mut();
+        p.conn_ends(&mut self.p);
         let mut goodbye = false;
         if torn_down {
             if self.p.state == State::Open {
@@ -585,6 +587,12 @@ impl Conn {
     /// setup), until it opens (true) or the timer fires (false, counted as timed out).
     async fn serve(&mut self, sh: &Shared, s: &mut Stream, timer: &mut Timer) -> bool {
         let mode = sh.p.borrow().cfg.mode;
+        // `--heartbeat`, once open: the next slot of this connection's phase, on the heap
+        // (an idle task without heartbeat carries 8 bytes for it).
+        let mut beat: Timer = None;
+        if timer.is_none() && mode == Mode::Ws {
+            beat = self.next_beat(sh, sys::monotonic_ns());
+        }
         loop {
             if timer.is_some() && self.p.state == State::Open {
                 return true;
@@ -625,7 +633,21 @@ impl Conn {
                 ready!(s.poll_read(cx, &mut rb))?;
                 Poll::Ready(Ok::<_, io::Error>(rb.filled().len()))
             });
-            let r = within(timer, read).await;
+            let r = match beat.as_mut() {
+                None => within(timer, read).await,
+                Some(b) => tokio::select! {
+                    biased;
+                    v = within(timer, read) => v,
+                    () = b.as_mut() => {
+                        let now = sys::monotonic_ns();
+                        if self.beat(&mut sh.p.borrow_mut(), s, now) == Flow::End {
+                            return false;
+                        }
+                        beat = self.next_beat(sh, now + 1);
+                        continue;
+                    }
+                },
+            };
             // Nothing awaits from here to the next turn: the shared buffer still holds
             // what this read put there.
             let mut p = sh.p.borrow_mut();
@@ -719,6 +741,36 @@ impl Conn {
     fn shrink(&mut self) {
         if self.spill.as_ref().is_some_and(|sp| sp.is_empty()) {
             self.spill = None;
+        }
+    }
+
+    /// `--heartbeat`: the timer of this connection's next slot at or after `now` (None
+    /// without heartbeat). The `k`-th connection of the shard's `count` comes up at
+    /// `k/count` of the interval, as an epoll shard's slot `k` does.
+    fn next_beat(&self, sh: &Shared, now: u64) -> Timer {
+        let p = sh.p.borrow();
+        let cfg = p.cfg.heartbeat?;
+        let k = self.p.g.saturating_sub(p.cfg.first) / p.cfg.stride.max(1);
+        let phase = heartbeat::phase_ns(&cfg, p.cfg.shard, k, p.cfg.count);
+        let at = heartbeat::next_slot(&cfg, p.t0_mono, phase, now);
+        Some(Box::pin(tokio::time::sleep_until(instant_of(at))))
+    }
+
+    /// `--heartbeat`: this connection's slot came up: a ping, or the close of one whose
+    /// ping went unanswered (counted; the connection ends).
+    fn beat(&mut self, p: &mut Proto, s: &mut Stream, now: u64) -> Flow {
+        match p.heartbeat_visit(&mut self.p, now) {
+            None | Some(Visit::Wait) => Flow::Go,
+            Some(Visit::Ping) => {
+                let r = self.send(s, &p.out);
+                counted(&mut p.c, r, |e, c| closed_by(e, &mut c.closed))
+            }
+            Some(Visit::Missed) => {
+                if let Ok(n) = self.send(s, &p.out) {
+                    p.c.bytes_out += n;
+                }
+                Flow::End
+            }
         }
     }
 
@@ -849,6 +901,7 @@ mod tests {
             push_format: PushFormat::C1m,
             push_latency: Default::default(),
             tls: None,
+            heartbeat: None,
         }
     }
 

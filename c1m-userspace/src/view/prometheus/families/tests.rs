@@ -422,6 +422,8 @@ fn docs_metrics_md_lists_every_family_with_its_type() {
     if let Some(c) = s.client.as_mut() {
         c.counters.tls_handshakes.full = 5;
         c.counters.tls_errors.timeout = 1;
+        // And the heartbeat families only for a side that pinged.
+        c.counters.heartbeat.pings = 3;
     }
     let mut exported = std::collections::BTreeMap::new();
     for detail in [Detail::default(), Detail { per_port: true }] {

@@ -26,6 +26,7 @@ use super::{
     shard_loop::{self, Engine},
     shrink, take_input, tls_read,
 };
+use crate::workload::heartbeat::{Sweep, Visit};
 use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
     sockopt::{self, Connecting},
@@ -84,6 +85,9 @@ struct Shard {
     /// Connects are paced this turn (decided before the wait), and the next pace tick.
     pacing: bool,
     next_pace: u64,
+    /// `--heartbeat`: the walk over the slots (from `Start`) and its next step.
+    beat: Option<Sweep>,
+    next_beat: u64,
 }
 
 /// Runs one client shard: waits for `Start`, ramps, holds until `Close`/`Stop`.
@@ -115,6 +119,8 @@ pub(crate) fn run(
         pending: VecDeque::new(),
         pacing: false,
         next_pace: 0,
+        beat: None,
+        next_beat: 0,
         p: Proto::new(cfg, open_in_process)?,
     };
     shard_loop::run(&mut s, &ep, &mut io)
@@ -124,11 +130,14 @@ impl Engine for Shard {
     fn wait_ms(&mut self, next_tick: u64) -> i32 {
         self.pacing =
             self.started && !self.closing && self.next < self.p.cfg.count && self.p.cfg.rate > 0.0;
-        let deadline = if self.pacing {
+        let mut deadline = if self.pacing {
             next_tick.min(self.next_pace)
         } else {
             next_tick
         };
+        if self.beat.is_some() && !self.closing {
+            deadline = deadline.min(self.next_beat);
+        }
         sys::ms_until(sys::monotonic_ns(), deadline)
     }
 
@@ -147,6 +156,10 @@ impl Engine for Shard {
             ShardCommand::Start { t0_mono_ns } => {
                 self.p.t0_mono = t0_mono_ns;
                 self.started = true;
+                if let Some(hb) = self.p.cfg.heartbeat {
+                    self.beat = Some(Sweep::new(&hb, t0_mono_ns, self.p.cfg.shard));
+                    self.next_beat = t0_mono_ns;
+                }
                 self.pump(ep);
             }
             ShardCommand::Close => {
@@ -182,6 +195,9 @@ impl Engine for Shard {
             // the elapsed time, so one call starts everything that is due.
             self.next_pace = now + PACE_NS;
             self.pump(ep);
+        }
+        if !self.closing && now >= self.next_beat && self.beat.is_some() {
+            self.heartbeat(ep, now);
         }
         Ok(())
     }
@@ -259,9 +275,65 @@ impl Shard {
         }
     }
 
+    /// `--heartbeat`: the slots whose phase came up since the last step ping, or close
+    /// when their ping went unanswered past the timeout.
+    fn heartbeat(&mut self, ep: &Epoll, now: u64) {
+        let Some((step, sweep)) = self
+            .p
+            .cfg
+            .heartbeat
+            .map(|h| h.step_ns())
+            .zip(self.beat.as_mut())
+        else {
+            return;
+        };
+        self.next_beat = now + step;
+        for r in sweep.advance(now, self.conns.slot_count()) {
+            for i in r {
+                if let Some(tok) = self.conns.token_at(i) {
+                    self.beat_one(ep, tok, now);
+                }
+            }
+        }
+    }
+
+    fn beat_one(&mut self, ep: &Epoll, tok: u64, now: u64) {
+        let Some(conn) = self.conns.get_mut(tok) else {
+            return;
+        };
+        let Some(v) = self.p.heartbeat_visit(&mut conn.p, now) else {
+            return;
+        };
+        if v == Visit::Wait {
+            return;
+        }
+        let before = interest(&conn.spill);
+        let mut written = 0;
+        let r = send_sealed(
+            conn.fd.as_fd(),
+            conn.tls.as_deref_mut(),
+            &mut self.wire,
+            &mut conn.spill,
+            &self.p.out,
+            &mut written,
+        );
+        self.p.c.bytes_out += written;
+        if v == Visit::Missed {
+            // Counted (`closed.heartbeat_missed`); the peer answers nothing, so no wait
+            // for its close reply.
+            self.close_open(tok);
+            return;
+        }
+        if let Err(e) = r.and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill)) {
+            closed_by(&e, &mut self.p.c.closed);
+            self.close_open(tok);
+        }
+    }
+
     /// Removes an open connection (close cause already counted).
     fn close_open(&mut self, tok: u64) {
-        if self.conns.remove(tok).is_some() {
+        if let Some(mut conn) = self.conns.remove(tok) {
+            self.p.conn_ends(&mut conn.p);
             self.p.c.open -= 1;
             self.p.open_in_process.fetch_sub(1, Ordering::Relaxed);
         }
@@ -331,6 +403,7 @@ impl Shard {
         );
         self.p.c.bytes_out += written;
         if matches!(sent, Ok(Sent::All)) && self.close_waits {
+            self.p.conn_ends(&mut conn.p);
             conn.p.state = State::Closing;
             self.p.c.open -= 1;
             self.closes_waiting += 1;

@@ -19,6 +19,7 @@ use crate::workload::{
         Sink, failure_of, pace,
         shard_loop::{Extra, Reporter},
     },
+    heartbeat::{self, Visit},
     push_format::{PushFormat, Stamp},
     push_rule::PushInstant,
     stats::{
@@ -150,6 +151,9 @@ pub(crate) struct ConnProto {
     pub seq: u32,
     /// Bytes of the current echo reply received and checked (raw TCP echo).
     pub got: u32,
+    /// `--heartbeat`: when the outstanding ping was sent (monotonic ns, also its
+    /// payload), 0 when none is.
+    pub ping_ns: u64,
 }
 
 impl ConnProto {
@@ -160,6 +164,7 @@ impl ConnProto {
             t_ns,
             seq: 0,
             got: 0,
+            ping_ns: 0,
         }
     }
 }
@@ -476,7 +481,8 @@ impl Proto {
                     Ok(Some((used, ev))) => {
                         off += used;
                         match ev {
-                            None | Some(Event::Pong(_)) => {}
+                            None => {}
+                            Some(Event::Pong(p)) => self.on_pong(conn, p),
                             Some(Event::Ping(p)) => {
                                 self.c.ws_pings_in += 1;
                                 let key = self.mask_key();
@@ -534,6 +540,60 @@ impl Proto {
             became_open,
             rtt_done,
         }
+    }
+
+    /// A pong: matched to the outstanding ping by its stamp and timed, else counted as
+    /// unsolicited and ignored (RFC 6455 §5.5.3).
+    fn on_pong(&mut self, conn: &mut ConnProto, payload: &[u8]) {
+        let Some(cfg) = self.cfg.heartbeat else {
+            self.c.heartbeat.unsolicited_pongs += 1;
+            return;
+        };
+        let now = sys::monotonic_ns();
+        if let Some(us) =
+            heartbeat::pong(&mut self.c.heartbeat, &cfg, &mut conn.ping_ns, payload, now)
+        {
+            self.hists.record(stats::histograms::PONG, us);
+        }
+    }
+
+    /// `--heartbeat`: the slot of an open `conn` came up at `now`. [`Visit::Ping`]: a
+    /// masked ping carrying its stamp is in [`Proto::out`]; [`Visit::Missed`]: a close
+    /// frame 1011 is (the caller closes the connection, counted here as
+    /// `closed.heartbeat_missed`). None: nothing to do (not open, or no heartbeat).
+    pub(crate) fn heartbeat_visit(&mut self, conn: &mut ConnProto, now: u64) -> Option<Visit> {
+        let cfg = self.cfg.heartbeat?;
+        if conn.state != State::Open || self.cfg.mode != Mode::Ws {
+            return None;
+        }
+        let v = heartbeat::visit(&mut self.c.heartbeat, &cfg, &mut conn.ping_ns, now);
+        let key = self.mask_key();
+        self.out.clear();
+        match v {
+            Visit::Ping => encode_frame(
+                &mut self.out,
+                Opcode::Ping,
+                &heartbeat::ping_payload(conn.ping_ns),
+                Some(key),
+            ),
+            Visit::Missed => {
+                self.c.closed.heartbeat_missed += 1;
+                encode_frame(
+                    &mut self.out,
+                    Opcode::Close,
+                    &crate::workload::ws::frame::close_payload(1011, "heartbeat: no pong"),
+                    Some(key),
+                );
+            }
+            Visit::Wait => {}
+        }
+        Some(v)
+    }
+
+    /// `conn` leaves [`State::Open`] (closed, or its close begun): an outstanding ping
+    /// is counted unanswered.
+    pub(crate) fn conn_ends(&mut self, conn: &mut ConnProto) {
+        heartbeat::ended(&mut self.c.heartbeat, &mut conn.ping_ns);
     }
 
     /// A push, timed by the run's rule (workload/push_rule.rs): per message from the

@@ -20,7 +20,7 @@ use anyhow::{Context, Result};
 use rustix::io::Errno;
 
 use self::{
-    proto::{Action, WsState, going_away, peer_eof, push_frame, stamp_push, ws_input},
+    proto::{Action, WsState, going_away, peer_eof, push_frame, stamp_push, ws_input_beat},
     warnings::{cap_warning, emfile_warning, goodbye_unanswered, listen_error, push_ignored},
 };
 use super::{
@@ -33,11 +33,12 @@ use super::{
 };
 use crate::workload::{
     config::{Mode, ServerShardConfig, ShardCommand},
+    heartbeat::{self, HeartbeatConfig, Sweep, Visit},
     sockopt,
     stats::{counters::Counters, report::PushStat},
     sys::{self, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, Epoll},
     tls::session::TlsConn,
-    ws::{Decoder, Role},
+    ws::{Decoder, Opcode, Role, frame::encode_frame},
 };
 
 /// Accepts per listener event: bounded so one busy port cannot starve the others or the
@@ -73,6 +74,8 @@ pub(crate) const GOODBYE_WINDOW: u64 = 64;
 struct Conn {
     fd: OwnedFd,
     ws: WsState,
+    /// `--heartbeat`: when the outstanding ping was sent (monotonic ns), 0 for none.
+    ping_ns: u64,
     spill: Option<Box<Spill>>,
     /// With `--tls`: the session (keys and record state; the buffers are the shard's).
     tls: Option<Box<TlsConn>>,
@@ -122,6 +125,9 @@ struct Shard {
     goodbye_watch: CloseWatch,
     rep: Reporter,
     warned_emfile: bool,
+    /// `--heartbeat` (ws mode): the walk over the slots and its next step.
+    beat: Option<Sweep>,
+    next_beat: u64,
 }
 
 /// Runs one server shard until `Stop` (or its supervisor goes away).
@@ -177,6 +183,11 @@ pub(crate) fn run(
         goodbye_watch: CloseWatch::default(),
         rep,
         warned_emfile: false,
+        beat: cfg
+            .heartbeat
+            .filter(|_| cfg.mode == Mode::Ws)
+            .map(|h| Sweep::new(&h, sys::monotonic_ns(), cfg.shard)),
+        next_beat: 0,
         cfg,
     };
     shard_loop::run(&mut s, &ep, &mut io)
@@ -188,6 +199,8 @@ impl Engine for Shard {
         // with push chunks.
         if self.push.is_some() {
             0
+        } else if self.beat.is_some() {
+            sys::ms_until(sys::monotonic_ns(), next_tick.min(self.next_beat))
         } else {
             sys::ms_until(sys::monotonic_ns(), next_tick)
         }
@@ -228,7 +241,10 @@ impl Engine for Shard {
         false
     }
 
-    fn turn_end(&mut self, ep: &Epoll, _now: u64, sink: &mut Sink) -> Result<()> {
+    fn turn_end(&mut self, ep: &Epoll, now: u64, sink: &mut Sink) -> Result<()> {
+        if self.beat.is_some() && now >= self.next_beat {
+            self.heartbeat(ep, now);
+        }
         if let Some(id) = self.push.as_ref().map(|j| j.id) {
             self.push_step(ep);
             if self.push.is_none() {
@@ -258,6 +274,72 @@ impl Engine for Shard {
 }
 
 impl Shard {
+    /// `--heartbeat`: the slots whose phase came up since the last step ping their
+    /// client (unmasked, as a server must), or close when its ping went unanswered.
+    fn heartbeat(&mut self, ep: &Epoll, now: u64) {
+        let Some((cfg, sweep)) = self.cfg.heartbeat.zip(self.beat.as_mut()) else {
+            return;
+        };
+        self.next_beat = now + cfg.step_ns();
+        for r in sweep.advance(now, self.conns.slot_count()) {
+            for i in r {
+                if let Some(tok) = self.conns.token_at(i) {
+                    self.beat_one(ep, &cfg, tok, now);
+                }
+            }
+        }
+    }
+
+    fn beat_one(&mut self, ep: &Epoll, cfg: &HeartbeatConfig, tok: u64, now: u64) {
+        let Some(conn) = self.conns.get_mut(tok).filter(|c| c.ws == WsState::Open) else {
+            return;
+        };
+        self.out.clear();
+        match heartbeat::visit(&mut self.c.heartbeat, cfg, &mut conn.ping_ns, now) {
+            Visit::Wait => {}
+            Visit::Ping => {
+                encode_frame(
+                    &mut self.out,
+                    Opcode::Ping,
+                    &heartbeat::ping_payload(conn.ping_ns),
+                    None,
+                );
+                let before = interest(&conn.spill);
+                let r = send_sealed(
+                    conn.fd.as_fd(),
+                    conn.tls.as_deref_mut(),
+                    &mut self.wire,
+                    &mut conn.spill,
+                    &self.out,
+                    &mut self.c.bytes_out,
+                )
+                .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
+                if let Err(e) = r {
+                    closed_by(&e, &mut self.c.closed);
+                    self.close(tok);
+                }
+            }
+            Visit::Missed => {
+                self.c.closed.heartbeat_missed += 1;
+                encode_frame(
+                    &mut self.out,
+                    Opcode::Close,
+                    &crate::workload::ws::frame::close_payload(1011, "heartbeat: no pong"),
+                    None,
+                );
+                send_sealed_before_close(
+                    conn.fd.as_fd(),
+                    conn.tls.as_deref_mut(),
+                    &mut self.wire,
+                    &conn.spill,
+                    &self.out,
+                    &mut self.c.bytes_out,
+                );
+                self.close(tok);
+            }
+        }
+    }
+
     fn warn(&mut self, msg: String) {
         self.rep.warnings.push(msg);
     }
@@ -367,6 +449,7 @@ impl Shard {
         let (tok, conn) = self.conns.insert_get(Conn {
             fd,
             ws,
+            ping_ns: 0,
             spill: None,
             tls,
         });
@@ -452,6 +535,7 @@ impl Shard {
         let Some(conn) = self.conns.get_mut(tok) else {
             return;
         };
+        heartbeat::ended(&mut self.c.heartbeat, &mut conn.ping_ns);
         let open = conn.ws == WsState::Open;
         if open {
             self.c.ws_open -= 1;
@@ -532,9 +616,10 @@ impl Shard {
 
     /// Removes a connection (closing its fd, which also drops it from the epoll set).
     fn close(&mut self, tok: u64) -> bool {
-        let Some(conn) = self.conns.remove(tok) else {
+        let Some(mut conn) = self.conns.remove(tok) else {
             return false;
         };
+        heartbeat::ended(&mut self.c.heartbeat, &mut conn.ping_ns);
         if conn.ws == WsState::Open {
             self.c.ws_open -= 1;
         }
@@ -547,6 +632,7 @@ impl Shard {
         let n = self.conns.len() as u64;
         let goodbye = going_away();
         for mut conn in self.conns.drain() {
+            heartbeat::ended(&mut self.c.heartbeat, &mut conn.ping_ns);
             let open = conn.ws == WsState::Open;
             if open {
                 self.c.ws_open -= 1;
@@ -698,13 +784,15 @@ impl Shard {
                 let (mut inbuf, mut frag) = take_input(&mut spill);
                 let data = joined(&mut inbuf, &mut self.buf[..n]);
                 self.out.clear();
-                let (used, action) = ws_input(
+                let beat = self.cfg.heartbeat;
+                let (used, action) = ws_input_beat(
                     &self.dec,
                     &mut conn.ws,
                     data,
                     &mut frag,
                     &mut self.out,
                     &mut self.c,
+                    beat.as_ref().map(|h| (h, &mut conn.ping_ns)),
                 );
                 if used < data.len() || frag.is_some() {
                     keep_input(&mut spill, inbuf, &self.buf[..n], used, frag);

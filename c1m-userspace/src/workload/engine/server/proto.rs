@@ -3,6 +3,7 @@
 
 use crate::workload::{
     config::Mode,
+    heartbeat::{self, HeartbeatConfig},
     stats::counters::Counters,
     sys,
     ws::{self, Decoder, Event, Fragment, Opcode, frame::encode_frame, handshake},
@@ -50,6 +51,20 @@ pub fn ws_input(
     out: &mut Vec<u8>,
     c: &mut Counters,
 ) -> (usize, Action) {
+    ws_input_beat(dec, state, data, frag, out, c, None)
+}
+
+/// [`ws_input`] with `--heartbeat`: a pong is matched against the connection's
+/// outstanding ping (its send instant, 0 for none) and counted.
+pub(crate) fn ws_input_beat(
+    dec: &Decoder,
+    state: &mut WsState,
+    data: &mut [u8],
+    frag: &mut Option<Box<Fragment>>,
+    out: &mut Vec<u8>,
+    c: &mut Counters,
+    mut beat: Option<(&HeartbeatConfig, &mut u64)>,
+) -> (usize, Action) {
     let mut off = 0;
     if *state == WsState::Handshake {
         match handshake::parse_request(data) {
@@ -76,7 +91,15 @@ pub fn ws_input(
             Ok(None) => return (off, Action::Continue),
             Ok(Some((n, ev))) => {
                 match ev {
-                    None | Some(Event::Pong(_)) => {}
+                    None => {}
+                    Some(Event::Pong(p)) => match beat.as_mut() {
+                        // The server keeps no latency histogram: the count is the figure.
+                        Some((cfg, ping_ns)) => {
+                            let now = sys::monotonic_ns();
+                            let _ = heartbeat::pong(&mut c.heartbeat, cfg, ping_ns, p, now);
+                        }
+                        None => c.heartbeat.unsolicited_pongs += 1,
+                    },
                     Some(Event::Message { text, payload }) => {
                         c.ws_messages_in += 1;
                         let op = if text { Opcode::Text } else { Opcode::Binary };

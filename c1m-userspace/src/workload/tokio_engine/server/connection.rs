@@ -12,7 +12,7 @@ use std::{
 };
 
 use bytes::Buf;
-use tokio::{io::ReadBuf, net::TcpStream, sync::futures::Notified};
+use tokio::{io::ReadBuf, net::TcpStream, sync::futures::Notified, time::Sleep};
 use tokio_rustls::server::Accept;
 
 use super::{Shard, goodbye::Goodbye};
@@ -21,14 +21,17 @@ use crate::workload::{
     engine::{
         MAX_PENDING_OUT, closed_by,
         server::{
-            proto::{self, Action, WsState, ws_input},
+            proto::{self, Action, WsState, ws_input_beat},
             warnings,
         },
     },
+    heartbeat::{self, Visit},
+    sys,
     tokio_engine::{
         Spill,
         stream::{Stream, count_handshake_failure, tls_error},
     },
+    ws::{Opcode, frame::encode_frame},
 };
 
 impl Shard {
@@ -129,6 +132,7 @@ impl Shard {
 
     /// The books of a connection that ends with `end`, then its close.
     fn finish(&self, mut conn: Conn, end: End) {
+        heartbeat::ended(&mut self.c.borrow_mut().heartbeat, &mut conn.ping_ns);
         let open_ws = conn.ws == WsState::Open;
         let tls = matches!(conn.stream, Stream::Tls(_));
         if conn.ws == WsState::Handshake {
@@ -152,6 +156,7 @@ impl Shard {
                     None => closed_by(&e, &mut c.closed),
                 },
                 End::Peer => c.closed.peer_closed += 1,
+                End::HeartbeatMissed => c.closed.heartbeat_missed += 1,
                 End::Protocol => c.closed.protocol += 1,
                 End::HandshakeTimeout => c.closed.handshake_timeout += 1,
                 End::SaidGoodbye(Goodbye::Unanswered) => c.closed.goodbye_unanswered += 1,
@@ -196,6 +201,10 @@ pub(super) struct Conn {
     push_gen: u64,
     /// Its handshake's number (see [`Shard::handshake_deadline`]).
     hs_seq: u64,
+    /// `--heartbeat`: when the outstanding ping was sent (0: none), and the timer of
+    /// this connection's next slot (on the heap, once open).
+    ping_ns: u64,
+    beat: Option<Pin<Box<Sleep>>>,
 }
 
 /// Why a connection ends.
@@ -215,6 +224,8 @@ enum End {
     Teardown,
     /// The goodbye said, and the peer's end of the stream seen (or not).
     SaidGoodbye(Goodbye),
+    /// `--heartbeat`: no pong by the timeout (our close frame 1011 sent).
+    HeartbeatMissed,
 }
 
 /// What woke a connection task.
@@ -225,6 +236,8 @@ enum Woke {
     Eof,
     Writable,
     Err(io::Error),
+    /// `--heartbeat`: this connection's slot came up.
+    Beat,
 }
 
 async fn connection(sh: Rc<Shard>, tcp: TcpStream, close_gen: u64, hs_seq: u64) {
@@ -249,6 +262,8 @@ async fn connection(sh: Rc<Shard>, tcp: TcpStream, close_gen: u64, hs_seq: u64) 
         close_gen,
         push_gen: sh.push_gen.get(),
         hs_seq,
+        ping_ns: 0,
+        beat: None,
     };
     let end = match conn.serve(&sh).await {
         End::Teardown => match conn.goodbye(&sh).await {
@@ -287,6 +302,16 @@ impl Conn {
             {
                 return End::Io(e);
             }
+            if self.ws == WsState::Open
+                && self.beat.is_none()
+                && let Some(cfg) = sh.cfg.heartbeat
+            {
+                self.beat = Some(Box::pin(tokio::time::sleep_until(slot_instant(
+                    &cfg,
+                    self.hs_seq,
+                    sys::monotonic_ns(),
+                ))));
+            }
             let writing = self.has_out();
             let woke = poll_fn(|cx| self.poll_wake(cx, sh, notified.as_mut(), writing)).await;
             let end = match woke {
@@ -299,6 +324,7 @@ impl Conn {
                 Woke::Read(n) => self.input(sh, n),
                 Woke::Eof => Some(End::Eof),
                 Woke::Err(e) => Some(End::Io(e)),
+                Woke::Beat => self.beat(sh),
             };
             if let Some(end) = end {
                 return end;
@@ -319,6 +345,11 @@ impl Conn {
     ) -> Poll<Woke> {
         if notified.poll(cx).is_ready() {
             return Poll::Ready(Woke::Shard);
+        }
+        if let Some(b) = self.beat.as_mut()
+            && b.as_mut().poll(cx).is_ready()
+        {
+            return Poll::Ready(Woke::Beat);
         }
         if writing {
             return Poll::Ready(match ready!(self.stream.tcp().poll_write_ready(cx)) {
@@ -355,6 +386,7 @@ impl Conn {
         let mut out = sh.out.borrow_mut();
         let mut c = sh.c.borrow_mut();
         out.clear();
+        let beat = sh.cfg.heartbeat;
         let was_open = self.ws == WsState::Open;
         let mut spill = self.spill.take();
         let mut frag = spill.as_mut().and_then(|s| s.frag.take());
@@ -362,26 +394,28 @@ impl Conn {
             // A partial frame waits: append, decode from the connection's own buffer.
             Some(s) => {
                 s.inbuf.extend_from_slice(&buf[..n]);
-                let (used, a) = ws_input(
+                let (used, a) = ws_input_beat(
                     &sh.dec,
                     &mut self.ws,
                     &mut s.inbuf[..],
                     &mut frag,
                     &mut out,
                     &mut c,
+                    beat.as_ref().map(|h| (h, &mut self.ping_ns)),
                 );
                 s.inbuf.advance(used);
                 a
             }
             // The usual case: decode in place in the shard's buffer, keep only a tail.
             None => {
-                let (used, a) = ws_input(
+                let (used, a) = ws_input_beat(
                     &sh.dec,
                     &mut self.ws,
                     &mut buf[..n],
                     &mut frag,
                     &mut out,
                     &mut c,
+                    beat.as_ref().map(|h| (h, &mut self.ping_ns)),
                 );
                 if used < n {
                     spill
@@ -422,6 +456,38 @@ impl Conn {
             (Ok(()), Action::ClosePeer) => Some(End::Peer),
             (Ok(()), Action::CloseProtocol) => Some(End::Protocol),
         }
+    }
+
+    /// `--heartbeat`: this connection's slot came up: a ping (unmasked, as a server's),
+    /// or the close of one whose ping went unanswered; then the next slot's timer.
+    fn beat(&mut self, sh: &Shard) -> Option<End> {
+        let cfg = sh.cfg.heartbeat?;
+        let now = sys::monotonic_ns();
+        let mut c = sh.c.borrow_mut();
+        let mut frame = Vec::new();
+        let end = match heartbeat::visit(&mut c.heartbeat, &cfg, &mut self.ping_ns, now) {
+            Visit::Wait => None,
+            Visit::Ping => {
+                let payload = heartbeat::ping_payload(self.ping_ns);
+                encode_frame(&mut frame, Opcode::Ping, &payload, None);
+                self.send(&frame, &mut c.bytes_out).err().map(End::Io)
+            }
+            Visit::Missed => {
+                let bye = crate::workload::ws::frame::close_payload(1011, "heartbeat: no pong");
+                encode_frame(&mut frame, Opcode::Close, &bye, None);
+                if !self.has_out()
+                    && let Ok(n) = self.stream.write_last(&frame, true)
+                {
+                    c.bytes_out += n as u64;
+                }
+                Some(End::HeartbeatMissed)
+            }
+        };
+        if let Some(b) = self.beat.as_mut() {
+            b.as_mut()
+                .reset(slot_instant(&cfg, self.hs_seq, now.saturating_add(1)));
+        }
+        end
     }
 
     /// Writes the current push frame (the connection was open when it began).
@@ -493,4 +559,17 @@ impl Conn {
             self.spill = None;
         }
     }
+}
+
+/// The instant of a server connection's next heartbeat slot at or after `now_ns`: its
+/// phase is its accept number times the golden ratio, modulo 1, of the interval (a
+/// Weyl sequence: any number of connections spreads evenly, with no count known
+/// beforehand).
+fn slot_instant(cfg: &heartbeat::HeartbeatConfig, seq: u64, now_ns: u64) -> tokio::time::Instant {
+    const PHI_FRAC: u64 = 0x9E37_79B9_7F4A_7C15;
+    let frac = seq.wrapping_mul(PHI_FRAC);
+    let phase = u64::try_from((u128::from(frac) * u128::from(cfg.interval_ns)) >> 64).unwrap_or(0);
+    let at = heartbeat::next_slot(cfg, 0, phase, now_ns);
+    let (mono, now) = (sys::monotonic_ns(), tokio::time::Instant::now());
+    now + std::time::Duration::from_nanos(at.saturating_sub(mono))
 }
