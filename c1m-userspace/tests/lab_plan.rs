@@ -33,6 +33,8 @@ const EVERY_FLAG: &[&[&str]] = &[
     &["--engine", "tokio"],
     &["--server-engine", "tokio"],
     &["--idle", "2.5s"],
+    &["--heartbeat", "30s", "--heartbeat-timeout", "10s"],
+    &["--server-heartbeat", "20s"],
     &["--pushes", "3"],
     &["--push-writers", "2"],
     &["--setup-timeout", "1m"],

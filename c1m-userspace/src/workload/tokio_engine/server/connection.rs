@@ -15,7 +15,7 @@ use bytes::Buf;
 use tokio::{io::ReadBuf, net::TcpStream, sync::futures::Notified, time::Sleep};
 use tokio_rustls::server::Accept;
 
-use super::{Shard, goodbye::Goodbye};
+use super::Shard;
 use crate::workload::{
     config::Mode,
     engine::{
@@ -205,6 +205,17 @@ pub(super) struct Conn {
     /// this connection's next slot (on the heap, once open).
     ping_ns: u64,
     beat: Option<Pin<Box<Sleep>>>,
+}
+
+/// How a goodbye ended.
+pub(super) enum Goodbye {
+    /// The connection closes now: no goodbye to wait for (mid-handshake, the teardown
+    /// stalled, or the shard stops); the caller sends what a close sends.
+    CloseNow,
+    /// Said; the peer ended its side (or its socket failed), or the shard stopped.
+    Answered,
+    /// Said; no end of the peer's side within `CLOSE_STALL_NS` (5 s).
+    Unanswered,
 }
 
 /// Why a connection ends.

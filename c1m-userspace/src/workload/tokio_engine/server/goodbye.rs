@@ -8,7 +8,10 @@
 
 use std::{io, os::fd::AsFd, pin::pin, time::Duration};
 
-use super::{Shard, connection::Conn};
+use super::{
+    Shard,
+    connection::{Conn, Goodbye},
+};
 use crate::workload::{
     engine::{
         client::proto::CLOSE_STALL_NS,
@@ -20,17 +23,6 @@ use crate::workload::{
     },
     sys,
 };
-
-/// How a goodbye ended.
-pub(super) enum Goodbye {
-    /// The connection closes now: no goodbye to wait for (mid-handshake, the teardown
-    /// stalled, or the shard stops); the caller sends what a close sends.
-    CloseNow,
-    /// Said; the peer ended its side (or its socket failed), or the shard stopped.
-    Answered,
-    /// Said; no end of the peer's side within [`CLOSE_STALL_NS`].
-    Unanswered,
-}
 
 /// The permits of a shard's goodbye window.
 pub(super) fn window() -> tokio::sync::Semaphore {
