@@ -12,7 +12,11 @@ use std::{ops::Range, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
-use crate::workload::{stats::counters::Heartbeats, sys::splitmix64};
+use crate::workload::{
+    stats::counters::Heartbeats,
+    sys::splitmix64,
+    ws::frame::{Opcode, close_payload, encode_frame},
+};
 
 /// What a shard is told: ping every `interval_ns`, close when no pong came within
 /// `timeout_ns` of the ping.
@@ -85,6 +89,22 @@ pub(crate) fn visit(
 /// pong must echo (RFC 6455 §5.5.3).
 pub(crate) fn ping_payload(ping_ns: u64) -> [u8; 8] {
     ping_ns.to_be_bytes()
+}
+
+/// The frame a slot's visit sends, at the end of `out`: the ping carrying its stamp, or
+/// the close (1011) of a connection whose ping went unanswered; nothing while it waits.
+/// `mask`: a client's key (a server's frames go unmasked).
+pub(crate) fn encode(out: &mut Vec<u8>, visit: Visit, ping_ns: u64, mask: Option<[u8; 4]>) {
+    match visit {
+        Visit::Ping => encode_frame(out, Opcode::Ping, &ping_payload(ping_ns), mask),
+        Visit::Missed => encode_frame(
+            out,
+            Opcode::Close,
+            &close_payload(1011, "heartbeat: no pong"),
+            mask,
+        ),
+        Visit::Wait => {}
+    }
 }
 
 /// A pong arrived at `now`: the latency in µs if it answers the outstanding ping (counted

@@ -569,24 +569,10 @@ impl Proto {
         let v = heartbeat::visit(&mut self.c.heartbeat, &cfg, &mut conn.ping_ns, now);
         let key = self.mask_key();
         self.out.clear();
-        match v {
-            Visit::Ping => encode_frame(
-                &mut self.out,
-                Opcode::Ping,
-                &heartbeat::ping_payload(conn.ping_ns),
-                Some(key),
-            ),
-            Visit::Missed => {
-                self.c.closed.heartbeat_missed += 1;
-                encode_frame(
-                    &mut self.out,
-                    Opcode::Close,
-                    &crate::workload::ws::frame::close_payload(1011, "heartbeat: no pong"),
-                    Some(key),
-                );
-            }
-            Visit::Wait => {}
+        if v == Visit::Missed {
+            self.c.closed.heartbeat_missed += 1;
         }
+        heartbeat::encode(&mut self.out, v, conn.ping_ns, Some(key));
         Some(v)
     }
 

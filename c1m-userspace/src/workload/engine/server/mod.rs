@@ -38,7 +38,7 @@ use crate::workload::{
     stats::{counters::Counters, report::PushStat},
     sys::{self, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, Epoll},
     tls::session::TlsConn,
-    ws::{Decoder, Opcode, Role, frame::encode_frame},
+    ws::{Decoder, Role},
 };
 
 /// Accepts per listener event: bounded so one busy port cannot starve the others or the
@@ -295,15 +295,11 @@ impl Shard {
             return;
         };
         self.out.clear();
-        match heartbeat::visit(&mut self.c.heartbeat, cfg, &mut conn.ping_ns, now) {
+        let visit = heartbeat::visit(&mut self.c.heartbeat, cfg, &mut conn.ping_ns, now);
+        heartbeat::encode(&mut self.out, visit, conn.ping_ns, None);
+        match visit {
             Visit::Wait => {}
             Visit::Ping => {
-                encode_frame(
-                    &mut self.out,
-                    Opcode::Ping,
-                    &heartbeat::ping_payload(conn.ping_ns),
-                    None,
-                );
                 let before = interest(&conn.spill);
                 let r = send_sealed(
                     conn.fd.as_fd(),
@@ -321,12 +317,6 @@ impl Shard {
             }
             Visit::Missed => {
                 self.c.closed.heartbeat_missed += 1;
-                encode_frame(
-                    &mut self.out,
-                    Opcode::Close,
-                    &crate::workload::ws::frame::close_payload(1011, "heartbeat: no pong"),
-                    None,
-                );
                 send_sealed_before_close(
                     conn.fd.as_fd(),
                     conn.tls.as_deref_mut(),

@@ -31,7 +31,6 @@ use crate::workload::{
         Spill,
         stream::{Stream, count_handshake_failure, tls_error},
     },
-    ws::{Opcode, frame::encode_frame},
 };
 
 impl Shard {
@@ -476,16 +475,12 @@ impl Conn {
         let now = sys::monotonic_ns();
         let mut c = sh.c.borrow_mut();
         let mut frame = Vec::new();
-        let end = match heartbeat::visit(&mut c.heartbeat, &cfg, &mut self.ping_ns, now) {
+        let visit = heartbeat::visit(&mut c.heartbeat, &cfg, &mut self.ping_ns, now);
+        heartbeat::encode(&mut frame, visit, self.ping_ns, None);
+        let end = match visit {
             Visit::Wait => None,
-            Visit::Ping => {
-                let payload = heartbeat::ping_payload(self.ping_ns);
-                encode_frame(&mut frame, Opcode::Ping, &payload, None);
-                self.send(&frame, &mut c.bytes_out).err().map(End::Io)
-            }
+            Visit::Ping => self.send(&frame, &mut c.bytes_out).err().map(End::Io),
             Visit::Missed => {
-                let bye = crate::workload::ws::frame::close_payload(1011, "heartbeat: no pong");
-                encode_frame(&mut frame, Opcode::Close, &bye, None);
                 if !self.has_out()
                     && let Ok(n) = self.stream.write_last(&frame, true)
                 {
