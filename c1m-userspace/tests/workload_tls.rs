@@ -738,6 +738,64 @@ fn resumption_resumes_all_but_the_first_connection_and_off_on_either_side_none()
     }
 }
 
+/// A client with many connections in flight resumes every connection after its first
+/// wave: each completion's ticket (sent before the 101) waits for the next connection.
+/// rustls's own store kept 8 tickets per server and dropped the rest: 38–54% resumed.
+#[test]
+fn a_ramp_with_64_in_flight_resumes_every_connection_after_the_first_wave() {
+    const N: u64 = 600;
+    const IN_FLIGHT: u64 = 64;
+    let (port, ctl) = (23503u16, "127.0.0.1:23594");
+    let dir = scratch("tls-resume-wave");
+    let cert = dir.path().join("cert.pem");
+    let on: &[&str] = &["--tls-resumption"];
+    let server = tls_server(port, ctl, &cert, "ws", on);
+    let json = dir.path().join("client.json");
+    let out = c1m()
+        .args(["client", "--mode", "ws", "--ports", &port.to_string()])
+        .args([
+            "--quiet",
+            "--hold",
+            "0s",
+            "-n",
+            &N.to_string(),
+            "--rate",
+            "0",
+        ])
+        .args(["--in-flight", &IN_FLIGHT.to_string(), "--threads", "1"])
+        .arg("--tls-ca")
+        .arg(&cert)
+        .arg("--stats-json")
+        .arg(&json)
+        .args(on)
+        .env("C1M_ENGINE", "epoll")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panick"), "{err}");
+    let c: AppSnapshot = serde_json::from_slice(&std::fs::read(&json).unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {err}"));
+    let h = c.counters.tls_handshakes;
+    assert_eq!((c.counters.connected, h.full + h.resumed), (N, N), "{err}");
+    assert!(
+        h.full <= IN_FLIGHT,
+        "{} full handshakes: more than the first wave of {IN_FLIGHT}",
+        h.full
+    );
+    let s = wait_for(ctl, "every handshake counted", T, |s| {
+        s.counters.tls_handshakes.full + s.counters.tls_handshakes.resumed == N
+    });
+    assert_eq!(
+        (
+            s.counters.tls_handshakes.full,
+            s.counters.tls_handshakes.resumed
+        ),
+        (h.full, h.resumed)
+    );
+    control(ctl, "stop").unwrap();
+    assert!(server.wait(T).status.success());
+}
+
 #[test]
 fn an_expired_certificate_fails_every_connection_counted_as_expired() {
     const N: u64 = 7;
