@@ -137,13 +137,15 @@ fn run() -> i32 {
     let result = match command {
         Command::Observe(args) => crate::observer::cli::run(args, crate::view::observe::line),
         Command::Doctor(args) => return exit_code(crate::lab::doctor::main(args)),
+        // Hosts as network namespaces: it starts a `c1m run` and `c1m client`s in them.
+        // Before `--servers`, which would run without the hosts asked for: `--hosts`
+        // refuses `--servers` in one line.
+        Command::Run(args) if args.hosts.is_some() => {
+            return exit_code(crate::multihost::hosts_run::main(args));
+        }
         // A `--servers` sequence is its own command: it starts `c1m run` processes.
         Command::Run(args) if args.servers.is_some() => {
             return exit_code(crate::lab::servers::sequence::main(args));
-        }
-        // Hosts as network namespaces: it starts a `c1m run` and `c1m client`s in them.
-        Command::Run(args) if args.hosts.is_some() => {
-            return exit_code(crate::multihost::hosts_run::main(args));
         }
         Command::Run(args) => return exit_code(crate::lab::run::main(args)),
         Command::Merge(args) => return exit_code(crate::multihost::merge::main(args)),

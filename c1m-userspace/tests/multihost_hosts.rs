@@ -309,6 +309,11 @@ fn bad_shapes_are_one_line_errors() {
             &["--hosts", "1+2", "--clients", "external"],
             "drop --clients external",
         ),
+        // --servers ran its sequence on this box and dropped --hosts without a word.
+        (
+            &["--hosts", "1+2", "--servers", "c1m-epoll,go"],
+            "drop --servers or --hosts",
+        ),
         // clap names the missing --hosts on its next line.
         (
             &["--clients-per-host", "2"],

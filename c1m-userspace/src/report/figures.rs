@@ -290,6 +290,26 @@ pub(crate) fn key_figures_of(run: &RunRecord, hists: &[RunHist], full_latency: b
             hist: None,
         });
     }
+    // The pong latency is its own card (the pong histogram); here what the pings came to
+    // and what keepalive cost, per side that pinged.
+    for h in crate::figures::heartbeat::of(run) {
+        let c = h.counts;
+        groups.push(Group {
+            title: format!("Heartbeats, {} pings", h.side),
+            figures: vec![
+                fig("pings", Some(c.pings as f64), Unit::Count),
+                fig("pongs", Some(c.pongs as f64), Unit::Count),
+                fig("late pongs", Some(c.late_pongs as f64), Unit::Count),
+                fig("missed (closed)", Some(c.missed as f64), Unit::Count),
+                fig(
+                    "idle CPU per 1M pings, both sides",
+                    h.idle_cpu_s_per_million,
+                    Unit::CpuSeconds,
+                ),
+            ],
+            hist: None,
+        });
+    }
     let pc = &run.per_connection;
     groups.push(Group {
         title: format!("Memory per connection ({} open)", count(pc.connections)),
