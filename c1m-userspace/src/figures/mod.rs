@@ -9,6 +9,7 @@
 //! answer makes a long interval, not a spike), and kernel memory between socket walks is
 //! *derived* (sockets now × bytes per socket at the last walk) and marked so.
 
+pub(crate) mod churn;
 pub(crate) mod counts;
 pub(crate) mod heartbeat;
 pub(crate) mod kernel_vs_app;
