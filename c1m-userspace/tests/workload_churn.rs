@@ -319,8 +319,9 @@ fn c1m_run_churns_over_idle_and_the_kernel_agrees_after_it() {
         for r in &idle.kernel_vs_app {
             assert!(r.agree, "idle: {r:?}");
         }
-        // The client closed first in ws? No: the server closes first (RFC 6455), so the
-        // churn's TIME_WAIT is the server's.
+        // In ws mode the server closes the TCP connection first (RFC 6455 §7.1.1: the
+        // client's close frame, then the server's FIN), so the churn's TIME_WAIT is the
+        // server's; in the raw modes our FIN goes first and it is the client's.
         let tw = idle.time_wait_peak.unwrap();
         assert!(tw.server > 0, "{tw:?}");
     }

@@ -523,6 +523,20 @@ mod tests {
     }
 
     #[test]
+    fn a_churn_settles_after_its_stop_once_nothing_is_in_progress() {
+        let (s, mut c) = (snap("running", 100), snap("hold", 100));
+        c.counts_unix_ns = 2_000_000_000;
+        // Counts from before the stop (and half a second for every shard): not yet.
+        assert!(!churn_settled(1_600_000_000, Some(&s), Some(&c), None));
+        assert!(churn_settled(1_000_000_000, Some(&s), Some(&c), None));
+        c.counters.churn.reopening = 1;
+        assert!(!churn_settled(1_000_000_000, Some(&s), Some(&c), None));
+        c.counters.churn.reopening = 0;
+        c.counters.churn.closing = 1;
+        assert!(!churn_settled(1_000_000_000, Some(&s), Some(&c), None));
+    }
+
+    #[test]
     fn settled_when_kernel_and_apps_agree() {
         let (s, c) = (snap("running", 100), snap("hold", 100));
         assert!(settled(false, Some(&s), Some(&c), Some(&kernel(100, 100))));
