@@ -103,6 +103,8 @@ fn churn_then_stop(cctl: &str) -> AppSnapshot {
     assert_eq!(c.counters.connected, N + ch.reopened, "{:?}", c.counters);
     assert_eq!(c.percentiles["churn_setup_us"].count, ch.reopened);
     assert_eq!(c.percentiles["connect_us"].count, N, "the ramp's alone");
+    // And the setup rate is the ramp's: -n connected, not the reopens after it.
+    assert_eq!(c.setup_rate.as_ref().map(|r| r.connected), Some(N));
     // And stopped: no churn after `churn off`.
     let later = wait_for(cctl, "a later report", LONG, |s| {
         s.counts_unix_ns > c.counts_unix_ns + 300_000_000
