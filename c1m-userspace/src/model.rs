@@ -253,6 +253,23 @@ pub struct Phase {
     /// `--heartbeat`: pings server and client sent during the phase (their counters at
     /// its end less those at its start).
     pub heartbeat_pings: u64,
+    /// `--churn`: connections the client closed and reopened during the phase (its
+    /// `churn.closed` at the end less at the start).
+    pub churned: u64,
+    /// `--churn`: the most TIME_WAIT sockets the kernel held at once in the phase, per
+    /// side (the observer's walks: TIME_WAIT changes only at walks).
+    pub time_wait_peak: Option<TimeWaitPeak>,
+}
+
+/// The most TIME_WAIT sockets of each side at once over a phase.
+#[derive(
+    Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq,
+)]
+pub struct TimeWaitPeak {
+    /// Server side (local port watched).
+    pub server: i64,
+    /// Client side (remote port watched).
+    pub client: i64,
 }
 
 /// "after each phase, outside its secs: the observer's walk of every socket (setup 2.71 s,

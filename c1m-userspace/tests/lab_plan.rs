@@ -35,6 +35,7 @@ const EVERY_FLAG: &[&[&str]] = &[
     &["--idle", "2.5s"],
     &["--heartbeat", "30s", "--heartbeat-timeout", "10s"],
     &["--server-heartbeat", "20s"],
+    &["--churn", "500/s", "--churn-order", "random"],
     &["--pushes", "3"],
     &["--push-writers", "2"],
     &["--setup-timeout", "1m"],

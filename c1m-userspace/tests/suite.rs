@@ -41,6 +41,7 @@ mod observer_kernel;
 mod reference_servers;
 mod report_browser;
 mod report_scales;
+mod workload_churn;
 mod workload_faults;
 mod workload_heartbeat;
 mod workload_interop;

@@ -11,7 +11,7 @@
 //! | --- | --- | --- | --- |
 //! | server open | server ESTABLISHED | server open | + accept queues − server CLOSE_WAIT |
 //! | server accepted | server SYN_RECV→ESTABLISHED since attach | server accepted | + accept queues |
-//! | client open | client ESTABLISHED | client open | + TCP-connected, app handshake pending − client CLOSE_WAIT |
+//! | client open | client ESTABLISHED | client open | + TCP-connected, app handshake pending + churned, close frame sent − client CLOSE_WAIT |
 //! | client connecting | client SYN_SENT | client in flight | − TCP-connected, app handshake pending |
 //!
 //! A figure computation, so it lives under `figures` (which stores the rows in
@@ -212,13 +212,20 @@ fn client_open(k: Option<&KernelView>, app: Option<&AppSnapshot>) -> KernelVsApp
     if let (Some(k), Some(a), Some(kn), Some(an)) = (k, app, kernel, app_n) {
         let pending = handshake_pending(&k.client, a);
         let close_wait = k.client.state(tcp_state::CLOSE_WAIT).max(0);
+        // `--churn`: our close frame is out, the server's close not yet in: still
+        // ESTABLISHED (or CLOSE_WAIT, counted there) in the kernel, no longer open here.
+        let churning = gauge(a.counters.churn.closing);
         why.part(pending, |n| pending_text(n, CLIENT_OPEN, a));
+        why.part(churning, |n| {
+            format!("{n} churned, our close frame sent, waiting for the server to close")
+        });
         why.part(-close_wait, |n| {
             format!("{n} closed by the server, not yet noticed by the app (CLOSE_WAIT)")
         });
         why.residual(
             kn.saturating_sub(an)
                 .saturating_sub(pending)
+                .saturating_sub(churning)
                 .saturating_add(close_wait),
             skew(k, a, k.client.transitions_per_s),
             "connections of another process to the watched ports?",

@@ -9,6 +9,7 @@
 //! answer makes a long interval, not a spike), and kernel memory between socket walks is
 //! *derived* (sockets now × bytes per socket at the last walk) and marked so.
 
+pub(crate) mod churn;
 pub(crate) mod counts;
 pub(crate) mod heartbeat;
 pub(crate) mod kernel_vs_app;
@@ -82,6 +83,8 @@ pub struct SideFigures {
     pub app_in_flight: Option<u64>,
     /// Connections that never opened, all causes.
     pub app_failures: Option<u64>,
+    /// Client `--churn`: closed, reopened, failed, in progress (all 0 without it).
+    pub app_churn: Option<crate::workload::stats::counters::Churn>,
     /// Failures by cause, only the non-zero ones.
     pub app_failure_causes: Vec<(&'static str, u64)>,
     /// TLS handshakes that failed, by reason (the counters' JSON names), only the
@@ -167,6 +170,7 @@ impl SideFigures {
             }),
             app_in_flight: c.map(|c| c.in_flight),
             app_failures: c.map(|c| c.failures.total()),
+            app_churn: c.map(|c| c.churn),
             app_failure_causes: c
                 .map(|c| c.failures.iter().filter(|(_, n)| *n > 0).collect())
                 .unwrap_or_default(),

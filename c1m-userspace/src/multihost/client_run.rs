@@ -15,6 +15,7 @@ use crate::{
     args::{Connections, parse_addrs, parse_host_port, parse_ports},
     model::{Outcome, RunInfo},
     workload::{
+        churn::{ChurnConfig, ChurnRate},
         cli::{ClientArgs, ClientEndpoints, Hold, cpus, default_step, runtime},
         config::{ClientShardConfig, ShardConfig},
         control::clock::{self, ClockError, Measured},
@@ -45,6 +46,16 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<i32> {
         }
         _ => {}
     }
+    crate::workload::churn::check(
+        a.workload.churn.map(|r| r.0),
+        a.connections.get(),
+        match a.hold {
+            Hold::For(d) => Some(d),
+            Hold::Forever => None,
+        },
+        "--hold",
+    )
+    .map_err(anyhow::Error::msg)?;
     let rt = runtime()?;
     let shard = crate::workload::host_share::resolve(a.hosts_run.shard, |k| std::env::var(k).ok())?;
     let mut a = a;
@@ -53,6 +64,11 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<i32> {
         // This host's part of the totals; everything below sees only its share.
         let all = parse_addrs(&a.sources)?;
         a.rate = s.rate(a.rate, total)?;
+        // Churn as the rate: proportional to this host's connections.
+        a.workload.churn = match a.workload.churn {
+            Some(r) => Some(ChurnRate(s.rate(r.0, total)?)),
+            None => None,
+        };
         a.connections = s.connections(total)?;
         a.sources = s.sources(&all)?.iter().map(IpAddr::to_string).collect();
         a.in_flight = (a.in_flight / s.count).max(1);
@@ -124,6 +140,7 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<i32> {
         samples: (folder.is_some() || metrics.is_some()).then_some(samples_tx),
         push_trigger: a.push_trigger.clone(),
         server_pid: a.server_pid,
+        churn: a.workload.churn.map(|_| a.churn_start),
     };
     let snap = rt.block_on(async {
         // The folder and the metrics take each second's snapshot beside the run.
@@ -335,6 +352,12 @@ fn prepare(a: &ClientArgs, rt: &tokio::runtime::Runtime) -> Result<Ready> {
                 push_latency: a.push_latency,
                 tls: tls.clone(),
                 heartbeat: HeartbeatConfig::of(a.workload.heartbeat, a.workload.heartbeat_timeout),
+                churn: ChurnConfig::share(
+                    a.workload.churn.map(|r| r.0),
+                    a.workload.churn_order,
+                    count,
+                    a.connections.get(),
+                ),
             })
         })
         .collect();

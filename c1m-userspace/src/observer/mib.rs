@@ -77,6 +77,8 @@ counters! {
     delayed_ack_lost = "TcpExtDelayedACKLost": "Duplicate data received while an ACK was delayed.",
     listen_overflows = "TcpExtListenOverflows": "Handshakes dropped: accept queue full.",
     listen_drops = "TcpExtListenDrops": "Handshakes a listener dropped, for any reason.",
+    time_wait_overflow = "TcpExtTCPTimeWaitOverflow": "Closes that found no TIME_WAIT bucket (net.ipv4.tcp_max_tw_buckets): the socket closed at once, no TIME_WAIT.",
+    time_wait_reused = "TcpExtTWRecycled": "TIME_WAIT sockets reused for a new connection's 4-tuple (tcp_tw_reuse).",
 }
 
 /// Both files of the calling thread's network namespace.
@@ -133,6 +135,8 @@ Tcp: 1 200 120000 -1 19 2 3 7 0 2783 1750 11 0 15 0\n";
             "DelayedACKLost",
             "ListenOverflows",
             "ListenDrops",
+            "TCPTimeWaitOverflow",
+            "TWRecycled",
         ];
         let values: Vec<String> = (1..=names.len()).map(|v| v.to_string()).collect();
         format!(
@@ -158,6 +162,7 @@ Tcp: 1 200 120000 -1 19 2 3 7 0 2783 1750 11 0 15 0\n";
         );
         assert_eq!((c.retrans_segs, c.out_rsts), (11, 15));
         assert_eq!((c.loss_probes, c.timeouts, c.listen_drops), (1, 2, 12));
+        assert_eq!((c.time_wait_overflow, c.time_wait_reused), (13, 14));
     }
 
     #[test]

@@ -715,6 +715,11 @@ fn phases(samples: &[Sample]) -> Vec<Phase> {
                     Vec::new()
                 },
                 heartbeat_pings: 0,
+                churned: 0,
+                time_wait_peak: Some(crate::model::TimeWaitPeak {
+                    server: 0,
+                    client: 3,
+                }),
             }
         })
         .collect()

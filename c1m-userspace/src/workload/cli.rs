@@ -12,6 +12,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use super::{
+    churn::{ChurnOrder, ChurnStart},
     config::{EngineKind, Mode, ServerShardConfig, ShardConfig},
     heartbeat::HeartbeatConfig,
     limits::{self, plan_server},
@@ -135,6 +136,15 @@ pub struct WorkloadArgs {
     /// counted heartbeat_missed) at the connection's next slot (default: the interval).
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse, requires = "heartbeat")]
     pub heartbeat_timeout: Option<Duration>,
+    /// While holding, close this many connections a second cleanly (close frame, or FIN)
+    /// and reopen each to the same target from the same source, paced evenly (e.g. 5000
+    /// or 5000/s): mobile clients reconnecting. `c1m client`: over the hold; `c1m run`:
+    /// over --idle.
+    #[arg(long, value_name = "RATE", value_parser = super::churn::parse)]
+    pub churn: Option<super::churn::ChurnRate>,
+    /// With --churn: which held connection goes next.
+    #[arg(long, value_enum, value_name = "ORDER", default_value_t = ChurnOrder::Oldest, requires = "churn")]
+    pub churn_order: ChurnOrder,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -189,6 +199,10 @@ pub struct ClientArgs {
     /// After teardown, keep answering the control endpoint until `stop`.
     #[arg(long)]
     pub stay: bool,
+    /// With --churn: churn over the hold (from the ramp's end), or only between `churn
+    /// on` and `churn off` on the control endpoint (`c1m run`'s idle phase).
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ChurnStart::Hold, hide = true)]
+    pub churn_start: ChurnStart,
     /// Setup-rate table step (default: 10% of -n, at most 100,000).
     #[arg(value_name = "COUNT", long)]
     pub step: Option<u64>,
@@ -369,6 +383,7 @@ pub(crate) fn run_server(a: ServerArgs) -> Result<()> {
         samples: None,
         push_trigger: None,
         server_pid: None,
+        churn: None,
     };
     runtime()?
         .block_on(supervisor::run(o, &plan, configs))

@@ -6,6 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use serde::{Deserialize, Serialize};
 
 use super::{
+    churn::ChurnConfig,
     heartbeat::HeartbeatConfig,
     push_format::PushFormat,
     push_rule::PushInstant,
@@ -139,6 +140,9 @@ pub(crate) struct ClientShardConfig {
     /// `--heartbeat`: ping every held WebSocket connection this often (None: never).
     #[serde(default)]
     pub heartbeat: Option<HeartbeatConfig>,
+    /// `--churn`: this shard's share, and the order (None: hold without churn).
+    #[serde(default)]
+    pub churn: Option<ChurnConfig>,
 }
 
 impl ClientShardConfig {
@@ -188,6 +192,8 @@ pub(crate) enum ShardCommand {
     /// the instant its trigger fired (0: no trigger, the server pushes on its own
     /// schedule, so there is no fan-out to time). For servers whose frames carry no id.
     Mark { id: u64, started_unix_ns: u64 },
+    /// Client `--churn`: begin churning at `t0_mono_ns` (the pace's epoch), or stop.
+    Churn { on: bool, t0_mono_ns: u64 },
     /// Close every connection (client teardown), keep reporting.
     Close,
     /// Close everything, send a last report, exit.
@@ -228,6 +234,7 @@ mod tests {
             push_latency: Default::default(),
             tls: None,
             heartbeat: None,
+            churn: None,
         }
     }
 

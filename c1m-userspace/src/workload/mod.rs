@@ -10,6 +10,7 @@
 //! | `supervisor` | aggregation, lifecycle, signals, `connections: N`, summary           |
 //! | `control`    | the line-protocol control endpoint (`stats`, `push`, `close`, `stop`), owner-only|
 //! | `stats`      | counters, histograms, [`stats::snapshot::AppSnapshot`]                          |
+//! | `churn`      | `--churn`: the flag, its checks, the pace; closed = reopened + failed  |
 //! | `heartbeat`  | `--heartbeat`: pings, pongs matched by stamp, misses; the phase sweep  |
 //! | `push_rule`  | which instant push latency is measured from, one rule for every server |
 //! | `limits`     | RLIMIT_NOFILE and the split decision (with the balance arithmetic)   |
@@ -19,6 +20,7 @@
 //! | `sys`        | epoll, clocks, read/write/accept wrappers                            |
 //! | `cli`        | `c1m server` / `c1m client` / `c1m worker` arguments                  |
 
+pub mod churn;
 pub(crate) mod cli;
 pub mod config;
 pub mod control;

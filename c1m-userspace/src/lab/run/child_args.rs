@@ -122,12 +122,17 @@ fn workload_argv(v: &mut Argv, w: &WorkloadArgs) {
         path,
         heartbeat,
         heartbeat_timeout,
+        churn,
+        churn_order,
     } = w;
     v.value("payload_size", payload_size.to_string());
     v.value("echo_count", echo_count.to_string());
     v.value("path", path);
     v.opt("heartbeat", heartbeat.map(duration));
     v.opt("heartbeat_timeout", heartbeat_timeout.map(duration));
+    v.opt("churn", churn.map(|r| r.to_string()));
+    // Only with --churn, which it requires.
+    v.opt("churn_order", churn.map(|_| churn_order.name()));
 }
 
 /// `c1m server …` for `a`.
@@ -198,6 +203,7 @@ pub(crate) fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsErro
         workers,
         common,
         stay,
+        churn_start,
         step,
         max_message,
         // The lab's own client has none; `c1m run --hosts` gives each client host its
@@ -249,6 +255,9 @@ pub(crate) fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsErro
     v.value("workers", workers.to_string());
     common_argv(&mut v, common);
     v.flag("stay", *stay);
+    if workload.churn.is_some() {
+        v.value("churn_start", churn_start.name());
+    }
     v.opt("step", step.map(|n| n.to_string()));
     v.value("max_message", max_message.to_string());
     v.value("push_format", push_format.to_string());
@@ -484,6 +493,15 @@ impl ChildPlan {
         client.common.control = Some(control_socket(dir, "client")?);
         client.common.stats_json = Some(dir.join("client-final.json"));
         client.stay = true;
+        // The lab turns churn on and off around its idle phase.
+        client.churn_start = crate::workload::churn::ChurnStart::Control;
+        crate::workload::churn::check(
+            args.workload.churn.map(|r| r.0),
+            n.get(),
+            Some(args.idle),
+            "--idle",
+        )
+        .map_err(anyhow::Error::msg)?;
         client.common.quiet = true;
         client.push_format = args.push_format.clone();
         client.push_latency = args.push_latency;

@@ -15,9 +15,9 @@ use super::{
     lab::Lab,
     phases::{
         Limit, LimitWatch, PUSH_MARK, PUSH_STALL, Progress, PushPhase, SERVER_START, SETTLING,
-        Setup, TEARDOWN, clients_all_dead, foreign_rounds, foreign_want, frames, local_setup,
-        progress, push_audience, push_phase, push_reached, push_witness, server_started, settled,
-        setup_limit, torn_down,
+        Setup, TEARDOWN, churn_settled, clients_all_dead, foreign_rounds, foreign_want, frames,
+        local_setup, progress, push_audience, push_phase, push_reached, push_witness,
+        server_started, settled, setup_limit, torn_down,
     },
     stall::StallWatch,
 };
@@ -63,7 +63,9 @@ impl Lab {
 
     /// The phases in their order; Ok(()) too when the user stopped the run.
     pub(super) async fn drive(&mut self, args: &RunArgs, n: u64, plan: &ChildPlan) -> Result<()> {
-        if !self.setup(args, n, plan).await? || !self.idle(args.idle).await? {
+        if !self.setup(args, n, plan).await?
+            || !self.idle(args.idle, args.workload.churn.is_some()).await?
+        {
             return Ok(());
         }
         match push_phase(args.mode, args.pushes, &self.trigger) {
@@ -185,9 +187,21 @@ impl Lab {
         Ok(!self.interrupted)
     }
 
-    /// The connections held for `length`. False when the user stopped the run.
-    async fn idle(&mut self, length: Duration) -> Result<bool> {
+    /// The connections held for `length` (with `--churn`, churned over it: the phase
+    /// ends once the last churns finished and kernel and app agree again). False when
+    /// the user stopped the run.
+    async fn idle(&mut self, length: Duration, churn: bool) -> Result<bool> {
         self.begin("idle");
+        let mut notes = Vec::new();
+        if churn {
+            let answer = self
+                .client_call("churn on")
+                .await
+                .context("telling the client to churn")?;
+            if answer.contains("\"error\"") {
+                bail!("the client did not begin churning: {answer}");
+            }
+        }
         let idle_end = Instant::now() + length;
         while Instant::now() < idle_end {
             if !self.tick().await? {
@@ -195,7 +209,29 @@ impl Lab {
             }
             self.check_children()?;
         }
-        self.end(Vec::new()).await;
+        if churn {
+            self.client_call("churn off")
+                .await
+                .context("telling the client to stop churning")?;
+            let off = crate::workload::sys::realtime_ns();
+            let settled = self
+                .wait_for("the churn's end", Limit::Total(SETTLING), move |s, c, k| {
+                    churn_settled(off, s, c, k)
+                })
+                .await;
+            match settled {
+                Ok(true) => {}
+                Ok(false) => return Ok(false),
+                Err(e) => {
+                    let w = format!(
+                        "idle: kernel and app counts still differed 30 s after the churn stopped ({e:#})"
+                    );
+                    self.warn(w.clone());
+                    notes.push(w);
+                }
+            }
+        }
+        self.end(notes).await;
         self.write_exports()?;
         Ok(true)
     }

@@ -327,6 +327,15 @@ pub(crate) fn flags_agree(args: &RunArgs) -> Result<()> {
             "--isolation keeps the runs of --servers apart: add --servers NAMES, or drop --isolation"
         );
     }
+    if let Some(r) = args.workload.churn {
+        if args.clients == Clients::External || args.hosts.is_some() {
+            bail!(
+                "--churn {r}: the lab turns churn on and off with its own client's idle phase; clients on other hosts churn with `c1m client --churn` over their hold"
+            );
+        }
+        crate::workload::churn::check(Some(r.0), u64::MAX, Some(args.idle), "--idle")
+            .map_err(anyhow::Error::msg)?;
+    }
     if args.repeat != 1 {
         bail!("--repeat repeats the runs of --servers: add --servers NAMES, or drop --repeat");
     }

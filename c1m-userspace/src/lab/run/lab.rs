@@ -118,6 +118,9 @@ pub(super) struct Lab {
     pub(super) mode: Mode,
     /// Connections asked for.
     pub(super) target: u64,
+    /// The most TIME_WAIT sockets per side at once since the phase began (the phase
+    /// records it: churn's TIME_WAIT growth).
+    pub(super) time_wait_peak: Option<crate::model::TimeWaitPeak>,
 }
 
 impl Lab {
@@ -215,6 +218,14 @@ impl Lab {
             Some(crate::host::mem_available()),
         );
         self.clients_elsewhere(&mut figures);
+        if let (Some(s), Some(c)) = (
+            figures.server.kernel_time_wait,
+            figures.client.kernel_time_wait,
+        ) {
+            let peak = self.time_wait_peak.get_or_insert_default();
+            peak.server = peak.server.max(s);
+            peak.client = peak.client.max(c);
+        }
         if let Some(sample) = self.rows.row(
             &figures,
             &phase,
@@ -397,6 +408,9 @@ impl Lab {
         let pings = |s: &Option<AppSnapshot>| s.as_ref().map_or(0, |s| s.counters.heartbeat.pings);
         phase.heartbeat_pings = (pings(&self.last_server) + pings(&self.last_client))
             .saturating_sub(pings(&s0) + pings(&c0));
+        let churned = |s: &Option<AppSnapshot>| s.as_ref().map_or(0, |s| s.counters.churn.closed);
+        phase.churned = churned(&self.last_client).saturating_sub(churned(&c0));
+        phase.time_wait_peak = self.time_wait_peak.take();
         let o1 = crate::host::own_cpu();
         phase.observer = ProcessUsage {
             cpu_user_s: o1.0 - o0.0,

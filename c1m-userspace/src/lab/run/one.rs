@@ -343,6 +343,7 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         push_format: args.push_format.clone(),
         mode: args.mode,
         target: connections.get(),
+        time_wait_peak: None,
     };
 
     let result = lab.drive(&args, connections.get(), &plan).await;

@@ -233,6 +233,24 @@ pub(super) fn settled(
     }
 }
 
+/// `--churn` stopped (`off_unix_ns`): every churn finished (closes answered, reopens
+/// open or failed) in client counts half a second past the stop (each shard reports at
+/// once on `churn off`, then every 250 ms while anything moves), and kernel and app
+/// agree.
+pub(super) fn churn_settled(
+    off_unix_ns: u64,
+    s: Option<&AppSnapshot>,
+    c: Option<&AppSnapshot>,
+    k: Option<&KernelView>,
+) -> bool {
+    c.is_some_and(|c| {
+        let churn = c.counters.churn;
+        c.counts_at_ns() > off_unix_ns.saturating_add(500_000_000)
+            && churn.closing == 0
+            && churn.reopening == 0
+    }) && settled(false, s, c, k)
+}
+
 /// How the push phase goes, if at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum PushPhase {
@@ -502,6 +520,20 @@ mod tests {
             Setup::Ramping,
             "only a ramp stalls"
         );
+    }
+
+    #[test]
+    fn a_churn_settles_after_its_stop_once_nothing_is_in_progress() {
+        let (s, mut c) = (snap("running", 100), snap("hold", 100));
+        c.counts_unix_ns = 2_000_000_000;
+        // Counts from before the stop (and half a second for every shard): not yet.
+        assert!(!churn_settled(1_600_000_000, Some(&s), Some(&c), None));
+        assert!(churn_settled(1_000_000_000, Some(&s), Some(&c), None));
+        c.counters.churn.reopening = 1;
+        assert!(!churn_settled(1_000_000_000, Some(&s), Some(&c), None));
+        c.counters.churn.reopening = 0;
+        c.counters.churn.closing = 1;
+        assert!(!churn_settled(1_000_000_000, Some(&s), Some(&c), None));
     }
 
     #[test]

@@ -311,6 +311,41 @@ fn app_metrics(x: &mut Exposition, state: &LiveState) {
     for (side, a) in &beats {
         f.sample(&[("side", side)], a.counters.heartbeat.outstanding);
     }
+    // Only a client that churned (`--churn`).
+    let churns: Vec<_> = present
+        .iter()
+        .filter(|(_, a)| a.counters.churn.closed > 0)
+        .collect();
+    let f = x.family(
+        "c1m_churn_total",
+        Kind::Counter,
+        "--churn: held connections closed (closed), their reopens that opened (reopened) and that failed (failed).",
+    );
+    for (side, a) in &churns {
+        for (what, n) in a
+            .counters
+            .churn
+            .iter()
+            .filter(|(k, _)| matches!(*k, "closed" | "reopened" | "failed"))
+        {
+            f.sample(&[("side", side), ("what", what)], n);
+        }
+    }
+    let f = x.family(
+        "c1m_churn_in_progress",
+        Kind::Gauge,
+        "--churn: reopens in flight (reopening), and churned WebSocket connections waiting for the server to close (closing).",
+    );
+    for (side, a) in &churns {
+        for (what, n) in a
+            .counters
+            .churn
+            .iter()
+            .filter(|(k, _)| matches!(*k, "reopening" | "closing"))
+        {
+            f.sample(&[("side", side), ("what", what)], n);
+        }
+    }
     let f = x.family(
         "c1m_received_bytes_total",
         Kind::Counter,

@@ -69,6 +69,12 @@ pub const LATENCIES: [(&str, &str, &str); HIST_NAMES.len()] = [
         "--heartbeat: a ping's pong, from the ping written to the pong read (matched by \
          the stamp the ping carries; late pongs included).",
     ),
+    (
+        "churn_setup_us",
+        "c1m_churn_setup_seconds",
+        "--churn: a reopen's whole setup, from its connect() call to open (TCP, TLS and \
+         the WebSocket upgrade as the mode has them).",
+    ),
 ];
 
 /// Upper bounds of the buckets, µs: steps of 1, 2.5 and 5 from 5 µs (below a loopback

@@ -141,6 +141,34 @@ pub(super) fn client_rows(state: &LiveState) -> Vec<(&'static str, Span<'static>
         ("setup rate", per_s(f.setup_per_s, p.app)),
         ("app connected total", n_u(c.app_total, p.app)),
     ]);
+    // `--churn`: what it came to, and the TIME_WAIT it leaves (in ws mode the server's:
+    // the server closes first); only once a connection was churned.
+    if let Some(ch) = c.app_churn.filter(|ch| ch.closed > 0) {
+        let tw = |v: Option<i64>| v.map_or_else(|| NA.to_owned(), |n| fmt::count(n.max(0) as u64));
+        rows.push((
+            "churned/reopened",
+            value(
+                Some(format!(
+                    "{} / {} ({} failed)",
+                    fmt::count(ch.closed),
+                    fmt::count(ch.reopened),
+                    fmt::count(ch.failed)
+                )),
+                if ch.failed > 0 { WARN } else { p.app },
+            ),
+        ));
+        rows.push((
+            "kernel TIME_WAIT c/s",
+            value(
+                Some(format!(
+                    "{} / {}",
+                    tw(c.kernel_time_wait),
+                    tw(f.server.kernel_time_wait)
+                )),
+                p.kernel,
+            ),
+        ));
+    }
     rows.extend(common_rows(c, &m.client, held, p));
     rows
 }

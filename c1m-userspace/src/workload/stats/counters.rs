@@ -190,6 +190,40 @@ counter_set! {
     }
 }
 
+counter_set! {
+    /// `--churn`: held connections closed cleanly by the client and opened again to the
+    /// same target from the same source address. `closed = reopened + failed + reopening`
+    /// at every report; at the end `reopening` is 0, so `closed = reopened + failed`, and
+    /// the client holds `-n` less `failed`. A churn close is not among the `closed`
+    /// causes; a reopen counts in `attempted` and `connected` (the server accepts it),
+    /// a failed one also in `failures` by its cause.
+    Churn {
+        /// Held connections the client closed to churn them (close frame sent, or FIN).
+        closed,
+        /// Reopens that opened (TCP, TLS and WebSocket handshakes done).
+        reopened,
+        /// Reopens that failed (cause in `failures`), or were still in flight at the
+        /// teardown (`failures.aborted`).
+        failed,
+        /// Reopens in flight (a gauge).
+        reopening,
+        /// WebSocket: churned connections whose close frame is sent, waiting for the server
+        /// to close (RFC 6455 §7.1.1); still ESTABLISHED in the kernel until it does (a
+        /// gauge).
+        closing,
+    }
+}
+
+impl Churn {
+    /// Closes less their reopens' endings: 0 when the counts agree.
+    pub fn unaccounted(&self) -> i128 {
+        i128::from(self.closed)
+            - i128::from(self.reopened)
+            - i128::from(self.failed)
+            - i128::from(self.reopening)
+    }
+}
+
 impl Heartbeats {
     /// Pings sent less every ending counted: 0 when the counts agree.
     pub fn unaccounted(&self) -> i128 {
@@ -263,6 +297,9 @@ pub struct Counters {
     pub ws_pings_in: u64,
     /// `--heartbeat`: pings this side sent and their pongs (all 0 without it).
     pub heartbeat: Heartbeats,
+    /// Client `--churn`: connections closed and reopened (all 0 without it).
+    #[serde(default)]
+    pub churn: Churn,
 }
 
 /// `$sum.field = $a.field + $b.field` for each field, `?` with the field's name on overflow.
@@ -299,6 +336,7 @@ impl Counters {
             ws_messages_out: _,
             ws_pings_in: _,
             heartbeat: _,
+            churn: _,
         } = *o;
         let a = *self;
         let mut sum = a;
@@ -343,6 +381,7 @@ impl Counters {
         sum.heartbeat
             .checked_add(&o.heartbeat)
             .map_err(named("heartbeat"))?;
+        sum.churn.checked_add(&o.churn).map_err(named("churn"))?;
         *self = sum;
         Ok(())
     }
@@ -369,6 +408,7 @@ impl Counters {
         self.ws_messages_out += o.ws_messages_out;
         self.ws_pings_in += o.ws_pings_in;
         self.heartbeat.add(&o.heartbeat);
+        self.churn.add(&o.churn);
     }
 }
 

@@ -238,7 +238,8 @@ impl Supervisor {
                 };
                 stats::setup_rate::SetupRate::of_timeline(
                     self.o.rate,
-                    counters.connected,
+                    // The ramp's: a churn's reopens connect after it.
+                    counters.connected - counters.churn.reopened,
                     duration_s,
                     &self.timeline,
                 )

@@ -35,6 +35,21 @@ impl Supervisor {
                 }
                 Err(e) => err_json(&e),
             },
+            (line @ ("churn on" | "churn off"), Side::Client) => {
+                let on = line == "churn on";
+                match self.o.churn {
+                    None => err_json("churn: this client was started without --churn"),
+                    Some(_) if on && self.phase != "hold" => err_json(&format!(
+                        "churn on: the client churns what it holds, and it is in its {} phase",
+                        self.phase
+                    )),
+                    Some(_) => {
+                        self.churn(on);
+                        serde_json::json!({"ok": if on { "churning" } else { "holding" }})
+                            .to_string()
+                    }
+                }
+            }
             ("close", Side::Client) => {
                 self.close();
                 serde_json::json!({"ok": "closing"}).to_string()
@@ -60,7 +75,7 @@ impl Supervisor {
                 if side == Side::Server {
                     "push [WRITERS], close, time, "
                 } else {
-                    "close, time, mark ID UNIX_NS, "
+                    "close, time, mark ID UNIX_NS, churn on|off, "
                 }
             )),
         };

@@ -12,6 +12,7 @@ use tokio::{
 
 use super::{Side, Supervisor, TriggerStep, side_name, summary::summary};
 use crate::workload::{
+    churn::ChurnStart,
     config::ShardCommand,
     control::{self, Request},
     engine::ShardEvent,
@@ -174,6 +175,9 @@ impl Supervisor {
                 {
                     self.phase = "hold";
                     self.end_ramp();
+                    if self.o.churn == Some(ChurnStart::Hold) {
+                        self.churn(true);
+                    }
                     if self.o.push_trigger.is_some() {
                         self.broadcast(ShardCommand::Mark {
                             id: 1,
@@ -233,6 +237,14 @@ impl Supervisor {
         if let Some((_, ended @ None)) = &mut self.ramp {
             *ended = Some(Instant::now());
         }
+    }
+
+    /// `--churn`: every shard begins churning now (its pace's epoch), or stops.
+    pub(super) fn churn(&mut self, on: bool) {
+        self.broadcast(ShardCommand::Churn {
+            on,
+            t0_mono_ns: sys::monotonic_ns(),
+        });
     }
 
     pub(super) fn close(&mut self) {

@@ -74,6 +74,8 @@ pub(crate) struct Options {
     /// this server pid for a signal.
     pub push_trigger: Option<PushTrigger>,
     pub server_pid: Option<u32>,
+    /// Client `--churn`: when churning begins (None: no churn).
+    pub churn: Option<crate::workload::churn::ChurnStart>,
 }
 
 /// Client: where the one push of `--push-trigger` stands.

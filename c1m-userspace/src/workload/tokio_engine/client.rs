@@ -43,16 +43,19 @@ use tokio::{
 use tokio_rustls::TlsConnector;
 
 use super::{
-    AsyncCommands, REPORT_EVERY_NS, ShardIo, Sink, Spill, runtime,
+    AsyncCommands, REPORT_EVERY_NS, ShardIo, Sink, Spill,
+    churn_board::Board,
+    runtime,
     stream::{Stream, count_handshake_failure, tls_error},
 };
 use crate::workload::{
+    churn,
     config::{ClientShardConfig, Mode, ShardCommand},
     engine::{
         MAX_PENDING_OUT, READ_BUF,
         client::{
             PACE_NS,
-            proto::{CloseWatch, ConnProto, EchoStep, Proto, State},
+            proto::{CLOSE_STALL_NS, CloseWatch, ConnProto, EchoStep, Proto, State},
         },
         closed_by, failure_of, pace,
     },
@@ -87,6 +90,12 @@ struct Shared {
     /// (`--in-flight`: `permits` in all).
     slots: Arc<Semaphore>,
     permits: usize,
+    /// `--churn`: the open tasks to pick from, the pump's generation (a `Churn` command
+    /// starts a new one; the old pump sees it and ends), and the reopens' slots (they are
+    /// not bounded by `--in-flight`: the pace bounds them).
+    board: RefCell<Board>,
+    churn_gen: Cell<u64>,
+    reopen_slots: Arc<Semaphore>,
 }
 
 /// Runs one client shard: waits for `Start`, ramps, holds until `Close`/`Stop`.
@@ -128,6 +137,21 @@ async fn shard(
                     sh.started.set(true);
                     tokio::task::spawn_local(pump(sh.clone()));
                 }
+                ShardCommand::Churn { on, t0_mono_ns } => {
+                    let g = sh.churn_gen.get() + 1;
+                    sh.churn_gen.set(g);
+                    let per_s = sh.p.borrow().cfg.churn.map(|c| c.per_s);
+                    if let (true, Some(per_s)) = (on, per_s)
+                        && !sh.closing.get()
+                    {
+                        tokio::task::spawn_local(churn_pump(
+                            sh.clone(),
+                            g,
+                            churn::Pace::new(per_s, t0_mono_ns),
+                        ));
+                    }
+                    sh.report(sink, true, false)?;
+                }
                 ShardCommand::Close => {
                     sh.close_all().await;
                     sh.report(sink, true, true)?;
@@ -165,9 +189,16 @@ impl Shared {
             None => None,
             Some(t) => Some((TlsConnector::from(t.config()?), t.name()?)),
         };
+        let board = Board::new(
+            cfg.churn.map(|c| c.order).unwrap_or_default(),
+            cfg.seed ^ u64::from(cfg.shard).rotate_left(17),
+        );
         Ok(Shared {
             tls,
             permits,
+            board: RefCell::new(board),
+            churn_gen: Cell::new(0),
+            reopen_slots: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
             p: RefCell::new(Proto::new(cfg, open_in_process)?),
             buf: RefCell::new(vec![0; READ_BUF]),
             closing: Cell::new(false),
@@ -184,7 +215,10 @@ impl Shared {
 
     fn report(&self, sink: &mut Sink, force: bool, closed_all: bool) -> Result<()> {
         let mut p = self.p.borrow_mut();
-        let ramp_done = self.started.get() && self.next.get() >= p.cfg.count && p.c.in_flight == 0;
+        // A churn's reopens in flight are not the ramp's.
+        let ramp_done = self.started.get()
+            && self.next.get() >= p.cfg.count
+            && p.c.in_flight == p.c.churn.reopening;
         p.report(sink, ramp_done, force, closed_all)
     }
 
@@ -193,6 +227,7 @@ impl Shared {
     /// task is gone. Once the teardown stalls (`CloseWatch`), the rest close at once.
     async fn close_all(&self) {
         self.closing.set(true);
+        self.board.borrow_mut().clear();
         self.teardown.notify_waiters();
         let mut watch = CloseWatch::new(self.live.get(), sys::monotonic_ns());
         while self.live.get() > 0 {
@@ -318,13 +353,38 @@ async fn pump(sh: Rc<Shared>) {
             return;
         }
         sh.next.set(next + 1);
-        start(&sh, first + next * stride, permit);
+        start(&sh, first + next * stride, permit, false);
+    }
+}
+
+/// `--churn`: flags the tasks due to churn on the pace, each waking at its flag, until the
+/// teardown or the next `Churn` command (generation `g` no longer the shard's).
+async fn churn_pump(sh: Rc<Shared>, g: u64, mut pace: churn::Pace) {
+    let mut teardown = pin!(sh.teardown.notified());
+    teardown.as_mut().enable();
+    loop {
+        if sh.closing.get() || sh.churn_gen.get() != g {
+            return;
+        }
+        let now = sys::monotonic_ns();
+        for _ in 0..pace.take(now) {
+            // Nothing held to churn: skipped, not caught up.
+            if !sh.board.borrow_mut().pick() {
+                break;
+            }
+        }
+        let next = pace.next_due_ns().max(now + PACE_NS);
+        tokio::select! {
+            biased;
+            () = &mut teardown => return,
+            () = tokio::time::sleep_until(instant_of(next)) => {}
+        }
     }
 }
 
 /// One connect: the socket is made and bound as the epoll engine makes it (`sockopt`), then
-/// handed to tokio and to a task of its own.
-fn start(sh: &Rc<Shared>, g: u64, permit: OwnedSemaphorePermit) {
+/// handed to tokio and to a task of its own. `reopen`: a churned connection's next life.
+fn start(sh: &Rc<Shared>, g: u64, permit: OwnedSemaphorePermit, reopen: bool) {
     let mut p = sh.p.borrow_mut();
     p.c.attempted += 1;
     let (src, dst) = p.cfg.endpoints(g);
@@ -335,6 +395,9 @@ fn start(sh: &Rc<Shared>, g: u64, permit: OwnedSemaphorePermit) {
         Ok(Connecting::Done(fd)) => (fd, true),
         Err(e) => {
             p.connect_failed(&e, g);
+            if reopen {
+                churn::failed(&mut p.c.churn);
+            }
             return;
         }
     };
@@ -342,6 +405,9 @@ fn start(sh: &Rc<Shared>, g: u64, permit: OwnedSemaphorePermit) {
         Ok(s) => s,
         Err(e) => {
             failure_of(&e, &mut p.c.failures);
+            if reopen {
+                churn::failed(&mut p.c.churn);
+            }
             return;
         }
     };
@@ -349,7 +415,11 @@ fn start(sh: &Rc<Shared>, g: u64, permit: OwnedSemaphorePermit) {
     p.open_in_process.fetch_add(1, Ordering::Relaxed);
     sh.live.set(sh.live.get() + 1);
     let conn = Conn {
-        p: ConnProto::new(g, t_ns),
+        p: if reopen {
+            ConnProto::reopen(g, t_ns)
+        } else {
+            ConnProto::new(g, t_ns)
+        },
         spill: None,
     };
     tokio::task::spawn_local(conn.run(sh.clone(), Some(Stream::Tcp(stream)), done, permit));
@@ -360,6 +430,17 @@ struct Conn {
     p: ConnProto,
     /// Heap only while there is something in it: an idle connection has none.
     spill: Option<Box<Spill>>,
+}
+
+/// Why a connection's task stopped serving it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// It ended by itself (the peer, an error, a failed setup: counted where it ended).
+    Life,
+    /// The client's teardown.
+    Teardown,
+    /// `--churn` picked it.
+    Churn,
 }
 
 /// What a batch of input leaves the connection to do.
@@ -414,7 +495,11 @@ impl Conn {
         permit: OwnedSemaphorePermit,
     ) -> impl Future<Output = ()> {
         async move {
-            let torn_down = {
+            // `--churn`: the connection's place on the shard's board (taken once open),
+            // copied into the poll below only: every byte kept across an await is in every
+            // idle task.
+            let k = self.board_place(&sh);
+            let end = {
                 let mut teardown = pin!(sh.teardown.notified());
                 let mut life = pin!(async {
                     // The setup (connect wait, timer, in-flight slot, TLS and WebSocket
@@ -423,6 +508,9 @@ impl Conn {
                     if Box::pin(self.setup(&sh, &mut stream, done, permit)).await
                         && let Some(s) = stream.as_mut()
                     {
+                        if sh.p.borrow().cfg.churn.is_some() && !sh.closing.get() {
+                            sh.board.borrow_mut().join(self.board_place(&sh));
+                        }
                         self.serve(&sh, s, &mut None).await;
                     }
                 });
@@ -430,18 +518,33 @@ impl Conn {
                 // and once teardown began: each poll of a waiting `Notified` locks the
                 // `Notify`, and a task's waker does not change.
                 let mut registered = false;
-                poll_fn(|cx| {
+                let (teardown, life, sh) = (&mut teardown, &mut life, &sh);
+                poll_fn(move |cx| {
                     if (!registered || sh.closing.get()) && teardown.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(true);
+                        return Poll::Ready(End::Teardown);
                     }
                     registered = true;
                     if sh.closing.get() {
-                        return Poll::Ready(true);
+                        return Poll::Ready(End::Teardown);
                     }
-                    life.as_mut().poll(cx).map(|()| false)
+                    if life.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(End::Life);
+                    }
+                    // Picked by the churn pump? (If not, the board keeps the waker.)
+                    if sh.board.borrow_mut().picked(k, cx.waker()) {
+                        Poll::Ready(End::Churn)
+                    } else {
+                        Poll::Pending
+                    }
                 })
                 .await
             };
+            sh.board.borrow_mut().leave(self.board_place(&sh));
+            if end == End::Churn {
+                Box::pin(self.churned(&sh, stream)).await;
+                return;
+            }
+            let torn_down = end == End::Teardown;
             let says_goodbye =
                 torn_down && self.p.state == State::Open && sh.p.borrow().cfg.mode == Mode::Ws;
             let _slot = if says_goodbye {
@@ -449,7 +552,7 @@ impl Conn {
             } else {
                 None
             };
-            if self.finish(&sh, stream.as_mut(), torn_down)
+            if self.finish(&sh, stream.as_mut(), end)
                 && let Some(s) = &stream
             {
                 await_server_close(&sh, s.tcp()).await;
@@ -462,14 +565,50 @@ impl Conn {
         }
     }
 
-    /// The connection is over: a teardown says goodbye (under TLS with a close_notify
-    /// after it) and is counted; it leaves the open or in-flight count. True: the close
-    /// frame went out, wait for the server to close.
-    fn finish(&mut self, sh: &Shared, stream: Option<&mut Stream>, torn_down: bool) -> bool {
+    /// The connection's place on the churn board: its index among the shard's.
+    fn board_place(&self, sh: &Shared) -> u32 {
+        let p = sh.p.borrow();
+        (self.p.g.saturating_sub(p.cfg.first) / p.cfg.stride.max(1)) as u32
+    }
+
+    /// `--churn` picked this open connection: it says goodbye as a teardown does (counted
+    /// a churn close), its reopen starts at once, and a WebSocket waits for its server to
+    /// close (at most [`CLOSE_STALL_NS`]), so the socket closes as at a teardown.
+    async fn churned(mut self, sh: &Rc<Shared>, mut stream: Option<Stream>) {
+        let g = self.p.g;
+        let goodbye = self.finish(sh, stream.as_mut(), End::Churn);
+        match sh.reopen_slots.clone().try_acquire_owned() {
+            Ok(permit) => start(sh, g, permit, true),
+            Err(_) => churn::failed(&mut sh.p.borrow_mut().c.churn),
+        }
+        if goodbye && let Some(s) = &stream {
+            let waited = tokio::time::timeout(
+                Duration::from_nanos(CLOSE_STALL_NS),
+                await_server_close(sh, s.tcp()),
+            )
+            .await;
+            let mut p = sh.p.borrow_mut();
+            p.c.churn.closing -= 1;
+            if waited.is_err() {
+                p.warn_close_unanswered(1);
+            }
+        }
+        // Our FIN (raw modes: first, so TIME_WAIT is ours).
+        drop(stream);
+        sh.live.set(sh.live.get() - 1);
+        if sh.live.get() == 0 && sh.closing.get() {
+            sh.gone.notify_one();
+        }
+    }
+
+    /// The connection is over: a teardown or a churn says goodbye (under TLS with a
+    /// close_notify after it) and is counted; it leaves the open or in-flight count.
+    /// True: the close frame went out, wait for the server to close.
+    fn finish(&mut self, sh: &Shared, stream: Option<&mut Stream>, end: End) -> bool {
         let mut p = sh.p.borrow_mut();
         p.conn_ends(&mut self.p);
         let mut goodbye = false;
-        if torn_down {
+        if end != End::Life {
             if self.p.state == State::Open {
                 let ws = p.cfg.mode == Mode::Ws;
                 if let Some(s) = stream
@@ -484,7 +623,14 @@ impl Conn {
                         goodbye = ws && n == len;
                     }
                 }
-                p.c.closed.local_close += 1;
+                if end == End::Churn {
+                    churn::closing(&mut p.c.churn);
+                    if goodbye {
+                        p.c.churn.closing += 1;
+                    }
+                } else {
+                    p.c.closed.local_close += 1;
+                }
             } else {
                 p.c.failures.aborted += 1;
             }
@@ -493,6 +639,9 @@ impl Conn {
             p.c.open -= 1;
         } else {
             p.c.in_flight -= 1;
+            if self.p.reopen {
+                churn::failed(&mut p.c.churn);
+            }
         }
         p.open_in_process.fetch_sub(1, Ordering::Relaxed);
         goodbye
@@ -902,6 +1051,7 @@ mod tests {
             push_latency: Default::default(),
             tls: None,
             heartbeat: None,
+            churn: None,
         }
     }
 

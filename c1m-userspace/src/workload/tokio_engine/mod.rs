@@ -11,6 +11,7 @@
 //! counters and the report builder ([`Reporter`]), the pacing arithmetic and the errno
 //! classifiers.
 
+mod churn_board;
 pub(crate) mod client;
 pub(crate) mod server;
 pub(crate) mod stream;

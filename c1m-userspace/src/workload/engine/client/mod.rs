@@ -26,7 +26,10 @@ use super::{
     shard_loop::{self, Engine},
     shrink, take_input, tls_read,
 };
-use crate::workload::heartbeat::{Sweep, Visit};
+use crate::workload::{
+    churn::{self, ChurnOrder},
+    heartbeat::{Sweep, Visit},
+};
 use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
     sockopt::{self, Connecting},
@@ -88,6 +91,18 @@ struct Shard {
     /// `--heartbeat`: the walk over the slots (from `Start`) and its next step.
     beat: Option<Sweep>,
     next_beat: u64,
+    /// `--churn`: the pace while churning (from `Churn { on }` to off or the teardown),
+    /// and the next instant to look at it.
+    churning: Option<churn::Pace>,
+    next_churn: u64,
+    /// `--churn oldest`: open connections' tokens in the order they opened (stale tokens
+    /// of connections gone meanwhile are skipped when they come up).
+    open_order: VecDeque<u64>,
+    /// Churned WebSocket connections waiting for their server to close, oldest first:
+    /// one not closed within [`proto::CLOSE_STALL_NS`] is closed by us.
+    churn_closing: VecDeque<(u64, u64)>,
+    /// `--churn random`: the draw.
+    churn_rng: u64,
 }
 
 /// Runs one client shard: waits for `Start`, ramps, holds until `Close`/`Stop`.
@@ -121,6 +136,11 @@ pub(crate) fn run(
         next_pace: 0,
         beat: None,
         next_beat: 0,
+        churning: None,
+        next_churn: 0,
+        open_order: VecDeque::new(),
+        churn_closing: VecDeque::new(),
+        churn_rng: cfg.seed ^ u64::from(cfg.shard).rotate_left(17),
         p: Proto::new(cfg, open_in_process)?,
     };
     shard_loop::run(&mut s, &ep, &mut io)
@@ -137,6 +157,9 @@ impl Engine for Shard {
         };
         if self.beat.is_some() && !self.closing {
             deadline = deadline.min(self.next_beat);
+        }
+        if self.churning.is_some() && !self.closing {
+            deadline = deadline.min(self.next_churn);
         }
         sys::ms_until(sys::monotonic_ns(), deadline)
     }
@@ -162,6 +185,14 @@ impl Engine for Shard {
                 }
                 self.pump(ep);
             }
+            ShardCommand::Churn { on, t0_mono_ns } => {
+                self.churning = match (on, self.p.cfg.churn) {
+                    (true, Some(c)) if !self.closing => Some(churn::Pace::new(c.per_s, t0_mono_ns)),
+                    _ => None,
+                };
+                self.next_churn = t0_mono_ns;
+                self.report(sink, true, false)?;
+            }
             ShardCommand::Close => {
                 Shard::close_all(self);
                 self.report(sink, true, self.conns.is_empty())?;
@@ -181,6 +212,7 @@ impl Engine for Shard {
 
     fn tick(&mut self, ep: &Epoll) -> bool {
         self.sweep_timeouts();
+        self.churn_stalled();
         self.pump(ep);
         if self.closing {
             self.close_stalled();
@@ -198,6 +230,9 @@ impl Engine for Shard {
         }
         if !self.closing && now >= self.next_beat && self.beat.is_some() {
             self.heartbeat(ep, now);
+        }
+        if !self.closing && now >= self.next_churn && self.churning.is_some() {
+            self.churn(ep, now);
         }
         Ok(())
     }
@@ -217,7 +252,10 @@ impl Engine for Shard {
 
 impl Shard {
     fn ramp_done(&self) -> bool {
-        self.started && self.next >= self.p.cfg.count && self.p.c.in_flight == 0
+        // A churn's reopens in flight are not the ramp's.
+        self.started
+            && self.next >= self.p.cfg.count
+            && self.p.c.in_flight == self.p.c.churn.reopening
     }
 
     /// Starts as many connects as the rate and the in-flight bound allow.
@@ -230,11 +268,12 @@ impl Shard {
         while self.next < allowed && self.p.c.in_flight < self.p.cfg.in_flight {
             let g = self.p.cfg.first + self.next * self.p.cfg.stride;
             self.next += 1;
-            self.connect(ep, g);
+            self.connect(ep, g, false);
         }
     }
 
-    fn connect(&mut self, ep: &Epoll, g: u64) {
+    /// Connects `g` (`reopen`: again, as a churned connection's next life).
+    fn connect(&mut self, ep: &Epoll, g: u64, reopen: bool) {
         self.p.c.attempted += 1;
         let (src, dst) = self.p.cfg.endpoints(g);
         let nodelay = self.p.cfg.mode != Mode::Hold;
@@ -244,12 +283,19 @@ impl Shard {
             Ok(Connecting::Done(fd)) => (fd, true),
             Err(e) => {
                 self.p.connect_failed(&e, g);
+                if reopen {
+                    churn::failed(&mut self.p.c.churn);
+                }
                 return;
             }
         };
         let (tok, conn) = self.conns.insert_get(Conn {
             fd,
-            p: ConnProto::new(g, t_ns),
+            p: if reopen {
+                ConnProto::reopen(g, t_ns)
+            } else {
+                ConnProto::new(g, t_ns)
+            },
             spill: None,
             tls: None,
         });
@@ -269,7 +315,10 @@ impl Shard {
 
     /// Removes a connection that never opened (failure already counted).
     fn drop_conn(&mut self, tok: u64) {
-        if self.conns.remove(tok).is_some() {
+        if let Some(conn) = self.conns.remove(tok) {
+            if conn.p.reopen {
+                churn::failed(&mut self.p.c.churn);
+            }
             self.p.c.in_flight -= 1;
             self.p.open_in_process.fetch_sub(1, Ordering::Relaxed);
         }
@@ -339,11 +388,124 @@ impl Shard {
         }
     }
 
+    /// `--churn`: closes and reopens the connections due since the last look.
+    fn churn(&mut self, ep: &Epoll, now: u64) {
+        let Some(pace) = self.churning.as_mut() else {
+            return;
+        };
+        let due = pace.take(now);
+        // The next look: at the next churn's instant, at most every pacing tick.
+        self.next_churn = pace.next_due_ns().max(now + PACE_NS);
+        for _ in 0..due {
+            let Some(tok) = self.churn_victim() else {
+                // Nothing held to churn: skipped, not caught up.
+                break;
+            };
+            self.churn_one(ep, tok);
+        }
+    }
+
+    /// The open connection to churn next, by `--churn-order`.
+    fn churn_victim(&mut self) -> Option<u64> {
+        let order = self.p.cfg.churn?.order;
+        let open = |conns: &mut Slab<Conn>, tok| {
+            conns.get_mut(tok).is_some_and(|c| c.p.state == State::Open)
+        };
+        match order {
+            ChurnOrder::Oldest => {
+                while let Some(tok) = self.open_order.pop_front() {
+                    if open(&mut self.conns, tok) {
+                        return Some(tok);
+                    }
+                }
+                None
+            }
+            ChurnOrder::Random => {
+                let slots = self.conns.slot_count() as u64;
+                if slots == 0 || self.p.c.open == 0 {
+                    return None;
+                }
+                // Held connections fill nearly every slot: a few draws find one.
+                for _ in 0..64 {
+                    self.churn_rng = self.churn_rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                    let i = (sys::splitmix64(self.churn_rng) % slots) as usize;
+                    if let Some(tok) = self.conns.token_at(i)
+                        && open(&mut self.conns, tok)
+                    {
+                        return Some(tok);
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// Churns one open connection: closed as a teardown closes it (a close frame, then
+    /// the server's close awaited; a FIN in the raw modes), and reopened to the same
+    /// target from the same source at once.
+    fn churn_one(&mut self, ep: &Epoll, tok: u64) {
+        let ws = self.p.cfg.mode == Mode::Ws;
+        let Some(conn) = self.conns.get_mut(tok) else {
+            return;
+        };
+        let g = conn.p.g;
+        self.p.conn_ends(&mut conn.p);
+        churn::closing(&mut self.p.c.churn);
+        self.p.c.open -= 1;
+        let mut waits = false;
+        if ws {
+            let mut written = 0;
+            let sent = send_sealed(
+                conn.fd.as_fd(),
+                conn.tls.as_deref_mut(),
+                &mut self.wire,
+                &mut conn.spill,
+                self.p.close_frame(),
+                &mut written,
+            );
+            self.p.c.bytes_out += written;
+            waits = matches!(sent, Ok(Sent::All));
+        }
+        if waits {
+            conn.p.state = State::Closing;
+            conn.p.churned = true;
+            self.p.c.churn.closing += 1;
+            self.closes_waiting += 1;
+            self.churn_closing.push_back((tok, sys::monotonic_ns()));
+        } else if self.conns.remove(tok).is_some() {
+            // The socket closes here: our FIN first, so TIME_WAIT is ours.
+            self.p.open_in_process.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.connect(ep, g, true);
+    }
+
+    /// Churned connections whose server has not closed within
+    /// [`proto::CLOSE_STALL_NS`] of our close frame are closed by us.
+    fn churn_stalled(&mut self) {
+        let now = sys::monotonic_ns();
+        while let Some(&(tok, since)) = self.churn_closing.front() {
+            let waiting = self
+                .conns
+                .get_mut(tok)
+                .is_some_and(|c| c.p.state == State::Closing && c.p.churned);
+            if waiting && now.saturating_sub(since) < proto::CLOSE_STALL_NS {
+                break;
+            }
+            self.churn_closing.pop_front();
+            if waiting {
+                self.p.warn_close_unanswered(1);
+                self.end(tok);
+            }
+        }
+    }
+
     /// Teardown: every open WebSocket connection sends its close frame and waits in
     /// [`State::Closing`] for the server to close, `--in-flight` at a time
     /// ([`Shard::close_more`]); everything else is closed now.
     fn close_all(&mut self) {
         self.closing = true;
+        self.churning = None;
+        self.open_order = VecDeque::new();
         self.pending.clear();
         let ws = self.p.cfg.mode == Mode::Ws;
         self.to_close.clear();
@@ -453,7 +615,10 @@ impl Shard {
 
     /// Closes the socket of a [`State::Closing`] connection (already out of `open`).
     fn end(&mut self, tok: u64) {
-        if self.conns.remove(tok).is_some() {
+        if let Some(conn) = self.conns.remove(tok) {
+            if conn.p.churned {
+                self.p.c.churn.closing -= 1;
+            }
             self.closes_waiting -= 1;
             self.p.open_in_process.fetch_sub(1, Ordering::Relaxed);
         }
@@ -505,8 +670,10 @@ impl Shard {
             // ([`Shard::tls_done`]).
             conn.p.state = State::Handshake;
             // The connect's latency is recorded: `t_ns` now holds where the TLS handshake
-            // began, for [`Proto::tls_handshaken`].
-            conn.p.t_ns = now;
+            // began, for [`Proto::tls_handshaken`] (a reopen keeps its `connect()` call's).
+            if !conn.p.reopen {
+                conn.p.t_ns = now;
+            }
             self.wire.clear();
             let started = TlsConn::client(cfg, name.clone())
                 .map_err(Into::into)
@@ -559,6 +726,14 @@ impl Shard {
     fn opened(&mut self, tok: u64, now: u64) {
         if let Some(conn) = self.conns.get_mut(tok) {
             self.p.opened(&mut conn.p, now);
+            if self
+                .p
+                .cfg
+                .churn
+                .is_some_and(|c| c.order == ChurnOrder::Oldest)
+            {
+                self.open_order.push_back(tok);
+            }
         }
     }
 

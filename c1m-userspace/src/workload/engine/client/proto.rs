@@ -14,6 +14,7 @@ use anyhow::Result;
 use rustix::io::Errno;
 
 use crate::workload::{
+    churn,
     config::{ClientShardConfig, Mode},
     engine::{
         Sink, failure_of, pace,
@@ -154,6 +155,13 @@ pub(crate) struct ConnProto {
     /// `--heartbeat`: when the outstanding ping was sent (monotonic ns, also its
     /// payload), 0 when none is.
     pub ping_ns: u64,
+    /// `--churn`: this is the reopen of a churned connection. Until it opens `t_ns`
+    /// stays its `connect()` call (the churn setup histogram's start), and the ramp's
+    /// histograms and setup timeline do not see it.
+    pub reopen: bool,
+    /// `--churn`: this connection was churned: its close frame is out and it waits in
+    /// [`State::Closing`] for the server to close (counted in `churn.closing`).
+    pub churned: bool,
 }
 
 impl ConnProto {
@@ -165,6 +173,16 @@ impl ConnProto {
             seq: 0,
             got: 0,
             ping_ns: 0,
+            reopen: false,
+            churned: false,
+        }
+    }
+
+    /// The reopen of a churned connection `g`, its `connect()` called at `t_ns`.
+    pub(crate) fn reopen(g: u64, t_ns: u64) -> ConnProto {
+        ConnProto {
+            reopen: true,
+            ..ConnProto::new(g, t_ns)
         }
     }
 }
@@ -318,6 +336,9 @@ impl Proto {
 
     /// The TCP connect of `conn` completed at `now`: its latencies.
     pub(crate) fn connected(&mut self, conn: &ConnProto, now: u64) {
+        if conn.reopen {
+            return;
+        }
         self.hists.record(
             stats::histograms::CONNECT,
             now.saturating_sub(conn.t_ns) / 1000,
@@ -336,6 +357,9 @@ impl Proto {
     /// read that finished the handshake as `done_ns`, which is also the instant they then
     /// give [`Proto::handshake_request`]: so `tls_handshake` and `ws_handshake` add up.
     pub(crate) fn tls_handshaken(&mut self, conn: &ConnProto, connected_ns: u64, done_ns: u64) {
+        if conn.reopen {
+            return;
+        }
         self.hists.record(
             stats::histograms::TLS_HANDSHAKE,
             done_ns.saturating_sub(connected_ns) / 1000,
@@ -352,7 +376,9 @@ impl Proto {
     /// at `now`).
     pub(crate) fn handshake_request(&mut self, conn: &mut ConnProto, now: u64) -> &[u8] {
         conn.state = State::Handshake;
-        conn.t_ns = now;
+        if !conn.reopen {
+            conn.t_ns = now;
+        }
         let key = ws_key(self.cfg.seed, conn.g);
         self.out.clear();
         handshake::write_request(&mut self.out, &self.cfg.host, &self.cfg.path, &key);
@@ -362,6 +388,19 @@ impl Proto {
     /// Bookkeeping when a connection becomes open at the application level.
     pub(crate) fn opened(&mut self, conn: &mut ConnProto, now: u64) {
         conn.state = State::Open;
+        self.c.in_flight -= 1;
+        self.c.connected += 1;
+        self.c.open += 1;
+        if conn.reopen {
+            // From the `connect()` call to open: the whole setup of a reopen.
+            self.hists.record(
+                stats::histograms::CHURN_SETUP,
+                now.saturating_sub(conn.t_ns) / 1000,
+            );
+            churn::reopened(&mut self.c.churn);
+            conn.reopen = false;
+            return;
+        }
         if self.cfg.mode == Mode::Ws {
             // `t_ns` is still the handshake request's: the echo that resets it comes after.
             self.hists.record(
@@ -375,9 +414,6 @@ impl Proto {
                 );
             }
         }
-        self.c.in_flight -= 1;
-        self.c.connected += 1;
-        self.c.open += 1;
         let bin = now.saturating_sub(self.t0_mono) / (TIMELINE_BIN_MS * 1_000_000);
         *self
             .timeline

@@ -229,7 +229,10 @@ impl Engine for Shard {
                 started_unix_ns,
             } => self.start_push(id, started_unix_ns),
             ShardCommand::Close => self.say_goodbye(ep),
-            ShardCommand::Start { .. } | ShardCommand::Mark { .. } | ShardCommand::Stop => {}
+            ShardCommand::Start { .. }
+            | ShardCommand::Mark { .. }
+            | ShardCommand::Churn { .. }
+            | ShardCommand::Stop => {}
         }
         Ok(())
     }

@@ -173,7 +173,9 @@ async fn serve(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU
                             sh.start_push(id, started_unix_ns);
                         }
                         ShardCommand::Close => sh.close_all(),
-                        ShardCommand::Start { .. } | ShardCommand::Mark { .. } => {}
+                        ShardCommand::Start { .. }
+                        | ShardCommand::Mark { .. }
+                        | ShardCommand::Churn { .. } => {}
                     }
                 }
                 false
