@@ -223,6 +223,9 @@ fn kernel_listener(addr: SocketAddr) -> Option<Holder> {
     }
 }
 
+/// How long [`listener_owner`] looks for a holder among the processes' fds.
+const SEARCH: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The process holding a listening socket on `port`: its inode from /proc/net/tcp{,6},
 /// then the process with that socket among its fds.
 fn listener_owner(port: u16) -> Option<Holder> {
@@ -244,8 +247,15 @@ fn listener_owner(port: u16) -> Option<Holder> {
     if inodes.is_empty() {
         return None;
     }
+    // Naming the holder is a courtesy: at 1M sockets on the box the fds of every
+    // process took minutes to read (a server refused its port only after them), so
+    // the search gives up after SEARCH and the holder goes unnamed (pid 0).
+    let deadline = std::time::Instant::now() + SEARCH;
     let all = procfs::process::all_processes().ok()?;
     for p in all.flatten() {
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
         let Ok(fds) = p.fd() else {
             continue;
         };
