@@ -16,9 +16,10 @@ use crate::{
     model::{Outcome, RunInfo},
     workload::{
         cli::{ClientArgs, ClientEndpoints, Hold, cpus, default_step, runtime},
-        config::{ClientShardConfig, ShardConfig},
+        config::{ClientShardConfig, Mode, ShardConfig},
         control::clock::{self, ClockError, Measured},
         heartbeat::HeartbeatConfig,
+        messages::MessageConfig,
         host_share::ShardOf,
         limits::{self, Plan, plan_client},
         push_rule::PushRule,
@@ -45,6 +46,13 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<i32> {
         }
         _ => {}
     }
+    if a.mode == Mode::Hold
+        && (a.workload.message_rate.is_some() || a.workload.total_message_rate.is_some())
+    {
+        bail!(
+            "--message-rate sends messages for the server to echo: it needs --mode ws or --mode echo"
+        );
+    }
     let rt = runtime()?;
     let shard = crate::workload::host_share::resolve(a.hosts_run.shard, |k| std::env::var(k).ok())?;
     let mut a = a;
@@ -56,6 +64,9 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<i32> {
         a.connections = s.connections(total)?;
         a.sources = s.sources(&all)?.iter().map(IpAddr::to_string).collect();
         a.in_flight = (a.in_flight / s.count).max(1);
+        if let Some(r) = a.workload.total_message_rate.as_mut() {
+            r.0 = s.rate(r.0, total)?;
+        }
         println!(
             "c1m client: shard {}/{}: {} of {total} connections, {:.0} conn/s, {} source address(es)",
             s.index,
@@ -303,6 +314,13 @@ fn prepare(a: &ClientArgs, rt: &tokio::runtime::Runtime) -> Result<Ready> {
         a.common.threads.unwrap_or_else(cpus),
     );
     let shards = plan.per_shard.len() as u64;
+    let messages = MessageConfig::of(
+        a.workload.message_rate,
+        a.workload.total_message_rate,
+        a.connections.get(),
+        a.workload.message_size,
+    )
+    .map_err(anyhow::Error::msg)?;
     let mut seed = [0u8; 8];
     sys::random_bytes(&mut seed);
     let seed = u64::from_le_bytes(seed);
@@ -335,6 +353,7 @@ fn prepare(a: &ClientArgs, rt: &tokio::runtime::Runtime) -> Result<Ready> {
                 push_latency: a.push_latency,
                 tls: tls.clone(),
                 heartbeat: HeartbeatConfig::of(a.workload.heartbeat, a.workload.heartbeat_timeout),
+                messages,
             })
         })
         .collect();

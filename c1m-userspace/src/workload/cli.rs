@@ -14,6 +14,7 @@ use clap::Args;
 use super::{
     config::{EngineKind, Mode, ServerShardConfig, ShardConfig},
     heartbeat::HeartbeatConfig,
+    messages::MessageRate,
     limits::{self, plan_server},
     push_format::PushFormat,
     push_rule::PushInstant,
@@ -135,6 +136,18 @@ pub struct WorkloadArgs {
     /// counted heartbeat_missed) at the connection's next slot (default: the interval).
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse, requires = "heartbeat")]
     pub heartbeat_timeout: Option<Duration>,
+    /// ws or echo mode: every held connection sends this many messages a second (10,
+    /// 10/s, 0.5) of --message-size bytes, phases spread evenly; the server echoes them,
+    /// each timed from its scheduled instant (coordinated omission corrected).
+    #[arg(long, value_name = "RATE", value_parser = super::messages::parse_rate, conflicts_with = "total_message_rate")]
+    pub message_rate: Option<MessageRate>,
+    /// As --message-rate, given over all connections of the run (messages a second in
+    /// all, split evenly over the connections).
+    #[arg(long, value_name = "RATE", value_parser = super::messages::parse_rate)]
+    pub total_message_rate: Option<MessageRate>,
+    /// With --message-rate: bytes of each message's payload (at least 16, its stamp).
+    #[arg(long, value_name = "BYTES", default_value_t = 64, value_parser = super::messages::parse_size)]
+    pub message_size: u32,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     heartbeat::HeartbeatConfig,
+    messages::MessageConfig,
     push_format::PushFormat,
     push_rule::PushInstant,
     tls::config::{ClientTls, ServerTls},
@@ -139,6 +140,10 @@ pub(crate) struct ClientShardConfig {
     /// `--heartbeat`: ping every held WebSocket connection this often (None: never).
     #[serde(default)]
     pub heartbeat: Option<HeartbeatConfig>,
+    /// `--message-rate`: every held connection sends stamped messages on this schedule
+    /// (None: never).
+    #[serde(default)]
+    pub messages: Option<MessageConfig>,
 }
 
 impl ClientShardConfig {
@@ -228,6 +233,7 @@ mod tests {
             push_latency: Default::default(),
             tls: None,
             heartbeat: None,
+            messages: None,
         }
     }
 

@@ -11,6 +11,7 @@
 //! | `control`    | the line-protocol control endpoint (`stats`, `push`, `close`, `stop`), owner-only|
 //! | `stats`      | counters, histograms, [`stats::snapshot::AppSnapshot`]                          |
 //! | `heartbeat`  | `--heartbeat`: pings, pongs matched by stamp, misses; the phase sweep  |
+//! | `messages`   | `--message-rate`: stamped messages on a schedule, echoes matched, CO-corrected |
 //! | `push_rule`  | which instant push latency is measured from, one rule for every server |
 //! | `limits`     | RLIMIT_NOFILE and the split decision (with the balance arithmetic)   |
 //! | `config`     | what a shard is told (JSON to workers)                               |
@@ -24,6 +25,7 @@ pub mod config;
 pub mod control;
 pub mod engine;
 pub(crate) mod heartbeat;
+pub(crate) mod messages;
 pub mod host_share;
 pub mod limits;
 pub(crate) mod port_lock;

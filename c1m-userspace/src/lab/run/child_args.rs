@@ -122,12 +122,20 @@ fn workload_argv(v: &mut Argv, w: &WorkloadArgs) {
         path,
         heartbeat,
         heartbeat_timeout,
+        message_rate,
+        total_message_rate,
+        message_size,
     } = w;
     v.value("payload_size", payload_size.to_string());
     v.value("echo_count", echo_count.to_string());
     v.value("path", path);
     v.opt("heartbeat", heartbeat.map(duration));
     v.opt("heartbeat_timeout", heartbeat_timeout.map(duration));
+    v.opt("message_rate", message_rate.map(|r| r.0.to_string()));
+    // A total over the run: a client process with a share of the connections (`--shard`)
+    // takes the same share of it.
+    v.opt("total_message_rate", total_message_rate.map(|r| r.0.to_string()));
+    v.value("message_size", message_size.to_string());
 }
 
 /// `c1m server …` for `a`.

@@ -69,6 +69,13 @@ pub const LATENCIES: [(&str, &str, &str); HIST_NAMES.len()] = [
         "--heartbeat: a ping's pong, from the ping written to the pong read (matched by \
          the stamp the ping carries; late pongs included).",
     ),
+    (
+        "message_us",
+        "c1m_message_seconds",
+        "--message-rate: a message's echo, from the instant the message was scheduled \
+         to the echo read (coordinated omission corrected: a sender behind schedule or a \
+         stalled peer shows in it).",
+    ),
 ];
 
 /// Upper bounds of the buckets, µs: steps of 1, 2.5 and 5 from 5 µs (below a loopback

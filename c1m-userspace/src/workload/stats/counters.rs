@@ -190,6 +190,40 @@ counter_set! {
     }
 }
 
+counter_set! {
+    /// `--message-rate`: the messages this client sent and what became of each. Every
+    /// message ends as exactly one of received or lost, or is still outstanding:
+    /// `sent = received + lost + outstanding`.
+    Messages {
+        /// Messages sent (each stamped with its scheduled instant and sequence).
+        sent,
+        /// Echoes received, in order, each matched to its message by the stamp it carries
+        /// (latency in `message_us`, from the message's schedule).
+        received,
+        /// Of `sent`: written more than one interval behind schedule (the sender fell
+        /// behind; their latency counts from the schedule, wrk2's correction).
+        late,
+        /// Messages whose connection ended before their echo came back.
+        lost,
+        /// Messages waiting for their echo on open connections (a gauge; 0 once every
+        /// connection closed).
+        outstanding,
+        /// Data frames (or raw messages) stamped as ours that are not the echo the
+        /// connection waits for next: out of order, repeated or never sent.
+        unmatched,
+    }
+}
+
+impl Messages {
+    /// Messages sent less every ending counted: 0 when the counts agree.
+    pub fn unaccounted(&self) -> i128 {
+        i128::from(self.sent)
+            - i128::from(self.received)
+            - i128::from(self.lost)
+            - i128::from(self.outstanding)
+    }
+}
+
 impl Heartbeats {
     /// Pings sent less every ending counted: 0 when the counts agree.
     pub fn unaccounted(&self) -> i128 {
@@ -263,6 +297,8 @@ pub struct Counters {
     pub ws_pings_in: u64,
     /// `--heartbeat`: pings this side sent and their pongs (all 0 without it).
     pub heartbeat: Heartbeats,
+    /// `--message-rate`: messages this client sent and their echoes (all 0 without it).
+    pub messages: Messages,
 }
 
 /// `$sum.field = $a.field + $b.field` for each field, `?` with the field's name on overflow.
@@ -299,6 +335,7 @@ impl Counters {
             ws_messages_out: _,
             ws_pings_in: _,
             heartbeat: _,
+            messages: _,
         } = *o;
         let a = *self;
         let mut sum = a;
@@ -343,6 +380,9 @@ impl Counters {
         sum.heartbeat
             .checked_add(&o.heartbeat)
             .map_err(named("heartbeat"))?;
+        sum.messages
+            .checked_add(&o.messages)
+            .map_err(named("messages"))?;
         *self = sum;
         Ok(())
     }
@@ -369,6 +409,7 @@ impl Counters {
         self.ws_messages_out += o.ws_messages_out;
         self.ws_pings_in += o.ws_pings_in;
         self.heartbeat.add(&o.heartbeat);
+        self.messages.add(&o.messages);
     }
 }
 

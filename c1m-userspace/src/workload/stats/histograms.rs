@@ -47,6 +47,7 @@ pub const HIST_NAMES: [&str; HISTS] = [
     "push_message_us",
     "push_fanout_us",
     "pong_us",
+    "message_us",
 ];
 
 /// A histogram of [`HIST_NAMES`] as views name it: without the `_us` of the unit it is
@@ -74,7 +75,7 @@ pub const SETUP_LATENCY_PAIRS: [(&str, &str, &str); 3] = [
 ];
 
 /// How many histograms a client shard keeps.
-pub(crate) const HISTS: usize = 10;
+pub(crate) const HISTS: usize = 11;
 
 /// 1 µs to 1 hour at 3 significant digits: covers loopback RTTs and a SYN retransmitted for
 /// minutes, at 0.1% resolution, in ~190 KiB per histogram (touched lazily).
@@ -151,6 +152,7 @@ pub(crate) const ECHO_RTT: usize = 6;
 pub(crate) const PUSH_MESSAGE: usize = 7;
 pub(crate) const PUSH_FANOUT: usize = 8;
 pub(crate) const PONG: usize = 9;
+pub(crate) const MESSAGE: usize = 10;
 
 impl Hists {
     pub(crate) fn new() -> Result<Hists, HistError> {
@@ -163,6 +165,7 @@ impl Hists {
             new_coarse_hist()?,
             new_hist()?,
             new_coarse_hist()?,
+            new_hist()?,
             new_hist()?,
             new_hist()?,
             new_hist()?,

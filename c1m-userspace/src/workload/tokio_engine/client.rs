@@ -57,6 +57,7 @@ use crate::workload::{
         closed_by, failure_of, pace,
     },
     heartbeat::{self, Visit},
+    messages,
     sockopt::{self, Connecting},
     stats::counters::Counters,
     sys,
@@ -129,6 +130,7 @@ async fn shard(
                     tokio::task::spawn_local(pump(sh.clone()));
                 }
                 ShardCommand::Close => {
+                    sh.drain().await;
                     sh.close_all().await;
                     sh.report(sink, true, true)?;
                 }
@@ -186,6 +188,22 @@ impl Shared {
         let mut p = self.p.borrow_mut();
         let ramp_done = self.started.get() && self.next.get() >= p.cfg.count && p.c.in_flight == 0;
         p.report(sink, ramp_done, force, closed_all)
+    }
+
+    /// `--message-rate`: no more messages; waits (at most the drain time) until the
+    /// echoes of those out came back, so a clean end counts every one received.
+    async fn drain(&self) {
+        let until = {
+            let mut p = self.p.borrow_mut();
+            p.draining = true;
+            match p.cfg.messages {
+                Some(m) => Instant::now() + m.drain(),
+                None => return,
+            }
+        };
+        while self.p.borrow().c.messages.outstanding > 0 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// Closes every connection (each task says goodbye, counts itself and waits for its
@@ -386,6 +404,14 @@ fn counted(c: &mut Counters, r: io::Result<u64>, fail: fn(&io::Error, &mut Count
 
 /// The connect timeout, on the heap only while the connection is not open yet.
 type Timer = Option<Pin<Box<Sleep>>>;
+
+/// The timer's instant, or never without one.
+async fn fired(t: &mut Timer) {
+    match t {
+        Some(t) => t.as_mut().await,
+        None => std::future::pending().await,
+    }
+}
 
 /// `f`, unless the timer (if any) fires first (None).
 async fn within<T>(timer: &mut Timer, f: impl Future<Output = T>) -> Option<T> {
@@ -593,6 +619,16 @@ impl Conn {
         if timer.is_none() && mode == Mode::Ws {
             beat = self.next_beat(sh, sys::monotonic_ns());
         }
+        // `--message-rate`, once open: the instant the next message is scheduled, and its
+        // timer (on the heap, as the heartbeat's).
+        let mut msg_at = 0;
+        let mut msg: Timer = None;
+        if timer.is_none() && mode != Mode::Hold {
+            msg_at = self.first_message(sh, sys::monotonic_ns());
+            if msg_at > 0 {
+                msg = Some(Box::pin(tokio::time::sleep_until(instant_of(msg_at))));
+            }
+        }
         loop {
             if timer.is_some() && self.p.state == State::Open {
                 return true;
@@ -633,12 +669,13 @@ impl Conn {
                 ready!(s.poll_read(cx, &mut rb))?;
                 Poll::Ready(Ok::<_, io::Error>(rb.filled().len()))
             });
-            let r = match beat.as_mut() {
-                None => within(timer, read).await,
-                Some(b) => tokio::select! {
+            let r = if beat.is_none() && msg.is_none() {
+                within(timer, read).await
+            } else {
+                tokio::select! {
                     biased;
                     v = within(timer, read) => v,
-                    () = b.as_mut() => {
+                    () = fired(&mut beat) => {
                         let now = sys::monotonic_ns();
                         if self.beat(&mut sh.p.borrow_mut(), s, now) == Flow::End {
                             return false;
@@ -646,7 +683,19 @@ impl Conn {
                         beat = self.next_beat(sh, now + 1);
                         continue;
                     }
-                },
+                    () = fired(&mut msg) => {
+                        let now = sys::monotonic_ns();
+                        let mut p = sh.p.borrow_mut();
+                        if self.messages(&mut p, s, &mut msg_at, now) == Flow::End {
+                            return false;
+                        }
+                        match msg.as_mut() {
+                            Some(t) if !p.draining => t.as_mut().reset(instant_of(msg_at)),
+                            _ => msg = None,
+                        }
+                        continue;
+                    }
+                }
             };
             // Nothing awaits from here to the next turn: the shared buffer still holds
             // what this read put there.
@@ -674,6 +723,10 @@ impl Conn {
             let mut buf = sh.buf.borrow_mut();
             let flow = match mode {
                 Mode::Hold => Flow::Go,
+                Mode::Echo if p.cfg.messages.is_some() => {
+                    self.raw_messages(&mut p, &buf[..n]);
+                    Flow::Go
+                }
                 Mode::Echo => match p.echo_input(&mut self.p, &buf[..n]) {
                     EchoStep::Mismatch => {
                         p.c.closed.echo_mismatch += 1;
@@ -772,6 +825,59 @@ impl Conn {
                 Flow::End
             }
         }
+    }
+
+    /// `--message-rate`: the instant of this connection's first message at or after `now`
+    /// (0: no message rate). The `k`-th connection of the shard's `count` comes up at
+    /// `k/count` of the interval, as an epoll shard's slot `k` does.
+    fn first_message(&self, sh: &Shared, now: u64) -> u64 {
+        let p = sh.p.borrow();
+        let Some(cfg) = p.cfg.messages else {
+            return 0;
+        };
+        let k = self.p.g.saturating_sub(p.cfg.first) / p.cfg.stride.max(1);
+        let phase = messages::phase_ns(&cfg, p.cfg.shard, k, p.cfg.count);
+        messages::next_slot(&cfg, p.t0_mono, phase, now).max(1)
+    }
+
+    /// `--message-rate`: every message whose instant passed by `now` (a task that woke
+    /// late catches up, each stamped with its own instant), in one write; `at` becomes
+    /// the next one's instant.
+    fn messages(&mut self, p: &mut Proto, s: &mut Stream, at: &mut u64, now: u64) -> Flow {
+        let Some(cfg) = p.cfg.messages else {
+            return Flow::Go;
+        };
+        p.out.clear();
+        while *at <= now && p.message(&mut self.p, *at, now) {
+            *at = at.saturating_add(cfg.interval_ns);
+        }
+        if p.out.is_empty() {
+            return Flow::Go;
+        }
+        let r = self.send(s, &p.out);
+        counted(&mut p.c, r, |e, c| closed_by(e, &mut c.closed))
+    }
+
+    /// Raw echo mode with `--message-rate`: whole messages matched, a cut one kept.
+    fn raw_messages(&mut self, p: &mut Proto, buf: &[u8]) {
+        let mut sp = self.spill.take();
+        let mut inbuf = sp
+            .as_mut()
+            .map(|sp| std::mem::take(&mut sp.inbuf))
+            .unwrap_or_default();
+        if inbuf.is_empty() {
+            let used = p.message_input(&mut self.p, buf);
+            inbuf.extend_from_slice(&buf[used..]);
+        } else {
+            inbuf.extend_from_slice(buf);
+            let used = p.message_input(&mut self.p, &inbuf);
+            inbuf.advance(used);
+        }
+        if !inbuf.is_empty() {
+            sp.get_or_insert_with(Box::default).inbuf = inbuf;
+        }
+        self.spill = sp;
+        self.shrink();
     }
 
     /// Sends the next echo request if more are wanted.
@@ -902,6 +1008,7 @@ mod tests {
             push_latency: Default::default(),
             tls: None,
             heartbeat: None,
+            messages: None,
         }
     }
 

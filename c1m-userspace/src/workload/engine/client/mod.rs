@@ -27,6 +27,7 @@ use super::{
     shrink, take_input, tls_read,
 };
 use crate::workload::heartbeat::{Sweep, Visit};
+use crate::workload::messages;
 use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
     sockopt::{self, Connecting},
@@ -88,6 +89,12 @@ struct Shard {
     /// `--heartbeat`: the walk over the slots (from `Start`) and its next step.
     beat: Option<Sweep>,
     next_beat: u64,
+    /// `--message-rate`: the walk over the slots (from `Start`) and its next step.
+    msgs: Option<messages::Sweep>,
+    next_msg: u64,
+    /// `--message-rate`: a `Close` waits until this instant (monotonic ns) for the
+    /// echoes of the messages still out, then tears down.
+    drain_until: Option<u64>,
 }
 
 /// Runs one client shard: waits for `Start`, ramps, holds until `Close`/`Stop`.
@@ -121,6 +128,9 @@ pub(crate) fn run(
         next_pace: 0,
         beat: None,
         next_beat: 0,
+        msgs: None,
+        next_msg: 0,
+        drain_until: None,
         p: Proto::new(cfg, open_in_process)?,
     };
     shard_loop::run(&mut s, &ep, &mut io)
@@ -137,6 +147,12 @@ impl Engine for Shard {
         };
         if self.beat.is_some() && !self.closing {
             deadline = deadline.min(self.next_beat);
+        }
+        if self.msgs.is_some() && !self.closing && !self.p.draining {
+            deadline = deadline.min(self.next_msg);
+        }
+        if let Some(d) = self.drain_until {
+            deadline = deadline.min(d);
         }
         sys::ms_until(sys::monotonic_ns(), deadline)
     }
@@ -160,9 +176,24 @@ impl Engine for Shard {
                     self.beat = Some(Sweep::new(&hb, t0_mono_ns, self.p.cfg.shard));
                     self.next_beat = t0_mono_ns;
                 }
+                if let Some(m) = self.p.cfg.messages {
+                    self.msgs = Some(messages::Sweep::new(&m, t0_mono_ns, self.p.cfg.shard));
+                    self.next_msg = t0_mono_ns;
+                }
                 self.pump(ep);
             }
+            ShardCommand::Close if self.closing || self.drain_until.is_some() => {}
             ShardCommand::Close => {
+                if let Some(m) = self.p.cfg.messages
+                    && self.p.c.messages.outstanding > 0
+                {
+                    // No more messages; the teardown waits for the echoes of those out.
+                    self.p.draining = true;
+                    self.drain_until =
+                        Some(sys::monotonic_ns() + m.drain().as_nanos() as u64);
+                    return Ok(());
+                }
+                self.p.draining = true;
                 Shard::close_all(self);
                 self.report(sink, true, self.conns.is_empty())?;
             }
@@ -189,7 +220,7 @@ impl Engine for Shard {
         self.closing && self.conns.is_empty()
     }
 
-    fn turn_end(&mut self, ep: &Epoll, now: u64, _sink: &mut Sink) -> Result<()> {
+    fn turn_end(&mut self, ep: &Epoll, now: u64, sink: &mut Sink) -> Result<()> {
         if self.pacing && now >= self.next_pace {
             // Missed pace ticks are skipped, not caught up: `pump` works from the rate and
             // the elapsed time, so one call starts everything that is due.
@@ -198,6 +229,16 @@ impl Engine for Shard {
         }
         if !self.closing && now >= self.next_beat && self.beat.is_some() {
             self.heartbeat(ep, now);
+        }
+        if !self.closing && !self.p.draining && now >= self.next_msg && self.msgs.is_some() {
+            self.messages(ep, now);
+        }
+        if let Some(d) = self.drain_until
+            && (self.p.c.messages.outstanding == 0 || now >= d)
+        {
+            self.drain_until = None;
+            Shard::close_all(self);
+            self.report(sink, true, self.conns.is_empty())?;
         }
         Ok(())
     }
@@ -294,6 +335,57 @@ impl Shard {
                     self.beat_one(ep, tok, now);
                 }
             }
+        }
+    }
+
+    /// `--message-rate`: the slots whose phase came up since the last step (every missed
+    /// cycle included) send their message, stamped with the instant it came up.
+    fn messages(&mut self, ep: &Epoll, now: u64) {
+        let Some((step, sweep)) = self
+            .p
+            .cfg
+            .messages
+            .map(|m| m.step_ns())
+            .zip(self.msgs.as_mut())
+        else {
+            return;
+        };
+        self.next_msg = now + step;
+        let slots = self.conns.slot_count();
+        let due = sweep.advance(now, slots);
+        let sweep = sweep.clone();
+        for (r, start) in due {
+            for i in r {
+                if let Some(tok) = self.conns.token_at(i) {
+                    self.message_one(ep, tok, sweep.scheduled(start, i, slots), now);
+                }
+            }
+        }
+    }
+
+    fn message_one(&mut self, ep: &Epoll, tok: u64, scheduled: u64, now: u64) {
+        let Some(conn) = self.conns.get_mut(tok) else {
+            return;
+        };
+        self.p.out.clear();
+        if !self.p.message(&mut conn.p, scheduled, now) {
+            return;
+        }
+        let before = interest(&conn.spill);
+        let mut written = 0;
+        let r = send_sealed(
+            conn.fd.as_fd(),
+            conn.tls.as_deref_mut(),
+            &mut self.wire,
+            &mut conn.spill,
+            &self.p.out,
+            &mut written,
+        )
+        .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
+        self.p.c.bytes_out += written;
+        if let Err(e) = r {
+            closed_by(&e, &mut self.p.c.closed);
+            self.close_open(tok);
         }
     }
 
@@ -748,6 +840,20 @@ impl Shard {
         let Some(conn) = self.conns.get_mut(tok) else {
             return;
         };
+        if self.p.cfg.messages.is_some() {
+            // `--message-rate`: whole messages matched, a cut one kept for the next read.
+            let mut spill = conn.spill.take();
+            let (mut inbuf, frag) = take_input(&mut spill);
+            let data = joined(&mut inbuf, &mut self.buf[..n]);
+            let len = data.len();
+            let used = self.p.message_input(&mut conn.p, data);
+            if used < len {
+                keep_input(&mut spill, inbuf, &self.buf[..n], used, frag);
+            }
+            shrink(&mut spill);
+            conn.spill = spill;
+            return;
+        }
         match self.p.echo_input(&mut conn.p, &self.buf[..n]) {
             EchoStep::Mismatch => {
                 self.p.c.closed.echo_mismatch += 1;

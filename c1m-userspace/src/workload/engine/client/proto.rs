@@ -20,6 +20,7 @@ use crate::workload::{
         shard_loop::{Extra, Reporter},
     },
     heartbeat::{self, Visit},
+    messages::{self, ConnMessages},
     push_format::{PushFormat, Stamp},
     push_rule::PushInstant,
     stats::{
@@ -154,6 +155,8 @@ pub(crate) struct ConnProto {
     /// `--heartbeat`: when the outstanding ping was sent (monotonic ns, also its
     /// payload), 0 when none is.
     pub ping_ns: u64,
+    /// `--message-rate`: messages sent and echoes received.
+    pub msg: ConnMessages,
 }
 
 impl ConnProto {
@@ -165,6 +168,7 @@ impl ConnProto {
             seq: 0,
             got: 0,
             ping_ns: 0,
+            msg: ConnMessages::default(),
         }
     }
 }
@@ -191,6 +195,11 @@ pub(crate) struct Proto {
     /// The push marked last (frames without an id belong to it) and the instant its
     /// trigger fired, on this client's clock (0: not known).
     mark: (u64, u64),
+    /// Scratch: a message's payload.
+    msg_scratch: Vec<u8>,
+    /// `--message-rate`: the teardown began; no more messages are sent while the echoes
+    /// of those out come back.
+    pub draining: bool,
 }
 
 impl Proto {
@@ -206,6 +215,8 @@ impl Proto {
 
     pub(crate) fn new(cfg: ClientShardConfig, open_in_process: Arc<AtomicU64>) -> Result<Proto> {
         let echo_limit = match (cfg.mode, cfg.echo_count) {
+            // Raw messages and raw round trips cannot share one byte stream.
+            (Mode::Echo, _) if cfg.messages.is_some() => Some(0),
             (Mode::Echo, 0) => None,
             (Mode::Echo | Mode::Ws, n) => Some(n),
             (Mode::Hold, _) => Some(0),
@@ -224,6 +235,8 @@ impl Proto {
             open_in_process,
             t0_mono: sys::monotonic_ns(),
             mark: (0, 0),
+            msg_scratch: Vec::new(),
+            draining: false,
             cfg,
         })
     }
@@ -497,6 +510,13 @@ impl Proto {
                             }
                             Some(Event::Message { text, payload }) => {
                                 let p = payload.as_slice();
+                                if !text
+                                    && self.cfg.messages.is_some()
+                                    && let Some((at, seq)) = messages::decode(p)
+                                {
+                                    self.on_message(conn, at, seq);
+                                    continue;
+                                }
                                 let expecting =
                                     self.echo_limit.is_none_or(|lim| u64::from(conn.seq) < lim);
                                 if !text && expecting && p.len() == self.payload.len() && {
@@ -580,6 +600,62 @@ impl Proto {
     /// is counted unanswered.
     pub(crate) fn conn_ends(&mut self, conn: &mut ConnProto) {
         heartbeat::ended(&mut self.c.heartbeat, &mut conn.ping_ns);
+        messages::ended(&mut self.c.messages, &mut conn.msg);
+    }
+
+    /// `--message-rate`: appends to [`Proto::out`] the message of an open `conn` scheduled
+    /// at `scheduled_ns`, sent at `now` (counted). False: none (not open, no message rate,
+    /// or the teardown is draining).
+    pub(crate) fn message(&mut self, conn: &mut ConnProto, scheduled_ns: u64, now: u64) -> bool {
+        let Some(cfg) = self.cfg.messages else {
+            return false;
+        };
+        if conn.state != State::Open || self.draining || self.cfg.mode == Mode::Hold {
+            return false;
+        }
+        let seq = messages::sent(&mut self.c.messages, &cfg, &mut conn.msg, scheduled_ns, now);
+        let ws = self.cfg.mode == Mode::Ws;
+        let mask = ws.then(|| self.mask_key());
+        messages::encode(
+            &mut self.out,
+            &mut self.msg_scratch,
+            &cfg,
+            scheduled_ns,
+            seq,
+            ws,
+            mask,
+        );
+        true
+    }
+
+    /// An echo of one of our messages, stamped (`scheduled_ns`, `seq`): timed from its
+    /// schedule if it is the one `conn` waits for, else counted unmatched.
+    fn on_message(&mut self, conn: &mut ConnProto, scheduled_ns: u64, seq: u32) {
+        let now = sys::monotonic_ns();
+        if let Some(us) =
+            messages::received(&mut self.c.messages, &mut conn.msg, scheduled_ns, seq, now)
+        {
+            self.hists.record(stats::histograms::MESSAGE, us);
+        }
+    }
+
+    /// Raw echo mode with `--message-rate`: the whole messages at the start of `data`
+    /// matched (a stamp that is not ours counts unmatched); returns the bytes used (the
+    /// rest is the start of a message, for the next read).
+    pub(crate) fn message_input(&mut self, conn: &mut ConnProto, data: &[u8]) -> usize {
+        let Some(cfg) = self.cfg.messages else {
+            return data.len();
+        };
+        let size = cfg.size as usize;
+        let mut used = 0;
+        while data.len() - used >= size {
+            match messages::decode(&data[used..used + size]) {
+                Some((at, seq)) => self.on_message(conn, at, seq),
+                None => self.c.messages.unmatched += 1,
+            }
+            used += size;
+        }
+        used
     }
 
     /// A push, timed by the run's rule (workload/push_rule.rs): per message from the
