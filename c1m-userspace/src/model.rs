@@ -253,6 +253,11 @@ pub struct Phase {
     /// `--heartbeat`: pings server and client sent during the phase (their counters at
     /// its end less those at its start).
     pub heartbeat_pings: u64,
+    /// `--message-rate`: messages the client sent during the phase (its counter at the
+    /// phase's end less that at its start).
+    pub messages_sent: u64,
+    /// `--message-rate`: echoes the client received during the phase.
+    pub messages_received: u64,
 }
 
 /// "after each phase, outside its secs: the observer's walk of every socket (setup 2.71 s,
@@ -329,6 +334,11 @@ pub struct RunConfig {
     pub echo_count: u64,
     /// The WebSocket request path the client asked for (`--path`).
     pub ws_path: String,
+    /// `--message-rate`: messages a second each connection sent (0: none;
+    /// `--total-message-rate` divided by the connections).
+    pub message_rate_per_s: f64,
+    /// `--message-size`: bytes of each message's payload (0: no messages).
+    pub message_size: u64,
     /// How push latency was measured: the instant per message is timed from, what the
     /// server's frames carry, where fan-out starts (None: a run recorded before c1m
     /// recorded its rule, not comparable with one that did).

@@ -431,9 +431,12 @@ fn dashboard_and_scrape_config_read_what_c1m_serves() {
         LATENCIES.iter().all(|(_, name, _)| {
             let want = if name.starts_with("c1m_echo") {
                 3 * CONNECTIONS
-            } else if name.starts_with("c1m_tls") || name.starts_with("c1m_pong") {
-                // A plain run without --heartbeat: the TLS and pong histograms are
-                // served, and empty.
+            } else if name.starts_with("c1m_tls")
+                || name.starts_with("c1m_pong")
+                || name.starts_with("c1m_message")
+            {
+                // A plain run without --heartbeat or --message-rate: the TLS, pong and
+                // message histograms are served, and empty.
                 0
             } else {
                 CONNECTIONS

@@ -254,6 +254,8 @@ fn host_folder(
         payload_size: a.workload.payload_size as u64,
         echo_count: a.workload.echo_count,
         ws_path: a.workload.path.clone(),
+        message_rate_per_s: crate::workload::messages::recorded(&a.workload, a.connections.get()).0,
+        message_size: crate::workload::messages::recorded(&a.workload, a.connections.get()).1,
         command_line: crate::util::command_line(),
         // This host is told one trigger instant: its own --push-trigger's.
         push: Some(PushRule::new(

@@ -368,15 +368,23 @@ fn why_empty(run: &RunRecord, side: &str, name: &str) -> String {
 pub(crate) fn empty_histograms_line(run: &RunRecord) -> Option<String> {
     let hists = present_histograms(run).ok()?;
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
-    // A plain run's TLS histograms, and the pong's of a run without heartbeats, say
-    // nothing worth a word.
+    // A plain run's TLS histograms, the pong's of a run without heartbeats and the
+    // message's of a run without --message-rate say nothing worth a word.
     let plain_tls =
         |h: &RunHist| run.config.tls.is_none() && hist_label(h.name).starts_with("tls_");
     let no_pings = [run.server.as_ref(), run.client.as_ref()]
         .into_iter()
         .flatten()
         .all(|s| s.counters.heartbeat.pings == 0);
-    let unasked = |h: &RunHist| plain_tls(h) || (no_pings && hist_label(h.name) == "pong");
+    let no_messages = [run.server.as_ref(), run.client.as_ref()]
+        .into_iter()
+        .flatten()
+        .all(|s| s.counters.messages.sent == 0);
+    let unasked = |h: &RunHist| {
+        plain_tls(h)
+            || (no_pings && hist_label(h.name) == "pong")
+            || (no_messages && hist_label(h.name) == "message")
+    };
     for h in hists.iter().filter(|h| h.hist.is_empty() && !unasked(h)) {
         let why = why_empty(run, h.side, h.name);
         let what = format!("{} {}", h.side, hist_label(h.name));

@@ -71,6 +71,15 @@ pub(crate) fn parse_size(s: &str) -> Result<u32, String> {
     Ok(n)
 }
 
+/// What the run records of `--message-rate` / `--total-message-rate` over `connections`:
+/// (messages a second per connection, bytes each), zeros without either.
+pub(crate) fn recorded(w: &crate::workload::cli::WorkloadArgs, connections: u64) -> (f64, u64) {
+    match MessageConfig::of(w.message_rate, w.total_message_rate, connections, w.message_size) {
+        Ok(Some(c)) => (c.rate(), u64::from(c.size)),
+        _ => (0.0, 0),
+    }
+}
+
 /// What a client shard is told: every connection sends a message of `size` bytes every
 /// `interval_ns`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

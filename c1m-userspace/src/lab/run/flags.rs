@@ -327,6 +327,13 @@ pub(crate) fn flags_agree(args: &RunArgs) -> Result<()> {
             "--isolation keeps the runs of --servers apart: add --servers NAMES, or drop --isolation"
         );
     }
+    if args.mode == Mode::Hold
+        && (args.workload.message_rate.is_some() || args.workload.total_message_rate.is_some())
+    {
+        bail!(
+            "--message-rate sends messages for the server to echo: it needs --mode ws or --mode echo"
+        );
+    }
     if args.repeat != 1 {
         bail!("--repeat repeats the runs of --servers: add --servers NAMES, or drop --repeat");
     }

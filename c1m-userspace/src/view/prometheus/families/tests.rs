@@ -424,6 +424,8 @@ fn docs_metrics_md_lists_every_family_with_its_type() {
         c.counters.tls_errors.timeout = 1;
         // And the heartbeat families only for a side that pinged.
         c.counters.heartbeat.pings = 3;
+        // The message families only for a side that sent messages.
+        c.counters.messages.sent = 5;
     }
     let mut exported = std::collections::BTreeMap::new();
     for detail in [Detail::default(), Detail { per_port: true }] {
