@@ -35,6 +35,8 @@ const EVERY_FLAG: &[&[&str]] = &[
     &["--idle", "2.5s"],
     &["--heartbeat", "30s", "--heartbeat-timeout", "10s"],
     &["--server-heartbeat", "20s"],
+    &["--message-rate", "10/s", "--message-size", "128"],
+    &["--total-message-rate", "2500.5"],
     &["--pushes", "3"],
     &["--push-writers", "2"],
     &["--setup-timeout", "1m"],

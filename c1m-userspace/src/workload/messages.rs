@@ -137,12 +137,14 @@ impl MessageConfig {
     }
 }
 
-/// A connection's place in its message stream: messages sent and echoes received (in
-/// order: one TCP stream each way).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct ConnMessages {
-    pub sent: u32,
-    pub received: u32,
+/// A connection's place in its message stream: messages sent (the next one's sequence)
+/// and those still waiting for their echo (echoes come back in order: one TCP stream each
+/// way, so the next echo awaited is `sent - out`). Borrowed from the connection's state,
+/// where they fill padding.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ConnMessages<'a> {
+    pub sent: &'a mut u32,
+    pub out: &'a mut u16,
 }
 
 /// The message `seq` scheduled at `scheduled_ns`, at the end of `out`: a binary frame
@@ -180,22 +182,28 @@ pub(crate) fn decode(p: &[u8]) -> Option<(u64, u32)> {
 
 /// A message scheduled at `scheduled_ns` leaves now (`now`): counted sent and
 /// outstanding, late when the sender was more than an interval behind its schedule. Its
-/// sequence is the one returned.
+/// sequence is the one returned; None (counted `capped`, not sent) when 65,535 of the
+/// connection's messages are already waiting for their echo.
 pub(crate) fn sent(
     m: &mut Messages,
     cfg: &MessageConfig,
-    conn: &mut ConnMessages,
+    conn: ConnMessages<'_>,
     scheduled_ns: u64,
     now: u64,
-) -> u32 {
+) -> Option<u32> {
+    if *conn.out == u16::MAX {
+        m.capped += 1;
+        return None;
+    }
     m.sent += 1;
     m.outstanding += 1;
     if now.saturating_sub(scheduled_ns) > cfg.interval_ns {
         m.late += 1;
     }
-    let seq = conn.sent;
-    conn.sent = conn.sent.wrapping_add(1);
-    seq
+    let seq = *conn.sent;
+    *conn.sent = conn.sent.wrapping_add(1);
+    *conn.out += 1;
+    Some(seq)
 }
 
 /// An echo with stamp (`scheduled_ns`, `seq`) arrived at `now`: its latency in µs from
@@ -203,27 +211,27 @@ pub(crate) fn sent(
 /// unmatched).
 pub(crate) fn received(
     m: &mut Messages,
-    conn: &mut ConnMessages,
+    conn: ConnMessages<'_>,
     scheduled_ns: u64,
     seq: u32,
     now: u64,
 ) -> Option<u64> {
-    if seq != conn.received || conn.received == conn.sent {
+    if *conn.out == 0 || seq != conn.sent.wrapping_sub(u32::from(*conn.out)) {
         m.unmatched += 1;
         return None;
     }
-    conn.received = conn.received.wrapping_add(1);
+    *conn.out -= 1;
     m.received += 1;
     m.outstanding -= 1;
     Some(now.saturating_sub(scheduled_ns) / 1000)
 }
 
 /// The connection ended (or began its close): the messages still out are lost.
-pub(crate) fn ended(m: &mut Messages, conn: &mut ConnMessages) {
-    let out = u64::from(conn.sent.wrapping_sub(conn.received));
+pub(crate) fn ended(m: &mut Messages, conn: ConnMessages<'_>) {
+    let out = u64::from(*conn.out);
     m.lost += out;
     m.outstanding -= out;
-    conn.received = conn.sent;
+    *conn.out = 0;
 }
 
 /// A shard's walk over its connection slots, once per interval: slot `i` of `n` comes up
@@ -370,31 +378,49 @@ mod tests {
     fn every_message_ends_exactly_once() {
         let c = cfg(100);
         let mut m = Messages::default();
-        let mut a = ConnMessages::default();
-        assert_eq!(sent(&mut m, &c, &mut a, 10 * MS, 10 * MS), 0);
-        assert_eq!(sent(&mut m, &c, &mut a, 110 * MS, 300 * MS), 1);
+        let (mut s, mut o) = (0, 0);
+        macro_rules! a {
+            () => {
+                ConnMessages {
+                    sent: &mut s,
+                    out: &mut o,
+                }
+            };
+        }
+        assert_eq!(sent(&mut m, &c, a!(), 10 * MS, 10 * MS), Some(0));
+        assert_eq!(sent(&mut m, &c, a!(), 110 * MS, 300 * MS), Some(1));
         // Out of order, or a sequence never sent: unmatched.
-        assert_eq!(received(&mut m, &mut a, 110 * MS, 1, 301 * MS), None);
+        assert_eq!(received(&mut m, a!(), 110 * MS, 1, 301 * MS), None);
         assert_eq!(
-            received(&mut m, &mut a, 10 * MS, 0, 12 * MS),
+            received(&mut m, a!(), 10 * MS, 0, 12 * MS),
             Some(2000),
             "from its schedule"
         );
         // Sent 190 ms behind schedule: its latency counts them.
+        assert_eq!(received(&mut m, a!(), 110 * MS, 1, 301 * MS), Some(191_000));
+        assert_eq!(received(&mut m, a!(), 110 * MS, 2, 302 * MS), None);
+        let (mut s2, mut o2) = (0, 0);
+        macro_rules! b {
+            () => {
+                ConnMessages {
+                    sent: &mut s2,
+                    out: &mut o2,
+                }
+            };
+        }
+        sent(&mut m, &c, b!(), 0, 0);
+        ended(&mut m, b!());
+        ended(&mut m, b!());
+        // A connection with 65,535 out sends no more until an echo comes back.
+        o2 = u16::MAX;
+        assert_eq!(sent(&mut m, &c, b!(), 0, 0), None);
+        o2 = 0;
         assert_eq!(
-            received(&mut m, &mut a, 110 * MS, 1, 301 * MS),
-            Some(191_000)
-        );
-        assert_eq!(received(&mut m, &mut a, 110 * MS, 2, 302 * MS), None);
-        let mut b = ConnMessages::default();
-        sent(&mut m, &c, &mut b, 0, 0);
-        ended(&mut m, &mut b);
-        ended(&mut m, &mut b);
-        assert_eq!(
-            (m.sent, m.received, m.late, m.lost, m.outstanding, m.unmatched),
-            (3, 2, 1, 1, 0, 2)
+            (m.sent, m.received, m.late, m.lost, m.outstanding, m.unmatched, m.capped),
+            (3, 2, 1, 1, 0, 2, 1)
         );
         assert_eq!(m.unaccounted(), 0);
+        let _ = (s, o, s2, o2);
     }
 
     #[test]

@@ -211,6 +211,9 @@ counter_set! {
         /// Data frames (or raw messages) stamped as ours that are not the echo the
         /// connection waits for next: out of order, repeated or never sent.
         unmatched,
+        /// Messages not sent (not in `sent`): 65,535 of their connection's were already
+        /// waiting for their echo (a peer that stopped reading).
+        capped,
     }
 }
 

@@ -368,7 +368,7 @@ impl Shard {
             return;
         };
         self.p.out.clear();
-        if !self.p.message(&mut conn.p, scheduled, now) {
+        if !self.p.message(&mut conn.p, scheduled, now) || self.p.out.is_empty() {
             return;
         }
         let before = interest(&conn.spill);

@@ -155,8 +155,11 @@ pub(crate) struct ConnProto {
     /// `--heartbeat`: when the outstanding ping was sent (monotonic ns, also its
     /// payload), 0 when none is.
     pub ping_ns: u64,
-    /// `--message-rate`: messages sent and echoes received.
-    pub msg: ConnMessages,
+    /// `--message-rate`: messages sent (the next one's sequence) and those still waiting
+    /// for their echo; inline, so they fit in the padding after `state` (the struct stays
+    /// 40 bytes).
+    pub msg_sent: u32,
+    pub msg_out: u16,
 }
 
 impl ConnProto {
@@ -168,7 +171,8 @@ impl ConnProto {
             seq: 0,
             got: 0,
             ping_ns: 0,
-            msg: ConnMessages::default(),
+            msg_sent: 0,
+            msg_out: 0,
         }
     }
 }
@@ -600,12 +604,13 @@ impl Proto {
     /// is counted unanswered.
     pub(crate) fn conn_ends(&mut self, conn: &mut ConnProto) {
         heartbeat::ended(&mut self.c.heartbeat, &mut conn.ping_ns);
-        messages::ended(&mut self.c.messages, &mut conn.msg);
+        messages::ended(&mut self.c.messages, conn_messages(conn));
     }
 
     /// `--message-rate`: appends to [`Proto::out`] the message of an open `conn` scheduled
-    /// at `scheduled_ns`, sent at `now` (counted). False: none (not open, no message rate,
-    /// or the teardown is draining).
+    /// at `scheduled_ns`, sent at `now` (counted; nothing appended when the connection has
+    /// too many out, counted capped). False: none (not open, no message rate, or the
+    /// teardown is draining).
     pub(crate) fn message(&mut self, conn: &mut ConnProto, scheduled_ns: u64, now: u64) -> bool {
         let Some(cfg) = self.cfg.messages else {
             return false;
@@ -613,7 +618,12 @@ impl Proto {
         if conn.state != State::Open || self.draining || self.cfg.mode == Mode::Hold {
             return false;
         }
-        let seq = messages::sent(&mut self.c.messages, &cfg, &mut conn.msg, scheduled_ns, now);
+        let Some(seq) =
+            messages::sent(&mut self.c.messages, &cfg, conn_messages(conn), scheduled_ns, now)
+        else {
+            // Capped (counted): this one is skipped, the schedule goes on.
+            return true;
+        };
         let ws = self.cfg.mode == Mode::Ws;
         let mask = ws.then(|| self.mask_key());
         messages::encode(
@@ -633,7 +643,7 @@ impl Proto {
     fn on_message(&mut self, conn: &mut ConnProto, scheduled_ns: u64, seq: u32) {
         let now = sys::monotonic_ns();
         if let Some(us) =
-            messages::received(&mut self.c.messages, &mut conn.msg, scheduled_ns, seq, now)
+            messages::received(&mut self.c.messages, conn_messages(conn), scheduled_ns, seq, now)
         {
             self.hists.record(stats::histograms::MESSAGE, us);
         }
@@ -716,6 +726,14 @@ impl Proto {
             last_unix_ns: now,
         });
         self.rep.dirty_pushes.insert(id);
+    }
+}
+
+/// `conn`'s place in its message stream.
+fn conn_messages(conn: &mut ConnProto) -> ConnMessages<'_> {
+    ConnMessages {
+        sent: &mut conn.msg_sent,
+        out: &mut conn.msg_out,
     }
 }
 
