@@ -239,6 +239,12 @@ fn host_folder(
         kernel_source: None,
         kernel_fallback: None,
     };
+    let messages = crate::workload::messages::recorded(
+        a.workload.message_rate,
+        a.workload.total_message_rate,
+        a.connections.get(),
+        a.workload.message_size,
+    );
     let config = crate::model::RunConfig {
         connections: a.connections.get(),
         connections_reason: match shard {
@@ -254,8 +260,8 @@ fn host_folder(
         payload_size: a.workload.payload_size as u64,
         echo_count: a.workload.echo_count,
         ws_path: a.workload.path.clone(),
-        message_rate_per_s: crate::workload::messages::recorded(&a.workload, a.connections.get()).0,
-        message_size: crate::workload::messages::recorded(&a.workload, a.connections.get()).1,
+        message_rate_per_s: messages.0,
+        message_size: messages.1,
         command_line: crate::util::command_line(),
         // This host is told one trigger instant: its own --push-trigger's.
         push: Some(PushRule::new(

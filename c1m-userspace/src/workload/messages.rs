@@ -71,10 +71,16 @@ pub(crate) fn parse_size(s: &str) -> Result<u32, String> {
     Ok(n)
 }
 
-/// What the run records of `--message-rate` / `--total-message-rate` over `connections`:
-/// (messages a second per connection, bytes each), zeros without either.
-pub(crate) fn recorded(w: &crate::workload::cli::WorkloadArgs, connections: u64) -> (f64, u64) {
-    match MessageConfig::of(w.message_rate, w.total_message_rate, connections, w.message_size) {
+/// What the run records of `--message-rate` / `--total-message-rate` over `connections`
+/// and `--message-size`: (messages a second per connection, bytes each), zeros without
+/// either.
+pub(crate) fn recorded(
+    per_conn: Option<MessageRate>,
+    total: Option<MessageRate>,
+    connections: u64,
+    size: u32,
+) -> (f64, u64) {
+    match MessageConfig::of(per_conn, total, connections, size) {
         Ok(Some(c)) => (c.rate(), u64::from(c.size)),
         _ => (0.0, 0),
     }

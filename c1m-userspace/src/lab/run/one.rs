@@ -156,8 +156,13 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     )
     .with_context(|| format!("writing the journal in {}", dir.display()))?;
 
-    let messages =
-        crate::workload::messages::recorded(&plan.client.workload, plan.client.connections.get());
+    let w = &plan.client.workload;
+    let messages = crate::workload::messages::recorded(
+        w.message_rate,
+        w.total_message_rate,
+        plan.client.connections.get(),
+        w.message_size,
+    );
     let mut record = RunRecord {
         c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
         started_unix_ms: started_ms,
