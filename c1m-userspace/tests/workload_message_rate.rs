@@ -54,7 +54,10 @@ fn all_received(c: &AppSnapshot) -> Messages {
     assert_eq!(m.unaccounted(), 0, "{m:?}");
     assert_eq!((m.lost, m.outstanding, m.unmatched), (0, 0, 0), "{m:?}");
     assert_eq!(m.sent, m.received, "{m:?}");
-    assert_eq!(c.percentiles["message_us"].count, m.received, "one latency each");
+    assert_eq!(
+        c.percentiles["message_us"].count, m.received,
+        "one latency each"
+    );
     assert_eq!(
         c.counters.closed.total(),
         c.counters.closed.local_close,
@@ -126,7 +129,11 @@ fn raw_echo_mode_sends_bare_messages_and_counts_them_exactly() {
         let m = all_received(&c);
         about(&m, 20, 2);
         let s = wait_for(ctl, "clients gone", LONG, |s| s.counters.open == 0);
-        assert_eq!(s.counters.bytes_in, m.sent * 48, "the server read every byte");
+        assert_eq!(
+            s.counters.bytes_in,
+            m.sent * 48,
+            "the server read every byte"
+        );
         assert_eq!(s.counters.bytes_out, m.sent * 48, "and wrote it back");
         stop(ctl, srv);
     });
@@ -280,9 +287,19 @@ fn a_stalled_sender_catches_up_and_its_lateness_shows_in_the_latency() {
 fn bad_message_flags_are_refused_with_one_line() {
     for (args, says) in [
         (&["--mode", "ws", "--message-rate", "0"][..], "message rate"),
-        (&["--mode", "ws", "--message-rate", "fast"], "not a message rate"),
         (
-            &["--mode", "ws", "--message-rate", "10", "--total-message-rate", "100"],
+            &["--mode", "ws", "--message-rate", "fast"],
+            "not a message rate",
+        ),
+        (
+            &[
+                "--mode",
+                "ws",
+                "--message-rate",
+                "10",
+                "--total-message-rate",
+                "100",
+            ],
             "cannot be used with",
         ),
         (
@@ -322,7 +339,14 @@ fn c1m_run_forwards_the_rate_and_sums_the_messages_up() {
     let dir = scratch("message-rate-run");
     let out = c1m()
         .args(["run", "-n", "100", "--mode", "ws", "--ports", "24112-24113"])
-        .args(["--idle", "2s", "--message-rate", "10/s", "--no-observer", "--plain"])
+        .args([
+            "--idle",
+            "2s",
+            "--message-rate",
+            "10/s",
+            "--no-observer",
+            "--plain",
+        ])
         .arg("--out")
         .arg(dir.path())
         .output()
@@ -347,7 +371,11 @@ fn c1m_run_forwards_the_rate_and_sums_the_messages_up() {
         serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
     let client = rec.client.as_ref().unwrap();
     let m = client.counters.messages;
-    assert_eq!((m.sent, m.lost, m.outstanding, m.unmatched), (m.received, 0, 0, 0), "{m:?}");
+    assert_eq!(
+        (m.sent, m.lost, m.outstanding, m.unmatched),
+        (m.received, 0, 0, 0),
+        "{m:?}"
+    );
     assert!(m.sent >= 100 * 10 * 2 * 7 / 10, "{m:?}");
     let server = rec.server.as_ref().unwrap();
     assert_eq!(server.counters.echo_round_trips, m.sent);
@@ -363,5 +391,8 @@ fn c1m_run_forwards_the_rate_and_sums_the_messages_up() {
     assert_eq!(rec.config.message_rate_per_s, 10.0);
     assert_eq!(rec.config.message_size, 64);
     let idle = rec.phases.iter().find(|p| p.name == "idle").unwrap();
-    assert!(idle.messages_sent > 0 && idle.messages_received > 0, "{idle:?}");
+    assert!(
+        idle.messages_sent > 0 && idle.messages_received > 0,
+        "{idle:?}"
+    );
 }

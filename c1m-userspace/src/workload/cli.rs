@@ -14,8 +14,8 @@ use clap::Args;
 use super::{
     config::{EngineKind, Mode, ServerShardConfig, ShardConfig},
     heartbeat::HeartbeatConfig,
-    messages::MessageRate,
     limits::{self, plan_server},
+    messages::MessageRate,
     push_format::PushFormat,
     push_rule::PushInstant,
     push_trigger::PushTrigger,

@@ -114,7 +114,7 @@ impl MessageConfig {
             ));
         }
         let interval_ns = (1e9 / rate).round();
-        if !(interval_ns >= 1.0 && interval_ns < 1e18) {
+        if !(1.0..1e18).contains(&interval_ns) {
             return Err(format!(
                 "{rate} messages a second per connection is too slow (one in {} s)",
                 interval_ns / 1e9
@@ -422,7 +422,15 @@ mod tests {
         assert_eq!(sent(&mut m, &c, b!(), 0, 0), None);
         o2 = 0;
         assert_eq!(
-            (m.sent, m.received, m.late, m.lost, m.outstanding, m.unmatched, m.capped),
+            (
+                m.sent,
+                m.received,
+                m.late,
+                m.lost,
+                m.outstanding,
+                m.unmatched,
+                m.capped
+            ),
             (3, 2, 1, 1, 0, 2, 1)
         );
         assert_eq!(m.unaccounted(), 0);

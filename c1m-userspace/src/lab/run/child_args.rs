@@ -134,7 +134,10 @@ fn workload_argv(v: &mut Argv, w: &WorkloadArgs) {
     v.opt("message_rate", message_rate.map(|r| r.0.to_string()));
     // A total over the run: a client process with a share of the connections (`--shard`)
     // takes the same share of it.
-    v.opt("total_message_rate", total_message_rate.map(|r| r.0.to_string()));
+    v.opt(
+        "total_message_rate",
+        total_message_rate.map(|r| r.0.to_string()),
+    );
     v.value("message_size", message_size.to_string());
 }
 

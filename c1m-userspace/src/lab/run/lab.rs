@@ -398,8 +398,9 @@ impl Lab {
         phase.heartbeat_pings = (pings(&self.last_server) + pings(&self.last_client))
             .saturating_sub(pings(&s0) + pings(&c0));
         let msgs = |s: &Option<AppSnapshot>| {
-            s.as_ref()
-                .map_or((0, 0), |s| (s.counters.messages.sent, s.counters.messages.received))
+            s.as_ref().map_or((0, 0), |s| {
+                (s.counters.messages.sent, s.counters.messages.received)
+            })
         };
         let (m0, m1) = (msgs(&c0), msgs(&self.last_client));
         phase.messages_sent = m1.0.saturating_sub(m0.0);

@@ -189,8 +189,7 @@ impl Engine for Shard {
                 {
                     // No more messages; the teardown waits for the echoes of those out.
                     self.p.draining = true;
-                    self.drain_until =
-                        Some(sys::monotonic_ns() + m.drain().as_nanos() as u64);
+                    self.drain_until = Some(sys::monotonic_ns() + m.drain().as_nanos() as u64);
                     return Ok(());
                 }
                 self.p.draining = true;

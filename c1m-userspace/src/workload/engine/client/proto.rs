@@ -618,9 +618,13 @@ impl Proto {
         if conn.state != State::Open || self.draining || self.cfg.mode == Mode::Hold {
             return false;
         }
-        let Some(seq) =
-            messages::sent(&mut self.c.messages, &cfg, conn_messages(conn), scheduled_ns, now)
-        else {
+        let Some(seq) = messages::sent(
+            &mut self.c.messages,
+            &cfg,
+            conn_messages(conn),
+            scheduled_ns,
+            now,
+        ) else {
             // Capped (counted): this one is skipped, the schedule goes on.
             return true;
         };
@@ -642,9 +646,13 @@ impl Proto {
     /// schedule if it is the one `conn` waits for, else counted unmatched.
     fn on_message(&mut self, conn: &mut ConnProto, scheduled_ns: u64, seq: u32) {
         let now = sys::monotonic_ns();
-        if let Some(us) =
-            messages::received(&mut self.c.messages, conn_messages(conn), scheduled_ns, seq, now)
-        {
+        if let Some(us) = messages::received(
+            &mut self.c.messages,
+            conn_messages(conn),
+            scheduled_ns,
+            seq,
+            now,
+        ) {
             self.hists.record(stats::histograms::MESSAGE, us);
         }
     }
