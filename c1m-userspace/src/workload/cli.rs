@@ -136,9 +136,10 @@ pub struct WorkloadArgs {
     /// counted heartbeat_missed) at the connection's next slot (default: the interval).
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse, requires = "heartbeat")]
     pub heartbeat_timeout: Option<Duration>,
-    /// ws or echo mode: every held connection sends this many messages a second (10,
-    /// 10/s, 0.5) of --message-size bytes, phases spread evenly; the server echoes them,
-    /// each timed from its scheduled instant (coordinated omission corrected).
+    /// ws or echo mode: from the end of the ramp, every held connection sends this many
+    /// messages a second (10, 10/s, 0.5) of --message-size bytes, phases spread evenly;
+    /// the server echoes them, each timed from its scheduled instant (coordinated
+    /// omission corrected).
     #[arg(long, value_name = "RATE", value_parser = super::messages::parse_rate, conflicts_with = "total_message_rate")]
     pub message_rate: Option<MessageRate>,
     /// As --message-rate, given over all connections of the run (messages a second in

@@ -1,5 +1,6 @@
-//! `--message-rate` (tcpkali's): every held connection sends M messages a second of S
-//! bytes, the server echoes them, and each is timed from the instant it was *scheduled*,
+//! `--message-rate` (tcpkali's): from the end of its shard's ramp (the setup's figures
+//! stay its own), every held connection sends M messages a second of S bytes, the
+//! server echoes them, and each is timed from the instant it was *scheduled*,
 //! not the instant it was written (coordinated omission corrected as wrk2 does: a sender
 //! or a peer that stalls shows the stall in the latency instead of skipping it).
 //!

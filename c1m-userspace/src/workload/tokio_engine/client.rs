@@ -880,7 +880,16 @@ impl Conn {
             return Flow::Go;
         };
         p.out.clear();
-        while *at <= now && p.message(&mut self.p, *at, now) {
+        if p.msg_from == 0 && p.ramp_finished() {
+            // Messages from the end of the ramp, as the epoll engine's: the first task to
+            // wake after it says when.
+            p.msg_from = now;
+        }
+        while *at <= now {
+            // Slots before the ramp's end pass unsent.
+            if p.msg_from > 0 && *at >= p.msg_from && !p.message(&mut self.p, *at, now) {
+                break;
+            }
             *at = at.saturating_add(cfg.interval_ns);
         }
         if p.out.is_empty() {

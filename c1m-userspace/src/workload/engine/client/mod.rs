@@ -176,10 +176,6 @@ impl Engine for Shard {
                     self.beat = Some(Sweep::new(&hb, t0_mono_ns, self.p.cfg.shard));
                     self.next_beat = t0_mono_ns;
                 }
-                if let Some(m) = self.p.cfg.messages {
-                    self.msgs = Some(messages::Sweep::new(&m, t0_mono_ns, self.p.cfg.shard));
-                    self.next_msg = t0_mono_ns;
-                }
                 self.pump(ep);
             }
             ShardCommand::Close if self.closing || self.drain_until.is_some() => {}
@@ -228,6 +224,14 @@ impl Engine for Shard {
         }
         if !self.closing && now >= self.next_beat && self.beat.is_some() {
             self.heartbeat(ep, now);
+        }
+        if self.msgs.is_none()
+            && let Some(m) = self.p.cfg.messages
+            && self.ramp_done()
+        {
+            // Messages from the end of the ramp: the setup's figures are its own.
+            self.msgs = Some(messages::Sweep::new(&m, now, self.p.cfg.shard));
+            self.next_msg = now;
         }
         if !self.closing && !self.p.draining && now >= self.next_msg && self.msgs.is_some() {
             self.messages(ep, now);

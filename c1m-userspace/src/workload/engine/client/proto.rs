@@ -204,6 +204,9 @@ pub(crate) struct Proto {
     /// `--message-rate`: the teardown began; no more messages are sent while the echoes
     /// of those out come back.
     pub draining: bool,
+    /// `--message-rate` (tokio engine): the instant the shard's ramp was found done
+    /// (monotonic ns, 0: not yet); messages scheduled before it are not sent.
+    pub msg_from: u64,
 }
 
 impl Proto {
@@ -241,6 +244,7 @@ impl Proto {
             mark: (0, 0),
             msg_scratch: Vec::new(),
             draining: false,
+            msg_from: 0,
             cfg,
         })
     }
@@ -640,6 +644,11 @@ impl Proto {
             mask,
         );
         true
+    }
+
+    /// Every connection of the shard was attempted and none is still in flight.
+    pub(crate) fn ramp_finished(&self) -> bool {
+        self.c.attempted >= self.cfg.count && self.c.in_flight == 0
     }
 
     /// An echo of one of our messages, stamped (`scheduled_ns`, `seq`): timed from its
