@@ -178,9 +178,11 @@ impl Engine for Shard {
                 }
                 self.pump(ep);
             }
-            ShardCommand::Close if self.closing || self.drain_until.is_some() => {}
+            // Draining already: the teardown follows when the echoes are in.
+            ShardCommand::Close if self.drain_until.is_some() => {}
             ShardCommand::Close => {
                 if let Some(m) = self.p.cfg.messages
+                    && !self.closing
                     && self.p.c.messages.outstanding > 0
                 {
                     // No more messages; the teardown waits for the echoes of those out.
@@ -247,6 +249,8 @@ impl Engine for Shard {
     }
 
     fn close_all(&mut self, _ep: &Epoll) {
+        self.drain_until = None;
+        self.p.draining = true;
         Shard::close_all(self);
         // The shard exits now: every connection still gets its close frame.
         self.close_waits = false;
