@@ -259,6 +259,11 @@ pub struct Phase {
     /// `--churn`: the most TIME_WAIT sockets the kernel held at once in the phase, per
     /// side (the observer's walks: TIME_WAIT changes only at walks).
     pub time_wait_peak: Option<TimeWaitPeak>,
+    /// `--message-rate`: messages the client sent during the phase (its counter at the
+    /// phase's end less that at its start).
+    pub messages_sent: u64,
+    /// `--message-rate`: echoes the client received during the phase.
+    pub messages_received: u64,
 }
 
 /// The most TIME_WAIT sockets of each side at once over a phase.
@@ -346,6 +351,11 @@ pub struct RunConfig {
     pub echo_count: u64,
     /// The WebSocket request path the client asked for (`--path`).
     pub ws_path: String,
+    /// `--message-rate`: messages a second each connection sent (0: none;
+    /// `--total-message-rate` divided by the connections).
+    pub message_rate_per_s: f64,
+    /// `--message-size`: bytes of each message's payload (0: no messages).
+    pub message_size: u64,
     /// How push latency was measured: the instant per message is timed from, what the
     /// server's frames carry, where fan-out starts (None: a run recorded before c1m
     /// recorded its rule, not comparable with one that did).

@@ -36,6 +36,8 @@ const EVERY_FLAG: &[&[&str]] = &[
     &["--heartbeat", "30s", "--heartbeat-timeout", "10s"],
     &["--server-heartbeat", "20s"],
     &["--churn", "500/s", "--churn-order", "random"],
+    &["--message-rate", "10/s", "--message-size", "128"],
+    &["--total-message-rate", "2500.5"],
     &["--pushes", "3"],
     &["--push-writers", "2"],
     &["--setup-timeout", "1m"],

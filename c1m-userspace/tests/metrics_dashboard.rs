@@ -434,9 +434,10 @@ fn dashboard_and_scrape_config_read_what_c1m_serves() {
             } else if name.starts_with("c1m_tls")
                 || name.starts_with("c1m_pong")
                 || name.starts_with("c1m_churn")
+                || name.starts_with("c1m_message")
             {
-                // A plain run without --heartbeat nor --churn: the TLS, pong and churn
-                // setup histograms are served, and empty.
+                // A plain run without --heartbeat, --churn nor --message-rate: the TLS,
+                // pong, churn setup and message histograms are served, and empty.
                 0
             } else {
                 CONNECTIONS

@@ -46,6 +46,7 @@ mod workload_faults;
 mod workload_heartbeat;
 mod workload_interop;
 mod workload_latency;
+mod workload_message_rate;
 mod workload_scale;
 mod workload_source;
 mod workload_tlp;

@@ -14,6 +14,7 @@ pub(crate) mod counts;
 pub(crate) mod heartbeat;
 pub(crate) mod kernel_vs_app;
 pub(crate) mod latency;
+pub(crate) mod messages;
 
 use std::collections::VecDeque;
 

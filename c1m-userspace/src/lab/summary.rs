@@ -239,6 +239,10 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
         s.push('\n');
         wrapln!(s, width, "", "{}", churn_line(&ch));
     }
+    if let Some(m) = crate::figures::messages::of(run) {
+        s.push('\n');
+        wrapln!(s, width, "", "{}", messages_line(&m));
+    }
     if let Some(line) = crate::report::empty_histograms_line(run) {
         s.push('\n');
         wrapln!(s, width, "", "{}", &line);
@@ -393,6 +397,55 @@ fn heartbeat_line(hb: &crate::figures::heartbeat::HeartbeatFigures) -> String {
         let _ = write!(
             line,
             "; idle CPU {} s per 1M pings (server + client)",
+            num(cpu, 2)
+        );
+    }
+    line
+}
+
+/// "messages: 3,000,000 sent, 3,000,000 received (server echoed 3,000,000), 99,980
+/// msg/s (6.4 MB/s) in idle, latency from the schedule p50/p99/p99.9 0.210/0.950/3.100 ms
+/// (corrected for coordinated omission)", then what is late, lost, outstanding or
+/// unmatched, and the idle phase's CPU per 1M messages.
+fn messages_line(m: &crate::figures::messages::MessageFigures) -> String {
+    let c = &m.counts;
+    let mut line = format!(
+        "messages: {} sent, {} received",
+        count(c.sent),
+        count(c.received)
+    );
+    if let Some(e) = m.echoed {
+        let _ = write!(line, " (server echoed {})", count(e));
+    }
+    if let Some(r) = m.idle_per_s {
+        let _ = write!(
+            line,
+            ", {} msg/s ({}/s) in idle",
+            num(r, 0),
+            bytes(r * m.size as f64)
+        );
+    }
+    if let Some(p) = &m.latency {
+        let _ = write!(
+            line,
+            ", latency p50/p99/p99.9 {}/{}/{} ms (from the schedule: corrected for coordinated omission)",
+            crate::fmt::ms(p.p50 as f64),
+            crate::fmt::ms(p.p99 as f64),
+            crate::fmt::ms(p.p999 as f64)
+        );
+    }
+    for (what, n) in c
+        .iter()
+        .filter(|(k, _)| matches!(*k, "late" | "lost" | "outstanding" | "unmatched"))
+    {
+        if n > 0 {
+            let _ = write!(line, ", {} {}", count(n), what);
+        }
+    }
+    if let Some(cpu) = m.idle_cpu_s_per_million {
+        let _ = write!(
+            line,
+            "; idle CPU {} s per 1M messages (server + client)",
             num(cpu, 2)
         );
     }

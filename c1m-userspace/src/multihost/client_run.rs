@@ -17,11 +17,12 @@ use crate::{
     workload::{
         churn::{ChurnConfig, ChurnRate},
         cli::{ClientArgs, ClientEndpoints, Hold, cpus, default_step, runtime},
-        config::{ClientShardConfig, ShardConfig},
+        config::{ClientShardConfig, Mode, ShardConfig},
         control::clock::{self, ClockError, Measured},
         heartbeat::HeartbeatConfig,
         host_share::ShardOf,
         limits::{self, Plan, plan_client},
+        messages::MessageConfig,
         push_rule::PushRule,
         push_trigger::PushTrigger,
         stats::snapshot::AppSnapshot,
@@ -56,6 +57,13 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<i32> {
         "--hold",
     )
     .map_err(anyhow::Error::msg)?;
+    if a.mode == Mode::Hold
+        && (a.workload.message_rate.is_some() || a.workload.total_message_rate.is_some())
+    {
+        bail!(
+            "--message-rate sends messages for the server to echo: it needs --mode ws or --mode echo"
+        );
+    }
     let rt = runtime()?;
     let shard = crate::workload::host_share::resolve(a.hosts_run.shard, |k| std::env::var(k).ok())?;
     let mut a = a;
@@ -72,6 +80,9 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<i32> {
         a.connections = s.connections(total)?;
         a.sources = s.sources(&all)?.iter().map(IpAddr::to_string).collect();
         a.in_flight = (a.in_flight / s.count).max(1);
+        if let Some(r) = a.workload.total_message_rate.as_mut() {
+            r.0 = s.rate(r.0, total)?;
+        }
         println!(
             "c1m client: shard {}/{}: {} of {total} connections, {:.0} conn/s, {} source address(es)",
             s.index,
@@ -245,6 +256,12 @@ fn host_folder(
         kernel_source: None,
         kernel_fallback: None,
     };
+    let messages = crate::workload::messages::recorded(
+        a.workload.message_rate,
+        a.workload.total_message_rate,
+        a.connections.get(),
+        a.workload.message_size,
+    );
     let config = crate::model::RunConfig {
         connections: a.connections.get(),
         connections_reason: match shard {
@@ -260,6 +277,8 @@ fn host_folder(
         payload_size: a.workload.payload_size as u64,
         echo_count: a.workload.echo_count,
         ws_path: a.workload.path.clone(),
+        message_rate_per_s: messages.0,
+        message_size: messages.1,
         command_line: crate::util::command_line(),
         // This host is told one trigger instant: its own --push-trigger's.
         push: Some(PushRule::new(
@@ -320,6 +339,13 @@ fn prepare(a: &ClientArgs, rt: &tokio::runtime::Runtime) -> Result<Ready> {
         a.common.threads.unwrap_or_else(cpus),
     );
     let shards = plan.per_shard.len() as u64;
+    let messages = MessageConfig::of(
+        a.workload.message_rate,
+        a.workload.total_message_rate,
+        a.connections.get(),
+        a.workload.message_size,
+    )
+    .map_err(anyhow::Error::msg)?;
     let mut seed = [0u8; 8];
     sys::random_bytes(&mut seed);
     let seed = u64::from_le_bytes(seed);
@@ -358,6 +384,7 @@ fn prepare(a: &ClientArgs, rt: &tokio::runtime::Runtime) -> Result<Ready> {
                     count,
                     a.connections.get(),
                 ),
+                messages,
             })
         })
         .collect();

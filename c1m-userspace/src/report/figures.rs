@@ -10,7 +10,7 @@ use crate::{
     model::{RunRecord, Sample},
     procstat::clock_tick_s,
     workload::stats::{
-        histograms::{HIST_NAMES, PUSH_FANOUT, PUSH_MESSAGE, Percentiles, hist_label},
+        histograms::{HIST_NAMES, MESSAGE, PUSH_FANOUT, PUSH_MESSAGE, Percentiles, hist_label},
         setup_rate::{PEAK_WINDOW_MS, PeakRate, SetupRate},
     },
 };
@@ -125,6 +125,9 @@ pub(crate) fn hist_title(run: &RunRecord, side: &str, name: &str) -> String {
         Some(r) if message => r.message_title(),
         Some(r) if fanout => r.fanout_title().to_owned(),
         None if message || fanout => ", rule not recorded".to_owned(),
+        _ if name == HIST_NAMES[MESSAGE] => {
+            ", from its scheduled send (coordinated omission corrected)".to_owned()
+        }
         _ => String::new(),
     };
     format!("{side} {}{tail}", hist_label(name))

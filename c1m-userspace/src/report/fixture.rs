@@ -592,6 +592,8 @@ fn config() -> RunConfig {
         payload_size: 16,
         echo_count: 0,
         ws_path: "/".to_owned(),
+        message_rate_per_s: 0.0,
+        message_size: 0,
         push: Some(crate::workload::push_rule::PushRule::default()),
         observer: true,
         tuned: Some(
@@ -720,6 +722,8 @@ fn phases(samples: &[Sample]) -> Vec<Phase> {
                     server: 0,
                     client: 3,
                 }),
+                messages_sent: 0,
+                messages_received: 0,
             }
         })
         .collect()

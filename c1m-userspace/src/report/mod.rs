@@ -368,8 +368,9 @@ fn why_empty(run: &RunRecord, side: &str, name: &str) -> String {
 pub(crate) fn empty_histograms_line(run: &RunRecord) -> Option<String> {
     let hists = present_histograms(run).ok()?;
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
-    // A plain run's TLS histograms, the pong's of a run without heartbeats and the churn
-    // setup's of a run without churn say nothing worth a word.
+    // A plain run's TLS histograms, the pong's of a run without heartbeats, the churn
+    // setup's of a run without churn and the message's of a run without --message-rate
+    // say nothing worth a word.
     let plain_tls =
         |h: &RunHist| run.config.tls.is_none() && hist_label(h.name).starts_with("tls_");
     let no_pings = [run.server.as_ref(), run.client.as_ref()]
@@ -381,10 +382,15 @@ pub(crate) fn empty_histograms_line(run: &RunRecord) -> Option<String> {
         .client
         .as_ref()
         .is_none_or(|c| c.counters.churn.closed == 0);
+    let no_messages = [run.server.as_ref(), run.client.as_ref()]
+        .into_iter()
+        .flatten()
+        .all(|s| s.counters.messages.sent == 0);
     let unasked = |h: &RunHist| {
         plain_tls(h)
             || (no_pings && hist_label(h.name) == "pong")
             || (no_churn && hist_label(h.name) == "churn_setup")
+            || (no_messages && hist_label(h.name) == "message")
     };
     for h in hists.iter().filter(|h| h.hist.is_empty() && !unasked(h)) {
         let why = why_empty(run, h.side, h.name);

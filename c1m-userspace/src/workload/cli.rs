@@ -16,6 +16,7 @@ use super::{
     config::{EngineKind, Mode, ServerShardConfig, ShardConfig},
     heartbeat::HeartbeatConfig,
     limits::{self, plan_server},
+    messages::MessageRate,
     push_format::PushFormat,
     push_rule::PushInstant,
     push_trigger::PushTrigger,
@@ -145,6 +146,19 @@ pub struct WorkloadArgs {
     /// With --churn: which held connection goes next.
     #[arg(long, value_enum, value_name = "ORDER", default_value_t = ChurnOrder::Oldest, requires = "churn")]
     pub churn_order: ChurnOrder,
+    /// ws or echo mode: from the end of the ramp, every held connection sends this many
+    /// messages a second (10, 10/s, 0.5) of --message-size bytes, phases spread evenly;
+    /// the server echoes them, each timed from its scheduled instant (coordinated
+    /// omission corrected).
+    #[arg(long, value_name = "RATE", value_parser = super::messages::parse_rate, conflicts_with = "total_message_rate")]
+    pub message_rate: Option<MessageRate>,
+    /// As --message-rate, given over all connections of the run (messages a second in
+    /// all, split evenly over the connections).
+    #[arg(long, value_name = "RATE", value_parser = super::messages::parse_rate)]
+    pub total_message_rate: Option<MessageRate>,
+    /// With --message-rate: bytes of each message's payload (at least 16, its stamp).
+    #[arg(long, value_name = "BYTES", default_value_t = 64, value_parser = super::messages::parse_size)]
+    pub message_size: u32,
 }
 
 #[derive(Args, Debug, Clone)]

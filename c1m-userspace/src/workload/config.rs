@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     churn::ChurnConfig,
     heartbeat::HeartbeatConfig,
+    messages::MessageConfig,
     push_format::PushFormat,
     push_rule::PushInstant,
     tls::config::{ClientTls, ServerTls},
@@ -143,6 +144,10 @@ pub(crate) struct ClientShardConfig {
     /// `--churn`: this shard's share, and the order (None: hold without churn).
     #[serde(default)]
     pub churn: Option<ChurnConfig>,
+    /// `--message-rate`: every held connection sends stamped messages on this schedule
+    /// (None: never).
+    #[serde(default)]
+    pub messages: Option<MessageConfig>,
 }
 
 impl ClientShardConfig {
@@ -235,6 +240,7 @@ mod tests {
             tls: None,
             heartbeat: None,
             churn: None,
+            messages: None,
         }
     }
 

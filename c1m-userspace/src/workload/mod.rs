@@ -12,6 +12,7 @@
 //! | `stats`      | counters, histograms, [`stats::snapshot::AppSnapshot`]                          |
 //! | `churn`      | `--churn`: the flag, its checks, the pace; closed = reopened + failed  |
 //! | `heartbeat`  | `--heartbeat`: pings, pongs matched by stamp, misses; the phase sweep  |
+//! | `messages`   | `--message-rate`: stamped messages on a schedule, echoes matched, CO-corrected |
 //! | `push_rule`  | which instant push latency is measured from, one rule for every server |
 //! | `limits`     | RLIMIT_NOFILE and the split decision (with the balance arithmetic)   |
 //! | `config`     | what a shard is told (JSON to workers)                               |
@@ -28,6 +29,7 @@ pub mod engine;
 pub(crate) mod heartbeat;
 pub mod host_share;
 pub mod limits;
+pub(crate) mod messages;
 pub(crate) mod port_lock;
 pub(crate) mod push_format;
 pub mod push_rule;

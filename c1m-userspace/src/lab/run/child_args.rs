@@ -124,6 +124,9 @@ fn workload_argv(v: &mut Argv, w: &WorkloadArgs) {
         heartbeat_timeout,
         churn,
         churn_order,
+        message_rate,
+        total_message_rate,
+        message_size,
     } = w;
     v.value("payload_size", payload_size.to_string());
     v.value("echo_count", echo_count.to_string());
@@ -133,6 +136,14 @@ fn workload_argv(v: &mut Argv, w: &WorkloadArgs) {
     v.opt("churn", churn.map(|r| r.to_string()));
     // Only with --churn, which it requires.
     v.opt("churn_order", churn.map(|_| churn_order.name()));
+    v.opt("message_rate", message_rate.map(|r| r.0.to_string()));
+    // A total over the run: a client process with a share of the connections (`--shard`)
+    // takes the same share of it.
+    v.opt(
+        "total_message_rate",
+        total_message_rate.map(|r| r.0.to_string()),
+    );
+    v.value("message_size", message_size.to_string());
 }
 
 /// `c1m server …` for `a`.

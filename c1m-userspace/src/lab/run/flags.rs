@@ -336,6 +336,13 @@ pub(crate) fn flags_agree(args: &RunArgs) -> Result<()> {
         crate::workload::churn::check(Some(r.0), u64::MAX, Some(args.idle), "--idle")
             .map_err(anyhow::Error::msg)?;
     }
+    if args.mode == Mode::Hold
+        && (args.workload.message_rate.is_some() || args.workload.total_message_rate.is_some())
+    {
+        bail!(
+            "--message-rate sends messages for the server to echo: it needs --mode ws or --mode echo"
+        );
+    }
     if args.repeat != 1 {
         bail!("--repeat repeats the runs of --servers: add --servers NAMES, or drop --repeat");
     }

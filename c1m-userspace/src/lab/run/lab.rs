@@ -411,6 +411,14 @@ impl Lab {
         let churned = |s: &Option<AppSnapshot>| s.as_ref().map_or(0, |s| s.counters.churn.closed);
         phase.churned = churned(&self.last_client).saturating_sub(churned(&c0));
         phase.time_wait_peak = self.time_wait_peak.take();
+        let msgs = |s: &Option<AppSnapshot>| {
+            s.as_ref().map_or((0, 0), |s| {
+                (s.counters.messages.sent, s.counters.messages.received)
+            })
+        };
+        let (m0, m1) = (msgs(&c0), msgs(&self.last_client));
+        phase.messages_sent = m1.0.saturating_sub(m0.0);
+        phase.messages_received = m1.1.saturating_sub(m0.1);
         let o1 = crate::host::own_cpu();
         phase.observer = ProcessUsage {
             cpu_user_s: o1.0 - o0.0,

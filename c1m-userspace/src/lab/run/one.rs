@@ -156,6 +156,13 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
     )
     .with_context(|| format!("writing the journal in {}", dir.display()))?;
 
+    let w = &plan.client.workload;
+    let messages = crate::workload::messages::recorded(
+        w.message_rate,
+        w.total_message_rate,
+        plan.client.connections.get(),
+        w.message_size,
+    );
     let mut record = RunRecord {
         c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
         started_unix_ms: started_ms,
@@ -178,6 +185,8 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
             payload_size: plan.client.workload.payload_size as u64,
             echo_count: plan.client.workload.echo_count,
             ws_path: plan.client.workload.path.clone(),
+            message_rate_per_s: messages.0,
+            message_size: messages.1,
             // The lab tells its own client each trigger's instant; clients on other
             // hosts are told none.
             push: Some(PushRule::new(

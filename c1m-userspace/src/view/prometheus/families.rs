@@ -346,6 +346,42 @@ fn app_metrics(x: &mut Exposition, state: &LiveState) {
             f.sample(&[("side", side), ("what", what)], n);
         }
     }
+    // Only a side that sent messages (`--message-rate`: the client).
+    let msgs: Vec<_> = present
+        .iter()
+        .filter(|(_, a)| a.counters.messages.sent > 0)
+        .collect();
+    let f = x.family(
+        "c1m_messages_sent_total",
+        Kind::Counter,
+        "--message-rate: messages sent, each stamped with its scheduled instant.",
+    );
+    for (side, a) in &msgs {
+        f.sample(&[("side", side)], a.counters.messages.sent);
+    }
+    let f = x.family(
+        "c1m_message_outcomes_total",
+        Kind::Counter,
+        "--message-rate: what became of the messages (received, lost), and late and unmatched.",
+    );
+    for (side, a) in &msgs {
+        for (kind, n) in a
+            .counters
+            .messages
+            .iter()
+            .filter(|(k, _)| !matches!(*k, "sent" | "outstanding"))
+        {
+            f.sample(&[("side", side), ("kind", kind)], n);
+        }
+    }
+    let f = x.family(
+        "c1m_messages_outstanding",
+        Kind::Gauge,
+        "--message-rate: messages waiting for their echo on open connections.",
+    );
+    for (side, a) in &msgs {
+        f.sample(&[("side", side)], a.counters.messages.outstanding);
+    }
     let f = x.family(
         "c1m_received_bytes_total",
         Kind::Counter,

@@ -75,6 +75,13 @@ pub const LATENCIES: [(&str, &str, &str); HIST_NAMES.len()] = [
         "--churn: a reopen's whole setup, from its connect() call to open (TCP, TLS and \
          the WebSocket upgrade as the mode has them).",
     ),
+    (
+        "message_us",
+        "c1m_message_seconds",
+        "--message-rate: a message's echo, from the instant the message was scheduled \
+         to the echo read (coordinated omission corrected: a sender behind schedule or a \
+         stalled peer shows in it).",
+    ),
 ];
 
 /// Upper bounds of the buckets, µs: steps of 1, 2.5 and 5 from 5 µs (below a loopback

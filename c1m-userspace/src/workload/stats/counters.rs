@@ -214,6 +214,33 @@ counter_set! {
     }
 }
 
+counter_set! {
+    /// `--message-rate`: the messages this client sent and what became of each. Every
+    /// message ends as exactly one of received or lost, or is still outstanding:
+    /// `sent = received + lost + outstanding`.
+    Messages {
+        /// Messages sent (each stamped with its scheduled instant and sequence).
+        sent,
+        /// Echoes received, in order, each matched to its message by the stamp it carries
+        /// (latency in `message_us`, from the message's schedule).
+        received,
+        /// Of `sent`: written more than one interval behind schedule (the sender fell
+        /// behind; their latency counts from the schedule, wrk2's correction).
+        late,
+        /// Messages whose connection ended before their echo came back.
+        lost,
+        /// Messages waiting for their echo on open connections (a gauge; 0 once every
+        /// connection closed).
+        outstanding,
+        /// Data frames (or raw messages) stamped as ours that are not the echo the
+        /// connection waits for next: out of order, repeated or never sent.
+        unmatched,
+        /// Messages not sent (not in `sent`): 65,535 of their connection's were already
+        /// waiting for their echo (a peer that stopped reading).
+        capped,
+    }
+}
+
 impl Churn {
     /// Closes less their reopens' endings: 0 when the counts agree.
     pub fn unaccounted(&self) -> i128 {
@@ -221,6 +248,16 @@ impl Churn {
             - i128::from(self.reopened)
             - i128::from(self.failed)
             - i128::from(self.reopening)
+    }
+}
+
+impl Messages {
+    /// Messages sent less every ending counted: 0 when the counts agree.
+    pub fn unaccounted(&self) -> i128 {
+        i128::from(self.sent)
+            - i128::from(self.received)
+            - i128::from(self.lost)
+            - i128::from(self.outstanding)
     }
 }
 
@@ -300,6 +337,9 @@ pub struct Counters {
     /// Client `--churn`: connections closed and reopened (all 0 without it).
     #[serde(default)]
     pub churn: Churn,
+    #[serde(default)]
+    /// `--message-rate`: messages this client sent and their echoes (all 0 without it).
+    pub messages: Messages,
 }
 
 /// `$sum.field = $a.field + $b.field` for each field, `?` with the field's name on overflow.
@@ -337,6 +377,7 @@ impl Counters {
             ws_pings_in: _,
             heartbeat: _,
             churn: _,
+            messages: _,
         } = *o;
         let a = *self;
         let mut sum = a;
@@ -382,6 +423,9 @@ impl Counters {
             .checked_add(&o.heartbeat)
             .map_err(named("heartbeat"))?;
         sum.churn.checked_add(&o.churn).map_err(named("churn"))?;
+        sum.messages
+            .checked_add(&o.messages)
+            .map_err(named("messages"))?;
         *self = sum;
         Ok(())
     }
@@ -409,6 +453,7 @@ impl Counters {
         self.ws_pings_in += o.ws_pings_in;
         self.heartbeat.add(&o.heartbeat);
         self.churn.add(&o.churn);
+        self.messages.add(&o.messages);
     }
 }
 

@@ -53,6 +53,7 @@ pub const HIST_NAMES: [&str; HISTS] = [
     "push_fanout_us",
     "pong_us",
     "churn_setup_us",
+    "message_us",
 ];
 
 /// A histogram of [`HIST_NAMES`] as views name it: without the `_us` of the unit it is
@@ -80,7 +81,7 @@ pub const SETUP_LATENCY_PAIRS: [(&str, &str, &str); 3] = [
 ];
 
 /// How many histograms a client shard keeps.
-pub(crate) const HISTS: usize = 11;
+pub(crate) const HISTS: usize = 12;
 
 /// 1 µs to 1 hour at 3 significant digits: covers loopback RTTs and a SYN retransmitted for
 /// minutes, at 0.1% resolution, in ~190 KiB per histogram (touched lazily).
@@ -158,6 +159,7 @@ pub(crate) const PUSH_MESSAGE: usize = 7;
 pub(crate) const PUSH_FANOUT: usize = 8;
 pub(crate) const PONG: usize = 9;
 pub(crate) const CHURN_SETUP: usize = 10;
+pub(crate) const MESSAGE: usize = 11;
 
 impl Hists {
     pub(crate) fn new() -> Result<Hists, HistError> {
@@ -170,6 +172,7 @@ impl Hists {
             new_coarse_hist()?,
             new_hist()?,
             new_coarse_hist()?,
+            new_hist()?,
             new_hist()?,
             new_hist()?,
             new_hist()?,

@@ -45,6 +45,20 @@ pub(super) fn summary(s: &AppSnapshot) -> String {
         "bytes in={} out={} echo_round_trips={} pushes sent={} received={}\n",
         c.bytes_in, c.bytes_out, c.echo_round_trips, c.pushes_sent, c.pushes_received
     ));
+    let m = &c.messages;
+    if m.sent > 0 {
+        out.push_str(&format!(
+            "messages: {} sent, {} received, {:.0} msg/s over {:.1} s, late={} lost={} outstanding={} unmatched={} (latency in message_us: from each message's schedule, corrected for coordinated omission)\n",
+            m.sent,
+            m.received,
+            m.received as f64 / s.uptime_s.max(1e-9),
+            s.uptime_s,
+            m.late,
+            m.lost,
+            m.outstanding,
+            m.unmatched
+        ));
+    }
     if let Some(b) = s.rss_per_connection_bytes {
         out.push_str(&format!(
             "rss {} (baseline {}): {b:.0} bytes per open connection\n",

@@ -60,6 +60,7 @@ use crate::workload::{
         closed_by, failure_of, pace,
     },
     heartbeat::{self, Visit},
+    messages,
     sockopt::{self, Connecting},
     stats::counters::Counters,
     sys,
@@ -153,6 +154,7 @@ async fn shard(
                     sh.report(sink, true, false)?;
                 }
                 ShardCommand::Close => {
+                    sh.drain().await;
                     sh.close_all().await;
                     sh.report(sink, true, true)?;
                 }
@@ -220,6 +222,22 @@ impl Shared {
             && self.next.get() >= p.cfg.count
             && p.c.in_flight == p.c.churn.reopening;
         p.report(sink, ramp_done, force, closed_all)
+    }
+
+    /// `--message-rate`: no more messages; waits (at most the drain time) until the
+    /// echoes of those out came back, so a clean end counts every one received.
+    async fn drain(&self) {
+        let until = {
+            let mut p = self.p.borrow_mut();
+            p.draining = true;
+            match p.cfg.messages {
+                Some(m) => Instant::now() + m.drain(),
+                None => return,
+            }
+        };
+        while self.p.borrow().c.messages.outstanding > 0 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// Closes every connection (each task says goodbye, counts itself and waits for its
@@ -467,6 +485,22 @@ fn counted(c: &mut Counters, r: io::Result<u64>, fail: fn(&io::Error, &mut Count
 
 /// The connect timeout, on the heap only while the connection is not open yet.
 type Timer = Option<Pin<Box<Sleep>>>;
+
+/// An open connection's clocks: the heartbeat's next slot, the next message's timer and
+/// instant (`--heartbeat`, `--message-rate`).
+#[derive(Default)]
+struct Clocks {
+    beat: Timer,
+    msg: Timer,
+    msg_at: u64,
+}
+
+/// What woke an open connection with clocks.
+enum Woke<T> {
+    Input(T),
+    Beat,
+    Message,
+}
 
 /// `f`, unless the timer (if any) fires first (None).
 async fn within<T>(timer: &mut Timer, f: impl Future<Output = T>) -> Option<T> {
@@ -736,11 +770,24 @@ impl Conn {
     /// setup), until it opens (true) or the timer fires (false, counted as timed out).
     async fn serve(&mut self, sh: &Shared, s: &mut Stream, timer: &mut Timer) -> bool {
         let mode = sh.p.borrow().cfg.mode;
-        // `--heartbeat`, once open: the next slot of this connection's phase, on the heap
-        // (an idle task without heartbeat carries 8 bytes for it).
-        let mut beat: Timer = None;
-        if timer.is_none() && mode == Mode::Ws {
-            beat = self.next_beat(sh, sys::monotonic_ns());
+        // `--heartbeat` and `--message-rate`, once open: the connection's clocks, on the
+        // heap (an idle task without either carries 8 bytes for them).
+        let mut clocks: Option<Box<Clocks>> = None;
+        if timer.is_none() {
+            let now = sys::monotonic_ns();
+            let mut c = Clocks::default();
+            if mode == Mode::Ws {
+                c.beat = self.next_beat(sh, now);
+            }
+            if mode != Mode::Hold {
+                c.msg_at = self.first_message(sh, now);
+                if c.msg_at > 0 {
+                    c.msg = Some(Box::pin(tokio::time::sleep_until(instant_of(c.msg_at))));
+                }
+            }
+            if c.beat.is_some() || c.msg.is_some() {
+                clocks = Some(Box::new(c));
+            }
         }
         loop {
             if timer.is_some() && self.p.state == State::Open {
@@ -782,20 +829,54 @@ impl Conn {
                 ready!(s.poll_read(cx, &mut rb))?;
                 Poll::Ready(Ok::<_, io::Error>(rb.filled().len()))
             });
-            let r = match beat.as_mut() {
+            let r = match clocks.as_deref_mut() {
                 None => within(timer, read).await,
-                Some(b) => tokio::select! {
-                    biased;
-                    v = within(timer, read) => v,
-                    () = b.as_mut() => {
-                        let now = sys::monotonic_ns();
-                        if self.beat(&mut sh.p.borrow_mut(), s, now) == Flow::End {
-                            return false;
+                Some(c) => {
+                    // Input first, then the clocks (as a biased `select!`, in less room).
+                    // An open connection: no connect timer.
+                    let woke = {
+                        let mut input = pin!(read);
+                        poll_fn(|cx| {
+                            if let Poll::Ready(v) = input.as_mut().poll(cx) {
+                                return Poll::Ready(Woke::Input(v));
+                            }
+                            if let Some(b) = c.beat.as_mut()
+                                && b.as_mut().poll(cx).is_ready()
+                            {
+                                return Poll::Ready(Woke::Beat);
+                            }
+                            if let Some(m) = c.msg.as_mut()
+                                && m.as_mut().poll(cx).is_ready()
+                            {
+                                return Poll::Ready(Woke::Message);
+                            }
+                            Poll::Pending
+                        })
+                        .await
+                    };
+                    let now = sys::monotonic_ns();
+                    match woke {
+                        Woke::Input(v) => Some(v),
+                        Woke::Beat => {
+                            if self.beat(&mut sh.p.borrow_mut(), s, now) == Flow::End {
+                                return false;
+                            }
+                            c.beat = self.next_beat(sh, now + 1);
+                            continue;
                         }
-                        beat = self.next_beat(sh, now + 1);
-                        continue;
+                        Woke::Message => {
+                            let mut p = sh.p.borrow_mut();
+                            if self.messages(&mut p, s, &mut c.msg_at, now) == Flow::End {
+                                return false;
+                            }
+                            match c.msg.as_mut() {
+                                Some(t) if !p.draining => t.as_mut().reset(instant_of(c.msg_at)),
+                                _ => c.msg = None,
+                            }
+                            continue;
+                        }
                     }
-                },
+                }
             };
             // Nothing awaits from here to the next turn: the shared buffer still holds
             // what this read put there.
@@ -823,6 +904,10 @@ impl Conn {
             let mut buf = sh.buf.borrow_mut();
             let flow = match mode {
                 Mode::Hold => Flow::Go,
+                Mode::Echo if p.cfg.messages.is_some() => {
+                    self.raw_messages(&mut p, &buf[..n]);
+                    Flow::Go
+                }
                 Mode::Echo => match p.echo_input(&mut self.p, &buf[..n]) {
                     EchoStep::Mismatch => {
                         p.c.closed.echo_mismatch += 1;
@@ -921,6 +1006,68 @@ impl Conn {
                 Flow::End
             }
         }
+    }
+
+    /// `--message-rate`: the instant of this connection's first message at or after `now`
+    /// (0: no message rate). The `k`-th connection of the shard's `count` comes up at
+    /// `k/count` of the interval, as an epoll shard's slot `k` does.
+    fn first_message(&self, sh: &Shared, now: u64) -> u64 {
+        let p = sh.p.borrow();
+        let Some(cfg) = p.cfg.messages else {
+            return 0;
+        };
+        let k = self.p.g.saturating_sub(p.cfg.first) / p.cfg.stride.max(1);
+        let phase = messages::phase_ns(&cfg, p.cfg.shard, k, p.cfg.count);
+        messages::next_slot(&cfg, p.t0_mono, phase, now).max(1)
+    }
+
+    /// `--message-rate`: every message whose instant passed by `now` (a task that woke
+    /// late catches up, each stamped with its own instant), in one write; `at` becomes
+    /// the next one's instant.
+    fn messages(&mut self, p: &mut Proto, s: &mut Stream, at: &mut u64, now: u64) -> Flow {
+        let Some(cfg) = p.cfg.messages else {
+            return Flow::Go;
+        };
+        p.out.clear();
+        if p.msg_from == 0 && p.ramp_finished() {
+            // Messages from the end of the ramp, as the epoll engine's: the first task to
+            // wake after it says when.
+            p.msg_from = now;
+        }
+        while *at <= now {
+            // Slots before the ramp's end pass unsent.
+            if p.msg_from > 0 && *at >= p.msg_from && !p.message(&mut self.p, *at, now) {
+                break;
+            }
+            *at = at.saturating_add(cfg.interval_ns);
+        }
+        if p.out.is_empty() {
+            return Flow::Go;
+        }
+        let r = self.send(s, &p.out);
+        counted(&mut p.c, r, |e, c| closed_by(e, &mut c.closed))
+    }
+
+    /// Raw echo mode with `--message-rate`: whole messages matched, a cut one kept.
+    fn raw_messages(&mut self, p: &mut Proto, buf: &[u8]) {
+        let mut sp = self.spill.take();
+        let mut inbuf = sp
+            .as_mut()
+            .map(|sp| std::mem::take(&mut sp.inbuf))
+            .unwrap_or_default();
+        if inbuf.is_empty() {
+            let used = p.message_input(&mut self.p, buf);
+            inbuf.extend_from_slice(&buf[used..]);
+        } else {
+            inbuf.extend_from_slice(buf);
+            let used = p.message_input(&mut self.p, &inbuf);
+            inbuf.advance(used);
+        }
+        if !inbuf.is_empty() {
+            sp.get_or_insert_with(Box::default).inbuf = inbuf;
+        }
+        self.spill = sp;
+        self.shrink();
     }
 
     /// Sends the next echo request if more are wanted.
@@ -1052,6 +1199,7 @@ mod tests {
             tls: None,
             heartbeat: None,
             churn: None,
+            messages: None,
         }
     }
 

@@ -426,6 +426,8 @@ fn docs_metrics_md_lists_every_family_with_its_type() {
         c.counters.heartbeat.pings = 3;
         // And the churn families only for a client that churned.
         c.counters.churn.closed = 2;
+        // The message families only for a side that sent messages.
+        c.counters.messages.sent = 5;
     }
     let mut exported = std::collections::BTreeMap::new();
     for detail in [Detail::default(), Detail { per_port: true }] {

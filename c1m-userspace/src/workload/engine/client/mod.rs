@@ -29,6 +29,7 @@ use super::{
 use crate::workload::{
     churn::{self, ChurnOrder},
     heartbeat::{Sweep, Visit},
+    messages,
 };
 use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
@@ -103,6 +104,12 @@ struct Shard {
     churn_closing: VecDeque<(u64, u64)>,
     /// `--churn random`: the draw.
     churn_rng: u64,
+    /// `--message-rate`: the walk over the slots (from `Start`) and its next step.
+    msgs: Option<messages::Sweep>,
+    next_msg: u64,
+    /// `--message-rate`: a `Close` waits until this instant (monotonic ns) for the
+    /// echoes of the messages still out, then tears down.
+    drain_until: Option<u64>,
 }
 
 /// Runs one client shard: waits for `Start`, ramps, holds until `Close`/`Stop`.
@@ -141,6 +148,9 @@ pub(crate) fn run(
         open_order: VecDeque::new(),
         churn_closing: VecDeque::new(),
         churn_rng: cfg.seed ^ u64::from(cfg.shard).rotate_left(17),
+        msgs: None,
+        next_msg: 0,
+        drain_until: None,
         p: Proto::new(cfg, open_in_process)?,
     };
     shard_loop::run(&mut s, &ep, &mut io)
@@ -160,6 +170,12 @@ impl Engine for Shard {
         }
         if self.churning.is_some() && !self.closing {
             deadline = deadline.min(self.next_churn);
+        }
+        if self.msgs.is_some() && !self.closing && !self.p.draining {
+            deadline = deadline.min(self.next_msg);
+        }
+        if let Some(d) = self.drain_until {
+            deadline = deadline.min(d);
         }
         sys::ms_until(sys::monotonic_ns(), deadline)
     }
@@ -193,7 +209,19 @@ impl Engine for Shard {
                 self.next_churn = t0_mono_ns;
                 self.report(sink, true, false)?;
             }
+            // Draining already: the teardown follows when the echoes are in.
+            ShardCommand::Close if self.drain_until.is_some() => {}
             ShardCommand::Close => {
+                if let Some(m) = self.p.cfg.messages
+                    && !self.closing
+                    && self.p.c.messages.outstanding > 0
+                {
+                    // No more messages; the teardown waits for the echoes of those out.
+                    self.p.draining = true;
+                    self.drain_until = Some(sys::monotonic_ns() + m.drain().as_nanos() as u64);
+                    return Ok(());
+                }
+                self.p.draining = true;
                 Shard::close_all(self);
                 self.report(sink, true, self.conns.is_empty())?;
             }
@@ -221,7 +249,7 @@ impl Engine for Shard {
         self.closing && self.conns.is_empty()
     }
 
-    fn turn_end(&mut self, ep: &Epoll, now: u64, _sink: &mut Sink) -> Result<()> {
+    fn turn_end(&mut self, ep: &Epoll, now: u64, sink: &mut Sink) -> Result<()> {
         if self.pacing && now >= self.next_pace {
             // Missed pace ticks are skipped, not caught up: `pump` works from the rate and
             // the elapsed time, so one call starts everything that is due.
@@ -234,10 +262,30 @@ impl Engine for Shard {
         if !self.closing && now >= self.next_churn && self.churning.is_some() {
             self.churn(ep, now);
         }
+        if self.msgs.is_none()
+            && let Some(m) = self.p.cfg.messages
+            && self.ramp_done()
+        {
+            // Messages from the end of the ramp: the setup's figures are its own.
+            self.msgs = Some(messages::Sweep::new(&m, now, self.p.cfg.shard));
+            self.next_msg = now;
+        }
+        if !self.closing && !self.p.draining && now >= self.next_msg && self.msgs.is_some() {
+            self.messages(ep, now);
+        }
+        if let Some(d) = self.drain_until
+            && (self.p.c.messages.outstanding == 0 || now >= d)
+        {
+            self.drain_until = None;
+            Shard::close_all(self);
+            self.report(sink, true, self.conns.is_empty())?;
+        }
         Ok(())
     }
 
     fn close_all(&mut self, _ep: &Epoll) {
+        self.drain_until = None;
+        self.p.draining = true;
         Shard::close_all(self);
         // The shard exits now: every connection still gets its close frame.
         self.close_waits = false;
@@ -343,6 +391,57 @@ impl Shard {
                     self.beat_one(ep, tok, now);
                 }
             }
+        }
+    }
+
+    /// `--message-rate`: the slots whose phase came up since the last step (every missed
+    /// cycle included) send their message, stamped with the instant it came up.
+    fn messages(&mut self, ep: &Epoll, now: u64) {
+        let Some((step, sweep)) = self
+            .p
+            .cfg
+            .messages
+            .map(|m| m.step_ns())
+            .zip(self.msgs.as_mut())
+        else {
+            return;
+        };
+        self.next_msg = now + step;
+        let slots = self.conns.slot_count();
+        let due = sweep.advance(now, slots);
+        let sweep = sweep.clone();
+        for (r, start) in due {
+            for i in r {
+                if let Some(tok) = self.conns.token_at(i) {
+                    self.message_one(ep, tok, sweep.scheduled(start, i, slots), now);
+                }
+            }
+        }
+    }
+
+    fn message_one(&mut self, ep: &Epoll, tok: u64, scheduled: u64, now: u64) {
+        let Some(conn) = self.conns.get_mut(tok) else {
+            return;
+        };
+        self.p.out.clear();
+        if !self.p.message(&mut conn.p, scheduled, now) || self.p.out.is_empty() {
+            return;
+        }
+        let before = interest(&conn.spill);
+        let mut written = 0;
+        let r = send_sealed(
+            conn.fd.as_fd(),
+            conn.tls.as_deref_mut(),
+            &mut self.wire,
+            &mut conn.spill,
+            &self.p.out,
+            &mut written,
+        )
+        .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
+        self.p.c.bytes_out += written;
+        if let Err(e) = r {
+            closed_by(&e, &mut self.p.c.closed);
+            self.close_open(tok);
         }
     }
 
@@ -923,6 +1022,20 @@ impl Shard {
         let Some(conn) = self.conns.get_mut(tok) else {
             return;
         };
+        if self.p.cfg.messages.is_some() {
+            // `--message-rate`: whole messages matched, a cut one kept for the next read.
+            let mut spill = conn.spill.take();
+            let (mut inbuf, frag) = take_input(&mut spill);
+            let data = joined(&mut inbuf, &mut self.buf[..n]);
+            let len = data.len();
+            let used = self.p.message_input(&mut conn.p, data);
+            if used < len {
+                keep_input(&mut spill, inbuf, &self.buf[..n], used, frag);
+            }
+            shrink(&mut spill);
+            conn.spill = spill;
+            return;
+        }
         match self.p.echo_input(&mut conn.p, &self.buf[..n]) {
             EchoStep::Mismatch => {
                 self.p.c.closed.echo_mismatch += 1;

@@ -21,6 +21,7 @@ use crate::workload::{
         shard_loop::{Extra, Reporter},
     },
     heartbeat::{self, Visit},
+    messages::{self, ConnMessages},
     push_format::{PushFormat, Stamp},
     push_rule::PushInstant,
     stats::{
@@ -162,6 +163,11 @@ pub(crate) struct ConnProto {
     /// `--churn`: this connection was churned: its close frame is out and it waits in
     /// [`State::Closing`] for the server to close (counted in `churn.closing`).
     pub churned: bool,
+    /// `--message-rate`: messages sent (the next one's sequence) and those still waiting
+    /// for their echo; inline, so they fit in the padding after `state` (the struct stays
+    /// 40 bytes).
+    pub msg_sent: u32,
+    pub msg_out: u16,
 }
 
 impl ConnProto {
@@ -175,6 +181,8 @@ impl ConnProto {
             ping_ns: 0,
             reopen: false,
             churned: false,
+            msg_sent: 0,
+            msg_out: 0,
         }
     }
 
@@ -209,6 +217,14 @@ pub(crate) struct Proto {
     /// The push marked last (frames without an id belong to it) and the instant its
     /// trigger fired, on this client's clock (0: not known).
     mark: (u64, u64),
+    /// Scratch: a message's payload.
+    msg_scratch: Vec<u8>,
+    /// `--message-rate`: the teardown began; no more messages are sent while the echoes
+    /// of those out come back.
+    pub draining: bool,
+    /// `--message-rate` (tokio engine): the instant the shard's ramp was found done
+    /// (monotonic ns, 0: not yet); messages scheduled before it are not sent.
+    pub msg_from: u64,
 }
 
 impl Proto {
@@ -224,6 +240,8 @@ impl Proto {
 
     pub(crate) fn new(cfg: ClientShardConfig, open_in_process: Arc<AtomicU64>) -> Result<Proto> {
         let echo_limit = match (cfg.mode, cfg.echo_count) {
+            // Raw messages and raw round trips cannot share one byte stream.
+            (Mode::Echo, _) if cfg.messages.is_some() => Some(0),
             (Mode::Echo, 0) => None,
             (Mode::Echo | Mode::Ws, n) => Some(n),
             (Mode::Hold, _) => Some(0),
@@ -242,6 +260,9 @@ impl Proto {
             open_in_process,
             t0_mono: sys::monotonic_ns(),
             mark: (0, 0),
+            msg_scratch: Vec::new(),
+            draining: false,
+            msg_from: 0,
             cfg,
         })
     }
@@ -533,6 +554,13 @@ impl Proto {
                             }
                             Some(Event::Message { text, payload }) => {
                                 let p = payload.as_slice();
+                                if !text
+                                    && self.cfg.messages.is_some()
+                                    && let Some((at, seq)) = messages::decode(p)
+                                {
+                                    self.on_message(conn, at, seq);
+                                    continue;
+                                }
                                 let expecting =
                                     self.echo_limit.is_none_or(|lim| u64::from(conn.seq) < lim);
                                 if !text && expecting && p.len() == self.payload.len() && {
@@ -616,6 +644,81 @@ impl Proto {
     /// is counted unanswered.
     pub(crate) fn conn_ends(&mut self, conn: &mut ConnProto) {
         heartbeat::ended(&mut self.c.heartbeat, &mut conn.ping_ns);
+        messages::ended(&mut self.c.messages, conn_messages(conn));
+    }
+
+    /// `--message-rate`: appends to [`Proto::out`] the message of an open `conn` scheduled
+    /// at `scheduled_ns`, sent at `now` (counted; nothing appended when the connection has
+    /// too many out, counted capped). False: none (not open, no message rate, or the
+    /// teardown is draining).
+    pub(crate) fn message(&mut self, conn: &mut ConnProto, scheduled_ns: u64, now: u64) -> bool {
+        let Some(cfg) = self.cfg.messages else {
+            return false;
+        };
+        if conn.state != State::Open || self.draining || self.cfg.mode == Mode::Hold {
+            return false;
+        }
+        let Some(seq) = messages::sent(
+            &mut self.c.messages,
+            &cfg,
+            conn_messages(conn),
+            scheduled_ns,
+            now,
+        ) else {
+            // Capped (counted): this one is skipped, the schedule goes on.
+            return true;
+        };
+        let ws = self.cfg.mode == Mode::Ws;
+        let mask = ws.then(|| self.mask_key());
+        messages::encode(
+            &mut self.out,
+            &mut self.msg_scratch,
+            &cfg,
+            scheduled_ns,
+            seq,
+            ws,
+            mask,
+        );
+        true
+    }
+
+    /// Every connection of the shard was attempted and none is still in flight.
+    pub(crate) fn ramp_finished(&self) -> bool {
+        self.c.attempted >= self.cfg.count && self.c.in_flight == 0
+    }
+
+    /// An echo of one of our messages, stamped (`scheduled_ns`, `seq`): timed from its
+    /// schedule if it is the one `conn` waits for, else counted unmatched.
+    fn on_message(&mut self, conn: &mut ConnProto, scheduled_ns: u64, seq: u32) {
+        let now = sys::monotonic_ns();
+        if let Some(us) = messages::received(
+            &mut self.c.messages,
+            conn_messages(conn),
+            scheduled_ns,
+            seq,
+            now,
+        ) {
+            self.hists.record(stats::histograms::MESSAGE, us);
+        }
+    }
+
+    /// Raw echo mode with `--message-rate`: the whole messages at the start of `data`
+    /// matched (a stamp that is not ours counts unmatched); returns the bytes used (the
+    /// rest is the start of a message, for the next read).
+    pub(crate) fn message_input(&mut self, conn: &mut ConnProto, data: &[u8]) -> usize {
+        let Some(cfg) = self.cfg.messages else {
+            return data.len();
+        };
+        let size = cfg.size as usize;
+        let mut used = 0;
+        while data.len() - used >= size {
+            match messages::decode(&data[used..used + size]) {
+                Some((at, seq)) => self.on_message(conn, at, seq),
+                None => self.c.messages.unmatched += 1,
+            }
+            used += size;
+        }
+        used
     }
 
     /// A push, timed by the run's rule (workload/push_rule.rs): per message from the
@@ -676,6 +779,14 @@ impl Proto {
             last_unix_ns: now,
         });
         self.rep.dirty_pushes.insert(id);
+    }
+}
+
+/// `conn`'s place in its message stream.
+fn conn_messages(conn: &mut ConnProto) -> ConnMessages<'_> {
+    ConnMessages {
+        sent: &mut conn.msg_sent,
+        out: &mut conn.msg_out,
     }
 }
 
