@@ -208,7 +208,7 @@ mod tests {
         }
         assert_eq!(cache.verified.lock().unwrap().len(), 1);
         assert!(cache.remembered(&ee, &[], "127.0.0.1", &[]));
-        assert!(!cache.remembered(&ee, &[ee.clone()], "127.0.0.1", &[]));
+        assert!(!cache.remembered(&ee, std::slice::from_ref(&ee), "127.0.0.1", &[]));
         cache.verified.lock().unwrap()[0].at -= FRESH;
         assert!(!cache.remembered(&ee, &[], "127.0.0.1", &[]));
     }
