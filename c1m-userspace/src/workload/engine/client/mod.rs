@@ -731,11 +731,16 @@ impl Shard {
         let limit = self.p.cfg.connect_timeout_ms * 1_000_000;
         let now = sys::monotonic_ns();
         // Oldest first: stop at the first attempt still in flight and not yet expired.
+        // In flight is before open: a connection that opened and is now closing (churned,
+        // or torn down: our close frame out, the server's awaited) keeps its token, and
+        // its attempt's entry here was read as a connect that timed out: a failure
+        // counted, `in_flight` below zero, the socket closed unread (a RST) — at 1M with
+        // --churn 5000, 852,439 reopens "timed out".
         while let Some(&(tok, started)) = self.pending.front() {
             let in_flight = self
                 .conns
                 .get_mut(tok)
-                .is_some_and(|c| c.p.state != State::Open);
+                .is_some_and(|c| matches!(c.p.state, State::Connecting | State::Handshake));
             if in_flight && now.saturating_sub(started) <= limit {
                 break;
             }
