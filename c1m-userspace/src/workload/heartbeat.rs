@@ -196,20 +196,31 @@ impl Sweep {
 /// The tokio engine's phase of a connection: the `k`-th of `count` comes up at `k/count`
 /// of the interval (plus the shard's shift), as a slot does in a [`Sweep`].
 pub(crate) fn phase_ns(cfg: &HeartbeatConfig, shard: u32, k: u64, count: u64) -> u64 {
-    let shift = splitmix64(u64::from(shard)) % cfg.interval_ns;
-    let at = u128::from(k % count.max(1)) * u128::from(cfg.interval_ns) / u128::from(count.max(1));
-    (shift + u64::try_from(at).unwrap_or(0)) % cfg.interval_ns
+    phase_in(cfg.interval_ns, splitmix64(u64::from(shard)), k, count)
+}
+
+/// The `k`-th of `count` phases of an interval, shifted by `shift` (a shard's draw): the
+/// tokio tasks' spread for every periodic workload (heartbeats, messages).
+pub(crate) fn phase_in(interval_ns: u64, shift: u64, k: u64, count: u64) -> u64 {
+    let shift = shift % interval_ns.max(1);
+    let at = u128::from(k % count.max(1)) * u128::from(interval_ns) / u128::from(count.max(1));
+    (shift + u64::try_from(at).unwrap_or(0)) % interval_ns.max(1)
 }
 
 /// The first slot instant of a connection with phase `phase` at or after `now`, the sweep
 /// having begun at `t0_ns`.
 pub(crate) fn next_slot(cfg: &HeartbeatConfig, t0_ns: u64, phase: u64, now: u64) -> u64 {
+    next_in(cfg.interval_ns, t0_ns, phase, now)
+}
+
+/// The first instant of phase `phase` of an interval at or after `now`, from `t0_ns`.
+pub(crate) fn next_in(interval_ns: u64, t0_ns: u64, phase: u64, now: u64) -> u64 {
     let first = t0_ns.saturating_add(phase);
     if now <= first {
         return first;
     }
-    let cycles = (now - first).div_ceil(cfg.interval_ns);
-    first.saturating_add(cycles.saturating_mul(cfg.interval_ns))
+    let cycles = (now - first).div_ceil(interval_ns.max(1));
+    first.saturating_add(cycles.saturating_mul(interval_ns))
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use std::{ops::Range, time::Duration};
 use serde::{Deserialize, Serialize};
 
 use crate::workload::{
+    heartbeat,
     stats::counters::Messages,
     sys::splitmix64,
     ws::frame::{Opcode, encode_frame},
@@ -316,20 +317,18 @@ impl Sweep {
 /// The tokio engine's phase of a connection: the `k`-th of `count` comes up at `k/count`
 /// of the interval (plus the shard's shift), as a slot does in a [`Sweep`].
 pub(crate) fn phase_ns(cfg: &MessageConfig, shard: u32, k: u64, count: u64) -> u64 {
-    let shift = splitmix64(u64::from(shard) ^ 0x6d73) % cfg.interval_ns;
-    let at = u128::from(k % count.max(1)) * u128::from(cfg.interval_ns) / u128::from(count.max(1));
-    (shift + u64::try_from(at).unwrap_or(0)) % cfg.interval_ns
+    heartbeat::phase_in(
+        cfg.interval_ns,
+        splitmix64(u64::from(shard) ^ 0x6d73),
+        k,
+        count,
+    )
 }
 
 /// The first instant of phase `phase` at or after `now`, the schedule having begun at
 /// `t0_ns`.
 pub(crate) fn next_slot(cfg: &MessageConfig, t0_ns: u64, phase: u64, now: u64) -> u64 {
-    let first = t0_ns.saturating_add(phase);
-    if now <= first {
-        return first;
-    }
-    let cycles = (now - first).div_ceil(cfg.interval_ns);
-    first.saturating_add(cycles.saturating_mul(cfg.interval_ns))
+    heartbeat::next_in(cfg.interval_ns, t0_ns, phase, now)
 }
 
 #[cfg(test)]
