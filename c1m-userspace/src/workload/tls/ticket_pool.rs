@@ -37,10 +37,20 @@ pub(crate) struct TicketPool {
 }
 
 impl TicketPool {
+    /// `f` on the server's entry, made if it is not there yet (for what stores).
     fn with<T>(&self, name: &ServerName<'_>, f: impl FnOnce(&mut Server) -> T) -> Option<T> {
         let mut servers = self.servers.lock().ok()?;
-        let name = name.to_owned();
-        Some(f(servers.entry(name).or_default()))
+        Some(f(servers.entry(name.to_owned()).or_default()))
+    }
+
+    /// `f` on the server's entry if it has one: a lookup leaves no empty entry behind.
+    fn read<T>(
+        &self,
+        name: &ServerName<'_>,
+        f: impl FnOnce(&mut Server) -> Option<T>,
+    ) -> Option<T> {
+        let mut servers = self.servers.lock().ok()?;
+        servers.get_mut(&name.to_owned()).and_then(f)
     }
 }
 
@@ -50,7 +60,7 @@ impl ClientSessionStore for TicketPool {
     }
 
     fn kx_hint(&self, name: &ServerName<'_>) -> Option<NamedGroup> {
-        self.with(name, |s| s.kx_hint).flatten()
+        self.read(name, |s| s.kx_hint)
     }
 
     fn set_tls12_session(&self, name: ServerName<'static>, value: Tls12ClientSessionValue) {
@@ -58,11 +68,11 @@ impl ClientSessionStore for TicketPool {
     }
 
     fn tls12_session(&self, name: &ServerName<'_>) -> Option<Tls12ClientSessionValue> {
-        self.with(name, |s| s.tls12.clone()).flatten()
+        self.read(name, |s| s.tls12.clone())
     }
 
     fn remove_tls12_session(&self, name: &ServerName<'static>) {
-        self.with(name, |s| s.tls12 = None);
+        self.read(name, |s| s.tls12.take());
     }
 
     fn insert_tls13_ticket(&self, name: ServerName<'static>, value: Tls13ClientSessionValue) {
@@ -75,6 +85,6 @@ impl ClientSessionStore for TicketPool {
     }
 
     fn take_tls13_ticket(&self, name: &ServerName<'static>) -> Option<Tls13ClientSessionValue> {
-        self.with(name, |s| s.tls13.pop_front()).flatten()
+        self.read(name, |s| s.tls13.pop_front())
     }
 }
