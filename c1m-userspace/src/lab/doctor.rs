@@ -62,6 +62,9 @@ pub(crate) struct Target {
     pub observer: bool,
     /// The server is not c1m's: it runs in one process unless it shards itself.
     pub foreign_server: bool,
+    /// `--churn`'s connections closed and reopened a second (0 without): each leaves a
+    /// TIME_WAIT for 60 s beside the teardown's.
+    pub churn_per_s: f64,
 }
 
 /// `MemAvailable` from /proc/meminfo, bytes.
@@ -86,6 +89,17 @@ fn check(
 }
 
 /// Every check for `target`.
+/// TIME_WAIT sockets `--churn` keeps at a time: each churned connection's for
+/// TCP_TIMEWAIT_LEN (60 s, fixed in the kernel).
+fn time_wait_of_churn(per_s: f64) -> u64 {
+    const TIME_WAIT_S: f64 = 60.0;
+    if per_s.is_finite() && per_s > 0.0 {
+        (per_s * TIME_WAIT_S).ceil() as u64
+    } else {
+        0
+    }
+}
+
 pub(crate) fn checks(target: &Target) -> Vec<Check> {
     let n = target.connections.get();
     let sockets = n.saturating_mul(2);
@@ -266,14 +280,22 @@ pub(crate) fn checks(target: &Target) -> Vec<Check> {
     // A slot is a 256 B `tw_sock_TCP`, taken as the full sockets are freed.
     let tw_name = TW_BUCKETS;
     if let Some(cur) = sysctl::read_u64(tw_name) {
-        let want = n.saturating_add(n / 10);
+        // Churn's TIME_WAITs live 60 s each and are still there when the teardown adds
+        // n more: at 300,000 churned 5,000/s, a limit of n + 10% let 120,387 closes of
+        // the teardown find no bucket.
+        let need = n.saturating_add(time_wait_of_churn(target.churn_per_s));
+        let want = need.saturating_add(need / 10);
         out.push(Check {
             name: tw_name.to_owned(),
             current: cur.to_string(),
-            needed: format!("≥ {n}"),
-            status: if cur >= n { Status::Ok } else { Status::Warn },
-            fix: (cur < n).then(|| format!("sysctl -w {tw_name}={want}")),
-            tune: (cur < n).then(|| (tw_name.to_owned(), want.to_string())),
+            needed: format!("≥ {need}"),
+            status: if cur >= need {
+                Status::Ok
+            } else {
+                Status::Warn
+            },
+            fix: (cur < need).then(|| format!("sysctl -w {tw_name}={want}")),
+            tune: (cur < need).then(|| (tw_name.to_owned(), want.to_string())),
             note: "TIME_WAIT sockets after a teardown: past the limit every close ends in a RST"
                 .to_owned(),
             ktls: None,
@@ -479,6 +501,7 @@ mod tests {
             sources: 1,
             observer: false,
             foreign_server: true,
+            churn_per_s: 0.0,
         };
         let check = |n| {
             checks(&target(n))
@@ -503,6 +526,28 @@ mod tests {
                 .iter()
                 .all(|c| c.name != "foreign server fd limit")
         );
+    }
+
+    #[test]
+    fn churn_adds_a_minute_of_its_rate_to_the_time_wait_buckets_needed() {
+        let tw = |churn_per_s| {
+            checks(&Target {
+                connections: Connections::of(300_000),
+                churn_per_s,
+                ..huge()
+            })
+            .into_iter()
+            .find(|c| c.name == TW_BUCKETS)
+        };
+        // No such sysctl (an old kernel, a container without it): nothing to say.
+        let (Some(plain), Some(churned)) = (tw(0.0), tw(5_000.0)) else {
+            return;
+        };
+        assert_eq!(plain.needed, "≥ 300000");
+        assert_eq!(churned.needed, "≥ 600000");
+        if let Some((_, want)) = churned.tune {
+            assert_eq!(want, "660000");
+        }
     }
 
     #[test]
@@ -538,6 +583,7 @@ mod tests {
             sources: 1,
             observer: false,
             foreign_server: false,
+            churn_per_s: 0.0,
         }
     }
 
@@ -651,6 +697,7 @@ pub(crate) fn main(args: DoctorArgs) -> anyhow::Result<i32> {
         },
         observer: !args.no_observer,
         foreign_server: args.foreign,
+        churn_per_s: 0.0,
     };
     let mut checks = checks(&target);
     let tuning = if args.tune {

@@ -337,6 +337,7 @@ fn prepare(a: &ClientArgs, rt: &tokio::runtime::Runtime) -> Result<Ready> {
         nofile,
         a.workers,
         a.common.threads.unwrap_or_else(cpus),
+        a.workload.churn.map_or(0.0, |c| c.0),
     );
     let shards = plan.per_shard.len() as u64;
     let messages = MessageConfig::of(

@@ -99,7 +99,7 @@ fn refused(args: &RunArgs) -> Option<&'static str> {
 /// The client worker processes a host's `share` needs under the fd limit.
 fn workers_needed(share: u64) -> u64 {
     let (_, hard) = crate::host::nofile_limits();
-    let plan = limits::plan_client(share, NoFile { soft: hard, hard }, 0, 1);
+    let plan = limits::plan_client(share, NoFile { soft: hard, hard }, 0, 1, 0.0);
     if plan.processes {
         plan.per_shard.len() as u64
     } else {

@@ -180,10 +180,17 @@ pub(crate) fn plan_server(
     }
 }
 
-/// Plans a client opening `n` connections.
-pub(crate) fn plan_client(n: u64, nofile: NoFile, workers: u64, threads: u64) -> Plan {
+/// Plans a client opening `n` connections, `churn_per_s` of them (`--churn`, 0 without)
+/// closed and reopened a second.
+pub(crate) fn plan_client(
+    n: u64,
+    nofile: NoFile,
+    workers: u64,
+    threads: u64,
+    churn_per_s: f64,
+) -> Plan {
     let why = format!("RLIMIT_NOFILE {} per process", nofile.soft);
-    let one = conn_cap(nofile, 0, true);
+    let one = conn_cap(nofile, 0, true).saturating_sub(churn_reserve(churn_per_s, 1));
     if workers == 0 && n <= one {
         let cap = one;
         let t = threads.max(1).min(n.max(1));
@@ -198,7 +205,13 @@ pub(crate) fn plan_client(n: u64, nofile: NoFile, workers: u64, threads: u64) ->
             ),
         };
     }
-    let cap = conn_cap(nofile, 0, false);
+    let full = conn_cap(nofile, 0, false);
+    // A worker's share of the churn is known only with their number; the number without
+    // the reserve is the smallest it can be, so its share is the largest.
+    let fewest = n.div_ceil(full).max(1);
+    let cap = full
+        .saturating_sub(churn_reserve(churn_per_s, fewest))
+        .max(1);
     let w = if workers > 0 {
         workers
     } else {
@@ -216,6 +229,20 @@ pub(crate) fn plan_client(n: u64, nofile: NoFile, workers: u64, threads: u64) ->
         per_shard: per,
         cap,
     }
+}
+
+/// Descriptors one of `processes` keeps free for `--churn`: a churned connection keeps
+/// its socket until its server closes (at most [`CLOSE_STALL_NS`] once closes stall)
+/// while its reopen takes a new one. Without it a worker filled to its cap met EMFILE:
+/// 272 reopens at 300,000 churned 5,000/s.
+///
+/// [`CLOSE_STALL_NS`]: super::engine::client::proto::CLOSE_STALL_NS
+fn churn_reserve(churn_per_s: f64, processes: u64) -> u64 {
+    let closing_s = super::engine::client::proto::CLOSE_STALL_NS as f64 / 1e9;
+    if !(churn_per_s.is_finite() && churn_per_s > 0.0) {
+        return 0;
+    }
+    (churn_per_s / processes.max(1) as f64 * closing_s).ceil() as u64
 }
 
 /// The kernel's ephemeral port range (net.ipv4.ip_local_port_range), for the capacity
@@ -246,7 +273,7 @@ mod tests {
             p.line
                 .starts_with("server: 68 workers × ≤19,836 connections (RLIMIT_NOFILE 20000")
         );
-        let c = plan_client(1_000_000, BOX, 0, 2);
+        let c = plan_client(1_000_000, BOX, 0, 2, 0.0);
         assert_eq!(c.per_shard.len(), 51);
         assert_eq!(c.per_shard.iter().sum::<u64>(), 1_000_000);
         assert!(c.per_shard.iter().all(|&n| n <= c.cap));
@@ -258,12 +285,27 @@ mod tests {
         assert_eq!((p.processes, p.per_shard.len()), (false, 2));
         // One process also serves the control endpoint: its sessions are reserved.
         assert_eq!(p.cap, 20_000 - 100 - FD_RESERVE - CONTROL_FDS);
-        let c = plan_client(25_000, BOX, 0, 2);
+        let c = plan_client(25_000, BOX, 0, 2, 0.0);
         assert_eq!((c.processes, c.per_shard), (true, vec![12_500, 12_500]));
-        let forced = plan_client(100, BOX, 3, 2);
+        let forced = plan_client(100, BOX, 3, 2, 0.0);
         assert_eq!(
             (forced.processes, forced.per_shard),
             (true, vec![34, 33, 33])
         );
+    }
+
+    #[test]
+    fn churn_keeps_descriptors_free_for_the_sockets_still_closing() {
+        // 300,000 churned 5,000/s: 16 workers would hold 18,750 each; 313 churns a second
+        // each, 5 s of closes, 1,563 descriptors kept free, so 17 workers.
+        let c = plan_client(300_000, BOX, 0, 2, 5_000.0);
+        assert_eq!(c.cap, 20_000 - FD_RESERVE - 1_563);
+        assert_eq!(c.per_shard.len(), 17);
+        assert!(c.per_shard.iter().all(|&n| n <= c.cap));
+        // In one process: the whole churn's reserve.
+        let one = plan_client(10_000, BOX, 0, 2, 100.0);
+        assert_eq!(one.cap, 20_000 - FD_RESERVE - CONTROL_FDS - 500);
+        assert!(!one.processes);
+        assert_eq!(plan_client(300_000, BOX, 0, 2, 0.0).per_shard.len(), 16);
     }
 }

@@ -35,6 +35,7 @@ pub(crate) fn memory_first(connections: Connections, force: bool) -> Result<()> 
         sources: 0,
         observer: false,
         foreign_server: false,
+        churn_per_s: 0.0,
     });
     let failed: Vec<&Check> = checks
         .iter()
@@ -89,6 +90,7 @@ pub(crate) fn sequence(args: &RunArgs, foreign_server: bool) -> Result<()> {
         sources,
         observer: !args.no_observer,
         foreign_server,
+        churn_per_s: args.workload.churn.map_or(0.0, |c| c.0),
     });
     let failed: Vec<&Check> = checks
         .iter()
