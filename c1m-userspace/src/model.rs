@@ -264,6 +264,11 @@ pub struct Phase {
     pub messages_sent: u64,
     /// `--message-rate`: echoes the client received during the phase.
     pub messages_received: u64,
+    /// TCP segments sent in the lab's network namespace during the phase (Tcp OutSegs
+    /// at its end less at its start: both sides on one box, and anything else there);
+    /// None when the MIB could not be read.
+    #[serde(default)]
+    pub tcp_out_segs: Option<u64>,
 }
 
 /// The most TIME_WAIT sockets of each side at once over a phase.

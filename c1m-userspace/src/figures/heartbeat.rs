@@ -24,6 +24,9 @@ pub(crate) struct HeartbeatFigures {
     /// CPU seconds of server and client over the idle phase per 1,000,000 pings sent in
     /// it (both sides' pings), when the idle phase had any.
     pub idle_cpu_s_per_million: Option<f64>,
+    /// TCP segments sent in the idle phase (both sides) per ping sent in it: a ping, its
+    /// pong and the ACKs the two draw.
+    pub idle_segments_per_ping: Option<f64>,
 }
 
 /// The heartbeat figures of each side that sent pings (client first).
@@ -54,6 +57,7 @@ fn side_of(
         counts,
         pong,
         idle_cpu_s_per_million: idle.and_then(cpu_per_million_pings),
+        idle_segments_per_ping: idle.and_then(segments_per_ping),
     })
 }
 
@@ -66,6 +70,12 @@ pub(crate) fn cpu_per_million_pings(phase: &Phase) -> Option<f64> {
             + phase.client.cpu_sys_s;
         cpu * 1e6 / phase.heartbeat_pings as f64
     })
+}
+
+/// TCP segments sent over `phase` per ping sent in it.
+pub(crate) fn segments_per_ping(phase: &Phase) -> Option<f64> {
+    let segs = phase.tcp_out_segs?;
+    (phase.heartbeat_pings > 0).then(|| segs as f64 / phase.heartbeat_pings as f64)
 }
 
 #[cfg(test)]
@@ -81,5 +91,8 @@ mod tests {
         p.client.cpu_sys_s = 0.25;
         p.client.cpu_user_s = 0.25;
         assert_eq!(cpu_per_million_pings(&p), Some(2.0));
+        assert_eq!(segments_per_ping(&p), None);
+        p.tcp_out_segs = Some(1_500_000);
+        assert_eq!(segments_per_ping(&p), Some(3.0));
     }
 }

@@ -400,6 +400,13 @@ fn heartbeat_line(hb: &crate::figures::heartbeat::HeartbeatFigures) -> String {
             num(cpu, 2)
         );
     }
+    if let Some(segs) = hb.idle_segments_per_ping {
+        let _ = write!(
+            line,
+            ", {} TCP segments per ping (Tcp OutSegs, both sides)",
+            num(segs, 2)
+        );
+    }
     line
 }
 

@@ -64,6 +64,7 @@ counters! {
     attempt_fails = "TcpAttemptFails": "`tcp_done` in SYN_SENT or SYN_RECV.",
     estab_resets = "TcpEstabResets": "ESTABLISHED or CLOSE_WAIT -> CLOSE (`tcp_set_state`).",
     out_rsts = "TcpOutRsts": "Resets sent.",
+    out_segs = "TcpOutSegs": "Segments sent, retransmits excluded (what a workload's traffic costs in segments).",
     retrans_segs = "TcpRetransSegs": "Segments retransmitted, SYN-ACKs included.",
     loss_probes = "TcpExtTCPLossProbes": "Tail-loss probes sent (resent or new data).",
     timeouts = "TcpExtTCPTimeouts": "Retransmission timer firings, SYN-ACK timers included.",

@@ -27,6 +27,8 @@ pub(crate) enum Unit {
     /// than a tick, so 0 and one tick read "0 ms" and "10 ms", not "0.00 ms" beside
     /// "10 ms".
     CpuSeconds,
+    /// A plain quantity with two decimals (segments per ping).
+    Ratio,
 }
 
 impl Unit {
@@ -38,12 +40,14 @@ impl Unit {
             Unit::Bytes => "bytes",
             Unit::Micros => "us",
             Unit::Seconds | Unit::CpuSeconds => "s",
+            Unit::Ratio => "ratio",
         }
     }
 
     pub(crate) fn show(self, v: f64) -> String {
         match self {
             Unit::Count => count(v.max(0.0).round() as u64),
+            Unit::Ratio => num(v, 2),
             Unit::PerSecond => format!("{}/s", num(v, if v.abs() < 100.0 { 1 } else { 0 })),
             Unit::Bytes => bytes(v),
             Unit::Micros => format!("{} ms", ms(v)),
@@ -308,6 +312,11 @@ pub(crate) fn key_figures_of(run: &RunRecord, hists: &[RunHist], full_latency: b
                     "idle CPU per 1M pings, both sides",
                     h.idle_cpu_s_per_million,
                     Unit::CpuSeconds,
+                ),
+                fig(
+                    "idle TCP segments per ping, both sides",
+                    h.idle_segments_per_ping,
+                    Unit::Ratio,
                 ),
             ],
             hist: None,

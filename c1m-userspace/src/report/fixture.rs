@@ -724,6 +724,7 @@ fn phases(samples: &[Sample]) -> Vec<Phase> {
                 }),
                 messages_sent: 0,
                 messages_received: 0,
+                tcp_out_segs: None,
             }
         })
         .collect()

@@ -81,6 +81,8 @@ pub(super) struct PhaseStart {
     server: Option<AppSnapshot>,
     client: Option<AppSnapshot>,
     own_cpu: (f64, f64),
+    /// Tcp OutSegs at the phase's start.
+    out_segs: Option<u64>,
 }
 
 pub(super) struct Lab {
@@ -324,6 +326,7 @@ impl Lab {
             server: self.last_server.clone(),
             client: self.last_client.clone(),
             own_cpu: crate::host::own_cpu(),
+            out_segs: out_segs(),
         });
     }
 
@@ -396,6 +399,7 @@ impl Lab {
             server: s0,
             client: c0,
             own_cpu: o0,
+            out_segs: segs0,
         }) = self.phase_start.take()
         else {
             return;
@@ -419,6 +423,7 @@ impl Lab {
         let (m0, m1) = (msgs(&c0), msgs(&self.last_client));
         phase.messages_sent = m1.0.saturating_sub(m0.0);
         phase.messages_received = m1.1.saturating_sub(m0.1);
+        phase.tcp_out_segs = segs0.zip(out_segs()).map(|(a, b)| b.saturating_sub(a));
         let o1 = crate::host::own_cpu();
         phase.observer = ProcessUsage {
             cpu_user_s: o1.0 - o0.0,
@@ -618,6 +623,11 @@ impl Lab {
                 .and_then(ForeignServer::fd_exhaustion_line),
         }
     }
+}
+
+/// Tcp OutSegs of this namespace now (a phase's traffic in segments).
+fn out_segs() -> Option<u64> {
+    crate::observer::mib::read().ok().map(|m| m.out_segs)
 }
 
 fn usage(before: Option<&AppSnapshot>, after: Option<&AppSnapshot>) -> ProcessUsage {
