@@ -2,7 +2,8 @@
 //! counted and timed, connections closed for a missed pong; every ping accounted for
 //! exactly: `pings = pongs + late_pongs + missed + unanswered + outstanding`. Against
 //! c1m's server (both client engines), the Python `websockets` server (answers pings by
-//! itself) and a deaf peer (answers nothing). Ports 23900–23919, control 23940–23949.
+//! itself), a deaf peer (answers nothing) and a slow one (answers late). Ports
+//! 23900–23919, control 23940–23949.
 #![allow(clippy::unwrap_used)] // panics are the assertions
 
 use std::{
@@ -167,6 +168,41 @@ fn c1ms_server_pings_and_both_client_engines_answer() {
         accounted(&s.counters.heartbeat);
         assert_eq!(s.counters.heartbeat.outstanding, 0);
         stop(sctl, srv);
+    });
+}
+
+/// A peer that answers each ping 400 ms late, against a 100 ms timeout and 2 s between
+/// pings: every answer is a late pong (after the timeout, before the verdict at the next
+/// slot), none on time, none missed, each timed.
+#[test]
+fn a_slow_peers_pongs_all_count_late_and_none_missed() {
+    each_engine(|_| {
+        let (port, cctl) = (23908, "127.0.0.1:23948");
+        let srv = python_server(
+            "deaf_ws.py",
+            &["--port", &port.to_string(), "--pong-delay", "0.4"],
+            port,
+        );
+        let cl = client(
+            port,
+            cctl,
+            &["--heartbeat", "2s", "--heartbeat-timeout", "100ms"],
+        );
+        wait_for(cctl, "every connection answered late once", LONG, |s| {
+            s.counters.open == N && s.counters.heartbeat.late_pongs >= N
+        });
+        control(cctl, "close").unwrap();
+        let end = wait_for(cctl, "teardown", LONG, |s| s.phase == "closed");
+        let hb = end.counters.heartbeat;
+        accounted(&hb);
+        assert_eq!((hb.pongs, hb.missed, hb.outstanding), (0, 0, 0), "{hb:?}");
+        assert_eq!(hb.late_pongs + hb.unanswered, hb.pings, "{hb:?}");
+        assert_eq!(end.counters.closed.heartbeat_missed, 0);
+        let pong = &end.percentiles["pong_us"];
+        assert_eq!(pong.count, hb.late_pongs, "one latency per late pong");
+        assert!(pong.min >= 400_000, "answered 400 ms late: {pong:?}");
+        stop(cctl, cl);
+        terminate(srv);
     });
 }
 
