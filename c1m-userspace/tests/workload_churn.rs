@@ -4,7 +4,8 @@
 //! churned connection close; each reopen's setup is timed once. Both client engines
 //! against c1m's server (ws and hold, oldest and random), against the Python
 //! `websockets` server, `c1m run --churn` end to end (root: kernel = app after the
-//! churning phase), and the refusals. Ports 24000–24019, control 24040–24049.
+//! churning phase), a client killed mid-churn, and the refusals. Ports 24000–24019,
+//! control 24040–24049.
 #![allow(clippy::unwrap_used)] // panics are the assertions
 
 use std::{
@@ -327,4 +328,50 @@ fn c1m_run_churns_over_idle_and_the_kernel_agrees_after_it() {
         let tw = idle.time_wait_peak.unwrap();
         assert!(tw.server > 0, "{tw:?}");
     }
+}
+
+/// `kill -9` of a client mid-churn (closes and reopens in flight): c1m's server sees
+/// every connection it accepted end, holds nothing, and takes a fresh client whole.
+#[test]
+fn a_churning_client_killed_leaves_the_server_whole() {
+    each_engine(|_| {
+        let (port, sctl, cctl) = (24012, "127.0.0.1:24046", "127.0.0.1:24047");
+        let srv = Proc::spawn(
+            "c1m server",
+            c1m()
+                .args(["server", "--mode", "ws", "--ports", &port.to_string()])
+                .args(["--quiet", "--control", sctl]),
+        );
+        wait_for(sctl, "server up", LONG, |s| s.phase == "running");
+        let mut cl = client("ws", port, cctl, &[]);
+        wait_for(cctl, "churning", LONG, |s| {
+            s.counters.open + s.counters.churn.reopening >= N && s.counters.churn.closed >= RATE
+        });
+        let mut child = cl.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let s = wait_for(sctl, "every accepted connection ended", LONG, |s| {
+            s.counters.open == 0 && s.counters.closed.total() == s.counters.accepted
+        });
+        assert!(
+            s.counters.accepted > N,
+            "reopens were accepted: {:?}",
+            s.counters
+        );
+        // Still serving: a fresh client's -n all held.
+        let fresh = Proc::spawn(
+            "client",
+            c1m()
+                .args(["client", "--mode", "ws", "--ports", &port.to_string()])
+                .args(["--quiet", "--stay", "--control", cctl, "--hold", "forever"])
+                .args(["-n", &N.to_string()]),
+        );
+        wait_for(sctl, "the fresh client held", LONG, |s| {
+            s.counters.open == N
+        });
+        stop(cctl, fresh);
+        wait_for(sctl, "all closed", LONG, |s| s.counters.open == 0);
+        control(sctl, "stop").unwrap();
+        srv.wait(LONG);
+    });
 }
