@@ -221,12 +221,56 @@ pub struct CheckResult {
     pub passed: bool,
 }
 
-/// One phase of a run (setup, idle, push, teardown) and what it cost each process.
+/// What a phase of a run does. Its name says which one it is ("hold-2", the second
+/// hold of a phase list); its kind, what it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PhaseKind {
+    /// The ramp, then kernel and app agreeing.
+    Setup,
+    /// The connections held (`--idle`, or a `hold` phase).
+    Hold,
+    /// Broadcasts to every connection (`--pushes`, or a `push` phase).
+    Push,
+    /// The connections held while the client closes and reopens them (`--idle` with
+    /// `--churn`, or a `churn` phase).
+    Churn,
+    /// Every connection closed.
+    Teardown,
+}
+
+impl PhaseKind {
+    /// The kind as a phase list and summary.json write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PhaseKind::Setup => "setup",
+            PhaseKind::Hold => "hold",
+            PhaseKind::Push => "push",
+            PhaseKind::Churn => "churn",
+            PhaseKind::Teardown => "teardown",
+        }
+    }
+}
+
+/// The phase whose figures stand for the held connections: `--idle`'s, else a phase
+/// list's first hold.
+pub fn held_phase(phases: &[Phase]) -> Option<&Phase> {
+    phases
+        .iter()
+        .find(|p| p.name == "idle")
+        .or_else(|| phases.iter().find(|p| p.kind == Some(PhaseKind::Hold)))
+}
+
+/// One phase of a run (setup, idle, push, teardown; or a phase list's, in its order)
+/// and what it cost each process.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(default)]
 pub struct Phase {
-    /// "setup", "idle", "push", "teardown".
+    /// "setup", "idle", "push", "teardown"; a phase list's are named by their kind,
+    /// numbered from the second of a kind on ("hold", "push", "hold-2").
     pub name: String,
+    /// What the phase did (None: a run recorded before phases had kinds).
+    pub kind: Option<PhaseKind>,
     /// When the phase started, ms since the Unix epoch.
     pub started_unix_ms: u64,
     /// When the phase's work was done (the app's answers were taken then).
@@ -346,8 +390,12 @@ pub struct RunConfig {
     pub sources_reason: String,
     /// Length of the idle phase, seconds (`--idle`).
     pub idle_s: f64,
-    /// Broadcasts in the push phase (`--pushes`, ws mode).
+    /// Broadcasts in the push phase (`--pushes`, ws mode), or over a phase list's push
+    /// phases.
     pub push_count: u32,
+    /// The phase list between setup and teardown (`--phase`, a plan's `[[phase]]`), as
+    /// `--phase` takes each; empty: the fixed sequence (idle, push).
+    pub phases: Vec<String>,
     /// Server shards writing a push at once (0: all).
     pub push_writers: u64,
     /// Echo payload size, bytes (`--payload-size`; 0: a run recorded before c1m kept it).

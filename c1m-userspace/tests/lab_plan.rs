@@ -39,6 +39,7 @@ const EVERY_FLAG: &[&[&str]] = &[
     &["--message-rate", "10/s", "--message-size", "128"],
     &["--total-message-rate", "2500.5"],
     &["--pushes", "3"],
+    &["--phase", "hold 2s", "--phase", "push 2 every 1s"],
     &["--push-writers", "2"],
     &["--setup-timeout", "1m"],
     &["--tls"],
@@ -110,7 +111,7 @@ fn plan_of(flags: &[&str]) -> String {
     }
     keys.iter()
         .map(|(k, vs)| match (k.as_str(), vs.as_slice()) {
-            ("check", vs) => format!("{k} = [{}]\n", vs.join(", ")),
+            ("check" | "phase", vs) => format!("{k} = [{}]\n", vs.join(", ")),
             (_, [v]) => format!("{k} = {v}\n"),
             _ => panic!("{k} repeated"),
         })
@@ -132,6 +133,29 @@ fn write_plan(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).expect("write plan");
     p
+}
+
+/// What a finished `c1m run` printed, stdout then stderr, for an assertion's message.
+fn printed(o: &std::process::Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The keys a plan text sets before its tables, and `phase` for its `[[phase]]` tables.
+fn flat_keys(plan: &str) -> Vec<&str> {
+    let lines = key_lines(plan);
+    let tables = lines.iter().position(|l| l.starts_with("[["));
+    let mut keys: Vec<&str> = lines[..tables.unwrap_or(lines.len())]
+        .iter()
+        .map(|l| l.split(" = ").next().unwrap_or_default())
+        .collect();
+    if tables.is_some() {
+        keys.push("phase");
+    }
+    keys
 }
 
 /// The keys a plan text sets, as `key = value` lines (comments and blanks dropped).
@@ -171,10 +195,7 @@ fn every_flag_is_a_plan_key_and_back() {
         assert_eq!(from_flags, from_plan, "{flags:?} from a plan");
         // Key -> flag: the effective plan c1m writes holds exactly these keys and runs
         // the same again.
-        let mut written: Vec<&str> = key_lines(&effective)
-            .iter()
-            .map(|l| l.split(" = ").next().unwrap_or_default())
-            .collect();
+        let mut written: Vec<&str> = flat_keys(&effective);
         written.sort_unstable();
         let mut given: Vec<&str> = flags.iter().filter_map(|w| w.strip_prefix("--")).collect();
         given.sort_unstable();
@@ -406,11 +427,7 @@ fn a_run_from_a_plan_keeps_it_and_runs_again_from_it_and_its_checks_gate_the_exi
     let first = c1m_run(&out, &["--plan", plan.to_str().expect("utf-8")])
         .output()
         .expect("c1m run --plan");
-    let said = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&first.stdout),
-        String::from_utf8_lossy(&first.stderr)
-    );
+    let said = printed(&first);
     assert_eq!(first.status.code(), Some(0), "{said}");
     let dirs = run_folders(&out);
     assert_eq!(dirs.len(), 1, "{said}");
@@ -428,11 +445,7 @@ fn a_run_from_a_plan_keeps_it_and_runs_again_from_it_and_its_checks_gate_the_exi
         .arg(&kept)
         .output()
         .expect("c1m run --plan plan.toml");
-    let said = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&again.stdout),
-        String::from_utf8_lossy(&again.stderr)
-    );
+    let said = printed(&again);
     assert_eq!(again.status.code(), Some(0), "{said}");
     let mut dirs = run_folders(&out);
     dirs.sort();
@@ -458,4 +471,276 @@ fn a_run_from_a_plan_keeps_it_and_runs_again_from_it_and_its_checks_gate_the_exi
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert_eq!(result.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("check failed: push.p99 < 1us"), "{stderr}");
+}
+
+/// The phase list of the issue's example, as a plan's tables: hold, push ×2, churn, hold.
+const PHASE_TABLES: &str = "\
+connections = 400
+ports = \"24300-24301\"
+check = [\"failures == 0\", \"kernel = app\"]
+
+[[phase]]
+hold = \"1s\"
+
+[[phase]]
+push = 2
+every = \"1s\"
+
+[[phase]]
+churn = \"100/s\"
+for = \"2s\"
+
+[[phase]]
+hold = \"1s\"
+";
+
+/// The same list as `--phase` flags.
+const PHASE_FLAGS: &[&str] = &[
+    "-n",
+    "400",
+    "--ports",
+    "24300-24301",
+    "--check",
+    "failures == 0",
+    "--check",
+    "kernel = app",
+    "--phase",
+    "hold 1s",
+    "--phase",
+    "push 2 every 1s",
+    "--phase",
+    "churn 100/s for 2s",
+    "--phase",
+    "hold 1s",
+];
+
+#[test]
+fn a_phase_list_is_tables_in_a_plan_and_flags_on_the_command_line_and_back() {
+    let dir = fresh_dir("plan-phases");
+    let plan = write_plan(&dir, "phases.toml", PHASE_TABLES);
+    let (from_plan, effective) =
+        resolved(&["--plan", plan.to_str().expect("utf-8")]).expect("the phase plan");
+    let (from_flags, from_flags_plan) = resolved(PHASE_FLAGS).expect("the phase flags");
+    assert_eq!(from_plan, from_flags);
+    assert_eq!(key_lines(&effective), key_lines(&from_flags_plan));
+    // The tables come back as tables, in order, after every key.
+    let tables: Vec<&str> = key_lines(&effective)
+        .into_iter()
+        .skip_while(|l| !l.starts_with("[["))
+        .collect();
+    assert_eq!(
+        tables,
+        [
+            "[[phase]]",
+            "hold = \"1s\"",
+            "[[phase]]",
+            "push = 2",
+            "every = \"1s\"",
+            "[[phase]]",
+            "churn = \"100/s\"",
+            "for = \"2s\"",
+            "[[phase]]",
+            "hold = \"1s\"",
+        ],
+        "{effective}"
+    );
+    // File -> flags -> file: the written plan resolves to the same run.
+    let again = write_plan(&dir, "again.toml", &effective);
+    let (from_written, _) =
+        resolved(&["--plan", again.to_str().expect("utf-8")]).expect("the written plan");
+    assert_eq!(from_written, from_plan);
+    // --plan-check prints it and starts nothing.
+    let o = Command::new(env!("CARGO_BIN_EXE_c1m"))
+        .args(["run", "--plan-check", "--plan"])
+        .arg(&plan)
+        .output()
+        .expect("c1m run --plan-check");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("[[phase]]\nchurn = \"100/s\"\nfor = \"2s\"")
+    );
+}
+
+#[test]
+fn phase_errors_name_the_line_and_what_to_write() {
+    let dir = fresh_dir("plan-phase-errors");
+    for (i, (text, says)) in [
+        ("[[phase]]\nsleep = \"5s\"\n", ":2: [[phase]]: unknown key `sleep` in a phase"),
+        (
+            "[[phase]]\nhold = \"5s\"\npush = 2\n",
+            ":3: [[phase]]: two kinds in one phase (`hold` and `push`)",
+        ),
+        (
+            "[[phase]]\nhold = \"1s\"\n\n[[phase]]\nchurn = \"100/s\"\n",
+            ":4: [[phase]]: a churn phase needs its length: add `for`, e.g. `churn 5000/s for 300s`",
+        ),
+        ("[[phase]]\nhold = \"0s\"\n", ":2: [[phase]]: `hold` is 0"),
+        (
+            "[[phase]]\nchurn = \"99999999\"\nfor = \"1s\"\n",
+            ":2: [[phase]]: `churn`: is connections closed and reopened per second",
+        ),
+        (
+            "[[phase]]\npush = 2\nevery = \"soon\"\n",
+            ":3: [[phase]]: `every`: \"soon\" is not a duration",
+        ),
+        (
+            "[[phase]]\nheartbeat = \"30s\"\nfor = \"5m\"\n",
+            ":2: [[phase]]: heartbeat phases are not yet run",
+        ),
+        (
+            "[[phase]]\nmessage-rate = \"10/s\"\nfor = \"60s\"\n",
+            ":2: [[phase]]: message-rate phases are not yet run",
+        ),
+        (
+            "[[phase]]\nhold = [\"1s\"]\n",
+            ":2: `hold` in a [[phase]] takes one value",
+        ),
+        // Beside the flags it replaces: the flat key's line.
+        (
+            "connections = 100\nidle = \"5s\"\n\n[[phase]]\nhold = \"1s\"\n",
+            ":2: `idle` beside a phase list: the phase list replaces",
+        ),
+        (
+            "pushes = 2\n[[phase]]\npush = 1\n",
+            ":1: `pushes` beside a phase list",
+        ),
+        // A phase the rest of the run cannot run: the phase's line.
+        (
+            "mode = \"echo\"\n\n[[phase]]\nhold = \"1s\"\n\n[[phase]]\npush = 1\n",
+            ":6: [[phase]]: push phases broadcast to WebSocket connections: they need --mode ws",
+        ),
+        (
+            "server-cmd = \"python3 server.py\"\n[[phase]]\npush = 1\n",
+            ":2: [[phase]]: a push phase triggers its pushes, and --push-trigger none",
+        ),
+        (
+            "connections = 100\n[[phase]]\nchurn = \"500\"\nfor = \"1s\"\n",
+            ":2: [[phase]]: churn 500/s over 100 connections would close each more than once a second",
+        ),
+        (
+            "clients = \"external\"\nexpect = 100\n[[phase]]\nchurn = \"5\"\nfor = \"1s\"\n",
+            ":3: [[phase]]: churn phases churn the lab's own client",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = write_plan(&dir, &format!("bad-{i}.toml"), text);
+        let path = path.to_str().expect("utf-8");
+        let e = plan_file::resolve_argv(["run", "--plan", path])
+            .map(|_| ())
+            .expect_err(text)
+            .to_string();
+        assert!(
+            e.starts_with(path) && e.contains(says),
+            "{text}: {e}\nwanted {says}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    // The command line's are named by their flags.
+    for (flags, says) in [
+        (
+            &["--phase", "hold 1s", "--idle", "5s"][..],
+            "--idle beside --phase: the phase list replaces",
+        ),
+        (
+            &["--phase", "churn 5 for 1s", "--churn", "5"],
+            "--churn beside --phase",
+        ),
+        (
+            &["--mode", "echo", "--phase", "push 1"],
+            "--phase 'push 1': push phases broadcast to WebSocket connections: they need --mode ws",
+        ),
+        (&["--phase", "push 3 every"], "`every` lacks its value"),
+        (&["--phase", "nap 3s"], "unknown key `nap` in a phase"),
+    ] {
+        let e = plan_file::resolve_argv(std::iter::once("run").chain(flags.iter().copied()))
+            .map(|_| ())
+            .expect_err(says)
+            .to_string();
+        assert!(e.contains(says), "{flags:?}: {e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    // A refused phase exits 1 on clap's line, as any refused flag, before any run folder.
+    let out = fresh_dir("plan-phase-refused");
+    let o = c1m_run(&out, &["--phase", "hold 0s"])
+        .output()
+        .expect("c1m run");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("error: invalid value 'hold 0s' for '--phase <PHASE>': `hold` is 0"),
+        "{stderr}"
+    );
+    assert!(run_folders(&out).is_empty());
+}
+
+#[test]
+fn a_phase_list_runs_in_order_with_exact_counts_on_both_engines() {
+    if !root_or_skip("a_phase_list_runs_in_order_with_exact_counts_on_both_engines") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let dir = fresh_dir("plan-phase-run");
+    let plan = write_plan(&dir, "phases.toml", PHASE_TABLES);
+    for engine in ["epoll", "tokio"] {
+        let out = fresh_dir(&format!("plan-phase-run-{engine}"));
+        let result = c1m_run(
+            &out,
+            &["--plan", plan.to_str().expect("utf-8"), "--engine", engine],
+        )
+        .output()
+        .expect("c1m run --plan");
+        let said = printed(&result);
+        // Exit 0: the checks held, kernel = app among them.
+        assert_eq!(result.status.code(), Some(0), "{engine}: {said}");
+        let folder = lab_util::run_folder(&out);
+        let run: RunRecord = serde_json::from_str(
+            &std::fs::read_to_string(folder.join("summary.json")).expect("summary.json"),
+        )
+        .expect("summary");
+        use c1m::model::PhaseKind::{Churn, Hold, Push, Setup, Teardown};
+        let phases: Vec<(&str, Option<c1m::model::PhaseKind>)> = run
+            .phases
+            .iter()
+            .map(|p| (p.name.as_str(), p.kind))
+            .collect();
+        assert_eq!(
+            phases,
+            [
+                ("setup", Some(Setup)),
+                ("hold", Some(Hold)),
+                ("push", Some(Push)),
+                ("churn", Some(Churn)),
+                ("hold-2", Some(Hold)),
+                ("teardown", Some(Teardown)),
+            ],
+            "{engine}"
+        );
+        assert!(run.warnings.is_empty(), "{engine}: {:?}", run.warnings);
+        assert_eq!(
+            run.config.phases,
+            [
+                "hold 1s",
+                "push 2 every 1s",
+                "churn 100/s for 2s",
+                "hold 1s"
+            ]
+        );
+        assert_eq!(run.config.push_count, 2);
+        // Each push reached every connection.
+        let client = run.client.as_ref().expect("the client's snapshot");
+        let frames: Vec<(u64, u64)> = client.pushes.iter().map(|p| (p.push_id, p.count)).collect();
+        assert_eq!(frames, [(1, 400), (2, 400)], "{engine}");
+        // The churn phase churned, each churn closed and reopened, and only it churned.
+        let churn = client.counters.churn;
+        let churned: Vec<u64> = run.phases.iter().map(|p| p.churned).collect();
+        assert!(churn.closed > 0, "{engine}: {churn:?}");
+        assert_eq!(churned, [0, 0, 0, churn.closed, 0, 0], "{engine}");
+        assert_eq!(churn.reopened, churn.closed, "{engine}: {churn:?}");
+        assert_eq!((churn.failed, churn.reopening, churn.closing), (0, 0, 0));
+        // The folder's plan is the list again.
+        let kept = std::fs::read_to_string(folder.join("plan.toml")).expect("plan.toml");
+        assert_eq!(kept.matches("[[phase]]").count(), 4, "{kept}");
+    }
 }

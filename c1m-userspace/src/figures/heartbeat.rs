@@ -31,7 +31,7 @@ pub(crate) struct HeartbeatFigures {
 
 /// The heartbeat figures of each side that sent pings (client first).
 pub(crate) fn of(run: &RunRecord) -> Vec<HeartbeatFigures> {
-    let idle = run.phases.iter().find(|p| p.name == "idle");
+    let idle = crate::model::held_phase(&run.phases);
     [("client", &run.client), ("server", &run.server)]
         .into_iter()
         .filter_map(|(side, snap)| side_of(side, snap.as_ref()?, idle))

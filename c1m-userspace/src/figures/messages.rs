@@ -43,7 +43,7 @@ pub(crate) fn of(run: &RunRecord) -> Option<MessageFigures> {
         .ok()
         .filter(|h| !h.is_empty())
         .map(|h| Percentiles::of(&h));
-    let idle = run.phases.iter().find(|p| p.name == "idle");
+    let idle = crate::model::held_phase(&run.phases);
     Some(MessageFigures {
         counts,
         echoed: run

@@ -63,6 +63,10 @@ pub(crate) struct ChurnConfig {
     /// This shard's share of `--churn` (proportional to its connections).
     pub per_s: f64,
     pub order: ChurnOrder,
+    /// The shard's part of the client's connections: its share of a rate given at run
+    /// time (`churn on RATE`, a `c1m run` churn phase).
+    #[serde(default)]
+    pub fraction: f64,
 }
 
 impl ChurnConfig {
@@ -74,16 +78,24 @@ impl ChurnConfig {
         all: u64,
     ) -> Option<Self> {
         let total = total?;
+        let fraction = count as f64 / all.max(1) as f64;
         Some(ChurnConfig {
-            per_s: total * count as f64 / all.max(1) as f64,
+            per_s: total * fraction,
             order,
+            fraction,
         })
+    }
+
+    /// The shard's churns a second: its share of `total` when the command names a rate,
+    /// else of the configured `--churn`.
+    pub(crate) fn per_s_at(&self, total: Option<ChurnRate>) -> f64 {
+        total.map_or(self.per_s, |r| r.0 * self.fraction)
     }
 }
 
 /// `--churn`'s value: connections closed and reopened per second, over the whole run.
 /// Compared by its bits, so the flags that hold it compare whole (a plan's rerun).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub struct ChurnRate(pub f64);
 
 impl PartialEq for ChurnRate {
@@ -111,7 +123,7 @@ pub(crate) fn parse(s: &str) -> Result<ChurnRate, String> {
     match crate::args::parse_rate(t) {
         Ok(r) if r > 0.0 && r <= MAX_CHURN => Ok(ChurnRate(r)),
         Ok(_) => Err(
-            "--churn is connections closed and reopened per second, more than 0 (e.g. 5000 or 5000/s); leave it out to hold without churn"
+            "--churn is connections closed and reopened per second, more than 0 and at most 10,000,000 (e.g. 5000 or 5000/s); leave it out to hold without churn"
                 .to_owned(),
         ),
         Err(_) => Err(format!(

@@ -197,8 +197,13 @@ pub(crate) enum ShardCommand {
     /// the instant its trigger fired (0: no trigger, the server pushes on its own
     /// schedule, so there is no fan-out to time). For servers whose frames carry no id.
     Mark { id: u64, started_unix_ns: u64 },
-    /// Client `--churn`: begin churning at `t0_mono_ns` (the pace's epoch), or stop.
-    Churn { on: bool, t0_mono_ns: u64 },
+    /// Client `--churn`: begin churning at `t0_mono_ns` (the pace's epoch), at `rate`
+    /// over the whole client (None: the configured `--churn`), or stop.
+    Churn {
+        on: bool,
+        t0_mono_ns: u64,
+        rate: Option<crate::workload::churn::ChurnRate>,
+    },
     /// Close every connection (client teardown), keep reporting.
     Close,
     /// Close everything, send a last report, exit.

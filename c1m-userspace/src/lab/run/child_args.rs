@@ -321,6 +321,7 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         server_heartbeat,
         idle,
         pushes,
+        phases,
         push_writers,
         setup_timeout,
         in_flight,
@@ -388,8 +389,14 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
     v.value("engine", engine.name());
     v.opt("server_engine", server_engine.map(|e| e.name()));
     v.opt("server_heartbeat", server_heartbeat.map(duration));
-    v.value("idle", duration(*idle));
-    v.value("pushes", pushes.to_string());
+    // A phase list replaces the fixed sequence's flags (and refuses them beside it).
+    if phases.is_empty() {
+        v.value("idle", duration(*idle));
+        v.value("pushes", pushes.to_string());
+    }
+    for p in phases {
+        v.value("phases", p.to_string());
+    }
     v.value("push_writers", push_writers.to_string());
     v.opt("setup_timeout", setup_timeout.map(duration));
     v.value("in_flight", in_flight.to_string());
@@ -500,6 +507,12 @@ impl ChildPlan {
         client.sources = vec![sources.to_owned()];
         client.mode = args.mode;
         client.workload = args.workload.clone();
+        // Churn phases: a client able to churn at the fastest phase's rate, in their
+        // order; each phase tells it its own rate.
+        if let Some((rate, order)) = super::phase_list::client_churn(&args.phases) {
+            client.workload.churn = Some(rate);
+            client.workload.churn_order = order;
+        }
         client.common.engine = args.engine;
         client.common.control = Some(control_socket(dir, "client")?);
         client.common.stats_json = Some(dir.join("client-final.json"));
@@ -513,6 +526,18 @@ impl ChildPlan {
             "--idle",
         )
         .map_err(anyhow::Error::msg)?;
+        // The phases against the count the run settled on (`max` or the default: known
+        // only now).
+        super::phase_list::check(
+            &args.phases,
+            &super::phase_list::Setting {
+                mode: args.mode,
+                trigger: None,
+                local_clients: true,
+                connections: Some(n.get()),
+            },
+        )
+        .map_err(|m| anyhow::anyhow!("--phase '{}': {}", args.phases[m.index], m.msg))?;
         client.common.quiet = true;
         client.push_format = args.push_format.clone();
         client.push_latency = args.push_latency;

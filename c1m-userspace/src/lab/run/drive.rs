@@ -1,6 +1,7 @@
-//! The phase loop of one run: setup (server up, client started, ramp, settling), idle,
-//! push (through c1m's control endpoint or a foreign server's trigger) and teardown, each
-//! waited for tick by tick. What ends a wait is decided in `phases.rs`.
+//! The phase loop of one run: setup (server up, client started, ramp, settling), the
+//! steps `phases.rs` orders (the phase list, or idle and push), each a hold (churned or
+//! not) or pushes (through c1m's control endpoint or a foreign server's trigger), then
+//! teardown, each waited for tick by tick. What ends a wait is decided in `phases.rs`.
 
 use std::time::{Duration, Instant};
 
@@ -14,15 +15,16 @@ use super::{
     journal::Role,
     lab::Lab,
     phases::{
-        Limit, LimitWatch, PUSH_MARK, PUSH_STALL, Progress, PushPhase, SERVER_START, SETTLING,
-        Setup, TEARDOWN, churn_settled, clients_all_dead, foreign_rounds, foreign_want, frames,
-        local_setup, progress, push_audience, push_phase, push_reached, push_witness,
-        server_started, settled, setup_limit, torn_down,
+        Action, Churning, Limit, LimitWatch, PUSH_MARK, PUSH_STALL, Progress, PushPhase,
+        SERVER_START, SETTLING, Setup, Step, TEARDOWN, churn_settled, clients_all_dead,
+        foreign_rounds, foreign_want, frames, local_setup, progress, push_audience, push_due,
+        push_reached, push_witness, server_started, settled, setup_limit, steps, torn_down,
     },
     stall::StallWatch,
 };
 use crate::{
     fmt::count,
+    model::PhaseKind,
     observer::KernelView,
     workload::{push_trigger::PushTrigger, stats::snapshot::AppSnapshot},
 };
@@ -63,33 +65,60 @@ impl Lab {
 
     /// The phases in their order; Ok(()) too when the user stopped the run.
     pub(super) async fn drive(&mut self, args: &RunArgs, n: u64, plan: &ChildPlan) -> Result<()> {
-        if !self.setup(args, n, plan).await?
-            || !self.idle(args.idle, args.workload.churn.is_some()).await?
-        {
+        if !self.setup(args, n, plan).await? {
             return Ok(());
         }
-        match push_phase(args.mode, args.pushes, &self.trigger) {
-            PushPhase::Trigger => {
-                self.begin("push");
-                let notes = self.foreign_push(args).await?;
-                self.end(notes).await;
-                self.write_exports()?;
+        let steps = steps(
+            &args.phases,
+            args.idle,
+            args.workload.churn.is_some(),
+            args.mode,
+            args.pushes,
+            &self.trigger,
+        );
+        // Push ids run on over the run's push phases, as the server numbers them.
+        let mut pushed = 0u64;
+        for step in steps {
+            if !self.step(args, &step, &mut pushed).await? {
+                return Ok(());
             }
-            PushPhase::Control => {
-                if !self.control_push(args).await? {
-                    return Ok(());
-                }
-            }
-            PushPhase::Skip => {}
         }
         self.teardown().await
+    }
+
+    /// One step between setup and teardown, recorded as its own phase. False when the
+    /// user stopped the run.
+    async fn step(&mut self, args: &RunArgs, step: &Step, pushed: &mut u64) -> Result<bool> {
+        match step.action {
+            Action::Hold { length, churn } => self.hold(step, length, churn).await,
+            Action::Push { count, every, how } => {
+                self.begin(&step.name, step.kind);
+                let first = *pushed + 1;
+                *pushed += u64::from(count);
+                let notes = match how {
+                    PushPhase::Trigger => self.foreign_push(args, count, every, first).await?,
+                    PushPhase::Control => {
+                        match self.control_push(args, count, every, first).await? {
+                            Some(notes) => notes,
+                            None => return Ok(false),
+                        }
+                    }
+                    PushPhase::Skip => Vec::new(),
+                };
+                self.end(notes).await;
+                self.write_exports()?;
+                // A stop during a trigger's wait still ends in the teardown, as before
+                // (the next tick says the run stops).
+                Ok(true)
+            }
+        }
     }
 
     /// Server up, client started, the ramp, then kernel and app agreeing. False when the
     /// run goes no further (the user stopped it).
     async fn setup(&mut self, args: &RunArgs, n: u64, plan: &ChildPlan) -> Result<bool> {
         // Server up?
-        self.begin("setup");
+        self.begin("setup", PhaseKind::Setup);
         match self.foreign.as_mut() {
             Some(f) if f.owned() => {
                 f.wait_listening(&args.ports.0, foreign::LISTEN_TIMEOUT)
@@ -187,29 +216,26 @@ impl Lab {
         Ok(!self.interrupted)
     }
 
-    /// The connections held for `length` (with `--churn`, churned over it: the phase
+    /// The connections held for `length` (churned over it as `churn` says: the phase
     /// ends once the last churns finished and kernel and app agree again). False when
     /// the user stopped the run.
-    async fn idle(&mut self, length: Duration, churn: bool) -> Result<bool> {
-        self.begin("idle");
+    async fn hold(&mut self, step: &Step, length: Duration, churn: Churning) -> Result<bool> {
+        self.begin(&step.name, step.kind);
         let mut notes = Vec::new();
-        if churn {
+        let churn_on = churn.command();
+        if let Some(on) = &churn_on {
             let answer = self
-                .client_call("churn on")
+                .client_call(on)
                 .await
                 .context("telling the client to churn")?;
             if answer.contains("\"error\"") {
                 bail!("the client did not begin churning: {answer}");
             }
         }
-        let idle_end = Instant::now() + length;
-        while Instant::now() < idle_end {
-            if !self.tick().await? {
-                return Ok(false);
-            }
-            self.check_children()?;
+        if !self.tick_until(Instant::now() + length).await? {
+            return Ok(false);
         }
-        if churn {
+        if churn_on.is_some() {
             self.client_call("churn off")
                 .await
                 .context("telling the client to stop churning")?;
@@ -224,7 +250,8 @@ impl Lab {
                 Ok(false) => return Ok(false),
                 Err(e) => {
                     let w = format!(
-                        "idle: kernel and app counts still differed 30 s after the churn stopped ({e:#})"
+                        "{}: kernel and app counts still differed 30 s after the churn stopped ({e:#})",
+                        step.name
                     );
                     self.warn(w.clone());
                     notes.push(w);
@@ -236,13 +263,35 @@ impl Lab {
         Ok(true)
     }
 
-    /// `--pushes` broadcasts of c1m's own server, each awaited at its witness. False when
-    /// the user stopped the run.
-    async fn control_push(&mut self, args: &RunArgs) -> Result<bool> {
+    /// Ticks (polling, drawing, watching the children) until `until`. False when the
+    /// user stopped the run.
+    async fn tick_until(&mut self, until: Instant) -> Result<bool> {
+        while Instant::now() < until {
+            if !self.tick().await? {
+                return Ok(false);
+            }
+            self.check_children()?;
+        }
+        Ok(true)
+    }
+
+    /// `count` broadcasts of c1m's own server numbered from `first`, each awaited at its
+    /// witness and begun `every` after the one before. The phase's notes; None when the
+    /// user stopped the run.
+    async fn control_push(
+        &mut self,
+        args: &RunArgs,
+        count: u32,
+        every: Option<Duration>,
+        first: u64,
+    ) -> Result<Option<Vec<String>>> {
         let external = self.client_ctl.is_none();
-        self.begin("push");
+        let start = Instant::now();
         let mut notes = Vec::new();
-        for k in 1..=u64::from(args.pushes) {
+        for (i, k) in (1..=count).zip(first..) {
+            if !self.tick_until(push_due(start, every, i)).await? {
+                return Ok(None);
+            }
             // The trigger instant, on this box's clock (the client's), told to the
             // client under the id the server gives its k-th push (the lab is its only
             // driver), just before the trigger: fan-out starts where the push did,
@@ -283,7 +332,7 @@ impl Lab {
                 .await;
             match reached {
                 Ok(true) => {}
-                Ok(false) => return Ok(false),
+                Ok(false) => return Ok(None),
                 Err(e) => {
                     let got = frames(
                         push_witness(
@@ -299,16 +348,14 @@ impl Lab {
                 }
             }
         }
-        self.end(notes).await;
-        self.write_exports()?;
-        Ok(true)
+        Ok(Some(notes))
     }
 
     /// Every connection closed: by the lab's client, or by the server for clients on
     /// other hosts.
     async fn teardown(&mut self) -> Result<()> {
         let external = self.client_ctl.is_none();
-        self.begin("teardown");
+        self.begin("teardown", PhaseKind::Teardown);
         match &self.client_ctl {
             Some(c) => {
                 let _ = c.call("close").await;
@@ -340,19 +387,30 @@ impl Lab {
 }
 
 impl Lab {
-    /// The push phase without c1m's control endpoint: each push is marked on the client
-    /// (frames carry no id), triggered, and awaited; with `none`, whatever the server
-    /// sends within `--push-wait` is measured. Returns the phase's notes.
-    async fn foreign_push(&mut self, args: &RunArgs) -> Result<Vec<String>> {
+    /// The push phase without c1m's control endpoint: each of `count` pushes, numbered
+    /// from `first`, is marked on the client (frames carry no id), triggered `every`
+    /// after the one before, and awaited; with `none`, whatever the server sends within
+    /// `--push-wait` is measured. Returns the phase's notes.
+    async fn foreign_push(
+        &mut self,
+        args: &RunArgs,
+        pushes_asked: u32,
+        every: Option<Duration>,
+        first: u64,
+    ) -> Result<Vec<String>> {
         let mut notes = Vec::new();
-        let pushes = foreign_rounds(&self.trigger, args.pushes);
-        for id in 1..=u64::from(pushes) {
+        let start = Instant::now();
+        let pushes = foreign_rounds(&self.trigger, pushes_asked);
+        for (i, id) in (1..=pushes).zip(first..) {
+            if !self.tick_until(push_due(start, every, i)).await? {
+                return Ok(notes);
+            }
             let open = self
                 .last_client
                 .as_ref()
                 .map(|c| c.counters.open)
                 .unwrap_or(0);
-            let want = foreign_want(&self.trigger, open, args.pushes);
+            let want = foreign_want(&self.trigger, open, pushes_asked);
             self.client_call(&format!("mark {id} 0"))
                 .await
                 .context("telling the client which push comes")?;

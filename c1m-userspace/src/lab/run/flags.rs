@@ -81,6 +81,12 @@ pub struct RunArgs {
         default_value_t = 1
     )]
     pub pushes: u32,
+    /// A phase between the ramp and the teardown, in the order given (repeat for more):
+    /// `hold 60s`, `push 3 every 10s` (or `push 3`: back to back), `churn 5000/s for
+    /// 300s` (with `order random`). Replaces the fixed sequence and its --idle, --pushes
+    /// and --churn; a plan's `[[phase]]` tables hold the same keys.
+    #[arg(value_name = "PHASE", help_heading = "Workload", long = "phase", value_parser = super::phase_list::parse)]
+    pub phases: Vec<super::phase_list::Phase>,
     /// Server shards writing a push at once (0: all, the fastest fan-out; a few at a time
     /// leaves CPU to the readers and cuts per-message latency).
     #[arg(

@@ -21,7 +21,7 @@ use super::{
 use crate::{
     figures::{FiguresBuilder, Rows, counts},
     lab::live::Live,
-    model::{Phase, ProcessUsage, RunRecord, ServerShape},
+    model::{Phase, PhaseKind, ProcessUsage, RunRecord, ServerShape},
     observer::{KernelView, ObserverHandle},
     workload::{
         config::Mode, push_format::PushFormat, push_trigger::PushTrigger,
@@ -315,9 +315,10 @@ impl Lab {
         Ok(())
     }
 
-    pub(super) fn begin(&mut self, name: &str) {
+    pub(super) fn begin(&mut self, name: &str, kind: PhaseKind) {
         let phase = Phase {
             name: name.to_owned(),
+            kind: Some(kind),
             started_unix_ms: crate::util::unix_ms_now(),
             ..Phase::default()
         };
@@ -450,7 +451,7 @@ impl Lab {
         phase.kernel_vs_app = figures.kernel_vs_app.clone();
         phase.notes = notes;
         // Every connection open: the processes and threads the server holds them with.
-        if phase.name == "setup" {
+        if phase.kind == Some(PhaseKind::Setup) {
             let shape = self.server_shape();
             if let Some(info) = self.record.server_info.as_mut() {
                 info.shape = shape;
@@ -458,7 +459,8 @@ impl Lab {
         }
         // Figures per connection are taken when everything is held and idle; after idle,
         // the live view shows them instead of figures of connections pushed to or closing.
-        let held = phase.name == "idle" || phase.name == "setup";
+        let held_phase = phase.name == "idle" || phase.kind == Some(PhaseKind::Hold);
+        let held = held_phase || phase.kind == Some(PhaseKind::Setup);
         if held {
             self.record.per_connection = figures.per_connection.clone();
         }
@@ -471,7 +473,7 @@ impl Lab {
             self.last_client.clone(),
             figures,
             &name,
-            name == "idle",
+            held_phase,
         );
     }
 
@@ -481,7 +483,7 @@ impl Lab {
         let tearing_down = self
             .phase_start
             .as_ref()
-            .is_some_and(|p| p.phase.name == "teardown");
+            .is_some_and(|p| p.phase.kind == Some(PhaseKind::Teardown));
         let mut news = Vec::new();
         for (side, role, snap) in [
             ("server", Role::ServerWorker, &self.last_server),

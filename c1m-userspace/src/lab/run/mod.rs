@@ -37,6 +37,7 @@ pub(crate) mod isolation;
 pub mod journal;
 mod lab;
 mod one;
+pub mod phase_list;
 mod phases;
 pub(crate) mod plan;
 pub mod plan_file;

@@ -179,8 +179,16 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
             server_addrs: args.addr.clone(),
             sources: recorded_sources,
             sources_reason: sources_reason.clone(),
-            idle_s: args.idle.as_secs_f64(),
-            push_count: args.pushes,
+            // A phase list has no idle phase (its holds are phases of their own).
+            idle_s: match args.phases.is_empty() {
+                true => args.idle.as_secs_f64(),
+                false => 0.0,
+            },
+            push_count: match args.phases.is_empty() {
+                true => args.pushes,
+                false => super::phase_list::push_count(&args.phases),
+            },
+            phases: args.phases.iter().map(ToString::to_string).collect(),
             push_writers: args.push_writers as u64,
             // What the lab's client was handed (external clients bring their own).
             payload_size: plan.client.workload.payload_size as u64,

@@ -1,17 +1,145 @@
-//! The decisions of the run's phases (setup, idle, push, teardown), as pure functions of
-//! the latest snapshots and the time gone: when a phase is done, when its limit has
+//! The decisions of the run's phases (setup, then the phase list or the fixed idle and
+//! push, then teardown), as pure functions of the flags, the latest snapshots and the
+//! time gone: which phases run in which order, when a phase is done, when its limit has
 //! passed, whose count judges a push. The loop that polls and waits is `drive.rs`; here
 //! nothing waits, so each decision is tested without sockets.
 
 use std::time::{Duration, Instant};
 
-use super::stall::{StallWatch, server_progress};
+use super::{
+    phase_list::{self, Phase},
+    stall::{StallWatch, server_progress},
+};
 use crate::{
     figures::counts,
     fmt::count,
+    model::PhaseKind,
     observer::KernelView,
-    workload::{config::Mode, push_trigger::PushTrigger, stats::snapshot::AppSnapshot},
+    workload::{
+        churn::ChurnRate, config::Mode, push_trigger::PushTrigger, stats::snapshot::AppSnapshot,
+    },
 };
+
+/// One phase between setup and teardown, as the drive runs it.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Step {
+    /// Its own name in the run's record ("idle", "hold-2").
+    pub name: String,
+    pub kind: PhaseKind,
+    pub action: Action,
+}
+
+/// What a step does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Action {
+    /// The connections held for `length`, churned as `churn` says.
+    Hold { length: Duration, churn: Churning },
+    /// `count` broadcasts as `how` says, each begun `every` after the one before
+    /// (None: each once the one before arrived).
+    Push {
+        count: u32,
+        every: Option<Duration>,
+        how: PushPhase,
+    },
+}
+
+/// Whether a hold churns, and at what rate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Churning {
+    No,
+    /// At the client's `--churn` (the fixed sequence's idle).
+    Configured,
+    /// At this rate over the client (a churn phase).
+    At(ChurnRate),
+}
+
+impl Churning {
+    /// The control line that starts it (None: nothing to start).
+    pub(super) fn command(self) -> Option<String> {
+        match self {
+            Churning::No => None,
+            Churning::Configured => Some("churn on".to_owned()),
+            Churning::At(r) => Some(format!("churn on {r}")),
+        }
+    }
+}
+
+/// The steps between setup and teardown: the phase list in its order, or without one
+/// the fixed sequence (idle, churned with `--churn`; push ×`--pushes` when there is one).
+pub(super) fn steps(
+    list: &[Phase],
+    idle: Duration,
+    churn: bool,
+    mode: Mode,
+    pushes: u32,
+    trigger: &PushTrigger,
+) -> Vec<Step> {
+    if list.is_empty() {
+        let mut fixed = vec![Step {
+            name: "idle".to_owned(),
+            kind: if churn {
+                PhaseKind::Churn
+            } else {
+                PhaseKind::Hold
+            },
+            action: Action::Hold {
+                length: idle,
+                churn: if churn {
+                    Churning::Configured
+                } else {
+                    Churning::No
+                },
+            },
+        }];
+        let how = push_phase(mode, pushes, trigger);
+        if how != PushPhase::Skip {
+            fixed.push(Step {
+                name: "push".to_owned(),
+                kind: PhaseKind::Push,
+                action: Action::Push {
+                    count: pushes,
+                    every: None,
+                    how,
+                },
+            });
+        }
+        return fixed;
+    }
+    list.iter()
+        .zip(phase_list::names(list))
+        .filter_map(|(p, name)| {
+            let action = match *p {
+                Phase::Hold { length } => Action::Hold {
+                    length,
+                    churn: Churning::No,
+                },
+                Phase::Churn { rate, length, .. } => Action::Hold {
+                    length,
+                    churn: Churning::At(rate),
+                },
+                Phase::Push { count, every } => {
+                    let how = push_phase(mode, count, trigger);
+                    // Refused before the run (push phases need ws): nothing to run.
+                    if how == PushPhase::Skip {
+                        return None;
+                    }
+                    Action::Push { count, every, how }
+                }
+            };
+            Some(Step {
+                name,
+                kind: p.kind(),
+                action,
+            })
+        })
+        .collect()
+}
+
+/// When push `k` (from 1) of a push phase begun at `start` may begin: at once without
+/// `every`, else `k - 1` intervals after the start.
+pub(super) fn push_due(start: Instant, every: Option<Duration>, k: u32) -> Instant {
+    every.map_or(start, |e| start + e * k.saturating_sub(1))
+}
 
 /// How long a phase may take.
 #[derive(Clone, Copy, Debug)]
@@ -384,6 +512,68 @@ mod tests {
         k.server.states.insert(state_key(ESTABLISHED), server);
         k.client.states.insert(state_key(ESTABLISHED), client);
         k
+    }
+
+    #[test]
+    fn without_a_list_the_fixed_sequence_runs_else_the_list_in_order() {
+        let s = Duration::from_secs;
+        let fixed = steps(&[], s(10), true, Mode::Ws, 2, &PushTrigger::Control);
+        assert_eq!(
+            fixed,
+            [
+                Step {
+                    name: "idle".into(),
+                    kind: PhaseKind::Churn,
+                    action: Action::Hold {
+                        length: s(10),
+                        churn: Churning::Configured
+                    }
+                },
+                Step {
+                    name: "push".into(),
+                    kind: PhaseKind::Push,
+                    action: Action::Push {
+                        count: 2,
+                        every: None,
+                        how: PushPhase::Control
+                    }
+                }
+            ]
+        );
+        let echo = steps(&[], s(10), false, Mode::Echo, 1, &PushTrigger::Control);
+        assert_eq!(echo.len(), 1);
+        assert_eq!(echo[0].kind, PhaseKind::Hold);
+        let list: Vec<Phase> = ["hold 1s", "push 2 every 5s", "churn 50 for 2s", "hold 3s"]
+            .iter()
+            .map(|t| phase_list::parse(t).unwrap())
+            .collect();
+        let got = steps(&list, s(10), false, Mode::Ws, 1, &PushTrigger::Control);
+        let names: Vec<&str> = got.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["hold", "push", "churn", "hold-2"]);
+        assert_eq!(
+            got[1].action,
+            Action::Push {
+                count: 2,
+                every: Some(s(5)),
+                how: PushPhase::Control
+            }
+        );
+        assert_eq!(
+            got[2].action,
+            Action::Hold {
+                length: s(2),
+                churn: Churning::At(ChurnRate(50.0))
+            }
+        );
+        assert_eq!(
+            Churning::At(ChurnRate(50.0)).command().as_deref(),
+            Some("churn on 50/s")
+        );
+        assert_eq!(Churning::No.command(), None);
+        let t0 = Instant::now();
+        assert_eq!(push_due(t0, None, 3), t0);
+        assert_eq!(push_due(t0, Some(s(5)), 1), t0);
+        assert_eq!(push_due(t0, Some(s(5)), 3), t0 + s(10));
     }
 
     #[test]

@@ -7,11 +7,13 @@
 //! The keys are read from clap's own definition of [`RunArgs`] and the file is turned
 //! into the argv those flags would be, then parsed by the same definition: a flag added
 //! to `c1m run` has its key with no line here, and a plan is checked exactly as the
-//! flags are. Why flat keys and not `[[phase]]` tables: today's lab runs one fixed
-//! sequence (ramp, idle, push ×K, teardown), each phase set by its own flags, so a key
-//! per flag keeps plan ↔ flags one to one and the round trip exact. Heartbeat, churn or a
-//! message rate arrive as flags, hence as keys, without reshaping the file; phases that
-//! can be reordered would add a `[[phase]]` array whose keys are the same flag names.
+//! flags are. Flat keys, because the run's settings are flags; the one list of tables is
+//! the phase list: each `[[phase]]` table is one `--phase` flag, its keys the flag's words
+//! two by two (`push = 3`, `every = "10s"` is `--phase 'push 3 every 10s'`,
+//! `phase_list.rs`), so plan ↔ flags stays one to one and the round trip exact; the
+//! effective plan writes the list back as tables, after the keys. A phase's errors name
+//! its table's line (or its key's), and a flat key a list replaces (`idle`, `pushes`,
+//! `churn`) names its own.
 //!
 //! Root acts on a plan (it starts the command a plan names), so as root the file must be
 //! root's and writable by nobody else, as state files are (`state_dir.rs`).
@@ -84,12 +86,70 @@ pub fn is_key(a: &Arg) -> bool {
         && !matches!(a.get_id().as_str(), "plan" | "plan_check")
 }
 
-/// One key of a plan: its flag, the line it is on and the argv it stands for.
+/// One key of a plan: its flag, the line it is on and the argv it stands for, with the
+/// line each of its values is on (a `[[phase]]` table's own).
 #[derive(Debug)]
 struct Key {
     id: String,
     line: usize,
     argv: Vec<OsString>,
+    lines: Vec<usize>,
+}
+
+/// The flag of the phase list: `--phase`, a plan's `[[phase]]` tables.
+const PHASE_ID: &str = "phases";
+
+/// A plan's `[[phase]]` tables as `--phase` argv, each with its line, each phase checked
+/// alone (its kind and parameters); the line of a refused key, or of its table.
+fn phase_tables(
+    text: &str,
+    tables: &toml_edit::ArrayOfTables,
+    at: &dyn Fn(usize, String) -> PlanError,
+) -> Result<Vec<(OsString, usize)>, PlanError> {
+    let line = |span: Option<std::ops::Range<usize>>, or: usize| {
+        span.map_or(or, |s| line_of(text, s.start))
+    };
+    let mut phases = Vec::new();
+    for t in tables.iter() {
+        let table_line = line(t.span(), 1);
+        let mut pairs: Vec<(String, String, usize)> = Vec::new();
+        for (k, item) in t.iter() {
+            let key_line = line(t.key(k).and_then(|k| k.span()), table_line);
+            let Some(v) = item.as_value().and_then(scalar) else {
+                return Err(at(
+                    key_line,
+                    format!(
+                        "`{k}` in a [[phase]] takes one value (a string or a number), e.g. hold = \"60s\""
+                    ),
+                ));
+            };
+            if v.split_whitespace().count() != 1 {
+                return Err(at(
+                    key_line,
+                    format!("`{k}` in a [[phase]] is one word, not {v:?}"),
+                ));
+            }
+            pairs.push((k.to_owned(), v, key_line));
+        }
+        let words: Vec<(&str, &str)> = pairs
+            .iter()
+            .map(|(k, v, _)| (k.as_str(), v.as_str()))
+            .collect();
+        super::phase_list::from_pairs(&words).map_err(|r| {
+            let line = r
+                .pair
+                .and_then(|i| pairs.get(i))
+                .map_or(table_line, |p| p.2);
+            at(line, format!("[[phase]]: {}", r.msg))
+        })?;
+        let flag_text = words
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        phases.push((OsString::from(format!("--phase={flag_text}")), table_line));
+    }
+    Ok(phases)
 }
 
 /// The 1-based line of a byte offset.
@@ -224,6 +284,19 @@ fn keys(text: &str, file: &str, cmd: &Command) -> Result<Vec<Key>, PlanError> {
                 ),
             ));
         };
+        if let Some(tables) = item.as_array_of_tables()
+            && arg.get_id() == PHASE_ID
+        {
+            let (argv, lines): (Vec<OsString>, Vec<usize>) =
+                phase_tables(text, tables, &at)?.into_iter().unzip();
+            keys.push(Key {
+                id: PHASE_ID.to_owned(),
+                line: lines.first().copied().unwrap_or(line),
+                argv,
+                lines,
+            });
+            continue;
+        }
         let argv = key_argv(arg, name, item).map_err(|m| at(line, m))?;
         // The key alone through the flags' parser, so a refused value names its line;
         // what flags say together (one needs or excludes another) is checked when the
@@ -239,6 +312,7 @@ fn keys(text: &str, file: &str, cmd: &Command) -> Result<Vec<Key>, PlanError> {
         keys.push(Key {
             id: arg.get_id().to_string(),
             line,
+            lines: vec![line; argv.len()],
             argv,
         });
     }
@@ -373,9 +447,80 @@ pub fn resolve(given: &ArgMatches, command_line: &str) -> Result<RunArgs, PlanEr
         .map_err(|e| whole_plan_error(&e, &from_plan, file.as_deref(), &cmd))?;
     let mut args = RunArgs::from_arg_matches(&matches)
         .map_err(|e| whole_plan_error(&e, &from_plan, file.as_deref(), &cmd))?;
+    check_phases(&args, &matches, given, &from_plan, file.as_deref())?;
     args.plan = path.cloned();
     args.effective_plan = Some(render(&cmd, &matches, command_line));
     Ok(args)
+}
+
+/// The phase list against the rest of the run, before anything starts: not beside the
+/// flags it replaces, and each phase one the run can run. A plan's phase or key is named
+/// by its line, the command line's by its flag.
+fn check_phases(
+    args: &RunArgs,
+    matches: &ArgMatches,
+    given: &ArgMatches,
+    from_plan: &[Key],
+    file: Option<&str>,
+) -> Result<(), PlanError> {
+    use super::phase_list::{self, REPLACED, Setting};
+    if args.phases.is_empty() {
+        return Ok(());
+    }
+    // A flag's value from the plan: its line (None: from the command line).
+    let plan_line = |id: &str, index: usize| {
+        let file = file?;
+        if given.value_source(id) == Some(ValueSource::CommandLine) {
+            return None;
+        }
+        let line = from_plan.iter().find(|k| k.id == id)?.lines.get(index)?;
+        Some((file.to_owned(), *line))
+    };
+    for (id, flag) in REPLACED {
+        if matches.value_source(id) != Some(ValueSource::CommandLine) {
+            continue;
+        }
+        let fix = "the phase list replaces the fixed sequence's idle, pushes and churn: say them as phases (hold 10s, push 1, churn 5000/s for 10s)";
+        return Err(match plan_line(id, 0) {
+            Some((file, line)) => PlanError::At {
+                file,
+                line,
+                msg: format!(
+                    "`{}` beside a phase list: {fix}, and drop `{}`",
+                    &flag[2..],
+                    &flag[2..]
+                ),
+            },
+            None => PlanError::Flags(format!("{flag} beside --phase: {fix}, and drop {flag}")),
+        });
+    }
+    let setting = Setting {
+        mode: args.mode,
+        trigger: super::flags::ServerSpec::of(args).ok().map(|(_, t)| t),
+        local_clients: args.clients == super::flags::Clients::Local && args.hosts.is_none(),
+        connections: match args.connections {
+            Some(super::flags::TargetArg::Count(c)) => Some(c.get()),
+            _ => None,
+        },
+    };
+    phase_list::check(&args.phases, &setting).map_err(|m| match plan_line(PHASE_ID, m.index) {
+        Some((file, line)) => PlanError::At {
+            file,
+            line,
+            msg: format!("[[phase]]: {}", m.msg),
+        },
+        None => PlanError::Flags(format!(
+            "--phase {}: {}",
+            shell_words(std::iter::once(OsStr::new(
+                &args
+                    .phases
+                    .get(m.index)
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
+            ))),
+            m.msg
+        )),
+    })
 }
 
 /// [`resolve`] for a whole command line (`run` first): what `c1m run ARGS` would run.
@@ -454,6 +599,10 @@ fn render(cmd: &Command, m: &ArgMatches, command_line: &str) -> String {
     let mut groups: Vec<(Option<&str>, Vec<String>)> = Vec::new();
     for a in cmd.get_arguments().filter(|a| is_key(a)) {
         let id = a.get_id().as_str();
+        // The phase list is tables, after every key (TOML's order).
+        if id == PHASE_ID {
+            continue;
+        }
         let raw: Vec<&OsStr> = m.get_raw(id).into_iter().flatten().collect();
         let defaults: Vec<&OsStr> = a
             .get_default_values()
@@ -493,6 +642,25 @@ fn render(cmd: &Command, m: &ArgMatches, command_line: &str) -> String {
         let _ = writeln!(out, "\n# {}", heading.unwrap_or("Other"));
         for l in lines {
             let _ = writeln!(out, "{l}");
+        }
+    }
+    let phases: Vec<&OsStr> = m.get_raw(PHASE_ID).into_iter().flatten().collect();
+    if !phases.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n# The phases between the ramp and the teardown, in order"
+        );
+    }
+    for p in phases {
+        let _ = writeln!(out, "\n[[phase]]");
+        // As typed: the words two by two, each pair a key (a parsed phase has an even
+        // count of words, each one word).
+        let text = p.to_string_lossy();
+        let words: Vec<&str> = text.split_whitespace().collect();
+        for pair in words.chunks(2) {
+            if let [k, v] = pair {
+                let _ = writeln!(out, "{k} = {}", toml_value(OsStr::new(v)));
+            }
         }
     }
     out

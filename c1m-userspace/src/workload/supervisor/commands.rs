@@ -3,6 +3,7 @@
 
 use super::{Side, Supervisor, side_name};
 use crate::workload::{
+    churn::ChurnRate,
     config::{Mode, ShardCommand},
     control::{self, Request},
 };
@@ -35,21 +36,21 @@ impl Supervisor {
                 }
                 Err(e) => err_json(&e),
             },
-            (line @ ("churn on" | "churn off"), Side::Client) => {
-                let on = line == "churn on";
-                match self.o.churn {
-                    None => err_json("churn: this client was started without --churn"),
-                    Some(_) if on && self.phase != "hold" => err_json(&format!(
-                        "churn on: the client churns what it holds, and it is in its {} phase",
-                        self.phase
-                    )),
-                    Some(_) => {
-                        self.churn(on);
-                        serde_json::json!({"ok": if on { "churning" } else { "holding" }})
-                            .to_string()
-                    }
+            (line, Side::Client) if line.starts_with("churn ") => match parse_churn(line) {
+                Err(e) => err_json(&e),
+                Ok(_) if self.o.churn.is_none() => {
+                    err_json("churn: this client was started without --churn")
                 }
-            }
+                Ok(Some(_)) if self.phase != "hold" => err_json(&format!(
+                    "churn on: the client churns what it holds, and it is in its {} phase",
+                    self.phase
+                )),
+                Ok(on) => {
+                    self.churn(on.is_some(), on.flatten());
+                    serde_json::json!({"ok": if on.is_some() { "churning" } else { "holding" }})
+                        .to_string()
+                }
+            },
             ("close", Side::Client) => {
                 self.close();
                 serde_json::json!({"ok": "closing"}).to_string()
@@ -75,7 +76,7 @@ impl Supervisor {
                 if side == Side::Server {
                     "push [WRITERS], close, time, "
                 } else {
-                    "close, time, mark ID UNIX_NS, churn on|off, "
+                    "close, time, mark ID UNIX_NS, churn on [RATE]|off, "
                 }
             )),
         };
@@ -117,6 +118,22 @@ fn parse_mark(line: &str) -> Result<(u64, u64), String> {
     }
 }
 
+/// `churn on`, `churn on RATE` (connections a second over the client, e.g. `churn on
+/// 5000/s`; without one, the configured `--churn`) or `churn off`: Some(rate) to churn,
+/// None to stop.
+#[allow(clippy::option_option)] // on with the configured rate, on at a rate, or off
+fn parse_churn(line: &str) -> Result<Option<Option<ChurnRate>>, String> {
+    match line.split_whitespace().collect::<Vec<_>>()[..] {
+        ["churn", "on"] => Ok(Some(None)),
+        ["churn", "on", rate] => crate::workload::churn::parse(rate).map(|r| Some(Some(r))),
+        ["churn", "off"] => Ok(None),
+        _ => Err(format!(
+            "{:?}: say `churn on`, `churn on RATE` (e.g. churn on 5000/s) or `churn off`",
+            control::line::excerpt(line)
+        )),
+    }
+}
+
 fn err_json(msg: &str) -> String {
     serde_json::json!({ "error": msg }).to_string()
 }
@@ -137,5 +154,25 @@ mod tests {
                 .contains("e.g. `push 4`")
         );
         assert!(parse_push("push 1 2", 0).is_err());
+    }
+
+    #[test]
+    fn churn_command_takes_an_optional_rate() {
+        assert_eq!(parse_churn("churn on"), Ok(Some(None)));
+        assert_eq!(
+            parse_churn("churn on 5000/s"),
+            Ok(Some(Some(ChurnRate(5000.0))))
+        );
+        assert_eq!(parse_churn("churn off"), Ok(None));
+        assert!(
+            parse_churn("churn on 0")
+                .unwrap_err()
+                .contains("more than 0")
+        );
+        assert!(
+            parse_churn("churn sideways")
+                .unwrap_err()
+                .contains("churn on RATE")
+        );
     }
 }

@@ -176,7 +176,7 @@ impl Supervisor {
                     self.phase = "hold";
                     self.end_ramp();
                     if self.o.churn == Some(ChurnStart::Hold) {
-                        self.churn(true);
+                        self.churn(true, None);
                     }
                     if self.o.push_trigger.is_some() {
                         self.broadcast(ShardCommand::Mark {
@@ -239,11 +239,13 @@ impl Supervisor {
         }
     }
 
-    /// `--churn`: every shard begins churning now (its pace's epoch), or stops.
-    pub(super) fn churn(&mut self, on: bool) {
+    /// `--churn`: every shard begins churning now (its pace's epoch), at `rate` over
+    /// the client (None: the configured `--churn`), or stops.
+    pub(super) fn churn(&mut self, on: bool, rate: Option<crate::workload::churn::ChurnRate>) {
         self.broadcast(ShardCommand::Churn {
             on,
             t0_mono_ns: sys::monotonic_ns(),
+            rate,
         });
     }
 

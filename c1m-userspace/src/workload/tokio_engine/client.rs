@@ -138,10 +138,14 @@ async fn shard(
                     sh.started.set(true);
                     tokio::task::spawn_local(pump(sh.clone()));
                 }
-                ShardCommand::Churn { on, t0_mono_ns } => {
+                ShardCommand::Churn {
+                    on,
+                    t0_mono_ns,
+                    rate,
+                } => {
                     let g = sh.churn_gen.get() + 1;
                     sh.churn_gen.set(g);
-                    let per_s = sh.p.borrow().cfg.churn.map(|c| c.per_s);
+                    let per_s = sh.p.borrow().cfg.churn.map(|c| c.per_s_at(rate));
                     if let (true, Some(per_s)) = (on, per_s)
                         && !sh.closing.get()
                     {

@@ -201,9 +201,15 @@ impl Engine for Shard {
                 }
                 self.pump(ep);
             }
-            ShardCommand::Churn { on, t0_mono_ns } => {
+            ShardCommand::Churn {
+                on,
+                t0_mono_ns,
+                rate,
+            } => {
                 self.churning = match (on, self.p.cfg.churn) {
-                    (true, Some(c)) if !self.closing => Some(churn::Pace::new(c.per_s, t0_mono_ns)),
+                    (true, Some(c)) if !self.closing => {
+                        Some(churn::Pace::new(c.per_s_at(rate), t0_mono_ns))
+                    }
                     _ => None,
                 };
                 self.next_churn = t0_mono_ns;
