@@ -318,6 +318,16 @@ pub struct RunArgs {
     pub effective_plan: Option<String>,
 }
 
+impl RunArgs {
+    /// The fastest the run's client churns: `--churn`, or its fastest churn phase (what
+    /// the client is started able to do, and what the sysctls are sized for).
+    pub(crate) fn churn_most(&self) -> Option<crate::workload::churn::ChurnRate> {
+        super::phase_list::client_churn(&self.phases)
+            .map(|(rate, _)| rate)
+            .or(self.workload.churn)
+    }
+}
+
 /// What one run's flags must say together, checked before anything starts (by the run,
 /// and by `--plan-check`, which starts nothing).
 pub(crate) fn flags_agree(args: &RunArgs) -> Result<()> {

@@ -126,7 +126,7 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         sources: if external { 0 } else { source_count },
         observer: observer_wanted,
         foreign_server: spec.foreign(),
-        churn_per_s: args.workload.churn.map_or(0.0, |c| c.0),
+        churn_per_s: args.churn_most().map_or(0.0, |c| c.0),
     };
     let tuning = preflight::checks(&target, args.tune, args.force, args.json)?;
 

@@ -480,6 +480,20 @@ pub fn client_churn(phases: &[Phase]) -> Option<(ChurnRate, ChurnOrder)> {
         .reduce(|a, b| if b.0.0 > a.0.0 { b } else { a })
 }
 
+/// The time the list takes at least: its holds' and churns' lengths, and its pushes'
+/// spacing (a push's own fan-out comes on top).
+pub fn least_length(phases: &[Phase]) -> Duration {
+    phases
+        .iter()
+        .map(|p| match *p {
+            Phase::Hold { length } | Phase::Churn { length, .. } => length,
+            Phase::Push { count, every } => {
+                every.map_or(Duration::ZERO, |e| e * count.saturating_sub(1))
+            }
+        })
+        .sum()
+}
+
 /// The broadcasts of every push phase.
 pub fn push_count(phases: &[Phase]) -> u32 {
     phases
@@ -616,6 +630,12 @@ mod tests {
             .collect();
         assert_eq!(names(&list), ["hold", "push", "churn", "hold-2", "hold-3"]);
         assert_eq!(push_count(&list), 2);
+        let spaced = [
+            parse("push 3 every 10s").unwrap(),
+            parse("hold 5s").unwrap(),
+        ];
+        assert_eq!(least_length(&list), Duration::from_secs(7));
+        assert_eq!(least_length(&spaced), Duration::from_secs(25));
     }
 
     #[test]

@@ -90,7 +90,7 @@ pub(crate) fn sequence(args: &RunArgs, foreign_server: bool) -> Result<()> {
         sources,
         observer: !args.no_observer,
         foreign_server,
-        churn_per_s: args.workload.churn.map_or(0.0, |c| c.0),
+        churn_per_s: args.churn_most().map_or(0.0, |c| c.0),
     });
     let failed: Vec<&Check> = checks
         .iter()

@@ -126,7 +126,11 @@ fn estimate(args: &RunArgs, runs: usize, isolation: Isolation) -> String {
         } else {
             args.rate as f64
         };
-    let each = ramp + args.idle.as_secs_f64() + 15.0;
+    let between = match args.phases.is_empty() {
+        true => args.idle,
+        false => crate::lab::run::phase_list::least_length(&args.phases),
+    };
+    let each = ramp + between.as_secs_f64() + 15.0;
     let wait = match isolation {
         Isolation::Wait => format!(
             ", plus up to --clean-wait {}s each",
