@@ -50,16 +50,21 @@ pub(crate) struct HostCost {
 
 impl HostRow {
     /// The server host's row, from the server's own folder (its kernel view and the
-    /// `server open` row at the end of the idle phase, when every connection is held;
-    /// of setup in a run without one).
+    /// `server open` row at the end of the idle phase or a phase list's first hold, when
+    /// every connection is held; of setup in a run without one).
     pub(crate) fn server(run: &RunRecord, namespace: &str, addr: &str) -> HostRow {
-        let held = |name: &str| {
-            run.phases
-                .iter()
-                .filter(|p| p.name == name)
-                .find_map(|p| p.kernel_vs_app.iter().find(|r| r.what == SERVER_OPEN))
-        };
-        let open = held("idle").or_else(|| held("setup"));
+        fn server_open(p: &crate::model::Phase) -> Option<&crate::model::KernelVsApp> {
+            p.kernel_vs_app.iter().find(|r| r.what == SERVER_OPEN)
+        }
+        // The held phase (idle, or a phase list's first hold), else setup.
+        let open = crate::model::held_phase(&run.phases)
+            .and_then(server_open)
+            .or_else(|| {
+                run.phases
+                    .iter()
+                    .filter(|p| p.name == "setup")
+                    .find_map(server_open)
+            });
         HostRow {
             label: "server".to_owned(),
             namespace: namespace.to_owned(),
