@@ -4,6 +4,7 @@
 //! What a connection's input means and the frames a server writes are in `proto`, the
 //! warnings in `warnings`: the tokio engine's server shares both.
 
+mod beat;
 pub mod proto;
 pub(crate) mod warnings;
 
@@ -33,7 +34,7 @@ use super::{
 };
 use crate::workload::{
     config::{Mode, ServerShardConfig, ShardCommand},
-    heartbeat::{self, HeartbeatConfig, Sweep, Visit},
+    heartbeat::{self, Sweep},
     sockopt,
     stats::{counters::Counters, report::PushStat},
     sys::{self, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, Epoll},
@@ -277,62 +278,6 @@ impl Engine for Shard {
 }
 
 impl Shard {
-    /// `--heartbeat`: the slots whose phase came up since the last step ping their
-    /// client (unmasked, as a server must), or close when its ping went unanswered.
-    fn heartbeat(&mut self, ep: &Epoll, now: u64) {
-        let Some((cfg, sweep)) = self.cfg.heartbeat.zip(self.beat.as_mut()) else {
-            return;
-        };
-        self.next_beat = now + cfg.step_ns();
-        for r in sweep.advance(now, self.conns.slot_count()) {
-            for i in r {
-                if let Some(tok) = self.conns.token_at(i) {
-                    self.beat_one(ep, &cfg, tok, now);
-                }
-            }
-        }
-    }
-
-    fn beat_one(&mut self, ep: &Epoll, cfg: &HeartbeatConfig, tok: u64, now: u64) {
-        let Some(conn) = self.conns.get_mut(tok).filter(|c| c.ws == WsState::Open) else {
-            return;
-        };
-        self.out.clear();
-        let visit = heartbeat::visit(&mut self.c.heartbeat, cfg, &mut conn.ping_ns, now);
-        heartbeat::encode(&mut self.out, visit, conn.ping_ns, None);
-        match visit {
-            Visit::Wait => {}
-            Visit::Ping => {
-                let before = interest(&conn.spill);
-                let r = send_sealed(
-                    conn.fd.as_fd(),
-                    conn.tls.as_deref_mut(),
-                    &mut self.wire,
-                    &mut conn.spill,
-                    &self.out,
-                    &mut self.c.bytes_out,
-                )
-                .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
-                if let Err(e) = r {
-                    closed_by(&e, &mut self.c.closed);
-                    self.close(tok);
-                }
-            }
-            Visit::Missed => {
-                self.c.closed.heartbeat_missed += 1;
-                send_sealed_before_close(
-                    conn.fd.as_fd(),
-                    conn.tls.as_deref_mut(),
-                    &mut self.wire,
-                    &conn.spill,
-                    &self.out,
-                    &mut self.c.bytes_out,
-                );
-                self.close(tok);
-            }
-        }
-    }
-
     fn warn(&mut self, msg: String) {
         self.rep.warnings.push(msg);
     }
