@@ -541,10 +541,27 @@ impl Shard {
         let Some(conn) = self.conns.get_mut(tok) else {
             return;
         };
+        // Under TLS the records are not opened any more: what they carry goes uncounted.
+        let frames = self.p.cfg.mode == Mode::Ws && conn.tls.is_none();
         loop {
             match sys::read(conn.fd.as_fd(), &mut self.buf) {
                 Ok(0) => break,
-                Ok(n) => self.p.c.bytes_in += n as u64,
+                Ok(n) => {
+                    self.p.c.bytes_in += n as u64;
+                    if frames {
+                        // The server's messages sent before it read our close frame.
+                        let mut spill = conn.spill.take();
+                        let (mut inbuf, mut frag) = take_input(&mut spill);
+                        let data = joined(&mut inbuf, &mut self.buf[..n]);
+                        let len = data.len();
+                        let used = self.p.closing_input(data, &mut frag);
+                        if used < len || frag.is_some() {
+                            keep_input(&mut spill, inbuf, &self.buf[..n], used, frag);
+                        }
+                        shrink(&mut spill);
+                        conn.spill = spill;
+                    }
+                }
                 Err(e) if sys::would_block(&e) => return,
                 Err(_) => break,
             }

@@ -7,7 +7,7 @@ use std::os::fd::AsFd;
 use super::Shard;
 use super::proto::WsState;
 use crate::workload::{
-    engine::{closed_by, interest, rearm, send_sealed, send_sealed_before_close},
+    engine::send_sealed_before_close,
     heartbeat::{self, HeartbeatConfig, Visit},
     sys::Epoll,
 };
@@ -38,22 +38,7 @@ impl Shard {
         heartbeat::encode(&mut self.out, visit, conn.ping_ns, None);
         match visit {
             Visit::Wait => {}
-            Visit::Ping => {
-                let before = interest(&conn.spill);
-                let r = send_sealed(
-                    conn.fd.as_fd(),
-                    conn.tls.as_deref_mut(),
-                    &mut self.wire,
-                    &mut conn.spill,
-                    &self.out,
-                    &mut self.c.bytes_out,
-                )
-                .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
-                if let Err(e) = r {
-                    closed_by(&e, &mut self.c.closed);
-                    self.close(tok);
-                }
-            }
+            Visit::Ping => self.send_out(ep, tok),
             Visit::Missed => {
                 self.c.closed.heartbeat_missed += 1;
                 send_sealed_before_close(
