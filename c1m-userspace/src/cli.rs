@@ -17,6 +17,8 @@ pub struct Cli {
 }
 
 /// c1m's subcommands; each one's arguments live beside the code that runs it.
+// Parsed once per process and matched at once: the size of `run`'s flags costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum Command {
     /// The lab: server, client and kernel observer through setup, idle, push and

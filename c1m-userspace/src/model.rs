@@ -313,6 +313,9 @@ pub struct Phase {
     /// None when the MIB could not be read.
     #[serde(default)]
     pub tcp_out_segs: Option<u64>,
+    /// `c1m run --server-message-rate`: the server's messages the client received
+    /// during the phase.
+    pub server_messages_received: u64,
 }
 
 /// The most TIME_WAIT sockets of each side at once over a phase.

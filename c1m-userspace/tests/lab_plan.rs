@@ -35,6 +35,7 @@ const EVERY_FLAG: &[&[&str]] = &[
     &["--idle", "2.5s"],
     &["--heartbeat", "30s", "--heartbeat-timeout", "10s"],
     &["--server-heartbeat", "20s"],
+    &["--server-message-rate", "5/s"],
     &["--churn", "500/s", "--churn-order", "random"],
     &["--message-rate", "10/s", "--message-size", "128"],
     &["--total-message-rate", "2500.5"],

@@ -435,9 +435,10 @@ fn dashboard_and_scrape_config_read_what_c1m_serves() {
                 || name.starts_with("c1m_pong")
                 || name.starts_with("c1m_churn")
                 || name.starts_with("c1m_message")
+                || name.starts_with("c1m_server_message")
             {
-                // A plain run without --heartbeat, --churn nor --message-rate: the TLS,
-                // pong, churn setup and message histograms are served, and empty.
+                // A plain run without --heartbeat, --churn nor either --message-rate: the
+                // TLS, pong, churn setup and message histograms are served, and empty.
                 0
             } else {
                 CONNECTIONS

@@ -48,6 +48,7 @@ mod workload_interop;
 mod workload_latency;
 mod workload_message_rate;
 mod workload_scale;
+mod workload_server_messages;
 mod workload_source;
 mod workload_tlp;
 mod workload_tls;

@@ -17,7 +17,8 @@ use std::{
 use c1m::workload::stats::{counters::Messages, snapshot::AppSnapshot};
 
 use crate::workload_util::{
-    Proc, c1m, control, each_engine, require_python_websockets, scratch, wait_for,
+    Proc, c1m, control, each_engine, require_python_websockets, run_line_and_record, scratch,
+    wait_for,
 };
 
 const LONG: Duration = Duration::from_secs(60);
@@ -351,24 +352,7 @@ fn c1m_run_forwards_the_rate_and_sums_the_messages_up() {
         .arg(dir.path())
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}: {text}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("messages: "))
-        .unwrap_or_else(|| panic!("no messages line: {text}"));
-    let run = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.join("summary.json").exists())
-        .unwrap();
-    let rec: c1m::model::RunRecord =
-        serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+    let (line, rec) = run_line_and_record(&out, dir.path(), "messages: ");
     let client = rec.client.as_ref().unwrap();
     let m = client.counters.messages;
     assert_eq!(

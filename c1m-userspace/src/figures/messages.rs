@@ -1,15 +1,16 @@
 //! `--message-rate`'s figures, computed once from a run's record: what the client's
 //! messages came to, their latency (from each message's schedule: coordinated omission
 //! corrected), the idle phase's throughput, and what a message cost there (CPU of server
-//! and client per million messages). The summary reads them.
+//! and client per million messages). The summary reads them. `--server-message-rate`'s
+//! are beside them: what the server sent unasked and the client received, one way.
 
 use serde::Serialize;
 
 use crate::{
     model::{Phase, RunRecord},
     workload::stats::{
-        counters::Messages,
-        histograms::{HIST_NAMES, MESSAGE, Percentiles},
+        counters::{Messages, ServerMessages},
+        histograms::{HIST_NAMES, MESSAGE, Percentiles, SERVER_MESSAGE},
     },
 };
 
@@ -57,6 +58,41 @@ pub(crate) fn of(run: &RunRecord) -> Option<MessageFigures> {
             .filter(|p| p.duration_s > 0.0 && p.messages_received > 0)
             .map(|p| p.messages_received as f64 / p.duration_s),
         idle_cpu_s_per_million: idle.and_then(cpu_per_million_messages),
+    })
+}
+
+/// The server's messages at the end of a run (`--server-message-rate`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub(crate) struct ServerMessageFigures {
+    /// The server's `sent`, `late` and `capped`.
+    pub server: ServerMessages,
+    /// Messages the client received (None: no snapshot of the client).
+    pub received: Option<u64>,
+    /// Latency (µs) from each message's scheduled instant to the client's read.
+    pub latency: Option<Percentiles>,
+    /// Messages the client received a second over the idle phase, when it had any.
+    pub idle_per_s: Option<f64>,
+}
+
+/// The server-message figures, None when the server sent none.
+pub(crate) fn server_of(run: &RunRecord) -> Option<ServerMessageFigures> {
+    let server = run.server.as_ref()?.counters.server_messages;
+    if server.sent == 0 {
+        return None;
+    }
+    let client = run.client.as_ref();
+    let latency = client
+        .and_then(|c| c.histogram(HIST_NAMES[SERVER_MESSAGE]).ok())
+        .filter(|h| !h.is_empty())
+        .map(|h| Percentiles::of(&h));
+    let idle = run.phases.iter().find(|p| p.name == "idle");
+    Some(ServerMessageFigures {
+        server,
+        received: client.map(|c| c.counters.server_messages.received),
+        latency,
+        idle_per_s: idle
+            .filter(|p| p.duration_s > 0.0 && p.server_messages_received > 0)
+            .map(|p| p.server_messages_received as f64 / p.duration_s),
     })
 }
 

@@ -243,6 +243,10 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
         s.push('\n');
         wrapln!(s, width, "", "{}", messages_line(&m));
     }
+    if let Some(m) = crate::figures::messages::server_of(run) {
+        s.push('\n');
+        wrapln!(s, width, "", "{}", server_messages_line(&m));
+    }
     if let Some(line) = crate::report::empty_histograms_line(run) {
         s.push('\n');
         wrapln!(s, width, "", "{}", &line);
@@ -435,10 +439,8 @@ fn messages_line(m: &crate::figures::messages::MessageFigures) -> String {
     if let Some(p) = &m.latency {
         let _ = write!(
             line,
-            ", latency p50/p99/p99.9 {}/{}/{} ms (from the schedule: corrected for coordinated omission)",
-            crate::fmt::ms(p.p50 as f64),
-            crate::fmt::ms(p.p99 as f64),
-            crate::fmt::ms(p.p999 as f64)
+            ", latency {} (from the schedule: corrected for coordinated omission)",
+            p50_p99_p999(p)
         );
     }
     for (what, n) in c
@@ -457,6 +459,42 @@ fn messages_line(m: &crate::figures::messages::MessageFigures) -> String {
         );
     }
     line
+}
+
+/// "server messages: 3,000,000 sent, 3,000,000 received, 99,980 msg/s in idle, latency
+/// p50/p99/p99.9 0.110/0.450/1.100 ms (one way, from the schedule)", then what is late
+/// or capped.
+fn server_messages_line(m: &crate::figures::messages::ServerMessageFigures) -> String {
+    let mut line = format!("server messages: {} sent", count(m.server.sent));
+    if let Some(r) = m.received {
+        let _ = write!(line, ", {} received", count(r));
+    }
+    if let Some(r) = m.idle_per_s {
+        let _ = write!(line, ", {} msg/s in idle", num(r, 0));
+    }
+    if let Some(p) = &m.latency {
+        let _ = write!(
+            line,
+            ", latency {} (one way, from the schedule: corrected for coordinated omission)",
+            p50_p99_p999(p)
+        );
+    }
+    for (what, n) in [("late", m.server.late), ("capped", m.server.capped)] {
+        if n > 0 {
+            let _ = write!(line, ", {} {}", count(n), what);
+        }
+    }
+    line
+}
+
+/// "p50/p99/p99.9 0.210/0.950/3.100 ms" of a latency histogram's µs percentiles.
+fn p50_p99_p999(p: &Percentiles) -> String {
+    format!(
+        "p50/p99/p99.9 {}/{}/{} ms",
+        crate::fmt::ms(p.p50 as f64),
+        crate::fmt::ms(p.p99 as f64),
+        crate::fmt::ms(p.p999 as f64)
+    )
 }
 
 fn phase_table(phases: &[Phase]) -> Blocks {

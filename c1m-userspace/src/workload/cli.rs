@@ -16,7 +16,7 @@ use super::{
     config::{EngineKind, Mode, ServerShardConfig, ShardConfig},
     heartbeat::HeartbeatConfig,
     limits::{self, plan_server},
-    messages::MessageRate,
+    messages::{MessageConfig, MessageRate},
     push_format::PushFormat,
     push_rule::PushInstant,
     push_trigger::PushTrigger,
@@ -107,6 +107,15 @@ pub struct ServerArgs {
     /// counted heartbeat_missed) at the connection's next slot (default: the interval).
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse, requires = "heartbeat")]
     pub heartbeat_timeout: Option<Duration>,
+    /// ws mode: send every open connection this many messages a second (10, 10/s, 0.5)
+    /// of --message-size bytes unasked, phases spread evenly; each is stamped with its
+    /// scheduled instant, and c1m's client times it from there (coordinated omission
+    /// corrected). Per connection: a server does not know how many will come.
+    #[arg(long, value_name = "RATE", value_parser = super::messages::parse_rate)]
+    pub message_rate: Option<MessageRate>,
+    /// With --message-rate: bytes of each message's payload (at least 16, its stamp).
+    #[arg(long, value_name = "BYTES", default_value_t = 64, value_parser = super::messages::parse_size)]
+    pub message_size: u32,
     /// The run this server belongs to, told with every `time` answer of its control
     /// endpoint (set by `c1m run --clients external`; client hosts record it).
     #[arg(value_name = "NAME", long, hide = true)]
@@ -346,6 +355,14 @@ pub(crate) fn run_server(a: ServerArgs) -> Result<()> {
     if a.heartbeat.is_some() && a.mode != Mode::Ws {
         bail!("--heartbeat pings WebSocket connections: it needs --mode ws");
     }
+    if a.message_rate.is_some() && a.mode != Mode::Ws {
+        bail!(
+            "--message-rate on the server sends WebSocket messages: it needs --mode ws (a raw \
+             byte stream has no frames to tell them from the client's bytes)"
+        );
+    }
+    let messages = MessageConfig::of(a.message_rate, None, 1, a.message_size)
+        .map_err(|e| anyhow::anyhow!("--message-rate: {e}"))?;
     let listen = a.listen()?;
     let tls = a.tls.resolve(&listen)?;
     // Before any shard binds, and held until the last one is gone.
@@ -374,6 +391,7 @@ pub(crate) fn run_server(a: ServerArgs) -> Result<()> {
                 handshake_timeout_ms: a.handshake_timeout.as_millis() as u64,
                 tls: tls.clone(),
                 heartbeat: HeartbeatConfig::of(a.heartbeat, a.heartbeat_timeout),
+                messages,
             })
         })
         .collect();

@@ -91,6 +91,10 @@ pub(crate) struct ServerShardConfig {
     /// `--heartbeat`: ping every WebSocket connection this often (None: never).
     #[serde(default)]
     pub heartbeat: Option<HeartbeatConfig>,
+    /// `--message-rate`: send every open WebSocket connection stamped messages on this
+    /// schedule (None: never).
+    #[serde(default)]
+    pub messages: Option<MessageConfig>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

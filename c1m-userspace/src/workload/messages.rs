@@ -15,6 +15,13 @@
 //! with its own scheduled instant (wrk2: the load that should have been offered is, late,
 //! and its latency says so). The tokio engine's tasks derive their own phase from their
 //! index ([`phase_ns`]) and send every message whose instant passed when they wake.
+//!
+//! `c1m server --message-rate` is the other direction: the server sends each open
+//! WebSocket connection M messages a second with the same stamp and the same schedule,
+//! the top bit of the sequence set to say a server sent it, and the client times each
+//! from its stamp on arrival. Server and client read one clock: CLOCK_MONOTONIC is one
+//! clock for every process and network namespace on one kernel (so the two only agree
+//! on one host, which is where c1m's own server and client meet).
 
 use std::{ops::Range, time::Duration};
 
@@ -22,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::workload::{
     heartbeat,
-    stats::counters::Messages,
+    stats::counters::{Messages, ServerMessages},
     sys::splitmix64,
     ws::frame::{Opcode, encode_frame},
 };
@@ -30,6 +37,12 @@ use crate::workload::{
 /// The stamp at the head of every message: scheduled ns, sequence, magic.
 pub(crate) const HEADER: usize = 16;
 const MAGIC: &[u8; 4] = b"c1mM";
+/// The sequence's top bit: set on a server's message, so a client that sends its own
+/// (and waits for their echoes) tells the two apart; a client's sequence keeps 31 bits.
+const FROM_SERVER: u32 = 1 << 31;
+/// A server connection with this much output still queued skips its message (counted
+/// capped): its client stopped reading, and the queue would only grow.
+pub(crate) const SERVER_QUEUE_CAP: usize = 256 * 1024;
 /// Fastest per-connection rate accepted: one message every 10 µs.
 const MAX_RATE: f64 = 100_000.0;
 
@@ -178,14 +191,75 @@ pub(crate) fn encode(
     }
 }
 
-/// A payload's stamp (scheduled ns, sequence), None if it is not a message of ours.
+/// A payload's stamp (scheduled ns, sequence), None if it is not a message of ours or
+/// if a server sent it ([`decode_server`]).
 pub(crate) fn decode(p: &[u8]) -> Option<(u64, u32)> {
+    decode_any(p).filter(|(_, seq)| seq & FROM_SERVER == 0)
+}
+
+/// The scheduled instant (monotonic ns) of a server's message, None for anything else.
+pub(crate) fn decode_server(p: &[u8]) -> Option<u64> {
+    decode_any(p)
+        .filter(|(_, seq)| seq & FROM_SERVER != 0)
+        .map(|(at, _)| at)
+}
+
+fn decode_any(p: &[u8]) -> Option<(u64, u32)> {
     if p.len() < HEADER || &p[12..16] != MAGIC {
         return None;
     }
     let at = u64::from_be_bytes(p[..8].try_into().ok()?);
     let seq = u32::from_be_bytes(p[8..12].try_into().ok()?);
     Some((at, seq))
+}
+
+/// The server's message `seq` (of its connection) scheduled at `scheduled_ns`, at the
+/// end of `out`: an unmasked binary frame, as a server's are.
+pub(crate) fn encode_server(
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    cfg: &MessageConfig,
+    scheduled_ns: u64,
+    seq: u32,
+) {
+    encode(
+        out,
+        scratch,
+        cfg,
+        scheduled_ns,
+        seq | FROM_SERVER,
+        true,
+        None,
+    );
+}
+
+/// A server's message scheduled at `scheduled_ns` comes up at `now` on a connection with
+/// `queued` bytes of output not yet taken by the socket: true if it is to be sent
+/// (counted sent, and late when more than an interval behind), false if skipped (counted
+/// capped: the client stopped reading).
+pub(crate) fn server_sent(
+    m: &mut ServerMessages,
+    cfg: &MessageConfig,
+    scheduled_ns: u64,
+    now: u64,
+    queued: usize,
+) -> bool {
+    if queued >= SERVER_QUEUE_CAP {
+        m.capped += 1;
+        return false;
+    }
+    m.sent += 1;
+    if now.saturating_sub(scheduled_ns) > cfg.interval_ns {
+        m.late += 1;
+    }
+    true
+}
+
+/// A server's message scheduled at `scheduled_ns` arrived at `now`: counted, and its
+/// latency in µs from its schedule (on the one monotonic clock server and client share).
+pub(crate) fn server_received(m: &mut ServerMessages, scheduled_ns: u64, now: u64) -> u64 {
+    m.received += 1;
+    now.saturating_sub(scheduled_ns) / 1000
 }
 
 /// A message scheduled at `scheduled_ns` leaves now (`now`): counted sent and
@@ -208,7 +282,7 @@ pub(crate) fn sent(
     if now.saturating_sub(scheduled_ns) > cfg.interval_ns {
         m.late += 1;
     }
-    let seq = *conn.sent;
+    let seq = *conn.sent & !FROM_SERVER;
     *conn.sent = conn.sent.wrapping_add(1);
     *conn.out += 1;
     Some(seq)
@@ -224,7 +298,7 @@ pub(crate) fn received(
     seq: u32,
     now: u64,
 ) -> Option<u64> {
-    if *conn.out == 0 || seq != conn.sent.wrapping_sub(u32::from(*conn.out)) {
+    if *conn.out == 0 || seq != conn.sent.wrapping_sub(u32::from(*conn.out)) & !FROM_SERVER {
         m.unmatched += 1;
         return None;
     }
@@ -378,6 +452,31 @@ mod tests {
         assert_eq!(decode(&out), Some((12_345, 7)));
         assert_eq!(decode(&out[..15]), None);
         assert_eq!(decode(&[0; 64]), None);
+    }
+
+    #[test]
+    fn a_servers_message_is_told_from_a_clients_echo() {
+        let (mut out, mut scratch) = (Vec::new(), Vec::new());
+        encode_server(&mut out, &mut scratch, &cfg(100), 12_345, 7);
+        // An unmasked binary frame: 2 bytes of head, then the payload.
+        assert_eq!(out[0], 0x82);
+        assert_eq!(decode_server(&out[2..]), Some(12_345));
+        assert_eq!(decode(&out[2..]), None, "not an echo of ours");
+        let mut client = Vec::new();
+        encode(&mut client, &mut scratch, &cfg(100), 5, 1, false, None);
+        assert_eq!(decode_server(&client), None);
+        let mut m = ServerMessages::default();
+        assert!(server_sent(&mut m, &cfg(100), 10 * MS, 10 * MS, 0));
+        assert!(server_sent(&mut m, &cfg(100), 10 * MS, 200 * MS, 0));
+        assert!(!server_sent(
+            &mut m,
+            &cfg(100),
+            10 * MS,
+            10 * MS,
+            SERVER_QUEUE_CAP
+        ));
+        assert_eq!(server_received(&mut m, 10 * MS, 12 * MS), 2000);
+        assert_eq!((m.sent, m.late, m.capped, m.received), (2, 1, 1, 1));
     }
 
     #[test]

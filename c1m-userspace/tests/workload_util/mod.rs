@@ -187,3 +187,31 @@ pub fn scratch(name: &str) -> tempfile::TempDir {
         .tempdir()
         .expect("scratch dir")
 }
+
+/// `c1m run … --out dir` ended well: the summary line that starts with `starts`, and
+/// the record of the one run folder under `dir`.
+pub fn run_line_and_record(
+    out: &Output,
+    dir: &std::path::Path,
+    starts: &str,
+) -> (String, c1m::model::RunRecord) {
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}: {text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(starts))
+        .unwrap_or_else(|| panic!("no {starts:?} line: {text}"))
+        .to_owned();
+    let run = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("summary.json").exists())
+        .unwrap();
+    let rec = serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+    (line, rec)
+}

@@ -163,6 +163,8 @@ pub(crate) fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsErro
         duration: stop_after,
         heartbeat,
         heartbeat_timeout,
+        message_rate,
+        message_size,
         run_id,
         tls:
             ServerTlsArgs {
@@ -188,6 +190,8 @@ pub(crate) fn server_argv(a: &ServerArgs) -> Result<Vec<OsString>, ChildArgsErro
     v.opt("duration", stop_after.map(duration));
     v.opt("heartbeat", heartbeat.map(duration));
     v.opt("heartbeat_timeout", heartbeat_timeout.map(duration));
+    v.opt("message_rate", message_rate.map(|r| r.0.to_string()));
+    v.value("message_size", message_size.to_string());
     v.opt("run_id", run_id.clone());
     v.flag("tls", *tls);
     v.opt("tls_cert", tls_cert.as_ref());
@@ -319,6 +323,7 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         engine,
         server_engine,
         server_heartbeat,
+        server_message_rate,
         idle,
         pushes,
         phases,
@@ -389,6 +394,10 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
     v.value("engine", engine.name());
     v.opt("server_engine", server_engine.map(|e| e.name()));
     v.opt("server_heartbeat", server_heartbeat.map(duration));
+    v.opt(
+        "server_message_rate",
+        server_message_rate.map(|r| r.0.to_string()),
+    );
     // A phase list replaces the fixed sequence's flags (and refuses them beside it).
     if phases.is_empty() {
         v.value("idle", duration(*idle));
@@ -493,6 +502,8 @@ impl ChildPlan {
         server.common.engine = args.server_engine.unwrap_or(args.engine);
         server.heartbeat = args.server_heartbeat;
         server.heartbeat_timeout = args.server_heartbeat.and(args.workload.heartbeat_timeout);
+        server.message_rate = args.server_message_rate;
+        server.message_size = args.workload.message_size;
         server.max_conns = Some(n);
         server.common.control = Some(control_socket(dir, "server")?);
         server.common.stats_json = Some(dir.join("server-final.json"));

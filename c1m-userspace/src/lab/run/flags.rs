@@ -21,6 +21,7 @@ use crate::{
     workload::{
         cli::WorkloadArgs,
         config::{EngineKind, Mode},
+        messages::MessageRate,
         push_format::PushFormat,
         push_rule::{PushInstant, PushRule},
         push_trigger::{self as trigger, PushTrigger},
@@ -70,6 +71,11 @@ pub struct RunArgs {
     /// client's is --heartbeat), with the client's --heartbeat-timeout.
     #[arg(value_name = "DURATION", help_heading = "Workload", long, value_parser = crate::duration::parse)]
     pub server_heartbeat: Option<Duration>,
+    /// c1m's own server sends every open connection this many messages a second (its
+    /// --message-rate, of --message-size bytes; ws mode), each timed by the client from
+    /// its scheduled instant.
+    #[arg(value_name = "RATE", help_heading = "Workload", long, value_parser = crate::workload::messages::parse_rate)]
+    pub server_message_rate: Option<MessageRate>,
     /// Length of the idle phase.
     #[arg(value_name = "DURATION", help_heading = "Workload", long, default_value = "10s", value_parser = crate::duration::parse)]
     pub idle: Duration,
@@ -359,6 +365,16 @@ pub(crate) fn flags_agree(args: &RunArgs) -> Result<()> {
             "--message-rate sends messages for the server to echo: it needs --mode ws or --mode echo"
         );
     }
+    if args.server_message_rate.is_some() {
+        if args.mode != Mode::Ws {
+            bail!("--server-message-rate sends WebSocket messages: it needs --mode ws");
+        }
+        if args.clients == Clients::External || args.hosts.is_some() {
+            bail!(
+                "--server-message-rate is timed on one clock (CLOCK_MONOTONIC) at both ends: clients on other hosts do not share it; drop the flag or run the clients here"
+            );
+        }
+    }
     if args.repeat != 1 {
         bail!("--repeat repeats the runs of --servers: add --servers NAMES, or drop --repeat");
     }
@@ -425,6 +441,11 @@ impl ServerSpec {
                 s.name
             ),
             _ => {}
+        }
+        if !own && args.server_message_rate.is_some() {
+            bail!(
+                "--server-message-rate makes c1m's own server send messages; a server of yours (--server-cmd or --target) does not: drop the flag"
+            );
         }
         PushRule::check_stamp(&args.push_format, args.push_stamp).map_err(anyhow::Error::msg)?;
         if own && args.push_format != PushFormat::C1m {

@@ -425,6 +425,11 @@ impl Lab {
         phase.messages_sent = m1.0.saturating_sub(m0.0);
         phase.messages_received = m1.1.saturating_sub(m0.1);
         phase.tcp_out_segs = segs0.zip(out_segs()).map(|(a, b)| b.saturating_sub(a));
+        let pushed = |s: &Option<AppSnapshot>| {
+            s.as_ref()
+                .map_or(0, |s| s.counters.server_messages.received)
+        };
+        phase.server_messages_received = pushed(&self.last_client).saturating_sub(pushed(&c0));
         let o1 = crate::host::own_cpu();
         phase.observer = ProcessUsage {
             cpu_user_s: o1.0 - o0.0,

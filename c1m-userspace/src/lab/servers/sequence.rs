@@ -197,6 +197,14 @@ async fn run_all(mut args: RunArgs) -> Result<i32> {
         );
         return Ok(EXIT_BAD_INPUT);
     }
+    if args.server_message_rate.is_some()
+        && let Some(s) = servers.iter().find(|s| s.is_reference())
+    {
+        bail!(
+            "--server-message-rate makes c1m's own server send messages; {} does not: name only c1m-epoll and c1m-tokio in --servers, or drop the flag",
+            s.name()
+        );
+    }
     if let Some(flag) = refused_flags(&args).first() {
         bail!(
             "--servers starts each named server with its own push, so it cannot be used with {flag}: drop one of them"

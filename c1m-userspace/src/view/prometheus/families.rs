@@ -382,6 +382,19 @@ fn app_metrics(x: &mut Exposition, state: &LiveState) {
     for (side, a) in &msgs {
         f.sample(&[("side", side)], a.counters.messages.outstanding);
     }
+    // `c1m server --message-rate`: the server's sent, late and capped, the client's
+    // received.
+    let f = x.family(
+        "c1m_server_messages_total",
+        Kind::Counter,
+        "c1m server --message-rate: messages the server sent unasked (sent, late, capped) \
+         and the client received.",
+    );
+    for (side, a) in &present {
+        for (kind, n) in a.counters.server_messages.iter().filter(|(_, n)| *n > 0) {
+            f.sample(&[("side", side), ("kind", kind)], n);
+        }
+    }
     let f = x.family(
         "c1m_received_bytes_total",
         Kind::Counter,

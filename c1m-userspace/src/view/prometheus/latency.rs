@@ -82,6 +82,13 @@ pub const LATENCIES: [(&str, &str, &str); HIST_NAMES.len()] = [
          to the echo read (coordinated omission corrected: a sender behind schedule or a \
          stalled peer shows in it).",
     ),
+    (
+        "server_message_us",
+        "c1m_server_message_seconds",
+        "c1m server --message-rate: a server's message, one way, from the instant the \
+         server scheduled it to the client's read (one monotonic clock on one host; \
+         coordinated omission corrected).",
+    ),
 ];
 
 /// Upper bounds of the buckets, µs: steps of 1, 2.5 and 5 from 5 µs (below a loopback

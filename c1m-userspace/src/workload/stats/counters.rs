@@ -241,6 +241,24 @@ counter_set! {
     }
 }
 
+counter_set! {
+    /// `c1m server --message-rate`: the messages a server sends each open WebSocket
+    /// connection unasked. The server counts what it sent, the client what it received;
+    /// on one host with nothing lost the client's `received` is the server's `sent`.
+    ServerMessages {
+        /// Server: messages sent (each stamped with its scheduled instant).
+        sent,
+        /// Server: of `sent`, written more than one interval behind schedule.
+        late,
+        /// Server: messages skipped (not in `sent`): their connection had 256 KiB of
+        /// output queued already (a client that stopped reading).
+        capped,
+        /// Client: server messages received (latency in `server_message_us`, from each
+        /// message's schedule).
+        received,
+    }
+}
+
 impl Churn {
     /// Closes less their reopens' endings: 0 when the counts agree.
     pub fn unaccounted(&self) -> i128 {
@@ -340,6 +358,10 @@ pub struct Counters {
     #[serde(default)]
     /// `--message-rate`: messages this client sent and their echoes (all 0 without it).
     pub messages: Messages,
+    /// `c1m server --message-rate`: messages the server sent unasked, and the client
+    /// received (all 0 without it).
+    #[serde(default)]
+    pub server_messages: ServerMessages,
 }
 
 /// `$sum.field = $a.field + $b.field` for each field, `?` with the field's name on overflow.
@@ -378,6 +400,7 @@ impl Counters {
             heartbeat: _,
             churn: _,
             messages: _,
+            server_messages: _,
         } = *o;
         let a = *self;
         let mut sum = a;
@@ -426,6 +449,9 @@ impl Counters {
         sum.messages
             .checked_add(&o.messages)
             .map_err(named("messages"))?;
+        sum.server_messages
+            .checked_add(&o.server_messages)
+            .map_err(named("server_messages"))?;
         *self = sum;
         Ok(())
     }
@@ -454,6 +480,7 @@ impl Counters {
         self.heartbeat.add(&o.heartbeat);
         self.churn.add(&o.churn);
         self.messages.add(&o.messages);
+        self.server_messages.add(&o.server_messages);
     }
 }
 

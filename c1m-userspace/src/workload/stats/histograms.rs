@@ -41,6 +41,11 @@ use thiserror::Error;
 /// open (TCP, then TLS, then the WebSocket upgrade, as the mode has them). Reopens have
 /// a histogram of their own: they happen while the box holds every connection, and in
 /// the ramp's histograms they would change the ramp's figures the seeds compare.
+///
+/// `message_us` (`--message-rate`): a message's echo, from the instant the message was
+/// scheduled to the echo read. `server_message_us` (`c1m server --message-rate`): a
+/// server's message, from the instant the server scheduled it to the client's read of
+/// it (one way; both read CLOCK_MONOTONIC, one clock on one kernel).
 pub const HIST_NAMES: [&str; HISTS] = [
     "connect_us",
     "connect_from_schedule_us",
@@ -54,6 +59,7 @@ pub const HIST_NAMES: [&str; HISTS] = [
     "pong_us",
     "churn_setup_us",
     "message_us",
+    "server_message_us",
 ];
 
 /// A histogram of [`HIST_NAMES`] as views name it: without the `_us` of the unit it is
@@ -81,7 +87,7 @@ pub const SETUP_LATENCY_PAIRS: [(&str, &str, &str); 3] = [
 ];
 
 /// How many histograms a client shard keeps.
-pub(crate) const HISTS: usize = 12;
+pub(crate) const HISTS: usize = 13;
 
 /// 1 µs to 1 hour at 3 significant digits: covers loopback RTTs and a SYN retransmitted for
 /// minutes, at 0.1% resolution, in ~190 KiB per histogram (touched lazily).
@@ -160,6 +166,7 @@ pub(crate) const PUSH_FANOUT: usize = 8;
 pub(crate) const PONG: usize = 9;
 pub(crate) const CHURN_SETUP: usize = 10;
 pub(crate) const MESSAGE: usize = 11;
+pub(crate) const SERVER_MESSAGE: usize = 12;
 
 impl Hists {
     pub(crate) fn new() -> Result<Hists, HistError> {
@@ -172,6 +179,7 @@ impl Hists {
             new_coarse_hist()?,
             new_hist()?,
             new_coarse_hist()?,
+            new_hist()?,
             new_hist()?,
             new_hist()?,
             new_hist()?,

@@ -289,15 +289,18 @@ async fn goodbye_slot(sh: &Shared) -> Option<SemaphorePermit<'_>> {
     }
 }
 
-/// After our close frame: reads (and drops) until the server closes the connection, or the
-/// teardown stalled (`Shared::close_stalled`).
-async fn await_server_close(sh: &Shared, s: &TcpStream) {
+/// After our close frame: reads until the server closes the connection, or the teardown
+/// stalled (`Shared::close_stalled`). With `frames` (plain WebSocket: the input a read
+/// left unparsed first), the server's messages written before it read our close are
+/// counted (`Proto::closing_input`); everything else is dropped.
+async fn await_server_close(sh: &Shared, s: &TcpStream, mut frames: Option<Vec<u8>>) {
     let mut stalled = pin!(sh.close_stalled.notified());
     stalled.as_mut().enable();
     if sh.stalled.get() {
         return;
     }
     let mut buf = [0u8; 64];
+    let mut frag = None;
     loop {
         tokio::select! {
             biased;
@@ -308,7 +311,15 @@ async fn await_server_close(sh: &Shared, s: &TcpStream) {
                 }
                 match s.try_read(&mut buf) {
                     Ok(0) => return,
-                    Ok(n) => sh.p.borrow_mut().c.bytes_in += n as u64,
+                    Ok(n) => {
+                        let mut p = sh.p.borrow_mut();
+                        p.c.bytes_in += n as u64;
+                        if let Some(pending) = frames.as_mut() {
+                            pending.extend_from_slice(&buf[..n]);
+                            let used = p.closing_input(pending, &mut frag);
+                            pending.drain(..used);
+                        }
+                    }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(_) => return,
                 }
@@ -593,7 +604,8 @@ impl Conn {
             if self.finish(&sh, stream.as_mut(), end)
                 && let Some(s) = &stream
             {
-                await_server_close(&sh, s.tcp()).await;
+                let frames = self.closing_frames(s);
+                Box::pin(await_server_close(&sh, s.tcp(), frames)).await;
             }
             drop(stream);
             sh.live.set(sh.live.get() - 1);
@@ -601,6 +613,18 @@ impl Conn {
                 sh.gone.notify_one();
             }
         }
+    }
+
+    /// What [`await_server_close`] parses after our close frame: on a plain stream (a
+    /// WebSocket, since only one waits) the input the last read left unparsed; None
+    /// under TLS, whose records are not opened any more.
+    fn closing_frames(&mut self, s: &Stream) -> Option<Vec<u8>> {
+        matches!(s, Stream::Tcp(_)).then(|| {
+            self.spill
+                .as_mut()
+                .map(|sp| std::mem::take(&mut sp.inbuf).to_vec())
+                .unwrap_or_default()
+        })
     }
 
     /// The connection's place on the churn board: its index among the shard's.
@@ -620,9 +644,10 @@ impl Conn {
             Err(_) => churn::failed(&mut sh.p.borrow_mut().c.churn),
         }
         if goodbye && let Some(s) = &stream {
+            let frames = self.closing_frames(s);
             let waited = tokio::time::timeout(
                 Duration::from_nanos(CLOSE_STALL_NS),
-                await_server_close(sh, s.tcp()),
+                await_server_close(sh, s.tcp(), frames),
             )
             .await;
             let mut p = sh.p.borrow_mut();

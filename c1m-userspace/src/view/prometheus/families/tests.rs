@@ -428,6 +428,8 @@ fn docs_metrics_md_lists_every_family_with_its_type() {
         c.counters.churn.closed = 2;
         // The message families only for a side that sent messages.
         c.counters.messages.sent = 5;
+        // The server-message family only for a side that sent or received one.
+        c.counters.server_messages.received = 5;
     }
     let mut exported = std::collections::BTreeMap::new();
     for detail in [Detail::default(), Detail { per_port: true }] {

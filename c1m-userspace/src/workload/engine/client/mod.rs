@@ -6,6 +6,8 @@
 //! frames, push stamps). The epoll [`Shard`] below and the tokio engine's tasks only move
 //! bytes.
 
+mod churn;
+mod messages;
 pub(crate) mod proto;
 
 use std::{
@@ -27,9 +29,9 @@ use super::{
     shrink, take_input, tls_read,
 };
 use crate::workload::{
-    churn::{self, ChurnOrder},
+    churn::{self as churn_pace, ChurnOrder},
     heartbeat::{Sweep, Visit},
-    messages,
+    messages::Sweep as MessageSweep,
 };
 use crate::workload::{
     config::{ClientShardConfig, Mode, ShardCommand},
@@ -94,7 +96,7 @@ struct Shard {
     next_beat: u64,
     /// `--churn`: the pace while churning (from `Churn { on }` to off or the teardown),
     /// and the next instant to look at it.
-    churning: Option<churn::Pace>,
+    churning: Option<churn_pace::Pace>,
     next_churn: u64,
     /// `--churn oldest`: open connections' tokens in the order they opened (stale tokens
     /// of connections gone meanwhile are skipped when they come up).
@@ -105,7 +107,7 @@ struct Shard {
     /// `--churn random`: the draw.
     churn_rng: u64,
     /// `--message-rate`: the walk over the slots (from `Start`) and its next step.
-    msgs: Option<messages::Sweep>,
+    msgs: Option<MessageSweep>,
     next_msg: u64,
     /// `--message-rate`: a `Close` waits until this instant (monotonic ns) for the
     /// echoes of the messages still out, then tears down.
@@ -208,7 +210,7 @@ impl Engine for Shard {
             } => {
                 self.churning = match (on, self.p.cfg.churn) {
                     (true, Some(c)) if !self.closing => {
-                        Some(churn::Pace::new(c.per_s_at(rate), t0_mono_ns))
+                        Some(churn_pace::Pace::new(c.per_s_at(rate), t0_mono_ns))
                     }
                     _ => None,
                 };
@@ -218,13 +220,8 @@ impl Engine for Shard {
             // Draining already: the teardown follows when the echoes are in.
             ShardCommand::Close if self.drain_until.is_some() => {}
             ShardCommand::Close => {
-                if let Some(m) = self.p.cfg.messages
-                    && !self.closing
-                    && self.p.c.messages.outstanding > 0
-                {
+                if self.start_drain() {
                     // No more messages; the teardown waits for the echoes of those out.
-                    self.p.draining = true;
-                    self.drain_until = Some(sys::monotonic_ns() + m.drain().as_nanos() as u64);
                     return Ok(());
                 }
                 self.p.draining = true;
@@ -268,21 +265,11 @@ impl Engine for Shard {
         if !self.closing && now >= self.next_churn && self.churning.is_some() {
             self.churn(ep, now);
         }
-        if self.msgs.is_none()
-            && let Some(m) = self.p.cfg.messages
-            && self.ramp_done()
-        {
-            // Messages from the end of the ramp: the setup's figures are its own.
-            self.msgs = Some(messages::Sweep::new(&m, now, self.p.cfg.shard));
-            self.next_msg = now;
-        }
+        self.start_messages_at_ramp_end(now);
         if !self.closing && !self.p.draining && now >= self.next_msg && self.msgs.is_some() {
             self.messages(ep, now);
         }
-        if let Some(d) = self.drain_until
-            && (self.p.c.messages.outstanding == 0 || now >= d)
-        {
-            self.drain_until = None;
+        if self.drain_over(now) {
             Shard::close_all(self);
             self.report(sink, true, self.conns.is_empty())?;
         }
@@ -338,7 +325,7 @@ impl Shard {
             Err(e) => {
                 self.p.connect_failed(&e, g);
                 if reopen {
-                    churn::failed(&mut self.p.c.churn);
+                    churn_pace::failed(&mut self.p.c.churn);
                 }
                 return;
             }
@@ -371,7 +358,7 @@ impl Shard {
     fn drop_conn(&mut self, tok: u64) {
         if let Some(conn) = self.conns.remove(tok) {
             if conn.p.reopen {
-                churn::failed(&mut self.p.c.churn);
+                churn_pace::failed(&mut self.p.c.churn);
             }
             self.p.c.in_flight -= 1;
             self.p.open_in_process.fetch_sub(1, Ordering::Relaxed);
@@ -400,87 +387,28 @@ impl Shard {
         }
     }
 
-    /// `--message-rate`: the slots whose phase came up since the last step (every missed
-    /// cycle included) send their message, stamped with the instant it came up.
-    fn messages(&mut self, ep: &Epoll, now: u64) {
-        let Some((step, sweep)) = self
-            .p
-            .cfg
-            .messages
-            .map(|m| m.step_ns())
-            .zip(self.msgs.as_mut())
-        else {
-            return;
-        };
-        self.next_msg = now + step;
-        let slots = self.conns.slot_count();
-        let due = sweep.advance(now, slots);
-        let sweep = sweep.clone();
-        for (r, start) in due {
-            for i in r {
-                if let Some(tok) = self.conns.token_at(i) {
-                    self.message_one(ep, tok, sweep.scheduled(start, i, slots), now);
-                }
-            }
-        }
-    }
-
-    fn message_one(&mut self, ep: &Epoll, tok: u64, scheduled: u64, now: u64) {
-        let Some(conn) = self.conns.get_mut(tok) else {
-            return;
-        };
-        self.p.out.clear();
-        if !self.p.message(&mut conn.p, scheduled, now) || self.p.out.is_empty() {
-            return;
-        }
-        let before = interest(&conn.spill);
-        let mut written = 0;
-        let r = send_sealed(
-            conn.fd.as_fd(),
-            conn.tls.as_deref_mut(),
-            &mut self.wire,
-            &mut conn.spill,
-            &self.p.out,
-            &mut written,
-        )
-        .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
-        self.p.c.bytes_out += written;
-        if let Err(e) = r {
-            closed_by(&e, &mut self.p.c.closed);
-            self.close_open(tok);
-        }
-    }
-
     fn beat_one(&mut self, ep: &Epoll, tok: u64, now: u64) {
         let Some(conn) = self.conns.get_mut(tok) else {
             return;
         };
-        let Some(v) = self.p.heartbeat_visit(&mut conn.p, now) else {
-            return;
-        };
-        if v == Visit::Wait {
-            return;
-        }
-        let before = interest(&conn.spill);
-        let mut written = 0;
-        let r = send_sealed(
-            conn.fd.as_fd(),
-            conn.tls.as_deref_mut(),
-            &mut self.wire,
-            &mut conn.spill,
-            &self.p.out,
-            &mut written,
-        );
-        self.p.c.bytes_out += written;
-        if v == Visit::Missed {
-            // Counted (`closed.heartbeat_missed`); the peer answers nothing, so no wait
-            // for its close reply.
-            self.close_open(tok);
-            return;
-        }
-        if let Err(e) = r.and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill)) {
-            closed_by(&e, &mut self.p.c.closed);
-            self.close_open(tok);
+        match self.p.heartbeat_visit(&mut conn.p, now) {
+            None | Some(Visit::Wait) => {}
+            Some(Visit::Ping) => self.send_out(ep, tok),
+            Some(Visit::Missed) => {
+                let mut written = 0;
+                let _ = send_sealed(
+                    conn.fd.as_fd(),
+                    conn.tls.as_deref_mut(),
+                    &mut self.wire,
+                    &mut conn.spill,
+                    &self.p.out,
+                    &mut written,
+                );
+                self.p.c.bytes_out += written;
+                // Counted (`closed.heartbeat_missed`); the peer answers nothing, so no
+                // wait for its close reply.
+                self.close_open(tok);
+            }
         }
     }
 
@@ -490,117 +418,6 @@ impl Shard {
             self.p.conn_ends(&mut conn.p);
             self.p.c.open -= 1;
             self.p.open_in_process.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-
-    /// `--churn`: closes and reopens the connections due since the last look.
-    fn churn(&mut self, ep: &Epoll, now: u64) {
-        let Some(pace) = self.churning.as_mut() else {
-            return;
-        };
-        let due = pace.take(now);
-        // The next look: at the next churn's instant, at most every pacing tick.
-        self.next_churn = pace.next_due_ns().max(now + PACE_NS);
-        for _ in 0..due {
-            let Some(tok) = self.churn_victim() else {
-                // Nothing held to churn: skipped, not caught up.
-                break;
-            };
-            self.churn_one(ep, tok);
-        }
-    }
-
-    /// The open connection to churn next, by `--churn-order`.
-    fn churn_victim(&mut self) -> Option<u64> {
-        let order = self.p.cfg.churn?.order;
-        let open = |conns: &mut Slab<Conn>, tok| {
-            conns.get_mut(tok).is_some_and(|c| c.p.state == State::Open)
-        };
-        match order {
-            ChurnOrder::Oldest => {
-                while let Some(tok) = self.open_order.pop_front() {
-                    if open(&mut self.conns, tok) {
-                        return Some(tok);
-                    }
-                }
-                None
-            }
-            ChurnOrder::Random => {
-                let slots = self.conns.slot_count() as u64;
-                if slots == 0 || self.p.c.open == 0 {
-                    return None;
-                }
-                // Held connections fill nearly every slot: a few draws find one.
-                for _ in 0..64 {
-                    self.churn_rng = self.churn_rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                    let i = (sys::splitmix64(self.churn_rng) % slots) as usize;
-                    if let Some(tok) = self.conns.token_at(i)
-                        && open(&mut self.conns, tok)
-                    {
-                        return Some(tok);
-                    }
-                }
-                None
-            }
-        }
-    }
-
-    /// Churns one open connection: closed as a teardown closes it (a close frame, then
-    /// the server's close awaited; a FIN in the raw modes), and reopened to the same
-    /// target from the same source at once.
-    fn churn_one(&mut self, ep: &Epoll, tok: u64) {
-        let ws = self.p.cfg.mode == Mode::Ws;
-        let Some(conn) = self.conns.get_mut(tok) else {
-            return;
-        };
-        let g = conn.p.g;
-        self.p.conn_ends(&mut conn.p);
-        churn::closing(&mut self.p.c.churn);
-        self.p.c.open -= 1;
-        let mut waits = false;
-        if ws {
-            let mut written = 0;
-            let sent = send_sealed(
-                conn.fd.as_fd(),
-                conn.tls.as_deref_mut(),
-                &mut self.wire,
-                &mut conn.spill,
-                self.p.close_frame(),
-                &mut written,
-            );
-            self.p.c.bytes_out += written;
-            waits = matches!(sent, Ok(Sent::All));
-        }
-        if waits {
-            conn.p.state = State::Closing;
-            conn.p.churned = true;
-            self.p.c.churn.closing += 1;
-            self.closes_waiting += 1;
-            self.churn_closing.push_back((tok, sys::monotonic_ns()));
-        } else if self.conns.remove(tok).is_some() {
-            // The socket closes here: our FIN first, so TIME_WAIT is ours.
-            self.p.open_in_process.fetch_sub(1, Ordering::Relaxed);
-        }
-        self.connect(ep, g, true);
-    }
-
-    /// Churned connections whose server has not closed within
-    /// [`proto::CLOSE_STALL_NS`] of our close frame are closed by us.
-    fn churn_stalled(&mut self) {
-        let now = sys::monotonic_ns();
-        while let Some(&(tok, since)) = self.churn_closing.front() {
-            let waiting = self
-                .conns
-                .get_mut(tok)
-                .is_some_and(|c| c.p.state == State::Closing && c.p.churned);
-            if waiting && now.saturating_sub(since) < proto::CLOSE_STALL_NS {
-                break;
-            }
-            self.churn_closing.pop_front();
-            if waiting {
-                self.p.warn_close_unanswered(1);
-                self.end(tok);
-            }
         }
     }
 
@@ -655,10 +472,33 @@ impl Shard {
     fn say_goodbye(&mut self, tok: u64) {
         // Gone meanwhile (the server closed it first, and that was counted), or already
         // waiting.
-        let Some(conn) = self.conns.get_mut(tok).filter(|c| c.p.state == State::Open) else {
+        if !self
+            .conns
+            .get_mut(tok)
+            .is_some_and(|c| c.p.state == State::Open)
+        {
             return;
-        };
+        }
         self.p.c.closed.local_close += 1;
+        let sent = self.send_close_frame(tok);
+        match self.conns.get_mut(tok) {
+            Some(conn) if sent && self.close_waits => {
+                self.p.conn_ends(&mut conn.p);
+                conn.p.state = State::Closing;
+                self.p.c.open -= 1;
+                self.closes_waiting += 1;
+            }
+            // Output stuck behind a peer that does not read: no goodbye to wait for.
+            _ => self.close_open(tok),
+        }
+    }
+
+    /// Writes our close frame on `tok`: true if it all went out (then the server's close
+    /// is worth waiting for).
+    fn send_close_frame(&mut self, tok: u64) -> bool {
+        let Some(conn) = self.conns.get_mut(tok) else {
+            return false;
+        };
         let mut written = 0;
         let sent = send_sealed(
             conn.fd.as_fd(),
@@ -669,13 +509,28 @@ impl Shard {
             &mut written,
         );
         self.p.c.bytes_out += written;
-        if matches!(sent, Ok(Sent::All)) && self.close_waits {
-            self.p.conn_ends(&mut conn.p);
-            conn.p.state = State::Closing;
-            self.p.c.open -= 1;
-            self.closes_waiting += 1;
-        } else {
-            // Output stuck behind a peer that does not read: no goodbye to wait for.
+        matches!(sent, Ok(Sent::All))
+    }
+
+    /// Writes [`Proto::out`] on an open `tok`; an error closes it (cause counted).
+    fn send_out(&mut self, ep: &Epoll, tok: u64) {
+        let Some(conn) = self.conns.get_mut(tok) else {
+            return;
+        };
+        let before = interest(&conn.spill);
+        let mut written = 0;
+        let r = send_sealed(
+            conn.fd.as_fd(),
+            conn.tls.as_deref_mut(),
+            &mut self.wire,
+            &mut conn.spill,
+            &self.p.out,
+            &mut written,
+        )
+        .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
+        self.p.c.bytes_out += written;
+        if let Err(e) = r {
+            closed_by(&e, &mut self.p.c.closed);
             self.close_open(tok);
         }
     }
@@ -686,10 +541,27 @@ impl Shard {
         let Some(conn) = self.conns.get_mut(tok) else {
             return;
         };
+        // Under TLS the records are not opened any more: what they carry goes uncounted.
+        let frames = self.p.cfg.mode == Mode::Ws && conn.tls.is_none();
         loop {
             match sys::read(conn.fd.as_fd(), &mut self.buf) {
                 Ok(0) => break,
-                Ok(n) => self.p.c.bytes_in += n as u64,
+                Ok(n) => {
+                    self.p.c.bytes_in += n as u64;
+                    if frames {
+                        // The server's messages sent before it read our close frame.
+                        let mut spill = conn.spill.take();
+                        let (mut inbuf, mut frag) = take_input(&mut spill);
+                        let data = joined(&mut inbuf, &mut self.buf[..n]);
+                        let len = data.len();
+                        let used = self.p.closing_input(data, &mut frag);
+                        if used < len || frag.is_some() {
+                            keep_input(&mut spill, inbuf, &self.buf[..n], used, frag);
+                        }
+                        shrink(&mut spill);
+                        conn.spill = spill;
+                    }
+                }
                 Err(e) if sys::would_block(&e) => return,
                 Err(_) => break,
             }

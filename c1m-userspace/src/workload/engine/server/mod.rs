@@ -4,6 +4,8 @@
 //! What a connection's input means and the frames a server writes are in `proto`, the
 //! warnings in `warnings`: the tokio engine's server shares both.
 
+mod beat;
+mod messages;
 pub mod proto;
 pub(crate) mod warnings;
 
@@ -33,7 +35,8 @@ use super::{
 };
 use crate::workload::{
     config::{Mode, ServerShardConfig, ShardCommand},
-    heartbeat::{self, HeartbeatConfig, Sweep, Visit},
+    heartbeat::{self, Sweep},
+    messages::Sweep as MessageSweep,
     sockopt,
     stats::{counters::Counters, report::PushStat},
     sys::{self, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, Epoll},
@@ -76,6 +79,8 @@ struct Conn {
     ws: WsState,
     /// `--heartbeat`: when the outstanding ping was sent (monotonic ns), 0 for none.
     ping_ns: u64,
+    /// `--message-rate`: messages sent on this connection (the next one's sequence).
+    msg_seq: u32,
     spill: Option<Box<Spill>>,
     /// With `--tls`: the session (keys and record state; the buffers are the shard's).
     tls: Option<Box<TlsConn>>,
@@ -128,6 +133,11 @@ struct Shard {
     /// `--heartbeat` (ws mode): the walk over the slots and its next step.
     beat: Option<Sweep>,
     next_beat: u64,
+    /// `--message-rate` (ws mode): the walk over the slots, its next step, and the
+    /// scratch a message's payload is built in.
+    msgs: Option<MessageSweep>,
+    next_msg: u64,
+    msg_scratch: Vec<u8>,
 }
 
 /// Runs one server shard until `Stop` (or its supervisor goes away).
@@ -188,6 +198,12 @@ pub(crate) fn run(
             .filter(|_| cfg.mode == Mode::Ws)
             .map(|h| Sweep::new(&h, sys::monotonic_ns(), cfg.shard)),
         next_beat: 0,
+        msgs: cfg
+            .messages
+            .filter(|_| cfg.mode == Mode::Ws)
+            .map(|m| MessageSweep::new(&m, sys::monotonic_ns(), cfg.shard)),
+        next_msg: 0,
+        msg_scratch: Vec::new(),
         cfg,
     };
     shard_loop::run(&mut s, &ep, &mut io)
@@ -199,10 +215,15 @@ impl Engine for Shard {
         // with push chunks.
         if self.push.is_some() {
             0
-        } else if self.beat.is_some() {
-            sys::ms_until(sys::monotonic_ns(), next_tick.min(self.next_beat))
         } else {
-            sys::ms_until(sys::monotonic_ns(), next_tick)
+            let mut deadline = next_tick;
+            if self.beat.is_some() {
+                deadline = deadline.min(self.next_beat);
+            }
+            if self.msgs.is_some() {
+                deadline = deadline.min(self.next_msg);
+            }
+            sys::ms_until(sys::monotonic_ns(), deadline)
         }
     }
 
@@ -248,6 +269,9 @@ impl Engine for Shard {
         if self.beat.is_some() && now >= self.next_beat {
             self.heartbeat(ep, now);
         }
+        if self.msgs.is_some() && now >= self.next_msg {
+            self.messages(ep, now);
+        }
         if let Some(id) = self.push.as_ref().map(|j| j.id) {
             self.push_step(ep);
             if self.push.is_none() {
@@ -277,59 +301,24 @@ impl Engine for Shard {
 }
 
 impl Shard {
-    /// `--heartbeat`: the slots whose phase came up since the last step ping their
-    /// client (unmasked, as a server must), or close when its ping went unanswered.
-    fn heartbeat(&mut self, ep: &Epoll, now: u64) {
-        let Some((cfg, sweep)) = self.cfg.heartbeat.zip(self.beat.as_mut()) else {
+    /// Writes [`Shard::out`] on `tok`; an error closes it (cause counted).
+    fn send_out(&mut self, ep: &Epoll, tok: u64) {
+        let Some(conn) = self.conns.get_mut(tok) else {
             return;
         };
-        self.next_beat = now + cfg.step_ns();
-        for r in sweep.advance(now, self.conns.slot_count()) {
-            for i in r {
-                if let Some(tok) = self.conns.token_at(i) {
-                    self.beat_one(ep, &cfg, tok, now);
-                }
-            }
-        }
-    }
-
-    fn beat_one(&mut self, ep: &Epoll, cfg: &HeartbeatConfig, tok: u64, now: u64) {
-        let Some(conn) = self.conns.get_mut(tok).filter(|c| c.ws == WsState::Open) else {
-            return;
-        };
-        self.out.clear();
-        let visit = heartbeat::visit(&mut self.c.heartbeat, cfg, &mut conn.ping_ns, now);
-        heartbeat::encode(&mut self.out, visit, conn.ping_ns, None);
-        match visit {
-            Visit::Wait => {}
-            Visit::Ping => {
-                let before = interest(&conn.spill);
-                let r = send_sealed(
-                    conn.fd.as_fd(),
-                    conn.tls.as_deref_mut(),
-                    &mut self.wire,
-                    &mut conn.spill,
-                    &self.out,
-                    &mut self.c.bytes_out,
-                )
-                .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
-                if let Err(e) = r {
-                    closed_by(&e, &mut self.c.closed);
-                    self.close(tok);
-                }
-            }
-            Visit::Missed => {
-                self.c.closed.heartbeat_missed += 1;
-                send_sealed_before_close(
-                    conn.fd.as_fd(),
-                    conn.tls.as_deref_mut(),
-                    &mut self.wire,
-                    &conn.spill,
-                    &self.out,
-                    &mut self.c.bytes_out,
-                );
-                self.close(tok);
-            }
+        let before = interest(&conn.spill);
+        let r = send_sealed(
+            conn.fd.as_fd(),
+            conn.tls.as_deref_mut(),
+            &mut self.wire,
+            &mut conn.spill,
+            &self.out,
+            &mut self.c.bytes_out,
+        )
+        .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
+        if let Err(e) = r {
+            closed_by(&e, &mut self.c.closed);
+            self.close(tok);
         }
     }
 
@@ -443,6 +432,7 @@ impl Shard {
             fd,
             ws,
             ping_ns: 0,
+            msg_seq: 0,
             spill: None,
             tls,
         });

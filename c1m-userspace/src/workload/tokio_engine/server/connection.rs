@@ -26,7 +26,7 @@ use crate::workload::{
         },
     },
     heartbeat::{self, Visit},
-    sys,
+    messages, sys,
     tokio_engine::{
         Spill,
         stream::{Stream, count_handshake_failure, tls_error},
@@ -204,6 +204,16 @@ pub(super) struct Conn {
     /// this connection's next slot (on the heap, once open).
     ping_ns: u64,
     beat: Option<Pin<Box<Sleep>>>,
+    /// `--message-rate`: this connection's message clock (on the heap, once open).
+    msgs: Option<Box<MessageClock>>,
+}
+
+/// A connection's `--message-rate` schedule: the timer of its next message, that
+/// message's instant (monotonic ns) and sequence.
+struct MessageClock {
+    timer: Pin<Box<Sleep>>,
+    at: u64,
+    seq: u32,
 }
 
 /// How a goodbye ended.
@@ -248,6 +258,8 @@ enum Woke {
     Err(io::Error),
     /// `--heartbeat`: this connection's slot came up.
     Beat,
+    /// `--message-rate`: this connection's next message is due.
+    Message,
 }
 
 async fn connection(sh: Rc<Shard>, tcp: TcpStream, close_gen: u64, hs_seq: u64) {
@@ -274,6 +286,7 @@ async fn connection(sh: Rc<Shard>, tcp: TcpStream, close_gen: u64, hs_seq: u64) 
         hs_seq,
         ping_ns: 0,
         beat: None,
+        msgs: None,
     };
     let end = match conn.serve(&sh).await {
         End::Teardown => match conn.goodbye(&sh).await {
@@ -316,11 +329,25 @@ impl Conn {
                 && self.beat.is_none()
                 && let Some(cfg) = sh.cfg.heartbeat
             {
-                self.beat = Some(Box::pin(tokio::time::sleep_until(slot_instant(
+                let at = heartbeat::next_slot(
                     &cfg,
-                    self.hs_seq,
+                    0,
+                    weyl_phase(self.hs_seq, cfg.interval_ns),
                     sys::monotonic_ns(),
-                ))));
+                );
+                self.beat = Some(Box::pin(tokio::time::sleep_until(instant_of(at))));
+            }
+            if self.ws == WsState::Open
+                && self.msgs.is_none()
+                && let Some(cfg) = sh.cfg.messages
+            {
+                let phase = weyl_phase(self.hs_seq, cfg.interval_ns);
+                let at = messages::next_slot(&cfg, 0, phase, sys::monotonic_ns());
+                self.msgs = Some(Box::new(MessageClock {
+                    timer: Box::pin(tokio::time::sleep_until(instant_of(at))),
+                    at,
+                    seq: 0,
+                }));
             }
             let writing = self.has_out();
             let woke = poll_fn(|cx| self.poll_wake(cx, sh, notified.as_mut(), writing)).await;
@@ -335,6 +362,7 @@ impl Conn {
                 Woke::Eof => Some(End::Eof),
                 Woke::Err(e) => Some(End::Io(e)),
                 Woke::Beat => self.beat(sh),
+                Woke::Message => self.messages(sh).err().map(End::Io),
             };
             if let Some(end) = end {
                 return end;
@@ -360,6 +388,11 @@ impl Conn {
             && b.as_mut().poll(cx).is_ready()
         {
             return Poll::Ready(Woke::Beat);
+        }
+        if let Some(m) = self.msgs.as_mut()
+            && m.timer.as_mut().poll(cx).is_ready()
+        {
+            return Poll::Ready(Woke::Message);
         }
         if writing {
             return Poll::Ready(match ready!(self.stream.tcp().poll_write_ready(cx)) {
@@ -490,10 +523,38 @@ impl Conn {
             }
         };
         if let Some(b) = self.beat.as_mut() {
-            b.as_mut()
-                .reset(slot_instant(&cfg, self.hs_seq, now.saturating_add(1)));
+            let phase = weyl_phase(self.hs_seq, cfg.interval_ns);
+            let at = heartbeat::next_slot(&cfg, 0, phase, now.saturating_add(1));
+            b.as_mut().reset(instant_of(at));
         }
         end
+    }
+
+    /// `--message-rate`: every message whose instant passed (a task that woke late
+    /// catches each missed one up, stamped with its own instant), then the next one's
+    /// timer.
+    fn messages(&mut self, sh: &Shard) -> io::Result<()> {
+        let (Some(cfg), Some(mut m)) = (sh.cfg.messages, self.msgs.take()) else {
+            return Ok(());
+        };
+        let now = sys::monotonic_ns();
+        let mut frame = Vec::new();
+        let mut scratch = Vec::new();
+        let mut r = Ok(());
+        while m.at <= now && r.is_ok() {
+            let queued = self.spill.as_ref().map_or(0, |s| s.out.len());
+            let mut c = sh.c.borrow_mut();
+            if messages::server_sent(&mut c.server_messages, &cfg, m.at, now, queued) {
+                frame.clear();
+                messages::encode_server(&mut frame, &mut scratch, &cfg, m.at, m.seq);
+                m.seq = m.seq.wrapping_add(1);
+                r = self.send(&frame, &mut c.bytes_out);
+            }
+            m.at = m.at.saturating_add(cfg.interval_ns);
+        }
+        m.timer.as_mut().reset(instant_of(m.at));
+        self.msgs = Some(m);
+        r
     }
 
     /// Writes the current push frame (the connection was open when it began).
@@ -567,15 +628,17 @@ impl Conn {
     }
 }
 
-/// The instant of a server connection's next heartbeat slot at or after `now_ns`: its
-/// phase is its accept number times the golden ratio, modulo 1, of the interval (a
-/// Weyl sequence: any number of connections spreads evenly, with no count known
-/// beforehand).
-fn slot_instant(cfg: &heartbeat::HeartbeatConfig, seq: u64, now_ns: u64) -> tokio::time::Instant {
+/// A server connection's phase within `interval_ns` (heartbeat or messages): its accept
+/// number times the golden ratio, modulo 1, of the interval (a Weyl sequence: any number
+/// of connections spreads evenly, with no count known beforehand).
+fn weyl_phase(seq: u64, interval_ns: u64) -> u64 {
     const PHI_FRAC: u64 = 0x9E37_79B9_7F4A_7C15;
     let frac = seq.wrapping_mul(PHI_FRAC);
-    let phase = u64::try_from((u128::from(frac) * u128::from(cfg.interval_ns)) >> 64).unwrap_or(0);
-    let at = heartbeat::next_slot(cfg, 0, phase, now_ns);
+    u64::try_from((u128::from(frac) * u128::from(interval_ns)) >> 64).unwrap_or(0)
+}
+
+/// The monotonic instant `at_ns` as a tokio instant (both read CLOCK_MONOTONIC).
+fn instant_of(at_ns: u64) -> tokio::time::Instant {
     let (mono, now) = (sys::monotonic_ns(), tokio::time::Instant::now());
-    now + std::time::Duration::from_nanos(at.saturating_sub(mono))
+    now + std::time::Duration::from_nanos(at_ns.saturating_sub(mono))
 }
