@@ -222,6 +222,15 @@ func main() {
 		fmt.Fprintf(os.Stderr, "error: --workers %s: give 1 or more\n", *workersFlag)
 		os.Exit(2)
 	}
+	// Half a TLS configuration is a mistake, not a request for plain ws.
+	if (*certFile == "") != (*keyFile == "") {
+		given, missing := "--tls-cert", "--tls-key"
+		if *certFile == "" {
+			given, missing = missing, given
+		}
+		fmt.Fprintf(os.Stderr, "error: %s missing (%s given; TLS needs both)\n", missing, given)
+		os.Exit(2)
+	}
 	fmt.Printf("version: runtime=go@%s library=gorilla/websocket@%s\n",
 		strings.TrimPrefix(runtime.Version(), "go"), libraryVersion)
 	ports, err := parsePorts(*spec)
