@@ -65,10 +65,7 @@ function supervise() {
   const counts = new Map();
   let listening = 0;
   let stopping = false;
-  // Pinned once here, before the workers start: the pin wants a quiet box (four
-  // processes pinning at once on 2 cores put one's stamps 0.4 ms before the signal).
-  const pinned = { C1M_WALL_MINUS_MONO_US: String(pinWallToMono()) };
-  for (let i = 0; i < workers; i++) counts.set(cluster.fork(pinned).id, 0);
+  for (let i = 0; i < workers; i++) counts.set(cluster.fork().id, 0);
   cluster.on('listening', () => {
     if (++listening === workers * ports.length) console.log(`listening: ${host}:${spec}`);
   });
@@ -124,11 +121,12 @@ function serve() {
     });
   }
 
-  const wallMinusMono = cluster.isWorker ? BigInt(process.env.C1M_WALL_MINUS_MONO_US) : pinWallToMono();
-  // Node reserves SIGUSR1 for its inspector; a listener takes it over.
+  // Node reserves SIGUSR1 for its inspector; a listener takes it over. The wall clock is
+  // pinned at each push, not once: this box's wall clock ran 0.5% ahead of the monotonic
+  // one (15 ms in 3 s), so a pin from the start put stamps seconds before the signal.
   process.on('SIGUSR1', () => {
     const stamp = Buffer.alloc(8);
-    stamp.writeBigUInt64LE(process.hrtime.bigint() / 1000n + wallMinusMono);
+    stamp.writeBigUInt64LE(process.hrtime.bigint() / 1000n + pinWallToMono());
     for (const ws of wss.clients) ws.send(stamp, { binary: true });
   });
 
@@ -147,9 +145,10 @@ function serve() {
 // to the wall clock at an instant Date.now() turns to its next millisecond. The edge falls
 // between two monotonic readings; the narrowest of up to 200 tries wins (taking the last
 // try on a loaded box once pinned it milliseconds off: stamps from before the signal, CI).
+// At most 20 tries (20 ms) before a push: the first is nearly always narrow enough.
 function pinWallToMono() {
   let best = null;
-  for (let tries = 0; tries < 200; tries++) {
+  for (let tries = 0; tries < 20; tries++) {
     const start = Date.now();
     let now = start;
     let before = process.hrtime.bigint();
