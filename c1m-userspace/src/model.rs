@@ -744,6 +744,10 @@ pub struct ServerInfo {
     /// Its processes and threads when the setup phase ended (every connection open):
     /// a foreign server's process tree, c1m's own server's shards. None: not recorded.
     pub shape: Option<ServerShape>,
+    /// The worker processes a reference server was started with (`--workers K` of
+    /// reference-servers/PROTOCOL.md: more connections than one process's fd limit
+    /// holds). None: one process, as the server runs unless told otherwise.
+    pub workers: Option<u64>,
 }
 
 /// How many processes and threads a server ran on.
@@ -778,7 +782,8 @@ impl ServerShape {
 
 impl ServerInfo {
     /// "go (go 1.19.8, gorilla/websocket 1.5.0)", "c1m-epoll (c1m 0.1.0, epoll
-    /// engine)", "my-server (no version reported)".
+    /// engine)", "my-server (no version reported)", "node (node 20.20.2, ws 8.23.0),
+    /// 68 worker processes".
     pub(crate) fn label(&self) -> String {
         let mut about: Vec<String> = [&self.runtime, &self.library]
             .into_iter()
@@ -791,7 +796,11 @@ impl ServerInfo {
         if about.is_empty() {
             about.push("no version reported".to_owned());
         }
-        format!("{} ({})", self.name, about.join(", "))
+        let workers = self
+            .workers
+            .map(|k| format!(", {} worker processes", crate::fmt::count(k)))
+            .unwrap_or_default();
+        format!("{} ({}){workers}", self.name, about.join(", "))
     }
 }
 
@@ -915,4 +924,34 @@ pub struct RunInfo {
     /// How the run measures its pushes (`--push-latency`, the trigger): what the push
     /// histograms are timed from, so a dashboard titles them truly (None: not known).
     pub push: Option<crate::workload::push_rule::PushRule>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_label_names_its_worker_processes_when_it_ran_more_than_one() {
+        let node = ServerInfo {
+            name: "node".into(),
+            runtime: Some(Software {
+                name: "node".into(),
+                version: "20.20.2".into(),
+            }),
+            library: Some(Software {
+                name: "ws".into(),
+                version: "8.23.0".into(),
+            }),
+            ..ServerInfo::default()
+        };
+        assert_eq!(node.label(), "node (node 20.20.2, ws 8.23.0)");
+        let workers = ServerInfo {
+            workers: Some(68),
+            ..node
+        };
+        assert_eq!(
+            workers.label(),
+            "node (node 20.20.2, ws 8.23.0), 68 worker processes"
+        );
+    }
 }

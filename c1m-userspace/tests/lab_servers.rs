@@ -688,3 +688,67 @@ fn a_sequence_outlives_its_binary_being_replaced() {
         complete_and_every_connection_pushed(name, &record(&cmp.join(name)), 300);
     }
 }
+
+/// Past one process's fd limit (RLIMIT_NOFILE 20,000 on this box) `--servers` starts a
+/// reference server as worker processes (reference-servers/PROTOCOL.md, `workers`) as
+/// many as c1m's own server would run: 25,000 WebSockets held and pushed by node's two
+/// workers, measured over its process tree and recorded as such. Before, every
+/// reference server stopped at 19,880.
+#[test]
+fn a_reference_server_past_one_process_fd_limit_runs_as_workers() {
+    let test = "a_reference_server_past_one_process_fd_limit_runs_as_workers";
+    if !root_or_skip(test) || !built(test, "node") {
+        return;
+    }
+    let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .maximum
+        .unwrap_or(u64::MAX);
+    if hard > 30_000 {
+        eprintln!("SKIP {test}: RLIMIT_NOFILE {hard}: one process holds 25,000 here");
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let built_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/reference-servers");
+    let out_dir = fresh_dir("servers-workers");
+    let mut cmd = c1m_run(
+        &out_dir,
+        &[
+            "--servers",
+            "node",
+            "-n",
+            "25000",
+            "--ports",
+            "24400-24499",
+            "--idle",
+            "1s",
+            "--tune",
+        ],
+    );
+    // The servers this test checks, wherever CARGO_TARGET_DIR put the binary.
+    cmd.env("C1M_REFERENCE_SERVERS", &built_dir);
+    let out = lab_util::bounded(cmd, Duration::from_secs(300));
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let cmp = lab_util::run_folder(&out_dir);
+    let run = record(&cmp.join("node-1"));
+    complete_and_every_connection_pushed("node", &run, 25_000);
+    let info = run.server_info.as_ref().expect("server info");
+    assert_eq!(info.workers, Some(2), "{info:?}");
+    // The primary and its two workers, each measured.
+    assert_eq!(info.shape.map(|s| s.processes), Some(3), "{info:?}");
+    assert!(
+        run.server_label().ends_with("), 2 worker processes"),
+        "{}",
+        run.server_label()
+    );
+    let log = std::fs::read_to_string(cmp.join("node-1.stdout.log")).unwrap_or_default();
+    assert!(log.contains(", 2 worker processes"), "{log}");
+    let server_cmd = &run.config.command_line;
+    assert!(server_cmd.contains("--workers 2"), "{server_cmd}");
+    // No warning that a single-process server stops at its fd limit.
+    assert!(!text.contains("single-process server"), "{text}");
+}

@@ -487,7 +487,17 @@ fn probe_line(lines: &mpsc::Receiver<String>, probe: &mut Child, what: &str) -> 
 /// ws client refused on every port; `connections: 20`; one SIGUSR1 brings exactly one
 /// 8-byte stamp to each; `connections: 0` once they close; SIGTERM ends it.
 fn check_tls(name: &str, key: TlsKey, given: TlsGiven) {
-    let test = format!("reference_server_{name}_wss_{key:?}_{given:?}");
+    check_tls_on(name, key, given, 1);
+}
+
+/// [`check_tls`] with `--workers workers` (more than one: on ports of their own).
+fn check_tls_on(name: &str, key: TlsKey, given: TlsGiven, workers: usize) {
+    let (ports, probe_ports) = if workers > 1 {
+        ("24410-24411", "24410,24411")
+    } else {
+        (TLS_PORTS, TLS_PROBE_PORTS)
+    };
+    let test = format!("reference_server_{name}_wss_{key:?}_{given:?}_{workers}");
     if !root_or_skip(&test) {
         return;
     }
@@ -499,7 +509,8 @@ fn check_tls(name: &str, key: TlsKey, given: TlsGiven) {
     let (cert, key_file) = make_cert(&dir, key);
     let stdout = dir.join("server.out");
     let mut cmd = Command::new(&run);
-    cmd.args(["--host", "127.0.0.1", "--ports", TLS_PORTS])
+    cmd.args(["--host", "127.0.0.1", "--ports", ports])
+        .args(["--workers", &workers.to_string()])
         .env_remove("C1M_TLS_CERT")
         .env_remove("C1M_TLS_KEY");
     match given {
@@ -517,8 +528,14 @@ fn check_tls(name: &str, key: TlsKey, given: TlsGiven) {
         .expect("start the reference server");
     let mut server = Server { child, stdout };
     let pid = server.child.id();
-    let listening_line = format!("listening: 127.0.0.1:{TLS_PORTS}");
-    let listening = server.wait_line_from(0, &listening_line, Duration::from_secs(30));
+    let listening_line = format!("listening: 127.0.0.1:{ports}");
+    let listening = server.wait_line_from(0, &listening_line, Duration::from_secs(60));
+    let worker_pids = workers_of(pid);
+    assert_eq!(
+        worker_pids.len(),
+        if workers > 1 { workers } else { 0 },
+        "{worker_pids:?}"
+    );
     let lines = server.lines();
     assert!(lines[0].starts_with("version: "), "{lines:?}");
     assert_eq!(
@@ -530,12 +547,7 @@ fn check_tls(name: &str, key: TlsKey, given: TlsGiven) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/refservers/tls_probe.py");
     let mut probe = Command::new("python3")
         .arg(script)
-        .args([
-            "--ports",
-            TLS_PROBE_PORTS,
-            "-n",
-            &TLS_CONNECTIONS.to_string(),
-        ])
+        .args(["--ports", probe_ports, "-n", &TLS_CONNECTIONS.to_string()])
         .args(["--pid", &pid.to_string(), "--ca"])
         .arg(&cert)
         .stdin(Stdio::piped())
@@ -596,6 +608,7 @@ fn check_tls(name: &str, key: TlsKey, given: TlsGiven) {
         "SIGTERM did not end it: {:?}",
         server.lines()
     );
+    all_ended(&worker_pids, "SIGTERM");
 }
 
 #[test]
@@ -616,6 +629,26 @@ fn reference_server_go_wss() {
 #[test]
 fn reference_server_netty_wss() {
     check_tls("netty", TlsKey::EcPkcs8, TlsGiven::Flags);
+}
+
+#[test]
+fn reference_server_python_wss_workers() {
+    check_tls_on("python", TlsKey::EcPkcs8, TlsGiven::Flags, WORKERS);
+}
+
+#[test]
+fn reference_server_node_wss_workers() {
+    check_tls_on("node", TlsKey::EcPkcs8, TlsGiven::Flags, WORKERS);
+}
+
+#[test]
+fn reference_server_go_wss_workers() {
+    check_tls_on("go", TlsKey::EcPkcs8, TlsGiven::Flags, WORKERS);
+}
+
+#[test]
+fn reference_server_netty_wss_workers() {
+    check_tls_on("netty", TlsKey::EcPkcs8, TlsGiven::Flags, WORKERS);
 }
 
 #[test]
@@ -705,4 +738,249 @@ fn reference_servers_refuse_half_a_tls_configuration() {
             assert!(!stdout.contains("listening:"), "{name} {given:?}: {stdout}");
         }
     }
+}
+
+// Worker processes (PROTOCOL.md, `workers`): past one process's fd limit a server runs
+// `--workers N` processes on the same ports; the PID started still speaks the protocol.
+
+const WORKER_PORTS: &str = "24400-24403";
+const WORKER_PORT_RANGE: std::ops::RangeInclusive<u16> = 24400..=24403;
+const WORKERS: usize = 3;
+const WORKER_CONNECTIONS: usize = 300;
+
+/// `run --ports WORKER_PORTS --workers 3 EXTRA…`, its stdout and stderr in `dir`.
+fn start_with_workers(run: &Path, dir: &Path, tag: &str, extra: &[&std::ffi::OsStr]) -> Server {
+    let stdout = dir.join(format!("{tag}.out"));
+    let child = Command::new(run)
+        .args(["--host", "127.0.0.1", "--ports", WORKER_PORTS])
+        .args(["--workers", &WORKERS.to_string()])
+        .args(extra)
+        .env_remove("C1M_WORKERS")
+        .stdout(fs::File::create(&stdout).expect("stdout file"))
+        .stderr(fs::File::create(dir.join(format!("{tag}.err"))).expect("stderr file"))
+        .spawn()
+        .expect("start the reference server");
+    Server { child, stdout }
+}
+
+/// The server's workers: the processes below it (each its child, none left the tree).
+fn workers_of(pid: u32) -> Vec<u32> {
+    let tree = c1m::lab::run::foreign::tree(pid);
+    let workers: Vec<u32> = tree.into_iter().filter(|p| *p != pid).collect();
+    for w in &workers {
+        let stat = fs::read_to_string(format!("/proc/{w}/stat")).unwrap_or_default();
+        // "pid (comm) state ppid …": the comm may hold spaces, so read after the last ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        assert_eq!(ppid, Some(pid), "worker {w} of {pid}: {stat}");
+    }
+    workers
+}
+
+/// The inodes of ESTABLISHED sockets on the worker ports, in this thread's namespace.
+fn established_on_worker_ports() -> std::collections::HashSet<String> {
+    let mut inodes = std::collections::HashSet::new();
+    for table in ["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"] {
+        let text = fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else {
+                continue;
+            };
+            let port = local
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            if *state == "01" && port.is_some_and(|p| WORKER_PORT_RANGE.contains(&p)) {
+                inodes.insert(inode.to_string());
+            }
+        }
+    }
+    inodes
+}
+
+/// How many of `sockets` (inodes) a process holds a descriptor of.
+fn held_by(pid: u32, sockets: &std::collections::HashSet<String>) -> usize {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter_map(|e| fs::read_link(e.path()).ok())
+                .filter(|l| {
+                    l.to_string_lossy()
+                        .strip_prefix("socket:[")
+                        .and_then(|r| r.strip_suffix(']'))
+                        .is_some_and(|i| sockets.contains(i))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Gone, or a zombie its parent has yet to reap.
+fn ended(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            == Some("Z")
+    })
+}
+
+/// Waits (bounded) for the server to exit; its status.
+fn exit_within(server: &mut Server, limit: Duration, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(status) = server.child.try_wait().expect("try_wait") {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!(
+        "{what}: the server did not exit within {limit:?}: {:?}",
+        server.lines()
+    );
+}
+
+/// Every worker ended too (bounded: an orphan is reaped by init).
+fn all_ended(workers: &[u32], what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && !workers.iter().all(|w| ended(*w)) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left: Vec<u32> = workers.iter().copied().filter(|w| !ended(*w)).collect();
+    assert!(left.is_empty(), "{what}: workers {left:?} still running");
+}
+
+/// `--workers 3`: `listening:` once all three listen; 300 connections of c1m's client
+/// spread over the three (each holds a share of the sockets), every one echoed; one
+/// `connections: 300` line for them all; one SIGUSR1 to the PID started brings one
+/// stamp to every connection; SIGTERM ends every worker; a second start with one worker
+/// killed ends non-zero, saying so on stderr, its other workers with it.
+fn check_workers(name: &str) {
+    let test = format!("reference_server_{name}_workers");
+    if !root_or_skip(&test) {
+        return;
+    }
+    let Some(run) = run_script(name) else {
+        return;
+    };
+    c1m::netns::enter_private().expect("private netns");
+    let dir = fresh_dir(&test);
+    let mut server = start_with_workers(&run, &dir, "server", &[]);
+    let pid = server.child.id();
+    let listening = server.wait_line_from(
+        0,
+        &format!("listening: 127.0.0.1:{WORKER_PORTS}"),
+        Duration::from_secs(60),
+    );
+    let workers = workers_of(pid);
+    assert_eq!(workers.len(), WORKERS, "{name}: {workers:?}");
+
+    let client = Command::new(env!("CARGO_BIN_EXE_c1m"))
+        .args(["client", "--mode", "ws", "--ports", WORKER_PORTS])
+        .args(["--echo-count", "1", "--hold", "8s"])
+        .args(["-n", &WORKER_CONNECTIONS.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("c1m client");
+    let counted = server.wait_line_from(
+        listening,
+        &format!("connections: {WORKER_CONNECTIONS}"),
+        Duration::from_secs(60),
+    );
+    // Each worker holds its share; together, every connection (a Node primary holds an
+    // accepted socket only until it hands it over).
+    let open = established_on_worker_ports();
+    let shares: Vec<usize> = workers.iter().map(|w| held_by(*w, &open)).collect();
+    assert_eq!(
+        shares.iter().sum::<usize>(),
+        WORKER_CONNECTIONS,
+        "{name}: {shares:?}"
+    );
+    assert!(
+        shares
+            .iter()
+            .all(|s| *s >= WORKER_CONNECTIONS / WORKERS / 4),
+        "{name}: connections not spread over the workers: {shares:?}"
+    );
+    let out = wait_bounded(client, Duration::from_secs(60), "c1m client");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    let n = WORKER_CONNECTIONS;
+    assert!(text.contains(&format!("echo_round_trips={n} ")), "{text}");
+    server.wait_line_from(counted + 1, "connections: 0", Duration::from_secs(10));
+
+    let probe = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/refservers/push_probe.py");
+    let probe_ports: Vec<String> = WORKER_PORT_RANGE.map(|p| p.to_string()).collect();
+    let out = Command::new("python3")
+        .arg(probe)
+        .args(["--ports", &probe_ports.join(","), "-n", &n.to_string()])
+        .args(["--pid", &pid.to_string()])
+        .output()
+        .expect("python3 push_probe.py");
+    let probe_out = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{probe_out}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        probe_out.lines().last().unwrap_or_default(),
+        format!("connected={n} echoed={n} pushed={n} bad=0"),
+        "{name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // SAFETY: pid is our own child, not yet reaped (Server reaps it on drop).
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    exit_within(&mut server, Duration::from_secs(20), "SIGTERM");
+    all_ended(&workers, "SIGTERM");
+    drop(server);
+
+    // A worker that dies takes the server with it, never a silent partial server.
+    let mut server = start_with_workers(&run, &dir, "killed", &[]);
+    let pid = server.child.id();
+    server.wait_line(
+        &format!("listening: 127.0.0.1:{WORKER_PORTS}"),
+        Duration::from_secs(60),
+    );
+    let workers = workers_of(pid);
+    assert_eq!(workers.len(), WORKERS, "{name}: {workers:?}");
+    // SAFETY: a child of our child, alive: it just listened.
+    unsafe { libc::kill(workers[1] as i32, libc::SIGKILL) };
+    let status = exit_within(&mut server, Duration::from_secs(20), "a worker killed");
+    assert!(!status.success(), "{name}: {status}");
+    let err = fs::read_to_string(dir.join("killed.err")).unwrap_or_default();
+    assert!(
+        err.lines().any(|l| l.starts_with("error: worker ")
+            && l.contains(&format!("(pid {}) ended: ", workers[1]))),
+        "{name}: {err}"
+    );
+    all_ended(&workers, "a worker killed");
+}
+
+#[test]
+fn reference_server_python_workers() {
+    check_workers("python");
+}
+
+#[test]
+fn reference_server_node_workers() {
+    check_workers("node");
+}
+
+#[test]
+fn reference_server_go_workers() {
+    check_workers("go");
+}
+
+#[test]
+fn reference_server_netty_workers() {
+    check_workers("netty");
 }

@@ -10,6 +10,7 @@ import io.netty.channel.SimpleChannelInboundHandler;
 import io.netty.channel.group.ChannelGroup;
 import io.netty.channel.group.DefaultChannelGroup;
 import io.netty.channel.nio.NioEventLoopGroup;
+import io.netty.channel.socket.nio.NioChannelOption;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.handler.codec.http.HttpObjectAggregator;
@@ -23,10 +24,16 @@ import io.netty.handler.ssl.SslContextBuilder;
 import io.netty.handler.ssl.SslProvider;
 import io.netty.util.Version;
 import io.netty.util.concurrent.GlobalEventExecutor;
+import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.io.File;
 import java.io.FileInputStream;
 import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.lang.management.ManagementFactory;
+import java.net.StandardSocketOptions;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.security.KeyFactory;
 import java.security.PrivateKey;
@@ -35,12 +42,16 @@ import java.security.cert.X509Certificate;
 import java.security.spec.PKCS8EncodedKeySpec;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Base64;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.concurrent.TimeUnit;
 import sun.misc.Signal;
+import sun.misc.SignalHandler;
 
 public final class RefServer {
     /** Every open WebSocket; a closed channel leaves the group by itself. */
@@ -66,6 +77,111 @@ public final class RefServer {
         @Override
         public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
             ctx.close();
+        }
+    }
+
+    /** Marks a JVM started by {@link #supervise}: its stdin and stdout are pipes to it. */
+    static final String WORKER_INDEX = "C1M_WORKER_INDEX";
+
+    /** One timestamp, sent to every open WebSocket. */
+    static void push() {
+        Instant now = Instant.now();
+        long micros = now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
+        // One buffer for all: the group duplicates it per channel.
+        CLIENTS.writeAndFlush(new BinaryWebSocketFrame(Unpooled.buffer(8).writeLongLE(micros)));
+    }
+
+    /**
+     * The parent of {@code --workers N}: N JVMs of this class (its own JVM flags, so each
+     * gets the heap this one has), each on every port (SO_REUSEPORT). It prints
+     * {@code listening:} once all listen, sums their {@code connections:}, and passes
+     * SIGUSR1 on as a line on each worker's stdin (Java sends no signal but TERM and
+     * KILL). A worker that ends on its own ends the server, exit status 1.
+     */
+    static void supervise(String[] args, int n, String host, String spec) throws Exception {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(ProcessHandle.current().info().command().orElse("java"));
+        cmd.addAll(ManagementFactory.getRuntimeMXBean().getInputArguments());
+        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), "RefServer"));
+        cmd.addAll(Arrays.asList(args));
+        Process[] workers = new Process[n];
+        AtomicLongArray counts = new AtomicLongArray(n);
+        AtomicInteger listening = new AtomicInteger();
+        // Set before any exit of the server: a worker ending then is no news.
+        final boolean[] stopping = {false};
+        for (int i = 0; i < n; i++) {
+            ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.INHERIT);
+            pb.environment().put(WORKER_INDEX, Integer.toString(i));
+            workers[i] = pb.start();
+        }
+        for (int i = 0; i < n; i++) {
+            final int w = i;
+            Thread reader = new Thread(() -> {
+                Process p = workers[w];
+                try (BufferedReader out = new BufferedReader(
+                        new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+                    for (String line; (line = out.readLine()) != null; ) {
+                        if (line.startsWith("listening: ") && listening.incrementAndGet() == n) {
+                            System.out.println("listening: " + host + ":" + spec);
+                        } else if (line.startsWith("connections: ")) {
+                            counts.set(w, Long.parseLong(line.substring("connections: ".length())));
+                        }
+                    }
+                    int status = p.waitFor();
+                    counts.set(w, 0);
+                    synchronized (stopping) {
+                        if (stopping[0]) return;
+                        // The JVM reports a death by signal as 128 + its number.
+                        String how = status > 128 ? "killed by signal " + (status - 128) : "exit status " + status;
+                        System.err.println("error: worker " + w + " (pid " + p.pid() + ") ended: " + how);
+                    }
+                    System.exit(1);
+                } catch (Exception e) {
+                    e.printStackTrace();
+                    System.exit(1);
+                }
+            });
+            reader.setDaemon(true);
+            reader.start();
+        }
+        Signal.handle(new Signal("USR1"), sig -> {
+            for (Process p : workers) {
+                try {
+                    OutputStream in = p.getOutputStream();
+                    in.write("push\n".getBytes(StandardCharsets.US_ASCII));
+                    in.flush();
+                } catch (Exception e) {
+                    // That worker is gone: its reader says so.
+                }
+            }
+        });
+        // SIGTERM, SIGINT and System.exit: each worker reads EOF on its stdin and ends.
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            synchronized (stopping) {
+                stopping[0] = true;
+            }
+            for (Process p : workers) {
+                try {
+                    p.getOutputStream().close();
+                } catch (Exception e) {
+                    // Gone already.
+                }
+            }
+            for (Process p : workers) {
+                try {
+                    p.waitFor(10, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        }));
+        while (true) {
+            Thread.sleep(2000);
+            // Counts follow `listening:`, as from one process.
+            if (listening.get() < n) continue;
+            long sum = 0;
+            for (int i = 0; i < n; i++) sum += counts.get(i);
+            System.out.println("connections: " + sum);
         }
     }
 
@@ -193,6 +309,18 @@ public final class RefServer {
             System.err.println("error: " + missing + " missing (" + given + " given; TLS needs both)");
             System.exit(2);
         }
+        String workersArg = arg(args, "--workers", "C1M_WORKERS", "1");
+        int workerCount;
+        try {
+            workerCount = Integer.parseInt(workersArg);
+        } catch (NumberFormatException e) {
+            workerCount = 0;
+        }
+        if (workerCount < 1) {
+            System.err.println("error: --workers " + workersArg + ": give 1 or more");
+            System.exit(2);
+        }
+        boolean worker = System.getenv(WORKER_INDEX) != null;
         // Netty's own record of its jars (META-INF/io.netty.versions.properties).
         Version netty = Version.identify().get("netty-codec-http");
         System.out.println("version: runtime=java@" + System.getProperty("java.version")
@@ -203,6 +331,10 @@ public final class RefServer {
             System.out.println("tls: on");
         }
         final SslContext tls = ssl;
+        if (workerCount > 1 && !worker) {
+            supervise(args, workerCount, host, spec);
+            return;
+        }
         EventLoopGroup boss = new NioEventLoopGroup(1);
         EventLoopGroup workers = new NioEventLoopGroup();
         ServerBootstrap b = new ServerBootstrap()
@@ -220,18 +352,34 @@ public final class RefServer {
                                 new Echo());
                     }
                 });
+        if (worker) {
+            // Every worker binds every port: the kernel spreads connections over them.
+            b.option(NioChannelOption.of(StandardSocketOptions.SO_REUSEPORT), true);
+        }
         for (int port : parsePorts(spec)) {
             b.bind(host, port).sync();
         }
         System.out.println("listening: " + host + ":" + spec);
 
-        Signal.handle(new Signal("USR1"), sig -> {
-            Instant now = Instant.now();
-            long micros = now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
-            // One buffer for all: the group duplicates it per channel.
-            CLIENTS.writeAndFlush(new BinaryWebSocketFrame(
-                    Unpooled.buffer(8).writeLongLE(micros)));
-        });
+        Signal.handle(new Signal("USR1"), sig -> push());
+        if (worker) {
+            // The parent ends its workers (a SIGTERM to the process group reaches both) by
+            // closing their stdin, which its exit does too; a line "push" is its SIGUSR1.
+            Signal.handle(new Signal("TERM"), SignalHandler.SIG_IGN);
+            Signal.handle(new Signal("INT"), SignalHandler.SIG_IGN);
+            Thread parent = new Thread(() -> {
+                try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.US_ASCII))) {
+                    for (String line; (line = in.readLine()) != null; ) {
+                        if (line.equals("push")) push();
+                    }
+                } catch (Exception e) {
+                    // As good as EOF.
+                }
+                System.exit(0);
+            });
+            parent.setDaemon(true);
+            parent.start();
+        }
         workers.next().scheduleAtFixedRate(
                 () -> System.out.println("connections: " + CLIENTS.size()), 2, 2, TimeUnit.SECONDS);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {

@@ -60,8 +60,9 @@ pub(crate) struct Target {
     pub server_ports: u64,
     pub sources: u64,
     pub observer: bool,
-    /// The server is not c1m's: it runs in one process unless it shards itself.
-    pub foreign_server: bool,
+    /// The server is not c1m's and runs in one process, as written (c1m shards its own,
+    /// and `--servers` starts a reference server with `--workers` past the limit).
+    pub single_process_server: bool,
     /// `--churn`'s connections closed and reopened a second (0 without): each leaves a
     /// TIME_WAIT for 60 s beside the teardown's.
     pub churn_per_s: f64,
@@ -155,7 +156,7 @@ pub(crate) fn checks(target: &Target) -> Vec<Check> {
         },
     ));
 
-    if target.foreign_server {
+    if target.single_process_server {
         // c1m shards its own server past the limit; a foreign one runs as it was written.
         let cap = soft.max(hard).saturating_sub(100);
         out.push(check(
@@ -500,7 +501,7 @@ mod tests {
             server_ports: 1,
             sources: 1,
             observer: false,
-            foreign_server: true,
+            single_process_server: true,
             churn_per_s: 0.0,
         };
         let check = |n| {
@@ -518,7 +519,7 @@ mod tests {
         );
         assert_eq!(check(100).status, Status::Ok);
         let own = Target {
-            foreign_server: false,
+            single_process_server: false,
             ..target(hard + 1000)
         };
         assert!(
@@ -582,7 +583,7 @@ mod tests {
             server_ports: 1,
             sources: 1,
             observer: false,
-            foreign_server: false,
+            single_process_server: false,
             churn_per_s: 0.0,
         }
     }
@@ -696,7 +697,7 @@ pub(crate) fn main(args: DoctorArgs) -> anyhow::Result<i32> {
             }
         },
         observer: !args.no_observer,
-        foreign_server: args.foreign,
+        single_process_server: args.foreign,
         churn_per_s: 0.0,
     };
     let mut checks = checks(&target);

@@ -432,6 +432,7 @@ fn build(with_snapshots: bool) -> (RunRecord, Vec<(String, AppSnapshot)>) {
                 processes: 1,
                 threads: 3,
             }),
+            workers: None,
         }),
         start: Some(crate::model::StartState {
             unix_ms: START_UNIX_MS - 20,

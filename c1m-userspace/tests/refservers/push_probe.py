@@ -11,6 +11,7 @@ import asyncio
 import os
 import signal
 import struct
+import sys
 import time
 
 from websockets.asyncio.client import connect
@@ -46,17 +47,26 @@ async def main():
     sent_us = time.time_ns() // 1000
     os.kill(a.pid, signal.SIGUSR1)
 
+    why_bad = []
+
     async def push(ws):
         msg = await asyncio.wait_for(ws.recv(), a.timeout)
         if not isinstance(msg, bytes) or len(msg) != 8:
+            why_bad.append(f"a frame of {len(msg)} {type(msg).__name__}")
             return "bad"
         (stamp,) = struct.unpack("<Q", msg)
+        now_us = time.time_ns() // 1000
         # Taken after the signal was sent, and not from the future.
-        return "ok" if sent_us <= stamp <= time.time_ns() // 1000 else "bad"
+        if sent_us <= stamp <= now_us:
+            return "ok"
+        why_bad.append(f"stamp {stamp - sent_us} µs after the signal, received {now_us - sent_us} µs after it")
+        return "bad"
 
     results = await asyncio.gather(*(push(ws) for ws in conns), return_exceptions=True)
     pushed = sum(r == "ok" for r in results)
     bad = sum(r == "bad" for r in results)
+    for why in sorted(set(why_bad))[:5]:
+        print(f"bad: {why}", file=sys.stderr)
     for ws in conns:
         await ws.close()
     print(f"connected={len(conns)} echoed={echoed} pushed={pushed} bad={bad}", flush=True)

@@ -358,6 +358,7 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         isolation,
         clean_wait,
         server_name,
+        server_workers,
         into,
         // A child gets the resolved flags, never the plan they came from; the plan file
         // is written by the parent's run folder.
@@ -451,6 +452,7 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
     v.opt("isolation", isolation.as_ref().map(value_name));
     v.value("clean_wait", duration(*clean_wait));
     v.opt("server_name", server_name.as_ref());
+    v.opt("server_workers", server_workers.map(|k| k.to_string()));
     v.opt("into", into.as_ref());
     v.finish()
 }
@@ -715,6 +717,8 @@ mod tests {
                 "5s",
                 "--server-name",
                 "go",
+                "--server-workers",
+                "68",
                 "--into",
                 "/tmp/runs/x",
             ][..],

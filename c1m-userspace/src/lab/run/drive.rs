@@ -121,8 +121,11 @@ impl Lab {
         self.begin("setup", PhaseKind::Setup);
         match self.foreign.as_mut() {
             Some(f) if f.owned() => {
-                f.wait_listening(&args.ports.0, foreign::LISTEN_TIMEOUT)
-                    .await?;
+                let ready = match args.server_workers {
+                    Some(workers) => foreign::Ready::Announced { workers },
+                    None => foreign::Ready::Listening,
+                };
+                f.wait_listening(&args.ports.0, ready).await?;
                 self.record_versions();
             }
             Some(_) => {}

@@ -282,6 +282,11 @@ pub struct RunArgs {
     /// own server, else the --server-cmd program's name).
     #[arg(help_heading = "Your own server", long, value_name = "NAME")]
     pub server_name: Option<String>,
+    /// The worker processes --servers started a reference server with (its `--workers
+    /// K`, already in --server-cmd): recorded, and the one-process fd-limit warning
+    /// left out.
+    #[arg(long, value_name = "K", hide = true)]
+    pub server_workers: Option<u64>,
     /// The run folder itself, instead of a new one under --out (--servers gives each of
     /// its runs one).
     #[arg(long, value_name = "DIR", hide = true)]

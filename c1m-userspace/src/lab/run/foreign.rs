@@ -71,6 +71,39 @@ pub(crate) enum ForeignError {
         secs: u64,
         tail: String,
     },
+    #[error(
+        "the server's {workers} worker processes did not all listen within {secs} s (every port listens, but no `listening:` line on its stdout); its stderr ends: {tail}"
+    )]
+    WorkersNeverListened {
+        workers: u64,
+        secs: u64,
+        tail: String,
+    },
+}
+
+/// When a server c1m started is ready for the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ready {
+    /// Every port listens.
+    Listening,
+    /// Every port listens and it printed `listening:` (reference-servers/PROTOCOL.md):
+    /// its `workers` bind one after another, and the first to bind would take every
+    /// early connection (SO_REUSEPORT spreads only over the sockets bound) and the
+    /// baseline would miss the rest.
+    Announced { workers: u64 },
+}
+
+impl Ready {
+    /// How long the server has: a worker process more is one more runtime to start
+    /// (68 JVMs on this 2-core box take about a minute).
+    pub(crate) fn limit(self) -> Duration {
+        match self {
+            Ready::Listening => LISTEN_TIMEOUT,
+            Ready::Announced { workers } => {
+                LISTEN_TIMEOUT + Duration::from_secs(2).saturating_mul(workers as u32)
+            }
+        }
+    }
 }
 
 /// `--server-cmd` split as a shell would split words, with no shell run: a user who
@@ -329,6 +362,12 @@ impl ForeignServer {
         text.lines().find_map(parse_version_line)
     }
 
+    /// It printed the protocol's `listening:` line (after every worker listens).
+    fn announced_listening(&self) -> bool {
+        std::fs::read_to_string(self.dir.join(STDOUT_LOG))
+            .is_ok_and(|text| text.lines().any(|l| l.starts_with("listening: ")))
+    }
+
     /// The soft fd limit the server runs with (/proc/PID/limits), if it is on this box.
     /// None also when it is unlimited.
     pub(crate) fn nofile(&self) -> Option<u64> {
@@ -340,13 +379,14 @@ impl ForeignServer {
         }
     }
 
-    /// Waits until every port listens (on this network namespace), the process exits,
-    /// or `limit` passes; the errors carry the end of its stderr.
+    /// Waits until it is `ready` (its ports seen on this network namespace), the
+    /// process exits, or [`Ready::limit`] passes; the errors carry the end of its stderr.
     pub(crate) async fn wait_listening(
         &mut self,
         ports: &[u16],
-        limit: Duration,
+        ready: Ready,
     ) -> Result<(), ForeignError> {
+        let limit = ready.limit();
         let until = Instant::now() + limit;
         let list = |p: &[u16]| p.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
         loop {
@@ -356,7 +396,11 @@ impl ForeignServer {
                 .copied()
                 .filter(|p| !listening.contains(p))
                 .collect();
-            if missing.is_empty() {
+            let announced = match ready {
+                Ready::Listening => true,
+                Ready::Announced { .. } => self.announced_listening(),
+            };
+            if missing.is_empty() && announced {
                 // Let it finish starting (threads, buffers) before the baseline.
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 self.baseline_rss = Some(self.usage().rss_bytes);
@@ -370,10 +414,19 @@ impl ForeignServer {
                 });
             }
             if Instant::now() > until {
-                return Err(ForeignError::NeverListened {
-                    missing: list(&missing),
-                    secs: limit.as_secs(),
-                    tail: self.stderr_tail(),
+                return Err(match ready {
+                    Ready::Announced { workers } if missing.is_empty() => {
+                        ForeignError::WorkersNeverListened {
+                            workers,
+                            secs: limit.as_secs(),
+                            tail: self.stderr_tail(),
+                        }
+                    }
+                    _ => ForeignError::NeverListened {
+                        missing: list(&missing),
+                        secs: limit.as_secs(),
+                        tail: self.stderr_tail(),
+                    },
                 });
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -626,6 +679,15 @@ fn tail(path: &Path) -> String {
 #[allow(clippy::unwrap_used)] // panics are the assertions in tests
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_of_workers_has_longer_to_start_than_one_process() {
+        assert_eq!(Ready::Listening.limit(), LISTEN_TIMEOUT);
+        assert_eq!(
+            Ready::Announced { workers: 68 }.limit(),
+            LISTEN_TIMEOUT + Duration::from_secs(136)
+        );
+    }
 
     #[test]
     fn commands_split_as_shell_words_without_a_shell() {

@@ -125,7 +125,8 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         // External clients bring their own addresses and ports.
         sources: if external { 0 } else { source_count },
         observer: observer_wanted,
-        foreign_server: spec.foreign(),
+        // A reference server given `--workers` spreads itself (`servers/reference.rs`).
+        single_process_server: spec.foreign() && args.server_workers.is_none(),
         churn_per_s: args.churn_most().map_or(0.0, |c| c.0),
     };
     let tuning = preflight::checks(&target, args.tune, args.force, args.json)?;

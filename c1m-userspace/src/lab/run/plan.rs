@@ -110,6 +110,7 @@ pub(super) fn server_info(args: &RunArgs, spec: &ServerSpec) -> ServerInfo {
             .server_name
             .clone()
             .unwrap_or_else(|| spec.default_name()),
+        workers: args.server_workers,
         ..ServerInfo::default()
     };
     if *spec == ServerSpec::Own {

@@ -34,7 +34,7 @@ pub(crate) fn memory_first(connections: Connections, force: bool) -> Result<()> 
         server_ports: 1,
         sources: 0,
         observer: false,
-        foreign_server: false,
+        single_process_server: false,
         churn_per_s: 0.0,
     });
     let failed: Vec<&Check> = checks
@@ -74,7 +74,7 @@ fn beyond_memory(n: u64, available: u64, fit: u64) -> Option<String> {
 /// The checks every run of a `--servers` sequence would fail, run once before the first:
 /// privileges, memory, limits no `--tune` fixes. A sysctl is left to each run, which
 /// checks it in its own namespace and tunes it when asked.
-pub(crate) fn sequence(args: &RunArgs, foreign_server: bool) -> Result<()> {
+pub(crate) fn sequence(args: &RunArgs, single_process_server: bool) -> Result<()> {
     if args.force {
         return Ok(());
     }
@@ -89,7 +89,7 @@ pub(crate) fn sequence(args: &RunArgs, foreign_server: bool) -> Result<()> {
         server_ports,
         sources,
         observer: !args.no_observer,
-        foreign_server,
+        single_process_server,
         churn_per_s: args.churn_most().map_or(0.0, |c| c.0),
     });
     let failed: Vec<&Check> = checks

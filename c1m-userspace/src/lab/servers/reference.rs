@@ -16,6 +16,7 @@ use crate::{
     util::PortList,
     workload::{
         config::EngineKind,
+        limits::{self, NoFile},
         push_format::PushFormat,
         push_rule::PushInstant,
         push_trigger::{PushTrigger, Signal},
@@ -70,6 +71,8 @@ pub(crate) struct ServerFlags {
     /// c1m's own server: its engine (the lab's client keeps `--engine`, so every server
     /// meets the same client).
     pub server_engine: Option<EngineKind>,
+    /// The `--workers K` in `server_cmd`, when K > 1.
+    pub server_workers: Option<u64>,
 }
 
 impl ServerFlags {
@@ -80,6 +83,12 @@ impl ServerFlags {
         args.push_format = self.push_format;
         args.push_stamp = self.push_stamp;
         args.server_engine = self.server_engine;
+        args.server_workers = self.server_workers;
+    }
+
+    /// A server started from a command that runs in one process: its fd limit caps it.
+    pub(crate) fn single_process_command(&self) -> bool {
+        self.server_cmd.is_some() && self.server_workers.is_none()
     }
 }
 
@@ -128,13 +137,15 @@ impl ReferenceServer {
             .then(|| built.join(self.name()).join("run"))
     }
 
-    /// The flags for `c1m run` against this server on `host`:`ports`. Fails with the
-    /// build command when a reference server is not built.
+    /// The flags for `c1m run` against this server on `host`:`ports`, a reference server
+    /// spread over `workers` processes when that is more than one (c1m's own server
+    /// sizes itself). Fails with the build command when a reference server is not built.
     pub(crate) fn flags(
         self,
         built: &Path,
         host: &str,
         ports: &PortList,
+        workers: u64,
     ) -> Result<ServerFlags, ServerError> {
         let Some(run) = self.run_script(built) else {
             return Ok(ServerFlags {
@@ -143,6 +154,7 @@ impl ReferenceServer {
                 push_format: PushFormat::C1m,
                 push_stamp: None,
                 server_engine: self.own_engine(),
+                server_workers: None,
             });
         };
         if !run.exists() {
@@ -150,10 +162,15 @@ impl ReferenceServer {
         }
         let script = run.display().to_string();
         let ports = ports.to_string();
-        let argv = [script.as_str(), "--host", host, "--ports", ports.as_str()];
+        let server_workers = (workers > 1).then_some(workers);
+        let workers = workers.to_string();
+        let mut argv = vec![script.as_str(), "--host", host, "--ports", ports.as_str()];
+        if server_workers.is_some() {
+            argv.extend(["--workers", workers.as_str()]);
+        }
         // Only a NUL byte cannot be quoted, and neither a path nor an argument (both
         // C strings) can hold one.
-        let server_cmd = shlex::try_join(argv).unwrap_or_else(|_| argv.join(" "));
+        let server_cmd = shlex::try_join(argv.iter().copied()).unwrap_or_else(|_| argv.join(" "));
         // The protocol's push: one SIGUSR1, one 8-byte little-endian µs stamp, taken
         // once per broadcast.
         Ok(ServerFlags {
@@ -165,7 +182,24 @@ impl ReferenceServer {
             push_format: PushFormat::U64leUs,
             push_stamp: Some(PushInstant::Broadcast),
             server_engine: None,
+            server_workers,
         })
+    }
+}
+
+/// The worker processes a reference server needs for `connections` over `ports` (each
+/// worker listens on every one): as many as c1m's own server runs for them
+/// ([`limits::plan_server`]: each filled to 75% of RLIMIT_NOFILE less its listeners and
+/// reserve, since SO_REUSEPORT's shares are uneven and a reference server has no valve
+/// that closes its listeners when full), or 1 when one process holds them all. `hard` is
+/// the fd limit the server runs with: c1m raises its soft limit to the hard one.
+pub(crate) fn workers_for(connections: u64, ports: u64, hard: u64) -> u64 {
+    let nofile = NoFile { soft: hard, hard };
+    let plan = limits::plan_server(connections, ports, nofile, 0, 1);
+    if plan.processes {
+        plan.per_shard.len() as u64
+    } else {
+        1
     }
 }
 
@@ -251,6 +285,67 @@ mod tests {
             ServerError::Twice("go".into())
         );
         assert_eq!(parse_list(" , ").unwrap_err(), ServerError::Empty);
+    }
+
+    #[test]
+    fn a_reference_server_past_one_process_runs_as_many_workers_as_c1ms_own() {
+        // This box: RLIMIT_NOFILE 20,000, the seeds' 100 ports: 68 workers of ~14,700.
+        assert_eq!(workers_for(1_000_000, 100, 20_000), 68);
+        assert_eq!(
+            workers_for(1_000_000, 100, 20_000),
+            limits::plan_server(
+                1_000_000,
+                100,
+                NoFile {
+                    soft: 20_000,
+                    hard: 20_000
+                },
+                0,
+                1
+            )
+            .per_shard
+            .len() as u64
+        );
+        // Just past one process: two, each at ~63% of its cap.
+        assert_eq!(workers_for(25_000, 4, 20_000), 2);
+        // What fits one process runs as today, and an unlimited box never needs more.
+        assert_eq!(workers_for(2_000, 4, 20_000), 1);
+        assert_eq!(workers_for(10_000_000, 100, u64::MAX), 1);
+    }
+
+    #[test]
+    fn workers_are_on_the_servers_command_line_only_past_one() {
+        let dir = crate::report::fixture::test_dir("refserver-workers");
+        std::fs::create_dir_all(dir.join("node")).unwrap();
+        std::fs::write(dir.join("node/run"), "#!/bin/sh\n").unwrap();
+        let ports: PortList = "20000-20003".parse().unwrap();
+        let one = ReferenceServer::Node
+            .flags(&dir, "127.0.0.1", &ports, 1)
+            .unwrap();
+        assert!(!one.server_cmd.as_deref().unwrap().contains("--workers"));
+        assert_eq!(one.server_workers, None);
+        assert!(one.single_process_command());
+        let many = ReferenceServer::Node
+            .flags(&dir, "127.0.0.1", &ports, 68)
+            .unwrap();
+        assert!(
+            many.server_cmd
+                .as_deref()
+                .unwrap()
+                .ends_with("--ports 20000-20003 --workers 68"),
+            "{:?}",
+            many.server_cmd
+        );
+        assert_eq!(many.server_workers, Some(68));
+        assert!(!many.single_process_command());
+        let mut args = crate::lab::run::child_args::defaults::<RunArgs>("run").unwrap();
+        many.apply(&mut args);
+        assert_eq!(args.server_workers, Some(68));
+        // c1m's own server shards itself: never a --workers.
+        let own = ReferenceServer::C1mEpoll
+            .flags(&dir, "127.0.0.1", &ports, 68)
+            .unwrap();
+        assert_eq!((own.server_cmd, own.server_workers), (None, None));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result, bail};
 
 use super::{
     order::schedule,
-    reference::{built_dir, compare_arg, parse_list},
+    reference::{built_dir, compare_arg, parse_list, workers_for},
 };
 use crate::{
     compare::{
@@ -34,6 +34,7 @@ fn refused_flags(args: &RunArgs) -> Vec<&'static str> {
         ("--push-trigger", args.push_trigger.is_some()),
         ("--push-format", args.push_format != PushFormat::C1m),
         ("--push-stamp", args.push_stamp.is_some()),
+        ("--server-workers", args.server_workers.is_some()),
     ]
     .into_iter()
     .filter_map(|(flag, given)| given.then_some(flag))
@@ -223,9 +224,17 @@ async fn run_all(mut args: RunArgs) -> Result<i32> {
     let host = ip.to_string();
     let (isolation, why) = choose_isolation(&args, ip)?;
     let built = built_dir()?;
+    // Past one process's fd limit a reference server runs as worker processes, as many
+    // as c1m's own server would (the seeds raised `ulimit -n` instead; here it is capped).
+    let (connections, _) = plan::resolve_target(args.connections);
+    let workers = workers_for(
+        connections.get(),
+        args.ports.0.len() as u64,
+        crate::host::nofile_limits().1,
+    );
     let mut flags = Vec::new();
     for s in &servers {
-        match s.flags(&built, &host, &args.ports) {
+        match s.flags(&built, &host, &args.ports, workers) {
             Ok(f) => flags.push((*s, f)),
             Err(e) => {
                 eprintln!("c1m run: {e}");
@@ -234,7 +243,7 @@ async fn run_all(mut args: RunArgs) -> Result<i32> {
         }
     }
     // What would fail every run fails now, before any wait or folder.
-    preflight::sequence(&args, servers.iter().any(|s| s.is_reference()))?;
+    preflight::sequence(&args, flags.iter().any(|(_, f)| f.single_process_command()))?;
     // Never another lab's, as a run folder (`run/folder.rs`).
     let stamp = format!("{}-servers", crate::fmt::stamp(crate::util::unix_ms_now()));
     let dir = folder::create_unique(&args.out, &stamp).with_context(|| {
@@ -361,7 +370,7 @@ mod tests {
         let dir = crate::report::fixture::test_dir("refserver-flags");
         let ports: PortList = "20000-20003".parse().unwrap();
         let err = ReferenceServer::Go
-            .flags(&dir, "127.0.0.1", &ports)
+            .flags(&dir, "127.0.0.1", &ports, 1)
             .unwrap_err()
             .to_string();
         assert_eq!(
@@ -374,7 +383,7 @@ mod tests {
         std::fs::create_dir_all(dir.join("go")).unwrap();
         std::fs::write(dir.join("go/run"), "#!/bin/sh\n").unwrap();
         let f = ReferenceServer::Go
-            .flags(&dir, "127.0.0.1", &ports)
+            .flags(&dir, "127.0.0.1", &ports, 1)
             .unwrap();
         // Through `c1m run`'s own flags: the lab starts the script and signals it.
         let mut args = run_args(&[]);
@@ -398,7 +407,7 @@ mod tests {
         assert_eq!(trigger.to_string(), "signal:USR1");
         assert_eq!(args.push_format.to_string(), "u64le-us");
         let own = ReferenceServer::C1mEpoll
-            .flags(&dir, "127.0.0.1", &ports)
+            .flags(&dir, "127.0.0.1", &ports, 1)
             .unwrap();
         let mut args = run_args(&[]);
         own.apply(&mut args);
