@@ -295,7 +295,7 @@ mod tests {
     }
 
     /// The value names a flag may show: one per kind of value across the commands.
-    const VALUE_NAMES: [&str; 27] = [
+    const VALUE_NAMES: [&str; 28] = [
         "COUNT",
         "DURATION",
         "ADDRS",
@@ -324,6 +324,8 @@ mod tests {
         "1+K",
         // `--check 'push.p99 < 50ms'`: a figure, a comparison and a value.
         "CHECK",
+        // `--phase 'push 3 every 10s'`: a kind and its words.
+        "PHASE",
     ];
 
     #[test]

@@ -285,7 +285,7 @@ pub struct RunArgs {
     /// The worker processes --servers started a reference server with (its `--workers
     /// K`, already in --server-cmd): recorded, and the one-process fd-limit warning
     /// left out.
-    #[arg(long, value_name = "K", hide = true)]
+    #[arg(long, value_name = "COUNT", hide = true)]
     pub server_workers: Option<u64>,
     /// The run folder itself, instead of a new one under --out (--servers gives each of
     /// its runs one).
