@@ -369,8 +369,8 @@ pub(crate) fn empty_histograms_line(run: &RunRecord) -> Option<String> {
     let hists = present_histograms(run).ok()?;
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
     // A plain run's TLS histograms, the pong's of a run without heartbeats, the churn
-    // setup's of a run without churn and the message's of a run without --message-rate
-    // say nothing worth a word.
+    // setup's of a run without churn, the message's of a run without --message-rate and
+    // the server message's of a server without one say nothing worth a word.
     let plain_tls =
         |h: &RunHist| run.config.tls.is_none() && hist_label(h.name).starts_with("tls_");
     let no_pings = [run.server.as_ref(), run.client.as_ref()]
@@ -386,11 +386,17 @@ pub(crate) fn empty_histograms_line(run: &RunRecord) -> Option<String> {
         .into_iter()
         .flatten()
         .all(|s| s.counters.messages.sent == 0);
+    // And the server messages' of a run whose server sent none.
+    let no_server_messages = [run.server.as_ref(), run.client.as_ref()]
+        .into_iter()
+        .flatten()
+        .all(|s| s.counters.server_messages.sent == 0 && s.counters.server_messages.received == 0);
     let unasked = |h: &RunHist| {
         plain_tls(h)
             || (no_pings && hist_label(h.name) == "pong")
             || (no_churn && hist_label(h.name) == "churn_setup")
             || (no_messages && hist_label(h.name) == "message")
+            || (no_server_messages && hist_label(h.name) == "server_message")
     };
     for h in hists.iter().filter(|h| h.hist.is_empty() && !unasked(h)) {
         let why = why_empty(run, h.side, h.name);
