@@ -19,7 +19,9 @@ use c1m::model::RunRecord;
 use c1m::workload::stats::{counters::Churn, snapshot::AppSnapshot};
 
 use crate::lab_util::{c1m_run, fresh_dir, root_or_skip, run_folder};
-use crate::workload_util::{Proc, c1m, control, each_engine, require_python_websockets, wait_for};
+use crate::workload_util::{
+    Proc, c1m, control, each_engine, require_python_websockets, stop, wait_for,
+};
 
 const LONG: Duration = Duration::from_secs(60);
 const N: u64 = 200;
@@ -36,17 +38,6 @@ fn client(mode: &str, port: u16, ctl: &str, extra: &[&str]) -> Proc {
             .args(["-n", &N.to_string(), "--churn", &format!("{RATE}/s")])
             .args(extra),
     )
-}
-
-fn stop(ctl: &str, p: Proc) {
-    control(ctl, "stop").unwrap();
-    let out = p.wait(LONG);
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn accounted(c: &Churn) {

@@ -16,7 +16,7 @@ use std::{
 use c1m::workload::stats::{counters::Heartbeats, snapshot::AppSnapshot};
 
 use crate::workload_util::{
-    Proc, c1m, control, each_engine, require_python_websockets, wait_for, ws_server,
+    Proc, c1m, control, each_engine, require_python_websockets, stop, wait_for, ws_server,
 };
 
 const LONG: Duration = Duration::from_secs(60);
@@ -31,17 +31,6 @@ fn client(port: u16, ctl: &str, extra: &[&str]) -> Proc {
             .args(["-n", &N.to_string()])
             .args(extra),
     )
-}
-
-fn stop(ctl: &str, p: Proc) {
-    control(ctl, "stop").unwrap();
-    let out = p.wait(LONG);
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Every ping ended one way or is still outstanding.

@@ -3,7 +3,7 @@
 //! 9390–9393.
 #![allow(clippy::unwrap_used)] // panics are the assertions
 
-use crate::workload_util;
+use crate::workload_util::{self, stop};
 
 use std::time::Duration;
 
@@ -40,17 +40,6 @@ fn client(mode: &str, ports: &str, ctl: &str, n: u64, extra: &[&str]) -> Proc {
             .args(["-n", &n.to_string(), "--payload-size", "40"])
             .args(extra),
     )
-}
-
-fn stop(ctl: &str, p: Proc) {
-    control(ctl, "stop").unwrap();
-    let out = p.wait(LONG);
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]

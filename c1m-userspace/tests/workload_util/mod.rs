@@ -106,6 +106,18 @@ impl Drop for Proc {
     }
 }
 
+/// `stop` on a c1m client's or server's control endpoint, then its clean exit (bounded).
+pub fn stop(ctl: &str, p: Proc) {
+    control(ctl, "stop").unwrap();
+    let out = p.wait(Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// One control command, one answer line.
 pub fn control(addr: &str, cmd: &str) -> Result<String, std::io::Error> {
     let mut s = TcpStream::connect(addr)?;
