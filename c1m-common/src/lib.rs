@@ -144,6 +144,54 @@ pub mod reset_reason {
 /// Number of entries of the per-CPU reset counters: side × reason.
 pub const RESET_SLOTS: usize = side::COUNT * reset_reason::COUNT;
 
+/// What drew a reset: the segment it answers, by its flags and whether it carried data,
+/// or none (the reset is this end's own, sent on close, abort or a timer).
+pub mod reset_segment {
+    /// No segment: `tcp_send_active_reset` (close with unread data, SO_LINGER 0, ...).
+    pub const NONE: u32 = 0;
+    /// A SYN (no ACK).
+    pub const SYN: u32 = 1;
+    pub const SYN_ACK: u32 = 2;
+    /// A FIN, with or without data.
+    pub const FIN: u32 = 3;
+    /// An ACK carrying data (no FIN).
+    pub const DATA: u32 = 4;
+    /// An ACK with no data and no FIN.
+    pub const ACK: u32 = 5;
+    /// Any other flags (no ACK, no SYN: e.g. a bare FIN or data without ACK).
+    pub const OTHER: u32 = 6;
+    /// The segment could not be read (offsets this kernel's BTF lacks, a failed read).
+    pub const UNREAD: u32 = 7;
+    pub const COUNT: usize = 8;
+    pub const NAMES: [&str; COUNT] = [
+        "none", "syn", "syn_ack", "fin", "data", "ack", "other", "unread",
+    ];
+}
+
+/// The TCP state number for a reset sent with no socket (`tcp_state` has no 0).
+pub const NO_SOCKET_STATE: u32 = 0;
+
+/// Most distinct (side, reason, segment, state) causes kept; a run sees a handful.
+pub const RESET_CAUSE_SLOTS: usize = 1024;
+
+/// Key of the reset-cause counters: side, reason, drawing segment and socket state,
+/// a byte each (reasons past [`reset_reason::UNKNOWN`] count as it).
+#[inline(always)]
+pub const fn reset_cause_key(side: u32, reason: u32, segment: u32, state: u32) -> u32 {
+    let reason = if reason < reset_reason::UNKNOWN {
+        reason
+    } else {
+        reset_reason::UNKNOWN
+    };
+    (side & 0xff) << 24 | reason << 16 | (segment & 0xff) << 8 | (state & 0xff)
+}
+
+/// The four parts of a [`reset_cause_key`]: side, reason, segment, state.
+#[inline(always)]
+pub const fn reset_cause_parts(key: u32) -> (u32, u32, u32, u32) {
+    (key >> 24, (key >> 16) & 0xff, (key >> 8) & 0xff, key & 0xff)
+}
+
 #[inline(always)]
 pub const fn reset_index(side: u32, reason: u32) -> u32 {
     let reason = if reason < reset_reason::UNKNOWN {
@@ -253,6 +301,11 @@ pub struct KernelOffsets {
     /// addresses are set (its `skc_family` is the listener's).
     pub rsk_ops: u32,
     pub rsk_ops_family: u32,
+    /// `sk_buff.head` (pointer), `.transport_header` and `.network_header` (u16 offsets
+    /// from `head`): the TCP and IP headers of the segment a reset answers.
+    pub skb_head: u32,
+    pub skb_transport_header: u32,
+    pub skb_network_header: u32,
     pub _pad: u32,
 }
 
@@ -293,6 +346,9 @@ impl KernelOffsets {
         skc_v6_rcv_saddr: OFFSET_UNKNOWN,
         rsk_ops: OFFSET_UNKNOWN,
         rsk_ops_family: OFFSET_UNKNOWN,
+        skb_head: OFFSET_UNKNOWN,
+        skb_transport_header: OFFSET_UNKNOWN,
+        skb_network_header: OFFSET_UNKNOWN,
         _pad: 0,
     };
 }
@@ -331,6 +387,8 @@ pub struct TracepointFields {
     pub err: u32,
     /// `const void *skbaddr` of `tcp:tcp_send_reset`.
     pub skb: u32,
+    /// `int state` of `tcp:tcp_send_reset`: the state of the socket that sent it.
+    pub state: u32,
 }
 
 impl TracepointFields {
@@ -352,6 +410,7 @@ impl TracepointFields {
         ports_be: 0,
         err: OFFSET_UNKNOWN,
         skb: OFFSET_UNKNOWN,
+        state: OFFSET_UNKNOWN,
     };
 }
 
@@ -505,9 +564,9 @@ pub struct ClosedListener {
 }
 
 const _: () = assert!(size_of::<ClosedListener>() == 8);
-const _: () = assert!(size_of::<KernelOffsets>() == 36 * 4);
-const _: () = assert!(size_of::<TracepointFields>() == 17 * 4);
-const _: () = assert!(size_of::<Config>() == 144 + 68 * hook::COUNT + 20 + 64);
+const _: () = assert!(size_of::<KernelOffsets>() == 39 * 4);
+const _: () = assert!(size_of::<TracepointFields>() == 18 * 4);
+const _: () = assert!(size_of::<Config>() == 156 + 72 * hook::COUNT + 20 + 64);
 const _: () = assert!(size_of::<SockAgg>() == 56);
 const _: () = assert!(size_of::<ListenerRecord>() == 40);
 const _: () = assert!(size_of::<ListenEvents>() == 32);

@@ -11,8 +11,8 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::error;
 use c1m_common::{
-    ClosedListener, EVENT_SLOTS, ListenEvents, RESET_SLOTS, RETRANSMIT_SLOTS, SOCK_AGG_SLOTS,
-    SockAgg, TRANSITION_SLOTS,
+    ClosedListener, EVENT_SLOTS, ListenEvents, RESET_CAUSE_SLOTS, RESET_SLOTS, RETRANSMIT_SLOTS,
+    SOCK_AGG_SLOTS, SockAgg, TRANSITION_SLOTS,
 };
 
 /// side × old state × new state.
@@ -32,6 +32,12 @@ pub static RETRANSMITS: PerCpuArray<u64> =
 /// side × reset reason (see `c1m_common::reset_reason`), resets sent.
 #[map]
 pub static RESETS: PerCpuArray<u64> = PerCpuArray::with_max_entries(RESET_SLOTS as u32, 0);
+
+/// `c1m_common::reset_cause_key` -> resets sent: what drew each (a hash, read by
+/// iterating, because the few keys a run sees sit in a space of 3 × 32 × 8 × 256).
+#[map]
+pub static RESET_CAUSES: PerCpuHashMap<u32, u64> =
+    PerCpuHashMap::with_max_entries(RESET_CAUSE_SLOTS as u32, 0);
 
 /// Watched ports (host order). With the ports filter off, user space and the
 /// set-state hook fill it with listening ports, which decide a socket's side.
@@ -135,6 +141,23 @@ pub fn bump_listener<C: EbpfContext>(ctx: &C, port: u32, counter: ListenCounter)
             ListenCounter::OverflowAcks => &raw mut (*entry).overflow_acks,
             ListenCounter::RcvDiscards => &raw mut (*entry).rcv_discards,
         }
+    };
+    add(slot);
+}
+
+/// Adds one to a reset cause's counter, creating it on first use.
+#[inline(always)]
+pub fn bump_reset_cause<C: EbpfContext>(ctx: &C, key: u32) {
+    if RESET_CAUSES.get_ptr_mut(key).is_none() {
+        let _ = RESET_CAUSES.insert(key, 0, u64::from(BPF_NOEXIST));
+    }
+    let Some(slot) = RESET_CAUSES.get_ptr_mut(key) else {
+        bump(&MAP_ERRORS, 0);
+        error!(
+            ctx,
+            "c1m: reset-cause map full, cause {:x} not counted", key
+        );
+        return;
     };
     add(slot);
 }

@@ -12,7 +12,7 @@ use std::{
 };
 
 use c1m::observer::{
-    KernelMemory, KernelView, Observer, ObserverConfig,
+    KernelMemory, KernelView, Observer, ObserverConfig, ResetSegment,
     audit::{self, Audit},
     privileges, procfs, retransmits,
 };
@@ -338,16 +338,26 @@ fn accept_queue_overflows_equal_the_kernels_netstat_delta() {
 /// Sends a bare RST (no ACK) from 127.0.0.1:`src_port` to 127.0.0.1:`dst_port` through
 /// a raw socket: what a listener sees when a peer resets a connection it already closed.
 fn send_stray_rst(raw: i32, src_port: u16, dst_port: u16, seq: u32) {
-    let mut tcp = [0u8; 20];
+    send_segment(raw, src_port, dst_port, seq, 0x04, b"");
+}
+
+/// Sends one TCP segment with `flags` and `payload` from 127.0.0.1:`src_port` to
+/// 127.0.0.1:`dst_port` through a raw socket.
+fn send_segment(raw: i32, src_port: u16, dst_port: u16, seq: u32, flags: u8, payload: &[u8]) {
+    let mut tcp = vec![0u8; 20];
     tcp[0..2].copy_from_slice(&src_port.to_be_bytes());
     tcp[2..4].copy_from_slice(&dst_port.to_be_bytes());
     tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+    tcp[8..12].copy_from_slice(&1u32.to_be_bytes()); // an ACK number, used with ACK set
     tcp[12] = 5 << 4; // data offset: 5 words
-    tcp[13] = 0x04; // RST
-    // Checksum over the IPv4 pseudo-header (127.0.0.1 → 127.0.0.1, TCP, 20 bytes) and the header.
-    let mut sum: u32 = 2 * (0x7f00 + 0x0001) + 6 + 20;
+    tcp[13] = flags;
+    tcp[14..16].copy_from_slice(&1024u16.to_be_bytes()); // window
+    tcp.extend_from_slice(payload);
+    // Checksum over the IPv4 pseudo-header (127.0.0.1 → 127.0.0.1, TCP, length) and the
+    // segment, padded to whole words.
+    let mut sum: u32 = 2 * (0x7f00 + 0x0001) + 6 + tcp.len() as u32;
     for w in tcp.chunks(2) {
-        sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+        sum += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
     }
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
@@ -372,7 +382,64 @@ fn send_stray_rst(raw: i32, src_port: u16, dst_port: u16, seq: u32) {
             size_of::<libc::sockaddr_in>() as libc::socklen_t,
         )
     };
-    assert_eq!(n, 20, "sendto raw: {}", std::io::Error::last_os_error());
+    assert_eq!(
+        n,
+        tcp.len() as isize,
+        "sendto raw: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Every reset names the segment that drew it: a closed port answers SYNs, bare ACKs,
+/// FINs and data with `NO_SOCKET` resets, each counted by the segment's kind.
+#[test]
+fn each_reset_is_named_by_the_segment_that_drew_it() {
+    if !root_in_private_netns("each_reset_is_named_by_the_segment_that_drew_it") {
+        return;
+    }
+    const PORT: u16 = 9013;
+    let mut obs = observer(&[PORT]);
+    // SAFETY: plain socket(2); the fd is closed below.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_TCP) };
+    assert!(raw >= 0, "raw socket: {}", std::io::Error::last_os_error());
+    let (ack, fin_ack, psh_ack) = (0x10, 0x11, 0x18);
+    let sends: [(u8, &[u8], u16); 3] = [(ack, b"", 2), (fin_ack, b"", 3), (psh_ack, b"hello", 4)];
+    let mut port = 41_000;
+    for (flags, payload, times) in sends {
+        for _ in 0..times {
+            send_segment(raw, port, PORT, 7, flags, payload);
+            port += 1;
+        }
+    }
+    // SAFETY: raw is our open fd.
+    unsafe { libc::close(raw) };
+    assert!(TcpStream::connect(("127.0.0.1", PORT)).is_err());
+    let view = settle(&mut obs, |v| v.server.event(event::RESET_SENT) == 10);
+    let causes: Vec<(&str, ResetSegment, Option<&str>, u64)> = view
+        .server
+        .resets_sent_by_cause
+        .iter()
+        .map(|c| (c.reason.as_str(), c.segment, c.state.as_deref(), c.count))
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            ("NO_SOCKET", ResetSegment::Data, None, 4),
+            ("NO_SOCKET", ResetSegment::Fin, None, 3),
+            ("NO_SOCKET", ResetSegment::Ack, None, 2),
+            ("NO_SOCKET", ResetSegment::Syn, None, 1),
+        ],
+        "most first, each by the segment that drew it"
+    );
+    let text = view.resets_explained().expect("resets sent");
+    assert!(
+        text.contains(": 4 by data (data after this end dropped the socket), 3 by a FIN ("),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(", 1 by a SYN (a SYN to a port nothing listens on))"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -1143,7 +1210,7 @@ fn a_close_with_unread_data_is_a_reset_with_its_reason() {
     assert!(view.client.resets_sent_by_reason.is_empty());
     let text = view.resets_explained().expect("resets sent");
     assert!(
-        text.starts_with("3 sent (server 3): 3 TCP_ABORT_ON_CLOSE (closed with data still unread)"),
+        text.starts_with("3 sent (server 3): 3 TCP_ABORT_ON_CLOSE (closed with data still unread: 3 sent by this end itself (no segment drew it), socket in close)"),
         "{text}"
     );
 }

@@ -3,12 +3,17 @@
 //! Counted per side. (Retransmitted segments: retransmit.rs.)
 
 use aya_ebpf::programs::TracePointContext;
-use c1m_common::{event, event_index, hook, reset_index, reset_reason};
+use c1m_common::{
+    NO_SOCKET_STATE, event, event_index, hook, reset_cause_key, reset_index, reset_reason,
+};
 
-use super::tp::{endpoints, field, fields, passing_tracepoint};
+use super::{
+    reset_segment,
+    tp::{endpoints, field, fields, passing_tracepoint},
+};
 use crate::{
     kernel::{in_watched_netns, skb_in_watched_netns},
-    maps::{EVENTS, ListenCounter, RESETS, bump, bump_listener},
+    maps::{EVENTS, ListenCounter, RESETS, bump, bump_listener, bump_reset_cause},
     watch::classify,
 };
 
@@ -54,9 +59,19 @@ passing_tracepoint!(tcp_send_reset => on_tcp_send_reset);
 fn on_tcp_send_reset(ctx: TracePointContext) {
     // Counted once, by reason: user space sums the reasons into `resets_sent`.
     if let Some((side, _)) = watched(&ctx, hook::SEND_RESET) {
-        let reason: u32 =
-            field(&ctx, fields(hook::SEND_RESET).reason).unwrap_or(reset_reason::UNKNOWN);
+        let f = fields(hook::SEND_RESET);
+        let reason: u32 = field(&ctx, f.reason).unwrap_or(reset_reason::UNKNOWN);
         bump(&RESETS, reset_index(side, reason));
+        // Which segment drew it and the state of the socket that answered (none: the
+        // segment found no socket), so every reset can be named.
+        let sk: u64 = field(&ctx, f.sk).unwrap_or(0);
+        let state = if sk == 0 {
+            NO_SOCKET_STATE
+        } else {
+            field::<i32>(&ctx, f.state).map_or(NO_SOCKET_STATE, |s| s as u32)
+        };
+        let segment = reset_segment::kind(field(&ctx, f.skb).unwrap_or(0));
+        bump_reset_cause(&ctx, reset_cause_key(side, reason, segment, state));
     }
 }
 

@@ -37,7 +37,10 @@ use std::{
 use aya::Ebpf;
 pub(crate) use handle::ObserverHandle;
 use thiserror::Error;
-pub use view::{KernelMemory, KernelView, ListenerView, Retransmits, Scope, SideMemory, SideView};
+pub use view::{
+    KernelMemory, KernelView, ListenerView, ResetCause, ResetSegment, Retransmits, Scope,
+    SideMemory, SideView,
+};
 
 use self::{btf::BtfError, tracefs::TracefsError};
 
@@ -170,6 +173,8 @@ struct Counters {
     events: Vec<u64>,
     retransmits: Vec<u64>,
     resets: Vec<u64>,
+    /// `(reset_cause_key, resets)` for every cause seen since attach.
+    reset_causes: Vec<(u32, u64)>,
 }
 
 /// An error and its sources on one line (aya's errors keep the errno in `source()`).

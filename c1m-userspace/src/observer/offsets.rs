@@ -64,6 +64,14 @@ pub(crate) fn resolve(btf: &Btf) -> ResolvedOffsets {
         want(&mut o.sk_protocol, "sock", &["sk_protocol"], 2);
         want(&mut o.sk_shutdown, "sock", &["sk_shutdown"], 1);
         want(&mut o.skb_dev, "sk_buff", &["dev"], 8);
+        want(&mut o.skb_head, "sk_buff", &["head"], 8);
+        want(
+            &mut o.skb_transport_header,
+            "sk_buff",
+            &["transport_header"],
+            2,
+        );
+        want(&mut o.skb_network_header, "sk_buff", &["network_header"], 2);
         want(&mut o.dev_nd_net, "net_device", &["nd_net", "net"], 8);
         want(
             &mut o.tcp_bpf_cb_flags,

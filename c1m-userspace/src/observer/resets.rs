@@ -1,6 +1,6 @@
 //! Resets in words: who sent them and the kernel's reason for each (pure, no I/O).
 
-use super::view::{KernelView, SideView};
+use super::view::{KernelView, ResetCause, ResetSegment, SideView};
 use crate::fmt::count as group;
 
 impl KernelView {
@@ -30,10 +30,7 @@ impl SideView {
 /// https://github.com/torvalds/linux/blob/v6.18/include/net/rstreason.h
 fn meaning(reason: &str) -> Option<&'static str> {
     Some(match reason {
-        "NO_SOCKET" => {
-            "a segment for a connection this end no longer had: e.g. a late FIN after the \
-             kernel dropped the socket (TIME_WAIT table full, FIN_WAIT2 timed out)"
-        }
+        "NO_SOCKET" => "a segment for a connection this end no longer had",
         "TCP_ABORT_ON_DATA" => "data arrived after this end had closed",
         "TCP_ABORT_ON_CLOSE" => "closed with data still unread",
         "TCP_ABORT_ON_LINGER" => "closed with SO_LINGER 0, or a FIN_WAIT2 linger ran out",
@@ -51,6 +48,74 @@ fn meaning(reason: &str) -> Option<&'static str> {
         "UNKNOWN" => "this kernel gives no reason (before 6.10)",
         _ => return None,
     })
+}
+
+/// What drew a reset, as the explanation's words put it.
+fn drawn_by(segment: ResetSegment) -> &'static str {
+    match segment {
+        ResetSegment::None => "sent by this end itself (no segment drew it)",
+        ResetSegment::Syn => "by a SYN",
+        ResetSegment::SynAck => "by a SYN-ACK",
+        ResetSegment::Fin => "by a FIN",
+        ResetSegment::Data => "by data",
+        ResetSegment::Ack => "by a bare ACK",
+        ResetSegment::Other => "by a segment with odd flags",
+        ResetSegment::Unread => "by a segment that could not be read",
+    }
+}
+
+/// What a no-socket reset drawn by `segment` most likely answered, as measured on
+/// loopback (docs/results.md, "Every reset named").
+fn no_socket_note(segment: ResetSegment) -> Option<&'static str> {
+    Some(match segment {
+        // 1M ws teardown: the peer's TIME_WAIT answered a late ACK of this end's with a
+        // second ACK of its FIN; the first had already closed the socket (LAST_ACK).
+        ResetSegment::Ack => {
+            "the peer's TIME_WAIT acknowledging again a FIN this end had seen acknowledged"
+        }
+        ResetSegment::Fin => {
+            "a FIN after this end dropped the socket (TIME_WAIT table full, FIN_WAIT2 timed out)"
+        }
+        ResetSegment::Data => "data after this end dropped the socket",
+        ResetSegment::Syn => "a SYN to a port nothing listens on",
+        _ => return None,
+    })
+}
+
+/// The causes of `reason`'s resets over every side, in words, most first:
+/// "250 by a FIN, 10 by a bare ACK, socket in time_wait"; None when none are recorded (a run
+/// folder from before causes were kept).
+fn causes_of(reason: &str, sides: &[&SideView]) -> Option<String> {
+    let mut by = std::collections::BTreeMap::<(ResetSegment, Option<&str>), u64>::new();
+    for c in sides
+        .iter()
+        .flat_map(|v| &v.resets_sent_by_cause)
+        .filter(|c: &&ResetCause| c.reason == reason)
+    {
+        *by.entry((c.segment, c.state.as_deref())).or_default() += c.count;
+    }
+    if by.is_empty() {
+        return None;
+    }
+    let mut rows: Vec<_> = by.into_iter().collect();
+    rows.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
+    let words: Vec<String> = rows
+        .iter()
+        .map(|&((segment, state), n)| {
+            let note = match (reason, state) {
+                ("NO_SOCKET", _) => no_socket_note(segment).map(|m| format!(" ({m})")),
+                (_, Some(state)) => Some(format!(", socket in {state}")),
+                _ => None,
+            };
+            format!(
+                "{} {}{}",
+                group(n),
+                drawn_by(segment),
+                note.unwrap_or_default()
+            )
+        })
+        .collect();
+    Some(words.join(", "))
 }
 
 /// One sentence on the resets sent since attach, or None when there were none, e.g.
@@ -80,11 +145,19 @@ pub(crate) fn explain(server: &SideView, client: &SideView, other: &SideView) ->
         .iter()
         .map(|(n, side)| format!("{side} {}", group(*n)))
         .collect();
+    let all = [server, client, other];
     let why: Vec<String> = reasons
         .iter()
-        .map(|&(reason, n)| match meaning(reason) {
-            Some(m) => format!("{} {reason} ({m})", group(n)),
-            None => format!("{} {reason}", group(n)),
+        .map(|&(reason, n)| {
+            let notes: Vec<String> = [meaning(reason).map(str::to_owned), causes_of(reason, &all)]
+                .into_iter()
+                .flatten()
+                .collect();
+            if notes.is_empty() {
+                format!("{} {reason}", group(n))
+            } else {
+                format!("{} {reason} ({})", group(n), notes.join(": "))
+            }
         })
         .collect();
     Some(format!(
@@ -130,5 +203,36 @@ mod tests {
         );
         // A reason this build has no note for is named alone.
         assert!(text.ends_with("; 1 REASON_29"), "{text}");
+    }
+
+    #[test]
+    fn causes_name_the_segment_and_state_most_first() {
+        let cause = |segment, state: Option<&str>, count| ResetCause {
+            reason: "NO_SOCKET".to_owned(),
+            segment,
+            state: state.map(str::to_owned),
+            count,
+        };
+        let mut client = side(&[("NO_SOCKET", 206)]);
+        client.resets_sent_by_cause = vec![
+            cause(ResetSegment::Ack, None, 6),
+            cause(ResetSegment::Fin, None, 200),
+        ];
+        let mut server = side(&[("TCP_ABORT_ON_CLOSE", 2)]);
+        server.resets_sent_by_cause = vec![ResetCause {
+            reason: "TCP_ABORT_ON_CLOSE".to_owned(),
+            segment: ResetSegment::None,
+            state: Some("close".to_owned()),
+            count: 2,
+        }];
+        let text = explain(&server, &client, &SideView::default()).unwrap();
+        assert!(
+            text.contains("no longer had: 200 by a FIN (a FIN after this end dropped the socket (TIME_WAIT table full, FIN_WAIT2 timed out)), 6 by a bare ACK (the peer's TIME_WAIT acknowledging again a FIN this end had seen acknowledged))"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("2 TCP_ABORT_ON_CLOSE (closed with data still unread: 2 sent by this end itself (no segment drew it), socket in close)"),
+            "{text}"
+        );
     }
 }

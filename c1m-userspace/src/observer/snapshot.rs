@@ -9,14 +9,14 @@ use std::{
 
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap};
 use c1m_common::{
-    ClosedListener, EVENT_SLOTS, ListenEvents, RESET_SLOTS, RETRANSMIT_SLOTS, TRANSITION_SLOTS,
-    event, event_index, hook, reset_index, reset_reason, retransmit, retransmit_index, side,
-    tcp_state, transition_index,
+    ClosedListener, EVENT_SLOTS, ListenEvents, NO_SOCKET_STATE, RESET_SLOTS, RETRANSMIT_SLOTS,
+    TRANSITION_SLOTS, event, event_index, hook, reset_cause_parts, reset_index, reset_reason,
+    retransmit, retransmit_index, side, tcp_state, transition_index,
 };
 
 use super::{
     Counters, Observer, ObserverError, map_err, mib, procfs,
-    view::{self, KernelView, Retransmits, Scope, SideView},
+    view::{self, KernelView, ResetCause, ResetSegment, Retransmits, Scope, SideView},
     walk, walker,
 };
 
@@ -211,7 +211,21 @@ impl Observer {
             events: sum("EVENTS", EVENT_SLOTS)?,
             retransmits: sum("RETRANSMITS", RETRANSMIT_SLOTS)?,
             resets: sum("RESETS", RESET_SLOTS)?,
+            reset_causes: self.read_reset_causes()?,
         })
+    }
+
+    fn read_reset_causes(&self) -> Result<Vec<(u32, u64)>, ObserverError> {
+        let name = "RESET_CAUSES";
+        let map: PerCpuHashMap<&MapData, u32, u64> =
+            PerCpuHashMap::try_from(self.ebpf.map(name).ok_or(ObserverError::NoObject)?)
+                .map_err(map_err(name))?;
+        map.iter()
+            .map(|entry| {
+                let (key, values) = entry.map_err(map_err(name))?;
+                Ok((key, values.iter().sum()))
+            })
+            .collect()
     }
 
     fn drain_closed_listeners(&mut self) -> Result<Vec<(u64, ClosedListener)>, ObserverError> {
@@ -313,6 +327,7 @@ impl Observer {
                         .insert(self.reset_reason_name(reason), n);
                 }
             }
+            v.resets_sent_by_cause = self.reset_causes(s, &now.reset_causes);
         }
         for (index, name) in event::NAMES.iter().enumerate() {
             // Retransmits live in `v.retransmits` (sock_ops and the tracepoint both).
@@ -330,6 +345,24 @@ impl Observer {
     }
 
     /// The kernel's name of a reset reason (`NO_SOCKET`, …), as its tracepoint prints it.
+    /// Side `s`'s resets by what drew them, most first.
+    fn reset_causes(&self, s: u32, causes: &[(u32, u64)]) -> Vec<ResetCause> {
+        let mut out: Vec<ResetCause> = causes
+            .iter()
+            .filter_map(|&(key, count)| {
+                let (side, reason, segment, state) = reset_cause_parts(key);
+                (side == s && count > 0).then(|| ResetCause {
+                    reason: self.reset_reason_name(reason),
+                    segment: ResetSegment::from_index(segment),
+                    state: (state != NO_SOCKET_STATE).then(|| view::state_key(state)),
+                    count,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.cmp_key(b)));
+        out
+    }
+
     fn reset_reason_name(&self, reason: u32) -> String {
         match self.reset_reasons.get(reason as usize) {
             _ if reason == reset_reason::UNKNOWN => "UNKNOWN".to_owned(),

@@ -256,6 +256,7 @@ pub(crate) const HOOKS: [HookLayout; c1m_common::hook::COUNT] = [
                 ports_be: 1,
                 // Since 6.10 (`enum sk_rst_reason`): why the reset was sent.
                 reason: optional(f, "reason", 4),
+                state: optional(f, "state", 4),
                 ..TracepointFields::UNKNOWN
             })
         },

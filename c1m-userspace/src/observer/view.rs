@@ -186,6 +186,71 @@ pub struct SideView {
     /// as `NO_SOCKET`; `UNKNOWN` on kernels before 6.10); only non-zero reasons.
     #[serde(default)]
     pub resets_sent_by_reason: BTreeMap<String, u64>,
+    /// The same resets by what drew each: reason, segment and the answering socket's
+    /// state, most first (they sum to `resets_sent_by_reason`).
+    #[serde(default)]
+    pub resets_sent_by_cause: Vec<ResetCause>,
+}
+
+/// Resets of one kind: the kernel's reason, the segment that drew them and the state of
+/// the socket that answered (None: the segment found no socket).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
+pub struct ResetCause {
+    /// `enum sk_rst_reason` name, as in `resets_sent_by_reason`.
+    pub reason: String,
+    /// The segment that drew them.
+    pub segment: ResetSegment,
+    /// State of the socket that sent it (keys as in `states`); None: no socket.
+    pub state: Option<String>,
+    /// Resets of this cause since attach.
+    pub count: u64,
+}
+
+impl ResetCause {
+    /// A stable order among causes of equal count.
+    pub(crate) fn cmp_key(&self, other: &Self) -> std::cmp::Ordering {
+        (&self.reason, self.segment, &self.state).cmp(&(&other.reason, other.segment, &other.state))
+    }
+}
+
+/// The segment a reset answered (`c1m_common::reset_segment`).
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq, PartialOrd, Ord,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ResetSegment {
+    /// None: the reset is this end's own (close with unread data, SO_LINGER 0, abort).
+    None,
+    /// A SYN (no ACK).
+    Syn,
+    /// A SYN-ACK.
+    SynAck,
+    /// A FIN, with or without data.
+    Fin,
+    /// An ACK carrying data.
+    Data,
+    /// A bare ACK.
+    Ack,
+    /// Other flags.
+    Other,
+    /// Could not be read.
+    Unread,
+}
+
+impl ResetSegment {
+    pub(crate) fn from_index(i: u32) -> Self {
+        use c1m_common::reset_segment as s;
+        match i {
+            s::NONE => Self::None,
+            s::SYN => Self::Syn,
+            s::SYN_ACK => Self::SynAck,
+            s::FIN => Self::Fin,
+            s::DATA => Self::Data,
+            s::ACK => Self::Ack,
+            s::OTHER => Self::Other,
+            _ => Self::Unread,
+        }
+    }
 }
 
 impl SideView {

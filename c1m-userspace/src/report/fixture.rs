@@ -762,6 +762,7 @@ fn side_view(established: i64, time_wait: i64, est_total: u64) -> SideView {
             spurious_dsack: est_total / 200,
         },
         resets_sent_by_reason: BTreeMap::new(),
+        resets_sent_by_cause: Vec::new(),
     }
 }
 

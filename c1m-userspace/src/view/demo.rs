@@ -159,6 +159,7 @@ pub(crate) fn kernel() -> KernelView {
             events: [("synack_retransmits".to_owned(), 12)].into(),
             retransmits: Default::default(),
             resets_sent_by_reason: BTreeMap::new(),
+            resets_sent_by_cause: Vec::new(),
         },
         client: SideView {
             states: states(&[
@@ -174,6 +175,7 @@ pub(crate) fn kernel() -> KernelView {
             events: BTreeMap::new(),
             retransmits: Default::default(),
             resets_sent_by_reason: BTreeMap::new(),
+            resets_sent_by_cause: Vec::new(),
         },
         other: SideView::default(),
         listeners: (8000..8010)
