@@ -60,8 +60,12 @@ if (workers > 1 && cluster.isPrimary) {
 }
 
 // node:cluster (Node 20's `net` has no SO_REUSEPORT; `reusePort` came in 22.12): the
-// primary listens on every port, accepts, and hands each connection to a worker in turn.
+// primary opens every listening socket and shares it; each worker accepts on it itself
+// (SCHED_NONE). The default round-robin has the primary accept every connection and pass
+// it on over IPC: one process for all accepts, 826 conn/s at 1M (the seeds' plan asks
+// 10,000/s), and the ramp stalled at 901,612 with the primary behind.
 function supervise() {
+  cluster.schedulingPolicy = cluster.SCHED_NONE;
   const counts = new Map();
   let listening = 0;
   let stopping = false;

@@ -433,6 +433,17 @@ impl ForeignServer {
         }
     }
 
+    /// How many processes it runs now and the most fds one of them holds: a server of
+    /// worker processes is at its fd limit only when one of them is.
+    pub(crate) fn fds_per_process(&self) -> Option<(u64, u64)> {
+        let pids = match &self.cgroup {
+            Some(c) => c.pids(),
+            None => tree(self.pid),
+        };
+        let fds: Vec<u64> = pids.into_iter().filter_map(procstat::open_fds).collect();
+        Some((fds.len() as u64, fds.into_iter().max()?))
+    }
+
     /// Its processes now (the cgroup's, or the tree's): RSS, threads and fds summed;
     /// CPU from the cgroup, or remembered per process.
     pub(crate) fn usage(&mut self) -> TreeUsage {

@@ -624,6 +624,10 @@ impl Lab {
                 .map(counts::accept_queue_overflows)
                 .map(|x| x.value),
             nofile: self.foreign.as_ref().and_then(ForeignServer::nofile),
+            fds_per_process: self
+                .foreign
+                .as_ref()
+                .and_then(ForeignServer::fds_per_process),
             emfile_line: self
                 .foreign
                 .as_ref()

@@ -102,6 +102,8 @@ pub(crate) struct StallEvidence {
     pub accept_queue_overflows: Option<u64>,
     /// The soft fd limit the server runs with.
     pub nofile: Option<u64>,
+    /// The server's processes and the most fds one of them holds (a server of workers).
+    pub fds_per_process: Option<(u64, u64)>,
     /// The first line of the server's stderr that says it ran out of fds.
     pub emfile_line: Option<String>,
 }
@@ -156,9 +158,27 @@ impl StallEvidence {
             (Some(line), None) => s.push_str(&format!(
                 "; cause: out of file descriptors, its stderr says {line:?}"
             )),
-            (None, Some(limit)) if self.connected + 100 >= limit => s.push_str(&format!(
-                "; likely cause: its fd limit (RLIMIT_NOFILE {limit}): one process cannot hold more"
-            )),
+            (None, Some(limit)) => match self.fds_per_process {
+                // Workers: one at its limit stalls what the kernel hands it.
+                Some((processes, most)) if processes > 1 => {
+                    if most + 100 >= limit {
+                        s.push_str(&format!(
+                            "; likely cause: one of its {processes} processes reached its fd limit (RLIMIT_NOFILE {limit}, it holds {})",
+                            crate::fmt::count(most)
+                        ));
+                    } else {
+                        s.push_str(&format!(
+                            "; not its fd limit: none of its {processes} processes holds more than {} of {} fds; the server's log says nothing about it",
+                            crate::fmt::count(most),
+                            crate::fmt::count(limit)
+                        ));
+                    }
+                }
+                _ if self.connected + 100 >= limit => s.push_str(&format!(
+                    "; likely cause: its fd limit (RLIMIT_NOFILE {limit}): one process cannot hold more"
+                )),
+                _ => s.push_str("; the server's log says nothing about it"),
+            },
             _ => s.push_str("; the server's log says nothing about it"),
         }
         s
@@ -235,6 +255,7 @@ mod tests {
             server_fds: Some(998),
             accept_queue_overflows: Some(7),
             nofile: Some(1000),
+            fds_per_process: None,
             emfile_line: Some("OSError: [Errno 24] Too many open files".into()),
         };
         let line = e.describe();
@@ -249,6 +270,34 @@ mod tests {
             assert!(line.contains(part), "{part} in {line}");
         }
         assert!(!line.contains("never answered"), "{line}");
+    }
+
+    #[test]
+    fn a_server_of_workers_is_at_its_fd_limit_only_when_one_worker_is() {
+        // The seeds' 1M through 68 Node workers stalled at 901,612: far past one
+        // process's 20,000, and no worker near it.
+        let workers = StallEvidence {
+            connected: 901_612,
+            attempted: 907_712,
+            asked: 1_000_000,
+            nofile: Some(20_000),
+            fds_per_process: Some((69, 13_400)),
+            ..StallEvidence::default()
+        };
+        let line = workers.describe();
+        assert!(
+            line.ends_with("; not its fd limit: none of its 69 processes holds more than 13,400 of 20,000 fds; the server's log says nothing about it"),
+            "{line}"
+        );
+        let full = StallEvidence {
+            fds_per_process: Some((69, 19_950)),
+            ..workers
+        };
+        let line = full.describe();
+        assert!(
+            line.ends_with("; likely cause: one of its 69 processes reached its fd limit (RLIMIT_NOFILE 20000, it holds 19,950)"),
+            "{line}"
+        );
     }
 
     #[test]
