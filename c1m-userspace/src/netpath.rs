@@ -557,7 +557,7 @@ mod tests {
             s,
             Softnet {
                 processed: 0x12d74f02 + 0x12f8a14e,
-                dropped: 0x3 + 0x0,
+                dropped: 0x3,
                 time_squeeze: 0x1b1 + 0x16c,
             }
         );
