@@ -22,6 +22,7 @@ pub mod lab;
 pub mod model;
 pub mod multihost;
 pub mod netns;
+pub mod netpath;
 pub mod observer;
 pub(crate) mod priority;
 pub(crate) mod proc_net_tcp;

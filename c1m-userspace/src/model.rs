@@ -316,6 +316,10 @@ pub struct Phase {
     /// `c1m run --server-message-rate`: the server's messages the client received
     /// during the phase.
     pub server_messages_received: u64,
+    /// A client host's path from the run's start to the phase's end: its conntrack
+    /// table and drops, veth and softnet drops (None: not read; one-box runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<crate::netpath::PathFigures>,
 }
 
 /// The most TIME_WAIT sockets of each side at once over a phase.

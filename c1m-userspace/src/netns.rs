@@ -273,6 +273,29 @@ pub(crate) fn ip_batch(ns: &str, commands: &str) -> io::Result<()> {
     )))
 }
 
+/// Runs nftables' `nft -f -` with `rules` in the named namespace (`ip netns exec`).
+pub(crate) fn nft(ns: &str, rules: &str) -> io::Result<()> {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| io::Error::new(e.kind(), format!("running ip (iproute2): {e}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(rules.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(io::Error::other(format!(
+        "nft in {ns} (--conntrack needs nftables' nft): {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    )))
+}
+
 /// Deletes the named namespace (false: there was none). Its links go with it once no
 /// process holds it.
 pub(crate) fn delete_named(name: &str) -> io::Result<bool> {

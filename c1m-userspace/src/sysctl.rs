@@ -10,6 +10,8 @@ pub(crate) const SOMAXCONN: &str = "net.core.somaxconn";
 pub(crate) const SYN_BACKLOG: &str = "net.ipv4.tcp_max_syn_backlog";
 pub(crate) const TW_BUCKETS: &str = "net.ipv4.tcp_max_tw_buckets";
 pub(crate) const CONNTRACK_MAX: &str = "net.netfilter.nf_conntrack_max";
+/// The neighbour table's hard limit: the box's only (no child namespace has it on 6.18).
+pub(crate) const NEIGH_GC_THRESH3: &str = "net.ipv4.neigh.default.gc_thresh3";
 
 /// Every sysctl `--tune` may set: the only names a restore record may hold, so a
 /// record never makes root write anything else (issue 30, case 1).
@@ -20,6 +22,7 @@ pub(crate) const TUNABLE: &[&str] = &[
     SYN_BACKLOG,
     TW_BUCKETS,
     CONNTRACK_MAX,
+    NEIGH_GC_THRESH3,
 ];
 
 /// A sysctl's value with its whitespace made single spaces (the port range is "a\tb").

@@ -43,6 +43,7 @@ const EVERY_FLAG: &[&[&str]] = &[
     &["--phase", "hold 2s", "--phase", "push 2 every 1s"],
     &["--push-writers", "2"],
     &["--setup-timeout", "1m"],
+    &["--connect-timeout", "500ms"],
     &["--tls"],
     &[
         "--tls-cert",
@@ -71,6 +72,7 @@ const EVERY_FLAG: &[&[&str]] = &[
     &["--clients", "external"],
     &["--hosts", "1+2"],
     &["--clients-per-host", "10", "--hosts", "1+2"],
+    &["--conntrack", "--hosts", "1+2"],
     &["--expect", "1000"],
     &["--control", "127.0.0.1:23898"],
     &["--server-cmd", "python3 server.py --port $PORT"],

@@ -23,6 +23,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("util", 0),
     ("priority", 0),
     ("netns", 0),
+    ("netpath", 0),
     ("proc_net_tcp", 0),
     ("procstat", 0),
     ("state_dir", 0),

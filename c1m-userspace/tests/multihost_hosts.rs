@@ -756,3 +756,132 @@ fn tls_reaches_the_client_hosts_and_every_handshake_is_counted_on_both_sides() {
     );
     assert!(folder.join("hosts/server/tls-cert.pem").is_file());
 }
+
+/// The box's `nf_conntrack_max`, lowered for one test and put back when it ends (a
+/// panic included). On 6.18 it is writable only from the box's own namespace, one
+/// limit each namespace's table is held to; nothing of the box's own tracks here
+/// (its `nf_conntrack_count` is 0), so only the test's client host meets it.
+struct ConntrackMax(String);
+
+const CONNTRACK_MAX: &str = "/proc/sys/net/netfilter/nf_conntrack_max";
+
+impl ConntrackMax {
+    fn set(v: u64) -> Option<ConntrackMax> {
+        let old = std::fs::read_to_string(CONNTRACK_MAX).ok()?;
+        std::fs::write(CONNTRACK_MAX, v.to_string()).ok()?;
+        Some(ConntrackMax(old.trim().to_owned()))
+    }
+}
+
+impl Drop for ConntrackMax {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(CONNTRACK_MAX, &self.0) {
+            eprintln!("could not restore {CONNTRACK_MAX} = {}: {e}", self.0);
+        }
+    }
+}
+
+/// Issue 36: a client host whose conntrack table is too small. `--conntrack` makes the
+/// client host's namespace track its connections; with the table held to 500 entries,
+/// the connects past it lose their SYN to the table (a connect timeout under the first
+/// retransmit, 1 s, sends one SYN): the kernel's `drop` counter over the ramp equals the
+/// client's failed connects exactly, the live lines and the per-host summary name the
+/// full table, and summary.json carries the host's path.
+#[test]
+fn a_full_conntrack_table_is_named_as_the_cause_of_the_failed_connects() {
+    if !root_or_skip("a_full_conntrack_table_is_named_as_the_cause_of_the_failed_connects") {
+        return;
+    }
+    if std::fs::metadata("/proc/net/stat/nf_conntrack").is_err() {
+        eprintln!("SKIP: no conntrack in this kernel");
+        return;
+    }
+    let _one = one_lab();
+    let dir = fresh_dir("hosts-conntrack");
+    let out = {
+        let _max = ConntrackMax::set(500).expect("lowering nf_conntrack_max");
+        bounded(
+            hosts_run(
+                &dir,
+                &[
+                    "--hosts",
+                    "1+1",
+                    "--conntrack",
+                    // The table is too small on purpose: the preflight would stop the run.
+                    "--force",
+                    "-n",
+                    "1000",
+                    "--rate",
+                    "500",
+                    "--connect-timeout",
+                    "500ms",
+                    "--setup-timeout",
+                    "12s",
+                    "--idle",
+                    "1s",
+                    "--ports",
+                    "25300",
+                ],
+            ),
+            Duration::from_secs(180),
+        )
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let folder = run_folder(&dir.join("runs"));
+    let host = report::load_run(&folder.join("hosts").join("host-0")).expect("host folder");
+    let client = host.client.as_ref().expect("client snapshot");
+    let failures = client.counters.failures.total();
+    assert!(failures > 400, "{failures} failures\n{}", text(&out));
+    eprintln!("{}", text(&out));
+    assert_eq!(client.counters.connected + failures, 1000, "{}", text(&out));
+    // Over the ramp and the hold nothing but the share's connects met the table.
+    let hold = host
+        .phases
+        .iter()
+        .find(|p| p.name == "hold")
+        .expect("a hold phase");
+    let path = hold.path.as_ref().expect("the hold's path");
+    let ct = path.conntrack.expect("conntrack counters");
+    assert_eq!(ct.drop, failures, "{path:?}\n{}", text(&out));
+    assert_eq!((ct.insert_failed, ct.early_drop), (0, 0), "{path:?}");
+    // Full when the connects came; a closed control connection's entry may have
+    // expired since (10 s after a reset), so the hold's end may read 499.
+    let entries = path.conntrack_entries.unwrap_or(0);
+    assert!((490..=500).contains(&entries), "{path:?}");
+    assert_eq!(path.conntrack_max, Some(500), "{path:?}");
+    let dropped = format!(
+        "{n} connects dropped (insert_failed 0, drop {n}, early_drop 0)",
+        n = c1m::fmt::count(failures)
+    );
+    let words = path.conntrack_text();
+    assert!(
+        words.starts_with("conntrack table ") && words.contains(&dropped),
+        "{words}"
+    );
+    // The host's summary.json keeps its path, and the merge's row carries it.
+    let info = host.host.as_ref().expect("host info");
+    assert!(info.path_start.is_some() && info.path_last.is_some());
+    let merged = report::load_run(&folder).expect("merged summary");
+    let row = &merged.multihost.as_ref().expect("per-host breakdown").hosts[0];
+    let drops = row.path.as_ref().and_then(|p| p.conntrack).map(|c| c.drop);
+    // The end's clock measurement may lose SYNs to the table too: never fewer.
+    assert!(drops.is_some_and(|d| d >= failures), "{row:?}");
+    // In words: live, and under the merged summary.
+    assert!(
+        stdout.lines().any(|l| l.contains("host-0")
+            && l.contains("conntrack table ")
+            && l.contains(" connects dropped (insert_failed 0, drop ")),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        stdout.contains("\nPath per client host:\n  host-0: conntrack table "),
+        "{}",
+        text(&out)
+    );
+    // The box's limit is back.
+    assert_ne!(
+        std::fs::read_to_string(CONNTRACK_MAX).unwrap().trim(),
+        "500"
+    );
+}

@@ -15,7 +15,10 @@ use crate::{
     host,
     ktls::KernelTls,
     observer::{privileges, procfs},
-    sysctl::{self, CONNTRACK_MAX, FILE_MAX, PORT_RANGE, SOMAXCONN, SYN_BACKLOG, TW_BUCKETS},
+    sysctl::{
+        self, CONNTRACK_MAX, FILE_MAX, NEIGH_GC_THRESH3, PORT_RANGE, SOMAXCONN, SYN_BACKLOG,
+        TW_BUCKETS,
+    },
 };
 
 /// The memory model: what one connection (both ends on this box) was measured to
@@ -431,6 +434,62 @@ pub(crate) fn ktls_row(k: &KernelTls) -> Check {
     }
 }
 
+/// How long conntrack keeps a closed connection's entry (`nf_conntrack_tcp_timeout_time_wait`,
+/// 120 s by default): churned connections hold entries that long after their close.
+const CONNTRACK_TIME_WAIT_S: f64 = 120.0;
+
+/// Connections a client host opens beside its share: the clock measurements and the
+/// control endpoint's, each an entry in its table.
+const CONNTRACK_CONTROL_ENTRIES: u64 = 16;
+
+/// `c1m run --hosts --conntrack`: each client host's table (held to the box's
+/// `nf_conntrack_max`, counted per namespace) holds an entry per connection of its
+/// `share`, per churned connection for 120 s after its close, and the control
+/// connections; 10% more is asked of --tune. `max` None: no conntrack in this kernel.
+pub(crate) fn conntrack_hosts(max: Option<u64>, share: u64, churn_per_s: f64) -> Option<Check> {
+    let max = max?;
+    let churned = if churn_per_s.is_finite() && churn_per_s > 0.0 {
+        (churn_per_s * CONNTRACK_TIME_WAIT_S).ceil() as u64
+    } else {
+        0
+    };
+    let need = share
+        .saturating_add(churned)
+        .saturating_add(CONNTRACK_CONTROL_ENTRIES);
+    let want = need.saturating_add(need / 10);
+    let short = max > 0 && max < need;
+    Some(Check {
+        name: CONNTRACK_MAX.to_owned(),
+        current: max.to_string(),
+        needed: format!("≥ {need} (a client host's {share} connections, TIME_WAIT and control entries)"),
+        status: if short { Status::Fail } else { Status::Ok },
+        fix: short.then(|| format!("sysctl -w {CONNTRACK_MAX}={want}")),
+        tune: short.then(|| (CONNTRACK_MAX.to_owned(), want.to_string())),
+        note: "--conntrack: past the limit a client host's new connects are dropped (its table's drop counter)"
+            .to_owned(),
+        ktls: None,
+    })
+}
+
+/// `c1m run --hosts`: the server host's neighbour table holds an entry per client
+/// address it answers (`peers`); past the box's `gc_thresh3` a reply to a new one is
+/// dropped ("neighbour table overflow"). None: the thresholds are not readable.
+pub(crate) fn neighbours_hosts(gc_thresh3: Option<u64>, peers: u64) -> Option<Check> {
+    let hard = gc_thresh3?;
+    let short = hard < peers;
+    let want = peers.saturating_add(peers / 10).max(hard);
+    Some(Check {
+        name: NEIGH_GC_THRESH3.to_owned(),
+        current: hard.to_string(),
+        needed: format!("≥ {peers} (the server host's peers: one per client address)"),
+        status: if short { Status::Warn } else { Status::Ok },
+        fix: short.then(|| format!("sysctl -w {NEIGH_GC_THRESH3}={want}")),
+        tune: short.then(|| (NEIGH_GC_THRESH3.to_owned(), want.to_string())),
+        note: "past it the server host cannot reach new client addresses".to_owned(),
+        ktls: None,
+    })
+}
+
 /// Whether conntrack tracks loopback connections here: it is often loaded with no
 /// rule that needs it, and then costs nothing. Probed with one real connection.
 fn conntrack_tracks_loopback() -> bool {
@@ -586,6 +645,43 @@ mod tests {
             single_process_server: false,
             churn_per_s: 0.0,
         }
+    }
+
+    #[test]
+    fn a_client_hosts_conntrack_table_must_hold_its_share_and_tune_fixes_it() {
+        // 1+2 hosts of 4,000: a share of 2,000 and 16 control entries.
+        let short = conntrack_hosts(Some(500), 2_000, 0.0).unwrap();
+        assert_eq!(short.status, Status::Fail);
+        assert_eq!(
+            short.tune,
+            Some((CONNTRACK_MAX.to_owned(), "2217".to_owned()))
+        );
+        assert_eq!(
+            short.fix.as_deref(),
+            Some("sysctl -w net.netfilter.nf_conntrack_max=2217")
+        );
+        assert_eq!(
+            conntrack_hosts(Some(262_144), 2_000, 0.0).unwrap().status,
+            Status::Ok
+        );
+        // Churn at 1,000/s keeps 120,000 closed connections' entries beside the share.
+        let churn = conntrack_hosts(Some(122_000), 2_000, 1_000.0).unwrap();
+        assert_eq!(churn.status, Status::Fail);
+        assert!(churn.needed.starts_with("≥ 122016 "), "{}", churn.needed);
+        // No conntrack in the kernel: nothing to check; 0 is "no limit".
+        assert!(conntrack_hosts(None, 2_000, 0.0).is_none());
+        assert_eq!(
+            conntrack_hosts(Some(0), 2_000, 0.0).unwrap().status,
+            Status::Ok
+        );
+        // 16 client hosts of 254 addresses: 4,064 peers past the default 1,024.
+        let neigh = neighbours_hosts(Some(1_024), 16 * 254).unwrap();
+        assert_eq!(neigh.status, Status::Warn);
+        assert_eq!(
+            neigh.tune,
+            Some((NEIGH_GC_THRESH3.to_owned(), "4470".to_owned()))
+        );
+        assert_eq!(neighbours_hosts(Some(1_024), 2).unwrap().status, Status::Ok);
     }
 
     #[test]

@@ -631,9 +631,10 @@ fn names(changed: &[Changed]) -> String {
 
 /// Whether a sysctl has a value per network namespace (`net.core.somaxconn` and the
 /// `net.ipv4` ones --tune sets) rather than one for the box (`fs.*`, and the conntrack
-/// table size, writable only from the first namespace).
+/// table size and the neighbour thresholds, which only the first namespace has).
 pub(crate) fn per_netns(name: &str) -> bool {
-    name == "net.core.somaxconn" || name.starts_with("net.ipv4.")
+    name == "net.core.somaxconn"
+        || (name.starts_with("net.ipv4.") && !name.starts_with("net.ipv4.neigh."))
 }
 
 #[cfg(test)]
@@ -647,6 +648,7 @@ mod tests {
         assert!(per_netns("net.ipv4.ip_local_port_range"));
         assert!(!per_netns("fs.file-max"));
         assert!(!per_netns("net.netfilter.nf_conntrack_max"));
+        assert!(!per_netns("net.ipv4.neigh.default.gc_thresh3"));
         let ns = |inode, cookie| Ns {
             inode: Some(inode),
             cookie,

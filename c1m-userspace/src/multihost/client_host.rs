@@ -20,6 +20,7 @@ use super::model::{HostInfo, KernelSource};
 use crate::{
     figures::{FiguresBuilder, Rows, kernel_vs_app::app_source},
     model::{KernelVsApp, Outcome, Phase, ProcessUsage, RunConfig, RunRecord, Sample, Source},
+    netpath::{PathFigures, PathReading},
     observer::{KernelView, ObserverHandle},
     report::{self, IntervalRecorder},
     workload::stats::snapshot::AppSnapshot,
@@ -106,8 +107,10 @@ pub(crate) struct HostFolder {
 
 impl HostFolder {
     /// Creates `dir` and writes a first summary, so a killed client leaves a readable one.
-    pub(crate) fn create(dir: &Path, config: RunConfig, host: HostInfo) -> Result<HostFolder> {
+    pub(crate) fn create(dir: &Path, config: RunConfig, mut host: HostInfo) -> Result<HostFolder> {
         let started = crate::util::unix_ms_now();
+        // The path's counters (the box's softnet ones, a reused namespace's) count from here.
+        host.path_start = Some(PathReading::read());
         let record = RunRecord {
             c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
             started_unix_ms: started,
@@ -155,7 +158,8 @@ impl HostFolder {
             .filter(|r| app_source(&r.what) != Some(Source::Server))
             .cloned()
             .collect();
-        self.phase(snap, now, rows);
+        let path = self.path();
+        self.phase(snap, now, rows, path);
         let own = crate::host::own_cpu();
         if let Some(row) = self
             .rows
@@ -186,7 +190,13 @@ impl HostFolder {
     /// The client's phases as its snapshots name them (ramp, hold, closing, …), each
     /// with the kernel-vs-app rows of its last snapshot (the agreement at its end) and
     /// the client's CPU since the phase began and RSS now.
-    fn phase(&mut self, snap: &AppSnapshot, now: u64, rows: Vec<KernelVsApp>) {
+    fn phase(
+        &mut self,
+        snap: &AppSnapshot,
+        now: u64,
+        rows: Vec<KernelVsApp>,
+        path: Option<PathFigures>,
+    ) {
         let cpu = (snap.cpu_user_s, snap.cpu_sys_s);
         let phases = &mut self.record.phases;
         if phases.last().is_none_or(|p| p.name != snap.phase) {
@@ -203,6 +213,7 @@ impl HostFolder {
             p.ended_unix_ms = now;
             p.duration_s = now.saturating_sub(p.started_unix_ms) as f64 / 1e3;
             p.kernel_vs_app = rows;
+            p.path = path;
             p.client = ProcessUsage {
                 cpu_user_s: (cpu.0 - self.phase_cpu.0).max(0.0),
                 cpu_sys_s: (cpu.1 - self.phase_cpu.1).max(0.0),
@@ -211,6 +222,18 @@ impl HostFolder {
                 open_fds: snap.open_fds,
             };
         }
+    }
+
+    /// This host's path now (its own namespace: the process runs in it), kept as the
+    /// run's last reading, the first one kept as its start; the figures between them.
+    fn path(&mut self) -> Option<PathFigures> {
+        let now = PathReading::read();
+        let h = self.record.host.as_mut()?;
+        let start = h.path_start.get_or_insert_with(|| now.clone()).clone();
+        h.path_last = Some(now);
+        h.path_last
+            .as_ref()
+            .map(|n| PathFigures::between(&start, n))
     }
 
     /// Where this host's kernel figures come from, known once the observer tried to

@@ -22,6 +22,8 @@ pub(crate) struct ClientMetrics {
     state: Arc<Mutex<LiveState>>,
     figures: FiguresBuilder,
     started: Instant,
+    /// The host's path when the endpoint started: the metrics' counters count from it.
+    path_start: crate::netpath::PathReading,
     /// Dropped with this value: the endpoint closes when the client is done.
     _stop: oneshot::Sender<()>,
 }
@@ -48,6 +50,7 @@ impl ClientMetrics {
             state,
             figures: FiguresBuilder::new(),
             started: Instant::now(),
+            path_start: crate::netpath::PathReading::read(),
             _stop: stop,
         })
     }
@@ -62,7 +65,12 @@ impl ClientMetrics {
             None,
             Some(crate::host::mem_available()),
         );
+        let path = crate::netpath::PathFigures::between(
+            &self.path_start,
+            &crate::netpath::PathReading::read(),
+        );
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.path = Some(path);
         state.target = snap.target;
         state.elapsed_s = self.started.elapsed().as_secs_f64();
         state.client = Some(snap.clone());

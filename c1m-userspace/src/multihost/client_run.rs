@@ -255,6 +255,9 @@ fn host_folder(
         run_id: None,
         kernel_source: None,
         kernel_fallback: None,
+        // Read by the folder when it is made.
+        path_start: None,
+        path_last: None,
     };
     let messages = crate::workload::messages::recorded(
         a.workload.message_rate,

@@ -75,6 +75,9 @@ struct HostNow<'a> {
     kernel: Option<KernelVsApp>,
     cpu_cores: Option<f64>,
     rss_bytes: Option<u64>,
+    /// The host's path since its start: conntrack, veth, softnet, neighbours (None:
+    /// not read yet, or a folder of an older c1m).
+    path: Option<crate::netpath::PathFigures>,
 }
 
 impl HostsLive {
@@ -165,6 +168,7 @@ fn host_now<'a>(
         kernel: source.map(|source| kernel_row(run, source, ended, c.connected)),
         cpu_cores: sample.and_then(|s| s.client_cpu_cores),
         rss_bytes: sample.and_then(|s| s.client_rss_bytes),
+        path: info.and_then(|i| i.path()),
     })
 }
 
@@ -209,6 +213,10 @@ fn text(h: &HostNow<'_>) -> String {
     }
     if let Some(rss) = h.rss_bytes {
         parts.push(format!("RSS {}", fmt::bytes(rss as f64)));
+    }
+    if let Some(p) = &h.path {
+        parts.push(p.conntrack_text());
+        parts.extend(p.drops_text());
     }
     parts.push(format!("{} s old", fmt::num(h.age_s, 1)));
     format!("  {:<11} | {}", h.host, parts.join(" · "))

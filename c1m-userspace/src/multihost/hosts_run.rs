@@ -181,6 +181,8 @@ pub(crate) fn main(args: RunArgs) -> Result<i32> {
     }
     let share = n.get().div_ceil(k);
     let split = ClientSplit::of(share, args.clients_per_host)?;
+    // Held to the run's end: dropping it restores what --tune set.
+    let _tuning = path_preflight(&args, share)?;
     let stamp = crate::fmt::stamp(crate::util::unix_ms_now());
     let dir = folder::create_unique(&args.out, &stamp)
         .with_context(|| format!("creating the run folder under {}", args.out.display()))?;
@@ -205,6 +207,9 @@ pub(crate) fn main(args: RunArgs) -> Result<i32> {
         }
         let started = Instant::now();
         topo.wire(sources, &mut journal)?;
+        if args.conntrack {
+            topo.track_clients()?;
+        }
         let hosts = Hosts {
             args: &args,
             shape,
@@ -234,6 +239,67 @@ pub(crate) fn main(args: RunArgs) -> Result<i32> {
         Outcome::Interrupted => Outcome::Interrupted.exit_code(),
         _ => crate::lab::gate::exit_code(run.outcome.exit_code(), &run.checks),
     })
+}
+
+/// Ports of the kernel's default ephemeral range (32768-60999), a new namespace's.
+const DEFAULT_EPHEMERAL: u64 = 28_232;
+
+/// The checks of the hosts' path, before anything is made: with --conntrack, each
+/// client host's table against its share; the server host's neighbours against the
+/// client addresses it will answer. A failure stops the run unless --force; --tune sets
+/// what it can and restores it after.
+fn path_preflight(args: &RunArgs, share: u64) -> Result<Option<crate::lab::tuning::Tuning>> {
+    use crate::lab::{
+        check::{Check, Status},
+        doctor,
+    };
+    let churn = args.churn_most().map_or(0.0, |c| c.0);
+    let checks: Vec<Check> = [
+        args.conntrack
+            .then(|| {
+                doctor::conntrack_hosts(
+                    crate::sysctl::read_u64(crate::sysctl::CONNTRACK_MAX),
+                    share,
+                    churn,
+                )
+            })
+            .flatten(),
+        args.hosts.and_then(|shape| {
+            // A new namespace's ephemeral range is the kernel's default, 28,232 ports.
+            let per_host =
+                topology::sources_needed(share, args.ports.0.len() as u64, DEFAULT_EPHEMERAL)
+                    .min(topology::MAX_SOURCES_PER_HOST);
+            doctor::neighbours_hosts(
+                crate::netpath::GcThresh::read().map(|g| g.gc_thresh3),
+                per_host * u64::from(shape.client_hosts),
+            )
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let tuning = if args.tune && checks.iter().any(|c| c.tune.is_some()) {
+        let t = crate::lab::tuning::Tuning::apply(&checks).context("--tune")?;
+        for c in &t.changed {
+            println!("tune: {} {} -> {}", c.name, c.old, c.new);
+        }
+        Some(t)
+    } else {
+        None
+    };
+    if tuning.is_none() {
+        let failed: Vec<&Check> = checks.iter().filter(|c| c.status == Status::Fail).collect();
+        for c in checks.iter().filter(|c| c.status != Status::Ok) {
+            eprintln!(
+                "c1m: {}: {} (needed {}): {}",
+                c.name, c.current, c.needed, c.note
+            );
+        }
+        if !failed.is_empty() && !args.force {
+            bail!("{}", doctor::failure_line(&failed));
+        }
+    }
+    Ok(tuning)
 }
 
 /// One run of the hosts: what it was asked and where it writes.
@@ -290,6 +356,7 @@ impl Hosts<'_> {
         c.connections = self.n;
         c.rate = a.rate as f64;
         c.in_flight = a.in_flight;
+        c.connect_timeout = a.connect_timeout;
         c.hold = Hold::Forever;
         // The totals over every host: shard i takes its own /24's addresses.
         c.sources = (0..self.shape.client_hosts)

@@ -33,6 +33,8 @@ pub(crate) struct HostRow {
     pub resets: Option<u64>,
     /// What the host cost.
     pub cost: HostCost,
+    /// Its path over the run (None: not read; the server host's).
+    pub path: Option<crate::netpath::PathFigures>,
 }
 
 /// What one host's processes and sockets cost over the run (None: not recorded).
@@ -81,6 +83,7 @@ impl HostRow {
                 user_per_connection: run.per_connection.server_user_bytes,
                 kernel_per_socket: run.per_connection.kernel_bytes_per_socket,
             },
+            path: None,
         }
     }
 
@@ -104,6 +107,7 @@ impl HostRow {
                 user_per_connection: h.user_bytes_per_connection,
                 kernel_per_socket: h.kernel_bytes_per_socket,
             },
+            path: h.path.clone(),
         }
     }
 }
@@ -154,6 +158,23 @@ pub(crate) fn text(rows: &[HostRow]) -> String {
         );
     }
     s.push_str(&cost_text(rows));
+    s.push_str(&path_text(rows));
+    s
+}
+
+/// Each client host's path in words: its conntrack table (full, with the connects it
+/// dropped; or not tracking) and any veth, softnet or neighbour drops.
+pub(crate) fn path_text(rows: &[HostRow]) -> String {
+    let mut s = String::new();
+    for r in rows {
+        let Some(p) = &r.path else { continue };
+        if s.is_empty() {
+            s.push_str("\nPath per client host:\n");
+        }
+        let mut parts = vec![p.conntrack_text()];
+        parts.extend(p.drops_text());
+        let _ = writeln!(s, "  {}: {}", r.label, parts.join(" · "));
+    }
     s
 }
 
@@ -239,6 +260,7 @@ mod tests {
                     user_per_connection: Some(83.0),
                     kernel_per_socket: Some(3964.0),
                 },
+                path: None,
             },
             HostRow {
                 label: "host-0".into(),
@@ -250,6 +272,7 @@ mod tests {
                 retransmits: None,
                 resets: None,
                 cost: HostCost::default(),
+                path: None,
             },
         ];
         let t = text(&rows);

@@ -70,6 +70,13 @@ pub struct HostInfo {
     /// one id (None: a folder written before runs had ids, or a client host without
     /// --clock-from).
     pub run_id: Option<String>,
+    /// Client hosts: the path of the host's namespace (conntrack, veth, softnet,
+    /// neighbours) at the host's first snapshot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_start: Option<crate::netpath::PathReading>,
+    /// Client hosts: the same at its last snapshot (what the live line reads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_last: Option<crate::netpath::PathReading>,
 }
 
 /// A new run id: 16 hex digits from the kernel's random source (a server host makes one
@@ -81,6 +88,15 @@ pub(crate) fn new_run_id() -> String {
 }
 
 impl HostInfo {
+    /// The host's path from its first snapshot to its last (None: not read, a folder of
+    /// an older c1m or a server host).
+    pub fn path(&self) -> Option<crate::netpath::PathFigures> {
+        Some(crate::netpath::PathFigures::between(
+            self.path_start.as_ref()?,
+            self.path_last.as_ref()?,
+        ))
+    }
+
     /// The largest uncertainty of this host's offsets (None: never measured).
     pub(crate) fn clock_bound_ns(&self) -> Option<u64> {
         let drift = match (self.clock, self.clock_end) {
@@ -155,6 +171,10 @@ pub struct HostBreakdown {
     pub clock_offset_ns: Option<i64>,
     /// Uncertainty of the offset plus its drift over the run.
     pub clock_bound_ns: Option<u64>,
+    /// The host's path over the run: its conntrack table and drop counters, veth and
+    /// softnet drops, neighbours (None: not read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<crate::netpath::PathFigures>,
 }
 
 /// What `c1m merge` adds to the merged summary.

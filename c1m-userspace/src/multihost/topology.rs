@@ -22,6 +22,12 @@ use crate::{lab::run::journal::JournalFile, netns};
 /// which no other namespace sees (two runs at once reuse it without meeting).
 const NET: [u8; 2] = [10, 99];
 
+/// `--conntrack`'s nftables rules: a counter on every tracked packet leaving the host,
+/// whatever its state (the rule only has to use conntrack, never to drop).
+const TRACKING_RULES: &str = "add table inet c1m_conntrack\n\
+    add chain inet c1m_conntrack out { type filter hook output priority 0; }\n\
+    add rule inet c1m_conntrack out ct state new,established,related,untracked counter\n";
+
 /// Source addresses one client host may have: one /24 of the /16 each (.1 to .254).
 pub(crate) const MAX_SOURCES_PER_HOST: u64 = 254;
 
@@ -187,6 +193,17 @@ impl Topology {
                 .collect();
             netns::ip_batch(&ns, &batch)?;
             netns::ip(&["-n", &ns, "link", "set", &inner, "up"])?;
+        }
+        Ok(())
+    }
+
+    /// Makes each client host's namespace track its connections (`--conntrack`): an
+    /// nftables table with one output rule matching `ct state`, which registers the
+    /// family's conntrack hooks there (without such a rule a namespace makes no entry on
+    /// 6.18). It goes with the namespace.
+    pub(crate) fn track_clients(&self) -> Result<(), TopologyError> {
+        for i in 0..self.names.clients {
+            netns::nft(&self.names.client_ns(i), TRACKING_RULES)?;
         }
         Ok(())
     }

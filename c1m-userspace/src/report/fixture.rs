@@ -728,6 +728,7 @@ fn phases(samples: &[Sample]) -> Vec<Phase> {
                 }),
                 messages_sent: 0,
                 messages_received: 0,
+                path: None,
                 tcp_out_segs: None,
                 server_messages_received: 0,
             }

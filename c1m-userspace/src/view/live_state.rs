@@ -27,6 +27,9 @@ pub struct LiveState {
     pub server: Option<AppSnapshot>,
     /// The client's latest app snapshot (None: no c1m client).
     pub client: Option<AppSnapshot>,
+    /// A client host's path since it started: conntrack, veth, softnet, neighbours
+    /// (None: not a client host, or not read).
+    pub path: Option<crate::netpath::PathFigures>,
     /// Every number the view shows, computed once from the three sources above.
     pub figures: Figures,
     /// The time series so far, one row a second (the last 600 in a run).

@@ -371,6 +371,9 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         // hosts of its own (a child never recurses).
         hosts: _,
         clients_per_host: _,
+        // The hosts' namespaces get the rule; a child run is in one already.
+        conntrack: _,
+        connect_timeout,
         tls:
             RunTlsArgs {
                 tls,
@@ -409,6 +412,7 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
     }
     v.value("push_writers", push_writers.to_string());
     v.opt("setup_timeout", setup_timeout.map(duration));
+    v.value("connect_timeout", duration(*connect_timeout));
     v.value("in_flight", in_flight.to_string());
     v.flag("tune", *tune);
     v.flag("no_observer", *no_observer);
@@ -516,6 +520,7 @@ impl ChildPlan {
         client.connections = n;
         client.rate = args.rate as f64;
         client.in_flight = args.in_flight;
+        client.connect_timeout = args.connect_timeout;
         client.hold = Hold::Forever;
         client.sources = vec![sources.to_owned()];
         client.mode = args.mode;

@@ -106,6 +106,10 @@ pub struct RunArgs {
     /// finished for 2 min, however long the ramp takes).
     #[arg(value_name = "DURATION", help_heading = "Workload", long, value_parser = crate::duration::parse)]
     pub setup_timeout: Option<Duration>,
+    /// Give up on a client's connect or handshake after this long (counted as
+    /// timed_out; below the first SYN retransmit, 1 s, a connect sends one SYN).
+    #[arg(value_name = "DURATION", help_heading = "Workload", long, default_value = "10s", value_parser = crate::duration::parse)]
+    pub connect_timeout: Duration,
     /// wss (and TLS under hold/echo): the certificate, what the client trusts.
     #[command(flatten, next_help_heading = "TLS")]
     pub tls: crate::workload::tls::args::RunTlsArgs,
@@ -185,6 +189,14 @@ pub struct RunArgs {
         requires = "hosts"
     )]
     pub clients_per_host: Option<u64>,
+    /// With --hosts: each client host's namespace tracks its connections, as a stateful
+    /// firewall on a load generator does (an nftables rule matching `ct state`; without
+    /// one a namespace makes no conntrack entry). Its table then holds one entry per
+    /// connection, TIME_WAIT ones 120 s, up to `net.netfilter.nf_conntrack_max` (the
+    /// box's limit, per namespace): past it new connects are dropped, and the live lines
+    /// and the summary say so.
+    #[arg(help_heading = "Client hosts", long, requires = "hosts")]
+    pub conntrack: bool,
     /// External clients: the connections to wait for (the clients' -n over all hosts;
     /// needed with --clients external).
     #[arg(value_name = "COUNT", help_heading = "Client hosts", long)]

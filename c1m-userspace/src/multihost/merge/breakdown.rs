@@ -111,6 +111,7 @@ pub(super) fn breakdown(h: &Host, held_at_ms: u64) -> Result<HostBreakdown, Merg
         kernel_bytes_per_socket: observed.and(held.and_then(|s| s.kernel_bytes_per_socket)),
         clock_offset_ns: info.clock.map(|c| c.offset_ns),
         clock_bound_ns: info.clock_bound_ns(),
+        path: info.path(),
     })
 }
 

@@ -45,7 +45,93 @@ pub(super) fn families(state: &LiveState, detail: Detail) -> Exposition {
         kernel_metrics(&mut x, k, detail);
     }
     latency_metrics(&mut x, state);
+    if let Some(p) = &state.path {
+        path_metrics(&mut x, p);
+    }
     x
+}
+
+/// A client host's path (`c1m client --metrics-addr`): its namespace's conntrack table
+/// and the kernel's drop counters, its interfaces' and the box's softnet drops, its
+/// neighbours. Counters count from the host's start.
+fn path_metrics(x: &mut Exposition, p: &crate::netpath::PathFigures) {
+    use crate::netpath::Tracking;
+    if let Some(tracking) = p.conntrack_tracking {
+        x.family(
+            "c1m_conntrack_tracking",
+            Kind::Gauge,
+            "1 when the host's namespace tracks connections (a rule uses conntrack), else 0.",
+        )
+        .sample(&[], u64::from(tracking == Tracking::Tracking));
+    }
+    if let (Some(entries), Some(max), Some(c)) = (p.conntrack_entries, p.conntrack_max, p.conntrack)
+    {
+        x.family(
+            "c1m_conntrack_entries",
+            Kind::Gauge,
+            "Entries in the host's conntrack table (nf_conntrack_count).",
+        )
+        .sample(&[], entries);
+        x.family(
+            "c1m_conntrack_max",
+            Kind::Gauge,
+            "The most entries a namespace's conntrack table holds (nf_conntrack_max; 0: no limit).",
+        )
+        .sample(&[], max);
+        let f = x.family(
+            "c1m_conntrack_events_total",
+            Kind::Counter,
+            "The conntrack table's counters since the host started, by event (/proc/net/stat/nf_conntrack summed over CPUs).",
+        );
+        for (event, n) in [
+            ("found", c.found),
+            ("invalid", c.invalid),
+            ("insert", c.insert),
+            ("insert_failed", c.insert_failed),
+            ("drop", c.drop),
+            ("early_drop", c.early_drop),
+            ("icmp_error", c.icmp_error),
+        ] {
+            f.sample(&[("event", event)], n);
+        }
+    }
+    let f = x.family(
+        "c1m_interface_dropped_total",
+        Kind::Counter,
+        "Packets the host's interfaces (its veth end; loopback not counted) dropped since it started.",
+    );
+    f.sample(&[("direction", "rx")], p.interface_rx_dropped);
+    f.sample(&[("direction", "tx")], p.interface_tx_dropped);
+    if let Some(s) = p.softnet {
+        x.family(
+            "c1m_softnet_dropped_total",
+            Kind::Counter,
+            "Packets the box's CPUs dropped with a full input backlog since the host started (the box's, every namespace).",
+        )
+        .sample(&[], s.dropped);
+        x.family(
+            "c1m_softnet_time_squeeze_total",
+            Kind::Counter,
+            "Receive passes that ran out of budget with work left, since the host started (the box's).",
+        )
+        .sample(&[], s.time_squeeze);
+    }
+    if let Some(n) = p.neighbours {
+        x.family(
+            "c1m_neighbours",
+            Kind::Gauge,
+            "Entries in the host's IPv4 neighbour table.",
+        )
+        .sample(&[], n);
+    }
+    if let Some(hard) = p.gc_thresh3 {
+        x.family(
+            "c1m_neighbour_gc_thresh3",
+            Kind::Gauge,
+            "The box's neighbour-table hard limit (net.ipv4.neigh.default.gc_thresh3).",
+        )
+        .sample(&[], hard);
+    }
 }
 
 /// The text of one scrape, without the series earlier scrapes kept (tests).

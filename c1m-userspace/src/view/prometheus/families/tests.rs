@@ -398,6 +398,50 @@ fn the_outcome_and_the_push_rule_are_said() {
     assert_eq!(labels["push_fanout_from"], "no_trigger");
 }
 
+/// A client host whose conntrack table filled: 500 of 500, 501 SYNs dropped.
+fn full_table() -> crate::netpath::PathFigures {
+    crate::netpath::PathFigures {
+        conntrack_tracking: Some(crate::netpath::Tracking::Tracking),
+        conntrack_entries: Some(500),
+        conntrack_max: Some(500),
+        conntrack: Some(crate::netpath::ConntrackCounters {
+            drop: 501,
+            ..Default::default()
+        }),
+        interface_rx_dropped: 2,
+        softnet: Some(crate::netpath::Softnet::default()),
+        neighbours: Some(1),
+        gc_thresh3: Some(1024),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_client_hosts_path_is_exported_with_the_kernels_counts() {
+    let mut s = demo::state();
+    s.path = Some(full_table());
+    let text = render(&s, Detail::default()).unwrap();
+    for line in [
+        "c1m_conntrack_tracking 1",
+        "c1m_conntrack_entries 500",
+        "c1m_conntrack_max 500",
+        "c1m_conntrack_events_total{event=\"drop\"} 501",
+        "c1m_conntrack_events_total{event=\"insert_failed\"} 0",
+        "c1m_interface_dropped_total{direction=\"rx\"} 2",
+        "c1m_softnet_dropped_total 0",
+        "c1m_neighbours 1",
+        "c1m_neighbour_gc_thresh3 1024",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
+    }
+    // Not a client host: none of them.
+    assert!(
+        !render(&demo::state(), Detail::default())
+            .unwrap()
+            .contains("c1m_conntrack")
+    );
+}
+
 /// `docs/metrics.md` lists every family c1m exports, with its type: a family added
 /// without its line fails here, and a line of a family that is gone too.
 #[test]
@@ -431,6 +475,8 @@ fn docs_metrics_md_lists_every_family_with_its_type() {
         // The server-message family only for a side that sent or received one.
         c.counters.server_messages.received = 5;
     }
+    // The path families only for a client host, which reads its path.
+    s.path = Some(full_table());
     let mut exported = std::collections::BTreeMap::new();
     for detail in [Detail::default(), Detail { per_port: true }] {
         let text = render(&s, detail).unwrap();
