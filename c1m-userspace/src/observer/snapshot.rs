@@ -9,8 +9,8 @@ use std::{
 
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap};
 use c1m_common::{
-    ClosedListener, EVENT_SLOTS, ListenEvents, RESET_SLOTS, RETRANSMIT_SLOTS, TRANSITION_SLOTS,
-    event, event_index, hook, reset_index, reset_reason, retransmit, retransmit_index, side,
+    ClosedListener, EVENT_SLOTS, LOSS_SLOTS, ListenEvents, RESET_SLOTS, RETRANSMIT_SLOTS, TRANSITION_SLOTS,
+    event, event_index, hook, loss_index, reset_index, reset_reason, retransmit, retransmit_index, side,
     tcp_state, transition_index,
 };
 
@@ -98,6 +98,9 @@ impl Observer {
                 sockets_walked: walk.sockets,
                 walks: self.walks,
             };
+        }
+        if let Some(loss) = &self.config.loss {
+            view.loss = Some(self.read_loss(loss)?);
         }
         self.previous = Some((now, counters));
         Ok(view)
@@ -227,6 +230,32 @@ impl Observer {
             let _ = map.remove(sk);
         }
         Ok(entries)
+    }
+
+    /// What the loss injector dropped since attach, per direction and class.
+    fn read_loss(&self, loss: &super::LossInjection) -> Result<view::LossDrops, ObserverError> {
+        let counts = walker::sum_per_cpu(
+            self.ebpf.map("LOSS_DROPS").ok_or(ObserverError::NoObject)?,
+            "LOSS_DROPS",
+            LOSS_SLOTS,
+        )?;
+        let direction = |d: u32| {
+            let n = |class: u32| counts[loss_index(d, class) as usize];
+            view::DroppedSegments {
+                syn: n(c1m_common::loss::SYN),
+                syn_ack: n(c1m_common::loss::SYN_ACK),
+                data: n(c1m_common::loss::DATA),
+                pure_ack: n(c1m_common::loss::PURE_ACK),
+                fin: n(c1m_common::loss::FIN),
+                rst: n(c1m_common::loss::RST),
+            }
+        };
+        Ok(view::LossDrops {
+            probability: loss.probability,
+            link: loss.link.clone(),
+            egress: direction(c1m_common::loss::EGRESS),
+            ingress: direction(c1m_common::loss::INGRESS),
+        })
     }
 
     fn read_map_errors(&self) -> Result<u64, ObserverError> {
