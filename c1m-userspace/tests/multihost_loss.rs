@@ -142,7 +142,7 @@ fn bad_loss_values_are_refused_in_one_line() {
         ),
         (
             vec!["--loss", "1%", "-n", "10"],
-            "error: --loss 1% drops packets on the client hosts' links: add --hosts 1+K (a one-box run's loopback is shared by server and client)",
+            "c1m: --loss 1% drops packets on the client hosts' links: add --hosts 1+K (a one-box run's loopback is shared by server and client)",
         ),
     ] {
         let out = bounded(c1m_run(&dir, &args), Duration::from_secs(30));

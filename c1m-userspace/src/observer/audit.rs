@@ -222,9 +222,11 @@ impl Figure {
                 "a connect() that failed after its state change, or a connect(AF_UNSPEC) \
                  disconnect, leaves SYN_SENT without tcp_done() and with sk_shutdown 0",
             ),
-            Figure::Timeouts => {
-                Some("a timeout with a zero receive window resends without counting TCPTimeouts")
-            }
+            Figure::Timeouts => Some(
+                "a SYN-ACK resent because the client's SYN came again (its SYN-ACK was lost), \
+                 not by the timer, counts in TCPSynRetrans but not TCPTimeouts; and a timeout \
+                 with a zero receive window resends without counting TCPTimeouts",
+            ),
             Figure::FastRetrans | Figure::SlowStartRetrans => Some(
                 "a retransmit whose transmit failed counts in RetransSegs (and here) but not \
                  in this counter",

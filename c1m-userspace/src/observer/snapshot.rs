@@ -20,6 +20,10 @@ use super::{
     walk, walker,
 };
 
+/// How often a snapshot reads its counters again when the kernel's counters moved
+/// during the read.
+const MIB_BRACKET_TRIES: usize = 3;
+
 impl Observer {
     /// [`Self::snapshot`] after a full socket walk started now, however recent the last
     /// one: for figures that must be of this moment (the end of a lab phase).
@@ -57,7 +61,24 @@ impl Observer {
         // stamping its end made the next interval look short and its rate spike (3,716/s
         // on a 2,000/s ramp).
         let before = Instant::now();
-        let counters = self.read_counters()?;
+        // The counters bracketed by two equal MIB reads, so the audit compares one
+        // moment: under loss, orphaned sockets keep resending FINs after a run's end,
+        // and a read preempted between the two files saw 5 of 531 retransmits that
+        // the counters, read before, had not (a few tries, then the last read).
+        let mut mib = self.read_mib();
+        let mut counters = self.read_counters()?;
+        for _ in 0..MIB_BRACKET_TRIES {
+            let after = self.read_mib();
+            let same = match (&mib, &after) {
+                (Ok(a), Ok(b)) => a.since_attach == b.since_attach,
+                _ => true,
+            };
+            mib = after;
+            if same {
+                break;
+            }
+            counters = self.read_counters()?;
+        }
         let now = before + before.elapsed() / 2;
         let mut view = KernelView {
             // The instant the counters (and so the gauges) describe.
@@ -68,7 +89,7 @@ impl Observer {
             scope: self.scope(),
             ..KernelView::default()
         };
-        match self.read_mib() {
+        match mib {
             Ok(delta) => view.mib = Some(delta),
             Err(why) => view
                 .unavailable
