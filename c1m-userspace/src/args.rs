@@ -63,7 +63,9 @@ impl LossRate {
     /// The injector's drop threshold: a packet is dropped when a uniform random u32 is
     /// below it (`c1m_common::loss::THRESHOLD`).
     pub fn threshold(self) -> u32 {
-        (self.0 * 4_294_967_296.0).round().clamp(1.0, f64::from(u32::MAX)) as u32
+        (self.0 * 4_294_967_296.0)
+            .round()
+            .clamp(1.0, f64::from(u32::MAX)) as u32
     }
 }
 
@@ -324,7 +326,9 @@ mod tests {
 
     #[test]
     fn bad_loss_rates_are_refused_in_one_line() {
-        for bad in ["0", "0%", "-1%", "51%", "0.6", "1", "abc", "%", "", "NaN", "inf"] {
+        for bad in [
+            "0", "0%", "-1%", "51%", "0.6", "1", "abc", "%", "", "NaN", "inf",
+        ] {
             let e = bad.parse::<LossRate>().unwrap_err();
             assert!(!e.contains('\n'), "{e}");
             assert!(e.contains("1%"), "{bad}: {e}");

@@ -84,7 +84,10 @@ fn loss_on_client_hosts_is_counted_and_every_retransmit_audited() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let folder = run_folder(&dir.join("runs"));
     let run = report::load_run(&folder).expect("merged summary");
-    assert_eq!(run.client.as_ref().expect("client").counters.connected, 3000);
+    assert_eq!(
+        run.client.as_ref().expect("client").counters.connected,
+        3000
+    );
     let mh = run.multihost.as_ref().expect("per-host breakdown");
     assert_eq!(mh.hosts.len(), 2);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -107,7 +110,11 @@ fn loss_on_client_hosts_is_counted_and_every_retransmit_audited() {
         assert_eq!(agrees(audit, Figure::SynRetrans, &h.label), r.syn);
         agrees(audit, Figure::Timeouts, &h.label);
         assert!(r.syn > 0, "{}: a lost SYN is resent: {r:?}", h.label);
-        assert!(r.total >= r.syn + 1, "{}: data was resent too: {r:?}", h.label);
+        assert!(
+            r.total >= r.syn + 1,
+            "{}: data was resent too: {r:?}",
+            h.label
+        );
         // In words, in the summary.
         let line = h.loss_explained.as_deref().expect("loss in words");
         assert!(

@@ -597,7 +597,8 @@ mod tests {
             .collect();
         assert_eq!(names[0], "\"active_opens\"");
         assert_eq!(names[5], "\"retrans_segs\"");
-        assert_eq!(names[12], "\"listen_drops\"");
+        assert_eq!(names[6], "\"syn_retrans\"");
+        assert_eq!(names[13], "\"listen_drops\"");
         assert_eq!(
             serde_json::to_string(&Verdict::Unexplained).expect("json"),
             "\"unexplained\""

@@ -9,9 +9,9 @@ use std::{
 
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap};
 use c1m_common::{
-    ClosedListener, EVENT_SLOTS, LOSS_SLOTS, ListenEvents, RESET_SLOTS, RETRANSMIT_SLOTS, TRANSITION_SLOTS,
-    event, event_index, hook, loss_index, reset_index, reset_reason, retransmit, retransmit_index, side,
-    tcp_state, transition_index,
+    ClosedListener, EVENT_SLOTS, LOSS_SLOTS, ListenEvents, RESET_SLOTS, RETRANSMIT_SLOTS,
+    TRANSITION_SLOTS, event, event_index, hook, loss_index, reset_index, reset_reason, retransmit,
+    retransmit_index, side, tcp_state, transition_index,
 };
 
 use super::{
