@@ -96,8 +96,8 @@ pub mod event {
 pub mod retransmit {
     /// Sent by the tail-loss-probe timer (`tcp_send_loss_probe`, `TCPLossProbes`).
     pub const TAIL_LOSS_PROBE: u32 = 0;
-    /// Sent by the retransmission timer (`tcp_retransmit_timer`, `TCPTimeouts`); SYN
-    /// retransmits are these.
+    /// Sent by the retransmission timer (`tcp_retransmit_timer`, `TCPTimeouts`) for a
+    /// connection past its handshake.
     pub const TIMEOUT: u32 = 1;
     /// Sent while recovering from a timeout (`TCP_CA_Loss`): the kernel's
     /// `TCPSlowStartRetrans`.
@@ -106,20 +106,61 @@ pub mod retransmit {
     pub const FAST: u32 = 3;
     /// The kind could not be read (a field this kernel's BTF lacks, or a failed read).
     pub const OTHER: u32 = 4;
+    /// A SYN resent by the retransmission timer (the socket in SYN_SENT): the part of
+    /// `TCPSynRetrans` that is not SYN-ACKs, and of `TCPTimeouts` that is handshakes.
+    /// https://github.com/torvalds/linux/blob/v6.18/net/ipv4/tcp_output.c (__tcp_retransmit_skb: TCPHDR_SYN -> LINUX_MIB_TCPSYNRETRANS)
+    pub const SYN: u32 = 5;
     /// Number of kinds that sum to the total.
-    pub const KINDS: usize = 5;
+    pub const KINDS: usize = 6;
     /// Segments the peer reported received twice (DSACK), summed from `tcp_sock.dsack_dups`
     /// as each watched socket closes: retransmits that were not needed.
-    pub const SPURIOUS_DSACK: u32 = 5;
-    pub const COUNT: usize = 6;
+    pub const SPURIOUS_DSACK: u32 = 6;
+    pub const COUNT: usize = 7;
     pub const NAMES: [&str; COUNT] = [
         "tail_loss_probes",
         "timeouts",
         "slow_start",
         "fast",
         "other",
+        "syn",
         "spurious_dsack",
     ];
+}
+
+/// Packets the loss injector (`c1m run --loss`, probes/loss.rs) dropped, by direction
+/// on the host's link and by what the TCP segment was: indices into `LOSS_DROPS`.
+pub mod loss {
+    /// Leaving the host (the client's SYNs, requests, ACKs, FINs).
+    pub const EGRESS: u32 = 0;
+    /// Arriving at the host (the server's SYN-ACKs, answers, pushes, ACKs).
+    pub const INGRESS: u32 = 1;
+    pub const DIRECTIONS: usize = 2;
+    pub const DIRECTION_NAMES: [&str; DIRECTIONS] = ["egress", "ingress"];
+
+    /// Checked in this order: a segment is counted once, as the first class it fits.
+    pub const RST: u32 = 0;
+    pub const SYN_ACK: u32 = 1;
+    pub const SYN: u32 = 2;
+    pub const FIN: u32 = 3;
+    /// Carries payload (and no SYN, FIN or RST).
+    pub const DATA: u32 = 4;
+    /// No payload and no SYN, FIN or RST.
+    pub const PURE_ACK: u32 = 5;
+    pub const CLASSES: usize = 6;
+    pub const CLASS_NAMES: [&str; CLASSES] = ["rst", "syn_ack", "syn", "fin", "data", "pure_ack"];
+
+    /// `LOSS_SETTINGS` slot of the drop threshold: a packet is dropped when
+    /// `bpf_get_prandom_u32()` is below it (probability × 2^32; 0 drops nothing).
+    pub const THRESHOLD: u32 = 0;
+    pub const SETTINGS: usize = 1;
+}
+
+/// Number of entries of the per-CPU drop counters: direction × class.
+pub const LOSS_SLOTS: usize = loss::DIRECTIONS * loss::CLASSES;
+
+#[inline(always)]
+pub const fn loss_index(direction: u32, class: u32) -> u32 {
+    direction * loss::CLASSES as u32 + class
 }
 
 /// Number of entries of the per-CPU retransmit counters: side × kind.

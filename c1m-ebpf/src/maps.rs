@@ -11,8 +11,8 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::error;
 use c1m_common::{
-    ClosedListener, EVENT_SLOTS, ListenEvents, RESET_CAUSE_SLOTS, RESET_SLOTS, RETRANSMIT_SLOTS,
-    SOCK_AGG_SLOTS, SockAgg, TRANSITION_SLOTS,
+    ClosedListener, EVENT_SLOTS, LOSS_SLOTS, ListenEvents, RESET_CAUSE_SLOTS, RESET_SLOTS,
+    RETRANSMIT_SLOTS, SOCK_AGG_SLOTS, SockAgg, TRANSITION_SLOTS, loss,
 };
 
 /// side × old state × new state.
@@ -38,6 +38,15 @@ pub static RESETS: PerCpuArray<u64> = PerCpuArray::with_max_entries(RESET_SLOTS 
 #[map]
 pub static RESET_CAUSES: PerCpuHashMap<u32, u64> =
     PerCpuHashMap::with_max_entries(RESET_CAUSE_SLOTS as u32, 0);
+
+/// direction × segment class (see `c1m_common::loss`): segments the loss injector dropped.
+#[map]
+pub static LOSS_DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(LOSS_SLOTS as u32, 0);
+
+/// The loss injector's settings (see `c1m_common::loss::THRESHOLD`), written by user
+/// space before it attaches the classifiers; all 0 (drop nothing) until then.
+#[map]
+pub static LOSS_SETTINGS: Array<u32> = Array::with_max_entries(loss::SETTINGS as u32, 0);
 
 /// Watched ports (host order). With the ports filter off, user space and the
 /// set-state hook fill it with listening ports, which decide a socket's side.

@@ -44,6 +44,61 @@ impl Connections {
     }
 }
 
+/// A packet-loss probability from `--loss`: `1%`, `0.5%` or a fraction (`0.01`), more
+/// than 0 and at most 50% (past that TCP barely completes a handshake, and the injector's
+/// threshold is a 32-bit fraction). Its `Display` is the percentage, which the same
+/// parser reads back (a client host's argv).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LossRate(f64);
+
+impl LossRate {
+    /// The largest probability `--loss` takes.
+    pub const MAX: f64 = 0.5;
+
+    /// The probability, 0 < p ≤ 0.5.
+    pub fn fraction(self) -> f64 {
+        self.0
+    }
+
+    /// The injector's drop threshold: a packet is dropped when a uniform random u32 is
+    /// below it (`c1m_common::loss::THRESHOLD`).
+    pub fn threshold(self) -> u32 {
+        (self.0 * 4_294_967_296.0)
+            .round()
+            .clamp(1.0, f64::from(u32::MAX)) as u32
+    }
+}
+
+impl std::fmt::Display for LossRate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}%", self.0 * 100.0)
+    }
+}
+
+impl std::str::FromStr for LossRate {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<LossRate, String> {
+        let t = s.trim();
+        let (number, scale) = match t.strip_suffix('%') {
+            Some(n) => (n.trim(), 100.0),
+            None => (t, 1.0),
+        };
+        let p = number
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .map(|v| v / scale)
+            .ok_or_else(|| format!("not a loss rate: {s:?} (e.g. 1% or 0.01)"))?;
+        if p <= 0.0 || p > LossRate::MAX {
+            return Err(format!(
+                "--loss {s} is outside (0, 50%]: give a probability above 0 and at most 50%, e.g. 1% or 0.01"
+            ));
+        }
+        Ok(LossRate(p))
+    }
+}
+
 impl std::fmt::Display for Connections {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.0)
@@ -251,6 +306,38 @@ pub fn parse_ports(s: &str) -> Result<Vec<u16>> {
 mod tests {
 
     use super::*;
+
+    #[test]
+    fn loss_rates_parse_as_percent_or_fraction_and_round_trip() {
+        let p = |s: &str| s.parse::<LossRate>();
+        assert_eq!(p("1%").unwrap().fraction(), 0.01);
+        assert_eq!(p("0.01").unwrap().fraction(), 0.01);
+        assert_eq!(p(" 2.5 %").unwrap().fraction(), 0.025);
+        assert_eq!(p("50%").unwrap().fraction(), 0.5);
+        assert_eq!(p("0.5").unwrap().fraction(), 0.5);
+        let one = p("1%").unwrap();
+        assert_eq!(one.to_string(), "1%");
+        assert_eq!(p(&one.to_string()).unwrap(), one);
+        assert_eq!(p("0.5").unwrap().threshold(), 1 << 31);
+        assert_eq!(p("1%").unwrap().threshold(), 42_949_673);
+        // The smallest rate still drops something.
+        assert_eq!(p("1e-12").unwrap().threshold(), 1);
+    }
+
+    #[test]
+    fn bad_loss_rates_are_refused_in_one_line() {
+        for bad in [
+            "0", "0%", "-1%", "51%", "0.6", "1", "abc", "%", "", "NaN", "inf",
+        ] {
+            let e = bad.parse::<LossRate>().unwrap_err();
+            assert!(!e.contains('\n'), "{e}");
+            assert!(e.contains("1%"), "{bad}: {e}");
+        }
+        assert_eq!(
+            "51%".parse::<LossRate>().unwrap_err(),
+            "--loss 51% is outside (0, 50%]: give a probability above 0 and at most 50%, e.g. 1% or 0.01"
+        );
+    }
 
     #[test]
     fn a_clock_endpoint_is_host_colon_port() {

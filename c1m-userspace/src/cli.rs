@@ -295,7 +295,10 @@ mod tests {
     }
 
     /// The value names a flag may show: one per kind of value across the commands.
-    const VALUE_NAMES: [&str; 28] = [
+    const VALUE_NAMES: [&str; 30] = [
+        // A probability (`--loss`) and a network interface (`--loss-link`).
+        "P",
+        "IFACE",
         "COUNT",
         "DURATION",
         "ADDRS",

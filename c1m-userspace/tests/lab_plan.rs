@@ -73,6 +73,7 @@ const EVERY_FLAG: &[&[&str]] = &[
     &["--hosts", "1+2"],
     &["--clients-per-host", "10", "--hosts", "1+2"],
     &["--conntrack", "--hosts", "1+2"],
+    &["--loss", "1%", "--hosts", "1+2"],
     &["--expect", "1000"],
     &["--control", "127.0.0.1:23898"],
     &["--server-cmd", "python3 server.py --port $PORT"],

@@ -36,6 +36,7 @@ mod metrics_dashboard;
 mod metrics_linger;
 mod multihost_hostile;
 mod multihost_hosts;
+mod multihost_loss;
 mod multihost_netns;
 mod observer_kernel;
 mod reference_servers;

@@ -5,6 +5,7 @@ mod iter_ctx;
 mod iter_listeners;
 mod iter_sockets;
 mod listen_overflow;
+mod loss;
 mod reset_segment;
 mod retransmit;
 mod set_state;

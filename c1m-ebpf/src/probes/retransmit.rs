@@ -9,7 +9,7 @@
 //! sock_ops program never flagged (those born before attach), one segment per call.
 //! https://github.com/torvalds/linux/blob/v6.18/net/ipv4/tcp_output.c (__tcp_retransmit_skb)
 //!
-//! Kind: the retransmitting timer is in `icsk_pending` (the handler leaves it set for a
+//! Kind: a socket in SYN_SENT resends its SYN; otherwise the retransmitting timer is in `icsk_pending` (the handler leaves it set for a
 //! loss probe and clears it before `tcp_retransmit_timer`), the recovery phase in
 //! `icsk_ca_state` (`tcp_xmit_retransmit_queue` counts TCPSlowStartRetrans in
 //! `TCP_CA_Loss`, TCPFastRetrans otherwise).
@@ -19,6 +19,7 @@
 use aya_ebpf::programs::TracePointContext;
 use c1m_common::{
     ICSK_TIME_LOSS_PROBE, SOCK_OPS_RETRANS_CB_FLAG, hook, retransmit, retransmit_index, settings,
+    tcp_state,
 };
 
 use super::tp::{endpoints, field, fields, passing_tracepoint};
@@ -32,6 +33,11 @@ use crate::{
 /// What kind of retransmit the socket at `sk` is sending now.
 #[inline(always)]
 pub fn kind(sk: u64) -> u32 {
+    // Only the SYN is ever resent in SYN_SENT (by the retransmission timer), and the
+    // kernel counts it in TCPSynRetrans as well as RetransSegs.
+    if read::<u8>(sk, cfg!(offsets.skc_state)) == Some(tcp_state::SYN_SENT as u8) {
+        return retransmit::SYN;
+    }
     let (Some(pending), Some(byte)) = (
         read::<u8>(sk, cfg!(offsets.icsk_pending)),
         read::<u8>(sk, cfg!(offsets.icsk_ca_state_byte)),

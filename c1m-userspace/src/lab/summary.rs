@@ -258,6 +258,20 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
             wrapln!(s, width, "", "resets: {r}");
         }
     }
+    // `--loss`: each client host's drops beside the retransmits they caused there.
+    if let Some(m) = &run.multihost {
+        let lines: Vec<&str> = m
+            .hosts
+            .iter()
+            .filter_map(|h| h.loss_explained.as_deref())
+            .collect();
+        if !lines.is_empty() {
+            s.push('\n');
+        }
+        for line in lines {
+            wrapln!(s, width, "", "{line}");
+        }
+    }
     if let Some(audit) = &run.audit {
         let scope = match audit.scope {
             Scope::Namespace => "every socket of the namespace",

@@ -21,7 +21,7 @@ use crate::{
     figures::{FiguresBuilder, Rows, kernel_vs_app::app_source},
     model::{KernelVsApp, Outcome, Phase, ProcessUsage, RunConfig, RunRecord, Sample, Source},
     netpath::{PathFigures, PathReading},
-    observer::{KernelView, ObserverHandle},
+    observer::{KernelView, LossInjection, ObserverConfig, ObserverHandle},
     report::{self, IntervalRecorder},
     workload::stats::snapshot::AppSnapshot,
 };
@@ -47,20 +47,33 @@ pub(crate) enum KernelReader {
 impl KernelReader {
     /// The observer on the server's ports, else the table with one line saying why:
     /// the reader, where its figures come from, and why it fell back (None: it did not).
-    pub(crate) fn start(server_ports: &[u16]) -> (Self, KernelSource, Option<String>) {
-        match ObserverHandle::start(server_ports.to_vec()) {
-            Ok(o) => (Self::Observer(o), KernelSource::Observer, None),
+    /// With `loss` the observer also drops segments on the host's link, and not
+    /// starting it is an error: a run asked for loss must not run without it.
+    pub(crate) fn start(
+        server_ports: &[u16],
+        loss: Option<LossInjection>,
+    ) -> Result<(Self, KernelSource, Option<String>)> {
+        let asked_loss = loss.is_some();
+        match ObserverHandle::start_with(ObserverConfig {
+            ports: server_ports.to_vec(),
+            loss,
+            ..ObserverConfig::default()
+        }) {
+            Ok(o) => Ok((Self::Observer(o), KernelSource::Observer, None)),
+            Err(e) if asked_loss => Err(e.context(
+                "--loss needs the eBPF observer on this host (its tc program drops the packets)",
+            )),
             Err(e) => {
                 let why = format!("{e:#}");
                 eprintln!(
                     "c1m client: no eBPF observer on this host ({why}); counting ESTABLISHED in \
                      /proc/net/tcp instead (marked in the run folder)"
                 );
-                (
+                Ok((
                     Self::Table(server_ports.to_vec()),
                     KernelSource::ProcNetTcp,
                     Some(why),
-                )
+                ))
             }
         }
     }

@@ -56,7 +56,8 @@ impl ClientMetrics {
     }
 
     /// The figures of `snap`, computed as the lab computes them, for the next scrape.
-    pub(crate) fn observe(&mut self, snap: &AppSnapshot) {
+    /// `loss`: what this host's `--loss` dropped so far (its observer's last view).
+    pub(crate) fn observe(&mut self, snap: &AppSnapshot, loss: Option<crate::observer::LossDrops>) {
         let figures = self.figures.build(
             crate::util::unix_ms_now(),
             None,
@@ -75,5 +76,8 @@ impl ClientMetrics {
         state.elapsed_s = self.started.elapsed().as_secs_f64();
         state.client = Some(snap.clone());
         state.figures = figures;
+        if loss.is_some() {
+            state.loss = loss;
+        }
     }
 }

@@ -7,7 +7,7 @@ use std::{net::IpAddr, time::Duration};
 use anyhow::{Context, Result, bail};
 
 use super::{
-    client_host::HostFolder,
+    client_host::{HostFolder, HostKernel},
     client_metrics::ClientMetrics,
     model::{HostInfo, HostRole},
 };
@@ -116,8 +116,22 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<i32> {
     // figures as a one-box run's client side, or the socket table, marked.
     let reader = match folder.as_mut() {
         Some(f) => {
+            let loss = match (a.hosts_run.loss, &a.hosts_run.loss_link) {
+                (Some(p), Some(link)) => Some(crate::observer::LossInjection {
+                    probability: p.fraction(),
+                    threshold: p.threshold(),
+                    link: link.clone(),
+                }),
+                _ => None,
+            };
             let (reader, source, fallback) =
-                crate::multihost::client_host::KernelReader::start(&parse_ports(&a.ports)?);
+                match crate::multihost::client_host::KernelReader::start(
+                    &parse_ports(&a.ports)?,
+                    loss,
+                ) {
+                    Ok(r) => r,
+                    Err(e) => return Err(failed(folder, e)),
+                };
             f.set_kernel_source(source, fallback);
             Some(reader)
         }
@@ -170,12 +184,16 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<i32> {
                             before = Some(s.phase.clone());
                         }
                     }
-                    if let Some(m) = metrics.as_mut() {
-                        m.observe(&s);
-                    }
+                    let mut loss = None;
                     if let (Some(f), Some(r)) = (folder.as_mut(), reader.as_ref()) {
                         let kernel = r.read(false).await;
+                        if let HostKernel::View(v) = &kernel {
+                            loss.clone_from(&v.loss);
+                        }
                         f.observe(&s, kernel);
+                    }
+                    if let Some(m) = metrics.as_mut() {
+                        m.observe(&s, loss);
                     }
                 }
                 // None seen in a sample: the run ended within a second of them, in

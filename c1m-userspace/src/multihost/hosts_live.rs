@@ -31,6 +31,7 @@ use crate::{
     figures::kernel_vs_app::CLIENT_OPEN,
     fmt,
     model::{KernelVsApp, Outcome, RunRecord},
+    observer::{LossDrops, Retransmits},
 };
 
 /// How often each running client host gets a line.
@@ -78,6 +79,12 @@ struct HostNow<'a> {
     /// The host's path since its start: conntrack, veth, softnet, neighbours (None:
     /// not read yet, or a folder of an older c1m).
     path: Option<crate::netpath::PathFigures>,
+    /// What `--loss` dropped on this host's link so far (None: no loss injected).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    loss: Option<&'a LossDrops>,
+    /// The host's retransmits by kind (with its observer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retransmits: Option<Retransmits>,
 }
 
 impl HostsLive {
@@ -169,6 +176,8 @@ fn host_now<'a>(
         cpu_cores: sample.and_then(|s| s.client_cpu_cores),
         rss_bytes: sample.and_then(|s| s.client_rss_bytes),
         path: info.and_then(|i| i.path()),
+        loss: run.kernel.as_ref().and_then(|k| k.loss.as_ref()),
+        retransmits: run.kernel.as_ref().map(|k| k.client.retransmits),
     })
 }
 
@@ -217,6 +226,17 @@ fn text(h: &HostNow<'_>) -> String {
     if let Some(p) = &h.path {
         parts.push(p.conntrack_text());
         parts.extend(p.drops_text());
+    }
+    if let (Some(loss), Some(r)) = (h.loss, &h.retransmits) {
+        let dropped = loss.both();
+        parts.push(format!(
+            "loss {}: dropped {} ({}) · retransmits {} ({})",
+            crate::observer::loss::percent(loss.probability),
+            fmt::count(dropped.total()),
+            crate::observer::loss::classes(&dropped),
+            fmt::count(r.total),
+            crate::observer::loss::retransmit_kinds(r)
+        ));
     }
     parts.push(format!("{} s old", fmt::num(h.age_s, 1)));
     format!("  {:<11} | {}", h.host, parts.join(" · "))

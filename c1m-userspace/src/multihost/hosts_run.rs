@@ -337,6 +337,8 @@ impl Hosts<'_> {
         let mut one = self.args.clone();
         one.hosts = None;
         one.clients_per_host = None;
+        // Dropped on the client hosts' links (their own `--loss`), not here.
+        one.loss = None;
         one.clients = Clients::External;
         one.connections = Some(TargetArg::Count(self.n));
         one.expect = Some(self.n);
@@ -387,6 +389,8 @@ impl Hosts<'_> {
             host_label: Some(label(i)),
             metrics_addr: None,
             server_wait: a.setup_timeout.unwrap_or(Duration::from_secs(120)),
+            loss: a.loss,
+            loss_link: a.loss.map(|_| self.names.client_link(i)),
         };
         Ok(c)
     }

@@ -152,6 +152,13 @@ pub struct HostBreakdown {
     pub kernel_explanation: Option<String>,
     /// Segments the host's kernel retransmitted on its connections (observer only).
     pub kernel_retransmits: Option<u64>,
+    /// The host's retransmits by kind (observer only): `kernel_retransmits` split.
+    pub kernel_retransmit_kinds: Option<crate::observer::Retransmits>,
+    /// What `--loss` dropped on the host's link, by direction and kind (None: no loss
+    /// injected).
+    pub loss: Option<crate::observer::LossDrops>,
+    /// The loss and the retransmits in one sentence (observer::loss::explain).
+    pub loss_explained: Option<String>,
     /// Resets the host's kernel sent on its connections (observer only).
     pub kernel_resets_sent: Option<u64>,
     /// Kernel memory of the host's sockets at its last socket walk, bytes (observer only).

@@ -105,9 +105,15 @@ impl Names {
         std::iter::once((self.server_ns(), format!("{p}s"), format!("{p}bs")))
             .chain(
                 (0..self.clients)
-                    .map(|i| (self.client_ns(i), format!("{p}h{i}"), format!("{p}b{i}"))),
+                    .map(|i| (self.client_ns(i), self.client_link(i), format!("{p}b{i}"))),
             )
             .collect()
+    }
+
+    /// Client host `i`'s end of its veth pair, inside its namespace: where `--loss`
+    /// drops (the namespace, and the program with it, goes at the run's end).
+    pub(crate) fn client_link(&self, i: u32) -> String {
+        format!("{}h{i}", self.prefix)
     }
 
     fn bridge(&self) -> String {

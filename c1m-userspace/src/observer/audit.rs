@@ -17,6 +17,9 @@
 //! - RetransSegs: `__tcp_retransmit_skb()` adds the skb's segments before transmitting
 //!   (SYN retransmits included); `tcp_rtx_synack()` adds one per SYN-ACK resent.
 //!   https://github.com/torvalds/linux/blob/v6.18/net/ipv4/tcp_output.c (__tcp_retransmit_skb, tcp_rtx_synack)
+//! - TCPSynRetrans: `__tcp_retransmit_skb()` once per skb with SYN set (a SYN_SENT
+//!   socket's SYN), `tcp_rtx_synack()` once per SYN-ACK resent.
+//!   https://github.com/torvalds/linux/blob/v6.18/net/ipv4/tcp_output.c (__tcp_retransmit_skb, tcp_rtx_synack)
 //! - TCPLossProbes: `tcp_send_loss_probe()` per probe, resent or new data.
 //! - TCPFastRetrans / TCPSlowStartRetrans: `tcp_xmit_retransmit_queue()`, per segment
 //!   sent without error, by `icsk_ca_state != / == TCP_CA_Loss`.
@@ -53,6 +56,8 @@ pub enum Figure {
     OutRsts,
     /// `Tcp RetransSegs`: segments retransmitted, SYN-ACKs included.
     RetransSegs,
+    /// `TcpExt TCPSynRetrans`: SYNs and SYN-ACKs resent.
+    SynRetrans,
     /// `TcpExt TCPLossProbes`: tail-loss probes.
     LossProbes,
     /// `TcpExt TCPTimeouts`: retransmission-timer (RTO) and SYN-ACK timer firings.
@@ -71,13 +76,14 @@ pub enum Figure {
 
 impl Figure {
     /// Every audited figure, in the order the audit lists them.
-    pub const ALL: [Figure; 13] = [
+    pub const ALL: [Figure; 14] = [
         Figure::ActiveOpens,
         Figure::PassiveOpens,
         Figure::AttemptFails,
         Figure::EstabResets,
         Figure::OutRsts,
         Figure::RetransSegs,
+        Figure::SynRetrans,
         Figure::LossProbes,
         Figure::Timeouts,
         Figure::FastRetrans,
@@ -96,6 +102,7 @@ impl Figure {
             Figure::EstabResets => "Tcp EstabResets",
             Figure::OutRsts => "Tcp OutRsts",
             Figure::RetransSegs => "Tcp RetransSegs",
+            Figure::SynRetrans => "TcpExt TCPSynRetrans",
             Figure::LossProbes => "TcpExt TCPLossProbes",
             Figure::Timeouts => "TcpExt TCPTimeouts",
             Figure::FastRetrans => "TcpExt TCPFastRetrans",
@@ -115,8 +122,9 @@ impl Figure {
             Figure::EstabResets => "ESTABLISHED->CLOSE + CLOSE_WAIT->CLOSE",
             Figure::OutRsts => "resets_sent",
             Figure::RetransSegs => "retransmits.total + synack_retransmits",
+            Figure::SynRetrans => "retransmits.syn + synack_retransmits",
             Figure::LossProbes => "retransmits.tail_loss_probes",
-            Figure::Timeouts => "retransmits.timeouts + synack_retransmits",
+            Figure::Timeouts => "retransmits.timeouts + retransmits.syn + synack_retransmits",
             Figure::FastRetrans => "retransmits.fast",
             Figure::SlowStartRetrans => "retransmits.slow_start",
             Figure::DsackRecvSegs => "retransmits.spurious_dsack",
@@ -132,6 +140,7 @@ impl Figure {
             Figure::EstabResets => m.estab_resets,
             Figure::OutRsts => m.out_rsts,
             Figure::RetransSegs => m.retrans_segs,
+            Figure::SynRetrans => m.syn_retrans,
             Figure::LossProbes => m.loss_probes,
             Figure::Timeouts => m.timeouts,
             Figure::FastRetrans => m.fast_retrans,
@@ -162,8 +171,9 @@ impl Figure {
             }
             Figure::OutRsts => events(event::RESET_SENT),
             Figure::RetransSegs => r.total + events(event::SYNACK_RETRANSMIT),
+            Figure::SynRetrans => r.syn + events(event::SYNACK_RETRANSMIT),
             Figure::LossProbes => r.tail_loss_probes,
-            Figure::Timeouts => r.timeouts + events(event::SYNACK_RETRANSMIT),
+            Figure::Timeouts => r.timeouts + r.syn + events(event::SYNACK_RETRANSMIT),
             Figure::FastRetrans => r.fast,
             Figure::SlowStartRetrans => r.slow_start,
             Figure::DsackRecvSegs => r.spurious_dsack,
@@ -182,7 +192,7 @@ impl Figure {
                 "resets_sent comes from the tcp_send_reset tracepoint, which the kernel skips \
                  when it would nest in a softirq (resets have no lossless hook)",
             ),
-            Figure::RetransSegs => Some(
+            Figure::RetransSegs | Figure::SynRetrans => Some(
                 "SYN-ACK retransmits and retransmits of sockets born before attach come from \
                  tracepoints, which the kernel skips when they would nest in a softirq",
             ),
@@ -212,9 +222,11 @@ impl Figure {
                 "a connect() that failed after its state change, or a connect(AF_UNSPEC) \
                  disconnect, leaves SYN_SENT without tcp_done() and with sk_shutdown 0",
             ),
-            Figure::Timeouts => {
-                Some("a timeout with a zero receive window resends without counting TCPTimeouts")
-            }
+            Figure::Timeouts => Some(
+                "a SYN-ACK resent because the client's SYN came again (its SYN-ACK was lost), \
+                 not by the timer, counts in TCPSynRetrans but not TCPTimeouts; and a timeout \
+                 with a zero receive window resends without counting TCPTimeouts",
+            ),
             Figure::FastRetrans | Figure::SlowStartRetrans => Some(
                 "a retransmit whose transmit failed counts in RetransSegs (and here) but not \
                  in this counter",
@@ -585,7 +597,8 @@ mod tests {
             .collect();
         assert_eq!(names[0], "\"active_opens\"");
         assert_eq!(names[5], "\"retrans_segs\"");
-        assert_eq!(names[12], "\"listen_drops\"");
+        assert_eq!(names[6], "\"syn_retrans\"");
+        assert_eq!(names[13], "\"listen_drops\"");
         assert_eq!(
             serde_json::to_string(&Verdict::Unexplained).expect("json"),
             "\"unexplained\""

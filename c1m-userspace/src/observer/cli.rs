@@ -48,6 +48,7 @@ impl ObserveArgs {
             addrs: self.addr.clone(),
             all_netns: self.all_netns,
             walk_interval: None,
+            loss: None,
         }
     }
 }

@@ -19,16 +19,21 @@ pub(crate) struct ObserverHandle {
 
 impl ObserverHandle {
     pub(crate) fn start(ports: Vec<u16>) -> Result<Self> {
+        Self::start_with(ObserverConfig {
+            ports,
+            ..ObserverConfig::default()
+        })
+    }
+
+    /// The observer with any configuration (a client host's: its loss injector too).
+    pub(crate) fn start_with(config: ObserverConfig) -> Result<Self> {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (requests, incoming) = std::sync::mpsc::channel::<SnapshotRequest>();
         let thread = std::thread::Builder::new()
             .name("c1m-observer".into())
             .spawn(move || {
                 crate::priority::watcher();
-                let mut observer = match Observer::start(ObserverConfig {
-                    ports,
-                    ..ObserverConfig::default()
-                }) {
+                let mut observer = match Observer::start(config) {
                     Ok(o) => {
                         let _ = ready_tx.send(Ok(()));
                         o

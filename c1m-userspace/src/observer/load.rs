@@ -9,7 +9,9 @@ use std::{
 use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, HashMap as BpfHashMap, MapData},
-    programs::{BtfTracePoint, CgroupAttachMode, Iter, SockOps, TracePoint},
+    programs::{
+        BtfTracePoint, CgroupAttachMode, Iter, SchedClassifier, SockOps, TcAttachType, TracePoint,
+    },
 };
 use c1m_common::{Config, hook};
 
@@ -210,6 +212,10 @@ impl Observer {
             )),
         }
 
+        if let Some(loss) = &config.loss {
+            attach_loss(&mut ebpf, loss)?;
+        }
+
         let listener_link = attach_iter(&mut ebpf, "iter_listeners", &aya_btf)?;
         let socket_link = attach_iter(&mut ebpf, "iter_sockets", &aya_btf)?;
         let sock_agg = Array::try_from(
@@ -334,6 +340,36 @@ fn attach_btf_tracepoint(
     let p: &mut BtfTracePoint = program(ebpf, name, &what)?;
     p.load(tracepoint, btf).map_err(prog_err(&what))?;
     p.attach().map_err(prog_err(&what))?;
+    Ok(())
+}
+
+/// The loss injector on `loss.link`, both ways (probes/loss.rs): its threshold first,
+/// then a TCX link per direction (kernel ≥ 6.6; clsact + a filter before), owned by the
+/// loaded object, so the program leaves the link when the observer goes, or its
+/// process dies (TCX links are not pinned). Failing is an error: the run asked for loss.
+fn attach_loss(ebpf: &mut Ebpf, loss: &super::LossInjection) -> Result<(), ObserverError> {
+    {
+        let mut settings: Array<&mut MapData, u32> = Array::try_from(
+            ebpf.map_mut("LOSS_SETTINGS")
+                .ok_or_else(|| ObserverError::MissingProgram("map LOSS_SETTINGS".to_owned()))?,
+        )
+        .map_err(map_err("LOSS_SETTINGS"))?;
+        settings
+            .set(c1m_common::loss::THRESHOLD, loss.threshold, 0)
+            .map_err(map_err("LOSS_SETTINGS"))?;
+    }
+    // Where TCX is missing aya falls back to a clsact filter, which needs the qdisc
+    // (already there is fine).
+    let _ = aya::programs::tc::qdisc_add_clsact(&loss.link);
+    for (name, direction) in [
+        ("c1m_loss_egress", TcAttachType::Egress),
+        ("c1m_loss_ingress", TcAttachType::Ingress),
+    ] {
+        let what = format!("loss injector {name} on {}", loss.link);
+        let p: &mut SchedClassifier = program(ebpf, name, &what)?;
+        p.load().map_err(prog_err(&what))?;
+        p.attach(&loss.link, direction).map_err(prog_err(&what))?;
+    }
     Ok(())
 }
 

@@ -12,6 +12,7 @@ pub(crate) mod cli;
 mod gauges;
 mod handle;
 mod listeners;
+pub mod loss;
 mod memory;
 pub mod mib;
 pub(crate) mod offsets;
@@ -38,8 +39,8 @@ use aya::Ebpf;
 pub(crate) use handle::ObserverHandle;
 use thiserror::Error;
 pub use view::{
-    KernelMemory, KernelView, ListenerView, ResetCause, ResetSegment, Retransmits, Scope,
-    SideMemory, SideView,
+    DroppedSegments, KernelMemory, KernelView, ListenerView, LossDrops, ResetCause, ResetSegment,
+    Retransmits, Scope, SideMemory, SideView,
 };
 
 use self::{btf::BtfError, tracefs::TracefsError};
@@ -130,6 +131,19 @@ pub struct ObserverConfig {
     /// Fixed interval between full socket walks; `None` adapts it so walks cost at
     /// most ~5% of one core.
     pub walk_interval: Option<Duration>,
+    /// Drop segments of the watched ports on a link of this namespace (`--loss`).
+    pub loss: Option<LossInjection>,
+}
+
+/// The loss injector's settings (`c1m client --loss P --loss-link IFACE`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LossInjection {
+    /// The probability asked, 0 < p ≤ 0.5 (shown with what was dropped).
+    pub probability: f64,
+    /// What the program compares a random u32 with (`c1m_common::loss::THRESHOLD`).
+    pub threshold: u32,
+    /// The link of the observer's namespace it drops on, both ways.
+    pub link: String,
 }
 
 /// A hook that could not be attached, and the figures that are therefore missing.

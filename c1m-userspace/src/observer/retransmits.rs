@@ -38,8 +38,14 @@ pub fn explain(r: &Retransmits, connections: u64) -> String {
         (
             r.timeouts,
             "timeouts (RTO)",
-            "no ACK for a whole retransmission timeout: lost SYNs or segments, or a peer that \
+            "no ACK for a whole retransmission timeout: lost segments, or a peer that \
              stopped answering",
+        ),
+        (
+            r.syn,
+            "SYN retransmits",
+            "a connect's SYN or the SYN-ACK answering it was lost: the SYN is resent after \
+             1 s, then 2 s, 4 s, …",
         ),
         (
             r.slow_start,

@@ -9,9 +9,9 @@ use std::{
 
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap};
 use c1m_common::{
-    ClosedListener, EVENT_SLOTS, ListenEvents, NO_SOCKET_STATE, RESET_SLOTS, RETRANSMIT_SLOTS,
-    TRANSITION_SLOTS, event, event_index, hook, reset_cause_parts, reset_index, reset_reason,
-    retransmit, retransmit_index, side, tcp_state, transition_index,
+    ClosedListener, EVENT_SLOTS, LOSS_SLOTS, ListenEvents, NO_SOCKET_STATE, RESET_SLOTS,
+    RETRANSMIT_SLOTS, TRANSITION_SLOTS, event, event_index, hook, loss_index, reset_cause_parts,
+    reset_index, reset_reason, retransmit, retransmit_index, side, tcp_state, transition_index,
 };
 
 use super::{
@@ -19,6 +19,10 @@ use super::{
     view::{self, KernelView, ResetCause, ResetSegment, Retransmits, Scope, SideView},
     walk, walker,
 };
+
+/// How often a snapshot reads its counters again when the kernel's counters moved
+/// during the read.
+const MIB_BRACKET_TRIES: usize = 3;
 
 impl Observer {
     /// [`Self::snapshot`] after a full socket walk started now, however recent the last
@@ -57,7 +61,24 @@ impl Observer {
         // stamping its end made the next interval look short and its rate spike (3,716/s
         // on a 2,000/s ramp).
         let before = Instant::now();
-        let counters = self.read_counters()?;
+        // The counters bracketed by two equal MIB reads, so the audit compares one
+        // moment: under loss, orphaned sockets keep resending FINs after a run's end,
+        // and a read preempted between the two files saw 5 of 531 retransmits that
+        // the counters, read before, had not (a few tries, then the last read).
+        let mut mib = self.read_mib();
+        let mut counters = self.read_counters()?;
+        for _ in 0..MIB_BRACKET_TRIES {
+            let after = self.read_mib();
+            let same = match (&mib, &after) {
+                (Ok(a), Ok(b)) => a.since_attach == b.since_attach,
+                _ => true,
+            };
+            mib = after;
+            if same {
+                break;
+            }
+            counters = self.read_counters()?;
+        }
         let now = before + before.elapsed() / 2;
         let mut view = KernelView {
             // The instant the counters (and so the gauges) describe.
@@ -68,7 +89,7 @@ impl Observer {
             scope: self.scope(),
             ..KernelView::default()
         };
-        match self.read_mib() {
+        match mib {
             Ok(delta) => view.mib = Some(delta),
             Err(why) => view
                 .unavailable
@@ -98,6 +119,9 @@ impl Observer {
                 sockets_walked: walk.sockets,
                 walks: self.walks,
             };
+        }
+        if let Some(loss) = &self.config.loss {
+            view.loss = Some(self.read_loss(loss)?);
         }
         self.previous = Some((now, counters));
         Ok(view)
@@ -241,6 +265,32 @@ impl Observer {
             let _ = map.remove(sk);
         }
         Ok(entries)
+    }
+
+    /// What the loss injector dropped since attach, per direction and class.
+    fn read_loss(&self, loss: &super::LossInjection) -> Result<view::LossDrops, ObserverError> {
+        let counts = walker::sum_per_cpu(
+            self.ebpf.map("LOSS_DROPS").ok_or(ObserverError::NoObject)?,
+            "LOSS_DROPS",
+            LOSS_SLOTS,
+        )?;
+        let direction = |d: u32| {
+            let n = |class: u32| counts[loss_index(d, class) as usize];
+            view::DroppedSegments {
+                syn: n(c1m_common::loss::SYN),
+                syn_ack: n(c1m_common::loss::SYN_ACK),
+                data: n(c1m_common::loss::DATA),
+                pure_ack: n(c1m_common::loss::PURE_ACK),
+                fin: n(c1m_common::loss::FIN),
+                rst: n(c1m_common::loss::RST),
+            }
+        };
+        Ok(view::LossDrops {
+            probability: loss.probability,
+            link: loss.link.clone(),
+            egress: direction(c1m_common::loss::EGRESS),
+            ingress: direction(c1m_common::loss::INGRESS),
+        })
     }
 
     fn read_map_errors(&self) -> Result<u64, ObserverError> {

@@ -66,6 +66,78 @@ pub struct KernelView {
     /// The kernel's own TCP counters (`/proc/net/snmp`, `/proc/net/netstat`) moved since
     /// attach, read with this view; `None` when unreadable (see `unavailable`).
     pub mib: Option<MibDelta>,
+    /// What the loss injector (`--loss`) dropped on this namespace's link since attach;
+    /// absent when none was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<LossDrops>,
+}
+
+/// Segments the loss injector dropped on one link since attach (probes/loss.rs): a GSO
+/// packet counts as its segments.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+pub struct LossDrops {
+    /// The probability asked (`--loss`), 0 < p ≤ 0.5.
+    pub probability: f64,
+    /// The link (in the host's namespace) it drops on, both ways.
+    pub link: String,
+    /// Leaving the host: its SYNs, data, ACKs, FINs and resets.
+    pub egress: DroppedSegments,
+    /// Arriving at the host: the peer's SYN-ACKs, data, ACKs, FINs and resets.
+    pub ingress: DroppedSegments,
+}
+
+impl LossDrops {
+    /// Both directions, class by class.
+    pub fn both(&self) -> DroppedSegments {
+        let (a, b) = (&self.egress, &self.ingress);
+        DroppedSegments {
+            syn: a.syn + b.syn,
+            syn_ack: a.syn_ack + b.syn_ack,
+            data: a.data + b.data,
+            pure_ack: a.pure_ack + b.pure_ack,
+            fin: a.fin + b.fin,
+            rst: a.rst + b.rst,
+        }
+    }
+}
+
+/// Dropped segments by what they were (each counted once, in this order of precedence:
+/// RST, SYN-ACK, SYN, FIN, data, pure ACK).
+#[derive(
+    Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq,
+)]
+pub struct DroppedSegments {
+    /// SYNs (a connect's first segment).
+    pub syn: u64,
+    /// SYN-ACKs (the listener's answer).
+    pub syn_ack: u64,
+    /// Segments with payload.
+    pub data: u64,
+    /// ACKs with no payload.
+    pub pure_ack: u64,
+    /// FINs (with or without payload).
+    pub fin: u64,
+    /// Resets.
+    pub rst: u64,
+}
+
+impl DroppedSegments {
+    /// Every class summed.
+    pub fn total(&self) -> u64 {
+        self.syn + self.syn_ack + self.data + self.pure_ack + self.fin + self.rst
+    }
+
+    /// The classes in the order they are shown, with their names in words and in JSON.
+    pub fn classes(&self) -> [(u64, &'static str, &'static str); 6] {
+        [
+            (self.syn, "SYN", "syn"),
+            (self.syn_ack, "SYN-ACK", "syn_ack"),
+            (self.data, "data", "data"),
+            (self.pure_ack, "pure ACK", "pure_ack"),
+            (self.fin, "FIN", "fin"),
+            (self.rst, "RST", "rst"),
+        ]
+    }
 }
 
 /// Which sockets c1m counts.
@@ -306,8 +378,12 @@ pub struct Retransmits {
     /// ~2 RTT (+200 ms with one segment out). Only probes that resent data: the
     /// kernel's `TCPLossProbes` also counts probes that sent new data.
     pub tail_loss_probes: u64,
-    /// Sent by the retransmission timer (RTO), SYN retransmits included.
+    /// Sent by the retransmission timer (RTO) after the handshake.
     pub timeouts: u64,
+    /// SYNs resent by the retransmission timer (the connect's SYN or SYN-ACK was lost):
+    /// with the SYN-ACK retransmits, the kernel's `TCPSynRetrans`.
+    #[serde(default)]
+    pub syn: u64,
     /// Resent while recovering from a timeout (the kernel's `TCPSlowStartRetrans`).
     pub slow_start: u64,
     /// Fast retransmit / recovery on duplicate ACKs or SACKs (`TCPFastRetrans`).
@@ -328,6 +404,7 @@ impl Retransmits {
             total: kinds.iter().sum(),
             tail_loss_probes: k[r::TAIL_LOSS_PROBE as usize],
             timeouts: k[r::TIMEOUT as usize],
+            syn: k[r::SYN as usize],
             slow_start: k[r::SLOW_START as usize],
             fast: k[r::FAST as usize],
             other: k[r::OTHER as usize],
@@ -340,6 +417,7 @@ impl Retransmits {
             total: a.total + b.total,
             tail_loss_probes: a.tail_loss_probes + b.tail_loss_probes,
             timeouts: a.timeouts + b.timeouts,
+            syn: a.syn + b.syn,
             slow_start: a.slow_start + b.slow_start,
             fast: a.fast + b.fast,
             other: a.other + b.other,

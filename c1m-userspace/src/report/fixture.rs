@@ -757,6 +757,7 @@ fn side_view(established: i64, time_wait: i64, est_total: u64) -> SideView {
             total: est_total / 100,
             tail_loss_probes: est_total / 200,
             timeouts: est_total / 400,
+            syn: 0,
             slow_start: 0,
             fast: est_total / 400,
             other: 0,
@@ -849,10 +850,12 @@ fn kernel_view(samples: &[Sample]) -> KernelView {
                 loss_probes: CONNS / 100,
                 timeouts: CONNS / 200 + 2 * 1_812,
                 fast_retrans: CONNS / 200,
+                syn_retrans: 2 * 1_812,
                 listen_overflows: 37,
                 listen_drops: 37,
                 ..MibCounters::default()
             },
         }),
+        loss: None,
     }
 }

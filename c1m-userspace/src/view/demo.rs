@@ -216,6 +216,7 @@ pub(crate) fn kernel() -> KernelView {
         map_errors: 0,
         scope: Default::default(),
         mib: None,
+        loss: None,
     }
 }
 

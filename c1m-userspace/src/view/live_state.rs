@@ -47,6 +47,9 @@ pub struct LiveState {
     /// The run's outcome: `Running` while it runs, its verdict once its folder is
     /// written (None: not a lab run, e.g. `c1m top` or a client host).
     pub outcome: Option<crate::model::Outcome>,
+    /// What this process's loss injector dropped (a client host with `--loss`, whose
+    /// endpoint serves no kernel view); a kernel view's own `loss` otherwise.
+    pub loss: Option<crate::observer::LossDrops>,
 }
 
 /// Figures kept from the end of a phase.

@@ -294,6 +294,14 @@ pub struct HostsArgs {
     /// histograms), e.g. :9464 or 127.0.0.1:9464.
     #[arg(value_name = "HOST:PORT", long, value_parser = crate::args::parse_metrics_addr)]
     pub metrics_addr: Option<SocketAddr>,
+    /// Drop this share of the segments to and from the server's ports on --loss-link
+    /// (both ways), counted by kind in the run folder: `c1m run --hosts 1+K --loss P`
+    /// gives it to each client host. Needs the eBPF observer (root) and --run-dir.
+    #[arg(value_name = "P", long, requires_all = ["loss_link", "run_dir"], value_parser = clap::value_parser!(crate::args::LossRate))]
+    pub loss: Option<crate::args::LossRate>,
+    /// The link of this host's namespace that --loss drops on.
+    #[arg(value_name = "IFACE", long, requires = "loss")]
+    pub loss_link: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -232,6 +232,8 @@ pub(crate) fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsErro
                 host_label,
                 metrics_addr,
                 server_wait,
+                loss,
+                loss_link,
             },
         push_format,
         push_latency,
@@ -294,6 +296,8 @@ pub(crate) fn client_argv(a: &ClientArgs) -> Result<Vec<OsString>, ChildArgsErro
     v.opt("clock_from", clock_from.as_ref());
     v.opt("host_label", host_label.as_ref());
     v.value("server_wait", duration(*server_wait));
+    v.opt("loss", loss.map(|p| p.to_string()));
+    v.opt("loss_link", loss_link.as_ref());
     v.flag("tls", *tls);
     v.opt("tls_ca", tls_ca.as_ref());
     v.flag("tls_insecure_skip_verify", *tls_insecure_skip_verify);
@@ -374,6 +378,9 @@ pub(crate) fn run_argv(a: &RunArgs) -> Result<Vec<OsString>, ChildArgsError> {
         // The hosts' namespaces get the rule; a child run is in one already.
         conntrack: _,
         connect_timeout,
+        // Injected on the client hosts' links (their `c1m client --loss`), never by a
+        // server host's run.
+        loss: _,
         tls:
             RunTlsArgs {
                 tls,
@@ -628,6 +635,8 @@ mod tests {
             host_label: Some("host-1".into()),
             metrics_addr: None,
             server_wait: Duration::from_secs(120),
+            loss: Some("1%".parse().unwrap()),
+            loss_link: Some("veth0".into()),
         };
         a
     }

@@ -197,6 +197,19 @@ pub struct RunArgs {
     /// and the summary say so.
     #[arg(help_heading = "Client hosts", long, requires = "hosts")]
     pub conntrack: bool,
+
+    /// With --hosts: drop this share of the run's TCP segments on every client host's
+    /// link, both ways (`1%`, `0.5%` or `0.01`; above 0, at most 50%), with c1m's own
+    /// tc-BPF program, which counts what it dropped by kind (SYN, SYN-ACK, data, pure
+    /// ACK, FIN, RST); the retransmits that follow are counted by kind and audited
+    /// against each host's kernel counters.
+    #[arg(
+        value_name = "P",
+        help_heading = "Client hosts",
+        long,
+        value_parser = clap::value_parser!(crate::args::LossRate)
+    )]
+    pub loss: Option<crate::args::LossRate>,
     /// External clients: the connections to wait for (the clients' -n over all hosts;
     /// needed with --clients external).
     #[arg(value_name = "COUNT", help_heading = "Client hosts", long)]
@@ -359,6 +372,13 @@ pub(crate) fn flags_agree(args: &RunArgs) -> Result<()> {
     if args.clients == Clients::External && args.expect.is_none() {
         bail!(
             "--clients external waits for connections from other hosts: add --expect COUNT (their -n over all hosts)"
+        );
+    }
+    if let Some(p) = args.loss
+        && args.hosts.is_none()
+    {
+        bail!(
+            "--loss {p} drops packets on the client hosts' links: add --hosts 1+K (a one-box run's loopback is shared by server and client)"
         );
     }
     if args.isolation.is_some() && args.into.is_none() {

@@ -92,6 +92,13 @@ pub(super) fn breakdown(h: &Host, held_at_ms: u64) -> Result<HostBreakdown, Merg
         kernel_explanation: kernel.explanation,
         kernel_retransmits: observed.map(|k| k.client.retransmits.total),
         kernel_resets_sent: observed.map(|k| k.client.resets_sent()),
+        kernel_retransmit_kinds: observed.map(|k| k.client.retransmits),
+        loss: observed.and_then(|k| k.loss.clone()),
+        loss_explained: observed.and_then(|k| {
+            k.loss
+                .as_ref()
+                .map(|l| crate::observer::loss::explain(&label(h), l, &k.client.retransmits))
+        }),
         kernel_socket_bytes: observed.and(
             h.run
                 .samples

@@ -44,6 +44,13 @@ pub(super) fn families(state: &LiveState, detail: Detail) -> Exposition {
     if let Some(k) = &state.kernel {
         kernel_metrics(&mut x, k, detail);
     }
+    let loss = state
+        .loss
+        .as_ref()
+        .or_else(|| state.kernel.as_ref().and_then(|k| k.loss.as_ref()));
+    if let Some(loss) = loss {
+        loss_metrics(&mut x, loss);
+    }
     latency_metrics(&mut x, state);
     if let Some(p) = &state.path {
         path_metrics(&mut x, p);
@@ -132,6 +139,27 @@ fn path_metrics(x: &mut Exposition, p: &crate::netpath::PathFigures) {
         )
         .sample(&[], hard);
     }
+}
+
+/// `--loss`: what the injector dropped, by direction and what the segment was.
+fn loss_metrics(x: &mut Exposition, loss: &crate::observer::LossDrops) {
+    let f = x.family(
+        "c1m_loss_dropped_segments_total",
+        Kind::Counter,
+        "Segments --loss dropped on the host's link since the observer attached, by direction \
+         (egress: leaving the host, ingress: arriving) and kind.",
+    );
+    for (direction, d) in [("egress", &loss.egress), ("ingress", &loss.ingress)] {
+        for (n, _, class) in d.classes() {
+            f.sample(&[("direction", direction), ("class", class)], n);
+        }
+    }
+    x.family(
+        "c1m_loss_probability",
+        Kind::Gauge,
+        "The probability --loss drops each segment with.",
+    )
+    .sample(&[], loss.probability);
 }
 
 /// The text of one scrape, without the series earlier scrapes kept (tests).
@@ -597,6 +625,25 @@ fn kernel_metrics(x: &mut Exposition, k: &KernelView, detail: Detail) {
                 &[("side", side), ("event", event)],
                 k.side(i as u32).event(e as u32),
             );
+        }
+    }
+    let f = x.family(
+        "c1m_tcp_retransmits_total",
+        Kind::Counter,
+        "Segments watched sockets retransmitted since the observer attached, by kind (they sum \
+         to the kernel's RetransSegs less SYN-ACKs, which are the synack_retransmits event).",
+    );
+    for (i, side) in side::NAMES.iter().enumerate() {
+        let r = k.side(i as u32).retransmits;
+        for (kind, n) in [
+            ("syn", r.syn),
+            ("timeout", r.timeouts),
+            ("slow_start", r.slow_start),
+            ("fast", r.fast),
+            ("tail_loss_probe", r.tail_loss_probes),
+            ("other", r.other),
+        ] {
+            f.sample(&[("side", side), ("kind", kind)], n);
         }
     }
     // One series per port with --metrics-per-port, else one over the watched ports.

@@ -76,7 +76,10 @@ fn demo_exposition_is_valid_and_complete() {
                     "command",
                     "engine",
                     "server",
-                    "target_connections"
+                    "target_connections",
+                    "kind",
+                    "direction",
+                    "class"
                 ]
                 .contains(&k.as_str()),
                 "unexpected label {k} on {name}"
@@ -477,6 +480,11 @@ fn docs_metrics_md_lists_every_family_with_its_type() {
     }
     // The path families only for a client host, which reads its path.
     s.path = Some(full_table());
+    // The loss families only where --loss dropped (a client host's endpoint).
+    s.loss = Some(crate::observer::LossDrops {
+        probability: 0.01,
+        ..Default::default()
+    });
     let mut exported = std::collections::BTreeMap::new();
     for detail in [Detail::default(), Detail { per_port: true }] {
         let text = render(&s, detail).unwrap();
