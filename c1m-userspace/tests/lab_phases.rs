@@ -176,7 +176,7 @@ fn heartbeat_and_message_phases_are_refused_in_one_line_naming_the_fix() {
         ),
         (
             "[[phase]]\nmessages = \"5/s\"\nsize = 8\nfor = \"3s\"\n",
-            ":3: [[phase]]: `size`: a message carries a 16-byte stamp",
+            ":3: [[phase]]: `size`: 8: a message carries a 16-byte stamp",
         ),
         (
             "mode = \"echo\"\n\n[[phase]]\nhold = \"1s\"\n\n[[phase]]\nheartbeat = \"1s\"\nfor = \"2s\"\n",
