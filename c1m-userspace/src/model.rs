@@ -235,6 +235,10 @@ pub enum PhaseKind {
     /// The connections held while the client closes and reopens them (`--idle` with
     /// `--churn`, or a `churn` phase).
     Churn,
+    /// The connections held while the client pings each (a `heartbeat` phase).
+    Heartbeat,
+    /// The connections held while each sends messages, echoed (a `messages` phase).
+    Messages,
     /// Every connection closed.
     Teardown,
 }
@@ -247,6 +251,8 @@ impl PhaseKind {
             PhaseKind::Hold => "hold",
             PhaseKind::Push => "push",
             PhaseKind::Churn => "churn",
+            PhaseKind::Heartbeat => "heartbeat",
+            PhaseKind::Messages => "messages",
             PhaseKind::Teardown => "teardown",
         }
     }
@@ -297,6 +303,14 @@ pub struct Phase {
     /// `--heartbeat`: pings server and client sent during the phase (their counters at
     /// its end less those at its start).
     pub heartbeat_pings: u64,
+    /// `--heartbeat` or a heartbeat phase: pongs within the timeout, server and client,
+    /// during the phase (as `heartbeat_pings`).
+    pub heartbeat_pongs: u64,
+    /// Pongs after the timeout during the phase, both sides.
+    pub heartbeat_late_pongs: u64,
+    /// Pings unanswered by the timeout during the phase (each closed its connection),
+    /// both sides.
+    pub heartbeat_missed: u64,
     /// `--churn`: connections the client closed and reopened during the phase (its
     /// `churn.closed` at the end less at the start).
     pub churned: u64,

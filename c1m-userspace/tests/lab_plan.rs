@@ -40,7 +40,16 @@ const EVERY_FLAG: &[&[&str]] = &[
     &["--message-rate", "10/s", "--message-size", "128"],
     &["--total-message-rate", "2500.5"],
     &["--pushes", "3"],
-    &["--phase", "hold 2s", "--phase", "push 2 every 1s"],
+    &[
+        "--phase",
+        "hold 2s",
+        "--phase",
+        "push 2 every 1s",
+        "--phase",
+        "heartbeat 30s for 1m timeout 45s",
+        "--phase",
+        "messages 10/s size 128 for 30s",
+    ],
     &["--push-writers", "2"],
     &["--setup-timeout", "1m"],
     &["--connect-timeout", "500ms"],
@@ -588,12 +597,12 @@ fn phase_errors_name_the_line_and_what_to_write() {
             ":3: [[phase]]: `every`: \"soon\" is not a duration",
         ),
         (
-            "[[phase]]\nheartbeat = \"30s\"\nfor = \"5m\"\n",
-            ":2: [[phase]]: heartbeat phases are not yet run",
+            "[[phase]]\nheartbeat = \"30s\"\n",
+            ":1: [[phase]]: a heartbeat phase needs its length: add `for`",
         ),
         (
             "[[phase]]\nmessage-rate = \"10/s\"\nfor = \"60s\"\n",
-            ":2: [[phase]]: message-rate phases are not yet run",
+            ":2: [[phase]]: unknown key `message-rate` in a phase",
         ),
         (
             "[[phase]]\nhold = [\"1s\"]\n",

@@ -20,6 +20,7 @@ mod hostile_state;
 mod lab_compare;
 mod lab_foreign;
 mod lab_lifecycle;
+mod lab_phases;
 mod lab_plan;
 mod lab_push_rule;
 mod lab_run;

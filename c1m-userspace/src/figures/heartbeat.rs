@@ -1,11 +1,11 @@
 //! `--heartbeat`'s figures, computed once from a run's record: what each side's pings
-//! came to, the pong latency, and what keepalive cost over the idle phase (CPU of server
-//! and client per million pings). The summary, report and exports read them.
+//! came to, the pong latency, and what keepalive cost over the idle phase, or a phase
+//! list's heartbeat phase (CPU of server and client per million pings). The summary, report and exports read them.
 
 use serde::Serialize;
 
 use crate::{
-    model::{Phase, RunRecord},
+    model::{Phase, PhaseKind, RunRecord},
     workload::stats::{
         counters::Heartbeats,
         histograms::{HIST_NAMES, PONG, Percentiles},
@@ -27,11 +27,37 @@ pub(crate) struct HeartbeatFigures {
     /// TCP segments sent in the idle phase (both sides) per ping sent in it: a ping, its
     /// pong and the ACKs the two draw.
     pub idle_segments_per_ping: Option<f64>,
+    /// The phase the two above are over: a phase list's heartbeat phase that pinged most,
+    /// else the held phase (`idle`, or the first hold).
+    pub phase: Option<PhaseBeats>,
+}
+
+/// One phase's heartbeat (both sides: its counters at the phase's end less at its
+/// start), named.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub(crate) struct PhaseBeats {
+    pub name: String,
+    /// A heartbeat phase (its counts are the phase's own), not the held phase.
+    pub switched: bool,
+    pub pings: u64,
+    pub pongs: u64,
+    pub late_pongs: u64,
+    pub missed: u64,
+}
+
+/// The phase a run's per-phase heartbeat figures are over: its heartbeat phase that
+/// pinged most, else its held phase.
+pub(crate) fn phase_of(phases: &[Phase]) -> Option<&Phase> {
+    phases
+        .iter()
+        .filter(|p| p.kind == Some(PhaseKind::Heartbeat) && p.heartbeat_pings > 0)
+        .max_by_key(|p| p.heartbeat_pings)
+        .or_else(|| crate::model::held_phase(phases))
 }
 
 /// The heartbeat figures of each side that sent pings (client first).
 pub(crate) fn of(run: &RunRecord) -> Vec<HeartbeatFigures> {
-    let idle = crate::model::held_phase(&run.phases);
+    let idle = phase_of(&run.phases);
     [("client", &run.client), ("server", &run.server)]
         .into_iter()
         .filter_map(|(side, snap)| side_of(side, snap.as_ref()?, idle))
@@ -58,6 +84,14 @@ fn side_of(
         pong,
         idle_cpu_s_per_million: idle.and_then(cpu_per_million_pings),
         idle_segments_per_ping: idle.and_then(segments_per_ping),
+        phase: idle.map(|p| PhaseBeats {
+            name: p.name.clone(),
+            switched: p.kind == Some(PhaseKind::Heartbeat),
+            pings: p.heartbeat_pings,
+            pongs: p.heartbeat_pongs,
+            late_pongs: p.heartbeat_late_pongs,
+            missed: p.heartbeat_missed,
+        }),
     })
 }
 

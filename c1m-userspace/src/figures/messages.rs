@@ -1,13 +1,13 @@
 //! `--message-rate`'s figures, computed once from a run's record: what the client's
 //! messages came to, their latency (from each message's schedule: coordinated omission
-//! corrected), the idle phase's throughput, and what a message cost there (CPU of server
+//! corrected), the idle phase's (or a message phase's) throughput, and what a message cost there (CPU of server
 //! and client per million messages). The summary reads them. `--server-message-rate`'s
 //! are beside them: what the server sent unasked and the client received, one way.
 
 use serde::Serialize;
 
 use crate::{
-    model::{Phase, RunRecord},
+    model::{Phase, PhaseKind, RunRecord},
     workload::stats::{
         counters::{Messages, ServerMessages},
         histograms::{HIST_NAMES, MESSAGE, Percentiles, SERVER_MESSAGE},
@@ -30,6 +30,9 @@ pub(crate) struct MessageFigures {
     /// CPU seconds of server and client over the idle phase per 1,000,000 messages sent
     /// in it.
     pub idle_cpu_s_per_million: Option<f64>,
+    /// The phase the two above are over, and its own messages sent and received: a
+    /// phase list's message phase that sent most, else the held phase.
+    pub phase: Option<(String, u64, u64)>,
 }
 
 /// The message figures, None when the client sent none.
@@ -44,7 +47,12 @@ pub(crate) fn of(run: &RunRecord) -> Option<MessageFigures> {
         .ok()
         .filter(|h| !h.is_empty())
         .map(|h| Percentiles::of(&h));
-    let idle = crate::model::held_phase(&run.phases);
+    let idle = run
+        .phases
+        .iter()
+        .filter(|p| p.kind == Some(PhaseKind::Messages) && p.messages_sent > 0)
+        .max_by_key(|p| p.messages_sent)
+        .or_else(|| crate::model::held_phase(&run.phases));
     Some(MessageFigures {
         counts,
         echoed: run
@@ -58,6 +66,7 @@ pub(crate) fn of(run: &RunRecord) -> Option<MessageFigures> {
             .filter(|p| p.duration_s > 0.0 && p.messages_received > 0)
             .map(|p| p.messages_received as f64 / p.duration_s),
         idle_cpu_s_per_million: idle.and_then(cpu_per_million_messages),
+        phase: idle.map(|p| (p.name.clone(), p.messages_sent, p.messages_received)),
     })
 }
 

@@ -411,10 +411,22 @@ fn heartbeat_line(hb: &crate::figures::heartbeat::HeartbeatFigures) -> String {
             let _ = write!(line, ", {} {}", count(n), what.replace('_', " "));
         }
     }
+    let phase = hb.phase.as_ref().map_or("idle", |p| p.name.as_str());
+    if let Some(p) = hb.phase.as_ref().filter(|p| p.switched) {
+        let _ = write!(
+            line,
+            "; {}: {} pings, {} pongs, {} late, {} missed",
+            p.name,
+            count(p.pings),
+            count(p.pongs),
+            count(p.late_pongs),
+            count(p.missed)
+        );
+    }
     if let Some(cpu) = hb.idle_cpu_s_per_million {
         let _ = write!(
             line,
-            "; idle CPU {} s per 1M pings (server + client)",
+            "; {phase} CPU {} s per 1M pings (server + client)",
             num(cpu, 2)
         );
     }
@@ -442,10 +454,11 @@ fn messages_line(m: &crate::figures::messages::MessageFigures) -> String {
     if let Some(e) = m.echoed {
         let _ = write!(line, " (server echoed {})", count(e));
     }
+    let phase = m.phase.as_ref().map_or("idle", |p| p.0.as_str());
     if let Some(r) = m.idle_per_s {
         let _ = write!(
             line,
-            ", {} msg/s ({}/s) in idle",
+            ", {} msg/s ({}/s) in {phase}",
             num(r, 0),
             bytes(r * m.size as f64)
         );
@@ -465,10 +478,20 @@ fn messages_line(m: &crate::figures::messages::MessageFigures) -> String {
             let _ = write!(line, ", {} {}", count(n), what);
         }
     }
+    if let Some((name, sent, received)) = &m.phase
+        && name != "idle"
+    {
+        let _ = write!(
+            line,
+            "; {name}: {} sent, {} received",
+            count(*sent),
+            count(*received)
+        );
+    }
     if let Some(cpu) = m.idle_cpu_s_per_million {
         let _ = write!(
             line,
-            "; idle CPU {} s per 1M messages (server + client)",
+            "; {phase} CPU {} s per 1M messages (server + client)",
             num(cpu, 2)
         );
     }

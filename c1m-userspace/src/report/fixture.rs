@@ -721,6 +721,9 @@ fn phases(samples: &[Sample]) -> Vec<Phase> {
                     Vec::new()
                 },
                 heartbeat_pings: 0,
+                heartbeat_pongs: 0,
+                heartbeat_late_pongs: 0,
+                heartbeat_missed: 0,
                 churned: 0,
                 time_wait_peak: Some(crate::model::TimeWaitPeak {
                     server: 0,

@@ -208,6 +208,20 @@ pub(crate) enum ShardCommand {
         t0_mono_ns: u64,
         rate: Option<crate::workload::churn::ChurnRate>,
     },
+    /// Client, a heartbeat phase: ping every open WebSocket connection as `cfg` says,
+    /// the sweep's epoch `t0_mono_ns` (spread over the interval from now), or (None) send
+    /// no more pings; pongs of the pings out are still matched and counted.
+    Heartbeat {
+        cfg: Option<HeartbeatConfig>,
+        t0_mono_ns: u64,
+    },
+    /// Client, a message phase: every open connection sends messages as `cfg` says from
+    /// `t0_mono_ns` (spread over the interval from now), or (None) sends no more; echoes
+    /// of the messages out are still matched and counted.
+    Messages {
+        cfg: Option<MessageConfig>,
+        t0_mono_ns: u64,
+    },
     /// Close every connection (client teardown), keep reporting.
     Close,
     /// Close everything, send a last report, exit.

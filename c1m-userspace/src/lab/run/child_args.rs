@@ -560,6 +560,9 @@ impl ChildPlan {
                 trigger: None,
                 local_clients: true,
                 connections: Some(n.get()),
+                heartbeat: args.workload.heartbeat.is_some(),
+                messages: args.workload.message_rate.is_some()
+                    || args.workload.total_message_rate.is_some(),
             },
         )
         .map_err(|m| anyhow::anyhow!("--phase '{}': {}", args.phases[m.index], m.msg))?;

@@ -16,7 +16,7 @@ use super::{
     lab::Lab,
     phases::{
         Action, Churning, Limit, LimitWatch, PUSH_MARK, PUSH_STALL, Progress, PushPhase,
-        SERVER_START, SETTLING, Setup, Step, TEARDOWN, churn_settled, clients_all_dead,
+        SERVER_START, SETTLING, Setup, Step, Switch, TEARDOWN, churn_settled, clients_all_dead,
         foreign_rounds, foreign_want, frames, local_setup, progress, push_audience, push_due,
         push_reached, push_witness, server_started, settled, setup_limit, steps, torn_down,
     },
@@ -91,6 +91,7 @@ impl Lab {
     async fn step(&mut self, args: &RunArgs, step: &Step, pushed: &mut u64) -> Result<bool> {
         match step.action {
             Action::Hold { length, churn } => self.hold(step, length, churn).await,
+            Action::Switched { length, switch } => self.switched(step, length, switch).await,
             Action::Push { count, every, how } => {
                 self.begin(&step.name, step.kind);
                 let first = *pushed + 1;
@@ -259,6 +260,51 @@ impl Lab {
                     self.warn(w.clone());
                     notes.push(w);
                 }
+            }
+        }
+        self.end(notes).await;
+        self.write_exports()?;
+        Ok(true)
+    }
+
+    /// The connections held for `length` while the client pings or sends as `switch`
+    /// says; at its end the client stops, and the phase ends once every pong or echo of
+    /// what it sent is in (so sent = answered, counted in the phase). False when the
+    /// user stopped the run.
+    async fn switched(&mut self, step: &Step, length: Duration, switch: Switch) -> Result<bool> {
+        self.begin(&step.name, step.kind);
+        let mut notes = Vec::new();
+        let answer = self
+            .client_call(&switch.on())
+            .await
+            .with_context(|| format!("telling the client `{}`", switch.on()))?;
+        if answer.contains("\"error\"") {
+            bail!("the client did not begin its {} phase: {answer}", step.name);
+        }
+        if !self.tick_until(Instant::now() + length).await? {
+            return Ok(false);
+        }
+        let answer = self
+            .client_call(switch.off())
+            .await
+            .with_context(|| format!("telling the client `{}`", switch.off()))?;
+        if answer.contains("\"error\"") {
+            bail!("the client did not end its {} phase: {answer}", step.name);
+        }
+        let off = crate::workload::sys::realtime_ns();
+        let what = format!("{}'s end ({})", step.name, switch.awaited());
+        match self
+            .wait_for(&what, Limit::Total(SETTLING), move |_, c, _| {
+                switch.settled(off, c)
+            })
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
+            Err(e) => {
+                let w = format!("{}: {e:#}", step.name);
+                self.warn(w.clone());
+                notes.push(w);
             }
         }
         self.end(notes).await;

@@ -24,8 +24,10 @@ use crate::{
     model::{Phase, PhaseKind, ProcessUsage, RunRecord, ServerShape},
     observer::{KernelView, ObserverHandle},
     workload::{
-        config::Mode, push_format::PushFormat, push_trigger::PushTrigger,
-        stats::snapshot::AppSnapshot,
+        config::Mode,
+        push_format::PushFormat,
+        push_trigger::PushTrigger,
+        stats::{counters::Heartbeats, snapshot::AppSnapshot},
     },
 };
 
@@ -410,9 +412,15 @@ impl Lab {
         phase.end_walk_s = end_walk_s;
         phase.server = usage(s0.as_ref(), self.last_server.as_ref());
         phase.client = usage(c0.as_ref(), self.last_client.as_ref());
-        let pings = |s: &Option<AppSnapshot>| s.as_ref().map_or(0, |s| s.counters.heartbeat.pings);
-        phase.heartbeat_pings = (pings(&self.last_server) + pings(&self.last_client))
-            .saturating_sub(pings(&s0) + pings(&c0));
+        // Both sides' heartbeat counts over the phase: end less start.
+        let beats = |f: fn(&Heartbeats) -> u64| {
+            let of = |s: &Option<AppSnapshot>| s.as_ref().map_or(0, |s| f(&s.counters.heartbeat));
+            (of(&self.last_server) + of(&self.last_client)).saturating_sub(of(&s0) + of(&c0))
+        };
+        phase.heartbeat_pings = beats(|h| h.pings);
+        phase.heartbeat_pongs = beats(|h| h.pongs);
+        phase.heartbeat_late_pongs = beats(|h| h.late_pongs);
+        phase.heartbeat_missed = beats(|h| h.missed);
         let churned = |s: &Option<AppSnapshot>| s.as_ref().map_or(0, |s| s.counters.churn.closed);
         phase.churned = churned(&self.last_client).saturating_sub(churned(&c0));
         phase.time_wait_peak = self.time_wait_peak.take();

@@ -17,6 +17,7 @@ use crate::{
     workload::{
         churn::{self, ChurnOrder, ChurnRate},
         config::Mode,
+        messages::{self, MessageConfig, MessageRate},
         push_trigger::PushTrigger,
     },
 };
@@ -46,7 +47,30 @@ pub enum Phase {
         /// Which held connection goes next.
         order: ChurnOrder,
     },
+    /// A WebSocket ping per held connection every `interval`, spread over it, for
+    /// `length`; one unanswered `timeout` long (default: the interval) closes it.
+    Heartbeat {
+        /// From one ping of a connection to its next.
+        interval: Duration,
+        /// How long.
+        length: Duration,
+        /// An unanswered ping's allowance (None: the interval), as `--heartbeat-timeout`.
+        timeout: Option<Duration>,
+    },
+    /// `rate` messages a second per held connection of `size` bytes, spread evenly,
+    /// each echoed and timed, for `length`.
+    Messages {
+        /// Messages a second per connection.
+        rate: MessageRate,
+        /// Bytes of each message's payload (at least its 16-byte stamp).
+        size: u32,
+        /// How long.
+        length: Duration,
+    },
 }
+
+/// A message phase's size unsaid: `--message-size`'s default.
+pub const DEFAULT_MESSAGE_SIZE: u32 = 64;
 
 /// The most broadcasts one push phase asks for: each is awaited, so more is hours.
 const MAX_PUSHES: u32 = 10_000;
@@ -58,7 +82,8 @@ enum Word {
     Every,
     For,
     Order,
-    MessageSize,
+    Timeout,
+    Size,
 }
 
 /// The kinds a phase may name, those the lab cannot run yet included (to refuse them
@@ -69,7 +94,7 @@ enum KindWord {
     Push,
     Churn,
     Heartbeat,
-    MessageRate,
+    Messages,
 }
 
 const KINDS: [(KindWord, &str); 5] = [
@@ -77,14 +102,15 @@ const KINDS: [(KindWord, &str); 5] = [
     (KindWord::Push, "push"),
     (KindWord::Churn, "churn"),
     (KindWord::Heartbeat, "heartbeat"),
-    (KindWord::MessageRate, "message-rate"),
+    (KindWord::Messages, "messages"),
 ];
 
-const PARAMS: [(Word, &str); 4] = [
+const PARAMS: [(Word, &str); 5] = [
     (Word::Every, "every"),
     (Word::For, "for"),
     (Word::Order, "order"),
-    (Word::MessageSize, "message-size"),
+    (Word::Timeout, "timeout"),
+    (Word::Size, "size"),
 ];
 
 impl KindWord {
@@ -101,8 +127,8 @@ impl KindWord {
             KindWord::Hold => &[],
             KindWord::Push => &[Word::Every],
             KindWord::Churn => &[Word::For, Word::Order],
-            KindWord::Heartbeat => &[Word::For],
-            KindWord::MessageRate => &[Word::For, Word::MessageSize],
+            KindWord::Heartbeat => &[Word::For, Word::Timeout],
+            KindWord::Messages => &[Word::Size, Word::For],
         }
     }
 
@@ -113,7 +139,7 @@ impl KindWord {
             KindWord::Push => "push 3 every 10s",
             KindWord::Churn => "churn 5000/s for 300s",
             KindWord::Heartbeat => "heartbeat 30s for 5m",
-            KindWord::MessageRate => "message-rate 10/s for 60s",
+            KindWord::Messages => "messages 10/s size 64 for 60s",
         }
     }
 }
@@ -172,7 +198,7 @@ pub fn from_pairs(pairs: &[(&str, &str)]) -> Result<Phase, Refused> {
                 return Err(refused(
                     Some(i),
                     format!(
-                        "unknown key `{key}` in a phase: a phase is one kind ({}) with its parameters (every, for, order, message-size), e.g. `churn 5000/s for 300s`",
+                        "unknown key `{key}` in a phase: a phase is one kind ({}) with its parameters (every, for, order, timeout, size), e.g. `churn 5000/s for 300s`",
                         kind_names()
                     ),
                 ));
@@ -283,18 +309,40 @@ pub fn from_pairs(pairs: &[(&str, &str)]) -> Result<Phase, Refused> {
                 order,
             })
         }
-        KindWord::Heartbeat | KindWord::MessageRate => {
-            length_for()?;
-            let flag = match kind {
-                KindWord::Heartbeat => "--heartbeat",
-                _ => "--message-rate",
+        KindWord::Heartbeat => {
+            let interval = length(name, value).map_err(|m| {
+                refused(
+                    Some(at),
+                    format!("{m} (`heartbeat` is the interval between a connection's pings)"),
+                )
+            })?;
+            let timeout = match param(Word::Timeout) {
+                Some((i, _, v)) => Some(length("timeout", v).map_err(|m| refused(Some(*i), m))?),
+                None => None,
             };
-            Err(refused(
-                Some(at),
-                format!(
-                    "{name} phases are not yet run: the client cannot start and stop them at run time; give {flag} for the whole run instead"
-                ),
-            ))
+            Ok(Phase::Heartbeat {
+                interval,
+                length: length_for()?,
+                timeout,
+            })
+        }
+        KindWord::Messages => {
+            let rate = messages::parse_rate(value)
+                .map_err(|m| refused(Some(at), format!("`messages`: {m}")))?;
+            let size = match param(Word::Size) {
+                Some((i, _, v)) => messages::parse_size(v).map_err(|m| {
+                    refused(
+                        Some(*i),
+                        format!("`size`: {}", m.replace("--message-size ", "")),
+                    )
+                })?,
+                None => DEFAULT_MESSAGE_SIZE,
+            };
+            // `--message-rate`'s bounds: at most one every 10 µs, at least one in 1e9 s.
+            MessageConfig::of(Some(rate), None, 1, size)
+                .map_err(|m| refused(Some(at), format!("`messages`: {m}")))?;
+            let length = length_for()?;
+            Ok(Phase::Messages { rate, size, length })
         }
     }
 }
@@ -324,6 +372,8 @@ impl Phase {
             Phase::Hold { .. } => PhaseKind::Hold,
             Phase::Push { .. } => PhaseKind::Push,
             Phase::Churn { .. } => PhaseKind::Churn,
+            Phase::Heartbeat { .. } => PhaseKind::Heartbeat,
+            Phase::Messages { .. } => PhaseKind::Messages,
         }
     }
 
@@ -349,6 +399,25 @@ impl Phase {
                 if *order != ChurnOrder::default() {
                     p.push(("order", order.name().to_owned()));
                 }
+                p
+            }
+            Phase::Heartbeat {
+                interval,
+                length,
+                timeout,
+            } => {
+                let mut p = vec![("heartbeat", secs(*interval)), ("for", secs(*length))];
+                if let Some(t) = timeout {
+                    p.push(("timeout", secs(*t)));
+                }
+                p
+            }
+            Phase::Messages { rate, size, length } => {
+                let mut p = vec![("messages", rate.to_string())];
+                if *size != DEFAULT_MESSAGE_SIZE {
+                    p.push(("size", size.to_string()));
+                }
+                p.push(("for", secs(*length)));
                 p
             }
         }
@@ -403,6 +472,10 @@ pub struct Setting {
     pub local_clients: bool,
     /// The connections, when a count was given.
     pub connections: Option<u64>,
+    /// The whole run pings (`--heartbeat`): a heartbeat phase would stop it.
+    pub heartbeat: bool,
+    /// The whole run sends messages (`--message-rate`, `--total-message-rate`).
+    pub messages: bool,
 }
 
 /// A phase the rest of the run cannot run: its index in the list and why.
@@ -463,6 +536,42 @@ pub fn check(phases: &[Phase], s: &Setting) -> Result<(), Misfit> {
                     _ => first_order = Some(*order),
                 }
             }
+            Phase::Heartbeat { .. } => {
+                if s.mode != Mode::Ws {
+                    return Err(misfit(format!(
+                        "heartbeat phases ping WebSocket connections: they need --mode ws (this run is {}), as --heartbeat does",
+                        s.mode.name()
+                    )));
+                }
+                if !s.local_clients {
+                    return Err(misfit(
+                        "heartbeat phases switch the lab's own client: clients on other hosts ping with `c1m client --heartbeat` over their hold".to_owned(),
+                    ));
+                }
+                if s.heartbeat {
+                    return Err(misfit(
+                        "a heartbeat phase beside --heartbeat: the whole run pings already and the phase would stop it at its end; drop --heartbeat (or the heartbeat phases)".to_owned(),
+                    ));
+                }
+            }
+            Phase::Messages { .. } => {
+                if s.mode != Mode::Ws {
+                    return Err(misfit(format!(
+                        "message phases switch the client's messages at run time, in --mode ws only (this run is {}; a raw echo stream carries round trips or messages, chosen at start): give --message-rate for the whole run instead",
+                        s.mode.name()
+                    )));
+                }
+                if !s.local_clients {
+                    return Err(misfit(
+                        "message phases switch the lab's own client: clients on other hosts send with `c1m client --message-rate` over their hold".to_owned(),
+                    ));
+                }
+                if s.messages {
+                    return Err(misfit(
+                        "a message phase beside --message-rate (or --total-message-rate): the whole run sends already and the phase would stop it at its end; drop the flag (or the message phases)".to_owned(),
+                    ));
+                }
+            }
         }
     }
     Ok(())
@@ -486,7 +595,10 @@ pub fn least_length(phases: &[Phase]) -> Duration {
     phases
         .iter()
         .map(|p| match *p {
-            Phase::Hold { length } | Phase::Churn { length, .. } => length,
+            Phase::Hold { length }
+            | Phase::Churn { length, .. }
+            | Phase::Heartbeat { length, .. }
+            | Phase::Messages { length, .. } => length,
             Phase::Push { count, every } => {
                 every.map_or(Duration::ZERO, |e| e * count.saturating_sub(1))
             }
@@ -549,6 +661,38 @@ mod tests {
                     order: ChurnOrder::Oldest,
                 },
             ),
+            (
+                "heartbeat 30s for 5m",
+                Phase::Heartbeat {
+                    interval: Duration::from_secs(30),
+                    length: Duration::from_secs(300),
+                    timeout: None,
+                },
+            ),
+            (
+                "heartbeat 500ms for 3s timeout 2s",
+                Phase::Heartbeat {
+                    interval: Duration::from_millis(500),
+                    length: Duration::from_secs(3),
+                    timeout: Some(Duration::from_secs(2)),
+                },
+            ),
+            (
+                "messages 10/s size 128 for 60s",
+                Phase::Messages {
+                    rate: MessageRate(10.0),
+                    size: 128,
+                    length: Duration::from_secs(60),
+                },
+            ),
+            (
+                "messages 0.5 for 2s",
+                Phase::Messages {
+                    rate: MessageRate(0.5),
+                    size: DEFAULT_MESSAGE_SIZE,
+                    length: Duration::from_secs(2),
+                },
+            ),
         ] {
             assert_eq!(parse(text), Ok(phase.clone()), "{text}");
             assert_eq!(parse(&phase.to_string()), Ok(phase.clone()), "{phase}");
@@ -589,19 +733,54 @@ mod tests {
                 "oldest or random",
             ),
             (
-                &[("heartbeat", "30s"), ("for", "5m")],
+                &[("heartbeat", "0s"), ("for", "5m")],
                 Some(0),
-                "heartbeat phases are not yet run",
+                "`heartbeat` is 0",
             ),
             (
-                &[("message-rate", "10/s"), ("for", "60s")],
+                &[("heartbeat", "soon"), ("for", "5m")],
                 Some(0),
-                "message-rate phases are not yet run",
+                "interval between a connection's pings",
+            ),
+            (
+                &[("heartbeat", "30s"), ("for", "5m"), ("timeout", "0")],
+                Some(2),
+                "`timeout` is 0",
             ),
             (
                 &[("heartbeat", "30s")],
                 None,
                 "a heartbeat phase needs its length",
+            ),
+            (
+                &[("heartbeat", "30s"), ("for", "5m"), ("size", "64")],
+                Some(2),
+                "`size` is not a parameter of a heartbeat phase, which takes for, timeout",
+            ),
+            (
+                &[("messages", "0"), ("for", "60s")],
+                Some(0),
+                "more than 0 messages per second",
+            ),
+            (
+                &[("messages", "1000000"), ("for", "60s")],
+                Some(0),
+                "at most 100000",
+            ),
+            (
+                &[("messages", "10/s"), ("size", "8"), ("for", "60s")],
+                Some(1),
+                "at least 16",
+            ),
+            (
+                &[("messages", "10/s"), ("size", "64")],
+                None,
+                "a messages phase needs its length",
+            ),
+            (
+                &[("message-rate", "10/s"), ("for", "60s")],
+                Some(0),
+                "unknown key `message-rate`",
             ),
         ] {
             let r = from_pairs(pairs).unwrap_err();
@@ -645,6 +824,8 @@ mod tests {
             trigger: Some(PushTrigger::Control),
             local_clients: true,
             connections: Some(1000),
+            heartbeat: false,
+            messages: false,
         };
         let list = |t: &[&str]| t.iter().map(|t| parse(t).unwrap()).collect::<Vec<_>>();
         assert_eq!(check(&list(&["push 2", "churn 10 for 1s"]), &ok), Ok(()));
@@ -682,6 +863,79 @@ mod tests {
         assert_eq!(
             client_churn(&list(&["churn 10 for 1s", "hold 1s", "churn 30 for 1s"])),
             Some((ChurnRate(30.0), ChurnOrder::Oldest))
+        );
+    }
+
+    #[test]
+    fn heartbeat_and_message_phases_fit_the_run_or_say_why() {
+        let ok = Setting {
+            mode: Mode::Ws,
+            trigger: Some(PushTrigger::Control),
+            local_clients: true,
+            connections: Some(1000),
+            heartbeat: false,
+            messages: false,
+        };
+        let list = |t: &[&str]| t.iter().map(|t| parse(t).unwrap()).collect::<Vec<_>>();
+        let both = list(&[
+            "hold 1s",
+            "heartbeat 500ms for 3s",
+            "messages 5/s size 32 for 2s",
+        ]);
+        assert_eq!(check(&both, &ok), Ok(()));
+        assert_eq!(names(&both), ["hold", "heartbeat", "messages"]);
+        assert_eq!(least_length(&both), Duration::from_secs(6));
+        for (setting, at, says) in [
+            (
+                Setting {
+                    mode: Mode::Echo,
+                    ..ok.clone()
+                },
+                1,
+                "need --mode ws (this run is echo)",
+            ),
+            (
+                Setting {
+                    local_clients: false,
+                    ..ok.clone()
+                },
+                1,
+                "clients on other hosts",
+            ),
+            (
+                Setting {
+                    heartbeat: true,
+                    ..ok.clone()
+                },
+                1,
+                "drop --heartbeat",
+            ),
+            (
+                Setting {
+                    messages: true,
+                    ..ok.clone()
+                },
+                2,
+                "beside --message-rate",
+            ),
+        ] {
+            let e = check(&both, &setting).unwrap_err();
+            assert_eq!(e.index, at, "{}", e.msg);
+            assert!(e.msg.contains(says), "{}", e.msg);
+            assert!(!e.msg.contains('\n'));
+        }
+        let e = check(
+            &list(&["messages 5/s for 2s"]),
+            &Setting {
+                mode: Mode::Hold,
+                ..ok.clone()
+            },
+        )
+        .unwrap_err();
+        assert!(
+            e.msg.contains("give --message-rate for the whole run"),
+            "{}",
+            e.msg
         );
     }
 }

@@ -16,7 +16,8 @@ use crate::{
     model::PhaseKind,
     observer::KernelView,
     workload::{
-        churn::ChurnRate, config::Mode, push_trigger::PushTrigger, stats::snapshot::AppSnapshot,
+        churn::ChurnRate, config::Mode, messages::MessageRate, push_trigger::PushTrigger,
+        stats::snapshot::AppSnapshot,
     },
 };
 
@@ -34,6 +35,9 @@ pub(super) struct Step {
 pub(super) enum Action {
     /// The connections held for `length`, churned as `churn` says.
     Hold { length: Duration, churn: Churning },
+    /// The connections held for `length` while the client does what `switch` says,
+    /// then what it sent awaited.
+    Switched { length: Duration, switch: Switch },
     /// `count` broadcasts as `how` says, each begun `every` after the one before
     /// (None: each once the one before arrived).
     Push {
@@ -51,6 +55,63 @@ pub(super) enum Churning {
     Configured,
     /// At this rate over the client (a churn phase).
     At(ChurnRate),
+}
+
+/// What a heartbeat or message phase switches on in the client for its length.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Switch {
+    /// A ping per connection every `interval` (`timeout`: the client's default, the
+    /// interval, when None).
+    Heartbeat {
+        interval: Duration,
+        timeout: Option<Duration>,
+    },
+    /// `rate` messages a second per connection of `size` bytes.
+    Messages { rate: MessageRate, size: u32 },
+}
+
+impl Switch {
+    /// The control line that starts it.
+    pub(super) fn on(self) -> String {
+        let secs = |d: Duration| format!("{}s", d.as_secs_f64());
+        match self {
+            Switch::Heartbeat {
+                interval,
+                timeout: Some(t),
+            } => format!("heartbeat on {} {}", secs(interval), secs(t)),
+            Switch::Heartbeat { interval, .. } => format!("heartbeat on {}", secs(interval)),
+            Switch::Messages { rate, size } => format!("messages on {rate} {size}"),
+        }
+    }
+
+    /// The control line that stops it.
+    pub(super) fn off(self) -> &'static str {
+        match self {
+            Switch::Heartbeat { .. } => "heartbeat off",
+            Switch::Messages { .. } => "messages off",
+        }
+    }
+
+    /// What the phase awaits at its end, in its error.
+    pub(super) fn awaited(self) -> &'static str {
+        match self {
+            Switch::Heartbeat { .. } => "the pongs of the pings out",
+            Switch::Messages { .. } => "the echoes of the messages out",
+        }
+    }
+
+    /// Stopped at `off_unix_ns`: nothing the client sent is still out, in client counts
+    /// half a second past the stop (each shard reports at once on the command, then
+    /// every 250 ms while anything moves).
+    pub(super) fn settled(self, off_unix_ns: u64, c: Option<&AppSnapshot>) -> bool {
+        c.is_some_and(|c| {
+            c.counts_at_ns() > off_unix_ns.saturating_add(500_000_000)
+                && match self {
+                    Switch::Heartbeat { .. } => c.counters.heartbeat.outstanding == 0,
+                    Switch::Messages { .. } => c.counters.messages.outstanding == 0,
+                }
+        })
+    }
 }
 
 impl Churning {
@@ -116,6 +177,18 @@ pub(super) fn steps(
                 Phase::Churn { rate, length, .. } => Action::Hold {
                     length,
                     churn: Churning::At(rate),
+                },
+                Phase::Heartbeat {
+                    interval,
+                    length,
+                    timeout,
+                } => Action::Switched {
+                    length,
+                    switch: Switch::Heartbeat { interval, timeout },
+                },
+                Phase::Messages { rate, size, length } => Action::Switched {
+                    length,
+                    switch: Switch::Messages { rate, size },
                 },
                 Phase::Push { count, every } => {
                     let how = push_phase(mode, count, trigger);

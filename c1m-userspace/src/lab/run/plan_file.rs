@@ -502,6 +502,9 @@ fn check_phases(
             Some(super::flags::TargetArg::Count(c)) => Some(c.get()),
             _ => None,
         },
+        heartbeat: args.workload.heartbeat.is_some(),
+        messages: args.workload.message_rate.is_some()
+            || args.workload.total_message_rate.is_some(),
     };
     phase_list::check(&args.phases, &setting).map_err(|m| match plan_line(PHASE_ID, m.index) {
         Some((file, line)) => PlanError::At {

@@ -1,11 +1,14 @@
 //! The control endpoint's commands as the supervisor answers them: `stats`, `push`,
-//! `mark`, `close`, `stop`.
+//! `mark`, `churn`, `heartbeat`, `messages`, `close`, `stop`.
 
 use super::{Side, Supervisor, side_name};
 use crate::workload::{
     churn::ChurnRate,
     config::{Mode, ShardCommand},
     control::{self, Request},
+    heartbeat::HeartbeatConfig,
+    messages::{self, MessageConfig},
+    sys,
 };
 
 impl Supervisor {
@@ -51,6 +54,44 @@ impl Supervisor {
                         .to_string()
                 }
             },
+            (line, Side::Client) if line.starts_with("heartbeat ") => match parse_heartbeat(line) {
+                Err(e) => err_json(&e),
+                Ok(_) if self.o.mode != Mode::Ws => err_json(&format!(
+                    "heartbeat: pings are WebSocket frames and this client runs --mode {}: heartbeats need --mode ws",
+                    self.o.mode.name()
+                )),
+                Ok(Some(_)) if self.phase != "hold" => err_json(&format!(
+                    "heartbeat on: the client pings what it holds, and it is in its {} phase",
+                    self.phase
+                )),
+                Ok(cfg) => {
+                    let on = cfg.is_some();
+                    self.broadcast(ShardCommand::Heartbeat {
+                        cfg,
+                        t0_mono_ns: sys::monotonic_ns(),
+                    });
+                    serde_json::json!({"ok": if on { "beating" } else { "quiet" }}).to_string()
+                }
+            },
+            (line, Side::Client) if line.starts_with("messages ") => match parse_messages(line) {
+                Err(e) => err_json(&e),
+                Ok(_) if self.o.mode != Mode::Ws => err_json(&format!(
+                    "messages: switched at run time in --mode ws only (this client runs --mode {}; a raw echo stream carries round trips or messages, chosen at start by --message-rate)",
+                    self.o.mode.name()
+                )),
+                Ok(Some(_)) if self.phase != "hold" => err_json(&format!(
+                    "messages on: the client sends on what it holds, and it is in its {} phase",
+                    self.phase
+                )),
+                Ok(cfg) => {
+                    let on = cfg.is_some();
+                    self.broadcast(ShardCommand::Messages {
+                        cfg,
+                        t0_mono_ns: sys::monotonic_ns(),
+                    });
+                    serde_json::json!({"ok": if on { "sending" } else { "quiet" }}).to_string()
+                }
+            },
             ("close", Side::Client) => {
                 self.close();
                 serde_json::json!({"ok": "closing"}).to_string()
@@ -76,7 +117,7 @@ impl Supervisor {
                 if side == Side::Server {
                     "push [WRITERS], close, time, "
                 } else {
-                    "close, time, mark ID UNIX_NS, churn on [RATE]|off, "
+                    "close, time, mark ID UNIX_NS, churn on [RATE]|off, heartbeat on INTERVAL [TIMEOUT]|off, messages on RATE SIZE|off, "
                 }
             )),
         };
@@ -134,6 +175,49 @@ fn parse_churn(line: &str) -> Result<Option<Option<ChurnRate>>, String> {
     }
 }
 
+/// `heartbeat on INTERVAL [TIMEOUT]` (a ping per connection every INTERVAL, spread over
+/// it from now; unanswered TIMEOUT long, default the interval, closes it) or `heartbeat
+/// off`: Some(config) to ping, None to stop.
+fn parse_heartbeat(line: &str) -> Result<Option<HeartbeatConfig>, String> {
+    let duration = |what: &str, v: &str| match crate::duration::parse(v) {
+        Ok(d) if d.is_zero() => Err(format!(
+            "heartbeat on: {what} 0 is no {what}: give more, e.g. `heartbeat on 30s`"
+        )),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!("heartbeat on: {what}: {e}")),
+    };
+    let (interval, timeout) = match line.split_whitespace().collect::<Vec<_>>()[..] {
+        ["heartbeat", "off"] => return Ok(None),
+        ["heartbeat", "on", i] => (duration("INTERVAL", i)?, None),
+        ["heartbeat", "on", i, t] => (duration("INTERVAL", i)?, Some(duration("TIMEOUT", t)?)),
+        _ => {
+            return Err(format!(
+                "{:?}: say `heartbeat on INTERVAL [TIMEOUT]` (e.g. heartbeat on 30s 45s) or `heartbeat off`",
+                control::line::excerpt(line)
+            ));
+        }
+    };
+    Ok(HeartbeatConfig::of(Some(interval), timeout))
+}
+
+/// `messages on RATE SIZE` (per connection, e.g. `messages on 10/s 64`, spread over the
+/// interval from now) or `messages off`: Some(config) to send, None to stop.
+fn parse_messages(line: &str) -> Result<Option<MessageConfig>, String> {
+    match line.split_whitespace().collect::<Vec<_>>()[..] {
+        ["messages", "off"] => Ok(None),
+        ["messages", "on", rate, size] => {
+            let rate = messages::parse_rate(rate).map_err(|e| format!("messages on: {e}"))?;
+            let size = messages::parse_size(size)
+                .map_err(|e| format!("messages on: {}", e.replace("--message-size", "SIZE")))?;
+            MessageConfig::of(Some(rate), None, 1, size).map_err(|e| format!("messages on: {e}"))
+        }
+        _ => Err(format!(
+            "{:?}: say `messages on RATE SIZE` (e.g. messages on 10/s 64) or `messages off`",
+            control::line::excerpt(line)
+        )),
+    }
+}
+
 fn err_json(msg: &str) -> String {
     serde_json::json!({ "error": msg }).to_string()
 }
@@ -154,6 +238,46 @@ mod tests {
                 .contains("e.g. `push 4`")
         );
         assert!(parse_push("push 1 2", 0).is_err());
+    }
+
+    #[test]
+    fn heartbeat_and_messages_commands_take_their_settings() {
+        let hb = parse_heartbeat("heartbeat on 500ms").unwrap().unwrap();
+        assert_eq!((hb.interval_ns, hb.timeout_ns), (500_000_000, 500_000_000));
+        let hb = parse_heartbeat("heartbeat on 1s 3s").unwrap().unwrap();
+        assert_eq!(
+            (hb.interval_ns, hb.timeout_ns),
+            (1_000_000_000, 3_000_000_000)
+        );
+        assert_eq!(parse_heartbeat("heartbeat off"), Ok(None));
+        assert!(
+            parse_heartbeat("heartbeat on 0s")
+                .unwrap_err()
+                .contains("0 is no")
+        );
+        assert!(
+            parse_heartbeat("heartbeat on")
+                .unwrap_err()
+                .contains("heartbeat on INTERVAL")
+        );
+        let m = parse_messages("messages on 10/s 64").unwrap().unwrap();
+        assert_eq!((m.interval_ns, m.size), (100_000_000, 64));
+        assert_eq!(parse_messages("messages off"), Ok(None));
+        assert!(
+            parse_messages("messages on 0 64")
+                .unwrap_err()
+                .contains("more than 0")
+        );
+        assert!(
+            parse_messages("messages on 10 8")
+                .unwrap_err()
+                .contains("at least 16")
+        );
+        assert!(
+            parse_messages("messages on 10")
+                .unwrap_err()
+                .contains("messages on RATE SIZE")
+        );
     }
 
     #[test]

@@ -42,6 +42,8 @@ use tokio::{
 };
 use tokio_rustls::TlsConnector;
 
+mod switch;
+
 use super::{
     AsyncCommands, REPORT_EVERY_NS, ShardIo, Sink, Spill,
     churn_board::Board,
@@ -97,6 +99,14 @@ struct Shared {
     board: RefCell<Board>,
     churn_gen: Cell<u64>,
     reopen_slots: Arc<Semaphore>,
+    /// The heartbeat's and the messages' epochs (monotonic ns) while they run (None:
+    /// they do not): from `Start` with `--heartbeat` / `--message-rate`, from a
+    /// `Heartbeat` / `Messages` command in a phase (`switch.rs`).
+    beat_epoch: Cell<Option<u64>>,
+    msg_epoch: Cell<Option<u64>>,
+    /// Bumped by each such command, which then wakes every task through `teardown`:
+    /// a task whose count differs rebuilds its clocks, and its teardown wait.
+    switches: Cell<u64>,
 }
 
 /// Runs one client shard: waits for `Start`, ramps, holds until `Close`/`Stop`.
@@ -134,7 +144,13 @@ async fn shard(
         for c in got.drain(..) {
             match c {
                 ShardCommand::Start { t0_mono_ns } if !sh.started.get() => {
-                    sh.p.borrow_mut().t0_mono = t0_mono_ns;
+                    let mut p = sh.p.borrow_mut();
+                    p.t0_mono = t0_mono_ns;
+                    sh.beat_epoch
+                        .set(p.cfg.heartbeat.is_some().then_some(t0_mono_ns));
+                    sh.msg_epoch
+                        .set(p.cfg.messages.is_some().then_some(t0_mono_ns));
+                    drop(p);
                     sh.started.set(true);
                     tokio::task::spawn_local(pump(sh.clone()));
                 }
@@ -155,6 +171,14 @@ async fn shard(
                             churn::Pace::new(per_s, t0_mono_ns),
                         ));
                     }
+                    sh.report(sink, true, false)?;
+                }
+                ShardCommand::Heartbeat { cfg, t0_mono_ns } => {
+                    sh.switch_heartbeat(cfg, t0_mono_ns);
+                    sh.report(sink, true, false)?;
+                }
+                ShardCommand::Messages { cfg, t0_mono_ns } => {
+                    sh.switch_messages(cfg, t0_mono_ns);
                     sh.report(sink, true, false)?;
                 }
                 ShardCommand::Close => {
@@ -204,6 +228,9 @@ impl Shared {
             permits,
             board: RefCell::new(board),
             churn_gen: Cell::new(0),
+            beat_epoch: Cell::new(None),
+            msg_epoch: Cell::new(None),
+            switches: Cell::new(1),
             reopen_slots: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
             p: RefCell::new(Proto::new(cfg, open_in_process)?),
             buf: RefCell::new(vec![0; READ_BUF]),
@@ -366,7 +393,9 @@ async fn pump(sh: Rc<Shared>) {
             woke = due.max(woke + PACE_NS);
             tokio::select! {
                 biased;
-                () = &mut teardown => return,
+                () = &mut teardown => if switch::torn_down(&sh, &mut teardown) {
+                    return;
+                },
                 () = tokio::time::sleep_until(instant_of(woke)) => {}
             }
             continue;
@@ -375,7 +404,11 @@ async fn pump(sh: Rc<Shared>) {
             Ok(permit) => permit,
             Err(_) => tokio::select! {
                 biased;
-                () = &mut teardown => return,
+                () = &mut teardown => if switch::torn_down(&sh, &mut teardown) {
+                    return;
+                } else {
+                    continue;
+                },
                 p = sh.slots.clone().acquire_owned() => match p {
                     Ok(permit) => permit,
                     Err(_) => return,
@@ -409,7 +442,9 @@ async fn churn_pump(sh: Rc<Shared>, g: u64, mut pace: churn::Pace) {
         let next = pace.next_due_ns().max(now + PACE_NS);
         tokio::select! {
             biased;
-            () = &mut teardown => return,
+            () = &mut teardown => if switch::torn_down(&sh, &mut teardown) {
+                return;
+            },
             () = tokio::time::sleep_until(instant_of(next)) => {}
         }
     }
@@ -513,6 +548,8 @@ struct Clocks {
 /// What woke an open connection with clocks.
 enum Woke<T> {
     Input(T),
+    /// A phase switched the heartbeat or the messages: the clocks are rebuilt.
+    Switched,
     Beat,
     Message,
 }
@@ -566,13 +603,20 @@ impl Conn {
                 // Like `select!`, but `teardown` is polled only to register the task's waker
                 // and once teardown began: each poll of a waiting `Notified` locks the
                 // `Notify`, and a task's waker does not change.
-                let mut registered = false;
+                // `registered`: the switch count whose wake the task waits for (0: none
+                // yet); a wake for a switch (`switch.rs`) is not the teardown, and a fresh
+                // `Notified` waits for the next.
+                let mut registered = 0u64;
                 let (teardown, life, sh) = (&mut teardown, &mut life, &sh);
                 poll_fn(move |cx| {
-                    if (!registered || sh.closing.get()) && teardown.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(End::Teardown);
+                    while (registered != sh.switches.get() || sh.closing.get())
+                        && teardown.as_mut().poll(cx).is_ready()
+                    {
+                        if switch::torn_down(sh, teardown) {
+                            return Poll::Ready(End::Teardown);
+                        }
                     }
-                    registered = true;
+                    registered = sh.switches.get();
                     if sh.closing.get() {
                         return Poll::Ready(End::Teardown);
                     }
@@ -800,24 +844,15 @@ impl Conn {
     async fn serve(&mut self, sh: &Shared, s: &mut Stream, timer: &mut Timer) -> bool {
         let mode = sh.p.borrow().cfg.mode;
         // `--heartbeat` and `--message-rate`, once open: the connection's clocks, on the
-        // heap (an idle task without either carries 8 bytes for them).
-        let mut clocks: Option<Box<Clocks>> = None;
-        if timer.is_none() {
-            let now = sys::monotonic_ns();
-            let mut c = Clocks::default();
-            if mode == Mode::Ws {
-                c.beat = self.next_beat(sh, now);
-            }
-            if mode != Mode::Hold {
-                c.msg_at = self.first_message(sh, now);
-                if c.msg_at > 0 {
-                    c.msg = Some(Box::pin(tokio::time::sleep_until(instant_of(c.msg_at))));
-                }
-            }
-            if c.beat.is_some() || c.msg.is_some() {
-                clocks = Some(Box::new(c));
-            }
-        }
+        // heap (an idle task without either carries 8 bytes for them), rebuilt when a
+        // phase switches them (`switched` is the switch count they were built at).
+        let open = timer.is_none();
+        let mut switched = sh.switches.get();
+        let mut clocks = if open {
+            self.clocks(sh, mode, sys::monotonic_ns())
+        } else {
+            None
+        };
         loop {
             if timer.is_some() && self.p.state == State::Open {
                 return true;
@@ -859,16 +894,23 @@ impl Conn {
                 Poll::Ready(Ok::<_, io::Error>(rb.filled().len()))
             });
             let r = match clocks.as_deref_mut() {
-                None => within(timer, read).await,
-                Some(c) => {
-                    // Input first, then the clocks (as a biased `select!`, in less room).
-                    // An open connection: no connect timer.
+                None if !open => within(timer, read).await,
+                c => {
+                    // Input first, then a switch, then the clocks (as a biased `select!`,
+                    // in less room). An open connection: no connect timer.
                     let woke = {
                         let mut input = pin!(read);
+                        let mut c = c;
                         poll_fn(|cx| {
                             if let Poll::Ready(v) = input.as_mut().poll(cx) {
                                 return Poll::Ready(Woke::Input(v));
                             }
+                            if sh.switches.get() != switched {
+                                return Poll::Ready(Woke::Switched);
+                            }
+                            let Some(c) = c.as_deref_mut() else {
+                                return Poll::Pending;
+                            };
                             if let Some(b) = c.beat.as_mut()
                                 && b.as_mut().poll(cx).is_ready()
                             {
@@ -886,7 +928,15 @@ impl Conn {
                     let now = sys::monotonic_ns();
                     match woke {
                         Woke::Input(v) => Some(v),
+                        Woke::Switched => {
+                            switched = sh.switches.get();
+                            clocks = self.clocks(sh, mode, now);
+                            continue;
+                        }
                         Woke::Beat => {
+                            let Some(c) = clocks.as_deref_mut() else {
+                                continue;
+                            };
                             if self.beat(&mut sh.p.borrow_mut(), s, now) == Flow::End {
                                 return false;
                             }
@@ -894,6 +944,9 @@ impl Conn {
                             continue;
                         }
                         Woke::Message => {
+                            let Some(c) = clocks.as_deref_mut() else {
+                                continue;
+                            };
                             let mut p = sh.p.borrow_mut();
                             if self.messages(&mut p, s, &mut c.msg_at, now) == Flow::End {
                                 return false;
@@ -1007,15 +1060,31 @@ impl Conn {
         }
     }
 
+    /// The clocks of an open connection in `mode` at `now`: its next heartbeat slot and
+    /// next message, those that run (None: neither).
+    fn clocks(&self, sh: &Shared, mode: Mode, now: u64) -> Option<Box<Clocks>> {
+        let mut c = Clocks::default();
+        if mode == Mode::Ws {
+            c.beat = self.next_beat(sh, now);
+        }
+        if mode != Mode::Hold {
+            c.msg_at = self.first_message(sh, now);
+            if c.msg_at > 0 {
+                c.msg = Some(Box::pin(tokio::time::sleep_until(instant_of(c.msg_at))));
+            }
+        }
+        (c.beat.is_some() || c.msg.is_some()).then(|| Box::new(c))
+    }
+
     /// `--heartbeat`: the timer of this connection's next slot at or after `now` (None
     /// without heartbeat). The `k`-th connection of the shard's `count` comes up at
     /// `k/count` of the interval, as an epoll shard's slot `k` does.
     fn next_beat(&self, sh: &Shared, now: u64) -> Timer {
         let p = sh.p.borrow();
-        let cfg = p.cfg.heartbeat?;
+        let (cfg, epoch) = p.cfg.heartbeat.zip(sh.beat_epoch.get())?;
         let k = self.p.g.saturating_sub(p.cfg.first) / p.cfg.stride.max(1);
         let phase = heartbeat::phase_ns(&cfg, p.cfg.shard, k, p.cfg.count);
-        let at = heartbeat::next_slot(&cfg, p.t0_mono, phase, now);
+        let at = heartbeat::next_slot(&cfg, epoch, phase, now);
         Some(Box::pin(tokio::time::sleep_until(instant_of(at))))
     }
 
@@ -1042,12 +1111,12 @@ impl Conn {
     /// `k/count` of the interval, as an epoll shard's slot `k` does.
     fn first_message(&self, sh: &Shared, now: u64) -> u64 {
         let p = sh.p.borrow();
-        let Some(cfg) = p.cfg.messages else {
+        let Some((cfg, epoch)) = p.cfg.messages.zip(sh.msg_epoch.get()) else {
             return 0;
         };
         let k = self.p.g.saturating_sub(p.cfg.first) / p.cfg.stride.max(1);
         let phase = messages::phase_ns(&cfg, p.cfg.shard, k, p.cfg.count);
-        messages::next_slot(&cfg, p.t0_mono, phase, now).max(1)
+        messages::next_slot(&cfg, epoch, phase, now).max(1)
     }
 
     /// `--message-rate`: every message whose instant passed by `now` (a task that woke

@@ -12,6 +12,7 @@ impl Shard {
     /// Starts the sweep once the ramp is done: the setup's figures are its own.
     pub(super) fn start_messages_at_ramp_end(&mut self, now: u64) {
         if self.msgs.is_none()
+            && !self.msgs_switched
             && let Some(m) = self.p.cfg.messages
             && self.ramp_done()
         {

@@ -9,6 +9,7 @@
 mod churn;
 mod messages;
 pub(crate) mod proto;
+mod switch;
 
 use std::{
     collections::VecDeque,
@@ -109,6 +110,8 @@ struct Shard {
     /// `--message-rate`: the walk over the slots (from `Start`) and its next step.
     msgs: Option<MessageSweep>,
     next_msg: u64,
+    /// A message phase switched the sweep at run time: the ramp's end starts none.
+    msgs_switched: bool,
     /// `--message-rate`: a `Close` waits until this instant (monotonic ns) for the
     /// echoes of the messages still out, then tears down.
     drain_until: Option<u64>,
@@ -152,6 +155,7 @@ pub(crate) fn run(
         churn_rng: cfg.seed ^ u64::from(cfg.shard).rotate_left(17),
         msgs: None,
         next_msg: 0,
+        msgs_switched: false,
         drain_until: None,
         p: Proto::new(cfg, open_in_process)?,
     };
@@ -215,6 +219,14 @@ impl Engine for Shard {
                     _ => None,
                 };
                 self.next_churn = t0_mono_ns;
+                self.report(sink, true, false)?;
+            }
+            ShardCommand::Heartbeat { cfg, t0_mono_ns } => {
+                self.switch_heartbeat(cfg, t0_mono_ns);
+                self.report(sink, true, false)?;
+            }
+            ShardCommand::Messages { cfg, t0_mono_ns } => {
+                self.switch_messages(cfg, t0_mono_ns);
                 self.report(sink, true, false)?;
             }
             // Draining already: the teardown follows when the echoes are in.

@@ -253,6 +253,8 @@ impl Engine for Shard {
             ShardCommand::Start { .. }
             | ShardCommand::Mark { .. }
             | ShardCommand::Churn { .. }
+            | ShardCommand::Heartbeat { .. }
+            | ShardCommand::Messages { .. }
             | ShardCommand::Stop => {}
         }
         Ok(())

@@ -175,7 +175,9 @@ async fn serve(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU
                         ShardCommand::Close => sh.close_all(),
                         ShardCommand::Start { .. }
                         | ShardCommand::Mark { .. }
-                        | ShardCommand::Churn { .. } => {}
+                        | ShardCommand::Churn { .. }
+            | ShardCommand::Heartbeat { .. }
+            | ShardCommand::Messages { .. } => {}
                     }
                 }
                 false

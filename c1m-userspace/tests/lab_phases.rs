@@ -1,0 +1,237 @@
+//! Heartbeat and message phases of `c1m run` (issue 35 point 4): `heartbeat INTERVAL for
+//! LENGTH [timeout T]` and `messages RATE [size S] for LENGTH` switch the lab's client at
+//! run time (its control lines `heartbeat on|off`, `messages on|off`), on both client
+//! engines; each phase ends once every pong or echo of what it sent is in, so the
+//! counts close exactly, and each is recorded under its own name and kind. Refusals are
+//! one line naming the fix, before anything starts.
+
+use c1m::{
+    lab::run::plan_file,
+    model::{PhaseKind, RunRecord},
+};
+use lab_util::{c1m_run, fresh_dir, root_or_skip, run_folders};
+
+use crate::lab_util;
+
+/// Hold, heartbeat, messages, hold, as a plan's tables.
+const PHASE_TABLES: &str = "\
+connections = 400
+ports = \"24500-24501\"
+check = [\"failures == 0\", \"kernel = app\"]
+
+[[phase]]
+hold = \"1s\"
+
+[[phase]]
+heartbeat = \"500ms\"
+for = \"3s\"
+
+[[phase]]
+messages = \"5/s\"
+size = 32
+for = \"2s\"
+
+[[phase]]
+hold = \"1s\"
+";
+
+fn write_plan(dir: &std::path::Path, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write plan");
+    p
+}
+
+#[test]
+fn heartbeat_and_message_phases_close_their_counts_exactly_on_both_engines() {
+    if !root_or_skip("heartbeat_and_message_phases_close_their_counts_exactly_on_both_engines") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    let dir = fresh_dir("phases-beat-msg");
+    let plan = write_plan(&dir, "phases.toml", PHASE_TABLES);
+    for engine in ["epoll", "tokio"] {
+        let out = fresh_dir(&format!("phases-beat-msg-{engine}"));
+        let result = c1m_run(
+            &out,
+            &["--plan", plan.to_str().expect("utf-8"), "--engine", engine],
+        )
+        .output()
+        .expect("c1m run --plan");
+        let said = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&result.stdout),
+            String::from_utf8_lossy(&result.stderr)
+        );
+        // Exit 0: the checks held, kernel = app among them.
+        assert_eq!(result.status.code(), Some(0), "{engine}: {said}");
+        let folder = lab_util::run_folder(&out);
+        let run: RunRecord = serde_json::from_str(
+            &std::fs::read_to_string(folder.join("summary.json")).expect("summary.json"),
+        )
+        .expect("summary");
+        use PhaseKind::{Heartbeat, Hold, Messages, Setup, Teardown};
+        let phases: Vec<(&str, Option<PhaseKind>)> = run
+            .phases
+            .iter()
+            .map(|p| (p.name.as_str(), p.kind))
+            .collect();
+        assert_eq!(
+            phases,
+            [
+                ("setup", Some(Setup)),
+                ("hold", Some(Hold)),
+                ("heartbeat", Some(Heartbeat)),
+                ("messages", Some(Messages)),
+                ("hold-2", Some(Hold)),
+                ("teardown", Some(Teardown)),
+            ],
+            "{engine}"
+        );
+        assert!(run.warnings.is_empty(), "{engine}: {:?}", run.warnings);
+        assert_eq!(
+            run.config.phases,
+            [
+                "hold 1s",
+                "heartbeat 0.5s for 3s",
+                "messages 5/s size 32 for 2s",
+                "hold 1s"
+            ]
+        );
+        let client = run.client.as_ref().expect("the client's snapshot");
+        // Every ping answered: sent = pongs + late + missed, none left out, and every
+        // connection pinged at least once in 3 s of 0.5 s slots.
+        let hb = client.counters.heartbeat;
+        assert!(hb.pings >= 400, "{engine}: {hb:?}");
+        assert_eq!(
+            hb.pings,
+            hb.pongs + hb.late_pongs + hb.missed,
+            "{engine}: {hb:?}"
+        );
+        assert_eq!((hb.unanswered, hb.outstanding), (0, 0), "{engine}: {hb:?}");
+        // Only the heartbeat phase pinged, and its counts are the whole run's.
+        let pings: Vec<u64> = run.phases.iter().map(|p| p.heartbeat_pings).collect();
+        assert_eq!(pings, [0, 0, hb.pings, 0, 0, 0], "{engine}");
+        let beat = &run.phases[2];
+        assert_eq!(
+            (
+                beat.heartbeat_pongs,
+                beat.heartbeat_late_pongs,
+                beat.heartbeat_missed
+            ),
+            (hb.pongs, hb.late_pongs, hb.missed),
+            "{engine}"
+        );
+        // Every message echoed: sent = received, none lost or left out, all in its phase.
+        let m = client.counters.messages;
+        assert!(m.sent >= 400, "{engine}: {m:?}");
+        assert_eq!(m.sent, m.received, "{engine}: {m:?}");
+        assert_eq!(
+            (m.lost, m.outstanding, m.unmatched),
+            (0, 0, 0),
+            "{engine}: {m:?}"
+        );
+        let sent: Vec<(u64, u64)> = run
+            .phases
+            .iter()
+            .map(|p| (p.messages_sent, p.messages_received))
+            .collect();
+        assert_eq!(
+            sent,
+            [(0, 0), (0, 0), (0, 0), (m.sent, m.received), (0, 0), (0, 0)],
+            "{engine}"
+        );
+        // The summary names the phases' own counts.
+        let stdout = String::from_utf8_lossy(&result.stdout);
+        assert!(
+            stdout.contains(&format!("; heartbeat: {} pings", c1m::fmt::count(hb.pings))),
+            "{engine}: {stdout}"
+        );
+        assert!(
+            stdout.contains(&format!("; messages: {} sent", c1m::fmt::count(m.sent))),
+            "{engine}: {stdout}"
+        );
+        // The folder's plan is the list again.
+        let kept = std::fs::read_to_string(folder.join("plan.toml")).expect("plan.toml");
+        assert_eq!(kept.matches("[[phase]]").count(), 4, "{kept}");
+        assert!(kept.contains("heartbeat = \"500ms\""), "{kept}");
+    }
+}
+
+#[test]
+fn heartbeat_and_message_phases_are_refused_in_one_line_naming_the_fix() {
+    let dir = fresh_dir("phases-beat-msg-refused");
+    // A plan's: the line of the key, or of the phase.
+    for (i, (text, says)) in [
+        (
+            "[[phase]]\nheartbeat = \"0s\"\nfor = \"3s\"\n",
+            ":2: [[phase]]: `heartbeat` is 0",
+        ),
+        (
+            "[[phase]]\nheartbeat = \"1s\"\nfor = \"3s\"\ntimeout = \"never\"\n",
+            ":4: [[phase]]: `timeout`: \"never\" is not a duration",
+        ),
+        (
+            "[[phase]]\nmessages = \"0\"\nfor = \"3s\"\n",
+            ":2: [[phase]]: `messages`: \"0\": a message rate is more than 0",
+        ),
+        (
+            "[[phase]]\nmessages = \"5/s\"\nsize = 8\nfor = \"3s\"\n",
+            ":3: [[phase]]: `size`: 8: a message carries a 16-byte stamp",
+        ),
+        (
+            "mode = \"echo\"\n\n[[phase]]\nhold = \"1s\"\n\n[[phase]]\nheartbeat = \"1s\"\nfor = \"2s\"\n",
+            ":6: [[phase]]: heartbeat phases ping WebSocket connections: they need --mode ws (this run is echo)",
+        ),
+        (
+            "mode = \"hold\"\n[[phase]]\nmessages = \"5/s\"\nfor = \"2s\"\n",
+            ":2: [[phase]]: message phases switch the client's messages at run time, in --mode ws only",
+        ),
+        (
+            "clients = \"external\"\nexpect = 100\n[[phase]]\nheartbeat = \"1s\"\nfor = \"2s\"\n",
+            ":3: [[phase]]: heartbeat phases switch the lab's own client",
+        ),
+        (
+            "message-rate = \"5\"\n[[phase]]\nmessages = \"5\"\nfor = \"2s\"\n",
+            ":2: [[phase]]: a message phase beside --message-rate",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = write_plan(dir.path(), &format!("bad-{i}.toml"), text);
+        let path = path.to_str().expect("utf-8");
+        let e = plan_file::resolve_argv(["run", "--plan", path])
+            .map(|_| ())
+            .expect_err(text)
+            .to_string();
+        assert!(
+            e.starts_with(path) && e.contains(says),
+            "{text}: {e}\nwanted {says}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    // The command line's: exit 1 in one line, before any run folder.
+    for (flags, says) in [
+        (&["--phase", "heartbeat 0s for 3s"][..], "`heartbeat` is 0"),
+        (
+            &["--mode", "echo", "--phase", "heartbeat 1s for 3s"],
+            "--phase 'heartbeat 1s for 3s': heartbeat phases ping WebSocket connections: they need --mode ws",
+        ),
+        (
+            &["--phase", "messages 0/s for 2s"],
+            "a message rate is more than 0 messages per second",
+        ),
+        (
+            &["--heartbeat", "1s", "--phase", "heartbeat 1s for 2s"],
+            "drop --heartbeat",
+        ),
+    ] {
+        let out = fresh_dir("phases-beat-msg-refused-run");
+        let o = c1m_run(&out, flags).output().expect("c1m run");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{flags:?}: {stderr}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{flags:?}: {stderr}");
+        assert!(run_folders(&out).is_empty(), "{flags:?}");
+    }
+}
