@@ -252,48 +252,39 @@ pub(crate) fn ip(args: &[&str]) -> io::Result<()> {
 /// `ip -n NS -batch -` with `commands` (one a line) on its stdin: a host's many
 /// addresses in one process instead of one each.
 pub(crate) fn ip_batch(ns: &str, commands: &str) -> io::Result<()> {
-    use std::io::Write as _;
-    let mut child = std::process::Command::new("ip")
-        .args(["-n", ns, "-batch", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| io::Error::new(e.kind(), format!("running ip (iproute2): {e}")))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(commands.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    if out.status.success() {
-        return Ok(());
-    }
-    Err(io::Error::other(format!(
-        "ip -n {ns} -batch: {}",
-        String::from_utf8_lossy(&out.stderr).trim()
-    )))
+    fed(&["-n", ns, "-batch", "-"], commands)
+        .map_err(|e| io::Error::other(format!("ip -n {ns} -batch: {e}")))
 }
 
 /// Runs nftables' `nft -f -` with `rules` in the named namespace (`ip netns exec`).
 pub(crate) fn nft(ns: &str, rules: &str) -> io::Result<()> {
+    fed(&["netns", "exec", ns, "nft", "-f", "-"], rules).map_err(|e| {
+        io::Error::other(format!(
+            "nft in {ns} (--conntrack needs nftables' nft): {e}"
+        ))
+    })
+}
+
+/// Runs `ip ARGS` with `input` on its stdin; the error is its stderr.
+fn fed(args: &[&str], input: &str) -> io::Result<()> {
     use std::io::Write as _;
     let mut child = std::process::Command::new("ip")
-        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .map_err(|e| io::Error::new(e.kind(), format!("running ip (iproute2): {e}")))?;
     if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(rules.as_bytes())?;
+        stdin.write_all(input.as_bytes())?;
     }
     let out = child.wait_with_output()?;
     if out.status.success() {
         return Ok(());
     }
-    Err(io::Error::other(format!(
-        "nft in {ns} (--conntrack needs nftables' nft): {}",
-        String::from_utf8_lossy(&out.stderr).trim()
-    )))
+    Err(io::Error::other(
+        String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+    ))
 }
 
 /// Deletes the named namespace (false: there was none). Its links go with it once no
