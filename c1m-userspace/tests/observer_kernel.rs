@@ -560,6 +560,21 @@ impl KernelCounters {
         );
         error
     }
+
+    /// [`Self::error_of`] read again until it is within `bound` or 20 s pass: the
+    /// shared caches (inodes, files) carry every process's churn, and a test beside
+    /// this one that opens thousands of sockets for a moment moved them 17% (a fresh
+    /// clone's suite, 2026-12-04); ours stay as they are, so the churn passes.
+    fn settled_error_of(&self, m: &KernelMemory, label: &str, bound: f64) -> f64 {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let error = self.error_of(m, label);
+            if error < bound || Instant::now() > deadline {
+                return error;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
 }
 
 const PY_HOLDER: &str = r#"
@@ -597,7 +612,7 @@ fn kernel_memory_of_10000_idle_connections_matches_slabinfo_and_sockstat() {
     });
     let m = view.memory.expect("memory figures");
     assert_eq!(m.total.sockets, 2 * N as u64 + 1);
-    let error = before.error_of(&m, "IPv4");
+    let error = before.settled_error_of(&m, "IPv4", 0.10);
     assert!(error < 0.10, "{:.1}% apart", error * 100.0);
     assert!(m.total.bytes_per_socket > 2000.0 && m.total.bytes_per_socket < 8000.0);
     drop(clients);
@@ -1049,7 +1064,7 @@ fn ipv6_gauge_and_kernel_memory_of_2000_idle_connections_match_slabinfo_and_sock
     // box, so their delta carries others' churn (measured here: 0.04-0.10% off).
     let error = tcpv6_before.error_of(&m, "TCPv6 alone:");
     assert!(error < 0.01, "TCPv6: {:.2}% apart", error * 100.0);
-    let error = before.error_of(&m, "IPv6");
+    let error = before.settled_error_of(&m, "IPv6", 0.03);
     assert!(error < 0.03, "{:.2}% apart", error * 100.0);
 }
 
