@@ -42,7 +42,12 @@ pub fn build(force: bool) -> Result<()> {
         TARGET,
         "-Z",
         "build-std=core",
+        // Pinned: a CARGO_TARGET_DIR set for the host build would put the object where
+        // c1m-userspace's build script never looks, and the binary would run without it.
+        "--target-dir",
+        "target",
     ])
+    .env_remove("CARGO_TARGET_DIR")
     .env("RUSTFLAGS", "-C debuginfo=2 -C link-arg=--btf")
     .current_dir(root().join("c1m-ebpf"));
     run(&mut cmd).context("building the eBPF programs")?;
