@@ -5,10 +5,7 @@
 //! counts close exactly, and each is recorded under its own name and kind. Refusals are
 //! one line naming the fix, before anything starts.
 
-use c1m::{
-    lab::run::plan_file,
-    model::{PhaseKind, RunRecord},
-};
+use c1m::{lab::run::plan_file, model::PhaseKind};
 use lab_util::{c1m_run, fresh_dir, root_or_skip, run_folders};
 
 use crate::lab_util;
@@ -57,24 +54,13 @@ fn heartbeat_and_message_phases_close_their_counts_exactly_on_both_engines() {
         )
         .output()
         .expect("c1m run --plan");
-        let said = format!(
-            "{}\n{}",
-            String::from_utf8_lossy(&result.stdout),
-            String::from_utf8_lossy(&result.stderr)
-        );
+        let said = lab_util::printed(&result);
         // Exit 0: the checks held, kernel = app among them.
         assert_eq!(result.status.code(), Some(0), "{engine}: {said}");
         let folder = lab_util::run_folder(&out);
-        let run: RunRecord = serde_json::from_str(
-            &std::fs::read_to_string(folder.join("summary.json")).expect("summary.json"),
-        )
-        .expect("summary");
+        let run = lab_util::summary(&folder);
         use PhaseKind::{Heartbeat, Hold, Messages, Setup, Teardown};
-        let phases: Vec<(&str, Option<PhaseKind>)> = run
-            .phases
-            .iter()
-            .map(|p| (p.name.as_str(), p.kind))
-            .collect();
+        let phases = lab_util::phase_kinds(&run);
         assert_eq!(
             phases,
             [

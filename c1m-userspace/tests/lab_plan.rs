@@ -11,10 +11,7 @@ use std::{
     process::Command,
 };
 
-use c1m::{
-    lab::run::{flags::RunArgs, plan_file},
-    model::RunRecord,
-};
+use c1m::lab::run::{flags::RunArgs, plan_file};
 use lab_util::{c1m_run, fresh_dir, root_or_skip, run_folders};
 
 use crate::lab_util;
@@ -146,15 +143,6 @@ fn write_plan(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).expect("write plan");
     p
-}
-
-/// What a finished `c1m run` printed, stdout then stderr, for an assertion's message.
-fn printed(o: &std::process::Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The keys a plan text sets before its tables, and `phase` for its `[[phase]]` tables.
@@ -414,10 +402,7 @@ fn the_seeds_experiment_ships_as_a_plan_that_checks() {
 /// A summary.json's `config`: what the run was asked to do, without what describes the
 /// moment (the command line typed, the free memory beside the count asked for).
 fn config_of(dir: &Path) -> serde_json::Value {
-    let run: RunRecord = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("summary.json")).expect("summary.json"),
-    )
-    .expect("summary");
+    let run = lab_util::summary(dir);
     let mut config = serde_json::to_value(run.config).expect("config");
     if let Some(c) = config.as_object_mut() {
         for moment in ["command_line", "connections_reason"] {
@@ -440,7 +425,7 @@ fn a_run_from_a_plan_keeps_it_and_runs_again_from_it_and_its_checks_gate_the_exi
     let first = c1m_run(&out, &["--plan", plan.to_str().expect("utf-8")])
         .output()
         .expect("c1m run --plan");
-    let said = printed(&first);
+    let said = lab_util::printed(&first);
     assert_eq!(first.status.code(), Some(0), "{said}");
     let dirs = run_folders(&out);
     assert_eq!(dirs.len(), 1, "{said}");
@@ -458,7 +443,7 @@ fn a_run_from_a_plan_keeps_it_and_runs_again_from_it_and_its_checks_gate_the_exi
         .arg(&kept)
         .output()
         .expect("c1m run --plan plan.toml");
-    let said = printed(&again);
+    let said = lab_util::printed(&again);
     assert_eq!(again.status.code(), Some(0), "{said}");
     let mut dirs = run_folders(&out);
     dirs.sort();
@@ -704,20 +689,13 @@ fn a_phase_list_runs_in_order_with_exact_counts_on_both_engines() {
         )
         .output()
         .expect("c1m run --plan");
-        let said = printed(&result);
+        let said = lab_util::printed(&result);
         // Exit 0: the checks held, kernel = app among them.
         assert_eq!(result.status.code(), Some(0), "{engine}: {said}");
         let folder = lab_util::run_folder(&out);
-        let run: RunRecord = serde_json::from_str(
-            &std::fs::read_to_string(folder.join("summary.json")).expect("summary.json"),
-        )
-        .expect("summary");
+        let run = lab_util::summary(&folder);
         use c1m::model::PhaseKind::{Churn, Hold, Push, Setup, Teardown};
-        let phases: Vec<(&str, Option<c1m::model::PhaseKind>)> = run
-            .phases
-            .iter()
-            .map(|p| (p.name.as_str(), p.kind))
-            .collect();
+        let phases = lab_util::phase_kinds(&run);
         assert_eq!(
             phases,
             [

@@ -13,7 +13,7 @@ use std::{
 };
 
 use c1m::{lab::run::journal::Journal, report};
-use lab_util::{bounded, fresh_dir, root_or_skip, run_folder};
+use lab_util::{bounded, fresh_dir, merged_run, printed, root_or_skip, run_folder};
 
 /// The labs of this module one at a time: each makes 4 namespaces and 4,000
 /// connections on a 2-core box.
@@ -32,15 +32,6 @@ fn hosts_run(dir: &Path, args: &[&str]) -> Command {
         .arg(dir.join("runs"))
         .stdin(Stdio::null());
     cmd
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn journal_of(folder: &Path) -> Journal {
@@ -91,8 +82,7 @@ const ONE_COMMAND: [&str; 12] = [
 /// namespaces and seven links made and removed, its children gone, the merge exact, a
 /// row per host.
 fn one_command_made_merged_and_removed(dir: &Path, out: &Output) {
-    assert_eq!(out.status.code(), Some(0), "{}", text(out));
-    let folder = run_folder(&dir.join("runs"));
+    let (folder, run) = merged_run(out, &dir.join("runs"));
     let journal = journal_of(&folder);
     let prefix = format!("c1mh{}-", journal.lab.pid);
     // Bridge, server, two clients; a veth pair per host and the bridge.
@@ -105,7 +95,6 @@ fn one_command_made_merged_and_removed(dir: &Path, out: &Output) {
     assert!(journal.children.iter().all(|c| !c.proc.alive()));
 
     // The merged folder is the run's; each host's own is kept inside it.
-    let run = report::load_run(&folder).expect("merged summary");
     let client = run.client.as_ref().expect("merged client side");
     assert_eq!(client.counters.connected, 4000);
     let mh = run.multihost.as_ref().expect("per-host breakdown");
@@ -274,7 +263,7 @@ fn the_next_run_removes_what_a_killed_one_left() {
         ),
         Duration::from_secs(180),
     );
-    assert_eq!(next.status.code(), Some(0), "{}", text(&next));
+    assert_eq!(next.status.code(), Some(0), "{}", printed(&next));
     let stderr = String::from_utf8_lossy(&next.stderr);
     assert!(
         stderr.contains(&format!(
@@ -282,14 +271,24 @@ fn the_next_run_removes_what_a_killed_one_left() {
             journal.lab.pid
         )),
         "{}",
-        text(&next)
+        printed(&next)
     );
-    assert_eq!(made_with(&prefix), Vec::<String>::new(), "{}", text(&next));
+    assert_eq!(
+        made_with(&prefix),
+        Vec::<String>::new(),
+        "{}",
+        printed(&next)
+    );
     assert_eq!(alive(&journal), Vec::<u32>::new());
     // The server host was a lab itself: no journal of it is left behind either.
     for c in &journal.children {
         let left = Path::new("/run/c1m/labs").join(format!("{}.json", c.proc.pid));
-        assert!(!left.exists(), "{} left: {}", left.display(), text(&next));
+        assert!(
+            !left.exists(),
+            "{} left: {}",
+            left.display(),
+            printed(&next)
+        );
     }
     let again = journal_of(&run_folder(&dir.join("next").join("runs")));
     assert_eq!(
@@ -341,13 +340,13 @@ fn bad_shapes_are_one_line_errors() {
         let out = bounded(hosts_run(&dir, args), Duration::from_secs(30));
         let stderr = String::from_utf8_lossy(&out.stderr);
         let first = stderr.lines().next().unwrap_or_default();
-        assert_ne!(out.status.code(), Some(0), "{args:?}: {}", text(&out));
-        assert!(first.contains(says), "{args:?}: {}", text(&out));
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {}", printed(&out));
+        assert!(first.contains(says), "{args:?}: {}", printed(&out));
         // clap adds a usage hint under its own errors; c1m's are one line.
         if !first.starts_with("error:") {
-            assert_eq!(stderr.lines().count(), 1, "{args:?}: {}", text(&out));
+            assert_eq!(stderr.lines().count(), 1, "{args:?}: {}", printed(&out));
         }
-        assert!(out.stdout.is_empty(), "{args:?}: {}", text(&out));
+        assert!(out.stdout.is_empty(), "{args:?}: {}", printed(&out));
     }
     assert!(lab_util::run_folders(&dir.join("runs")).is_empty());
 }
@@ -365,12 +364,12 @@ fn a_user_who_is_not_root_is_told_in_one_line() {
         .stdin(Stdio::null());
     let out = bounded(cmd, Duration::from_secs(30));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", printed(&out));
     assert_eq!(
         stderr.trim_end(),
         "c1m: --hosts makes network namespaces, which needs root: run it as root (sudo c1m run --hosts 1+2 …)",
         "{}",
-        text(&out)
+        printed(&out)
     );
 }
 
@@ -441,12 +440,12 @@ fn one_command_makes_the_hosts_and_two_at_once_keep_to_their_own() {
     one_command_made_merged_and_removed(&dir.join("a"), &outs[0]);
     for (i, (out, name)) in outs.iter().zip(["a", "b"]).enumerate() {
         let (me, other) = (pids[i], pids[1 - i]);
-        assert_eq!(out.status.code(), Some(0), "{name}: {}", text(out));
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", printed(out));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             !stderr.contains(&format!("killed lab pid {other}")),
             "{name} swept the other run: {}",
-            text(out)
+            printed(out)
         );
         let journal = journal_of(&run_folder(&dir.join(name).join("runs")));
         assert_eq!(journal.lab.pid, me);
@@ -506,7 +505,7 @@ fn doctor_restore_sweeps_a_killed_hosts_lab() {
     };
     let out = doctor();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", printed(&out));
     assert!(
         stdout.lines().any(|l| l.starts_with(&format!(
             "lab pid {pid} (run folder {}) ended without cleaning up",
@@ -516,7 +515,7 @@ fn doctor_restore_sweeps_a_killed_hosts_lab() {
             journal.namespaces.join(", ")
         ))),
         "{}",
-        text(&out)
+        printed(&out)
     );
     for n in &journal.namespaces {
         assert!(
@@ -524,7 +523,7 @@ fn doctor_restore_sweeps_a_killed_hosts_lab() {
                 .lines()
                 .any(|l| l == format!("removed network namespace {n}")),
             "{n}: {}",
-            text(&out)
+            printed(&out)
         );
     }
     // Only the journal's own hosts are ended, each by its checked pid.
@@ -541,27 +540,32 @@ fn doctor_restore_sweeps_a_killed_hosts_lab() {
         assert!(
             ended.is_some_and(|p| children.contains(&p)),
             "{l}: {}",
-            text(&out)
+            printed(&out)
         );
     }
-    assert_eq!(made_with(&prefix), Vec::<String>::new(), "{}", text(&out));
-    assert_eq!(alive(&journal), Vec::<u32>::new(), "{}", text(&out));
+    assert_eq!(
+        made_with(&prefix),
+        Vec::<String>::new(),
+        "{}",
+        printed(&out)
+    );
+    assert_eq!(alive(&journal), Vec::<u32>::new(), "{}", printed(&out));
     for p in std::iter::once(pid).chain(children.iter().copied()) {
         let left = Path::new("/run/c1m/labs").join(format!("{p}.json"));
-        assert!(!left.exists(), "{} left: {}", left.display(), text(&out));
+        assert!(!left.exists(), "{} left: {}", left.display(), printed(&out));
     }
 
     let again = doctor();
     let stdout = String::from_utf8_lossy(&again.stdout);
-    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert_eq!(again.status.code(), Some(0), "{}", printed(&again));
     for p in std::iter::once(pid).chain(children.iter().copied()) {
         assert!(
             !stdout.contains(&format!("pid {p} ")),
             "found again: {}",
-            text(&again)
+            printed(&again)
         );
     }
-    assert!(!stdout.contains(&prefix), "{}", text(&again));
+    assert!(!stdout.contains(&prefix), "{}", printed(&again));
 }
 
 /// A `--hosts 1+2` run of 4,000 connections whose 15 s idle the live lines (every 5 s,
@@ -591,7 +595,7 @@ fn live_run(name: &str, extra: &[&str]) -> (lab_util::TempDir, String) {
         ),
         Duration::from_secs(240),
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", printed(&out));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     (dir, stdout)
 }
@@ -738,15 +742,13 @@ fn tls_reaches_the_client_hosts_and_every_handshake_is_counted_on_both_sides() {
         ),
         Duration::from_secs(240),
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let folder = run_folder(&dir.join("runs"));
-    let run = report::load_run(&folder).expect("merged summary");
+    let (folder, run) = merged_run(&out, &dir.join("runs"));
     let c = run.client.expect("merged client side").counters;
     assert_eq!(
         (c.connected, c.tls_handshakes.full, c.tls_errors.total()),
         (2000, 2000, 0),
         "{}",
-        text(&out)
+        printed(&out)
     );
     let server = report::load_run(&folder.join("hosts").join("server")).expect("server folder");
     let s = server.server.expect("server").counters;
@@ -831,9 +833,14 @@ fn a_full_conntrack_table_is_named_as_the_cause_of_the_failed_connects() {
     let host = report::load_run(&folder.join("hosts").join("host-0")).expect("host folder");
     let client = host.client.as_ref().expect("client snapshot");
     let failures = client.counters.failures.total();
-    assert!(failures > 400, "{failures} failures\n{}", text(&out));
-    eprintln!("{}", text(&out));
-    assert_eq!(client.counters.connected + failures, 1000, "{}", text(&out));
+    assert!(failures > 400, "{failures} failures\n{}", printed(&out));
+    eprintln!("{}", printed(&out));
+    assert_eq!(
+        client.counters.connected + failures,
+        1000,
+        "{}",
+        printed(&out)
+    );
     // Over the ramp and the hold nothing but the share's connects met the table.
     let hold = host
         .phases
@@ -842,7 +849,7 @@ fn a_full_conntrack_table_is_named_as_the_cause_of_the_failed_connects() {
         .expect("a hold phase");
     let path = hold.path.as_ref().expect("the hold's path");
     let ct = path.conntrack.expect("conntrack counters");
-    assert_eq!(ct.drop, failures, "{path:?}\n{}", text(&out));
+    assert_eq!(ct.drop, failures, "{path:?}\n{}", printed(&out));
     assert_eq!((ct.insert_failed, ct.early_drop), (0, 0), "{path:?}");
     // Full when the connects came; a closed control connection's entry may have
     // expired since (10 s after a reset), so the hold's end may read 499.
@@ -872,12 +879,12 @@ fn a_full_conntrack_table_is_named_as_the_cause_of_the_failed_connects() {
             && l.contains("conntrack table ")
             && l.contains(" connects dropped (insert_failed 0, drop ")),
         "{}",
-        text(&out)
+        printed(&out)
     );
     assert!(
         stdout.contains("\nPath per client host:\n  host-0: conntrack table "),
         "{}",
-        text(&out)
+        printed(&out)
     );
     // The box's limit is back.
     assert_ne!(

@@ -1,13 +1,14 @@
 //! `c1m run --hosts 1+K --loss P`: c1m's own tc-BPF program drops a share of each client
 //! host's segments (both ways), counts what it dropped by kind, and the kernel figures
 //! stay exact: every host's retransmits, by kind, equal its namespace's `RetransSegs`
-//! and `TCPSynRetrans` (the audit rows agree), and the run completes.
+//! and `TCPSynRetrans` (the audit rows agree), the server host's data retransmits equal
+//! its own, and the run completes.
 
 use crate::lab_util;
 
 use std::{
     path::Path,
-    process::{Command, Output, Stdio},
+    process::{Command, Stdio},
     time::Duration,
 };
 
@@ -15,16 +16,7 @@ use c1m::{
     observer::audit::{Audit, Figure, Verdict},
     report,
 };
-use lab_util::{bounded, fresh_dir, root_or_skip, run_folder};
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use lab_util::{bounded, fresh_dir, merged_run, printed, root_or_skip};
 
 fn c1m_run(dir: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_c1m"));
@@ -81,9 +73,7 @@ fn loss_on_client_hosts_is_counted_and_every_retransmit_audited() {
         ),
         Duration::from_secs(240),
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let folder = run_folder(&dir.join("runs"));
-    let run = report::load_run(&folder).expect("merged summary");
+    let (folder, run) = merged_run(&out, &dir.join("runs"));
     assert_eq!(
         run.client.as_ref().expect("client").counters.connected,
         3000
@@ -119,12 +109,34 @@ fn loss_on_client_hosts_is_counted_and_every_retransmit_audited() {
         );
         assert!(stdout.contains(&line[..40]), "{stdout}");
     }
-    // The server host resent what the client hosts' links dropped coming in: its
-    // retransmits (SYN-ACKs among them) equal its MIB too.
+    // The server host resent what the client hosts' links dropped coming in. Its data
+    // retransmits (sock_ops, lossless) equal its MIB's exactly; its SYN-ACKs come from
+    // a tracepoint whose programs this box's kernel sometimes does not run (a softirq
+    // interrupting another process's thread: ftrace saw 106, every c1m program 102), so
+    // those are never more than the kernel's, and a shortfall is explained.
     let server = report::load_run(&folder.join("hosts").join("server")).expect("server folder");
     let audit = server.audit.as_ref().expect("server audit");
-    assert!(agrees(audit, Figure::RetransSegs, "server") > 0);
-    agrees(audit, Figure::SynRetrans, "server");
+    let row = |figure: Figure| {
+        audit
+            .rows
+            .iter()
+            .find(|r| r.figure == figure)
+            .unwrap_or_else(|| panic!("server: no {figure:?} row in {audit:?}"))
+    };
+    let (segs, syn) = (row(Figure::RetransSegs), row(Figure::SynRetrans));
+    assert_eq!(
+        segs.c1m - syn.c1m,
+        segs.kernel - syn.kernel,
+        "server: {segs:?} {syn:?}"
+    );
+    assert!(
+        segs.kernel > syn.kernel,
+        "server: data was resent: {segs:?}"
+    );
+    assert!(syn.c1m > 0 && syn.c1m <= syn.kernel, "server: {syn:?}");
+    for r in [segs, syn] {
+        assert_ne!(r.verdict, Verdict::Unexplained, "server: {r:?}");
+    }
 }
 
 #[test]
@@ -149,9 +161,9 @@ fn bad_loss_values_are_refused_in_one_line() {
         ),
     ] {
         let out = bounded(c1m_run(&dir, &args), Duration::from_secs(30));
-        assert_ne!(out.status.code(), Some(0), "{}", text(&out));
+        assert_ne!(out.status.code(), Some(0), "{}", printed(&out));
         let stderr = String::from_utf8_lossy(&out.stderr);
         let first = stderr.lines().next().unwrap_or_default();
-        assert_eq!(first, want, "{}", text(&out));
+        assert_eq!(first, want, "{}", printed(&out));
     }
 }

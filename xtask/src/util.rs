@@ -69,13 +69,15 @@ pub fn have(program: &str) -> bool {
 }
 
 /// What the tests drive besides c1m: Debian's chromium (report screenshots), tmux
-/// (the live view in a real terminal), iproute2's `ss` and util-linux's `setpriv`.
+/// (the live view in a real terminal), iproute2's `ss`, util-linux's `setpriv` and
+/// nftables' `nft` (`--conntrack` tracks a client host's connections with a rule).
 fn debian_prerequisites() -> Result<()> {
     let missing: Vec<&str> = [
         ("chromium", "chromium"),
         ("tmux", "tmux"),
         ("ss", "iproute2"),
         ("setpriv", "util-linux"),
+        ("nft", "nftables"),
     ]
     .into_iter()
     .filter(|(program, _)| !have(program))

@@ -194,7 +194,8 @@ impl Figure {
             ),
             Figure::RetransSegs | Figure::SynRetrans => Some(
                 "SYN-ACK retransmits and retransmits of sockets born before attach come from \
-                 tracepoints, which the kernel skips when they would nest in a softirq",
+                 tracepoints, whose programs the kernel does not always run (nested in another \
+                 BPF program, or in a softirq that interrupted another process's thread)",
             ),
             Figure::LossProbes => Some(
                 "the kernel also counts probes that sent new data; c1m counts probes that \

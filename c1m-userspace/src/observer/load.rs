@@ -154,23 +154,23 @@ impl Observer {
             what: "reading kernel BTF for the BTF tracepoint and the iterators".to_owned(),
             source: std::io::Error::other(e.to_string()),
         })?;
-        // The BTF tracepoint is the cheap way in (no trace record to assemble); it
-        // reads the socket at BTF offsets, so it needs those.
-        let btf_set_state = resolved.missing.is_empty()
-            && attach_btf_tracepoint(
-                &mut ebpf,
-                "inet_sock_set_state_btf",
-                "inet_sock_set_state",
-                &aya_btf,
-            )
-            .is_ok();
-        if btf_set_state {
-            missing_hooks.retain(|m| m.hook != hook::SET_STATE);
+        // A hook's BTF tracepoint is the cheap way in (no trace record to assemble) and
+        // the exact one (no perf buffer that a softirq can find taken: tcp_events.rs);
+        // it reads the socket at BTF offsets, so it needs those. The classic tracepoint
+        // stays the fallback.
+        let mut by_btf = Vec::new();
+        for (index, program, tracepoint) in BTF_TWINS {
+            let skipped = skip.split(',').any(|h| h.trim() == tracepoint);
+            if !skipped
+                && resolved.missing.is_empty()
+                && attach_btf_tracepoint(&mut ebpf, program, tracepoint, &aya_btf).is_ok()
+            {
+                missing_hooks.retain(|m| m.hook != index);
+                by_btf.push(index);
+            }
         }
         for (index, layout) in tracefs::HOOKS.iter().enumerate() {
-            if missing_hooks.iter().any(|m| m.hook == index)
-                || (index == hook::SET_STATE && btf_set_state)
-            {
+            if missing_hooks.iter().any(|m| m.hook == index) || by_btf.contains(&index) {
                 continue;
             }
             if let Err(e) = attach_tracepoint(&mut ebpf, layout.name, layout.category) {
@@ -329,6 +329,20 @@ fn attach_sock_ops(ebpf: &mut Ebpf) -> Result<(), ObserverError> {
         .map_err(prog_err(what))?;
     Ok(())
 }
+
+/// Hooks with a BTF tracepoint twin: (hook, program, tracepoint).
+const BTF_TWINS: [(usize, &str, &str); 2] = [
+    (
+        hook::SET_STATE,
+        "inet_sock_set_state_btf",
+        "inet_sock_set_state",
+    ),
+    (
+        hook::RETRANSMIT_SYNACK,
+        "tcp_retransmit_synack_btf",
+        "tcp_retransmit_synack",
+    ),
+];
 
 fn attach_btf_tracepoint(
     ebpf: &mut Ebpf,

@@ -96,6 +96,38 @@ pub fn run_folder(parent: &Path) -> PathBuf {
     dirs.remove(0)
 }
 
+/// What a finished `c1m` printed, with its exit code, for an assertion's message.
+pub fn printed(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The run record a folder's summary.json holds.
+pub fn summary(folder: &Path) -> c1m::model::RunRecord {
+    c1m::report::load_run(folder).expect("the run's summary.json")
+}
+
+/// A `c1m run --hosts` that must have exited 0: its one run folder under `runs`, and
+/// the merged run in it.
+pub fn merged_run(out: &Output, runs: &Path) -> (PathBuf, c1m::model::RunRecord) {
+    assert_eq!(out.status.code(), Some(0), "{}", printed(out));
+    let folder = run_folder(runs);
+    let run = c1m::report::load_run(&folder).expect("merged summary");
+    (folder, run)
+}
+
+/// The run's phases as (name, kind), in order.
+pub fn phase_kinds(run: &c1m::model::RunRecord) -> Vec<(&str, Option<c1m::model::PhaseKind>)> {
+    run.phases
+        .iter()
+        .map(|p| (p.name.as_str(), p.kind))
+        .collect()
+}
+
 /// A sysctl of this thread's network namespace, whitespace normalised.
 pub fn sysctl(name: &str) -> String {
     std::fs::read_to_string(format!("/proc/sys/{name}"))
