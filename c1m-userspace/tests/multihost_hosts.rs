@@ -762,14 +762,22 @@ fn tls_reaches_the_client_hosts_and_every_handshake_is_counted_on_both_sides() {
 /// The box's `nf_conntrack_max`, lowered for one test and put back when it ends (a
 /// panic included). On 6.18 it is writable only from the box's own namespace, one
 /// limit each namespace's table is held to; nothing of the box's own tracks here
-/// (its `nf_conntrack_count` is 0), so only the test's client host meets it.
+/// (its `nf_conntrack_count` is 0), so only the test's client host meets it. The old
+/// value is written down first (root's /run, which no other user can write), so a
+/// test killed with -9 has it put back by the next one.
 struct ConntrackMax(String);
 
 const CONNTRACK_MAX: &str = "/proc/sys/net/netfilter/nf_conntrack_max";
+const CONNTRACK_MAX_RECORD: &str = "/run/c1m-test-nf_conntrack_max";
 
 impl ConntrackMax {
     fn set(v: u64) -> Option<ConntrackMax> {
+        if let Ok(left) = std::fs::read_to_string(CONNTRACK_MAX_RECORD) {
+            // An earlier run was killed before its guard could restore.
+            std::fs::write(CONNTRACK_MAX, left.trim()).ok()?;
+        }
         let old = std::fs::read_to_string(CONNTRACK_MAX).ok()?;
+        std::fs::write(CONNTRACK_MAX_RECORD, old.trim()).ok()?;
         std::fs::write(CONNTRACK_MAX, v.to_string()).ok()?;
         Some(ConntrackMax(old.trim().to_owned()))
     }
@@ -777,8 +785,11 @@ impl ConntrackMax {
 
 impl Drop for ConntrackMax {
     fn drop(&mut self) {
-        if let Err(e) = std::fs::write(CONNTRACK_MAX, &self.0) {
-            eprintln!("could not restore {CONNTRACK_MAX} = {}: {e}", self.0);
+        match std::fs::write(CONNTRACK_MAX, &self.0) {
+            Ok(()) => {
+                let _ = std::fs::remove_file(CONNTRACK_MAX_RECORD);
+            }
+            Err(e) => eprintln!("could not restore {CONNTRACK_MAX} = {}: {e}", self.0),
         }
     }
 }
