@@ -69,13 +69,18 @@ pub fn have(program: &str) -> bool {
 }
 
 /// What the tests drive besides c1m: Debian's chromium (report screenshots), tmux
-/// (the live view in a real terminal), iproute2's `ss` and util-linux's `setpriv`.
+/// (the live view in a real terminal), iproute2's `ss`, util-linux's `setpriv`, and
+/// podman with runc and catatonit (its pods' infra process) to play the Kubernetes
+/// manifests (tests/deploy_podman.rs).
 fn debian_prerequisites() -> Result<()> {
     let missing: Vec<&str> = [
         ("chromium", "chromium"),
         ("tmux", "tmux"),
         ("ss", "iproute2"),
         ("setpriv", "util-linux"),
+        ("podman", "podman"),
+        ("runc", "runc"),
+        ("catatonit", "catatonit"),
     ]
     .into_iter()
     .filter(|(program, _)| !have(program))
