@@ -43,6 +43,11 @@ pub fn build(force: bool) -> Result<()> {
         "-Z",
         "build-std=core",
     ])
+    // Where c1m-userspace's build.rs reads the object: a CARGO_TARGET_DIR of the
+    // caller's (a worktree's own target folder) moved it away, and c1m was built
+    // without its eBPF object while this said "built".
+    .arg("--target-dir")
+    .arg(root().join("c1m-ebpf/target"))
     .env("RUSTFLAGS", "-C debuginfo=2 -C link-arg=--btf")
     .current_dir(root().join("c1m-ebpf"));
     run(&mut cmd).context("building the eBPF programs")?;
