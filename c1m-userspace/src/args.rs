@@ -237,7 +237,12 @@ pub(crate) fn parse_addrs(items: &[String]) -> Result<Vec<IpAddr>> {
         .map(str::trim)
         .filter(|i| !i.is_empty())
     {
-        if let Some((a, b)) = item.split_once('-') {
+        // A range starts with an IPv4 address: `c1m-server` (a Kubernetes Service) is a
+        // name with a dash, not a range (its pods failed "bad address range start").
+        let range = item
+            .split_once('-')
+            .filter(|(a, _)| a.trim().parse::<Ipv4Addr>().is_ok());
+        if let Some((a, b)) = range {
             let a: Ipv4Addr = a
                 .trim()
                 .parse()
@@ -306,6 +311,18 @@ pub fn parse_ports(s: &str) -> Result<Vec<u16>> {
 mod tests {
 
     use super::*;
+
+    #[test]
+    fn a_name_with_a_dash_is_a_name_not_a_range() {
+        // `.invalid` never resolves (RFC 6761): the error is the name's, not a range's.
+        let e = parse_addrs(&["c1m-server.invalid".into()]).unwrap_err();
+        assert!(
+            e.to_string().contains("neither an address nor a name"),
+            "{e}"
+        );
+        let e = parse_addrs(&["10.0.0.1-c1m".into()]).unwrap_err();
+        assert!(e.to_string().contains("bad address range end"), "{e}");
+    }
 
     #[test]
     fn loss_rates_parse_as_percent_or_fraction_and_round_trip() {

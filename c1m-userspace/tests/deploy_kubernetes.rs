@@ -15,11 +15,11 @@ use c1m::{
 use clap::Parser as _;
 use serde_yaml::Value;
 
-fn dir() -> PathBuf {
+pub(crate) fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes")
 }
 
-fn load(name: &str) -> Value {
+pub(crate) fn load(name: &str) -> Value {
     let path = dir().join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))

@@ -13,6 +13,7 @@ mod workload_util;
 mod build_guard;
 mod control_endpoint;
 mod deploy_kubernetes;
+mod deploy_podman;
 mod docs_readme;
 mod hostile_inputs;
 mod hostile_signals;

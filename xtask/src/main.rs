@@ -7,6 +7,7 @@ mod bench_hosts;
 mod bench_lab_observer;
 mod bench_tls;
 mod ebpf;
+mod image;
 mod refservers;
 mod test;
 mod util;
@@ -43,6 +44,9 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Build everything, then c1m's container image `c1m:latest` offline (podman, `FROM
+    /// scratch`: the binary and the libraries it links), for deploy/kubernetes/.
+    Image,
     /// Install the reference servers' runtimes when missing (apt, npm, pip) and build
     /// each into target/reference-servers/<name>/run (see reference-servers/PROTOCOL.md).
     ReferenceServers,
@@ -73,6 +77,10 @@ fn main() -> Result<()> {
             util::exec_c1m(&args)
         }
         Command::Test { args } => test(&args),
+        Command::Image => {
+            build_all()?;
+            image::build()
+        }
         Command::ReferenceServers => refservers::build_all(),
         Command::Bench { args } => {
             build_all()?;

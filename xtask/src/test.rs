@@ -24,7 +24,8 @@ use crate::util;
 
 /// Modules of `tests/suite.rs` that run beside the lab lane. A new module runs in the
 /// lab lane until it is shown to share nothing with a lab (root-netns ports, sysctls,
-/// the observer's hooks, the state directory).
+/// the observer's hooks, the state directory). `deploy_podman` stays in the lab lane:
+/// its server pod attaches the observer (~25 s).
 const LIGHT: &[&str] = &[
     "build_guard",
     "control_endpoint",

@@ -69,8 +69,10 @@ pub fn have(program: &str) -> bool {
 }
 
 /// What the tests drive besides c1m: Debian's chromium (report screenshots), tmux
-/// (the live view in a real terminal), iproute2's `ss`, util-linux's `setpriv` and
-/// nftables' `nft` (`--conntrack` tracks a client host's connections with a rule).
+/// (the live view in a real terminal), iproute2's `ss`, util-linux's `setpriv`,
+/// nftables' `nft` (`--conntrack` tracks a client host's connections with a rule), and
+/// podman with runc and catatonit (its pods' infra process) to play the Kubernetes
+/// manifests (tests/deploy_podman.rs).
 fn debian_prerequisites() -> Result<()> {
     let missing: Vec<&str> = [
         ("chromium", "chromium"),
@@ -78,6 +80,9 @@ fn debian_prerequisites() -> Result<()> {
         ("ss", "iproute2"),
         ("setpriv", "util-linux"),
         ("nft", "nftables"),
+        ("podman", "podman"),
+        ("runc", "runc"),
+        ("catatonit", "catatonit"),
     ]
     .into_iter()
     .filter(|(program, _)| !have(program))
