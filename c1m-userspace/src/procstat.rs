@@ -44,6 +44,20 @@ pub(crate) fn cpu_seconds(pid: u32) -> Option<(f64, f64)> {
     Some((stat.utime as f64 * tick, stat.stime as f64 * tick))
 }
 
+/// Seconds `pid`'s threads spent runnable but waiting for a CPU (`schedstat`'s second
+/// field, summed over `/proc/PID/task`), or None if it is gone or schedstats are off.
+pub(crate) fn run_wait_s(pid: u32) -> Option<f64> {
+    let tasks = fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut ns: u64 = 0;
+    for task in tasks.flatten() {
+        let Ok(text) = fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
+        ns = ns.saturating_add(text.split_whitespace().nth(1)?.parse().ok()?);
+    }
+    Some(ns as f64 / 1e9)
+}
+
 /// When `pid` started, in clock ticks since boot (field 22): with the pid it names one
 /// process for good, so a pid reused by another process is never mistaken for it.
 /// None if it is gone or a zombie (exited, waiting to be reaped).

@@ -156,6 +156,7 @@ impl Lab {
         let watch = std::cell::RefCell::new(StallWatch::new(args.tls.tls));
         let stalled = std::cell::Cell::new(false);
         let watch_stalls = self.foreign.is_some();
+        let run_wait = self.foreign.as_ref().map(|f| f.run_wait());
         let set_up = if external {
             // The clients' hosts say nothing to this one: the kernel's count is the word.
             self.wait_for("setup (external clients)", setup_timeout, |s, _, k| {
@@ -165,8 +166,15 @@ impl Lab {
         } else {
             self.wait_for("setup", setup_timeout, |s, c, _| {
                 let mut watch = watch.borrow_mut();
-                let setup =
-                    local_setup(c, s, n, watch_stalls.then_some(&mut *watch), Instant::now());
+                let waited = run_wait.as_ref().and_then(|r| r.seconds());
+                let setup = local_setup(
+                    c,
+                    s,
+                    waited,
+                    n,
+                    watch_stalls.then_some(&mut *watch),
+                    Instant::now(),
+                );
                 if setup == Setup::Stalled {
                     stalled.set(true);
                 }

@@ -196,6 +196,25 @@ pub(crate) struct ForeignServer {
     pub seen: BTreeSet<u32>,
 }
 
+/// Where a server's processes are found, to read how long they waited for a CPU.
+pub(crate) struct RunWait {
+    cgroup: Option<PathBuf>,
+    root: u32,
+}
+
+impl RunWait {
+    /// Seconds its processes now have spent runnable but waiting for a CPU (a server
+    /// the box starves is not a stalled one: stall.rs); None when none can be read.
+    pub(crate) fn seconds(&self) -> Option<f64> {
+        let pids = match &self.cgroup {
+            Some(path) => super::cgroup::pids_of(path),
+            None => tree(self.root),
+        };
+        let waits: Vec<f64> = pids.into_iter().filter_map(procstat::run_wait_s).collect();
+        (!waits.is_empty()).then(|| waits.iter().sum())
+    }
+}
+
 /// One reading of a process tree.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct TreeUsage {
@@ -442,6 +461,15 @@ impl ForeignServer {
         };
         let fds: Vec<u64> = pids.into_iter().filter_map(procstat::open_fds).collect();
         Some((fds.len() as u64, fds.into_iter().max()?))
+    }
+
+    /// A reader of the time its processes spend waiting for a CPU, to hold apart from it
+    /// while the lab drives the setup.
+    pub(crate) fn run_wait(&self) -> RunWait {
+        RunWait {
+            cgroup: self.cgroup.as_ref().map(|c| c.path().to_path_buf()),
+            root: self.pid,
+        }
     }
 
     /// Its processes now (the cgroup's, or the tree's): RSS, threads and fds summed;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::{
     phase_list::{self, Phase},
-    stall::{StallWatch, server_progress},
+    stall::{ServerTime, StallWatch, server_progress},
 };
 use crate::{
     figures::counts,
@@ -389,10 +389,12 @@ pub(super) enum Setup {
 }
 
 /// The lab's own client's ramp towards `n` connections; `watch` is the stall watch of
-/// a foreign server's setup, which also reads the server's CPU (`server`).
+/// a foreign server's setup, which also reads the server's CPU (`server`) and the time
+/// its processes waited for a CPU (`run_wait_s`).
 pub(super) fn local_setup(
     client: Option<&AppSnapshot>,
     server: Option<&AppSnapshot>,
+    run_wait_s: Option<f64>,
     n: u64,
     watch: Option<&mut StallWatch>,
     now: Instant,
@@ -409,7 +411,10 @@ pub(super) fn local_setup(
         && w.stalled(
             now,
             server_progress(&c.counters),
-            server.map(|s| s.cpu_user_s + s.cpu_sys_s),
+            ServerTime {
+                cpu_s: server.map(|s| s.cpu_user_s + s.cpu_sys_s),
+                run_wait_s,
+            },
             pending,
         )
     {
@@ -746,40 +751,46 @@ mod tests {
     #[test]
     fn a_local_setup_ends_when_held_all_attempted_or_stalled() {
         let t0 = Instant::now();
-        assert_eq!(local_setup(None, None, 10, None, t0), Setup::Ramping);
+        assert_eq!(local_setup(None, None, None, 10, None, t0), Setup::Ramping);
         assert_eq!(
-            local_setup(Some(&snap("hold", 3)), None, 10, None, t0),
+            local_setup(Some(&snap("hold", 3)), None, None, 10, None, t0),
             Setup::Done
         );
         let mut c = snap("ramp", 0);
         c.counters.attempted = 10;
         c.counters.in_flight = 1;
-        assert_eq!(local_setup(Some(&c), None, 10, None, t0), Setup::Ramping);
+        assert_eq!(
+            local_setup(Some(&c), None, None, 10, None, t0),
+            Setup::Ramping
+        );
         c.counters.in_flight = 0;
-        assert_eq!(local_setup(Some(&c), None, 10, None, t0), Setup::Done);
+        assert_eq!(local_setup(Some(&c), None, None, 10, None, t0), Setup::Done);
         // A flat connected count with connects pending: stalled, when watched.
         c.counters.attempted = 8;
         c.counters.connected = 5;
         let mut w = StallWatch::default();
         assert_eq!(
-            local_setup(Some(&c), None, 10, Some(&mut w), t0),
+            local_setup(Some(&c), None, None, 10, Some(&mut w), t0),
             Setup::Ramping
         );
         let later = t0 + Duration::from_secs(60);
-        assert_eq!(local_setup(Some(&c), None, 10, None, later), Setup::Ramping);
         assert_eq!(
-            local_setup(Some(&c), None, 10, Some(&mut w), later),
+            local_setup(Some(&c), None, None, 10, None, later),
+            Setup::Ramping
+        );
+        assert_eq!(
+            local_setup(Some(&c), None, None, 10, Some(&mut w), later),
             Setup::Stalled
         );
         let mut held = StallWatch::default();
         let mut h = c.clone();
         h.phase = "settle".to_owned();
         assert_eq!(
-            local_setup(Some(&h), None, 10, Some(&mut held), t0),
+            local_setup(Some(&h), None, None, 10, Some(&mut held), t0),
             Setup::Ramping
         );
         assert_eq!(
-            local_setup(Some(&h), None, 10, Some(&mut held), later),
+            local_setup(Some(&h), None, None, 10, Some(&mut held), later),
             Setup::Ramping,
             "only a ramp stalls"
         );
