@@ -770,8 +770,10 @@ fn assert_sockops_attached(view: &KernelView) {
 /// delayed ACK; the server then has it twice and says so (DSACK). Exactly one spurious
 /// probe per connection, the pattern a late-answering server produces. A writer stalled
 /// past the 40 ms delayed ACK between its two writes (a loaded box) gets its first segment
-/// ACKed and sends the second alone, unprobed: CI saw 1,499 of 1,500. The scenario then
-/// asks for most connections, at most one probe each; the counts stay exact either way.
+/// ACKed and sends the second alone, unprobed: CI saw 1,499 of 1,500. One stalled past the
+/// probe timeout between its writes has each segment probed alone: CI saw 1,558 probes for
+/// 1,500. The scenario then asks for most connections, at most two probes each; the counts
+/// stay exact either way.
 #[test]
 fn retransmits_equal_retrans_segs_one_spurious_probe_per_connection() {
     if !root_in_private_netns("retransmits_equal_retrans_segs_one_spurious_probe_per_connection") {
@@ -840,8 +842,8 @@ fn retransmits_equal_retrans_segs_one_spurious_probe_per_connection() {
         "the kinds sum to the total"
     );
     assert!(
-        (MOST..=N as u64).contains(&r.total),
-        "the scenario must probe most connections, each at most once: {r:?}"
+        (MOST..=2 * N as u64).contains(&r.total),
+        "the scenario must probe most connections, each at most twice: {r:?}"
     );
     assert_eq!(
         r.tail_loss_probes, mib.loss_probes,
