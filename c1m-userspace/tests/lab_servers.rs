@@ -708,7 +708,7 @@ fn a_reference_server_past_one_process_fd_limit_runs_as_workers() {
         return;
     }
     c1m::netns::enter_private().expect("private netns");
-    let built_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/reference-servers");
+    let built_dir = lab_util::reference_servers_dir();
     let out_dir = fresh_dir("servers-workers");
     let mut cmd = c1m_run(
         &out_dir,

@@ -74,10 +74,7 @@ impl Drop for Server {
 }
 
 fn run_script(name: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/reference-servers")
-        .join(name)
-        .join("run");
+    let p = lab_util::reference_servers_dir().join(name).join("run");
     if p.exists() {
         return Some(p);
     }

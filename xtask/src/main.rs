@@ -48,7 +48,7 @@ enum Command {
     /// scratch`: the binary and the libraries it links), for deploy/kubernetes/.
     Image,
     /// Install the reference servers' runtimes when missing (apt, npm, pip) and build
-    /// each into target/reference-servers/<name>/run (see reference-servers/PROTOCOL.md).
+    /// each into <target dir>/reference-servers/<name>/run (see reference-servers/PROTOCOL.md).
     ReferenceServers,
     /// Build everything and run the benchmarks: c1m against minimal C programs in the
     /// same run (`compare`), the tokio engine against the epoll engine (`engines`), then

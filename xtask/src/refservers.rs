@@ -1,7 +1,7 @@
 //! `cargo xtask reference-servers`: installs each reference server's runtime and library
 //! from its registry when missing (apt, npm, pip) and builds it into
-//! `target/reference-servers/<name>/`, with a `run` wrapper that `exec`s the server
-//! (so the PID c1m starts is the one a SIGUSR1 must reach). Idempotent: a server whose
+//! `<target dir>/reference-servers/<name>/` (beside the c1m binary), with a `run` wrapper
+//! that `exec`s the server (so the PID c1m starts is the one a SIGUSR1 must reach). Idempotent: a server whose
 //! output is newer than its sources is left alone. The protocol they share is
 //! `reference-servers/PROTOCOL.md`.
 
@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use crate::util::{have, is_root, python_websockets, root, run};
+use crate::util::{have, is_root, python_websockets, root, run, target_dir};
 
 /// Debian's Go keeps gorilla/websocket here; with `GO111MODULE=off` this is a GOPATH and
 /// the build needs no network.
@@ -67,8 +67,10 @@ impl Server {
         root().join("reference-servers").join(self.name())
     }
 
+    /// Beside the `<profile>/` folder that holds c1m (it looks there): cargo's target
+    /// dir, `CARGO_TARGET_DIR` included.
     fn out_dir(self) -> PathBuf {
-        root().join("target/reference-servers").join(self.name())
+        target_dir().join("reference-servers").join(self.name())
     }
 
     /// Installs what is missing: (program or path that proves it is there, how to get it).

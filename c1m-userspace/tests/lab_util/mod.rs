@@ -194,13 +194,21 @@ pub fn wait_bounded(child: std::process::Child, limit: Duration, what: &str) -> 
     out
 }
 
+/// Where c1m looks for the reference servers: beside the `<profile>/` folder of the
+/// binary under test (cargo's target dir, `CARGO_TARGET_DIR` included), where
+/// `cargo xtask reference-servers` builds them.
+pub fn reference_servers_dir() -> PathBuf {
+    let exe = Path::new(env!("CARGO_BIN_EXE_c1m"));
+    exe.parent()
+        .and_then(Path::parent)
+        .unwrap_or(exe)
+        .join("reference-servers")
+}
+
 /// True when `cargo xtask reference-servers` built the reference server `name`;
 /// otherwise a loud SKIP of `test`.
 pub fn built(test: &str, name: &str) -> bool {
-    let run = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/reference-servers")
-        .join(name)
-        .join("run");
+    let run = reference_servers_dir().join(name).join("run");
     if !run.exists() {
         eprintln!(
             "SKIP {test}: {} not built; run `cargo xtask reference-servers` (cargo xtask test does)",
