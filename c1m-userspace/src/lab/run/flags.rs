@@ -269,8 +269,9 @@ pub struct RunArgs {
     /// latency is marked as not comparable.
     #[arg(help_heading = "Push latency", long, value_name = "INSTANT", value_parser = crate::workload::push_rule::parse)]
     pub push_stamp: Option<PushInstant>,
-    /// How long to wait for pushes: with --push-trigger none, the whole push phase; a
-    /// server that never pushes is reported as "no push arrived".
+    /// How long a triggered push may go with no frame arriving (a slow server is
+    /// measured, not cut); with --push-trigger none, the whole push phase. A server that
+    /// never pushes is reported as "no push arrived".
     #[arg(value_name = "DURATION", help_heading = "Push latency", long, default_value = "10s", value_parser = crate::duration::parse)]
     pub push_wait: Duration,
     /// Run the same phases against each of these servers in turn: python, node, go,
