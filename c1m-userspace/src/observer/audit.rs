@@ -32,6 +32,8 @@
 //! - ListenOverflows / ListenDrops: `tcp_listendrop()` (and the overflow check in
 //!   `tcp_v4_syn_recv_sock`/`tcp_conn_request`).
 
+use std::collections::BTreeMap;
+
 use c1m_common::{event, tcp_state as st};
 use serde::{Deserialize, Serialize};
 
@@ -214,6 +216,53 @@ impl Figure {
         }
     }
 
+    /// The programs (by name prefix: a classic tracepoint's and its BTF twin's) whose
+    /// events make this figure: a run the kernel skipped is an event c1m did not count.
+    fn programs(self) -> &'static [&'static str] {
+        match self {
+            Figure::ActiveOpens
+            | Figure::PassiveOpens
+            | Figure::AttemptFails
+            | Figure::EstabResets => &["inet_sock_set_state"],
+            Figure::OutRsts => &["tcp_send_reset"],
+            Figure::RetransSegs | Figure::SynRetrans | Figure::Timeouts => &[
+                "c1m_sock_ops",
+                "tcp_retransmit_synack",
+                "tcp_retransmit_skb",
+            ],
+            Figure::LossProbes
+            | Figure::FastRetrans
+            | Figure::SlowStartRetrans
+            | Figure::DsackRecvSegs => &["c1m_sock_ops", "tcp_retransmit_skb"],
+            Figure::ListenOverflows | Figure::ListenDrops => &["kfree_skb"],
+        }
+    }
+
+    /// Runs of this figure's programs the kernel skipped, and the words that say so
+    /// ("inet_sock_set_state_btf 32"); None when none skipped.
+    fn skipped(self, runs: &BTreeMap<String, u64>) -> Option<(u64, String)> {
+        let mine: Vec<(&String, &u64)> = runs
+            .iter()
+            .filter(|(name, n)| **n > 0 && self.programs().iter().any(|p| name.starts_with(p)))
+            .collect();
+        let total = mine.iter().map(|(_, n)| **n).sum::<u64>();
+        (total > 0).then(|| {
+            let names: Vec<String> = mine
+                .iter()
+                .map(|(name, n)| format!("{name} {}", crate::fmt::count(**n)))
+                .collect();
+            (
+                total,
+                format!(
+                    "the kernel skipped c1m's program {} time(s) ({}): it was already running \
+                     on that CPU when a softirq's event came",
+                    crate::fmt::count(total),
+                    names.join(", ")
+                ),
+            )
+        })
+    }
+
     /// Why c1m may count more than the kernel for this figure, given the kernel's
     /// counters (a reason that names another counter holds only if that counter shows it).
     fn more_because(self, m: &MibCounters) -> Option<&'static str> {
@@ -341,7 +390,15 @@ pub fn audit(view: &KernelView) -> Audit {
     };
     let rows = Figure::ALL
         .iter()
-        .map(|&f| row(f, f.c1m(view), &mib.since_attach, view.scope))
+        .map(|&f| {
+            row(
+                f,
+                f.c1m(view),
+                &mib.since_attach,
+                view.scope,
+                &view.skipped_runs,
+            )
+        })
         .collect();
     Audit {
         scope: view.scope,
@@ -351,13 +408,23 @@ pub fn audit(view: &KernelView) -> Audit {
     }
 }
 
-fn row(figure: Figure, c1m: u64, mib: &MibCounters, scope: Scope) -> AuditRow {
+fn row(
+    figure: Figure,
+    c1m: u64,
+    mib: &MibCounters,
+    scope: Scope,
+    skipped_runs: &BTreeMap<String, u64>,
+) -> AuditRow {
     let kernel = figure.kernel(mib);
+    let skipped = figure.skipped(skipped_runs);
     let (verdict, explanation) = if c1m == kernel {
         (Verdict::Agrees, String::new())
     } else if c1m < kernel {
         let diff = crate::fmt::count(kernel - c1m);
-        if scope == Scope::WatchedPorts {
+        // Measured, so it comes before any reason that only may hold.
+        if let Some((_, why)) = skipped.as_ref().filter(|(n, _)| *n >= kernel - c1m) {
+            (Verdict::Explained, format!("{diff} fewer: {why}"))
+        } else if scope == Scope::WatchedPorts {
             (
                 Verdict::Explained,
                 format!(
@@ -368,9 +435,15 @@ fn row(figure: Figure, c1m: u64, mib: &MibCounters, scope: Scope) -> AuditRow {
         } else if let Some(why) = figure.fewer_because() {
             (Verdict::Explained, format!("{diff} fewer: {why}"))
         } else {
+            let also = skipped
+                .map(|(_, why)| format!("; {why}"))
+                .unwrap_or_default();
             (
                 Verdict::Unexplained,
-                format!("{diff} fewer: unexplained ({})", figure.c1m_definition()),
+                format!(
+                    "{diff} fewer: unexplained ({}){also}",
+                    figure.c1m_definition()
+                ),
             )
         }
     } else {
@@ -603,6 +676,45 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&Verdict::Unexplained).expect("json"),
             "\"unexplained\""
+        );
+    }
+
+    #[test]
+    fn opens_the_kernel_skipped_are_explained_by_the_skips_and_only_as_many() {
+        let kernel = MibCounters {
+            active_opens: 2032,
+            ..kernel_of_2000()
+        };
+        let mut view = run_of_2000(Scope::Namespace, kernel);
+        view.skipped_runs = BTreeMap::from([
+            ("inet_sock_set_state_btf".to_owned(), 32),
+            ("tcp_send_reset".to_owned(), 5),
+        ]);
+        let r = row_of(&audit(&view), Figure::ActiveOpens).clone();
+        assert_eq!(r.verdict, Verdict::Explained, "{r:?}");
+        assert!(
+            r.explanation.starts_with(
+                "32 fewer: the kernel skipped c1m's program 32 time(s) (inet_sock_set_state_btf 32)"
+            ),
+            "{}",
+            r.explanation
+        );
+        // Other programs' skips explain nothing here; too few skips explain less.
+        view.skipped_runs = BTreeMap::from([
+            ("inet_sock_set_state_btf".to_owned(), 31),
+            ("tcp_send_reset".to_owned(), 500),
+        ]);
+        let r = row_of(&audit(&view), Figure::ActiveOpens).clone();
+        assert_eq!(r.verdict, Verdict::Unexplained, "{r:?}");
+        assert!(
+            r.explanation.contains("inet_sock_set_state_btf 31"),
+            "{}",
+            r.explanation
+        );
+        assert!(
+            !r.explanation.contains("tcp_send_reset"),
+            "{}",
+            r.explanation
         );
     }
 

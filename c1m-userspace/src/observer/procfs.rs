@@ -113,6 +113,24 @@ pub fn read_netstat() -> std::io::Result<HashMap<String, u64>> {
     )?))
 }
 
+/// A `key:\tvalue` line of an fdinfo file as a number (`recursion_misses` of a BPF
+/// program's fd, for one).
+pub(crate) fn parse_fdinfo_field(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        (k.trim() == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+/// Runs of a loaded BPF program the kernel skipped since it loaded because the program
+/// (or, for classic tracepoints, any tracing program) was already running on that CPU
+/// (`recursion_misses`, in the fd's fdinfo since Linux 5.12; None before).
+pub(crate) fn prog_recursion_misses(fd: std::os::fd::BorrowedFd<'_>) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let text = fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
+    parse_fdinfo_field(&text, "recursion_misses")
+}
+
 /// /proc/net/sockstat's `TCP:` line: sockets in use, orphans, time-wait, allocated,
 /// and `mem` (pages charged to TCP buffers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -255,6 +273,19 @@ pub(crate) fn cgroup2_root() -> Option<std::path::PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_a_programs_recursion_misses_from_its_fdinfo() {
+        let text = "pos:\t0\nflags:\t02000002\nprog_type:\t26\nrun_cnt:\t0\n\
+                    recursion_misses:\t32\nverified_insns:\t410\n";
+        assert_eq!(parse_fdinfo_field(text, "recursion_misses"), Some(32));
+        assert_eq!(parse_fdinfo_field(text, "prog_type"), Some(26));
+        assert_eq!(parse_fdinfo_field(text, "missing"), None);
+        assert_eq!(
+            parse_fdinfo_field("recursion_misses:\tx\n", "recursion_misses"),
+            None
+        );
+    }
 
     #[test]
     fn parses_slabinfo() {

@@ -86,6 +86,7 @@ impl Observer {
             uptime_s: self.started.elapsed().as_secs_f64(),
             unavailable: self.unavailable.clone(),
             map_errors: self.read_map_errors()?,
+            skipped_runs: self.read_skipped_runs(),
             scope: self.scope(),
             ..KernelView::default()
         };
@@ -291,6 +292,17 @@ impl Observer {
             egress: direction(c1m_common::loss::EGRESS),
             ingress: direction(c1m_common::loss::INGRESS),
         })
+    }
+
+    /// Each program's `recursion_misses` (one fdinfo read each, ~15 a snapshot).
+    fn read_skipped_runs(&self) -> BTreeMap<String, u64> {
+        self.ebpf
+            .programs()
+            .filter_map(|(name, program)| {
+                let misses = procfs::prog_recursion_misses(program.fd().ok()?.as_fd())?;
+                (misses > 0).then(|| (name.to_owned(), misses))
+            })
+            .collect()
     }
 
     fn read_map_errors(&self) -> Result<u64, ObserverError> {

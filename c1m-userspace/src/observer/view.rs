@@ -60,6 +60,11 @@ pub struct KernelView {
     pub unavailable: Vec<String>,
     /// Counter updates lost because a kernel map was full (should stay 0).
     pub map_errors: u64,
+    /// Runs of c1m's programs the kernel skipped since attach, by program (only those
+    /// that skipped any): the program was already running on that CPU (a softirq's
+    /// event while it ran in process context), so each may be an event not counted.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub skipped_runs: BTreeMap<String, u64>,
     /// Which sockets the figures cover, next to the kernel's own counters' scope (the
     /// whole network namespace): what the audit needs to explain a difference.
     pub scope: Scope,

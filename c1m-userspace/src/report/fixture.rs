@@ -841,6 +841,7 @@ fn kernel_view(samples: &[Sample]) -> KernelView {
         },
         unavailable: vec!["skb:kfree_skb: no such tracepoint on this kernel".to_owned()],
         map_errors: 0,
+        skipped_runs: Default::default(),
         scope: Scope::WatchedPorts,
         mib: Some(MibDelta {
             unix_ms: last.unix_ms,

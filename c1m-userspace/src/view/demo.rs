@@ -214,6 +214,7 @@ pub(crate) fn kernel() -> KernelView {
         },
         unavailable: vec![UNAVAILABLE.to_owned()],
         map_errors: 0,
+        skipped_runs: Default::default(),
         scope: Default::default(),
         mib: None,
         loss: None,

@@ -573,7 +573,14 @@ pub(super) fn kernel_tables(run: &RunRecord) -> Markup {
         p.mut {
             "Last view at " (utc(k.unix_ms)) ": " (count(k.walk.walks))
             " socket walks, the last took " (num(k.walk.duration_ms, 1)) " ms over "
-            (count(k.walk.sockets_walked)) " sockets; map errors: " (count(k.map_errors)) "."
+            (count(k.walk.sockets_walked)) " sockets; map errors: " (count(k.map_errors)) "; "
+            "program runs the kernel skipped (already running on that CPU): "
+            @if k.skipped_runs.is_empty() { "0" }
+            @for (i, (name, n)) in k.skipped_runs.iter().enumerate() {
+                @if i > 0 { ", " }
+                (name) " " (count(*n))
+            }
+            "."
         }
         div {
             h3 { "Listeners" }

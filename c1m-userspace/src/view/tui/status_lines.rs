@@ -278,6 +278,20 @@ pub(super) fn warnings(state: &LiveState) -> Vec<(Style, String)> {
                     ),
                 ));
             }
+            if !k.skipped_runs.is_empty() {
+                let each: Vec<String> = k
+                    .skipped_runs
+                    .iter()
+                    .map(|(name, n)| format!("{name} {}", fmt::count(*n)))
+                    .collect();
+                all.push((
+                    WARN,
+                    format!(
+                        "events the kernel ran none of c1m's programs for (already running on that CPU): {}",
+                        each.join(", ")
+                    ),
+                ));
+            }
         }
     }
     if let Some(r) = &state.figures.retransmits {
