@@ -51,6 +51,7 @@ mod workload_interop;
 mod workload_latency;
 mod workload_message_rate;
 mod workload_scale;
+mod workload_server_message_order;
 mod workload_server_messages;
 mod workload_source;
 mod workload_tlp;

@@ -75,6 +75,12 @@ fn every_server_message_reaches_its_client_and_is_timed_once() {
             "{server} → {client}: {sent:?} {got:?}"
         );
         assert_eq!(sent.capped, 0, "{sent:?}");
+        // One TCP stream per connection: every number in its place.
+        assert_eq!(
+            (got.gaps, got.skipped, got.out_of_order, got.duplicates),
+            (0, 0, 0, 0),
+            "{server} → {client}: {got:?}"
+        );
         // 100 connections at 20/s for about 2 s: most of 4,000 (a loaded box ramps late).
         assert!(sent.sent >= N * 20 * 2 / 2, "{sent:?}");
         assert_eq!(
@@ -180,10 +186,11 @@ fn c1m_run_passes_the_rate_to_its_server_and_sums_the_messages_up() {
     let sent = rec.server.as_ref().unwrap().counters.server_messages;
     let got = rec.client.as_ref().unwrap().counters.server_messages;
     assert_eq!(got.received, sent.sent, "{sent:?} {got:?}");
+    assert_eq!(got.gaps + got.out_of_order + got.duplicates, 0, "{got:?}");
     assert!(sent.sent >= 100 * 10 * 2 / 2, "{sent:?}");
     assert!(
         line.starts_with(&format!(
-            "server messages: {} sent, {} received",
+            "server messages: {} sent, {} received, each connection's in the server's order",
             c1m::fmt::count(sent.sent),
             c1m::fmt::count(got.received)
         )),

@@ -320,7 +320,12 @@ async fn goodbye_slot(sh: &Shared) -> Option<SemaphorePermit<'_>> {
 /// stalled (`Shared::close_stalled`). With `frames` (plain WebSocket: the input a read
 /// left unparsed first), the server's messages written before it read our close are
 /// counted (`Proto::closing_input`); everything else is dropped.
-async fn await_server_close(sh: &Shared, s: &TcpStream, mut frames: Option<Vec<u8>>) {
+async fn await_server_close(
+    sh: &Shared,
+    s: &TcpStream,
+    conn: &mut ConnProto,
+    mut frames: Option<Vec<u8>>,
+) {
     let mut stalled = pin!(sh.close_stalled.notified());
     stalled.as_mut().enable();
     if sh.stalled.get() {
@@ -343,7 +348,7 @@ async fn await_server_close(sh: &Shared, s: &TcpStream, mut frames: Option<Vec<u
                         p.c.bytes_in += n as u64;
                         if let Some(pending) = frames.as_mut() {
                             pending.extend_from_slice(&buf[..n]);
-                            let used = p.closing_input(pending, &mut frag);
+                            let used = p.closing_input(conn, pending, &mut frag);
                             pending.drain(..used);
                         }
                     }
@@ -649,7 +654,7 @@ impl Conn {
                 && let Some(s) = &stream
             {
                 let frames = self.closing_frames(s);
-                Box::pin(await_server_close(&sh, s.tcp(), frames)).await;
+                Box::pin(await_server_close(&sh, s.tcp(), &mut self.p, frames)).await;
             }
             drop(stream);
             sh.live.set(sh.live.get() - 1);
@@ -691,7 +696,7 @@ impl Conn {
             let frames = self.closing_frames(s);
             let waited = tokio::time::timeout(
                 Duration::from_nanos(CLOSE_STALL_NS),
-                await_server_close(sh, s.tcp(), frames),
+                await_server_close(sh, s.tcp(), &mut self.p, frames),
             )
             .await;
             let mut p = sh.p.borrow_mut();
