@@ -198,4 +198,25 @@ fn c1m_run_passes_the_rate_to_its_server_and_sums_the_messages_up() {
     );
     let idle = rec.phases.iter().find(|p| p.name == "idle").unwrap();
     assert!(idle.server_messages_received > 0, "{idle:?}");
+    // What was asked is recorded where the client's rate is, and said in the summary's
+    // header and the report's.
+    let c = &rec.config;
+    assert_eq!(
+        (
+            c.server_message_rate_per_s,
+            c.server_message_size,
+            c.message_rate_per_s
+        ),
+        (10.0, 32, 0.0)
+    );
+    let asked = "messages asked: the server 10/s per connection of 32 B";
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().filter(|l| *l == asked).count(), 1, "{text}");
+    let folder = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("report.html").exists())
+        .unwrap();
+    let html = std::fs::read_to_string(folder.join("report.html")).unwrap();
+    assert!(html.contains(asked), "report.html");
 }

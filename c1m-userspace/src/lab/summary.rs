@@ -13,7 +13,7 @@ use crate::compare::fit::{self, Blocks, Line};
 use crate::fmt::{bytes, count, num, pace, signed, whole};
 use crate::model::{KernelVsApp, Phase, RunRecord};
 use crate::observer::{audit::Verdict, view::Scope};
-use crate::report::figures::{hist_title, push_rule_line, tls_line};
+use crate::report::figures::{hist_title, messages_asked_line, push_rule_line, tls_line};
 use crate::workload::stats::{
     histograms::{HIST_NAMES, Percentiles, SETUP_LATENCY_PAIRS},
     setup_rate::PeakRate,
@@ -40,7 +40,7 @@ const PHASE_LEGEND: &str = "secs: the phase's length; cpu: user/system CPU secon
 
 /// The workload as the header says it: "ws mode", "wss mode" (ws over TLS), "echo mode
 /// over TLS".
-fn mode_phrase(c: &crate::model::RunConfig) -> String {
+fn mode_phrase(c: &crate::model::config::RunConfig) -> String {
     match (c.mode.as_str(), &c.tls) {
         ("ws", Some(_)) => "wss mode".to_owned(),
         (m, Some(_)) => format!("{m} mode over TLS"),
@@ -82,6 +82,9 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
     );
     if let Some(tls) = tls_line(run) {
         wrapln!(s, width, "", "{tls}");
+    }
+    if let Some(asked) = messages_asked_line(run) {
+        wrapln!(s, width, "", "{asked}");
     }
     if let Some(start) = run.start_line() {
         wrapln!(s, width, "", "start: {start}");

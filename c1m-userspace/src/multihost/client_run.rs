@@ -283,7 +283,7 @@ fn host_folder(
         a.connections.get(),
         a.workload.message_size,
     );
-    let config = crate::model::RunConfig {
+    let config = crate::model::config::RunConfig {
         connections: a.connections.get(),
         connections_reason: match shard {
             Some(s) => format!("shard {}/{} of {total}", s.index, s.count),
