@@ -53,6 +53,7 @@ mod workload_message_rate;
 mod workload_scale;
 mod workload_server_message_order;
 mod workload_server_messages;
+mod workload_server_messages_wss;
 mod workload_source;
 mod workload_tlp;
 mod workload_tls;

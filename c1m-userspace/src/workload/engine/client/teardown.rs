@@ -12,7 +12,7 @@ use super::{
 };
 use crate::workload::{
     config::Mode,
-    engine::{Sent, joined, keep_input, send_sealed, shrink, take_input},
+    engine::{Sent, joined, keep_input, read_len, send_sealed, shrink, take_input, tls_read},
     sys,
 };
 
@@ -108,35 +108,56 @@ impl Shard {
         matches!(sent, Ok(Sent::All))
     }
 
-    /// A connection in [`State::Closing`] is readable: its server's close reply, then its
-    /// FIN (or an error) ends it.
+    /// A connection in [`State::Closing`] is readable: the server's messages written
+    /// before it read our close frame (counted: under TLS their records are opened as
+    /// before the close, so the server's `sent` is our `received` over wss too), then
+    /// its close reply and its FIN (or an error) end it.
     pub(super) fn closing_event(&mut self, tok: u64) {
         let Some(conn) = self.conns.get_mut(tok) else {
             return;
         };
-        // Under TLS the records are not opened any more: what they carry goes uncounted.
-        let frames = self.p.cfg.mode == Mode::Ws && conn.tls.is_none();
+        let frames = self.p.cfg.mode == Mode::Ws;
+        let len = read_len(conn.tls.is_some());
         loop {
-            match sys::read(conn.fd.as_fd(), &mut self.buf) {
+            let n = match sys::read(conn.fd.as_fd(), &mut self.buf[..len]) {
                 Ok(0) => break,
-                Ok(n) => {
-                    self.p.c.bytes_in += n as u64;
-                    if frames {
-                        // The server's messages sent before it read our close frame.
-                        let mut spill = conn.spill.take();
-                        let (mut inbuf, mut frag) = take_input(&mut spill);
-                        let data = joined(&mut inbuf, &mut self.buf[..n]);
-                        let len = data.len();
-                        let used = self.p.closing_input(&mut conn.p, data, &mut frag);
-                        if used < len || frag.is_some() {
-                            keep_input(&mut spill, inbuf, &self.buf[..n], used, frag);
-                        }
-                        shrink(&mut spill);
-                        conn.spill = spill;
-                    }
-                }
+                Ok(n) => n,
                 Err(e) if sys::would_block(&e) => return,
                 Err(_) => break,
+            };
+            self.p.c.bytes_in += n as u64;
+            let n = match conn.tls.as_deref_mut() {
+                None => n,
+                Some(t) => {
+                    // Nothing goes out any more: what opening asks to send (an alert)
+                    // is dropped with the connection.
+                    self.wire.clear();
+                    let opened = tls_read(
+                        t,
+                        &mut conn.spill,
+                        &mut self.buf,
+                        n,
+                        &mut self.plain,
+                        &mut self.wire,
+                    );
+                    match opened {
+                        Ok((m, _)) => m,
+                        // A record that does not open: nothing after it can be counted.
+                        Err(_) => break,
+                    }
+                }
+            };
+            if frames && n > 0 {
+                let mut spill = conn.spill.take();
+                let (mut inbuf, mut frag) = take_input(&mut spill);
+                let data = joined(&mut inbuf, &mut self.buf[..n]);
+                let len = data.len();
+                let used = self.p.closing_input(&mut conn.p, data, &mut frag);
+                if used < len || frag.is_some() {
+                    keep_input(&mut spill, inbuf, &self.buf[..n], used, frag);
+                }
+                shrink(&mut spill);
+                conn.spill = spill;
             }
         }
         self.end(tok);
