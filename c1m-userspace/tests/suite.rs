@@ -50,6 +50,7 @@ mod workload_heartbeat;
 mod workload_interop;
 mod workload_latency;
 mod workload_message_rate;
+mod workload_message_rate_processes;
 mod workload_scale;
 mod workload_server_message_order;
 mod workload_server_messages;

@@ -197,29 +197,19 @@ pub(crate) fn messages_asked_line(run: &RunRecord) -> Option<String> {
     if c.message_rate_per_s > 0.0 {
         parts.push(format!(
             "the client {} per connection ({} in all) of {} B",
-            per_s(c.message_rate_per_s),
-            per_s(c.message_rate_per_s * c.connections as f64),
+            crate::fmt::per_s(c.message_rate_per_s),
+            crate::fmt::per_s(c.message_rate_per_s * c.connections as f64),
             count(c.message_size)
         ));
     }
     if c.server_message_rate_per_s > 0.0 {
         parts.push(format!(
             "the server {} per connection of {} B",
-            per_s(c.server_message_rate_per_s),
+            crate::fmt::per_s(c.server_message_rate_per_s),
             count(c.server_message_size)
         ));
     }
     (!parts.is_empty()).then(|| format!("messages asked: {}", parts.join("; ")))
-}
-
-/// Messages a second as people write them: "10/s", "0.5/s", "1,000/s".
-fn per_s(r: f64) -> String {
-    let s = num(r, 2);
-    let s = match s.contains('.') {
-        true => s.trim_end_matches('0').trim_end_matches('.'),
-        false => &s,
-    };
-    format!("{s}/s")
 }
 
 type Get = fn(&Sample) -> Option<f64>;
