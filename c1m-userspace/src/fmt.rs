@@ -130,6 +130,17 @@ pub(crate) fn num(v: f64, decimals: usize) -> String {
     }
 }
 
+/// A rate a second as people write it, to two decimals at most: "10/s", "0.5/s",
+/// "1,000/s".
+pub(crate) fn per_s(r: f64) -> String {
+    let s = num(r, 2);
+    let s = match s.contains('.') {
+        true => s.trim_end_matches('0').trim_end_matches('.'),
+        false => &s,
+    };
+    format!("{s}/s")
+}
+
 /// Bytes in binary units with 3 significant digits: `3.62 KiB`, `1.21 GiB`, `512 B`.
 pub(crate) fn bytes_precise(v: f64) -> String {
     if !v.is_finite() {

@@ -374,6 +374,16 @@ fn c1m_run_forwards_the_rate_and_sums_the_messages_up() {
     );
     assert_eq!(rec.config.message_rate_per_s, 10.0);
     assert_eq!(rec.config.message_size, 64);
+    assert_eq!(
+        rec.config.server_message_rate_per_s, 0.0,
+        "the server sent none"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().any(|l| l
+            == "messages asked: the client 10/s per connection (1,000/s in all) of 64 B"),
+        "{text}"
+    );
     let idle = rec.phases.iter().find(|p| p.name == "idle").unwrap();
     assert!(
         idle.messages_sent > 0 && idle.messages_received > 0,

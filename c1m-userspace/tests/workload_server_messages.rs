@@ -75,6 +75,12 @@ fn every_server_message_reaches_its_client_and_is_timed_once() {
             "{server} → {client}: {sent:?} {got:?}"
         );
         assert_eq!(sent.capped, 0, "{sent:?}");
+        // One TCP stream per connection: every number in its place.
+        assert_eq!(
+            (got.gaps, got.skipped, got.out_of_order, got.duplicates),
+            (0, 0, 0, 0),
+            "{server} → {client}: {got:?}"
+        );
         // 100 connections at 20/s for about 2 s: most of 4,000 (a loaded box ramps late).
         assert!(sent.sent >= N * 20 * 2 / 2, "{sent:?}");
         assert_eq!(
@@ -180,10 +186,11 @@ fn c1m_run_passes_the_rate_to_its_server_and_sums_the_messages_up() {
     let sent = rec.server.as_ref().unwrap().counters.server_messages;
     let got = rec.client.as_ref().unwrap().counters.server_messages;
     assert_eq!(got.received, sent.sent, "{sent:?} {got:?}");
+    assert_eq!(got.gaps + got.out_of_order + got.duplicates, 0, "{got:?}");
     assert!(sent.sent >= 100 * 10 * 2 / 2, "{sent:?}");
     assert!(
         line.starts_with(&format!(
-            "server messages: {} sent, {} received",
+            "server messages: {} sent, {} received, each connection's in the server's order",
             c1m::fmt::count(sent.sent),
             c1m::fmt::count(got.received)
         )),
@@ -191,4 +198,25 @@ fn c1m_run_passes_the_rate_to_its_server_and_sums_the_messages_up() {
     );
     let idle = rec.phases.iter().find(|p| p.name == "idle").unwrap();
     assert!(idle.server_messages_received > 0, "{idle:?}");
+    // What was asked is recorded where the client's rate is, and said in the summary's
+    // header and the report's.
+    let c = &rec.config;
+    assert_eq!(
+        (
+            c.server_message_rate_per_s,
+            c.server_message_size,
+            c.message_rate_per_s
+        ),
+        (10.0, 32, 0.0)
+    );
+    let asked = "messages asked: the server 10/s per connection of 32 B";
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().filter(|l| *l == asked).count(), 1, "{text}");
+    let folder = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("report.html").exists())
+        .unwrap();
+    let html = std::fs::read_to_string(folder.join("report.html")).unwrap();
+    assert!(html.contains(asked), "report.html");
 }

@@ -75,8 +75,9 @@ pub(crate) fn of(run: &RunRecord) -> Option<MessageFigures> {
 pub(crate) struct ServerMessageFigures {
     /// The server's `sent`, `late` and `capped`.
     pub server: ServerMessages,
-    /// Messages the client received (None: no snapshot of the client).
-    pub received: Option<u64>,
+    /// The client's `received`, and the numbers that were not in order: `gaps`,
+    /// `skipped`, `out_of_order`, `duplicates` (None: no snapshot of the client).
+    pub client: Option<ServerMessages>,
     /// Latency (µs) from each message's scheduled instant to the client's read.
     pub latency: Option<Percentiles>,
     /// Messages the client received a second over the idle phase, when it had any.
@@ -97,7 +98,7 @@ pub(crate) fn server_of(run: &RunRecord) -> Option<ServerMessageFigures> {
     let idle = run.phases.iter().find(|p| p.name == "idle");
     Some(ServerMessageFigures {
         server,
-        received: client.map(|c| c.counters.server_messages.received),
+        client: client.map(|c| c.counters.server_messages),
         latency,
         idle_per_s: idle
             .filter(|p| p.duration_s > 0.0 && p.server_messages_received > 0)

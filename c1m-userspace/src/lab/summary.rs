@@ -7,11 +7,13 @@
 
 use std::fmt::Write as _;
 
+mod messages;
+
 use crate::compare::fit::{self, Blocks, Line};
 use crate::fmt::{bytes, count, num, pace, signed, whole};
 use crate::model::{KernelVsApp, Phase, RunRecord};
 use crate::observer::{audit::Verdict, view::Scope};
-use crate::report::figures::{hist_title, push_rule_line, tls_line};
+use crate::report::figures::{hist_title, messages_asked_line, push_rule_line, tls_line};
 use crate::workload::stats::{
     histograms::{HIST_NAMES, Percentiles, SETUP_LATENCY_PAIRS},
     setup_rate::PeakRate,
@@ -38,7 +40,7 @@ const PHASE_LEGEND: &str = "secs: the phase's length; cpu: user/system CPU secon
 
 /// The workload as the header says it: "ws mode", "wss mode" (ws over TLS), "echo mode
 /// over TLS".
-fn mode_phrase(c: &crate::model::RunConfig) -> String {
+fn mode_phrase(c: &crate::model::config::RunConfig) -> String {
     match (c.mode.as_str(), &c.tls) {
         ("ws", Some(_)) => "wss mode".to_owned(),
         (m, Some(_)) => format!("{m} mode over TLS"),
@@ -80,6 +82,9 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
     );
     if let Some(tls) = tls_line(run) {
         wrapln!(s, width, "", "{tls}");
+    }
+    if let Some(asked) = messages_asked_line(run) {
+        wrapln!(s, width, "", "{asked}");
     }
     if let Some(start) = run.start_line() {
         wrapln!(s, width, "", "start: {start}");
@@ -241,11 +246,11 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
     }
     if let Some(m) = crate::figures::messages::of(run) {
         s.push('\n');
-        wrapln!(s, width, "", "{}", messages_line(&m));
+        wrapln!(s, width, "", "{}", messages::messages_line(&m));
     }
     if let Some(m) = crate::figures::messages::server_of(run) {
         s.push('\n');
-        wrapln!(s, width, "", "{}", server_messages_line(&m));
+        wrapln!(s, width, "", "{}", messages::server_messages_line(&m));
     }
     if let Some(line) = crate::report::empty_histograms_line(run) {
         s.push('\n');
@@ -438,100 +443,6 @@ fn heartbeat_line(hb: &crate::figures::heartbeat::HeartbeatFigures) -> String {
         );
     }
     line
-}
-
-/// "messages: 3,000,000 sent, 3,000,000 received (server echoed 3,000,000), 99,980
-/// msg/s (6.4 MB/s) in idle, latency from the schedule p50/p99/p99.9 0.210/0.950/3.100 ms
-/// (corrected for coordinated omission)", then what is late, lost, outstanding or
-/// unmatched, and the idle phase's CPU per 1M messages.
-fn messages_line(m: &crate::figures::messages::MessageFigures) -> String {
-    let c = &m.counts;
-    let mut line = format!(
-        "messages: {} sent, {} received",
-        count(c.sent),
-        count(c.received)
-    );
-    if let Some(e) = m.echoed {
-        let _ = write!(line, " (server echoed {})", count(e));
-    }
-    let phase = m.phase.as_ref().map_or("idle", |p| p.0.as_str());
-    if let Some(r) = m.idle_per_s {
-        let _ = write!(
-            line,
-            ", {} msg/s ({}/s) in {phase}",
-            num(r, 0),
-            bytes(r * m.size as f64)
-        );
-    }
-    if let Some(p) = &m.latency {
-        let _ = write!(
-            line,
-            ", latency {} (from the schedule: corrected for coordinated omission)",
-            p50_p99_p999(p)
-        );
-    }
-    for (what, n) in c
-        .iter()
-        .filter(|(k, _)| matches!(*k, "late" | "lost" | "outstanding" | "unmatched"))
-    {
-        if n > 0 {
-            let _ = write!(line, ", {} {}", count(n), what);
-        }
-    }
-    if let Some((name, sent, received)) = &m.phase
-        && name != "idle"
-    {
-        let _ = write!(
-            line,
-            "; {name}: {} sent, {} received",
-            count(*sent),
-            count(*received)
-        );
-    }
-    if let Some(cpu) = m.idle_cpu_s_per_million {
-        let _ = write!(
-            line,
-            "; {phase} CPU {} s per 1M messages (server + client)",
-            num(cpu, 2)
-        );
-    }
-    line
-}
-
-/// "server messages: 3,000,000 sent, 3,000,000 received, 99,980 msg/s in idle, latency
-/// p50/p99/p99.9 0.110/0.450/1.100 ms (one way, from the schedule)", then what is late
-/// or capped.
-fn server_messages_line(m: &crate::figures::messages::ServerMessageFigures) -> String {
-    let mut line = format!("server messages: {} sent", count(m.server.sent));
-    if let Some(r) = m.received {
-        let _ = write!(line, ", {} received", count(r));
-    }
-    if let Some(r) = m.idle_per_s {
-        let _ = write!(line, ", {} msg/s in idle", num(r, 0));
-    }
-    if let Some(p) = &m.latency {
-        let _ = write!(
-            line,
-            ", latency {} (one way, from the schedule: corrected for coordinated omission)",
-            p50_p99_p999(p)
-        );
-    }
-    for (what, n) in [("late", m.server.late), ("capped", m.server.capped)] {
-        if n > 0 {
-            let _ = write!(line, ", {} {}", count(n), what);
-        }
-    }
-    line
-}
-
-/// "p50/p99/p99.9 0.210/0.950/3.100 ms" of a latency histogram's µs percentiles.
-fn p50_p99_p999(p: &Percentiles) -> String {
-    format!(
-        "p50/p99/p99.9 {}/{}/{} ms",
-        crate::fmt::ms(p.p50 as f64),
-        crate::fmt::ms(p.p99 as f64),
-        crate::fmt::ms(p.p999 as f64)
-    )
 }
 
 fn phase_table(phases: &[Phase]) -> Blocks {

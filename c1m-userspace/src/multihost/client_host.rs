@@ -19,7 +19,9 @@ use anyhow::{Context, Result};
 use super::model::{HostInfo, KernelSource};
 use crate::{
     figures::{FiguresBuilder, Rows, kernel_vs_app::app_source},
-    model::{KernelVsApp, Outcome, Phase, ProcessUsage, RunConfig, RunRecord, Sample, Source},
+    model::{
+        KernelVsApp, Outcome, Phase, ProcessUsage, RunRecord, Sample, Source, config::RunConfig,
+    },
     netpath::{PathFigures, PathReading},
     observer::{KernelView, LossInjection, ObserverConfig, ObserverHandle},
     report::{self, IntervalRecorder},

@@ -80,11 +80,19 @@ pub(crate) fn run_client(a: ClientArgs) -> Result<i32> {
         a.connections = s.connections(total)?;
         a.sources = s.sources(&all)?.iter().map(IpAddr::to_string).collect();
         a.in_flight = (a.in_flight / s.count).max(1);
+        // What this host sends of --total-message-rate, said with the rest of its share.
+        let mut messages = String::new();
         if let Some(r) = a.workload.total_message_rate.as_mut() {
-            r.0 = s.rate(r.0, total)?;
+            let all = r.0;
+            r.0 = s.rate(all, total)?;
+            messages = format!(
+                ", messages {} of {}",
+                crate::fmt::per_s(r.0),
+                crate::fmt::per_s(all)
+            );
         }
         println!(
-            "c1m client: shard {}/{}: {} of {total} connections, {:.0} conn/s, {} source address(es)",
+            "c1m client: shard {}/{}: {} of {total} connections, {:.0} conn/s{messages}, {} source address(es)",
             s.index,
             s.count,
             a.connections,
@@ -283,7 +291,7 @@ fn host_folder(
         a.connections.get(),
         a.workload.message_size,
     );
-    let config = crate::model::RunConfig {
+    let config = crate::model::config::RunConfig {
         connections: a.connections.get(),
         connections_reason: match shard {
             Some(s) => format!("shard {}/{} of {total}", s.index, s.count),

@@ -187,6 +187,31 @@ pub(crate) fn tls_line(run: &RunRecord) -> Option<String> {
     Some(s)
 }
 
+/// What the run asked of messages, in one line (the summary's and the report's
+/// headers), or None when it asked for none: "messages asked: the client 10/s per
+/// connection (1,000/s in all) of 64 B; the server 20/s per connection of 100 B" (the
+/// server's rate is per connection by definition: it does not know how many come).
+pub(crate) fn messages_asked_line(run: &RunRecord) -> Option<String> {
+    let c = &run.config;
+    let mut parts = Vec::new();
+    if c.message_rate_per_s > 0.0 {
+        parts.push(format!(
+            "the client {} per connection ({} in all) of {} B",
+            crate::fmt::per_s(c.message_rate_per_s),
+            crate::fmt::per_s(c.message_rate_per_s * c.connections as f64),
+            count(c.message_size)
+        ));
+    }
+    if c.server_message_rate_per_s > 0.0 {
+        parts.push(format!(
+            "the server {} per connection of {} B",
+            crate::fmt::per_s(c.server_message_rate_per_s),
+            count(c.server_message_size)
+        ));
+    }
+    (!parts.is_empty()).then(|| format!("messages asked: {}", parts.join("; ")))
+}
+
 type Get = fn(&Sample) -> Option<f64>;
 
 /// Largest value of a sample field over the run.
@@ -526,6 +551,26 @@ mod tests {
         assert_eq!(cpu(1.414, 0.01), "1.41 s");
         assert_eq!(Unit::PerSecond.show(50_123.4), "50,123/s");
         assert_eq!(Unit::Micros.show(1234.0), "1.234 ms");
+    }
+
+    #[test]
+    fn the_messages_asked_are_said_for_each_direction() {
+        let mut run = crate::report::sample_run();
+        run.config.connections = 100;
+        assert_eq!(messages_asked_line(&run), None);
+        run.config.server_message_rate_per_s = 20.0;
+        run.config.server_message_size = 100;
+        assert_eq!(
+            messages_asked_line(&run).unwrap(),
+            "messages asked: the server 20/s per connection of 100 B"
+        );
+        run.config.message_rate_per_s = 0.5;
+        run.config.message_size = 64;
+        assert_eq!(
+            messages_asked_line(&run).unwrap(),
+            "messages asked: the client 0.5/s per connection (50/s in all) of 64 B; the \
+             server 20/s per connection of 100 B"
+        );
     }
 
     #[test]

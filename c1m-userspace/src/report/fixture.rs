@@ -11,7 +11,8 @@ use hdrhistogram::Histogram;
 
 use crate::{
     model::{
-        KernelVsApp, Machine, PerConnection, Phase, ProcessUsage, RunConfig, RunRecord, Sample,
+        KernelVsApp, Machine, PerConnection, Phase, ProcessUsage, RunRecord, Sample,
+        config::RunConfig,
     },
     observer::{
         mib::{MibCounters, MibDelta},
@@ -596,6 +597,8 @@ fn config() -> RunConfig {
         ws_path: "/".to_owned(),
         message_rate_per_s: 0.0,
         message_size: 0,
+        server_message_rate_per_s: 0.0,
+        server_message_size: 0,
         push: Some(crate::workload::push_rule::PushRule::default()),
         observer: true,
         tuned: Some(

@@ -18,8 +18,10 @@
 //!
 //! `c1m server --message-rate` is the other direction: the server sends each open
 //! WebSocket connection M messages a second with the same stamp and the same schedule,
-//! the top bit of the sequence set to say a server sent it, and the client times each
-//! from its stamp on arrival. Server and client read one clock: CLOCK_MONOTONIC is one
+//! the top bit of the sequence set to say a server sent it and the 31 below it
+//! numbering the connection's messages from 0 (a skipped message is not numbered), and
+//! the client times each from its stamp on arrival and checks the numbers
+//! (`workload::message_order`). Server and client read one clock: CLOCK_MONOTONIC is one
 //! clock for every process and network namespace on one kernel (so the two only agree
 //! on one host, which is where c1m's own server and client meet).
 
@@ -197,11 +199,10 @@ pub(crate) fn decode(p: &[u8]) -> Option<(u64, u32)> {
     decode_any(p).filter(|(_, seq)| seq & FROM_SERVER == 0)
 }
 
-/// The scheduled instant (monotonic ns) of a server's message, None for anything else.
-pub(crate) fn decode_server(p: &[u8]) -> Option<u64> {
-    decode_any(p)
-        .filter(|(_, seq)| seq & FROM_SERVER != 0)
-        .map(|(at, _)| at)
+/// A server's message's stamp (scheduled instant in monotonic ns, sequence: the top bit
+/// set, its number in its connection's stream below), None for anything else.
+pub(crate) fn decode_server(p: &[u8]) -> Option<(u64, u32)> {
+    decode_any(p).filter(|(_, seq)| seq & FROM_SERVER != 0)
 }
 
 fn decode_any(p: &[u8]) -> Option<(u64, u32)> {
@@ -460,7 +461,7 @@ mod tests {
         encode_server(&mut out, &mut scratch, &cfg(100), 12_345, 7);
         // An unmasked binary frame: 2 bytes of head, then the payload.
         assert_eq!(out[0], 0x82);
-        assert_eq!(decode_server(&out[2..]), Some(12_345));
+        assert_eq!(decode_server(&out[2..]), Some((12_345, 7 | FROM_SERVER)));
         assert_eq!(decode(&out[2..]), None, "not an echo of ours");
         let mut client = Vec::new();
         encode(&mut client, &mut scratch, &cfg(100), 5, 1, false, None);

@@ -13,6 +13,7 @@
 //! | `churn`      | `--churn`: the flag, its checks, the pace; closed = reopened + failed  |
 //! | `heartbeat`  | `--heartbeat`: pings, pongs matched by stamp, misses; the phase sweep  |
 //! | `messages`   | `--message-rate`: stamped messages on a schedule, echoes matched, CO-corrected |
+//! | `message_order` | the server's messages' numbers checked: gaps, out of order, duplicates |
 //! | `push_rule`  | which instant push latency is measured from, one rule for every server |
 //! | `limits`     | RLIMIT_NOFILE and the split decision (with the balance arithmetic)   |
 //! | `config`     | what a shard is told (JSON to workers)                               |
@@ -29,6 +30,7 @@ pub mod engine;
 pub(crate) mod heartbeat;
 pub mod host_share;
 pub mod limits;
+pub(crate) mod message_order;
 pub(crate) mod messages;
 pub(crate) mod port_lock;
 pub(crate) mod push_format;

@@ -27,7 +27,7 @@ use crate::{
         doctor::Target,
         live::{Live, LiveOutput, MetricsAt},
     },
-    model::{Netns, Outcome, RunConfig, RunInfo, RunRecord, TriggerKind},
+    model::{Netns, Outcome, RunInfo, RunRecord, TriggerKind, config::RunConfig},
     observer::ObserverHandle,
     workload::{push_rule::PushRule, push_trigger::PushTrigger},
 };
@@ -165,6 +165,10 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
         plan.client.connections.get(),
         w.message_size,
     );
+    // The server's rate is per connection (`c1m server --message-rate`): its size is
+    // the run's one `--message-size`.
+    let server_messages =
+        crate::workload::messages::recorded(args.server_message_rate, None, 1, w.message_size);
     let mut record = RunRecord {
         c1m_version: env!("CARGO_PKG_VERSION").to_owned(),
         started_unix_ms: started_ms,
@@ -197,6 +201,8 @@ pub(super) async fn run(mut args: RunArgs, dir: Option<PathBuf>) -> Result<i32> 
             ws_path: plan.client.workload.path.clone(),
             message_rate_per_s: messages.0,
             message_size: messages.1,
+            server_message_rate_per_s: server_messages.0,
+            server_message_size: server_messages.1,
             // The lab tells its own client each trigger's instant; clients on other
             // hosts are told none.
             push: Some(PushRule::new(

@@ -21,7 +21,7 @@ use self::{
 };
 use super::{
     ExportError, RunHist,
-    figures::key_figures,
+    figures::{key_figures, messages_asked_line},
     fmt::{bytes, count, secs, utc},
     histograms,
 };
@@ -200,6 +200,9 @@ fn header(run: &RunRecord) -> Markup {
             }
             @if !run.config.connections_reason.is_empty() {
                 div.sub { (run.config.connections_reason) }
+            }
+            @if let Some(asked) = messages_asked_line(run) {
+                div.sub { (asked) }
             }
             @if let Some(start) = &run.start {
                 div.sub { @if start.dirty() { "⚠ " } (start.describe()) }

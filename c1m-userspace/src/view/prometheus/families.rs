@@ -497,12 +497,13 @@ fn app_metrics(x: &mut Exposition, state: &LiveState) {
         f.sample(&[("side", side)], a.counters.messages.outstanding);
     }
     // `c1m server --message-rate`: the server's sent, late and capped, the client's
-    // received.
+    // received and the numbers out of order.
     let f = x.family(
         "c1m_server_messages_total",
         Kind::Counter,
-        "c1m server --message-rate: messages the server sent unasked (sent, late, capped) \
-         and the client received.",
+        "c1m server --message-rate: messages the server sent unasked (sent, late, capped), \
+         the client received, and the client's order check (gaps, skipped, out_of_order, \
+         duplicates).",
     );
     for (side, a) in &present {
         for (kind, n) in a.counters.server_messages.iter().filter(|(_, n)| *n > 0) {

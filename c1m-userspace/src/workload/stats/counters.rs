@@ -254,8 +254,19 @@ counter_set! {
         /// output queued already (a client that stopped reading).
         capped,
         /// Client: server messages received (latency in `server_message_us`, from each
-        /// message's schedule).
+        /// message's schedule), whatever their number.
         received,
+        /// Client: times a connection's server message carried a number above the one
+        /// expected (`workload::message_order`; 0 on a clean run: one TCP stream).
+        gaps,
+        /// Client: the numbers those gaps jumped over (messages that did not arrive in
+        /// their place).
+        skipped,
+        /// Client: messages numbered below the one expected that had not arrived yet (a
+        /// skipped one, late).
+        out_of_order,
+        /// Client: messages whose number had arrived already.
+        duplicates,
     }
 }
 

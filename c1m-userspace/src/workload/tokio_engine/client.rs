@@ -36,12 +36,13 @@ use rustls::pki_types::ServerName;
 use tokio::{
     io::ReadBuf,
     net::TcpStream,
-    sync::{Notify, OwnedSemaphorePermit, Semaphore, SemaphorePermit},
+    sync::{Notify, OwnedSemaphorePermit, Semaphore},
     task::LocalSet,
     time::{Instant, Sleep},
 };
 use tokio_rustls::TlsConnector;
 
+mod goodbye;
 mod switch;
 
 use super::{
@@ -298,60 +299,6 @@ impl Shared {
     /// connects that held the rest were torn down with their tasks).
     fn goodbyes_waiting(&self) -> u64 {
         (self.permits - self.slots.available_permits()) as u64
-    }
-}
-
-/// One of the `--in-flight` slots a goodbye holds while it waits for its server, as in the
-/// epoll engine (its `to_close` says why); None once the teardown stalled.
-async fn goodbye_slot(sh: &Shared) -> Option<SemaphorePermit<'_>> {
-    let mut stalled = pin!(sh.close_stalled.notified());
-    stalled.as_mut().enable();
-    if sh.stalled.get() {
-        return None;
-    }
-    tokio::select! {
-        biased;
-        () = &mut stalled => None,
-        p = sh.slots.acquire() => p.ok(),
-    }
-}
-
-/// After our close frame: reads until the server closes the connection, or the teardown
-/// stalled (`Shared::close_stalled`). With `frames` (plain WebSocket: the input a read
-/// left unparsed first), the server's messages written before it read our close are
-/// counted (`Proto::closing_input`); everything else is dropped.
-async fn await_server_close(sh: &Shared, s: &TcpStream, mut frames: Option<Vec<u8>>) {
-    let mut stalled = pin!(sh.close_stalled.notified());
-    stalled.as_mut().enable();
-    if sh.stalled.get() {
-        return;
-    }
-    let mut buf = [0u8; 64];
-    let mut frag = None;
-    loop {
-        tokio::select! {
-            biased;
-            () = &mut stalled => return,
-            r = s.readable() => {
-                if r.is_err() {
-                    return;
-                }
-                match s.try_read(&mut buf) {
-                    Ok(0) => return,
-                    Ok(n) => {
-                        let mut p = sh.p.borrow_mut();
-                        p.c.bytes_in += n as u64;
-                        if let Some(pending) = frames.as_mut() {
-                            pending.extend_from_slice(&buf[..n]);
-                            let used = p.closing_input(pending, &mut frag);
-                            pending.drain(..used);
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(_) => return,
-                }
-            }
-        }
     }
 }
 
@@ -641,15 +588,15 @@ impl Conn {
             let says_goodbye =
                 torn_down && self.p.state == State::Open && sh.p.borrow().cfg.mode == Mode::Ws;
             let _slot = if says_goodbye {
-                goodbye_slot(&sh).await
+                goodbye::goodbye_slot(&sh).await
             } else {
                 None
             };
             if self.finish(&sh, stream.as_mut(), end)
-                && let Some(s) = &stream
+                && let Some(s) = stream.as_mut()
             {
-                let frames = self.closing_frames(s);
-                Box::pin(await_server_close(&sh, s.tcp(), frames)).await;
+                let frames = self.closing_frames();
+                Box::pin(goodbye::await_server_close(&sh, s, &mut self.p, frames)).await;
             }
             drop(stream);
             sh.live.set(sh.live.get() - 1);
@@ -659,16 +606,13 @@ impl Conn {
         }
     }
 
-    /// What [`await_server_close`] parses after our close frame: on a plain stream (a
-    /// WebSocket, since only one waits) the input the last read left unparsed; None
-    /// under TLS, whose records are not opened any more.
-    fn closing_frames(&mut self, s: &Stream) -> Option<Vec<u8>> {
-        matches!(s, Stream::Tcp(_)).then(|| {
-            self.spill
-                .as_mut()
-                .map(|sp| std::mem::take(&mut sp.inbuf).to_vec())
-                .unwrap_or_default()
-        })
+    /// What [`goodbye::await_server_close`] parses first after our close frame: the
+    /// input the last read left unparsed (plaintext under TLS, as every read's).
+    fn closing_frames(&mut self) -> Vec<u8> {
+        self.spill
+            .as_mut()
+            .map(|sp| std::mem::take(&mut sp.inbuf).to_vec())
+            .unwrap_or_default()
     }
 
     /// The connection's place on the churn board: its index among the shard's.
@@ -687,11 +631,11 @@ impl Conn {
             Ok(permit) => start(sh, g, permit, true),
             Err(_) => churn::failed(&mut sh.p.borrow_mut().c.churn),
         }
-        if goodbye && let Some(s) = &stream {
-            let frames = self.closing_frames(s);
+        if goodbye && let Some(s) = stream.as_mut() {
+            let frames = self.closing_frames();
             let waited = tokio::time::timeout(
                 Duration::from_nanos(CLOSE_STALL_NS),
-                await_server_close(sh, s.tcp(), frames),
+                goodbye::await_server_close(sh, s, &mut self.p, frames),
             )
             .await;
             let mut p = sh.p.borrow_mut();

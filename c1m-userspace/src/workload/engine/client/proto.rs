@@ -13,6 +13,8 @@ use std::{
 use anyhow::Result;
 use rustix::io::Errno;
 
+mod server_messages;
+
 use crate::workload::{
     churn,
     config::{ClientShardConfig, Mode},
@@ -168,7 +170,15 @@ pub(crate) struct ConnProto {
     /// 40 bytes).
     pub msg_sent: u32,
     pub msg_out: u16,
+    /// `c1m server --message-rate`: the number of the server's next message and which of
+    /// the 16 before it arrived (`workload::message_order`); in the padding as well.
+    pub srv_next: u32,
+    pub srv_seen: u16,
 }
+
+// Every connection of a client shard holds one: the order check's 6 bytes fit in what
+// was padding.
+const _: () = assert!(size_of::<ConnProto>() == 48);
 
 impl ConnProto {
     pub(crate) fn new(g: u64, t_ns: u64) -> ConnProto {
@@ -183,6 +193,8 @@ impl ConnProto {
             churned: false,
             msg_sent: 0,
             msg_out: 0,
+            srv_next: 0,
+            srv_seen: 0,
         }
     }
 
@@ -554,9 +566,9 @@ impl Proto {
                             }
                             Some(Event::Message { text, payload }) => {
                                 let p = payload.as_slice();
-                                if !text && let Some(at) = messages::decode_server(p) {
+                                if !text && let Some(stamp) = messages::decode_server(p) {
                                     // Timed, never echoed back: the server sent it unasked.
-                                    self.on_server_message(at);
+                                    self.on_server_message(conn, stamp);
                                     continue;
                                 }
                                 if !text
@@ -704,53 +716,6 @@ impl Proto {
             now,
         ) {
             self.hists.record(stats::histograms::MESSAGE, us);
-        }
-    }
-
-    /// A server's message (`c1m server --message-rate`) scheduled at `scheduled_ns`:
-    /// counted and timed from its schedule (server and client share CLOCK_MONOTONIC:
-    /// one clock for every process and network namespace on one kernel).
-    fn on_server_message(&mut self, scheduled_ns: u64) {
-        let us = messages::server_received(
-            &mut self.c.server_messages,
-            scheduled_ns,
-            sys::monotonic_ns(),
-        );
-        self.hists.record(stats::histograms::SERVER_MESSAGE, us);
-    }
-
-    /// WebSocket input on a connection whose close frame is out ([`State::Closing`]):
-    /// the server's messages written before it read our close still arrive, and are
-    /// counted (so the server's `sent` and our `received` agree); the rest (its close
-    /// reply, anything else) is dropped. Returns the bytes used: the rest is the start of
-    /// a frame, for the next read. After the server's close, or input that is not a
-    /// frame, everything is used.
-    pub(crate) fn closing_input(
-        &mut self,
-        data: &mut [u8],
-        frag: &mut Option<Box<Fragment>>,
-    ) -> usize {
-        let mut off = 0;
-        loop {
-            match self.dec.decode(&mut data[off..], frag) {
-                Ok(None) => return off,
-                Ok(Some((used, ev))) => {
-                    off += used;
-                    match ev {
-                        Some(Event::Message {
-                            text: false,
-                            payload,
-                        }) => {
-                            if let Some(at) = messages::decode_server(payload.as_slice()) {
-                                self.on_server_message(at);
-                            }
-                        }
-                        Some(Event::Close(_)) => return data.len(),
-                        _ => {}
-                    }
-                }
-                Err(_) => return data.len(),
-            }
         }
     }
 
