@@ -26,7 +26,10 @@ use std::{
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 
-use crate::util::{cargo_bin, is_root, root, run};
+use crate::{
+    bench_table::{self, Better, BoxLoad, Row},
+    util::{cargo_bin, is_root, root, run},
+};
 
 #[derive(Parser, Debug)]
 #[command(name = "bench")]
@@ -219,15 +222,17 @@ impl Netns {
 /// connections and deleting their namespace goes on in the kernel (RCU frees, the
 /// namespace's cleanup work) after the processes are gone, so the run that starts next
 /// would pay for the one before it: in an interleaved pair, always the same side.
-pub(crate) fn settle() {
+/// Returns the share of the CPUs busy over its last half second (NaN: unread).
+pub(crate) fn settle() -> f64 {
     let started = Instant::now();
     let mut last = busy_jiffies();
     loop {
         std::thread::sleep(Duration::from_millis(500));
         let now = busy_jiffies();
         let (Some((b0, t0)), Some((b1, t1))) = (last, now) else {
-            return;
+            return f64::NAN;
         };
+        let busy = (b1 - b0) as f64 / (t1 - t0).max(1) as f64;
         // Below a third of the box busy: the rest is the box's own background.
         if (b1 - b0) * 3 < (t1 - t0) {
             let waited = started.elapsed();
@@ -237,14 +242,14 @@ pub(crate) fn settle() {
                     waited.as_secs_f64()
                 );
             }
-            return;
+            return busy;
         }
         if started.elapsed() > SETTLE_MAX {
             println!(
                 "   (the box did not settle in {} s: run starts anyway)",
                 SETTLE_MAX.as_secs()
             );
-            return;
+            return busy;
         }
         last = now;
     }
@@ -335,7 +340,9 @@ fn compare(o: &Opts) -> Result<()> {
         o.rounds
     );
     let mut rounds = Vec::new();
+    let mut loads = Vec::new();
     for r in 0..o.rounds {
+        loads.push(BoxLoad::now(settle()));
         let mut c = Figures::default();
         let mut m = Figures::default();
         // Interleaved: C, c1m, per scenario, so a pair shares one moment of the box.
@@ -351,31 +358,64 @@ fn compare(o: &Opts) -> Result<()> {
         println!("   round {}: c1m {m:?}", r + 1);
         rounds.push((c, m));
     }
-    print_ratios(&rounds);
+    print_ratios(&rounds, &loads);
     Ok(())
 }
 
-fn print_ratios(rounds: &[(Figures, Figures)]) {
-    let list = |f: &dyn Fn(&Figures, &Figures) -> f64| per_round(rounds, |(c, m)| f(c, m));
-    println!("   c1m / C, per round (rates: > 1 is faster; times: < 1 is faster):");
-    println!(
-        "   raw TCP ramp, conn/s:             {}",
-        list(&|c, m| m.raw_rate / c.raw_rate)
-    );
-    println!(
-        "   WebSocket ramp, conn/s:           {}",
-        list(&|c, m| m.ws_rate / c.ws_rate)
-    );
-    println!(
-        "   push, last frame received:        {}",
-        list(&|c, m| m.push_last_s / c.push_last_s)
-    );
-    for (i, p) in ["p50", "p99", "p99.9"].iter().enumerate() {
-        println!(
-            "   push, per-message {p:<6}          {}",
-            list(&|c, m| m.push_msg_us[i] / c.push_msg_us[i].max(1.0))
-        );
-    }
+/// The goals of c1m against the C programs (issue "ahead of the floor"), each per round.
+fn print_ratios(rounds: &[(Figures, Figures)], loads: &[BoxLoad]) {
+    let per = |f: fn(&Figures) -> f64| rounds.iter().map(|(c, m)| (f(m), f(c))).collect();
+    let msg = |i: usize| -> Vec<(f64, f64)> {
+        rounds
+            .iter()
+            .map(|(c, m)| (m.push_msg_us[i], c.push_msg_us[i]))
+            .collect()
+    };
+    let rows = [
+        Row {
+            figure: "raw TCP ramp",
+            unit: "conn/s",
+            better: Better::Higher,
+            goal: Some(1.0),
+            rounds: per(|f| f.raw_rate),
+        },
+        Row {
+            figure: "WebSocket ramp",
+            unit: "conn/s",
+            better: Better::Higher,
+            goal: Some(0.95),
+            rounds: per(|f| f.ws_rate),
+        },
+        Row {
+            figure: "push, last frame received",
+            unit: "s",
+            better: Better::Lower,
+            goal: Some(1.0),
+            rounds: per(|f| f.push_last_s),
+        },
+        Row {
+            figure: "push, per-message p50",
+            unit: "µs",
+            better: Better::Lower,
+            goal: None,
+            rounds: msg(0),
+        },
+        Row {
+            figure: "push, per-message p99",
+            unit: "µs",
+            better: Better::Lower,
+            goal: Some(1.0),
+            rounds: msg(1),
+        },
+        Row {
+            figure: "push, per-message p99.9",
+            unit: "µs",
+            better: Better::Lower,
+            goal: None,
+            rounds: msg(2),
+        },
+    ];
+    println!("{}", bench_table::render("c1m", "C", loads, &rows));
     for (i, (c, m)) in rounds.iter().enumerate() {
         println!(
             "   round {}: kernel during WebSocket setup, per 1,000 connections: TLP {:.1} / {:.1}, \
@@ -406,15 +446,6 @@ fn print_ratios(rounds: &[(Figures, Figures)]) {
             c.push_msg_us[2]
         );
     }
-}
-
-/// One ratio per round, "0.89, 1.05, 0.71".
-pub(crate) fn per_round<T>(rounds: &[T], ratio: impl Fn(&T) -> f64) -> String {
-    rounds
-        .iter()
-        .map(|r| format!("{:.2}", ratio(r)))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Compiles the C reference into target/ (no binary is committed).

@@ -5,6 +5,7 @@ mod bench;
 mod bench_engines;
 mod bench_hosts;
 mod bench_lab_observer;
+mod bench_table;
 mod bench_tls;
 mod ebpf;
 mod image;
