@@ -5,7 +5,7 @@
 //! counts close exactly, and each is recorded under its own name and kind. Refusals are
 //! one line naming the fix, before anything starts.
 
-use c1m::{lab::run::plan_file, model::PhaseKind};
+use c1m::{lab::run::plan_file, model::phase::PhaseKind};
 use lab_util::{c1m_run, fresh_dir, root_or_skip, run_folders};
 
 use crate::lab_util;

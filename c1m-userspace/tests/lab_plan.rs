@@ -694,7 +694,7 @@ fn a_phase_list_runs_in_order_with_exact_counts_on_both_engines() {
         assert_eq!(result.status.code(), Some(0), "{engine}: {said}");
         let folder = lab_util::run_folder(&out);
         let run = lab_util::summary(&folder);
-        use c1m::model::PhaseKind::{Churn, Hold, Push, Setup, Teardown};
+        use c1m::model::phase::PhaseKind::{Churn, Hold, Push, Setup, Teardown};
         let phases = lab_util::phase_kinds(&run);
         assert_eq!(
             phases,

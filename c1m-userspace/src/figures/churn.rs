@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::{
-    model::{RunRecord, TimeWaitPeak},
+    model::{RunRecord, phase::TimeWaitPeak},
     workload::stats::{
         counters::Churn,
         histograms::{CHURN_SETUP, HIST_NAMES, Percentiles},

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use c1m_common::tcp_state;
 
 use crate::{
-    model::{KernelVsApp, PerConnection},
+    model::{PerConnection, kernel_vs_app::KernelVsApp},
     observer::{KernelView, SideMemory, SideView},
     workload::stats::snapshot::AppSnapshot,
 };

@@ -5,7 +5,10 @@
 use serde::Serialize;
 
 use crate::{
-    model::{Phase, PhaseKind, RunRecord},
+    model::{
+        RunRecord,
+        phase::{Phase, PhaseKind},
+    },
     workload::stats::{
         counters::Heartbeats,
         histograms::{HIST_NAMES, PONG, Percentiles},
@@ -52,7 +55,7 @@ pub(crate) fn phase_of(phases: &[Phase]) -> Option<&Phase> {
         .iter()
         .filter(|p| p.kind == Some(PhaseKind::Heartbeat) && p.heartbeat_pings > 0)
         .max_by_key(|p| p.heartbeat_pings)
-        .or_else(|| crate::model::held_phase(phases))
+        .or_else(|| crate::model::phase::held_phase(phases))
 }
 
 /// The heartbeat figures of each side that sent pings (client first).

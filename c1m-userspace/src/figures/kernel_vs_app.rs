@@ -24,7 +24,7 @@ use c1m_common::tcp_state;
 use super::counts::{self, Side, gauge};
 use crate::fmt::{count, int, whole};
 use crate::{
-    model::{KernelVsApp, Source},
+    model::{Source, kernel_vs_app::KernelVsApp},
     observer::{KernelView, SideView},
     workload::{engine::REPORT_EVERY_NS, stats::snapshot::AppSnapshot},
 };

@@ -7,7 +7,10 @@
 use serde::Serialize;
 
 use crate::{
-    model::{Phase, PhaseKind, RunRecord},
+    model::{
+        RunRecord,
+        phase::{Phase, PhaseKind},
+    },
     workload::stats::{
         counters::{Messages, ServerMessages},
         histograms::{HIST_NAMES, MESSAGE, Percentiles, SERVER_MESSAGE},
@@ -52,7 +55,7 @@ pub(crate) fn of(run: &RunRecord) -> Option<MessageFigures> {
         .iter()
         .filter(|p| p.kind == Some(PhaseKind::Messages) && p.messages_sent > 0)
         .max_by_key(|p| p.messages_sent)
-        .or_else(|| crate::model::held_phase(&run.phases));
+        .or_else(|| crate::model::phase::held_phase(&run.phases));
     Some(MessageFigures {
         counts,
         echoed: run

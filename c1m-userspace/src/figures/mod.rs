@@ -23,7 +23,9 @@ use serde::{Deserialize, Serialize};
 
 use self::{counts::Side, latency::Latencies};
 use crate::{
-    model::{KernelVsApp, PerConnection, STALE_AFTER_S, Sample, Source, headline_rate},
+    model::{
+        PerConnection, STALE_AFTER_S, Sample, Source, headline_rate, kernel_vs_app::KernelVsApp,
+    },
     observer::{KernelView, SideMemory, SideView},
     workload::stats::snapshot::AppSnapshot,
 };

@@ -367,7 +367,7 @@ pub(crate) fn lines(results: &[CheckResult]) -> Vec<String> {
 #[allow(clippy::unwrap_used)] // panics are the assertions in tests
 mod tests {
     use super::*;
-    use crate::model::{KernelVsApp, Phase};
+    use crate::model::{kernel_vs_app::KernelVsApp, phase::Phase};
 
     #[test]
     fn checks_parse_with_units() {

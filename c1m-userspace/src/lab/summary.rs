@@ -11,7 +11,7 @@ mod messages;
 
 use crate::compare::fit::{self, Blocks, Line};
 use crate::fmt::{bytes, count, num, pace, signed, whole};
-use crate::model::{KernelVsApp, Phase, RunRecord};
+use crate::model::{RunRecord, kernel_vs_app::KernelVsApp, phase::Phase};
 use crate::observer::{audit::Verdict, view::Scope};
 use crate::report::figures::{hist_title, messages_asked_line, push_rule_line, tls_line};
 use crate::workload::stats::{
@@ -94,7 +94,7 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
     }
     s.push_str(&phase_table(&run.phases).render(width));
     wrapln!(s, width, "", "{}", PHASE_LEGEND);
-    if let Some(line) = crate::model::end_walks_line(&run.phases) {
+    if let Some(line) = crate::model::phase::end_walks_line(&run.phases) {
         wrapln!(s, width, "", "{}", &line);
     }
     s.push('\n');
@@ -447,7 +447,7 @@ fn heartbeat_line(hb: &crate::figures::heartbeat::HeartbeatFigures) -> String {
 
 fn phase_table(phases: &[Phase]) -> Blocks {
     // CPU comes in /proc's clock ticks (10 ms at CLK_TCK 100): to the tick.
-    let cpu = |u: &crate::model::ProcessUsage| {
+    let cpu = |u: &crate::model::phase::ProcessUsage| {
         format!("{}/{}", num(u.cpu_user_s, 2), num(u.cpu_sys_s, 2))
     };
     let lines = phases

@@ -20,7 +20,10 @@ use super::model::{HostInfo, KernelSource};
 use crate::{
     figures::{FiguresBuilder, Rows, kernel_vs_app::app_source},
     model::{
-        KernelVsApp, Outcome, Phase, ProcessUsage, RunRecord, Sample, Source, config::RunConfig,
+        Outcome, RunRecord, Sample, Source,
+        config::RunConfig,
+        kernel_vs_app::KernelVsApp,
+        phase::{Phase, ProcessUsage},
     },
     netpath::{PathFigures, PathReading},
     observer::{KernelView, LossInjection, ObserverConfig, ObserverHandle},

@@ -30,7 +30,7 @@ use super::{
 use crate::{
     figures::kernel_vs_app::CLIENT_OPEN,
     fmt,
-    model::{KernelVsApp, Outcome, RunRecord},
+    model::{Outcome, RunRecord, kernel_vs_app::KernelVsApp},
     observer::{LossDrops, Retransmits},
 };
 
@@ -365,7 +365,7 @@ mod tests {
     #[test]
     fn a_ramping_host_explains_its_gap_as_the_live_view_does() {
         let mut run = folder(Some(KernelSource::Observer), Some(2010));
-        run.phases.push(crate::model::Phase {
+        run.phases.push(crate::model::phase::Phase {
             name: "ramp".to_owned(),
             kernel_vs_app: vec![KernelVsApp {
                 what: CLIENT_OPEN.to_owned(),
@@ -376,7 +376,7 @@ mod tests {
                     "counted between the two readings (250 ms apart at 40/s)".to_owned(),
                 ),
             }],
-            ..crate::model::Phase::default()
+            ..crate::model::phase::Phase::default()
         });
         let line = text(&host_now("host-0", &run, false, 10_000).unwrap());
         assert!(

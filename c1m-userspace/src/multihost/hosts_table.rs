@@ -55,11 +55,13 @@ impl HostRow {
     /// `server open` row at the end of the idle phase or a phase list's first hold, when
     /// every connection is held; of setup in a run without one).
     pub(crate) fn server(run: &RunRecord, namespace: &str, addr: &str) -> HostRow {
-        fn server_open(p: &crate::model::Phase) -> Option<&crate::model::KernelVsApp> {
+        fn server_open(
+            p: &crate::model::phase::Phase,
+        ) -> Option<&crate::model::kernel_vs_app::KernelVsApp> {
             p.kernel_vs_app.iter().find(|r| r.what == SERVER_OPEN)
         }
         // The held phase (idle, or a phase list's first hold), else setup.
-        let open = crate::model::held_phase(&run.phases)
+        let open = crate::model::phase::held_phase(&run.phases)
             .and_then(server_open)
             .or_else(|| {
                 run.phases

@@ -11,8 +11,10 @@ use hdrhistogram::Histogram;
 
 use crate::{
     model::{
-        KernelVsApp, Machine, PerConnection, Phase, ProcessUsage, RunRecord, Sample,
+        Machine, PerConnection, RunRecord, Sample,
         config::RunConfig,
+        kernel_vs_app::KernelVsApp,
+        phase::{Phase, ProcessUsage},
     },
     observer::{
         mib::{MibCounters, MibDelta},
@@ -728,7 +730,7 @@ fn phases(samples: &[Sample]) -> Vec<Phase> {
                 heartbeat_late_pongs: 0,
                 heartbeat_missed: 0,
                 churned: 0,
-                time_wait_peak: Some(crate::model::TimeWaitPeak {
+                time_wait_peak: Some(crate::model::phase::TimeWaitPeak {
                     server: 0,
                     client: 3,
                 }),

@@ -121,7 +121,9 @@ pub fn merged_run(out: &Output, runs: &Path) -> (PathBuf, c1m::model::RunRecord)
 }
 
 /// The run's phases as (name, kind), in order.
-pub fn phase_kinds(run: &c1m::model::RunRecord) -> Vec<(&str, Option<c1m::model::PhaseKind>)> {
+pub fn phase_kinds(
+    run: &c1m::model::RunRecord,
+) -> Vec<(&str, Option<c1m::model::phase::PhaseKind>)> {
     run.phases
         .iter()
         .map(|p| (p.name.as_str(), p.kind))
@@ -146,7 +148,10 @@ pub fn set_low(sysctls: &[(&str, &str)]) {
 
 /// The kernel-vs-app row `what` ("server open", …) of a phase; panics naming the rows
 /// there are.
-pub fn kernel_vs_app<'a>(phase: &'a c1m::model::Phase, what: &str) -> &'a c1m::model::KernelVsApp {
+pub fn kernel_vs_app<'a>(
+    phase: &'a c1m::model::phase::Phase,
+    what: &str,
+) -> &'a c1m::model::kernel_vs_app::KernelVsApp {
     phase
         .kernel_vs_app
         .iter()

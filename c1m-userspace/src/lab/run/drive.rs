@@ -25,7 +25,7 @@ use super::{
 };
 use crate::{
     fmt::count,
-    model::PhaseKind,
+    model::phase::PhaseKind,
     observer::KernelView,
     workload::{push_trigger::PushTrigger, stats::snapshot::AppSnapshot},
 };

@@ -21,7 +21,10 @@ use super::{
 use crate::{
     figures::{FiguresBuilder, Rows, counts},
     lab::live::Live,
-    model::{Phase, PhaseKind, ProcessUsage, RunRecord, ServerShape},
+    model::{
+        RunRecord, ServerShape,
+        phase::{Phase, PhaseKind, ProcessUsage},
+    },
     observer::{KernelView, ObserverHandle},
     workload::{
         config::Mode,
@@ -124,7 +127,7 @@ pub(super) struct Lab {
     pub(super) target: u64,
     /// The most TIME_WAIT sockets per side at once since the phase began (the phase
     /// records it: churn's TIME_WAIT growth).
-    pub(super) time_wait_peak: Option<crate::model::TimeWaitPeak>,
+    pub(super) time_wait_peak: Option<crate::model::phase::TimeWaitPeak>,
 }
 
 impl Lab {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use crate::{
-    model::PhaseKind,
+    model::phase::PhaseKind,
     workload::{
         churn::{self, ChurnOrder, ChurnRate},
         config::Mode,

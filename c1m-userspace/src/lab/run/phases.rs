@@ -13,7 +13,7 @@ use super::{
 use crate::{
     figures::counts,
     fmt::count,
-    model::PhaseKind,
+    model::phase::PhaseKind,
     observer::KernelView,
     workload::{
         churn::ChurnRate, config::Mode, messages::MessageRate, push_trigger::PushTrigger,

@@ -5,7 +5,7 @@
 
 use super::{Host, MergeError};
 use crate::{
-    model::{KernelVsApp, RunRecord},
+    model::{RunRecord, kernel_vs_app::KernelVsApp},
     multihost::model::{HostBreakdown, KernelSource},
 };
 

@@ -5,7 +5,11 @@
 //! server's teardown ended is not done, and its counts then are not a mismatch.
 
 use super::{Host, MergeError};
-use crate::model::{KernelVsApp, PerConnection, Phase, ProcessUsage, Sample};
+use crate::model::{
+    PerConnection, Sample,
+    kernel_vs_app::KernelVsApp,
+    phase::{Phase, ProcessUsage},
+};
 
 /// Fills the client side of every phase from the hosts, after stretching the last phase
 /// to the last host's end.

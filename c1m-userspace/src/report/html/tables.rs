@@ -93,7 +93,7 @@ pub(super) fn json_rows<T: serde::Serialize>(v: &T) -> Vec<(String, String)> {
 
 pub(super) fn phase_table(run: &RunRecord) -> Markup {
     let mut tot = [0.0f64; 7];
-    let rows: Vec<(&crate::model::Phase, [f64; 6])> = run
+    let rows: Vec<(&crate::model::phase::Phase, [f64; 6])> = run
         .phases
         .iter()
         .map(|p| {
@@ -155,7 +155,7 @@ pub(super) fn phase_table(run: &RunRecord) -> Markup {
                 }
             }
         }
-        @if let Some(line) = crate::model::end_walks_line(&run.phases) {
+        @if let Some(line) = crate::model::phase::end_walks_line(&run.phases) {
             p.mut { (line) }
         }
         @if !notes.is_empty() {
