@@ -15,6 +15,7 @@ pub(crate) mod heartbeat;
 pub(crate) mod kernel_vs_app;
 pub(crate) mod latency;
 pub(crate) mod messages;
+pub(crate) mod phase_latency;
 
 use std::collections::VecDeque;
 

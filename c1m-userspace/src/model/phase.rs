@@ -56,6 +56,58 @@ impl PhaseKind {
             PhaseKind::Teardown => "teardown",
         }
     }
+
+    /// The kind a phase of the fixed sequence had by its name, for a run recorded
+    /// before phases had kinds (`idle` held, unless it churned).
+    fn of_fixed_name(name: &str, churned: bool) -> Option<PhaseKind> {
+        Some(match name {
+            "setup" => PhaseKind::Setup,
+            "idle" if churned => PhaseKind::Churn,
+            "idle" => PhaseKind::Hold,
+            "push" => PhaseKind::Push,
+            "teardown" => PhaseKind::Teardown,
+            _ => return None,
+        })
+    }
+}
+
+/// Phases named by their kind, numbered from the second of a kind on (`hold`, `push`,
+/// `hold-2`): a phase list's names, and the names runs' phases are lined up by.
+pub fn kind_names(kinds: impl IntoIterator<Item = PhaseKind>) -> Vec<String> {
+    let mut seen: Vec<PhaseKind> = Vec::new();
+    kinds
+        .into_iter()
+        .map(|kind| {
+            seen.push(kind);
+            match seen.iter().filter(|k| **k == kind).count() {
+                1 => kind.name().to_owned(),
+                k => format!("{}-{k}", kind.name()),
+            }
+        })
+        .collect()
+}
+
+/// The names `c1m compare` lines up the phases of different runs by: each phase by its
+/// kind, numbered as [`kind_names`] numbers them, so the fixed sequence's `idle` is
+/// `hold`, as a phase list's first hold is (a phase of no known kind keeps its name).
+/// For a phase list's phases these are their own names.
+pub(crate) fn compared_names(phases: &[Phase]) -> Vec<String> {
+    let kinds: Vec<Option<PhaseKind>> = phases
+        .iter()
+        .map(|p| {
+            p.kind
+                .or_else(|| PhaseKind::of_fixed_name(&p.name, p.churned > 0))
+        })
+        .collect();
+    let mut named = kind_names(kinds.iter().flatten().copied()).into_iter();
+    phases
+        .iter()
+        .zip(&kinds)
+        .map(|(p, k)| match k {
+            Some(_) => named.next().unwrap_or_else(|| p.name.clone()),
+            None => p.name.clone(),
+        })
+        .collect()
 }
 
 /// The phase whose figures stand for the held connections: `--idle`'s, else a phase
@@ -134,6 +186,66 @@ pub struct Phase {
     /// table and drops, veth and softnet drops (None: not read; one-box runs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<crate::netpath::PathFigures>,
+    /// Every latency histogram that recorded values during the phase, with what it
+    /// recorded then (empty: none did, or a run recorded before phases had latencies).
+    pub latency: Vec<PhaseLatency>,
+}
+
+/// The side whose process timed a latency.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum AppSide {
+    /// c1m's client: every latency c1m times today.
+    #[default]
+    Client,
+    /// The server (c1m's own times none).
+    Server,
+}
+
+impl AppSide {
+    /// "client" or "server", as the run's histograms are titled.
+    pub fn name(self) -> &'static str {
+        match self {
+            AppSide::Client => "client",
+            AppSide::Server => "server",
+        }
+    }
+}
+
+/// One latency histogram's values recorded during one phase: the side's histogram at
+/// the phase's end less the same at its start (`figures::phase_latency`), so the
+/// phases' counts add up to the run's. In µs, as the run's histograms.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
+#[serde(default)]
+pub struct PhaseLatency {
+    /// Whose histogram.
+    pub side: AppSide,
+    /// Its name, as the run's histograms are named ("message_us", "push_message_us").
+    pub histogram: String,
+    /// Values recorded during the phase.
+    pub count: u64,
+    /// Median, µs.
+    pub p50: u64,
+    /// 90th percentile, µs.
+    pub p90: u64,
+    /// 99th percentile, µs.
+    pub p99: u64,
+    /// 99.9th percentile, µs.
+    pub p999: u64,
+    /// Largest value recorded during the phase, µs.
+    pub max: u64,
 }
 
 /// The most TIME_WAIT sockets of each side at once over a phase.
@@ -161,4 +273,53 @@ pub(crate) fn end_walks_line(phases: &[Phase]) -> Option<String> {
             walks.join(", ")
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phase(name: &str, kind: Option<PhaseKind>) -> Phase {
+        Phase {
+            name: name.into(),
+            kind,
+            ..Phase::default()
+        }
+    }
+
+    #[test]
+    fn phases_of_either_sequence_line_up_by_kind() {
+        use PhaseKind::{Hold, Push, Setup, Teardown};
+        let names = |p: &[Phase]| compared_names(p);
+        // The fixed sequence's idle is a hold.
+        let fixed = [
+            phase("setup", Some(Setup)),
+            phase("idle", Some(Hold)),
+            phase("push", Some(Push)),
+            phase("teardown", Some(Teardown)),
+        ];
+        assert_eq!(names(&fixed), ["setup", "hold", "push", "teardown"]);
+        // A phase list's names are their own.
+        let list = [
+            phase("setup", Some(Setup)),
+            phase("hold", Some(Hold)),
+            phase("push", Some(Push)),
+            phase("hold-2", Some(Hold)),
+            phase("teardown", Some(Teardown)),
+        ];
+        assert_eq!(
+            names(&list),
+            list.iter().map(|p| p.name.as_str()).collect::<Vec<_>>()
+        );
+        // A run recorded before kinds: its fixed names say them; others keep theirs.
+        let mut old = [
+            phase("setup", None),
+            phase("idle", None),
+            phase("odd", None),
+            phase("teardown", None),
+        ];
+        assert_eq!(names(&old), ["setup", "hold", "odd", "teardown"]);
+        old[1].churned = 5;
+        assert_eq!(names(&old)[1], "churn");
+    }
 }

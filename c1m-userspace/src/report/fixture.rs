@@ -725,20 +725,11 @@ fn phases(samples: &[Sample]) -> Vec<Phase> {
                 } else {
                     Vec::new()
                 },
-                heartbeat_pings: 0,
-                heartbeat_pongs: 0,
-                heartbeat_late_pongs: 0,
-                heartbeat_missed: 0,
-                churned: 0,
                 time_wait_peak: Some(crate::model::phase::TimeWaitPeak {
                     server: 0,
                     client: 3,
                 }),
-                messages_sent: 0,
-                messages_received: 0,
-                path: None,
-                tcp_out_segs: None,
-                server_messages_received: 0,
+                ..Phase::default()
             }
         })
         .collect()

@@ -19,11 +19,11 @@ use super::{
     verdict,
 };
 use crate::{
-    figures::{FiguresBuilder, Rows, counts},
+    figures::{FiguresBuilder, Rows, counts, phase_latency},
     lab::live::Live,
     model::{
         RunRecord, ServerShape,
-        phase::{Phase, PhaseKind, ProcessUsage},
+        phase::{AppSide, Phase, PhaseKind, ProcessUsage},
     },
     observer::{KernelView, ObserverHandle},
     workload::{
@@ -466,6 +466,21 @@ impl Lab {
         phase.box_mem_available_bytes = crate::host::mem_available();
         phase.kernel_vs_app = figures.kernel_vs_app.clone();
         phase.notes = notes;
+        // Each side's latency over the phase, from the answers the phase began and
+        // ended on (a phase that cannot have it says why, and the run goes on).
+        for (side, start, end) in [
+            (AppSide::Client, &c0, &self.last_client),
+            (AppSide::Server, &s0, &self.last_server),
+        ] {
+            let Some(end) = end else { continue };
+            match phase_latency::between(side, start.as_ref(), end) {
+                Ok(l) => phase.latency.extend(l),
+                Err(e) => phase.notes.push(format!(
+                    "{} latency over the phase not recorded: {e}",
+                    side.name()
+                )),
+            }
+        }
         // Every connection open: the processes and threads the server holds them with.
         if phase.kind == Some(PhaseKind::Setup) {
             let shape = self.server_shape();

@@ -439,18 +439,7 @@ impl std::fmt::Display for Phase {
 /// The phases' names in the run's record: each its kind, numbered from the second of a
 /// kind on (`hold`, `push`, `hold-2`), so every phase of a run has its own.
 pub fn names(phases: &[Phase]) -> Vec<String> {
-    let mut seen: Vec<PhaseKind> = Vec::new();
-    phases
-        .iter()
-        .map(|p| {
-            let kind = p.kind();
-            seen.push(kind);
-            match seen.iter().filter(|k| **k == kind).count() {
-                1 => kind.name().to_owned(),
-                k => format!("{}-{k}", kind.name()),
-            }
-        })
-        .collect()
+    crate::model::phase::kind_names(phases.iter().map(Phase::kind))
 }
 
 /// The flags a phase list replaces (clap's ids): the fixed sequence's.

@@ -114,6 +114,10 @@ pub enum HistError {
     /// Merging two histograms failed (a value out of the target's bounds).
     #[error("histogram merge: {0}")]
     Add(#[from] hdrhistogram::AdditionError),
+    /// Taking one histogram from another failed (a count the other did not have: the
+    /// later histogram of a side was not the earlier one plus what came since).
+    #[error("histogram subtract: {0}")]
+    Subtract(#[from] hdrhistogram::SubtractionError),
     /// A histogram name not in [`HIST_NAMES`].
     #[error("unknown histogram {0}")]
     Unknown(String),
