@@ -284,3 +284,105 @@ fn the_same_folder_twice_is_refused_not_counted_as_a_repeat() {
     assert_eq!(code, 0, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A phase's latency as the lab records it: `count` pongs, percentiles from `p50` up.
+fn pongs(count: u64, p50: u64) -> c1m::model::phase::PhaseLatency {
+    c1m::model::phase::PhaseLatency {
+        side: c1m::model::phase::AppSide::Client,
+        histogram: "pong_us".into(),
+        count,
+        p50,
+        p90: 2 * p50,
+        p99: 3 * p50,
+        p999: 4 * p50,
+        max: 5 * p50,
+    }
+}
+
+/// A fixed run (setup, idle, push, teardown) beside a phase list (setup, hold, push,
+/// hold-2, teardown): per phase, the rows line up by kind, so the fixed run's idle is
+/// the list's hold, for CPU and for latency per phase; the list's second hold has no
+/// partner. Pongs through every held and push phase make the per-phase latency rows.
+#[test]
+fn phases_line_up_by_kind_so_idle_meets_hold() {
+    use c1m::model::phase::{Phase, PhaseKind};
+    let dir = fresh_dir("compare-phase-kinds");
+    let mut fixed = c1m::report::fixture::sample_run();
+    let kinds = [
+        PhaseKind::Setup,
+        PhaseKind::Hold,
+        PhaseKind::Push,
+        PhaseKind::Teardown,
+    ];
+    for (p, k) in fixed.phases.iter_mut().zip(kinds) {
+        p.kind = Some(k);
+    }
+    assert_eq!(fixed.phases[1].name, "idle");
+    fixed.phases[1].latency = vec![pongs(2_000, 1_000)];
+    fixed.phases[2].latency = vec![pongs(600, 40_000)];
+    let mut list = fixed.clone();
+    list.config.phases = vec!["hold 1s".into(), "push 1".into(), "hold 1s".into()];
+    let named = |p: &Phase, name: &str| Phase {
+        name: name.into(),
+        ..p.clone()
+    };
+    let (setup, idle, push, teardown) = (
+        &fixed.phases[0],
+        &fixed.phases[1],
+        &fixed.phases[2],
+        &fixed.phases[3],
+    );
+    let mut second = named(idle, "hold-2");
+    second.latency = vec![pongs(2_000, 2_000)];
+    list.phases = vec![
+        setup.clone(),
+        named(idle, "hold"),
+        push.clone(),
+        second,
+        teardown.clone(),
+    ];
+    let (a, b) = (dir.join("fixed"), dir.join("list"));
+    c1m::report::write_run(&a, &fixed).unwrap();
+    c1m::report::write_run(&b, &list).unwrap();
+    let args = [
+        format!("{}=fixed", a.display()),
+        format!("{}=list", b.display()),
+        "--verbose".into(),
+    ];
+    let (code, text, err) = compare(&args, &dir.join("out"));
+    assert_eq!(code, 0, "{err}");
+    // Every per-phase row is named by kind: no `idle` row, and its CPU meets the hold's.
+    assert!(!text.contains("\n  idle: "), "{text}");
+    let hold = line(&text, "hold: server");
+    let cells: Vec<&str> = hold
+        .strip_prefix("hold: server ")
+        .and_then(|r| r.strip_suffix(" same"))
+        .unwrap_or_else(|| panic!("{hold}"))
+        .split(' ')
+        .collect();
+    let (x, y) = cells.split_at(cells.len() / 2);
+    assert_eq!(x, y, "{hold}");
+    // Latency per phase: the hold's and the push's pongs side by side, the list's
+    // second hold alone.
+    let at = text
+        .find("\nLatency per phase: client pong")
+        .unwrap_or_else(|| panic!("no per-phase pong rows\n{text}"));
+    let pong = &text[at..];
+    assert_eq!(line(pong, "hold: count"), "hold: count 2,000 2,000 same");
+    assert_eq!(
+        line(pong, "hold: median"),
+        "hold: median 1.000 ms 1.000 ms same"
+    );
+    assert_eq!(
+        line(pong, "push: 99%"),
+        "push: 99% 120.000 ms 120.000 ms same"
+    );
+    assert!(
+        line(pong, "hold-2: median").starts_with("hold-2: median – 2.000 ms"),
+        "{pong}"
+    );
+    let csv = std::fs::read_to_string(dir.join("out").join("compare.csv")).unwrap();
+    assert!(csv.contains(",hold: server,"), "{csv}");
+    assert!(!csv.contains(",idle: server,"), "{csv}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,6 +5,8 @@
 //! compare`): tables split into blocks of columns that fit, prose wraps at spaces. Every
 //! number goes through [`crate::fmt`], so each carries its thousands separators.
 
+mod phase_latency;
+
 use std::fmt::Write as _;
 
 mod messages;
@@ -235,6 +237,10 @@ pub(crate) fn text_at(run: &RunRecord, width: usize) -> String {
                 s.push_str(&Percentiles::of(&h).table(title.trim_end()));
             }
         }
+    }
+    if let Some(table) = phase_latency::table(run) {
+        s.push('\n');
+        s.push_str(&table.render(width));
     }
     for hb in crate::figures::heartbeat::of(run) {
         s.push('\n');

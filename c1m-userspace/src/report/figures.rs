@@ -7,7 +7,8 @@ use super::{
     histograms,
 };
 use crate::{
-    model::{RunRecord, Sample},
+    figures::phase_latency,
+    model::{RunRecord, Sample, phase::compared_names},
     procstat::clock_tick_s,
     workload::stats::{
         histograms::{HIST_NAMES, MESSAGE, PUSH_FANOUT, PUSH_MESSAGE, Percentiles, hist_label},
@@ -376,8 +377,12 @@ pub(crate) fn key_figures_of(run: &RunRecord, hists: &[RunHist], full_latency: b
         hist: None,
     });
     groups.extend(latency_groups(hists, full_latency));
+    // Per phase, each figure is labelled by the phase's kind (`compared_names`), so
+    // `c1m compare` lines up a fixed run's idle with a phase list's hold.
+    let phase_names = compared_names(&run.phases);
+    groups.extend(phase_latency_groups(run, &phase_names));
     let mut cpu = Vec::new();
-    for p in &run.phases {
+    for (p, name) in run.phases.iter().zip(&phase_names) {
         for (who, u) in [
             ("server", &p.server),
             ("client", &p.client),
@@ -386,7 +391,7 @@ pub(crate) fn key_figures_of(run: &RunRecord, hists: &[RunHist], full_latency: b
             cpu.push(Figure {
                 resolution: Some(cpu_resolution_s()),
                 ..fig(
-                    format!("{}: {who}", p.name),
+                    format!("{name}: {who}"),
                     Some(u.cpu_user_s + u.cpu_sys_s),
                     Unit::CpuSeconds,
                 )
@@ -456,6 +461,52 @@ fn peak_setup_rate(run: &RunRecord) -> Figure {
             Unit::PerSecond,
         )
     }
+}
+
+/// The title of a per-phase latency group starts so: the report's cards leave these
+/// out (its per-phase table has them).
+pub(crate) const PHASE_LATENCY_PREFIX: &str = "Latency per phase: ";
+
+/// A group per histogram the views show per phase ([`phase_latency::split`]): each
+/// phase's count, median, 90%, 99%, 99.9% and max, labelled by the phase's name in
+/// `phase_names`. No quantile to redraw from: a phase keeps its figures, not its
+/// histogram.
+fn phase_latency_groups(run: &RunRecord, phase_names: &[String]) -> Vec<Group> {
+    phase_latency::split(&run.phases)
+        .into_iter()
+        .map(|s| {
+            let mut figures = Vec::new();
+            for (i, l) in &s.phases {
+                let name = phase_names.get(*i).map_or("?", String::as_str);
+                figures.push(fig(
+                    format!("{name}: count"),
+                    Some(l.count as f64),
+                    Unit::Count,
+                ));
+                for (label, v) in [
+                    ("median", l.p50),
+                    ("90%", l.p90),
+                    ("99%", l.p99),
+                    ("99.9%", l.p999),
+                    ("max", l.max),
+                ] {
+                    figures.push(fig(
+                        format!("{name}: {label}"),
+                        Some(v as f64),
+                        Unit::Micros,
+                    ));
+                }
+            }
+            Group {
+                title: format!(
+                    "{PHASE_LATENCY_PREFIX}{}",
+                    hist_title(run, s.side.name(), s.histogram)
+                ),
+                figures,
+                hist: None,
+            }
+        })
+        .collect()
 }
 
 fn latency_groups(hists: &[RunHist], full: bool) -> Vec<Group> {

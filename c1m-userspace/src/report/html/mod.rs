@@ -15,13 +15,13 @@ use self::{
     charts::{latency_charts, time_series_charts},
     tables::{
         audit_table, cards, counters_table, hosts_table, json_rows, kernel_tables,
-        kernel_vs_app_table, kv_table, latency_table, per_connection_table, phase_table,
-        setup_and_pushes, setup_latency_table, tls_table,
+        kernel_vs_app_table, kv_table, latency_table, per_connection_table, phase_latency_table,
+        phase_table, setup_and_pushes, setup_latency_table, tls_table,
     },
 };
 use super::{
     ExportError, RunHist,
-    figures::{key_figures, messages_asked_line},
+    figures::{PHASE_LATENCY_PREFIX, key_figures, messages_asked_line},
     fmt::{bytes, count, secs, utc},
     histograms,
 };
@@ -235,7 +235,8 @@ fn header(run: &RunRecord) -> Markup {
 pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
     let hists = histograms(run)?;
     let mut groups = key_figures(run, false)?;
-    groups.retain(|g| !g.title.starts_with("CPU")); // the phase table has it
+    // The phase tables have these.
+    groups.retain(|g| !g.title.starts_with("CPU") && !g.title.starts_with(PHASE_LATENCY_PREFIX));
     let rows: Vec<(String, Percentiles)> = hists
         .iter()
         .map(|h| (h.title.clone(), Percentiles::of(&h.hist)))
@@ -273,6 +274,7 @@ pub(crate) fn report(run: &RunRecord) -> Result<String, ExportError> {
         } @else {
             (latency_table(&rows))
         }
+        (phase_latency_table(run))
         h2 #perconn { "Per connection, at the end of the idle phase" }
         (per_connection_table(run))
         h2 #workload { "Workload" }
@@ -340,8 +342,35 @@ mod tests {
         ] {
             assert!(html.contains(s), "{s}");
         }
+        // No histogram spans phases in the fixture: no per-phase table.
+        assert!(!html.contains("histogram, phase (ms)"));
         // An empty run still renders (charts say "no data").
         let empty = report(&RunRecord::default()).unwrap();
         assert!(empty.contains("No data: no run recorded a value of this figure."));
+    }
+
+    #[test]
+    fn latency_per_phase_is_a_table_not_cards() {
+        use crate::model::phase::{AppSide, PhaseLatency};
+        let mut run = crate::report::sample_run();
+        // Pongs through idle (1 ms) and push (30 ms).
+        for (i, count, p50) in [(1, 200, 1_000), (2, 2_000, 30_000)] {
+            run.phases[i].latency.push(PhaseLatency {
+                side: AppSide::Client,
+                histogram: "pong_us".into(),
+                count,
+                p50,
+                p90: 2 * p50,
+                ..PhaseLatency::default()
+            });
+        }
+        let html = report(&run).unwrap();
+        assert!(html.contains("histogram, phase (ms)"), "{html}");
+        assert!(html.contains("<b>client pong</b>"), "{html}");
+        assert!(
+            html.contains("<td class=\"t\">push</td><td>2,000</td><td>30.000</td><td>60.000</td>"),
+            "{html}"
+        );
+        assert!(!html.contains(PHASE_LATENCY_PREFIX));
     }
 }

@@ -5,11 +5,12 @@ use maud::{Markup, html};
 use serde_json::Value;
 
 use crate::{
+    figures::phase_latency,
     model::RunRecord,
     observer::audit::Verdict,
     report::{
         RunHist,
-        figures::{Group, push_rule_line, setup_rate, tls_line},
+        figures::{Group, hist_title, push_rule_line, setup_rate, tls_line},
         fmt::{bytes, count, int, ms, num, secs, utc},
     },
     workload::stats::{
@@ -426,6 +427,32 @@ pub(crate) fn latency_table(rows: &[(String, Percentiles)]) -> Markup {
                         p.p999 as f64,
                     ] {
                         td { (ms(v)) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Latency per phase, under the run's: a row per phase for each histogram whose values
+/// fell in more than one phase (`figures::phase_latency::split`); nothing when every
+/// histogram was recorded within one phase, whose figures the run's table already are.
+pub(super) fn phase_latency_table(run: &RunRecord) -> Markup {
+    let split = phase_latency::split(&run.phases);
+    let heads = ["count", "median", "90%", "99%", "99.9%", "max"];
+    html! {
+        @if !split.is_empty() {
+            h3 { "Per phase" }
+            table.wide {
+                tr { th.t { "histogram, phase (ms)" } @for h in heads { th { (h) } } }
+                @for s in &split {
+                    tr { td.t colspan=(heads.len() + 1) { b { (hist_title(run, s.side.name(), s.histogram)) } } }
+                    @for (i, l) in &s.phases {
+                        tr {
+                            td.t { (run.phases.get(*i).map_or("?", |p| p.name.as_str())) }
+                            td { (count(l.count)) }
+                            @for v in [l.p50, l.p90, l.p99, l.p999, l.max] { td { (ms(v as f64)) } }
+                        }
                     }
                 }
             }
