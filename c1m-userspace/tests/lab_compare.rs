@@ -381,6 +381,10 @@ fn phases_line_up_by_kind_so_idle_meets_hold() {
         line(pong, "hold-2: median").starts_with("hold-2: median – 2.000 ms"),
         "{pong}"
     );
+    // The list's own phase joins its group's rows: one title each.
+    for group in ["\nLatency per phase: client pong", "\nCPU time per phase"] {
+        assert_eq!(text.matches(group).count(), 1, "{group}\n{text}");
+    }
     let csv = std::fs::read_to_string(dir.join("out").join("compare.csv")).unwrap();
     assert!(csv.contains(",hold: server,"), "{csv}");
     assert!(!csv.contains(",idle: server,"), "{csv}");

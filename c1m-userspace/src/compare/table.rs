@@ -369,8 +369,9 @@ type Gathered = (
     Vec<Vec<String>>,
 );
 
-/// Every figure any run has, in first-seen order, with its spread per name and each
-/// name's difference from `names[baseline]`.
+/// Every figure any run has, in first-seen order (a figure new with a later run beside
+/// its group's others), with its spread per name and each name's difference from
+/// `names[baseline]`.
 #[cfg(test)]
 pub(crate) fn rows(
     runs: &[LoadedRun],
@@ -401,15 +402,24 @@ pub(crate) fn rows_with_pairs(
                 let i = match acc.iter().position(|a| a.0 == group && a.1 == f.label) {
                     Some(i) => i,
                     None => {
-                        acc.push((
-                            group.clone(),
-                            f.label.clone(),
-                            f.unit,
-                            f.resolution,
-                            vec![Vec::new(); names.len()],
-                            vec![Vec::new(); names.len()],
-                        ));
-                        acc.len() - 1
+                        // Beside its group's rows, so a figure only a later run has (a
+                        // phase the first run did not have) is not a group of its own.
+                        let at = acc
+                            .iter()
+                            .rposition(|a| a.0 == group)
+                            .map_or(acc.len(), |i| i + 1);
+                        acc.insert(
+                            at,
+                            (
+                                group.clone(),
+                                f.label.clone(),
+                                f.unit,
+                                f.resolution,
+                                vec![Vec::new(); names.len()],
+                                vec![Vec::new(); names.len()],
+                            ),
+                        );
+                        at
                     }
                 };
                 if let Some(v) = f.value {
