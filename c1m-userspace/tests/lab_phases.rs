@@ -222,3 +222,124 @@ fn heartbeat_and_message_phases_are_refused_in_one_line_naming_the_fix() {
         assert!(run_folders(&out).is_empty(), "{flags:?}");
     }
 }
+
+/// Messages at two rates and pushes in two phases: each phase's latency has exactly its
+/// own values (its message echoes, its pushes' frames), and the phases add up to the
+/// run's histograms, every one of them; the summary shows the per-phase table.
+#[test]
+fn each_phase_keeps_its_own_latency_and_the_phases_add_up_on_both_engines() {
+    if !root_or_skip("each_phase_keeps_its_own_latency_and_the_phases_add_up_on_both_engines") {
+        return;
+    }
+    c1m::netns::enter_private().expect("private netns");
+    const N: u64 = 300;
+    for engine in ["epoll", "tokio"] {
+        let out = fresh_dir(&format!("phases-latency-{engine}"));
+        let result = c1m_run(
+            &out,
+            &[
+                "-n",
+                &N.to_string(),
+                "--ports",
+                "9510-9511",
+                "--engine",
+                engine,
+                "--phase",
+                "messages 2/s size 32 for 2s",
+                "--phase",
+                "push 1",
+                "--phase",
+                "messages 10/s for 2s",
+                "--phase",
+                "push 2 every 1s",
+                "--check",
+                "failures == 0",
+            ],
+        )
+        .output()
+        .expect("c1m run --phase …");
+        let said = lab_util::printed(&result);
+        assert_eq!(result.status.code(), Some(0), "{engine}: {said}");
+        let run = lab_util::summary(&lab_util::run_folder(&out));
+        let names: Vec<&str> = run.phases.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "setup",
+                "messages",
+                "push",
+                "messages-2",
+                "push-2",
+                "teardown"
+            ],
+            "{engine}"
+        );
+        let client = run.client.as_ref().expect("the client's snapshot");
+        // What phase `i` recorded of `hist` (0: nothing).
+        let got = |i: usize, hist: &str| {
+            run.phases[i]
+                .latency
+                .iter()
+                .find(|l| l.histogram == hist)
+                .map_or(0, |l| l.count)
+        };
+        // Each message phase timed exactly the echoes it received, and only it did.
+        for (i, p) in run.phases.iter().enumerate() {
+            assert_eq!(
+                got(i, "message_us"),
+                p.messages_received,
+                "{engine} {}",
+                p.name
+            );
+        }
+        let (slow, fast) = (&run.phases[1], &run.phases[3]);
+        assert!(slow.messages_received >= N, "{engine}: {slow:?}");
+        assert!(
+            fast.messages_received > 2 * slow.messages_received,
+            "{engine}: {} then {}",
+            slow.messages_received,
+            fast.messages_received
+        );
+        // Each push phase timed exactly the frames of its own pushes: push 1 in the
+        // first, pushes 2 and 3 in the second, every connection once each.
+        let frames = |ids: &[u64]| -> u64 {
+            client
+                .pushes
+                .iter()
+                .filter(|p| ids.contains(&p.push_id))
+                .map(|p| p.count)
+                .sum()
+        };
+        assert_eq!((frames(&[1]), frames(&[2, 3])), (N, 2 * N), "{engine}");
+        for hist in ["push_message_us", "push_fanout_us"] {
+            let per_phase: Vec<u64> = (0..run.phases.len()).map(|i| got(i, hist)).collect();
+            assert_eq!(per_phase, [0, 0, N, 0, 2 * N, 0], "{engine} {hist}");
+        }
+        // Every histogram: the phases' counts add up to the run's, exactly.
+        for hist in c1m::workload::stats::histograms::HIST_NAMES {
+            let whole = client.histogram(hist).expect("decodes").len();
+            let phases: u64 = (0..run.phases.len()).map(|i| got(i, hist)).sum();
+            assert_eq!(phases, whole, "{engine} {hist}");
+        }
+        assert_eq!(got(0, "connect_us"), N, "{engine}: connects in the setup");
+        // The summary's table: the two message phases' rows under their histogram.
+        let stdout = String::from_utf8_lossy(&result.stdout);
+        let table = stdout
+            .split("latency per phase (ms)")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{engine}: no per-phase table\n{stdout}"));
+        for p in [slow, fast] {
+            let row = format!("  {} ", p.name);
+            let line = table
+                .lines()
+                .find(|l| l.starts_with(&row))
+                .unwrap_or_else(|| panic!("{engine}: no {} row\n{table}", p.name));
+            let count = line.split_whitespace().nth(1);
+            assert_eq!(
+                count,
+                Some(c1m::fmt::count(p.messages_received).as_str()),
+                "{line}"
+            );
+        }
+    }
+}
