@@ -5,11 +5,10 @@
 //! compare`): tables split into blocks of columns that fit, prose wraps at spaces. Every
 //! number goes through [`crate::fmt`], so each carries its thousands separators.
 
+mod messages;
 mod phase_latency;
 
 use std::fmt::Write as _;
-
-mod messages;
 
 use crate::compare::fit::{self, Blocks, Line};
 use crate::fmt::{bytes, count, num, pace, signed, whole};
