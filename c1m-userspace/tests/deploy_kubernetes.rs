@@ -29,7 +29,7 @@ fn at<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
     path.iter().fold(v, |v, k| &v[*k])
 }
 
-fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
+pub(crate) fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
     at(v, path)
         .as_str()
         .unwrap_or_else(|| panic!("{path:?} is not a string"))
@@ -109,7 +109,8 @@ fn caps(c: &Value) -> Vec<String> {
         .collect()
 }
 
-fn sysctls(v: &Value) -> BTreeMap<String, String> {
+/// The `securityContext.sysctls` of a Pod's or a Job template's pod spec.
+pub(crate) fn sysctls(v: &Value) -> BTreeMap<String, String> {
     at(pod_spec(v), &["securityContext", "sysctls"])
         .as_sequence()
         .into_iter()

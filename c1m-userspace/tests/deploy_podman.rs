@@ -28,7 +28,7 @@ use c1m::report;
 use serde_yaml::{Mapping, Value};
 
 use crate::{
-    deploy_kubernetes::load,
+    deploy_kubernetes::{load, str_at, sysctls},
     lab_util::{self, TempDir, bounded, fresh_dir, root_or_skip},
 };
 
@@ -139,7 +139,7 @@ impl Podman {
             std::fs::create_dir_all(d.join(sub)).expect("podman dirs");
         }
         let at = |sub: &str| d.join(sub).display().to_string();
-        p.write_conf("containers.conf", &[]);
+        p.write_conf("containers.conf", &BTreeMap::new());
         write(
             &d.join("storage.conf"),
             &format!(
@@ -180,7 +180,7 @@ impl Podman {
     /// A containers.conf: runc with cgroupfs (no systemd here), ulimits within the
     /// host's hard limits (a `--ulimit` above them fails), every path under our folder,
     /// CNI from our own directory, and the given default sysctls.
-    fn write_conf(&self, name: &str, sysctls: &[(String, String)]) -> PathBuf {
+    fn write_conf(&self, name: &str, sysctls: &BTreeMap<String, String>) -> PathBuf {
         let d = self.dir.path();
         let hard = |resource| {
             let mut l = libc::rlimit {
@@ -391,30 +391,8 @@ fn text(out: &Output) -> String {
     )
 }
 
-fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
-    path.iter()
-        .fold(v, |v, k| &v[*k])
-        .as_str()
-        .unwrap_or_else(|| panic!("{path:?} is not a string"))
-}
-
 fn key(k: &str) -> Value {
     Value::String(k.to_owned())
-}
-
-/// The pod's `securityContext.sysctls`.
-fn sysctls(pod: &Value) -> Vec<(String, String)> {
-    pod["spec"]["securityContext"]["sysctls"]
-        .as_sequence()
-        .into_iter()
-        .flatten()
-        .map(|s| {
-            (
-                str_at(s, &["name"]).to_owned(),
-                str_at(s, &["value"]).to_owned(),
-            )
-        })
-        .collect()
 }
 
 /// The pod a Job's controller makes from its template; for an Indexed Job's completion
