@@ -558,8 +558,8 @@ pub struct SockAgg {
 
 /// What the listener iterator writes per listening socket.
 pub const RECORD_LISTENER: u32 = 1;
-/// Written once, when the iterator reaches the first non-listening socket: user space
-/// stops reading there, so a listener walk never walks the established hash.
+/// Written for every non-listening socket (they follow the listeners): user space stops
+/// at the first, so a listener walk visits one read's worth of the established hash.
 pub const RECORD_END: u32 = 2;
 
 #[repr(C)]

@@ -1,9 +1,11 @@
 //! `iter/tcp` over listening sockets: accept-queue depth, limit and drops of each.
 //!
 //! The TCP iterator walks the listening hash before the established hash, so the
-//! first non-listening socket ends the listeners: the program writes an END record
-//! there and user space, reading one record per `read()`, closes the iterator, so a
-//! listener walk costs nothing per established connection.
+//! first non-listening socket ends the listeners: the program writes an END record for
+//! every socket past them, so a read fills its buffer soon after the end and user space
+//! stops at the first END: a listener walk visits at most one read's worth (~800) of
+//! established sockets. (One record per `read()` stopped exactly at the end, but each
+//! read re-batched a whole listening bucket: quadratic in the listeners of a port.)
 //! https://github.com/torvalds/linux/blob/v6.18/net/ipv4/tcp_ipv4.c (bpf_iter_tcp_batch)
 //! https://github.com/torvalds/linux/blob/v6.18/kernel/bpf/bpf_iter.c (bpf_seq_read stops once `size` bytes are ready)
 
