@@ -211,7 +211,8 @@ pub struct ClientArgs {
     /// Payload size, echo count and WebSocket path.
     #[command(flatten)]
     pub workload: WorkloadArgs,
-    /// Give up on a connect or handshake after this long (counted as timed_out).
+    /// Give up on a connect or handshake step after this long, each step (connect,
+    /// TLS, upgrade) timed from its own start (counted as timed_out).
     #[arg(value_name = "DURATION", long, default_value = "10s", value_parser = crate::duration::parse)]
     pub connect_timeout: Duration,
     /// Force this many worker processes (0: decide from -n and the fd limit).

@@ -18,8 +18,8 @@ use super::{
         Action, Churning, Limit, LimitWatch, PUSH_MARK, PUSH_STALL, Progress, PushPhase,
         SERVER_START, SETTLING, Setup, Step, Switch, TEARDOWN_STALL, churn_settled,
         clients_all_dead, foreign_rounds, foreign_want, frames, local_setup, open_connections,
-        progress, push_audience, push_due, push_reached, push_witness, server_started, settled,
-        setup_limit, steps, torn_down,
+        progress, progress_age, push_audience, push_due, push_reached, push_witness,
+        server_started, settled, setup_limit, steps, torn_down,
     },
     stall::StallWatch,
 };
@@ -57,7 +57,11 @@ impl Lab {
                 );
             }
             if let Some(overrun) = watch.check(Instant::now(), |measure| {
-                progress(measure, external, server, client)
+                let now_ns = crate::workload::sys::realtime_ns();
+                (
+                    progress(measure, external, server, client),
+                    progress_age(measure, external, server, client, now_ns),
+                )
             }) {
                 bail!(overrun.message(what))
             }

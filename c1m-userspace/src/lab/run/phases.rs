@@ -247,7 +247,7 @@ impl Progress {
 }
 
 /// A ramp with no connect finished (connected or failed) for this long is stuck: each
-/// connect gives up after 10 s (`--connect-timeout`). A fixed budget from the asked
+/// connect gives up after 30 s (`--connect-timeout`). A fixed budget from the asked
 /// rate failed the largest target: 1,732,000 asked, the box slowed from 10k to ~4k
 /// conn/s past 1.5M (3.3M sockets in the 262,144-bucket established hash), and the
 /// 3 × ramp + 2 min = 328 s ran out at 1,662,915 with the ramp still moving.
@@ -288,7 +288,16 @@ pub(super) enum Overrun {
         step: &'static str,
         so_far: u64,
     },
+    /// A [`Limit::Stall`] that could not be judged: the counts that show progress are
+    /// `age` old (the workload's processes have not reported).
+    Silent { age: Duration },
 }
+
+/// How old the counts that judge a stall may grow before the wait gives up. A stall is
+/// judged on the counts' own clock: at 1.73M on a box loaded by two builds, the client's
+/// reports stopped for 31 s during a push that went on to deliver every frame, and the
+/// push was called stalled at 787,215 of 1,728,617 (2026-12-04).
+pub(super) const WITNESS_SILENCE: Duration = Duration::from_secs(180);
 
 impl Overrun {
     /// The error of the wait for `what`.
@@ -303,6 +312,11 @@ impl Overrun {
                 "{what} stalled: no {step} for {:.0} s ({} so far)",
                 limit.as_secs_f64(),
                 count(*so_far)
+            ),
+            Overrun::Silent { age } => format!(
+                "{what} could not be judged: the counts that show its progress are {:.0} s \
+                 old (the workload's processes stopped reporting; see the run's logs)",
+                age.as_secs_f64()
             ),
         }
     }
@@ -327,22 +341,27 @@ impl LimitWatch {
     }
 
     /// Checked once a tick at `now`: whether the limit has passed. `progress` says how
-    /// far the phase has come (asked only under a stall limit).
+    /// far the phase has come and how old the counts saying so are (asked only under a
+    /// stall limit): a stall is judged at the instant the counts describe, so a side
+    /// that reports late is not taken for one that makes no progress.
     pub(super) fn check(
         &mut self,
         now: Instant,
-        progress: impl FnOnce(Progress) -> u64,
+        progress: impl FnOnce(Progress) -> (u64, Duration),
     ) -> Option<Overrun> {
         match self.limit {
             Limit::Total(d) if now.saturating_duration_since(self.started) > d => {
                 Some(Overrun::Total(d))
             }
             Limit::Stall(d, measure) => {
-                let done = progress(measure);
+                let (done, age) = progress(measure);
+                let as_of = now.checked_sub(age).unwrap_or(now);
                 if done > self.best.0 {
-                    self.best = (done, now);
+                    self.best = (done, as_of.max(self.best.1));
                     None
-                } else if now.saturating_duration_since(self.best.1) > d {
+                } else if age > WITNESS_SILENCE {
+                    Some(Overrun::Silent { age })
+                } else if as_of.saturating_duration_since(self.best.1) > d {
                     Some(Overrun::Stalled {
                         limit: d,
                         step: measure.step(),
@@ -372,6 +391,31 @@ pub(super) fn progress(
         (Progress::Push(id), _, _) => frames(push_witness(external, server, client), id),
         (Progress::Closes(from), _, _) => from.saturating_sub(open_connections(server, client)),
     }
+}
+
+/// How old the counts are that [`progress`] reads, at CLOCK_REALTIME `unix_ns_now`:
+/// the older side's when both count. A side not heard from, or a snapshot that names no
+/// instant, counts as fresh (progress 0 then judges as before).
+pub(super) fn progress_age(
+    measure: Progress,
+    external: bool,
+    server: Option<&AppSnapshot>,
+    client: Option<&AppSnapshot>,
+    unix_ns_now: u64,
+) -> Duration {
+    // The same witnesses as [`progress`].
+    let witnesses = match measure {
+        Progress::Connects => [client.or(server), None],
+        Progress::Push(_) => [push_witness(external, server, client), None],
+        Progress::Closes(_) => [server, client],
+    };
+    witnesses
+        .into_iter()
+        .flatten()
+        .filter(|s| s.counts_unix_ns > 0)
+        .map(|s| Duration::from_nanos(unix_ns_now.saturating_sub(s.counts_unix_ns)))
+        .max()
+        .unwrap_or(Duration::ZERO)
 }
 
 /// Connections open now, the lab's client's and the server's added (a side not heard
@@ -674,7 +718,8 @@ mod tests {
     fn a_total_limit_passes_after_its_time_only() {
         let t0 = Instant::now();
         let mut w = LimitWatch::new(Limit::Total(Duration::from_secs(30)), t0);
-        let never = |_: Progress| -> u64 { unreachable!("a total limit reads no progress") };
+        let never =
+            |_: Progress| -> (u64, Duration) { unreachable!("a total limit reads no progress") };
         assert_eq!(w.check(t0 + Duration::from_secs(30), never), None);
         let over = w.check(t0 + Duration::from_secs(31), never).unwrap();
         assert_eq!(over, Overrun::Total(Duration::from_secs(30)));
@@ -692,11 +737,11 @@ mod tests {
             Limit::Stall(Duration::from_secs(10), Progress::Connects),
             t0,
         );
-        assert_eq!(w.check(s(5), |_| 100), None);
+        assert_eq!(w.check(s(5), |_| (100, Duration::ZERO)), None);
         // Flat for 10 s from the last step is still within; more is a stall.
-        assert_eq!(w.check(s(15), |_| 100), None);
-        assert_eq!(w.check(s(14), |_| 100), None);
-        let over = w.check(s(16), |_| 100).unwrap();
+        assert_eq!(w.check(s(15), |_| (100, Duration::ZERO)), None);
+        assert_eq!(w.check(s(14), |_| (100, Duration::ZERO)), None);
+        let over = w.check(s(16), |_| (100, Duration::ZERO)).unwrap();
         assert_eq!(
             over,
             Overrun::Stalled {
@@ -710,13 +755,60 @@ mod tests {
             "setup stalled: no connect finished for 10 s (100 so far)"
         );
         // A step, however late, starts the count again.
-        assert_eq!(w.check(s(17), |_| 101), None);
-        assert_eq!(w.check(s(27), |_| 101), None);
+        assert_eq!(w.check(s(17), |_| (101, Duration::ZERO)), None);
+        assert_eq!(w.check(s(27), |_| (101, Duration::ZERO)), None);
         let mut p = LimitWatch::new(Limit::Stall(Duration::from_secs(1), Progress::Push(2)), t0);
-        let over = p.check(s(2), |_| 0).unwrap();
+        let over = p.check(s(2), |_| (0, Duration::ZERO)).unwrap();
         assert_eq!(
             over.message("push"),
             "push stalled: no frame arrived for 1 s (0 so far)"
+        );
+    }
+
+    #[test]
+    fn a_stall_is_judged_on_the_clock_of_the_counts() {
+        let t0 = Instant::now();
+        let s = |n| t0 + Duration::from_secs(n);
+        let age = Duration::from_secs;
+        let mut w = LimitWatch::new(Limit::Stall(Duration::from_secs(30), Progress::Push(1)), t0);
+        assert_eq!(w.check(s(1), |_| (500, age(0))), None);
+        // 40 s later the counts are 35 s old: they describe 5 s after the last step.
+        assert_eq!(w.check(s(41), |_| (500, age(35))), None);
+        // Fresh counts with no step: 31 s after the step on their clock is a stall.
+        let over = w.check(s(42), |_| (500, age(10))).unwrap();
+        assert!(
+            matches!(over, Overrun::Stalled { so_far: 500, .. }),
+            "{over:?}"
+        );
+        // Counts that stopped altogether end the wait, named as such.
+        let mut w = LimitWatch::new(Limit::Stall(Duration::from_secs(30), Progress::Push(1)), t0);
+        assert_eq!(w.check(s(170), |_| (0, age(169))), None);
+        let over = w.check(s(200), |_| (0, age(199))).unwrap();
+        assert_eq!(over, Overrun::Silent { age: age(199) });
+        assert!(
+            over.message("push")
+                .starts_with("push could not be judged: the counts")
+        );
+    }
+
+    #[test]
+    fn the_age_of_progress_is_its_witness_s() {
+        let at = |unix_s: u64| {
+            let mut c = snap("ramp", 0);
+            c.counts_unix_ns = unix_s * 1_000_000_000;
+            c
+        };
+        let now = 1_000 * 1_000_000_000;
+        let (s, c) = (at(990), at(960));
+        let age = |m, ext, s, c| progress_age(m, ext, s, c, now).as_secs();
+        assert_eq!(age(Progress::Connects, false, Some(&s), Some(&c)), 40);
+        assert_eq!(age(Progress::Push(1), true, Some(&s), Some(&c)), 10);
+        assert_eq!(age(Progress::Closes(9), false, Some(&s), Some(&c)), 40);
+        // Not heard from, or no instant named: fresh.
+        assert_eq!(age(Progress::Connects, false, None, None), 0);
+        assert_eq!(
+            age(Progress::Connects, false, None, Some(&snap("ramp", 0))),
+            0
         );
     }
 
@@ -756,7 +848,9 @@ mod tests {
             Instant::now(),
         );
         let over = w
-            .check(Instant::now() + Duration::from_secs(61), |_| 0)
+            .check(Instant::now() + Duration::from_secs(61), |_| {
+                (0, Duration::ZERO)
+            })
             .unwrap();
         assert_eq!(
             over.message("teardown"),

@@ -87,8 +87,10 @@ struct Shard {
     closes_waiting: u64,
     /// False once the teardown stalled: the rest close right after their close frame.
     close_waits: bool,
-    /// Attempts in start order, for the connect/handshake timeout: the sweep looks only at
-    /// the front, not at every connection (a full scan cost O(connections) 4× a second).
+    /// Attempts' steps in start order, for the connect/handshake timeout: the sweep looks
+    /// only at the front, not at every connection (a full scan cost O(connections) 4× a
+    /// second). Each step (connect, TLS, upgrade) gets its own entry, stamped as the
+    /// connection's `t_ns`; an entry whose stamp is no longer its connection's is spent.
     pending: VecDeque<(u64, u64)>,
     /// Connects are paced this turn (decided before the wait), and the next pace tick.
     pacing: bool,
@@ -471,10 +473,15 @@ impl Shard {
         // counted, `in_flight` below zero, the socket closed unread (a RST) — at 1M with
         // --churn 5000, 852,439 reopens "timed out".
         while let Some(&(tok, started)) = self.pending.front() {
-            let in_flight = self
-                .conns
-                .get_mut(tok)
-                .is_some_and(|c| matches!(c.p.state, State::Connecting | State::Handshake));
+            // The step this entry timed is still the connection's (a later step, or a
+            // new connection under a reused token, has its own entry behind). Each step
+            // is timed from its own start: a worker that got no CPU for 12 s at 1.73M
+            // on a loaded box saw its connects complete, wrote their upgrade requests and
+            // then called them timed out at once, timed from `connect()` (1,372 of the
+            // run's 1,383 timeouts; the kernel resent no SYN).
+            let in_flight = self.conns.get_mut(tok).is_some_and(|c| {
+                matches!(c.p.state, State::Connecting | State::Handshake) && c.p.t_ns == started
+            });
             if in_flight && now.saturating_sub(started) <= limit {
                 break;
             }
@@ -511,6 +518,7 @@ impl Shard {
             // began, for [`Proto::tls_handshaken`] (a reopen keeps its `connect()` call's).
             if !conn.p.reopen {
                 conn.p.t_ns = now;
+                self.pending.push_back((tok, now));
             }
             self.wire.clear();
             let started = TlsConn::client(cfg, name.clone())
@@ -536,6 +544,9 @@ impl Shard {
         }
         if self.p.cfg.mode == Mode::Ws {
             let req = self.p.handshake_request(&mut conn.p, now);
+            if !conn.p.reopen {
+                self.pending.push_back((tok, now));
+            }
             let mut sent = 0;
             let r = send(fd, &mut conn.spill, req, &mut sent);
             self.p.c.bytes_out += sent;
@@ -687,6 +698,9 @@ impl Shard {
                     let req = self.p.handshake_request(&mut conn.p, now);
                     if let Err(e) = t.seal(req, &mut self.wire) {
                         r = Err(e);
+                    }
+                    if !conn.p.reopen {
+                        self.pending.push_back((tok, now));
                     }
                 }
                 let sent = if self.wire.is_empty() {
