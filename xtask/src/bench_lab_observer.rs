@@ -5,15 +5,30 @@
 //! median and the spread over the pairs (the issue's goal: ≤ 5%). The walk of every socket
 //! the lab makes after the phase for its kernel column is printed beside it: it is not
 //! setup time (before `end_walk_s` existed it was counted in, and was most of the cost).
+//! With the observer, its own CPU over the whole run is measured too: its threads and its
+//! BPF programs' run time, as a share of the box's busy CPU (see [`crate::observer_cpu`]).
 
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
-use crate::{bench::Netns, util::c1m_binary};
+use crate::{
+    bench::Netns,
+    observer_cpu::{BpfStats, ObserverCpu, Sampler},
+    util::c1m_binary,
+};
 
-/// One lab run's setup phase and the walk after it, seconds.
-fn setup_s(n: u64, rate: Option<u64>, observer: bool, tag: &str) -> Result<(f64, f64)> {
+/// How often the observer's CPU is sampled while a run goes on.
+const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// One lab run: its setup phase and the walk after it, seconds, and (with the observer)
+/// the observer's CPU over the run.
+fn setup_s(
+    n: u64,
+    rate: Option<u64>,
+    observer: bool,
+    tag: &str,
+) -> Result<(f64, f64, Option<ObserverCpu>)> {
     let ns = Netns::new(tag)?;
     let out = std::env::temp_dir().join(format!("c1m-xbench-lab-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
@@ -35,11 +50,20 @@ fn setup_s(n: u64, rate: Option<u64>, observer: bool, tag: &str) -> Result<(f64,
     if !observer {
         cmd.arg("--no-observer");
     }
-    let status = cmd
+    let mut child = cmd
         .stdout(std::process::Stdio::null())
-        .status()
+        .spawn()
         .context("c1m run")?;
-    let figure = read_setup(&out);
+    // `ip netns exec` execs c1m in place: the child's pid is the lab's.
+    let mut sampler = Sampler::new(child.id());
+    let status = loop {
+        if let Some(status) = child.try_wait().context("waiting for c1m run")? {
+            break status;
+        }
+        sampler.sample();
+        std::thread::sleep(SAMPLE_EVERY);
+    };
+    let figure = read_setup(&out).map(|(s, w)| (s, w, observer.then_some(sampler.cpu)));
     let _ = std::fs::remove_dir_all(&out);
     if !status.success() {
         bail!("c1m run -n {n} (observer {observer}) failed: {status}");
@@ -71,7 +95,9 @@ pub fn run(n: u64, pairs: u32, rate: Option<u64>) -> Result<()> {
         "== observer cost on the lab's setup: c1m run --tune -n {n}{pace}, with and without \
          the observer, {pairs} pair(s), order alternating, each run in a fresh network namespace"
     );
+    let _stats = BpfStats::on();
     let mut costs = Vec::new();
+    let mut shares = Vec::new();
     for r in 0..pairs {
         let order = if r % 2 == 0 {
             [true, false]
@@ -81,10 +107,11 @@ pub fn run(n: u64, pairs: u32, rate: Option<u64>) -> Result<()> {
         let mut with = 0.0;
         let mut without = 0.0;
         let mut walk = 0.0;
+        let mut cpu = None;
         for observer in order {
-            let (s, w) = setup_s(n, rate, observer, &format!("lo{r}{}", u8::from(observer)))?;
+            let (s, w, c) = setup_s(n, rate, observer, &format!("lo{r}{}", u8::from(observer)))?;
             if observer {
-                (with, walk) = (s, w);
+                (with, walk, cpu) = (s, w, c);
             } else {
                 without = s;
             }
@@ -96,6 +123,21 @@ pub fn run(n: u64, pairs: u32, rate: Option<u64>) -> Result<()> {
             r + 1,
             cost * 100.0
         );
+        if let Some(c) = cpu {
+            println!(
+                "           observer CPU over the run: observer thread {:.2} s, walker {:.2} s, \
+                 programs {:.2} s in {} runs ({:.0} ns each): {:.1}% of the box's {:.1} busy \
+                 CPU-seconds",
+                c.observer_s,
+                c.walker_s,
+                c.programs_s,
+                c.program_runs,
+                c.programs_s * 1e9 / c.program_runs.max(1) as f64,
+                c.share() * 100.0,
+                c.box_busy_s
+            );
+            shares.push(c.share());
+        }
         costs.push(cost);
     }
     costs.sort_by(f64::total_cmp);
@@ -106,6 +148,14 @@ pub fn run(n: u64, pairs: u32, rate: Option<u64>) -> Result<()> {
             lo * 100.0,
             hi * 100.0,
             costs.len()
+        );
+    }
+    shares.sort_by(f64::total_cmp);
+    if !shares.is_empty() {
+        println!(
+            "   observer's share of the box's busy CPU: median {:.1}% over {} run(s) (goal ≤ 5%)",
+            shares[shares.len() / 2] * 100.0,
+            shares.len()
         );
     }
     Ok(())

@@ -9,6 +9,7 @@ mod bench_table;
 mod bench_tls;
 mod ebpf;
 mod image;
+mod observer_cpu;
 mod refservers;
 mod test;
 mod util;
