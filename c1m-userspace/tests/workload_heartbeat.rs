@@ -189,7 +189,9 @@ fn a_slow_peers_pongs_all_count_late_and_none_missed() {
         assert_eq!(end.counters.closed.heartbeat_missed, 0);
         let pong = &end.percentiles["pong_us"];
         assert_eq!(pong.count, hb.late_pongs, "one latency per late pong");
-        assert!(pong.min >= 400_000, "answered 400 ms late: {pong:?}");
+        // The histogram keeps 3 significant digits: near 400 ms its buckets are 256 µs
+        // wide and `min` is its bucket's lower bound (a pong 400.1 ms late read 399,872).
+        assert!(pong.min >= 399_700, "answered 400 ms late: {pong:?}");
         stop(cctl, cl);
         terminate(srv);
     });
