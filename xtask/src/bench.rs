@@ -470,7 +470,10 @@ fn print_ratios(rounds: &[(Figures, Figures)], loads: &[BoxLoad]) {
 /// Compiles the C reference into target/ (no binary is committed).
 pub(crate) fn build_ref() -> Result<PathBuf> {
     let src = root().join("xtask/c/ref.c");
-    let out = root().join("target/c1m-ref");
+    // Cargo's target directory, which a worktree building into a shared one lacks.
+    let dir = crate::util::target_dir();
+    std::fs::create_dir_all(&dir)?;
+    let out = dir.join("c1m-ref");
     run(Command::new("gcc")
         .args(["-O2", "-Wall", "-Wextra", "-o"])
         .arg(&out)

@@ -188,12 +188,15 @@ impl Counted {
 }
 
 impl Watch for Counted {
-    /// `exe` started by a shell that first moves itself into the cgroup.
+    /// `exe` in `ns`, started by a shell that first moves itself into the cgroup (from
+    /// outside the namespace: `ip netns exec` mounts a sysfs without the cgroup tree).
     fn program(&self, ns: &Netns, exe: &Path) -> Command {
-        let mut c = ns.cmd("sh");
+        let inner = ns.cmd(exe);
+        let mut c = Command::new("sh");
         c.args(["-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\""])
             .arg(&self.dir)
-            .arg(exe);
+            .arg(inner.get_program())
+            .args(inner.get_args());
         c
     }
 

@@ -30,7 +30,7 @@ use crate::args::{Connections, parse_addrs, parse_number, parse_ports, parse_rat
 pub struct CommonArgs {
     /// What runs the connections: `epoll` (a hand-rolled loop per shard), `tokio` (a
     /// runtime per shard, a task per connection) or `uring` (the server on io_uring:
-    /// multishot accept and receive, batched sends; its client is the epoll client's
+    /// ring-entry accepts, multishot receives, batched sends; its client is the epoll client's
     /// code; no --tls yet).
     #[arg(long, value_enum, env = "C1M_ENGINE", default_value_t = EngineKind::Epoll)]
     pub engine: EngineKind,

@@ -57,7 +57,7 @@ pub enum EngineKind {
     Epoll,
     /// A tokio runtime per shard: a task per connection on `tokio::net` sockets.
     Tokio,
-    /// The server on io_uring (a ring per shard: multishot accept and recv, batched
+    /// The server on io_uring (a ring per shard: ring-entry accepts, multishot recv, batched
     /// sends); the client runs the epoll engine's code.
     Uring,
 }

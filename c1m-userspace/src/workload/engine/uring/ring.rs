@@ -19,7 +19,7 @@ use std::{
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use thiserror::Error;
 
-/// Submission queue entries: a push chunk's sends ([`super::super::server::PUSH_CHUNK`])
+/// Submission queue entries: a push chunk's sends (`engine::server::PUSH_CHUNK`)
 /// with room for the receives and cancels of the same turn. A full queue is submitted
 /// and refilled, never an error.
 const SQ_ENTRIES: u32 = 4096;
@@ -210,12 +210,17 @@ impl Ring {
         }
     }
 
-    /// A multishot accept on `listener`: a completion per accepted socket.
-    pub(crate) fn accept_multi(&mut self, listener: BorrowedFd<'_>, ud: u64) -> io::Result<()> {
-        let e = opcode::AcceptMulti::new(types::Fd(listener.as_raw_fd()))
-            .flags(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
-            .build()
-            .user_data(ud);
+    /// One accept on `listener` (not multishot: the kernel's multishot accept takes the
+    /// whole queue at once, past the shard's fd cap; see `server::ACCEPT_DEPTH`).
+    pub(crate) fn accept(&mut self, listener: BorrowedFd<'_>, ud: u64) -> io::Result<()> {
+        let e = opcode::Accept::new(
+            types::Fd(listener.as_raw_fd()),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+        .flags(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
+        .build()
+        .user_data(ud);
         // SAFETY: the entry points at no memory.
         unsafe { self.push(&e) }
     }

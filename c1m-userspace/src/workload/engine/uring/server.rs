@@ -1,4 +1,4 @@
-//! The io_uring server shard: SO_REUSEPORT listeners with a multishot accept each, a
+//! The io_uring server shard: SO_REUSEPORT listeners with accepts armed on each, a
 //! slab of accepted connections with a multishot receive each, and the hold / echo /
 //! WebSocket behaviour of the epoll shard (`engine::server`), its protocol code shared.
 //!
@@ -50,6 +50,16 @@ use crate::workload::{
     ws::{Decoder, Role},
 };
 
+/// Accepts armed per listener at once, each one connection. Why not a multishot accept:
+/// the kernel runs it over the whole accept queue at once, so a shard near its cap took
+/// dozens past it into EMFILE (`tests/workload_faults.rs`, 265 fds); armed accepts are
+/// bounded by the room left instead, and 64 per listener keep a turn's accepts batched.
+const ACCEPT_DEPTH: u32 = 64;
+
+/// Accepts armed by every uring shard of this process: the cap is the process's, so
+/// the room left counts what the other shards may still be handed.
+static ACCEPTS_ARMED: AtomicU64 = AtomicU64::new(0);
+
 /// How long the end of a shard waits for the kernel to finish its operations (they are
 /// cancelled first; a cancelled receive ends at once).
 const QUIESCE: Duration = Duration::from_secs(2);
@@ -85,6 +95,8 @@ pub(super) struct Shard {
     epoch: u32,
     /// Listeners paused after EMFILE, and when they resume (monotonic ns).
     paused: Vec<Option<u64>>,
+    /// Accepts armed per listener of the current generation.
+    armed: Vec<u32>,
     /// What one completion received, copied out of its provided buffer (which goes back
     /// to the kernel at once) so the protocol code may unmask it in place.
     buf: Vec<u8>,
@@ -129,10 +141,8 @@ pub(crate) fn run(
     }
     let mut ring = Ring::new().map_err(|e| fatal(&mut io, e.to_string()))?;
     let mut listeners = Vec::with_capacity(cfg.listen.len());
-    for (i, addr) in cfg.listen.iter().enumerate() {
+    for addr in &cfg.listen {
         let fd = listener(&cfg, addr).map_err(|e| fatal(&mut io, listen_error(addr, &e)))?;
-        ring.accept_multi(fd.as_fd(), accept_ud(i, 0))
-            .context("io_uring accept")?;
         listeners.push(fd);
     }
     ring.poll_in_multi(io.commands.fd(), Op::Command.ud(0))
@@ -143,6 +153,7 @@ pub(crate) fn run(
         ring,
         conns: Slab::with_capacity(cfg.cap as usize),
         paused: vec![None; listeners.len()],
+        armed: vec![0; listeners.len()],
         listeners,
         epoch: 0,
         buf: vec![0; READ_BUF],
@@ -173,6 +184,9 @@ pub(crate) fn run(
         completions: Vec::new(),
         cfg,
     };
+    for i in 0..s.listeners.len() {
+        s.arm_accept(i);
+    }
     let ran = s.run_loop(&mut io);
     s.close_all();
     if !s.ring.quiesce(Op::Cancel.ud(0), QUIESCE) {
@@ -311,22 +325,24 @@ impl Shard {
     }
 
     fn accepted(&mut self, c: Completion, i: usize, epoch: u32) {
+        ACCEPTS_ARMED.fetch_sub(1, Ordering::Relaxed);
+        let current = epoch == self.epoch & GEN_MASK && i < self.listeners.len();
+        if current {
+            self.armed[i] = self.armed[i].saturating_sub(1);
+        }
         if c.res >= 0 {
             // SAFETY: a successful accept's result is a new descriptor of this process
             // that nothing else owns.
             let fd = unsafe { OwnedFd::from_raw_fd(c.res) };
             self.on_accept(fd);
         }
-        let current = epoch == self.epoch & GEN_MASK && i < self.listeners.len();
+        let current = current && i < self.listeners.len();
         match -c.res {
             libc::ECANCELED => return,
             e @ (libc::EMFILE | libc::ENFILE) => {
                 let err = io::Error::from_raw_os_error(e);
                 failure_of(&err, &mut self.c.failures);
                 if current {
-                    if c.more() {
-                        let _ = self.ring.cancel(c.user_data, Op::Cancel.ud(0));
-                    }
                     self.paused[i] = Some(sys::monotonic_ns() + EMFILE_PAUSE_MS * 1_000_000);
                 }
                 if !self.warned_emfile {
@@ -341,18 +357,32 @@ impl Shard {
             }
             _ => {}
         }
-        if !c.more() && current && self.paused[i].is_none() {
+        if current {
             self.arm_accept(i);
         }
     }
 
+    /// Arms listener `i`'s accepts up to [`ACCEPT_DEPTH`], while this process has room
+    /// for every connection they may bring.
     fn arm_accept(&mut self, i: usize) {
         let ud = accept_ud(i, self.epoch);
-        if let Some(l) = self.listeners.get(i)
-            && self.ring.accept_multi(l.as_fd(), ud).is_err()
+        while self.paused.get(i).is_some_and(Option::is_none)
+            && self.armed.get(i).is_some_and(|&a| a < ACCEPT_DEPTH)
         {
-            // Retried at the next tick, as after EMFILE.
-            self.paused[i] = Some(sys::monotonic_ns());
+            let open = self.open_in_process.load(Ordering::Relaxed);
+            if open + ACCEPTS_ARMED.load(Ordering::Relaxed) >= self.cfg.cap {
+                return;
+            }
+            let Some(l) = self.listeners.get(i) else {
+                return;
+            };
+            if self.ring.accept(l.as_fd(), ud).is_err() {
+                // Retried at the next tick, as after EMFILE.
+                self.paused[i] = Some(sys::monotonic_ns());
+                return;
+            }
+            self.armed[i] += 1;
+            ACCEPTS_ARMED.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -384,10 +414,14 @@ impl Shard {
         }
         self.c.accepted += 1;
         self.c.open += 1;
-        self.open_in_process.fetch_add(1, Ordering::Relaxed);
+        let open = self.open_in_process.fetch_add(1, Ordering::Relaxed) + 1;
         if ws == WsState::Handshake && self.cfg.handshake_timeout_ms > 0 {
             let deadline = sys::monotonic_ns() + self.cfg.handshake_timeout_ms * 1_000_000;
             self.handshakes.push_back((tok, deadline));
+        }
+        if open >= self.cfg.cap {
+            // Full: out of the SO_REUSEPORT groups before any connection waits here.
+            self.close_listeners();
         }
     }
 
@@ -402,6 +436,7 @@ impl Shard {
         }
         self.listeners.clear();
         self.paused.clear();
+        self.armed.clear();
         self.epoch = self.epoch.wrapping_add(1);
         self.warn(cap_warning(self.cfg.shard, self.cfg.cap));
     }
@@ -417,17 +452,16 @@ impl Shard {
                 }
             }
             self.paused = vec![None; fresh.len()];
+            self.armed = vec![0; fresh.len()];
             self.listeners = fresh;
-            for i in 0..self.listeners.len() {
-                self.arm_accept(i);
-            }
         }
         let now = sys::monotonic_ns();
         for i in 0..self.paused.len() {
             if self.paused[i].is_some_and(|t| now >= t) {
                 self.paused[i] = None;
-                self.arm_accept(i);
             }
+            // Also where closes made room since the accepts stopped at the cap.
+            self.arm_accept(i);
         }
     }
 

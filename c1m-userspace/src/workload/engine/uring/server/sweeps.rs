@@ -19,6 +19,13 @@ use crate::workload::{
     messages::{self, MessageConfig},
 };
 
+/// Frames queued per `io_uring_enter` within a push chunk. A frame is stamped when it is
+/// queued and sent at the submit, so the whole chunk in one submit put a chunk's worth of
+/// sends between each stamp and its frame (20,000 connections: per-message p50 8.6 ms,
+/// p99 46 ms against epoll's 0.7 / 6.4 ms, same fan-out); 128 keeps that wait to 128
+/// sends at 1/128 of a syscall per frame.
+const PUSH_SUBMIT: u64 = 128;
+
 impl Shard {
     /// Last step of a turn: the walks whose time came, and a push chunk.
     pub(super) fn turn_end(&mut self, now: u64, sink: &mut Sink) -> Result<()> {
@@ -141,6 +148,11 @@ impl Shard {
             match send_on(&mut self.ring, tok, conn, &frame) {
                 Ok(()) => {
                     written += 1;
+                    if written.is_multiple_of(PUSH_SUBMIT) {
+                        // The frames stamped so far go now (an error shows at the
+                        // chunk's own submit).
+                        let _ = self.ring.submit();
+                    }
                     if first == 0 {
                         first = now;
                     }
