@@ -75,6 +75,10 @@ fn scenario(tls: Option<(&str, &str, &str)>) {
             eprintln!("SKIP the tokio client over TLS: its Finished leaves alone");
             return;
         }
+        if tls.is_some() && engine == "uring" {
+            eprintln!("SKIP --engine uring over TLS: it refuses --tls (no TLS yet)");
+            return;
+        }
         if !is_root() {
             eprintln!(
                 "SKIP ws_setup_and_close_send_no_spurious_retransmits: needs root (private netns)"

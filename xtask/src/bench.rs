@@ -34,7 +34,8 @@ use crate::{
 #[derive(Parser, Debug)]
 #[command(name = "bench")]
 struct Opts {
-    /// What to run: `compare` (c1m vs C), `engines` (tokio vs epoll engine),
+    /// What to run: `compare` (c1m vs C), `engines` (tokio vs epoll engine), `uring`
+    /// (the io_uring engine vs epoll vs C, with syscalls per connection and per frame),
     /// `lab-observer` (the lab's setup with and without the observer, `--rounds` pairs),
     /// `hosts` (the same run over loopback and over `--hosts 1+2`, `--rounds` pairs), `tls`
     /// (TLS 1.3 handshakes: the crypto floor, a C OpenSSL pair, c1m), or
@@ -56,7 +57,7 @@ struct Opts {
     handshakes: u64,
 }
 
-const PORTS: (u16, u16) = (8000, 8099);
+pub(crate) const PORTS: (u16, u16) = (8000, 8099);
 /// c1m client's default `--in-flight`, given to the C client too.
 const IN_FLIGHT: u64 = 1024;
 const TIMEOUT: Duration = Duration::from_secs(600);
@@ -70,6 +71,14 @@ pub fn run_bench(args: &[String]) -> Result<()> {
             return Ok(());
         }
     }
+    // Drives the c1m binary itself (root, perf and cgroup v2): by name only, and alone
+    // it does not wait for the scenarios' build either.
+    if o.names.iter().any(|n| n == "uring") {
+        crate::bench_uring::run(o.connections, o.rounds)?;
+        if o.names.iter().all(|n| n == "uring" || n == "tls") {
+            return Ok(());
+        }
+    }
     let exe = build_scenarios()?;
     // Set once, here, before any scenario runs.
     let _ = SCENARIOS.set(exe);
@@ -78,7 +87,17 @@ pub fn run_bench(args: &[String]) -> Result<()> {
         .names
         .iter()
         .map(String::as_str)
-        .filter(|n| !["compare", "engines", "lab-observer", "hosts", "tls"].contains(n))
+        .filter(|n| {
+            ![
+                "compare",
+                "engines",
+                "uring",
+                "lab-observer",
+                "hosts",
+                "tls",
+            ]
+            .contains(n)
+        })
         .collect();
     if all || o.names.iter().any(|n| n == "compare") {
         compare(&o)?;
@@ -161,7 +180,7 @@ fn nofile() -> u64 {
 
 /// As many processes as c1m shards each side into (`workload/limits.rs`: server
 /// workers at 75% of their fd cap, client workers full).
-fn processes(n: u64) -> (u64, u64) {
+pub(crate) fn processes(n: u64) -> (u64, u64) {
     let soft = nofile();
     let ports = u64::from(PORTS.1 - PORTS.0 + 1);
     let server_cap = soft.saturating_sub(ports + 64).max(1) as f64 * 0.75;
@@ -279,7 +298,7 @@ impl Drop for Netns {
 
 /// The kernel's setup counters that say "spurious retransmit", per 1,000 connections.
 #[derive(Debug, Default, Clone, Copy)]
-struct Kernel {
+pub(crate) struct Kernel {
     loss_probes: f64,
     retrans: f64,
     dsack: f64,
@@ -449,9 +468,12 @@ fn print_ratios(rounds: &[(Figures, Figures)], loads: &[BoxLoad]) {
 }
 
 /// Compiles the C reference into target/ (no binary is committed).
-fn build_ref() -> Result<PathBuf> {
+pub(crate) fn build_ref() -> Result<PathBuf> {
     let src = root().join("xtask/c/ref.c");
-    let out = root().join("target/c1m-ref");
+    // Cargo's target directory, which a worktree building into a shared one lacks.
+    let dir = crate::util::target_dir();
+    std::fs::create_dir_all(&dir)?;
+    let out = dir.join("c1m-ref");
     run(Command::new("gcc")
         .args(["-O2", "-Wall", "-Wextra", "-o"])
         .arg(&out)
@@ -529,7 +551,7 @@ fn unix_ns() -> u64 {
         .unwrap_or(0)
 }
 
-type Push = (f64, u64, [f64; 3]);
+pub(crate) type Push = (f64, u64, [f64; 3]);
 
 /// The numbers after the word that starts a line of the C reference.
 fn numbers(line: &str) -> Vec<u64> {
@@ -550,16 +572,54 @@ fn ref_ramp(
     tag: &str,
 ) -> Result<((f64, Kernel), Option<Push>)> {
     let ns = Netns::new(tag)?;
+    ref_ramp_watched(&ns, exe, (n, sp, cp, src), ws, tag, &mut Unwatched)
+}
+
+/// A phase of a bench run, for a [`Watch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// From the client's start to the last connection set up.
+    Setup,
+    /// From the push's trigger to the last frame received.
+    Push,
+}
+
+/// What a bench that measures more than the run itself hooks into it: how its
+/// processes start (e.g. in a cgroup) and the instants each phase starts and ends.
+pub(crate) trait Watch {
+    /// The command that runs `exe` in `ns`.
+    fn program(&self, ns: &Netns, exe: &Path) -> Command {
+        ns.cmd(exe)
+    }
+    /// Called right before a phase starts (`starts`) and right after it ended.
+    fn phase(&mut self, _p: Phase, _starts: bool) -> Result<()> {
+        Ok(())
+    }
+}
+
+struct Unwatched;
+impl Watch for Unwatched {}
+
+/// [`ref_ramp`] in `ns`, `(n, sp, cp, src)` as there, its phases told to `w`.
+pub(crate) fn ref_ramp_watched(
+    ns: &Netns,
+    exe: &Path,
+    (n, sp, cp, src): (u64, u64, u64, u64),
+    ws: bool,
+    tag: &str,
+    w: &mut dyn Watch,
+) -> Result<((f64, Kernel), Option<Push>)> {
     let mode = if ws { "ws" } else { "hold" };
     let (lo, hi) = (PORTS.0.to_string(), PORTS.1.to_string());
-    let mut s = ns.cmd(exe);
+    let mut s = w.program(ns, exe);
     s.args(["server", mode, &lo, &hi, &sp.to_string()]);
     let mut server = Proc::spawn(s)?;
     server.expect("ready")?;
     let lat = std::env::temp_dir().join(format!("c1m-xbench-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&lat)?;
     let before = ns.counters()?;
-    let mut c = ns.cmd(exe);
+    w.phase(Phase::Setup, true)?;
+    let mut c = w.program(ns, exe);
     c.args(["client", mode, &n.to_string(), &lo, &hi, &cp.to_string()])
         .args(["127.0.0.2", &src.to_string(), &IN_FLIGHT.to_string()])
         .arg(&lat);
@@ -569,6 +629,7 @@ fn ref_ramp(
     let [opened, failed, ns_elapsed] = numbers(&open)[..] else {
         bail!("bad line from the C client: {open}");
     };
+    w.phase(Phase::Setup, false)?;
     if failed > 0 {
         eprintln!("bench: C client: {failed} of {n} failed");
     }
@@ -577,9 +638,11 @@ fn ref_ramp(
     let mut push = None;
     if ws {
         std::thread::sleep(Duration::from_secs(1));
+        w.phase(Phase::Push, true)?;
         let start = unix_ns();
         server.say(&format!("push 1 {start}"))?;
         let got = client.expect("got 1 ")?;
+        w.phase(Phase::Push, false)?;
         let [_, count, last] = numbers(&got)[..] else {
             bail!("bad line from the C client: {got}");
         };

@@ -7,6 +7,7 @@ mod bench_hosts;
 mod bench_lab_observer;
 mod bench_table;
 mod bench_tls;
+mod bench_uring;
 mod ebpf;
 mod image;
 mod observer_cpu;

@@ -28,8 +28,10 @@ use crate::args::{Connections, parse_addrs, parse_number, parse_ports, parse_rat
 /// The flags `c1m server` and `c1m client` share, word for word.
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
-    /// What runs the connections: `epoll` (a hand-rolled loop per shard) or `tokio` (a
-    /// runtime per shard, a task per connection).
+    /// What runs the connections: `epoll` (a hand-rolled loop per shard), `tokio` (a
+    /// runtime per shard, a task per connection) or `uring` (the server on io_uring:
+    /// ring-entry accepts, multishot receives, batched sends; its client is the epoll client's
+    /// code; no --tls yet).
     #[arg(long, value_enum, env = "C1M_ENGINE", default_value_t = EngineKind::Epoll)]
     pub engine: EngineKind,
     /// Shard threads when one process suffices (default: one per CPU).
@@ -374,6 +376,9 @@ pub(crate) fn run_server(a: ServerArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("--message-rate: {e}"))?;
     let listen = a.listen()?;
     let tls = a.tls.resolve(&listen)?;
+    if tls.is_some() && a.common.engine == EngineKind::Uring {
+        bail!("{}", super::engine::uring::server::NO_TLS);
+    }
     // Before any shard binds, and held until the last one is gone.
     let _ports = super::port_lock::lock(&parse_ports(&a.ports)?, &parse_addrs(&a.addrs)?)?;
     let nofile = limits::raise_nofile().context("RLIMIT_NOFILE")?;

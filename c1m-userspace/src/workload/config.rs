@@ -57,14 +57,18 @@ pub enum EngineKind {
     Epoll,
     /// A tokio runtime per shard: a task per connection on `tokio::net` sockets.
     Tokio,
+    /// The server on io_uring (a ring per shard: ring-entry accepts, multishot recv, batched
+    /// sends); the client runs the epoll engine's code.
+    Uring,
 }
 
 impl EngineKind {
-    /// The engine's name as the CLI and the JSON write it ("epoll", "tokio").
+    /// The engine's name as the CLI and the JSON write it ("epoll", "tokio", "uring").
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Epoll => "epoll",
             EngineKind::Tokio => "tokio",
+            EngineKind::Uring => "uring",
         }
     }
 }

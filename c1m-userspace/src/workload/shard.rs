@@ -65,9 +65,12 @@ fn run_engine(cfg: ShardConfig, io: ShardIo, open: Arc<AtomicU64>) -> Result<()>
         ShardConfig::Server(c) => match c.engine {
             EngineKind::Epoll => engine::server::run(c, io, open),
             EngineKind::Tokio => tokio_engine::server::run(c, io, open),
+            EngineKind::Uring => engine::uring::server::run(c, io, open),
         },
         ShardConfig::Client(c) => match c.engine {
-            EngineKind::Epoll => engine::client::run(c, io, open),
+            // The uring engine's client is the epoll client: its ramp is connect-bound,
+            // and the frames io_uring batches are the server's (see `engine::uring`).
+            EngineKind::Epoll | EngineKind::Uring => engine::client::run(c, io, open),
             EngineKind::Tokio => tokio_engine::client::run(c, io, open),
         },
     }

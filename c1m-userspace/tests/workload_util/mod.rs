@@ -19,8 +19,9 @@ pub fn c1m() -> Command {
     c
 }
 
-/// Both connection engines: the shared suite runs once per engine.
-pub const ENGINES: [&str; 2] = ["epoll", "tokio"];
+/// Every connection engine: the shared suite runs once per engine (uring's client is
+/// the epoll client, so its round tests the io_uring server).
+pub const ENGINES: [&str; 3] = ["epoll", "tokio", "uring"];
 
 thread_local! {
     static ENGINE: std::cell::Cell<&'static str> = const { std::cell::Cell::new("epoll") };

@@ -60,7 +60,8 @@ pub struct RunArgs {
     /// Payload size, echo count and WebSocket path, handed to the client.
     #[command(flatten, next_help_heading = "Workload")]
     pub workload: WorkloadArgs,
-    /// What runs c1m's own server and client: `epoll` or `tokio` (see `c1m server --help`).
+    /// What runs c1m's own server and client: `epoll`, `tokio` or `uring` (an io_uring
+    /// server, the epoll client; see `c1m server --help`).
     #[arg(help_heading = "Workload", long, value_enum, env = "C1M_ENGINE", default_value_t = EngineKind::Epoll)]
     pub engine: EngineKind,
     /// c1m's own server on another engine than its client (default: --engine), e.g. a

@@ -30,6 +30,7 @@ pub(crate) mod client;
 pub(crate) mod pace;
 pub mod server;
 pub(crate) mod shard_loop;
+pub(crate) mod uring;
 
 use std::{
     io::{self, Write},
@@ -158,6 +159,16 @@ impl<T> Slab<T> {
             i += 1;
         }
         (out, i)
+    }
+
+    /// The token of slot `i` if it holds something of a generation whose low bits (under
+    /// `mask`) are `gen_low`: how a completion that carries fewer generation bits than a
+    /// token finds its entry (io_uring's user data also names the operation).
+    pub(crate) fn token_masked(&self, i: u32, gen_low: u32, mask: u32) -> Option<u64> {
+        match self.slots.get(i as usize) {
+            Some((g, Some(_))) if g & mask == gen_low => Some(token(i, *g)),
+            _ => None,
+        }
     }
 
     /// The token of slot `i` if it holds something.

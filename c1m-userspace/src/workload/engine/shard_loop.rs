@@ -187,6 +187,47 @@ impl Reporter {
         sink.send(r).context("report to supervisor")
     }
 
+    /// A server's push `id` began (reported at once, even before a frame is out).
+    pub(crate) fn push_started(&mut self, id: u64, started_unix_ns: u64) {
+        self.pushes.insert(
+            id,
+            PushStat {
+                push_id: id,
+                started_unix_ns,
+                ..Default::default()
+            },
+        );
+        self.dirty_pushes.insert(id);
+    }
+
+    /// A server wrote push `id`'s frame to `count` more connections, the first and last
+    /// at these instants (CLOCK_REALTIME ns).
+    pub(crate) fn push_written(
+        &mut self,
+        id: u64,
+        started: u64,
+        count: u64,
+        first: u64,
+        last: u64,
+    ) {
+        if count == 0 {
+            return;
+        }
+        let p = self.pushes.entry(id).or_insert(PushStat {
+            push_id: id,
+            started_unix_ns: started,
+            ..Default::default()
+        });
+        p.merge(&PushStat {
+            push_id: id,
+            started_unix_ns: started,
+            count,
+            first_unix_ns: first,
+            last_unix_ns: last,
+        });
+        self.dirty_pushes.insert(id);
+    }
+
     /// The shard cannot run: tell the supervisor why before returning the error.
     pub(crate) fn fatal(&self, sink: &mut Sink, msg: String) {
         let _ = sink.send(WorkerReport {

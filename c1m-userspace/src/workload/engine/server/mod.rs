@@ -38,7 +38,7 @@ use crate::workload::{
     heartbeat::{self, Sweep},
     messages::Sweep as MessageSweep,
     sockopt,
-    stats::{counters::Counters, report::PushStat},
+    stats::counters::Counters,
     sys::{self, EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, Epoll},
     tls::session::TlsConn,
     ws::{Decoder, Role},
@@ -840,15 +840,7 @@ impl Shard {
             self.push_done = Some(id);
             return;
         }
-        self.rep.pushes.insert(
-            id,
-            PushStat {
-                push_id: id,
-                started_unix_ns,
-                ..Default::default()
-            },
-        );
-        self.rep.dirty_pushes.insert(id);
+        self.rep.push_started(id, started_unix_ns);
         self.push = Some(PushJob {
             id,
             started_unix_ns,
@@ -903,21 +895,7 @@ impl Shard {
                 }
             }
         }
-        if written > 0 {
-            self.c.pushes_sent += written;
-            let p = self.rep.pushes.entry(id).or_insert(PushStat {
-                push_id: id,
-                started_unix_ns: started,
-                ..Default::default()
-            });
-            p.merge(&PushStat {
-                push_id: id,
-                started_unix_ns: started,
-                count: written,
-                first_unix_ns: first,
-                last_unix_ns: lastw,
-            });
-            self.rep.dirty_pushes.insert(id);
-        }
+        self.c.pushes_sent += written;
+        self.rep.push_written(id, started, written, first, lastw);
     }
 }

@@ -1,0 +1,358 @@
+//! `cargo xtask bench uring`: c1m's io_uring engine against its epoll engine and the
+//! minimal C programs (`xtask/c/ref.c`), on the WebSocket ramp and one push to every
+//! connection, with the syscalls each spends: per connection set up and per frame
+//! pushed, server and client together.
+//!
+//! How syscalls are counted: each run's processes (server, client, their workers) live in
+//! a cgroup v2 of their own, and `perf stat -a -G <cgroup> -e raw_syscalls:sys_enter`
+//! counts that cgroup's syscalls on every CPU, started right before a phase and stopped
+//! (SIGINT) right after it: the setup from the client's start to its last connection,
+//! the push from the trigger to the last frame received. Other work on the box is not
+//! counted. c1m runs as `c1m server` + `c1m client` (`--engine` each; the uring client
+//! is the epoll client), driven through unix control sockets, so xtask in the root
+//! namespace reaches them in theirs. Rounds interleave the three, the order rotated.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    os::unix::net::UnixStream,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+
+use crate::{
+    bench::{
+        Netns, PORTS, Phase, Proc, Watch, build_ref, processes, ref_ramp_watched, settle, sources,
+    },
+    bench_table::{self, Better, BoxLoad, Row},
+    util::{c1m_binary, is_root},
+};
+
+const SUBJECTS: [&str; 3] = ["C", "epoll", "uring"];
+/// Where cgroup v2 is mounted on this box (hybrid: v1 controllers beside it); plain v2
+/// systems have it at /sys/fs/cgroup.
+const CGROUP_ROOTS: [&str; 2] = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"];
+const WAIT: Duration = Duration::from_secs(600);
+
+/// One subject's figures of one round.
+#[derive(Debug, Default, Clone, Copy)]
+struct Figures {
+    setup_rate: f64,
+    setup_syscalls: u64,
+    connections: u64,
+    push_last_s: f64,
+    push_p99_us: f64,
+    push_received: u64,
+    push_syscalls: u64,
+}
+
+impl Figures {
+    fn per_conn(&self) -> f64 {
+        self.setup_syscalls as f64 / self.connections.max(1) as f64
+    }
+    fn per_frame(&self) -> f64 {
+        self.push_syscalls as f64 / self.push_received.max(1) as f64
+    }
+}
+
+pub fn run(n: u64, rounds: u32) -> Result<()> {
+    if !is_root() {
+        bail!(
+            "bench uring needs root (network namespaces, cgroups, perf -a): sudo -E cargo xtask bench uring"
+        );
+    }
+    let cg_root = CGROUP_ROOTS
+        .iter()
+        .map(Path::new)
+        .find(|p| p.join("cgroup.procs").exists())
+        .context("no cgroup v2 mount (looked at /sys/fs/cgroup/unified and /sys/fs/cgroup)")?;
+    let ref_exe = build_ref()?;
+    let (sp, cp) = processes(n);
+    println!(
+        "== c1m io_uring vs epoll vs minimal C: {n} WebSocket connections and one push, \
+         {rounds} interleaved round(s), syscalls by perf per run's cgroup"
+    );
+    let mut all: Vec<[Figures; 3]> = Vec::new();
+    let mut loads = Vec::new();
+    for r in 0..rounds {
+        loads.push(BoxLoad::now(settle()));
+        let mut f = [Figures::default(); 3];
+        for k in 0..3 {
+            let i = (k + r as usize) % 3;
+            let tag = format!("{r}u{i}");
+            let ns = Netns::new(&tag)?;
+            let mut w = Counted::new(cg_root, &tag)?;
+            f[i] = match SUBJECTS[i] {
+                "C" => {
+                    let ((rate, _), push) = ref_ramp_watched(
+                        &ns,
+                        &ref_exe,
+                        (n, sp, cp, sources(n)),
+                        true,
+                        &tag,
+                        &mut w,
+                    )?;
+                    let (last, got, msg) = push.context("the C run pushed nothing")?;
+                    Figures {
+                        setup_rate: rate,
+                        connections: n,
+                        push_last_s: last,
+                        push_p99_us: msg[1],
+                        push_received: got,
+                        ..Figures::default()
+                    }
+                }
+                engine => c1m_run(&ns, &mut w, engine, n, &tag)?,
+            };
+            f[i].setup_syscalls = w.counts[0];
+            f[i].push_syscalls = w.counts[1];
+            println!("   round {}: {:<5} {:?}", r + 1, SUBJECTS[i], f[i]);
+        }
+        all.push(f);
+    }
+    print_tables(&all, &loads);
+    Ok(())
+}
+
+fn print_tables(all: &[[Figures; 3]], loads: &[BoxLoad]) {
+    for (j, reference) in [(0, "C"), (1, "epoll")] {
+        let per = |f: fn(&Figures) -> f64| all.iter().map(|x| (f(&x[2]), f(&x[j]))).collect();
+        let rows = [
+            Row {
+                figure: "WebSocket setup",
+                unit: "conn/s",
+                better: Better::Higher,
+                goal: None,
+                rounds: per(|f| f.setup_rate),
+            },
+            Row {
+                figure: "syscalls per connection set up",
+                unit: "",
+                better: Better::Lower,
+                goal: Some(1.0),
+                rounds: per(Figures::per_conn),
+            },
+            Row {
+                figure: "push, last frame received",
+                unit: "s",
+                better: Better::Lower,
+                goal: None,
+                rounds: per(|f| f.push_last_s),
+            },
+            Row {
+                figure: "push, per-message p99",
+                unit: "µs",
+                better: Better::Lower,
+                goal: None,
+                rounds: per(|f| f.push_p99_us),
+            },
+            Row {
+                figure: "syscalls per frame pushed",
+                unit: "",
+                better: Better::Lower,
+                goal: Some(1.0),
+                rounds: per(Figures::per_frame),
+            },
+        ];
+        println!("{}", bench_table::render("uring", reference, loads, &rows));
+    }
+}
+
+/// The run's cgroup, and the perf that counts its syscalls in each phase.
+struct Counted {
+    dir: PathBuf,
+    perf: Option<(Child, PathBuf)>,
+    /// Syscalls of the setup and of the push.
+    counts: [u64; 2],
+}
+
+impl Counted {
+    fn new(root: &Path, tag: &str) -> Result<Counted> {
+        let dir = root.join(format!("c1m-xbench-{}-{tag}", std::process::id()));
+        std::fs::create_dir(&dir).with_context(|| format!("mkdir {}", dir.display()))?;
+        Ok(Counted {
+            dir,
+            perf: None,
+            counts: [0; 2],
+        })
+    }
+
+    fn name(&self) -> String {
+        self.dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
+impl Watch for Counted {
+    /// `exe` in `ns`, started by a shell that first moves itself into the cgroup (from
+    /// outside the namespace: `ip netns exec` mounts a sysfs without the cgroup tree).
+    fn program(&self, ns: &Netns, exe: &Path) -> Command {
+        let inner = ns.cmd(exe);
+        let mut c = Command::new("sh");
+        c.args(["-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\""])
+            .arg(&self.dir)
+            .arg(inner.get_program())
+            .args(inner.get_args());
+        c
+    }
+
+    fn phase(&mut self, p: Phase, starts: bool) -> Result<()> {
+        if starts {
+            let out = std::env::temp_dir().join(format!("{}-{p:?}.perf", self.name()));
+            let child = Command::new("perf")
+                .args(["stat", "-a", "-x,", "-e", "raw_syscalls:sys_enter", "-G"])
+                .arg(self.name())
+                .arg("-o")
+                .arg(&out)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("starting perf (is it installed? /usr/bin/perf)")?;
+            // perf opens its counters on every CPU before it counts anything.
+            std::thread::sleep(Duration::from_millis(300));
+            self.perf = Some((child, out));
+            return Ok(());
+        }
+        let Some((mut child, out)) = self.perf.take() else {
+            return Ok(());
+        };
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()?;
+        child.wait()?;
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        let _ = std::fs::remove_file(&out);
+        let count = text
+            .lines()
+            .find(|l| l.contains("raw_syscalls:sys_enter"))
+            .and_then(|l| l.split(',').next())
+            .and_then(|v| v.trim().parse().ok())
+            .with_context(|| format!("no syscall count from perf: {text:?}"))?;
+        self.counts[usize::from(p == Phase::Push)] = count;
+        Ok(())
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if let Some((mut c, _)) = self.perf.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // The run's processes were killed first; their exit (closing 200,000 sockets)
+        // took over 5 s here.
+        for _ in 0..600 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// One line to a c1m control socket, its answer as JSON.
+fn control(sock: &Path, line: &str) -> Result<serde_json::Value> {
+    let mut s = UnixStream::connect(sock).with_context(|| format!("{}", sock.display()))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    writeln!(s, "{line}")?;
+    let mut answer = String::new();
+    BufReader::new(s).read_line(&mut answer)?;
+    serde_json::from_str(&answer).with_context(|| format!("{line}: {answer}"))
+}
+
+/// Polls `stats` on `sock` until `done` (bounded by [`WAIT`]).
+fn wait_stats(sock: &Path, done: impl Fn(&serde_json::Value) -> bool) -> Result<serde_json::Value> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Ok(v) = control(sock, "stats")
+            && done(&v)
+        {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            bail!("{} did not get there within {WAIT:?}", sock.display());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// c1m's server and client on `engine`: the ramp and one push, phases told to `w`.
+fn c1m_run(ns: &Netns, w: &mut Counted, engine: &str, n: u64, tag: &str) -> Result<Figures> {
+    let exe = c1m_binary();
+    let dir = std::env::temp_dir().join(format!("c1m-xbench-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let (sctl, cctl) = (dir.join("server.sock"), dir.join("client.sock"));
+    let ports = format!("{}-{}", PORTS.0, PORTS.1);
+    let mut s = w.program(ns, &exe);
+    s.args([
+        "server", "--engine", engine, "--mode", "ws", "--quiet", "--ports", &ports,
+    ])
+    .args(["--max-conns", &n.to_string(), "--control"])
+    .arg(&sctl);
+    let server = Proc::spawn(s)?;
+    wait_stats(&sctl, |v| v["phase"] == "running")?;
+    w.phase(Phase::Setup, true)?;
+    let src = format!("127.0.0.2-127.0.0.{}", 1 + sources(n).min(253));
+    let mut c = w.program(ns, &exe);
+    c.args([
+        "client", "--engine", engine, "--mode", "ws", "--quiet", "--ports", &ports,
+    ])
+    .args([
+        "-n",
+        &n.to_string(),
+        "--source",
+        &src,
+        "--hold",
+        "forever",
+        "--stay",
+    ])
+    .args(["--push-latency", "write", "--control"])
+    .arg(&cctl);
+    let client = Proc::spawn(c)?;
+    let ramped = wait_stats(&cctl, |v| v["phase"] == "hold")?;
+    w.phase(Phase::Setup, false)?;
+    let connected = ramped["counters"]["connected"].as_u64().unwrap_or(0);
+    let ramp_s = ramped["setup_steps"]
+        .as_array()
+        .and_then(|s| s.last())
+        .and_then(|s| s["at_s"].as_f64())
+        .unwrap_or(0.0);
+    std::thread::sleep(Duration::from_secs(1));
+    w.phase(Phase::Push, true)?;
+    let id = control(&sctl, "push")?["push_id"]
+        .as_u64()
+        .context("the server refused the push")?;
+    let push_of = |v: &serde_json::Value| -> Option<serde_json::Value> {
+        v["pushes"]
+            .as_array()?
+            .iter()
+            .find(|p| p["push_id"].as_u64() == Some(id))
+            .cloned()
+    };
+    let done = wait_stats(&cctl, |v| {
+        push_of(v).is_some_and(|p| p["count"].as_u64().unwrap_or(0) >= connected)
+    })?;
+    w.phase(Phase::Push, false)?;
+    let p = push_of(&done).unwrap_or_default();
+    drop(client);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(Figures {
+        setup_rate: if ramp_s > 0.0 {
+            connected as f64 / ramp_s
+        } else {
+            0.0
+        },
+        connections: connected,
+        push_last_s: p["complete_s"].as_f64().unwrap_or(0.0),
+        push_p99_us: done["percentiles"]["push_message_us"]["p99"]
+            .as_f64()
+            .unwrap_or(0.0),
+        push_received: p["count"].as_u64().unwrap_or(0),
+        ..Figures::default()
+    })
+}
