@@ -255,6 +255,7 @@ impl Observer {
             last_walk: None,
             walks: 0,
             previous: None,
+            closes: (0, None),
             rcv_ranges_known,
             mib_base,
             attempt_fails_unknown,

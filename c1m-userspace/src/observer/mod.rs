@@ -128,8 +128,8 @@ pub struct ObserverConfig {
     pub addrs: Vec<IpAddr>,
     /// Count sockets of every network namespace, not only the observer's own.
     pub all_netns: bool,
-    /// Fixed interval between full socket walks; `None` adapts it so walks cost at
-    /// most ~5% of one core.
+    /// Fixed interval between full socket walks; `None` adapts it to what the walk
+    /// costs (see `Observer::walk_due`).
     pub walk_interval: Option<Duration>,
     /// Drop segments of the watched ports on a link of this namespace (`--loss`).
     pub loss: Option<LossInjection>,
@@ -170,6 +170,9 @@ pub struct Observer {
     last_walk: Option<walk::SocketWalk>,
     walks: u64,
     previous: Option<(Instant, Counters)>,
+    /// Transitions into CLOSE seen so far, and the snapshot that first saw the latest:
+    /// TIME_WAIT moves without transitions for [`snapshot::TIME_WAIT_LEN`] after a close.
+    closes: (u64, Option<Instant>),
     rcv_ranges_known: bool,
     /// The kernel's counters at attach, and the namespace they belong to (a snapshot
     /// taken by a thread of another namespace reads another MIB: not comparable).

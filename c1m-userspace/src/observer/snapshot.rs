@@ -24,6 +24,23 @@ use super::{
 /// during the read.
 const MIB_BRACKET_TRIES: usize = 3;
 
+/// How long a socket stays in TIME_WAIT (the kernel's `TCP_TIMEWAIT_LEN`): after a close,
+/// the TIME_WAIT gauge moves for this long with no transition, and only walks see it.
+pub(super) const TIME_WAIT_LEN: Duration = Duration::from_secs(60);
+
+/// Periodic walks while TIME_WAIT may be moving: their cost as a multiple of the last
+/// walk's length (50: ~2% of one core), never older than a minute, so a churn's or a
+/// teardown's TIME_WAIT peak is seen.
+const WALK_EVERY_CLOSING: (u32, Duration) = (50, Duration::from_secs(60));
+
+/// Periodic walks otherwise (a ramp, an idle hold, a push): the gauges move by the
+/// transitions, and kernel memory between walks is sockets × bytes per socket at the
+/// last walk, so walks only refresh that ratio: 400× the walk's length (~0.25% of one
+/// core) with no upper bound. The 60 s cap alone cost the lab 16.8 s of CPU in a
+/// 143-s unpaced ramp to 1.84M connections (walks of 5–8 s each at 2.4–3.7M sockets),
+/// 7% of the box's busy CPU; the lab walks afresh at every phase end anyway.
+const WALK_EVERY_STEADY: u32 = 400;
+
 impl Observer {
     /// [`Self::snapshot`] after a full socket walk started now, however recent the last
     /// one: for figures that must be of this moment (the end of a lab phase).
@@ -80,6 +97,7 @@ impl Observer {
             counters = self.read_counters()?;
         }
         let now = before + before.elapsed() / 2;
+        self.note_closes(&counters, now);
         let mut view = KernelView {
             // The instant the counters (and so the gauges) describe.
             unix_ms: crate::util::unix_ms_now(),
@@ -163,15 +181,39 @@ impl Observer {
         let Some(last) = &self.last_walk else {
             return true;
         };
+        let age = last.ended.elapsed();
         let interval = self.config.walk_interval.unwrap_or_else(|| {
-            // A walk costs ~1 µs per socket of the namespace (measured: 570k sockets in
-            // 0.45-0.75 s; at 1M connections it took 6% of the ramp's CPU at 20×):
-            // keep it near 2% of one core, at least every second when cheap, never
-            // older than a minute. Gauges don't wait for walks (transitions carry
-            // them) and the lab walks afresh at every phase end.
-            (last.duration * 50).clamp(Duration::from_secs(1), Duration::from_secs(60))
+            // A walk costs ~1-2 µs per socket of the namespace (570k sockets in
+            // 0.45-0.75 s; 3.7M in 8.3 s on a loaded box): at least every second
+            // when cheap. Gauges don't wait for walks (transitions carry them) but
+            // for TIME_WAIT, which moves until TIME_WAIT_LEN after the last close.
+            let closing = self
+                .closes
+                .1
+                .is_some_and(|at| at.elapsed() < age + TIME_WAIT_LEN);
+            let min = Duration::from_secs(1);
+            if closing {
+                let (times, max) = WALK_EVERY_CLOSING;
+                (last.duration * times).clamp(min, max)
+            } else {
+                (last.duration * WALK_EVERY_STEADY).max(min)
+            }
         });
-        last.ended.elapsed() >= interval
+        age >= interval
+    }
+
+    /// Remembers when a snapshot first saw a new close (any side, any state -> CLOSE).
+    fn note_closes(&mut self, counters: &Counters, now: Instant) {
+        let closes = (0..side::COUNT as u32)
+            .flat_map(|s| {
+                (0..tcp_state::COUNT as u32)
+                    .map(move |from| transition_index(s, from, tcp_state::CLOSE))
+            })
+            .filter_map(|i| counters.transitions.get(i as usize))
+            .sum::<u64>();
+        if closes != self.closes.0 {
+            self.closes = (closes, Some(now));
+        }
     }
 
     /// A walk started now, waited for (at attach, and at phase ends).
