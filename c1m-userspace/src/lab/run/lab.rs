@@ -357,6 +357,9 @@ impl Lab {
             self.last_client = Some(c);
         }
         self.foreign_snapshot();
+        // The lab's own CPU is the phase's up to here: the walk below is outside the
+        // phase as its seconds are (setup's "c1m cpu" held the walk's 6-8 s at 1.8M).
+        let own_cpu = crate::host::own_cpu();
         let mut end_walk_s = 0.0;
         if let Some(observer) = &self.observer {
             let walk_started = Instant::now();
@@ -365,7 +368,7 @@ impl Lab {
             }
             end_walk_s = walk_started.elapsed().as_secs_f64();
         }
-        self.close_phase(notes, ended_unix_ms, end_walk_s);
+        self.close_phase(notes, ended_unix_ms, end_walk_s, own_cpu);
     }
 
     /// The server's processes and threads now: a foreign server's tree, else the
@@ -399,7 +402,14 @@ impl Lab {
         })
     }
 
-    fn close_phase(&mut self, notes: Vec<String>, ended_unix_ms: u64, end_walk_s: f64) {
+    /// `own_cpu`: the lab's CPU (user, sys) when the phase ended.
+    fn close_phase(
+        &mut self,
+        notes: Vec<String>,
+        ended_unix_ms: u64,
+        end_walk_s: f64,
+        own_cpu: (f64, f64),
+    ) {
         let Some(PhaseStart {
             mut phase,
             server: s0,
@@ -441,7 +451,7 @@ impl Lab {
                 .map_or(0, |s| s.counters.server_messages.received)
         };
         phase.server_messages_received = pushed(&self.last_client).saturating_sub(pushed(&c0));
-        let o1 = crate::host::own_cpu();
+        let o1 = own_cpu;
         phase.observer = ProcessUsage {
             cpu_user_s: o1.0 - o0.0,
             cpu_sys_s: o1.1 - o0.1,
