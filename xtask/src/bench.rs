@@ -277,7 +277,7 @@ pub(crate) fn settle() -> f64 {
 const SETTLE_MAX: Duration = Duration::from_secs(120);
 
 /// (busy, total) jiffies of all CPUs from `/proc/stat`.
-pub(crate) fn busy_jiffies() -> Option<(u64, u64)> {
+fn busy_jiffies() -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let cpu = stat.lines().next()?.strip_prefix("cpu ")?;
     let v: Vec<u64> = cpu

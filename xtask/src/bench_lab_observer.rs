@@ -28,7 +28,7 @@ fn setup_s(
     rate: Option<u64>,
     observer: bool,
     tag: &str,
-) -> Result<(f64, f64, Option<ObserverCpu>)> {
+) -> Result<(f64, f64, Option<ObserverCpus>)> {
     let ns = Netns::new(tag)?;
     let out = std::env::temp_dir().join(format!("c1m-xbench-lab-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
@@ -63,7 +63,13 @@ fn setup_s(
         sampler.sample();
         std::thread::sleep(SAMPLE_EVERY);
     };
-    let figure = read_setup(&out).map(|(s, w)| (s, w, observer.then_some(sampler.cpu)));
+    let figure = read_setup(&out).map(|setup| {
+        let cpu = observer.then(|| ObserverCpus {
+            run: sampler.cpu,
+            setup: sampler.between(setup.started_ms, setup.ended_ms),
+        });
+        (setup.duration_s, setup.end_walk_s, cpu)
+    });
     let _ = std::fs::remove_dir_all(&out);
     if !status.success() {
         bail!("c1m run -n {n} (observer {observer}) failed: {status}");
@@ -71,8 +77,24 @@ fn setup_s(
     figure
 }
 
-/// The setup phase's duration and end walk from the one run folder under `out`.
-fn read_setup(out: &Path) -> Result<(f64, f64)> {
+/// The setup phase of a run, from its summary.
+struct Setup {
+    duration_s: f64,
+    end_walk_s: f64,
+    started_ms: u64,
+    ended_ms: u64,
+}
+
+/// The observer's CPU over the whole run, and over the setup phase alone (the ramp,
+/// without the walks before and after it).
+#[derive(Clone, Copy)]
+struct ObserverCpus {
+    run: ObserverCpu,
+    setup: Option<ObserverCpu>,
+}
+
+/// The setup phase's duration, end walk and window from the one run folder under `out`.
+fn read_setup(out: &Path) -> Result<Setup> {
     let dir = std::fs::read_dir(out)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.join("summary.json").is_file())
@@ -86,7 +108,12 @@ fn read_setup(out: &Path) -> Result<(f64, f64)> {
     let duration = setup["duration_s"]
         .as_f64()
         .context("setup phase without duration_s")?;
-    Ok((duration, setup["end_walk_s"].as_f64().unwrap_or(0.0)))
+    Ok(Setup {
+        duration_s: duration,
+        end_walk_s: setup["end_walk_s"].as_f64().unwrap_or(0.0),
+        started_ms: setup["started_unix_ms"].as_u64().unwrap_or(0),
+        ended_ms: setup["ended_unix_ms"].as_u64().unwrap_or(u64::MAX),
+    })
 }
 
 pub fn run(n: u64, pairs: u32, rate: Option<u64>) -> Result<()> {
@@ -98,6 +125,7 @@ pub fn run(n: u64, pairs: u32, rate: Option<u64>) -> Result<()> {
     let _stats = BpfStats::on();
     let mut costs = Vec::new();
     let mut shares = Vec::new();
+    let mut setup_shares = Vec::new();
     for r in 0..pairs {
         let order = if r % 2 == 0 {
             [true, false]
@@ -124,19 +152,15 @@ pub fn run(n: u64, pairs: u32, rate: Option<u64>) -> Result<()> {
             cost * 100.0
         );
         if let Some(c) = cpu {
-            println!(
-                "           observer CPU over the run: observer thread {:.2} s, walker {:.2} s, \
-                 programs {:.2} s in {} runs ({:.0} ns each): {:.1}% of the box's {:.1} busy \
-                 CPU-seconds",
-                c.observer_s,
-                c.walker_s,
-                c.programs_s,
-                c.program_runs,
-                c.programs_s * 1e9 / c.program_runs.max(1) as f64,
-                c.share() * 100.0,
-                c.box_busy_s
-            );
-            shares.push(c.share());
+            print_cpu("over the run", &c.run);
+            shares.push(c.run.share());
+            match c.setup {
+                Some(s) => {
+                    print_cpu("in setup", &s);
+                    setup_shares.push(s.share());
+                }
+                None => println!("           (setup too short for two samples inside it)"),
+            }
         }
         costs.push(cost);
     }
@@ -150,13 +174,32 @@ pub fn run(n: u64, pairs: u32, rate: Option<u64>) -> Result<()> {
             costs.len()
         );
     }
-    shares.sort_by(f64::total_cmp);
-    if !shares.is_empty() {
-        println!(
-            "   observer's share of the box's busy CPU: median {:.1}% over {} run(s) (goal ≤ 5%)",
-            shares[shares.len() / 2] * 100.0,
-            shares.len()
-        );
+    for (what, mut v) in [("over the run", shares), ("in setup", setup_shares)] {
+        v.sort_by(f64::total_cmp);
+        if !v.is_empty() {
+            println!(
+                "   observer's share of the box's busy CPU {what}: median {:.1}% over {} run(s) \
+                 (goal ≤ 5%)",
+                v[v.len() / 2] * 100.0,
+                v.len()
+            );
+        }
     }
     Ok(())
+}
+
+fn print_cpu(what: &str, c: &ObserverCpu) {
+    println!(
+        "           observer CPU {what}: observer thread {:.2} s, walker {:.2} s (iterator \
+         programs {:.2} s of these two), hook programs {:.2} s in {} runs ({:.0} ns each): \
+         {:.1}% of the box's {:.1} busy CPU-seconds",
+        c.observer_s,
+        c.walker_s,
+        c.iterators_s,
+        c.programs_s,
+        c.program_runs,
+        c.programs_s * 1e9 / c.program_runs.max(1) as f64,
+        c.share() * 100.0,
+        c.box_busy_s
+    );
 }
