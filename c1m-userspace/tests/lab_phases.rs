@@ -39,14 +39,14 @@ fn write_plan(dir: &std::path::Path, name: &str, text: &str) -> std::path::PathB
 }
 
 #[test]
-fn heartbeat_and_message_phases_close_their_counts_exactly_on_both_engines() {
-    if !root_or_skip("heartbeat_and_message_phases_close_their_counts_exactly_on_both_engines") {
+fn heartbeat_and_message_phases_close_their_counts_exactly_on_every_engine() {
+    if !root_or_skip("heartbeat_and_message_phases_close_their_counts_exactly_on_every_engine") {
         return;
     }
     c1m::netns::enter_private().expect("private netns");
     let dir = fresh_dir("phases-beat-msg");
     let plan = write_plan(&dir, "phases.toml", PHASE_TABLES);
-    for engine in ["epoll", "tokio"] {
+    for engine in ["epoll", "tokio", "uring"] {
         let out = fresh_dir(&format!("phases-beat-msg-{engine}"));
         let result = c1m_run(
             &out,
@@ -227,13 +227,13 @@ fn heartbeat_and_message_phases_are_refused_in_one_line_naming_the_fix() {
 /// own values (its message echoes, its pushes' frames), and the phases add up to the
 /// run's histograms, every one of them; the summary shows the per-phase table.
 #[test]
-fn each_phase_keeps_its_own_latency_and_the_phases_add_up_on_both_engines() {
-    if !root_or_skip("each_phase_keeps_its_own_latency_and_the_phases_add_up_on_both_engines") {
+fn each_phase_keeps_its_own_latency_and_the_phases_add_up_on_every_engine() {
+    if !root_or_skip("each_phase_keeps_its_own_latency_and_the_phases_add_up_on_every_engine") {
         return;
     }
     c1m::netns::enter_private().expect("private netns");
     const N: u64 = 300;
-    for engine in ["epoll", "tokio"] {
+    for engine in ["epoll", "tokio", "uring"] {
         let out = fresh_dir(&format!("phases-latency-{engine}"));
         let result = c1m_run(
             &out,

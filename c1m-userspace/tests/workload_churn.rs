@@ -261,7 +261,7 @@ fn c1m_run_churns_over_idle_and_the_kernel_agrees_after_it() {
         return;
     }
     c1m::netns::enter_private().expect("private netns");
-    for engine in ["epoll", "tokio"] {
+    for engine in ["epoll", "tokio", "uring"] {
         eprintln!("--- engine {engine}");
         let out = fresh_dir("churn-run");
         let o = c1m_run(

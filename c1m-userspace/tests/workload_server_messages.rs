@@ -46,12 +46,15 @@ fn client_run(engine: &str, port: u16) -> AppSnapshot {
 
 #[test]
 fn every_server_message_reaches_its_client_and_is_timed_once() {
-    // Both engines on each side at least once, and both crossings.
+    // Both engines on each side at least once, and both crossings; the io_uring server
+    // (its client is the epoll client) against both.
     for (i, (server, client)) in [
         ("epoll", "epoll"),
         ("tokio", "tokio"),
         ("tokio", "epoll"),
         ("epoll", "tokio"),
+        ("uring", "epoll"),
+        ("uring", "tokio"),
     ]
     .into_iter()
     .enumerate()
