@@ -27,7 +27,7 @@ use anyhow::{Context, Result};
 use rustix::io::Errno;
 
 use self::{
-    proto::{Action, WsState, peer_eof},
+    proto::{Action, WsState},
     state::{ServerIo, ServerShardState},
     warnings::{cap_warning, listen_error},
 };
@@ -429,12 +429,7 @@ impl Shard {
                 return;
             }
             Ok(0) => {
-                peer_eof(
-                    &mut self.st.c,
-                    self.st.cfg.mode,
-                    conn.ws,
-                    conn.partial_input(),
-                );
+                conn.peer_ended(&mut self.st.c, self.st.cfg.mode);
                 self.close(tok);
                 return;
             }

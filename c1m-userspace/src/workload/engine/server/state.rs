@@ -22,7 +22,7 @@ use std::{
 use anyhow::Result;
 
 use super::{
-    proto::{Action, WsState, going_away, ws_input_beat},
+    proto::{Action, WsState, going_away, peer_eof, ws_input_beat},
     warnings::emfile_warning,
 };
 use crate::workload::{
@@ -70,12 +70,14 @@ impl<X> Conn<X> {
         }
     }
 
-    /// Input ends inside a frame or a fragmented message (what the peer's end of the
-    /// stream cut short).
-    pub(crate) fn partial_input(&self) -> bool {
-        self.spill
+    /// The peer ended its stream: counted by what it cut short (a frame or a fragmented
+    /// message, or nothing), as [`peer_eof`] says.
+    pub(crate) fn peer_ended(&self, c: &mut Counters, mode: Mode) {
+        let partial = self
+            .spill
             .as_ref()
-            .is_some_and(|s| !s.inbuf.is_empty() || s.frag.is_some())
+            .is_some_and(|s| !s.inbuf.is_empty() || s.frag.is_some());
+        peer_eof(c, mode, self.ws, partial);
     }
 }
 

@@ -35,7 +35,7 @@ use crate::workload::{
         ShardIo, Sink, failure_of,
         server::{
             EMFILE_PAUSE_MS, REOPEN_FILL,
-            proto::{Action, WsState, peer_eof},
+            proto::{Action, WsState},
             state::ServerShardState,
             warnings::{cap_warning, listen_error},
         },
@@ -382,12 +382,7 @@ impl Shard {
             0 if closing => return self.st.goodbye_end(&mut self.io, tok),
             0 => {
                 if let Some(conn) = self.st.conns.get_mut(tok) {
-                    peer_eof(
-                        &mut self.st.c,
-                        self.st.cfg.mode,
-                        conn.ws,
-                        conn.partial_input(),
-                    );
+                    conn.peer_ended(&mut self.st.c, self.st.cfg.mode);
                 }
                 self.close(tok);
                 return;
