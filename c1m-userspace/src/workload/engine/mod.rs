@@ -182,13 +182,6 @@ impl<T> Slab<T> {
     pub(crate) fn slot_count(&self) -> usize {
         self.slots.len()
     }
-
-    /// Removes and returns everything.
-    pub(crate) fn drain(&mut self) -> Vec<T> {
-        self.free.clear();
-        self.len = 0;
-        self.slots.drain(..).filter_map(|(_, v)| v).collect()
-    }
 }
 
 /// Listener and control tokens live above every slab token (slot indices stay < 2^32 - 2^16).

@@ -1,6 +1,8 @@
-//! The frame both engines run in: one `epoll_wait` per turn, the command source under
-//! [`COMMAND_TOKEN`], a report tick every [`REPORT_EVERY_NS`], a final report at `Stop`;
-//! and the one [`Reporter`] that builds a [`WorkerReport`] only when there is news.
+//! The frame every shard loop runs in ([`turns`]): a wait per turn, the commands before
+//! that wait's I/O, a report tick every [`REPORT_EVERY_NS`], the turn's last step; for
+//! the epoll engines ([`run`]) the wait is one `epoll_wait` with the command source under
+//! [`COMMAND_TOKEN`], and a final report at `Stop`. And the one [`Reporter`] that builds
+//! a [`WorkerReport`] only when there is news.
 //!
 //! The engine is a generic parameter, not a trait object: the per-event call is
 //! monomorphized and inlined as before, so the hot path gains no indirection.
@@ -25,7 +27,58 @@ use crate::workload::{
 /// Pushes a shard remembers: a schedule of `--push-every 1s` for a day must not grow.
 const PUSHES_KEPT: usize = 64;
 
-/// The per-engine parts of the loop.
+/// What a turn does around the shared frame: how it waits and what its I/O means. The
+/// epoll engines get it from their [`Engine`] (see [`run`]); the io_uring server
+/// implements it on its ring.
+pub(crate) trait Turns {
+    /// Waits for I/O, until `next_tick` (monotonic ns) at the latest; true if the command
+    /// source fired.
+    fn wait(&mut self, next_tick: u64, io: &ShardIo) -> Result<bool>;
+    /// A command other than `Stop`.
+    fn command(&mut self, c: ShardCommand, sink: &mut Sink) -> Result<()>;
+    /// The I/O the wait brought, but the command source's: the hot path.
+    fn events(&mut self);
+    /// Housekeeping at a report tick, before its report; returns that report's `closed_all`.
+    fn tick(&mut self) -> bool;
+    /// Last step of every turn (`now`: monotonic ns, read after the wait).
+    fn turn_end(&mut self, now: u64, sink: &mut Sink) -> Result<()>;
+    /// Reports if anything changed (or `force`).
+    fn report(&mut self, sink: &mut Sink, force: bool, closed_all: bool) -> Result<()>;
+}
+
+/// Runs turns until `Stop` (or the supervisor goes away); the caller closes what is
+/// left and sends the final report.
+pub(crate) fn turns<T: Turns>(t: &mut T, io: &mut ShardIo) -> Result<()> {
+    let mut cmds = Vec::new();
+    t.report(&mut io.sink, true, false)?;
+    let mut next_tick = sys::monotonic_ns() + REPORT_EVERY_NS;
+    // A worker's config line may have arrived with commands behind it: look once at start.
+    let mut commands = true;
+    loop {
+        commands |= t.wait(next_tick, io)?;
+        let now = sys::monotonic_ns();
+        let tick = now >= next_tick;
+        if commands || tick {
+            commands = false;
+            io.commands.drain(&mut cmds);
+            for c in cmds.drain(..) {
+                match c {
+                    ShardCommand::Stop => return Ok(()),
+                    c => t.command(c, &mut io.sink)?,
+                }
+            }
+        }
+        t.events();
+        if tick {
+            next_tick = now + REPORT_EVERY_NS;
+            let closed_all = t.tick();
+            t.report(&mut io.sink, false, closed_all)?;
+        }
+        t.turn_end(now, &mut io.sink)?;
+    }
+}
+
+/// The per-engine parts of an epoll loop.
 pub(crate) trait Engine {
     /// `epoll_wait` timeout (ms) for this turn, given the next report tick (monotonic ns).
     fn wait_ms(&mut self, next_tick: u64) -> i32;
@@ -50,51 +103,68 @@ pub(crate) trait Engine {
 /// Runs `e` until `Stop` (or its supervisor goes away), then closes everything and sends
 /// the final report. The command source must already be in `ep` under [`COMMAND_TOKEN`].
 pub(crate) fn run<E: Engine>(e: &mut E, ep: &Epoll, io: &mut ShardIo) -> Result<()> {
-    let mut events = Events::default();
-    let mut cmds = Vec::new();
-    e.report(&mut io.sink, true, false)?;
-    let mut next_tick = sys::monotonic_ns() + REPORT_EVERY_NS;
-    // A worker's config line may have arrived with commands behind it: look once at start.
-    let mut commands = true;
-    'run: loop {
-        ep.wait(&mut events, e.wait_ms(next_tick))
-            .context("epoll_wait")?;
-        // Commands before the I/O of the same wait: a push mark sent before the server
-        // was triggered then always precedes the frames it announced.
-        commands |= (0..events.len()).any(|i| events.get(i).1 == COMMAND_TOKEN);
-        let now = sys::monotonic_ns();
-        let tick = now >= next_tick;
-        if commands || tick {
-            commands = false;
-            io.commands.drain(&mut cmds);
-            for c in cmds.drain(..) {
-                match c {
-                    ShardCommand::Stop => break 'run,
-                    c => e.command(ep, c, &mut io.sink)?,
-                }
-            }
-        }
-        let mut io_events = false;
-        for i in 0..events.len() {
-            let (ev, tok) = events.get(i);
-            if tok != COMMAND_TOKEN {
-                io_events = true;
-                e.event(ep, tok, ev);
-            }
-        }
-        if io_events {
-            e.after_events(ep);
-        }
-        if tick {
-            next_tick = now + REPORT_EVERY_NS;
-            let closed_all = e.tick(ep);
-            e.report(&mut io.sink, false, closed_all)?;
-        }
-        e.turn_end(ep, now, &mut io.sink)?;
-    }
+    turns(
+        &mut Readiness {
+            e: &mut *e,
+            ep,
+            events: Events::default(),
+        },
+        io,
+    )?;
     e.close_all(ep);
     e.report(&mut io.sink, true, true)?;
     Ok(())
+}
+
+/// An epoll [`Engine`]'s turns: one `epoll_wait` each.
+struct Readiness<'a, E> {
+    e: &'a mut E,
+    ep: &'a Epoll,
+    events: Events,
+}
+
+impl<E: Engine> Turns for Readiness<'_, E> {
+    #[inline]
+    fn wait(&mut self, next_tick: u64, _io: &ShardIo) -> Result<bool> {
+        self.ep
+            .wait(&mut self.events, self.e.wait_ms(next_tick))
+            .context("epoll_wait")?;
+        // Commands before the I/O of the same wait: a push mark sent before the server
+        // was triggered then always precedes the frames it announced.
+        Ok((0..self.events.len()).any(|i| self.events.get(i).1 == COMMAND_TOKEN))
+    }
+
+    fn command(&mut self, c: ShardCommand, sink: &mut Sink) -> Result<()> {
+        self.e.command(self.ep, c, sink)
+    }
+
+    #[inline]
+    fn events(&mut self) {
+        let mut io_events = false;
+        for i in 0..self.events.len() {
+            let (ev, tok) = self.events.get(i);
+            if tok != COMMAND_TOKEN {
+                io_events = true;
+                self.e.event(self.ep, tok, ev);
+            }
+        }
+        if io_events {
+            self.e.after_events(self.ep);
+        }
+    }
+
+    fn tick(&mut self) -> bool {
+        self.e.tick(self.ep)
+    }
+
+    #[inline]
+    fn turn_end(&mut self, now: u64, sink: &mut Sink) -> Result<()> {
+        self.e.turn_end(self.ep, now, sink)
+    }
+
+    fn report(&mut self, sink: &mut Sink, force: bool, closed_all: bool) -> Result<()> {
+        self.e.report(sink, force, closed_all)
+    }
 }
 
 /// What only one engine reports, taken fresh for each report.

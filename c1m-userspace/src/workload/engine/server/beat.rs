@@ -1,21 +1,18 @@
-//! `--heartbeat` on the epoll server shard (ws mode): the sweep that pings each open
-//! connection at its phase, unmasked as a server must, and closes the ones whose ping
-//! went unanswered. The schedule and the counts live in `workload::heartbeat`.
+//! `--heartbeat` on a server shard (ws mode), for both server engines: the sweep that
+//! pings each open connection at its phase, unmasked as a server must, and closes the
+//! ones whose ping went unanswered. The schedule and the counts live in
+//! `workload::heartbeat`.
 
-use std::os::fd::AsFd;
-
-use super::Shard;
-use super::proto::WsState;
-use crate::workload::{
-    engine::send_sealed_before_close,
-    heartbeat::{self, HeartbeatConfig, Visit},
-    sys::Epoll,
+use super::{
+    proto::WsState,
+    state::{ServerIo, ServerShardState},
 };
+use crate::workload::heartbeat::{self, HeartbeatConfig, Visit};
 
-impl Shard {
+impl<X> ServerShardState<X> {
     /// `--heartbeat`: the slots whose phase came up since the last step ping their
     /// client (unmasked, as a server must), or close when its ping went unanswered.
-    pub(super) fn heartbeat(&mut self, ep: &Epoll, now: u64) {
+    pub(super) fn heartbeat(&mut self, io: &mut impl ServerIo<X>, now: u64) {
         let Some((cfg, sweep)) = self.cfg.heartbeat.zip(self.beat.as_mut()) else {
             return;
         };
@@ -23,13 +20,13 @@ impl Shard {
         for r in sweep.advance(now, self.conns.slot_count()) {
             for i in r {
                 if let Some(tok) = self.conns.token_at(i) {
-                    self.beat_one(ep, &cfg, tok, now);
+                    self.beat_one(io, &cfg, tok, now);
                 }
             }
         }
     }
 
-    pub(super) fn beat_one(&mut self, ep: &Epoll, cfg: &HeartbeatConfig, tok: u64, now: u64) {
+    fn beat_one(&mut self, io: &mut impl ServerIo<X>, cfg: &HeartbeatConfig, tok: u64, now: u64) {
         let Some(conn) = self.conns.get_mut(tok).filter(|c| c.ws == WsState::Open) else {
             return;
         };
@@ -38,18 +35,15 @@ impl Shard {
         heartbeat::encode(&mut self.out, visit, conn.ping_ns, None);
         match visit {
             Visit::Wait => {}
-            Visit::Ping => self.send_out(ep, tok),
+            Visit::Ping => {
+                if let Err(e) = io.send(tok, conn, &self.out, &mut self.c.bytes_out) {
+                    self.failed(io, tok, &e);
+                }
+            }
             Visit::Missed => {
                 self.c.closed.heartbeat_missed += 1;
-                send_sealed_before_close(
-                    conn.fd.as_fd(),
-                    conn.tls.as_deref_mut(),
-                    &mut self.wire,
-                    &conn.spill,
-                    &self.out,
-                    &mut self.c.bytes_out,
-                );
-                self.close(tok);
+                io.send_last(conn, &self.out, &mut self.c.bytes_out);
+                self.close(io, tok);
             }
         }
     }

@@ -4,7 +4,7 @@
 use crate::workload::{
     config::Mode,
     heartbeat::{self, HeartbeatConfig},
-    stats::counters::Counters,
+    stats::counters::{Closed, Counters},
     sys,
     ws::{self, Decoder, Event, Fragment, Opcode, frame::encode_frame, handshake},
 };
@@ -38,6 +38,17 @@ pub enum Action {
     ClosePeer,
     /// Close after writing the output: protocol violation (already counted).
     CloseProtocol,
+}
+
+impl Action {
+    /// Counts the close this asks for as its cause (none for [`Action::Continue`]).
+    pub(crate) fn count_close(&self, closed: &mut Closed) {
+        match self {
+            Action::Continue => {}
+            Action::ClosePeer => closed.peer_closed += 1,
+            Action::CloseProtocol => closed.protocol += 1,
+        }
+    }
 }
 
 /// Server-side WebSocket input processing, without I/O: consumes `data` (handshake head and

@@ -1,8 +1,9 @@
-//! `--engine uring`: the server shard on io_uring. Same protocol code as the epoll shard
-//! (`engine::server::proto`, the heartbeat and message schedules, the [`Reporter`]), a
-//! different syscall layer: a ring per shard, accepts armed per listener, a
-//! multishot receive per connection into a ring of provided buffers, and sends queued as
-//! submission entries, a push's frames 128 to an `io_uring_enter`.
+//! `--engine uring`: the server shard on io_uring. Same protocol code and shard state as
+//! the epoll shard (`engine::server::proto` and `engine::server::state`: the sweeps,
+//! goodbyes, heartbeat, message and push walks, the [`Reporter`]), the same loop frame
+//! (`shard_loop::turns`), a different syscall layer: a ring per shard, accepts armed per
+//! listener, a multishot receive per connection into a ring of provided buffers, and
+//! sends queued as submission entries, a push's frames 128 to an `io_uring_enter`.
 //!
 //! Why: the epoll engine pays a syscall per accept, per read and per write, as the
 //! minimal C programs it is measured against; on the server that is ~5 per WebSocket
