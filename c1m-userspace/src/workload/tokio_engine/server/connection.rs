@@ -85,7 +85,7 @@ impl Shard {
     async fn tls_handshake(
         &self,
         accept: Accept<TcpStream>,
-        close_gen: u64,
+        close_gen: u32,
         hs_seq: u64,
     ) -> Option<Stream> {
         // Boxed: a handshake's state (a whole rustls session) must not size the task's
@@ -145,7 +145,9 @@ impl Shard {
 
     /// The books of a connection that ends with `end`, then its close.
     pub(super) fn finish(&self, mut conn: Conn, end: End) {
-        heartbeat::ended(&mut self.c.borrow_mut().heartbeat, &mut conn.ping_ns);
+        if let Some(cl) = conn.clocks.as_mut() {
+            heartbeat::ended(&mut self.c.borrow_mut().heartbeat, &mut cl.ping_ns);
+        }
         let open_ws = conn.ws == WsState::Open;
         let tls = matches!(conn.stream, Stream::Tls(_));
         if conn.ws == WsState::Handshake {
@@ -210,16 +212,20 @@ pub(super) struct Conn {
     pub(super) spill: Option<Box<Spill>>,
     /// The shard's generations when this connection last looked (push: when it opened
     /// or the shard's loop last wrote one to it).
-    close_gen: u64,
-    pub(super) push_gen: u64,
+    close_gen: u32,
+    pub(super) push_gen: u32,
     /// Its handshake's number (see [`Shard::handshake_deadline`]).
     hs_seq: u64,
-    /// `--heartbeat`: when the outstanding ping was sent (0: none), and the timer of
-    /// this connection's next slot (on the heap, once open).
+    /// `--heartbeat` and `--message-rate`: on the heap, once open (8 B of the slot).
+    clocks: Option<Box<Clocks>>,
+}
+
+/// An open connection's clocks: `--heartbeat`'s outstanding ping (when it was sent, 0:
+/// none) and the timer of its next slot, `--message-rate`'s schedule.
+struct Clocks {
     ping_ns: u64,
     beat: Option<Pin<Box<Sleep>>>,
-    /// `--message-rate`: this connection's message clock (on the heap, once open).
-    msgs: Option<Box<MessageClock>>,
+    msgs: Option<MessageClock>,
 }
 
 /// A connection's `--message-rate` schedule: the timer of its next message, that
@@ -276,7 +282,7 @@ enum Woke {
 
 /// A TLS connection's task: the handshake, then the connection served from its slot as a
 /// plain one's task serves it.
-async fn tls_connection(sh: Rc<Shard>, accept: Accept<TcpStream>, close_gen: u64, hs_seq: u64) {
+async fn tls_connection(sh: Rc<Shard>, accept: Accept<TcpStream>, close_gen: u32, hs_seq: u64) {
     let Some(stream) = sh.tls_handshake(accept, close_gen, hs_seq).await else {
         return;
     };
@@ -335,7 +341,7 @@ impl Future for ConnTask {
 }
 
 impl Conn {
-    fn new(sh: &Shard, stream: Stream, close_gen: u64, hs_seq: u64) -> Conn {
+    fn new(sh: &Shard, stream: Stream, close_gen: u32, hs_seq: u64) -> Conn {
         Conn {
             stream,
             ws: if sh.cfg.mode == Mode::Ws {
@@ -347,9 +353,7 @@ impl Conn {
             close_gen,
             push_gen: sh.push_gen.get(),
             hs_seq,
-            ping_ns: 0,
-            beat: None,
-            msgs: None,
+            clocks: None,
         }
     }
 }
@@ -375,27 +379,28 @@ impl Conn {
                 return Poll::Ready(End::HandshakeTimeout);
             }
             if self.ws == WsState::Open
-                && self.beat.is_none()
-                && let Some(cfg) = sh.cfg.heartbeat
+                && self.clocks.is_none()
+                && (sh.cfg.heartbeat.is_some() || sh.cfg.messages.is_some())
             {
-                let at = heartbeat::next_slot(
-                    &cfg,
-                    0,
-                    weyl_phase(self.hs_seq, cfg.interval_ns),
-                    sys::monotonic_ns(),
-                );
-                self.beat = Some(Box::pin(tokio::time::sleep_until(instant_of(at))));
-            }
-            if self.ws == WsState::Open
-                && self.msgs.is_none()
-                && let Some(cfg) = sh.cfg.messages
-            {
-                let phase = weyl_phase(self.hs_seq, cfg.interval_ns);
-                let at = messages::next_slot(&cfg, 0, phase, sys::monotonic_ns());
-                self.msgs = Some(Box::new(MessageClock {
-                    timer: Box::pin(tokio::time::sleep_until(instant_of(at))),
-                    at,
-                    seq: 0,
+                let now = sys::monotonic_ns();
+                let beat = sh.cfg.heartbeat.map(|cfg| {
+                    let phase = weyl_phase(self.hs_seq, cfg.interval_ns);
+                    let at = heartbeat::next_slot(&cfg, 0, phase, now);
+                    Box::pin(tokio::time::sleep_until(instant_of(at)))
+                });
+                let msgs = sh.cfg.messages.map(|cfg| {
+                    let phase = weyl_phase(self.hs_seq, cfg.interval_ns);
+                    let at = messages::next_slot(&cfg, 0, phase, now);
+                    MessageClock {
+                        timer: Box::pin(tokio::time::sleep_until(instant_of(at))),
+                        at,
+                        seq: 0,
+                    }
+                });
+                self.clocks = Some(Box::new(Clocks {
+                    ping_ns: 0,
+                    beat,
+                    msgs,
                 }));
             }
             let writing = self.has_out();
@@ -418,15 +423,17 @@ impl Conn {
     /// buffer. A short read clears tokio's readiness, so a drained socket costs no extra
     /// `read` returning EAGAIN.
     fn poll_wake(&mut self, cx: &mut Context<'_>, sh: &Shard, writing: bool) -> Poll<Woke> {
-        if let Some(b) = self.beat.as_mut()
-            && b.as_mut().poll(cx).is_ready()
-        {
-            return Poll::Ready(Woke::Beat);
-        }
-        if let Some(m) = self.msgs.as_mut()
-            && m.timer.as_mut().poll(cx).is_ready()
-        {
-            return Poll::Ready(Woke::Message);
+        if let Some(cl) = self.clocks.as_mut() {
+            if let Some(b) = cl.beat.as_mut()
+                && b.as_mut().poll(cx).is_ready()
+            {
+                return Poll::Ready(Woke::Beat);
+            }
+            if let Some(m) = cl.msgs.as_mut()
+                && m.timer.as_mut().poll(cx).is_ready()
+            {
+                return Poll::Ready(Woke::Message);
+            }
         }
         if writing {
             return Poll::Ready(match ready!(self.stream.tcp().poll_write_ready(cx)) {
@@ -478,7 +485,8 @@ impl Conn {
                     &mut frag,
                     &mut out,
                     &mut c,
-                    beat.as_ref().map(|h| (h, &mut self.ping_ns)),
+                    beat.as_ref()
+                        .zip(self.clocks.as_mut().map(|cl| &mut cl.ping_ns)),
                 );
                 s.inbuf.advance(used);
                 a
@@ -492,7 +500,8 @@ impl Conn {
                     &mut frag,
                     &mut out,
                     &mut c,
-                    beat.as_ref().map(|h| (h, &mut self.ping_ns)),
+                    beat.as_ref()
+                        .zip(self.clocks.as_mut().map(|cl| &mut cl.ping_ns)),
                 );
                 if used < n {
                     spill
@@ -542,8 +551,9 @@ impl Conn {
         let now = sys::monotonic_ns();
         let mut c = sh.c.borrow_mut();
         let mut frame = Vec::new();
-        let visit = heartbeat::visit(&mut c.heartbeat, &cfg, &mut self.ping_ns, now);
-        heartbeat::encode(&mut frame, visit, self.ping_ns, None);
+        let cl = self.clocks.as_mut()?;
+        let visit = heartbeat::visit(&mut c.heartbeat, &cfg, &mut cl.ping_ns, now);
+        heartbeat::encode(&mut frame, visit, cl.ping_ns, None);
         let end = match visit {
             Visit::Wait => None,
             Visit::Ping => self.send(&frame, &mut c.bytes_out).err().map(End::Io),
@@ -556,7 +566,7 @@ impl Conn {
                 Some(End::HeartbeatMissed)
             }
         };
-        if let Some(b) = self.beat.as_mut() {
+        if let Some(b) = self.clocks.as_mut().and_then(|cl| cl.beat.as_mut()) {
             let phase = weyl_phase(self.hs_seq, cfg.interval_ns);
             let at = heartbeat::next_slot(&cfg, 0, phase, now.saturating_add(1));
             b.as_mut().reset(instant_of(at));
@@ -568,7 +578,8 @@ impl Conn {
     /// catches each missed one up, stamped with its own instant), then the next one's
     /// timer.
     fn messages(&mut self, sh: &Shard) -> io::Result<()> {
-        let (Some(cfg), Some(mut m)) = (sh.cfg.messages, self.msgs.take()) else {
+        let m = self.clocks.as_mut().and_then(|cl| cl.msgs.take());
+        let (Some(cfg), Some(mut m)) = (sh.cfg.messages, m) else {
             return Ok(());
         };
         let now = sys::monotonic_ns();
@@ -587,7 +598,9 @@ impl Conn {
             m.at = m.at.saturating_add(cfg.interval_ns);
         }
         m.timer.as_mut().reset(instant_of(m.at));
-        self.msgs = Some(m);
+        if let Some(cl) = self.clocks.as_mut() {
+            cl.msgs = Some(m);
+        }
         r
     }
 
@@ -683,7 +696,7 @@ mod tests {
     /// `ScheduledIo` (256 B): its task's cell, which is the future plus tokio's 104 B
     /// (header, scheduler, id, stage tag, trailer) rounded up to 128 B, and its slot.
     /// Measured: a 16-B future (a 128-B cell; 24 B is the most that still fits) and a
-    /// 112-B slot, so 128 + 256 + 112 = 496 B a connection, under the 512 B of issue 37.
+    /// 88-B slot, so 128 + 256 + 88 = 472 B a connection, under the 512 B of issue 37.
     #[test]
     fn an_idle_connection_fits_a_128_byte_task_cell_and_a_small_slot() {
         let (task, slot) = (size_of::<ConnTask>(), size_of::<Slot<Conn>>());
@@ -692,6 +705,6 @@ mod tests {
             task <= 24,
             "the task's future grew to {task} B: its cell is no longer 128 B"
         );
-        assert!(slot <= 112, "a connection's slot grew to {slot} B");
+        assert!(slot <= 88, "a connection's slot grew to {slot} B");
     }
 }

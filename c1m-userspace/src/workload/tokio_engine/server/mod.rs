@@ -240,9 +240,9 @@ struct Shard {
     wake: Notify,
     /// Bumped by `Close` and `Stop`: connections accepted before it close (after their
     /// goodbye on `Close`, at once on `Stop`).
-    close_gen: Cell<u64>,
+    close_gen: Cell<u32>,
     /// Bumped by each push: connections open at that moment write it.
-    push_gen: Cell<u64>,
+    push_gen: Cell<u32>,
     push: RefCell<Option<PushJob>>,
     /// Push frames written by this shard, for the yield every [`PUSH_CHUNK`].
     push_writes: Cell<u64>,
@@ -463,7 +463,7 @@ impl Shard {
             rep.dirty_pushes.insert(id);
         }
         let pending = self.c.borrow().ws_open;
-        self.push_gen.set(self.push_gen.get() + 1);
+        self.push_gen.set(self.push_gen.get().wrapping_add(1));
         if pending == 0 {
             self.push_done.set(Some(id));
             return;
@@ -562,7 +562,7 @@ impl Shard {
     /// Closes every connection (each task closes its own at its next poll). A push cut
     /// short is still over: the supervisor may start it elsewhere.
     fn close_all(&self) {
-        self.close_gen.set(self.close_gen.get() + 1);
+        self.close_gen.set(self.close_gen.get().wrapping_add(1));
         let job = self.push.borrow_mut().take();
         if let Some(mut job) = job {
             self.merge_push(job.take_stat());
