@@ -328,6 +328,11 @@ impl Conn {
         }
         let connected_ns = sys::monotonic_ns();
         sh.p.borrow_mut().connected(&self.p, connected_ns);
+        // Each step (connect, TLS, upgrade) is timed from its own start, as in the epoll
+        // client: a worker starved for 12-20 s at 1.73M saw its connects complete and
+        // called the upgrade timed out in the same turn, timed from `connect()`. A reopen
+        // (churn) keeps its `connect()` call's deadline, as there.
+        self.restart_step(&mut timer, timeout_ms, connected_ns);
         // With TLS: when its handshake ended, where the WebSocket handshake's time starts
         // (so `tls_handshake` and `ws_handshake` add up, as in the epoll client).
         let mut tls_done_ns = None;
@@ -361,6 +366,7 @@ impl Conn {
                         let done = sys::monotonic_ns();
                         p.tls_handshaken(&self.p, connected_ns, done);
                         tls_done_ns = Some(done);
+                        self.restart_step(&mut timer, timeout_ms, done);
                         Some(Stream::tls(t, &mut p.c.tls_handshakes))
                     }
                 }
@@ -374,6 +380,16 @@ impl Conn {
             return false;
         }
         self.serve(sh, s, &mut timer).await
+    }
+
+    /// The next setup step's deadline: `timeout_ms` from `now` (a first open only).
+    fn restart_step(&self, timer: &mut Timer, timeout_ms: u64, now: u64) {
+        if let Some(t) = timer.as_mut()
+            && !self.p.reopen
+        {
+            let limit = timeout_ms.saturating_mul(1_000_000);
+            t.as_mut().reset(instant_of(now.saturating_add(limit)));
+        }
     }
 
     /// Reads and writes until the connection ends (false), or, with a timer (during
