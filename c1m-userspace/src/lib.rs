@@ -9,6 +9,7 @@
 
 #![warn(unreachable_pub, missing_docs)]
 
+pub mod aligned_alloc;
 pub mod args;
 pub mod cli;
 pub mod compare;

@@ -14,6 +14,7 @@ use std::{
 
 /// Module path prefixes and their layer; the longest prefix wins.
 const LAYERS: &[(&str, u8)] = &[
+    ("aligned_alloc", 0),
     ("args", 0),
     ("duration", 0),
     ("fmt", 0),

@@ -1,9 +1,11 @@
 //! A connection's life in the tokio server: taken at accept, served by its own task
-//! (the TLS handshake, reads, echo and WebSocket input, push frames, backpressure), and
-//! its books at close.
+//! (the TLS handshake, reads, echo and WebSocket input, heartbeats and messages,
+//! backpressure) from its slot in the shard's slab (`slots`), and its books at close.
+//! Push frames are written by the shard's loop (`Shard::push_chunk`) through
+//! [`Conn::push`].
 
 use std::{
-    future::poll_fn,
+    future::Future,
     io,
     pin::{Pin, pin},
     rc::Rc,
@@ -12,7 +14,7 @@ use std::{
 };
 
 use bytes::Buf;
-use tokio::{io::ReadBuf, net::TcpStream, sync::futures::Notified, time::Sleep};
+use tokio::{io::ReadBuf, net::TcpStream, time::Sleep};
 use tokio_rustls::server::Accept;
 
 use super::Shard;
@@ -56,12 +58,24 @@ impl Shard {
         }
         self.open_in_process.fetch_add(1, Ordering::Relaxed);
         let hs_seq = self.handshake_deadline();
-        tokio::task::spawn_local(connection(
-            self.clone(),
-            stream,
-            self.close_gen.get(),
-            hs_seq,
-        ));
+        let close_gen = self.close_gen.get();
+        match &self.tls {
+            // Plain TCP: the task is the index of the connection's slot (see `slots`).
+            None => {
+                let conn = Conn::new(self, Stream::Tcp(stream), close_gen, hs_seq);
+                let idx = self.conns.borrow_mut().insert(conn);
+                tokio::task::spawn_local(ConnTask {
+                    sh: self.clone(),
+                    idx,
+                });
+            }
+            // TLS: the handshake's state (a whole rustls session, ~10 KB once used) dwarfs
+            // any future; the same task serves the connection once it is done.
+            Some(acceptor) => {
+                let accept = acceptor.accept(stream);
+                tokio::task::spawn_local(tls_connection(self.clone(), accept, close_gen, hs_seq));
+            }
+        }
         true
     }
 
@@ -71,7 +85,7 @@ impl Shard {
     async fn tls_handshake(
         &self,
         accept: Accept<TcpStream>,
-        close_gen: u64,
+        close_gen: u32,
         hs_seq: u64,
     ) -> Option<Stream> {
         // Boxed: a handshake's state (a whole rustls session) must not size the task's
@@ -130,8 +144,10 @@ impl Shard {
     }
 
     /// The books of a connection that ends with `end`, then its close.
-    fn finish(&self, mut conn: Conn, end: End) {
-        heartbeat::ended(&mut self.c.borrow_mut().heartbeat, &mut conn.ping_ns);
+    pub(super) fn finish(&self, mut conn: Conn, end: End) {
+        if let Some(cl) = conn.clocks.as_mut() {
+            heartbeat::ended(&mut self.c.borrow_mut().heartbeat, &mut cl.ping_ns);
+        }
         let open_ws = conn.ws == WsState::Open;
         let tls = matches!(conn.stream, Stream::Tls(_));
         if conn.ws == WsState::Handshake {
@@ -195,17 +211,21 @@ pub(super) struct Conn {
     pub(super) ws: WsState,
     pub(super) spill: Option<Box<Spill>>,
     /// The shard's generations when this connection last looked (push: when it opened
-    /// or last wrote one).
-    close_gen: u64,
-    push_gen: u64,
+    /// or the shard's loop last wrote one to it).
+    close_gen: u32,
+    pub(super) push_gen: u32,
     /// Its handshake's number (see [`Shard::handshake_deadline`]).
     hs_seq: u64,
-    /// `--heartbeat`: when the outstanding ping was sent (0: none), and the timer of
-    /// this connection's next slot (on the heap, once open).
+    /// `--heartbeat` and `--message-rate`: on the heap, once open (8 B of the slot).
+    clocks: Option<Box<Clocks>>,
+}
+
+/// An open connection's clocks: `--heartbeat`'s outstanding ping (when it was sent, 0:
+/// none) and the timer of its next slot, `--message-rate`'s schedule.
+struct Clocks {
     ping_ns: u64,
     beat: Option<Pin<Box<Sleep>>>,
-    /// `--message-rate`: this connection's message clock (on the heap, once open).
-    msgs: Option<Box<MessageClock>>,
+    msgs: Option<MessageClock>,
 }
 
 /// A connection's `--message-rate` schedule: the timer of its next message, that
@@ -228,7 +248,7 @@ pub(super) enum Goodbye {
 }
 
 /// Why a connection ends.
-enum End {
+pub(super) enum End {
     /// The peer closed the stream.
     Eof,
     /// A read or write failed (or the peer does not read: `MAX_PENDING_OUT`).
@@ -250,8 +270,6 @@ enum End {
 
 /// What woke a connection task.
 enum Woke {
-    /// `wake` fired: look at the generations.
-    Shard,
     Read(usize),
     Eof,
     Writable,
@@ -262,40 +280,82 @@ enum Woke {
     Message,
 }
 
-async fn connection(sh: Rc<Shard>, tcp: TcpStream, close_gen: u64, hs_seq: u64) {
-    let stream = match &sh.tls {
-        None => Stream::Tcp(tcp),
-        Some(acceptor) => match sh
-            .tls_handshake(acceptor.accept(tcp), close_gen, hs_seq)
-            .await
-        {
-            Some(s) => s,
-            None => return,
-        },
+/// A TLS connection's task: the handshake, then the connection served from its slot as a
+/// plain one's task serves it.
+async fn tls_connection(sh: Rc<Shard>, accept: Accept<TcpStream>, close_gen: u32, hs_seq: u64) {
+    let Some(stream) = sh.tls_handshake(accept, close_gen, hs_seq).await else {
+        return;
     };
-    let mut conn = Conn {
-        stream,
-        ws: if sh.cfg.mode == Mode::Ws {
-            WsState::Handshake
-        } else {
-            WsState::Raw
-        },
-        spill: None,
-        close_gen,
-        push_gen: sh.push_gen.get(),
-        hs_seq,
-        ping_ns: 0,
-        beat: None,
-        msgs: None,
-    };
-    let end = match conn.serve(&sh).await {
-        End::Teardown => match conn.goodbye(&sh).await {
-            Goodbye::CloseNow => End::Local,
-            said => End::SaidGoodbye(said),
-        },
-        end => end,
-    };
-    sh.finish(conn, end);
+    let conn = Conn::new(&sh, stream, close_gen, hs_seq);
+    let idx = sh.conns.borrow_mut().insert(conn);
+    ConnTask { sh, idx }.await;
+}
+
+/// A connection's task: its shard and the index of its slot, all a waiting connection
+/// keeps in its future (16 B, so tokio's task cell is 128 B: asserted in the tests).
+/// Written as a `Future` by hand: an `async` block would add its state and the borrows of
+/// what it awaits.
+struct ConnTask {
+    sh: Rc<Shard>,
+    idx: u32,
+}
+
+impl Future for ConnTask {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let (sh, idx) = (&self.sh, self.idx);
+        let end = {
+            let mut slots = sh.conns.borrow_mut();
+            let Some(slot) = slots.get_mut(idx) else {
+                return Poll::Ready(());
+            };
+            if !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                slot.waker = Some(cx.waker().clone());
+            }
+            match slot.conn.as_mut() {
+                // Ended by the shard (a push it could not write): its books are done.
+                None => None,
+                Some(conn) => Some(ready!(conn.poll_serve(cx, sh))),
+            }
+        };
+        let conn = sh.conns.borrow_mut().vacate(idx);
+        match (conn, end) {
+            (Some(mut conn), Some(End::Teardown)) => {
+                // The goodbye (rare: a teardown) is an async wait of its own; it takes the
+                // connection out of the slab with it.
+                let sh = sh.clone();
+                tokio::task::spawn_local(async move {
+                    let end = match conn.goodbye(&sh).await {
+                        Goodbye::CloseNow => End::Local,
+                        said => End::SaidGoodbye(said),
+                    };
+                    sh.finish(conn, end);
+                });
+            }
+            (Some(conn), Some(end)) => sh.finish(conn, end),
+            _ => {}
+        }
+        Poll::Ready(())
+    }
+}
+
+impl Conn {
+    fn new(sh: &Shard, stream: Stream, close_gen: u32, hs_seq: u64) -> Conn {
+        Conn {
+            stream,
+            ws: if sh.cfg.mode == Mode::Ws {
+                WsState::Handshake
+            } else {
+                WsState::Raw
+            },
+            spill: None,
+            close_gen,
+            push_gen: sh.push_gen.get(),
+            hs_seq,
+            clocks: None,
+        }
+    }
 }
 
 impl Conn {
@@ -304,59 +364,47 @@ impl Conn {
         self.spill.as_ref().is_some_and(|s| !s.out.is_empty()) || self.stream.tls_pending()
     }
 
-    /// Serves the connection until it ends.
-    async fn serve(&mut self, sh: &Shard) -> End {
-        let mut notified = pin!(sh.wake.notified());
-        notified.as_mut().enable();
+    /// Serves the connection until it ends: reads, writes, its clocks; a close or an
+    /// overdue handshake is seen at the top of the loop (the shard wakes the task).
+    fn poll_serve(&mut self, cx: &mut Context<'_>, sh: &Shard) -> Poll<End> {
         loop {
             if sh.close_gen.get() != self.close_gen {
-                return if sh.stopping.get() {
+                return Poll::Ready(if sh.stopping.get() {
                     End::Local
                 } else {
                     End::Teardown
-                };
+                });
             }
             if self.ws == WsState::Handshake && self.hs_seq < sh.hs_cutoff.get() {
-                return End::HandshakeTimeout;
+                return Poll::Ready(End::HandshakeTimeout);
             }
             if self.ws == WsState::Open
-                && self.push_gen != sh.push_gen.get()
-                && let Err(e) = self.push(sh)
+                && self.clocks.is_none()
+                && (sh.cfg.heartbeat.is_some() || sh.cfg.messages.is_some())
             {
-                return End::Io(e);
-            }
-            if self.ws == WsState::Open
-                && self.beat.is_none()
-                && let Some(cfg) = sh.cfg.heartbeat
-            {
-                let at = heartbeat::next_slot(
-                    &cfg,
-                    0,
-                    weyl_phase(self.hs_seq, cfg.interval_ns),
-                    sys::monotonic_ns(),
-                );
-                self.beat = Some(Box::pin(tokio::time::sleep_until(instant_of(at))));
-            }
-            if self.ws == WsState::Open
-                && self.msgs.is_none()
-                && let Some(cfg) = sh.cfg.messages
-            {
-                let phase = weyl_phase(self.hs_seq, cfg.interval_ns);
-                let at = messages::next_slot(&cfg, 0, phase, sys::monotonic_ns());
-                self.msgs = Some(Box::new(MessageClock {
-                    timer: Box::pin(tokio::time::sleep_until(instant_of(at))),
-                    at,
-                    seq: 0,
+                let now = sys::monotonic_ns();
+                let beat = sh.cfg.heartbeat.map(|cfg| {
+                    let phase = weyl_phase(self.hs_seq, cfg.interval_ns);
+                    let at = heartbeat::next_slot(&cfg, 0, phase, now);
+                    Box::pin(tokio::time::sleep_until(instant_of(at)))
+                });
+                let msgs = sh.cfg.messages.map(|cfg| {
+                    let phase = weyl_phase(self.hs_seq, cfg.interval_ns);
+                    let at = messages::next_slot(&cfg, 0, phase, now);
+                    MessageClock {
+                        timer: Box::pin(tokio::time::sleep_until(instant_of(at))),
+                        at,
+                        seq: 0,
+                    }
+                });
+                self.clocks = Some(Box::new(Clocks {
+                    ping_ns: 0,
+                    beat,
+                    msgs,
                 }));
             }
             let writing = self.has_out();
-            let woke = poll_fn(|cx| self.poll_wake(cx, sh, notified.as_mut(), writing)).await;
-            let end = match woke {
-                Woke::Shard => {
-                    notified.set(sh.wake.notified());
-                    notified.as_mut().enable();
-                    None
-                }
+            let end = match ready!(self.poll_wake(cx, sh, writing)) {
                 Woke::Writable => self.flush(sh).err().map(End::Io),
                 Woke::Read(n) => self.input(sh, n),
                 Woke::Eof => Some(End::Eof),
@@ -365,34 +413,27 @@ impl Conn {
                 Woke::Message => self.messages(sh).err().map(End::Io),
             };
             if let Some(end) = end {
-                return end;
+                return Poll::Ready(end);
             }
         }
     }
 
-    /// Waits for the shard's wake, or for the socket: writable while output is queued
-    /// (a peer that does not read is not read from: backpressure), else readable, then
-    /// reads into the shard's buffer. A short read clears tokio's readiness, so a drained
-    /// socket costs no extra `read` returning EAGAIN.
-    fn poll_wake(
-        &mut self,
-        cx: &mut Context<'_>,
-        sh: &Shard,
-        notified: Pin<&mut Notified<'_>>,
-        writing: bool,
-    ) -> Poll<Woke> {
-        if notified.poll(cx).is_ready() {
-            return Poll::Ready(Woke::Shard);
-        }
-        if let Some(b) = self.beat.as_mut()
-            && b.as_mut().poll(cx).is_ready()
-        {
-            return Poll::Ready(Woke::Beat);
-        }
-        if let Some(m) = self.msgs.as_mut()
-            && m.timer.as_mut().poll(cx).is_ready()
-        {
-            return Poll::Ready(Woke::Message);
+    /// Waits for the socket: writable while output is queued (a peer that does not read
+    /// is not read from: backpressure), else readable, then reads into the shard's
+    /// buffer. A short read clears tokio's readiness, so a drained socket costs no extra
+    /// `read` returning EAGAIN.
+    fn poll_wake(&mut self, cx: &mut Context<'_>, sh: &Shard, writing: bool) -> Poll<Woke> {
+        if let Some(cl) = self.clocks.as_mut() {
+            if let Some(b) = cl.beat.as_mut()
+                && b.as_mut().poll(cx).is_ready()
+            {
+                return Poll::Ready(Woke::Beat);
+            }
+            if let Some(m) = cl.msgs.as_mut()
+                && m.timer.as_mut().poll(cx).is_ready()
+            {
+                return Poll::Ready(Woke::Message);
+            }
         }
         if writing {
             return Poll::Ready(match ready!(self.stream.tcp().poll_write_ready(cx)) {
@@ -444,7 +485,8 @@ impl Conn {
                     &mut frag,
                     &mut out,
                     &mut c,
-                    beat.as_ref().map(|h| (h, &mut self.ping_ns)),
+                    beat.as_ref()
+                        .zip(self.clocks.as_mut().map(|cl| &mut cl.ping_ns)),
                 );
                 s.inbuf.advance(used);
                 a
@@ -458,7 +500,8 @@ impl Conn {
                     &mut frag,
                     &mut out,
                     &mut c,
-                    beat.as_ref().map(|h| (h, &mut self.ping_ns)),
+                    beat.as_ref()
+                        .zip(self.clocks.as_mut().map(|cl| &mut cl.ping_ns)),
                 );
                 if used < n {
                     spill
@@ -508,8 +551,9 @@ impl Conn {
         let now = sys::monotonic_ns();
         let mut c = sh.c.borrow_mut();
         let mut frame = Vec::new();
-        let visit = heartbeat::visit(&mut c.heartbeat, &cfg, &mut self.ping_ns, now);
-        heartbeat::encode(&mut frame, visit, self.ping_ns, None);
+        let cl = self.clocks.as_mut()?;
+        let visit = heartbeat::visit(&mut c.heartbeat, &cfg, &mut cl.ping_ns, now);
+        heartbeat::encode(&mut frame, visit, cl.ping_ns, None);
         let end = match visit {
             Visit::Wait => None,
             Visit::Ping => self.send(&frame, &mut c.bytes_out).err().map(End::Io),
@@ -522,7 +566,7 @@ impl Conn {
                 Some(End::HeartbeatMissed)
             }
         };
-        if let Some(b) = self.beat.as_mut() {
+        if let Some(b) = self.clocks.as_mut().and_then(|cl| cl.beat.as_mut()) {
             let phase = weyl_phase(self.hs_seq, cfg.interval_ns);
             let at = heartbeat::next_slot(&cfg, 0, phase, now.saturating_add(1));
             b.as_mut().reset(instant_of(at));
@@ -534,7 +578,8 @@ impl Conn {
     /// catches each missed one up, stamped with its own instant), then the next one's
     /// timer.
     fn messages(&mut self, sh: &Shard) -> io::Result<()> {
-        let (Some(cfg), Some(mut m)) = (sh.cfg.messages, self.msgs.take()) else {
+        let m = self.clocks.as_mut().and_then(|cl| cl.msgs.take());
+        let (Some(cfg), Some(mut m)) = (sh.cfg.messages, m) else {
             return Ok(());
         };
         let now = sys::monotonic_ns();
@@ -553,17 +598,17 @@ impl Conn {
             m.at = m.at.saturating_add(cfg.interval_ns);
         }
         m.timer.as_mut().reset(instant_of(m.at));
-        self.msgs = Some(m);
+        if let Some(cl) = self.clocks.as_mut() {
+            cl.msgs = Some(m);
+        }
         r
     }
 
-    /// Writes the current push frame (the connection was open when it began).
-    fn push(&mut self, sh: &Shard) -> io::Result<()> {
+    /// Writes push `id`'s frame (the shard's loop, to a connection open when it began)
+    /// and settles it with the push. What the socket does not take is queued; the caller
+    /// wakes the task to wait for `writable`.
+    pub(super) fn push(&mut self, sh: &Shard, id: u64, started: u64) -> io::Result<()> {
         self.push_gen = sh.push_gen.get();
-        let Some((id, started)) = sh.push.borrow().as_ref().map(|j| (j.id, j.started_unix_ns))
-        else {
-            return Ok(()); // cut short by a close
-        };
         let mut frame = proto::push_frame(id, started);
         let now = proto::stamp_push(&mut frame);
         let r = self.send(&frame, &mut sh.c.borrow_mut().bytes_out);
@@ -641,4 +686,25 @@ fn weyl_phase(seq: u64, interval_ns: u64) -> u64 {
 fn instant_of(at_ns: u64) -> tokio::time::Instant {
     let (mono, now) = (sys::monotonic_ns(), tokio::time::Instant::now());
     now + std::time::Duration::from_nanos(at_ns.saturating_sub(mono))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{super::slots::Slot, *};
+
+    /// What an idle plain connection keeps in user space besides its socket's
+    /// `ScheduledIo` (256 B): its task's cell, which is the future plus tokio's 104 B
+    /// (header, scheduler, id, stage tag, trailer) rounded up to 128 B, and its slot.
+    /// Measured: a 16-B future (a 128-B cell; 24 B is the most that still fits) and a
+    /// 88-B slot, so 128 + 256 + 88 = 472 B a connection, under the 512 B of issue 37.
+    #[test]
+    fn an_idle_connection_fits_a_128_byte_task_cell_and_a_small_slot() {
+        let (task, slot) = (size_of::<ConnTask>(), size_of::<Slot<Conn>>());
+        eprintln!("connection task future: {task} B, slot: {slot} B");
+        assert!(
+            task <= 24,
+            "the task's future grew to {task} B: its cell is no longer 128 B"
+        );
+        assert!(slot <= 88, "a connection's slot grew to {slot} B");
+    }
 }

@@ -5,38 +5,33 @@
 //! borrowed across an `.await`).
 //!
 //! Memory: an idle connection owns no buffer. Its task waits in `poll_read` (readiness
-//! only: the waker lives in the socket's `ScheduledIo`, no future state) and, once
-//! readable, reads into the shard's one 64 KiB buffer; the connection owns heap
-//! ([`Spill`]) only while it holds a partial frame, a fragment or unsent output, as in the
-//! epoll engine. Measured at 15,000 idle WebSocket connections (server RSS delta / N):
-//! 1,200 B per connection, against 107–110 B for the epoll server in the same runs.
-//! Where it goes: the task's future is 312 B (the socket 32, the pinned `Notified` 64,
-//! the connection's state), in a task cell tokio aligns to 128 B, and the socket's
-//! `ScheduledIo`, another 128-aligned allocation (256 B with its `Arc`); glibc serves
-//! aligned allocations by splitting larger chunks, and the fragments are the rest. Going
-//! from 312 to 296 B of future changed nothing measurable (1,199 B).
+//! only: the waker lives in the socket's `ScheduledIo`) and, once readable, reads into
+//! the shard's one 64 KiB buffer; the connection owns heap ([`Spill`]) only while it
+//! holds a partial frame, a fragment or unsent output, as in the epoll engine. Its state
+//! lives in the shard's slab (`slots`), the task's future is only the shard and the
+//! slot's index (16 B): tokio's task cell is the future plus 104 B of its own, aligned to
+//! 128 B, so 128 B (it was 512 B with a 312-B future holding the state and a pinned
+//! `Notified`). An idle plain connection then costs the cell, the socket's
+//! `ScheduledIo` (256 B, also 128-aligned: both from `aligned_alloc`'s pools in the
+//! binary, which glibc padded to 256 and 384 B) and its slot (state and waker).
 //!
 //! Handshake timeout: one sweep per report tick over a queue in accept order, as in the
 //! epoll server, not a `tokio::time::timeout` per connection: the timer made the future
 //! 432 B and cost 1,289 B per connection. A connection past its deadline hears it through
 //! the shard's wake, which the sweep fires only when some handshake is overdue.
 //!
-//! Broadcast (push, close): no channel per connection. The shard bumps a generation
-//! (`push_gen`, `close_gen`) and calls `Notify::notify_waiters` once; every connection
-//! task keeps one `Notified` enabled (pinned in its future, re-armed only after it fires,
-//! so the hot read path does not touch the `Notify` lock), compares the generations with
-//! its own and writes the push frame itself, or closes. A connection that was already
-//! queued to run sees the new generation at the top of its loop. The task writing its own
-//! frame keeps backpressure in one place: a frame the socket does not take is queued in
-//! its [`Spill`] and the task waits for `writable` instead of `readable`. A registry the
-//! push task writes to with `try_write` would need, for that partial write, a way to wake
-//! the connection's task into writing (a waker per registry slot): more state per
-//! connection for no gain, as the generation's fan-out already matches the epoll
-//! server's (25,000 connections over two workers: 0.43 and 0.47 s against 0.42 and
-//! 0.45 s, interleaved). The push is done when every connection that was open when it
-//! began wrote or closed (`PushJob::pending`). Every [`PUSH_CHUNK`] frames the thread
-//! yields the CPU, as the epoll server does, for the readers of other processes on the
-//! same cores.
+//! Broadcast (push, close): no channel per connection and no `Notify` waking every
+//! task. A close bumps `close_gen` and wakes each slot's task by its waker (the tasks in
+//! a TLS handshake or a goodbye, outside the slab, by the shard's `wake`). A push is
+//! written by the shard itself (`push_writer`): a walk of the slots, [`PUSH_CHUNK`] frames
+//! at a time with a turn for the tasks between chunks, writing each open WebSocket's frame
+//! through [`Conn::push`] as its task would, so no task runs for a push at all. A frame
+//! the socket does not take whole is queued in the connection's [`Spill`] and only that
+//! task is woken, to wait for `writable` instead of `readable` (backpressure stays in one
+//! place); a failed write ends the connection there, its task finding its slot empty. The
+//! push is done when every connection that was open when it began wrote or closed
+//! (`PushJob::pending`). Every [`PUSH_CHUNK`] frames the thread yields the CPU, as the
+//! epoll server does, for the readers of other processes on the same cores.
 //!
 //! Measured against the epoll server, epoll client, interleaved, on a box shared with
 //! other loads (rates swing 3× between runs, so the CPU the server spends is the figure):
@@ -50,14 +45,16 @@
 //!   13.2 µs (tokio) in hold mode, 13.2–14.7 against 17.4–18.4 µs in ws mode. Where the
 //!   hold ramp's time goes (perf): the kernel 81% (clearing pages for the larger heap 9%,
 //!   slab allocation), `LocalSet::tick` 5%, the driver 3%; and one `recv` per connection
-//!   that finds nothing, as tokio assumes an accepted socket readable (10,000 EAGAIN
-//!   in 10,000 accepts).
+//!   that found nothing, as tokio's `accept` assumes a stream readable (10,000 EAGAIN in
+//!   10,000 accepts; gone since the shard accepts itself, see [`accept_loop`]).
 //!
-//! This file is the shard (listeners, accepts, caps, push and close broadcasts, reports);
-//! a connection's task and books are in `connection`, the teardown's goodbyes in `goodbye`.
+//! This file is the shard (listeners, accepts, caps, the push's writer, close broadcasts,
+//! reports); a connection's task and books are in `connection`, the slab of connections
+//! in `slots`, the teardown's goodbyes in `goodbye`.
 
 mod connection;
 mod goodbye;
+mod slots;
 
 use std::{
     cell::{Cell, RefCell},
@@ -73,21 +70,25 @@ use std::{
 };
 
 use anyhow::{Context as _, Result};
-use rustix::io::Errno;
+use rustix::{io::Errno, net::SocketFlags};
 use tokio::{
-    net::TcpListener,
+    io::{Interest, unix::AsyncFd},
+    net::TcpStream,
     sync::Notify,
     task::{AbortHandle, LocalSet},
     time::{Instant, MissedTickBehavior},
 };
 use tokio_rustls::TlsAcceptor;
 
+use connection::{Conn, End};
+use slots::Slots;
+
 use super::{AsyncCommands, REPORT_EVERY_NS, Reporter, ShardIo, Sink, runtime};
 use crate::workload::{
     config::{Mode, ServerShardConfig, ShardCommand},
     engine::{
         READ_BUF, failure_of,
-        server::{EMFILE_PAUSE_MS, PUSH_CHUNK, REOPEN_FILL, warnings},
+        server::{EMFILE_PAUSE_MS, PUSH_CHUNK, REOPEN_FILL, proto::WsState, warnings},
         shard_loop::Extra,
     },
     sockopt,
@@ -139,6 +140,7 @@ async fn serve(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU
         rep: RefCell::new(rep),
         buf: RefCell::new(vec![0; READ_BUF]),
         out: RefCell::default(),
+        conns: RefCell::default(),
         wake: Notify::new(),
         close_gen: Cell::new(0),
         push_gen: Cell::new(0),
@@ -206,11 +208,15 @@ async fn serve(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU
     sh.report(&mut sink, true, true)
 }
 
-/// A SO_REUSEPORT listener (see `sockopt::listener`) on the runtime.
-fn listen(addr: &SocketAddr, backlog: i32) -> io::Result<TcpListener> {
-    TcpListener::from_std(std::net::TcpListener::from(sockopt::listener(
-        addr, backlog,
-    )?))
+/// A SO_REUSEPORT listener (see `sockopt::listener`) on the runtime. An `AsyncFd` rather
+/// than tokio's `TcpListener`: see [`accept_loop`].
+type Listener = AsyncFd<std::net::TcpListener>;
+
+fn listen(addr: &SocketAddr, backlog: i32) -> io::Result<Listener> {
+    let l = std::net::TcpListener::from(sockopt::listener(addr, backlog)?);
+    // SAFETY: the listener's fd is owned by the listener, which the `AsyncFd` owns from
+    // here on and never replaces: it stays open, the same, for the `AsyncFd`'s life.
+    unsafe { AsyncFd::register_with_interest(l, Interest::READABLE) }.map_err(io::Error::from)
 }
 
 /// The shard's state, shared by its tasks.
@@ -227,13 +233,16 @@ struct Shard {
     buf: RefCell<Vec<u8>>,
     /// WebSocket replies being assembled (handshake answer, echoes, pongs, close).
     out: RefCell<Vec<u8>>,
-    /// Wakes every connection task: `close_gen` or `push_gen` moved.
+    /// The connections being served, each its task's slot (see `slots`).
+    conns: RefCell<Slots<Conn>>,
+    /// Wakes the tasks in a TLS handshake or a goodbye (not in a slot): `close_gen` moved,
+    /// or a handshake is overdue, or the shard stops.
     wake: Notify,
     /// Bumped by `Close` and `Stop`: connections accepted before it close (after their
     /// goodbye on `Close`, at once on `Stop`).
-    close_gen: Cell<u64>,
+    close_gen: Cell<u32>,
     /// Bumped by each push: connections open at that moment write it.
-    push_gen: Cell<u64>,
+    push_gen: Cell<u32>,
     push: RefCell<Option<PushJob>>,
     /// Push frames written by this shard, for the yield every [`PUSH_CHUNK`].
     push_writes: Cell<u64>,
@@ -265,6 +274,8 @@ struct PushJob {
     started_unix_ns: u64,
     /// Connections that were open when it began and have neither written it nor closed.
     pending: u64,
+    /// The next slot the shard's loop writes it to.
+    cursor: u32,
     /// Frames written since the figures last went to the reporter.
     stat: PushStat,
 }
@@ -275,6 +286,7 @@ impl PushJob {
             id,
             started_unix_ns,
             pending,
+            cursor: 0,
             stat: PushStat {
                 push_id: id,
                 started_unix_ns,
@@ -350,7 +362,7 @@ impl Shard {
         rep.dirty_pushes.insert(stat.push_id);
     }
 
-    fn accept_on(self: &Rc<Self>, listeners: Vec<TcpListener>) {
+    fn accept_on(self: &Rc<Self>, listeners: Vec<Listener>) {
         let mut tasks = self.accepting.borrow_mut();
         for l in listeners {
             tasks.push(tokio::task::spawn_local(accept_loop(self.clone(), l)).abort_handle());
@@ -425,13 +437,14 @@ impl Shard {
             // The ramp is over: give back what it needed.
             q.shrink_to_fit();
         }
+        drop(q);
         if overdue {
             self.hs_cutoff.set(self.hs_base.get());
-            self.wake.notify_waiters();
+            self.wake_all();
         }
     }
 
-    fn start_push(&self, id: u64, started_unix_ns: u64) {
+    fn start_push(self: &Rc<Self>, id: u64, started_unix_ns: u64) {
         if self.cfg.mode != Mode::Ws {
             self.warn(warnings::push_ignored(id));
             self.push_done.set(Some(id));
@@ -450,13 +463,74 @@ impl Shard {
             rep.dirty_pushes.insert(id);
         }
         let pending = self.c.borrow().ws_open;
-        self.push_gen.set(self.push_gen.get() + 1);
+        self.push_gen.set(self.push_gen.get().wrapping_add(1));
         if pending == 0 {
             self.push_done.set(Some(id));
             return;
         }
         *self.push.borrow_mut() = Some(PushJob::new(id, started_unix_ns, pending));
+        tokio::task::spawn_local(push_writer(self.clone(), id));
+    }
+
+    /// Wakes every connection's task: in its slot, in a TLS handshake or a goodbye.
+    fn wake_all(&self) {
+        self.conns.borrow().wake_all();
         self.wake.notify_waiters();
+    }
+
+    /// Writes the current push to up to [`PUSH_CHUNK`] connections from its cursor, in
+    /// slot order; false once every slot was passed (or the push is over). A frame the
+    /// socket did not take whole is queued in the connection's spill and its task woken
+    /// to wait for `writable`; a connection whose write failed ends here.
+    fn push_chunk(&self, id: u64) -> bool {
+        let now_gen = self.push_gen.get();
+        let (started, mut at) = match self.push.borrow().as_ref() {
+            Some(j) if j.id == id => (j.started_unix_ns, j.cursor),
+            _ => return false,
+        };
+        let mut slots = self.conns.borrow_mut();
+        let mut written = 0;
+        while written < PUSH_CHUNK && (at as usize) < slots.len() {
+            let i = at;
+            at += 1;
+            let Some(slot) = slots.get_mut(i) else {
+                continue;
+            };
+            let Some(conn) = slot
+                .conn
+                .as_mut()
+                .filter(|c| c.ws == WsState::Open && c.push_gen != now_gen)
+            else {
+                continue;
+            };
+            written += 1;
+            let queued = conn.has_out();
+            match conn.push(self, id, started) {
+                Ok(()) if !queued && conn.has_out() => {
+                    if let Some(w) = &slot.waker {
+                        w.wake_by_ref();
+                    }
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    // Ended here; its task finds the slot empty and is done.
+                    if let Some(conn) = slot.conn.take() {
+                        self.finish(conn, End::Io(e));
+                    }
+                    if let Some(w) = &slot.waker {
+                        w.wake_by_ref();
+                    }
+                }
+            }
+        }
+        let more = (at as usize) < slots.len();
+        match self.push.borrow_mut().as_mut() {
+            Some(j) if j.id == id => {
+                j.cursor = at;
+                more
+            }
+            _ => false,
+        }
     }
 
     /// A connection is through with the current push (see [`PushJob::settle`]).
@@ -488,22 +562,46 @@ impl Shard {
     /// Closes every connection (each task closes its own at its next poll). A push cut
     /// short is still over: the supervisor may start it elsewhere.
     fn close_all(&self) {
-        self.close_gen.set(self.close_gen.get() + 1);
+        self.close_gen.set(self.close_gen.get().wrapping_add(1));
         let job = self.push.borrow_mut().take();
         if let Some(mut job) = job {
             self.merge_push(job.take_stat());
             self.push_done.set(Some(job.id));
         }
-        self.wake.notify_waiters();
+        self.wake_all();
     }
 }
 
-async fn accept_loop(sh: Rc<Shard>, l: TcpListener) {
-    // No burst bound of our own: `accept` spends tokio's cooperative budget (128 per
-    // poll), so a busy port yields to the other listeners and the connections in turn.
+/// Writes push `id` a chunk at a time (see [`Shard::push_chunk`]), giving the connections'
+/// tasks (and, every chunk, other processes: `settle_push`) a turn between chunks, as the
+/// epoll server's loop turns between its chunks.
+async fn push_writer(sh: Rc<Shard>, id: u64) {
+    while sh.push_chunk(id) {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Accepts connections, one per readiness poll. Not tokio's `TcpListener::accept`: that
+/// marks an accepted stream readable before the kernel said so, and the connection's first
+/// `poll_read` then made a `recv` that found nothing (one EAGAIN per accept, 2,000 in
+/// 2,000 idle accepts by strace). A stream made with `TcpStream::from_std` waits for the
+/// driver's first event, which the kernel reports at once if data came before it.
+/// No burst bound of our own: `readable` spends tokio's cooperative budget (128 per
+/// poll), so a busy port yields to the other listeners and the connections in turn.
+async fn accept_loop(sh: Rc<Shard>, l: Listener) {
     loop {
-        match l.accept().await {
-            Ok((stream, _)) => {
+        let accepted = match l.readable().await {
+            Ok(mut ready) => match ready.try_io(|l| {
+                rustix::net::accept_with(l.get_ref(), SocketFlags::NONBLOCK | SocketFlags::CLOEXEC)
+                    .map_err(io::Error::from)
+            }) {
+                Ok(r) => r.and_then(|fd| TcpStream::from_std(std::net::TcpStream::from(fd))),
+                Err(_would_block) => continue,
+            },
+            Err(e) => Err(e),
+        };
+        match accepted {
+            Ok(stream) => {
                 if !sh.on_accept(stream) {
                     return;
                 }
