@@ -4,7 +4,7 @@
 //!
 //! [`Spill`]: crate::workload::engine::Spill
 
-use crate::workload::engine::MAX_PENDING_OUT;
+use crate::workload::engine::{MAX_PENDING_OUT, server::proto::Action};
 
 /// The bytes of the send in flight and what waits behind them.
 #[derive(Default)]
@@ -15,6 +15,10 @@ pub(crate) struct OutQ {
     done: usize,
     /// Written while `busy` was in flight.
     next: Vec<u8>,
+    /// The close the connection's input asked for, once all is out (its last write
+    /// queued behind a send); counted then, so a close for another cause meanwhile
+    /// (a failed send, the shard's stop) is the only one counted.
+    close_after: Option<Action>,
 }
 
 /// A send to submit: `len` bytes at `ptr`, inside the connection's [`OutQ`], valid until
@@ -33,6 +37,11 @@ impl OutQ {
     /// Bytes queued behind the send in flight.
     pub(crate) fn queued(&self) -> usize {
         self.next.len()
+    }
+
+    /// Whether the connection is to close once all is out ([`close_when_out`]).
+    pub(crate) fn closing(&self) -> bool {
+        self.close_after.is_some()
     }
 
     fn to_send(&self) -> ToSend {
@@ -61,9 +70,40 @@ pub(crate) fn write(out: &mut Option<Box<OutQ>>, bytes: &[u8]) -> Result<Option<
                 busy: bytes.to_vec(),
                 done: 0,
                 next: Vec::new(),
+                close_after: None,
             }));
             Ok(Some(q.to_send()))
         }
+    }
+}
+
+/// Marks the connection to close as `action` asks once its output is out; gives the
+/// action back with nothing in flight (nothing to wait for: close now).
+pub(crate) fn close_when_out(out: &mut Option<Box<OutQ>>, action: Action) -> Result<(), Action> {
+    match out.as_mut() {
+        Some(q) => {
+            q.close_after = Some(action);
+            Ok(())
+        }
+        None => Err(action),
+    }
+}
+
+/// [`completed`], and the close asked for if that was the last of the output.
+pub(crate) fn completed_closing(
+    out: &mut Option<Box<OutQ>>,
+    sent: usize,
+) -> (Option<ToSend>, Option<Action>) {
+    let close = out.as_mut().and_then(|q| q.close_after.take());
+    let next = completed(out, sent);
+    match (next, close) {
+        (Some(n), Some(a)) => {
+            if let Some(q) = out.as_mut() {
+                q.close_after = Some(a);
+            }
+            (Some(n), None)
+        }
+        (next, close) => (next, close),
     }
 }
 
@@ -105,6 +145,30 @@ mod tests {
         assert_eq!(unsafe { std::slice::from_raw_parts(next.ptr, 3) }, b"def");
         assert!(completed(&mut out, 3).is_none());
         assert!(out.is_none(), "all out: the connection holds no queue");
+    }
+
+    #[test]
+    fn a_close_waits_for_what_is_in_flight_and_queued() {
+        let mut out = None;
+        assert_eq!(
+            close_when_out(&mut out, Action::CloseProtocol),
+            Err(Action::CloseProtocol),
+            "nothing in flight: close at once"
+        );
+        write(&mut out, b"101").unwrap();
+        write(&mut out, b"close").unwrap();
+        assert_eq!(close_when_out(&mut out, Action::CloseProtocol), Ok(()));
+        assert!(out.as_ref().unwrap().closing());
+        let (next, close) = completed_closing(&mut out, 3);
+        assert!(
+            next.is_some() && close.is_none(),
+            "the close frame goes next"
+        );
+        assert!(out.as_ref().unwrap().closing());
+        let (next, close) = completed_closing(&mut out, 5);
+        assert!(next.is_none());
+        assert_eq!(close, Some(Action::CloseProtocol));
+        assert!(out.is_none());
     }
 
     #[test]

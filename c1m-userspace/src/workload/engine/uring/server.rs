@@ -402,6 +402,9 @@ impl Shard {
         let Some(conn) = self.st.conns.get_mut(tok) else {
             return;
         };
+        if conn.io.as_ref().is_some_and(|q| q.closing()) {
+            return; // it said its last and closes once that is out
+        }
         let result = match self.st.cfg.mode {
             Mode::Hold => Ok(Action::Continue),
             Mode::Echo => {
@@ -421,6 +424,18 @@ impl Shard {
                     Ok(())
                 } else if action == Action::Continue {
                     send_on(&mut self.io.ring, tok, conn, &self.st.out)
+                } else if conn.io.is_some() {
+                    // A send in flight (the 101, read in the same turn as a bad frame
+                    // under load): the close reply queues behind it and the connection
+                    // closes once both are out. Dropped, as before, the close went with
+                    // the 101's send still unsubmitted, and the peer got neither.
+                    match send_on(&mut self.io.ring, tok, conn, &self.st.out) {
+                        Ok(()) => match outq::close_when_out(&mut conn.io, action) {
+                            Ok(()) => return,
+                            Err(action) => return self.close_for(tok, action),
+                        },
+                        Err(e) => Err(e),
+                    }
                 } else {
                     // The close reply is the last write, with the FIN in one segment.
                     write_before_close(conn, &self.st.out, &mut self.st.c.bytes_out);
@@ -431,12 +446,15 @@ impl Shard {
         };
         match result {
             Ok(Action::Continue) => {}
-            Ok(end) => {
-                end.count_close(&mut self.st.c.closed);
-                self.close(tok);
-            }
+            Ok(end) => self.close_for(tok, end),
             Err(e) => self.failed(tok, &e),
         }
+    }
+
+    /// Closes a connection as its input asked, the cause counted.
+    fn close_for(&mut self, tok: u64, action: Action) {
+        action.count_close(&mut self.st.c.closed);
+        self.close(tok);
     }
 
     /// A send's completion: the rest of a short send or what queued behind it goes next.
@@ -461,7 +479,12 @@ impl Shard {
             return self.failed(tok, &e);
         }
         self.st.c.bytes_out += c.res as u64;
-        if let Some(next) = outq::completed(&mut conn.io, c.res as usize) {
+        let (next, close) = outq::completed_closing(&mut conn.io, c.res as usize);
+        if let Some(action) = close {
+            // Its last write is out: the close its input asked for.
+            return self.close_for(tok, action);
+        }
+        if let Some(next) = next {
             // SAFETY: `next` points into `conn.io`, which keeps it unchanged until this
             // send's completion (or, once the connection closes, `orphans` does).
             let r = unsafe {

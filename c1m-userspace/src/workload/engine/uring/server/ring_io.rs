@@ -64,6 +64,12 @@ impl ServerIo<Sends> for RingIo {
     /// socket itself goes when the kernel drops the operations' references to it, at the
     /// cancel, which the next submit carries.
     fn forget(&mut self, tok: u64, conn: &mut Conn) {
+        if conn.io.is_some() {
+            // Its send may still be only an entry in the submission queue, naming the
+            // descriptor by number: submitted after the close, it would fail, or reach
+            // whichever socket an accept gave that number next.
+            let _ = self.ring.submit();
+        }
         let _ = self.ring.cancel(Op::Recv.ud(tok), Op::Cancel.ud(0));
         if let Some(q) = conn.io.take() {
             let ud = Op::Send.ud(tok);
