@@ -276,8 +276,15 @@ pub(crate) fn settle() -> f64 {
 
 const SETTLE_MAX: Duration = Duration::from_secs(120);
 
-/// (busy, total) jiffies of all CPUs from `/proc/stat`.
-fn busy_jiffies() -> Option<(u64, u64)> {
+/// All CPUs' jiffies from `/proc/stat`: busy (all but idle and iowait), total, and the
+/// part of busy spent at a positive nice.
+pub(crate) struct CpuJiffies {
+    pub busy: u64,
+    pub total: u64,
+    pub nice: u64,
+}
+
+pub(crate) fn cpu_jiffies() -> Option<CpuJiffies> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let cpu = stat.lines().next()?.strip_prefix("cpu ")?;
     let v: Vec<u64> = cpu
@@ -287,7 +294,16 @@ fn busy_jiffies() -> Option<(u64, u64)> {
     let total: u64 = v.iter().take(8).sum();
     // user nice system idle iowait irq softirq steal: idle and iowait are not busy.
     let idle = v.get(3)? + v.get(4)?;
-    Some((total - idle, total))
+    Some(CpuJiffies {
+        busy: total - idle,
+        total,
+        nice: *v.get(1)?,
+    })
+}
+
+/// (busy, total) jiffies of all CPUs.
+fn busy_jiffies() -> Option<(u64, u64)> {
+    cpu_jiffies().map(|j| (j.busy, j.total))
 }
 
 impl Drop for Netns {

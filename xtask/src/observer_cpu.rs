@@ -229,17 +229,9 @@ fn unix_ms_now() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// The box's busy jiffies less those of positive-nice work (/proc/stat's `nice`):
-/// user, system, irq, softirq and steal.
+/// The box's busy jiffies less those of positive-nice work.
 fn busy_unniced_jiffies() -> Option<u64> {
-    let stat = fs::read_to_string("/proc/stat").ok()?;
-    let cpu = stat.lines().next()?.strip_prefix("cpu ")?;
-    let v: Vec<u64> = cpu
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal
-    Some(v.first()? + v.get(2)? + v.get(5)? + v.get(6)? + v.get(7)?)
+    crate::bench::cpu_jiffies().map(|j| j.busy - j.nice)
 }
 
 /// utime + stime of one thread, seconds.

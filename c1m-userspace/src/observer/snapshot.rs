@@ -41,6 +41,27 @@ const WALK_EVERY_CLOSING: (u32, Duration) = (50, Duration::from_secs(60));
 /// 7% of the box's busy CPU; the lab walks afresh at every phase end anyway.
 const WALK_EVERY_STEADY: u32 = 400;
 
+/// Whether TIME_WAIT may have moved since a walk that ended `walk_age` ago, the last
+/// close seen `since_close` ago: a socket closed then leaves TIME_WAIT up to
+/// [`TIME_WAIT_LEN`] later, after that walk or not.
+fn time_wait_may_move(since_close: Option<Duration>, walk_age: Duration) -> bool {
+    since_close.is_some_and(|c| c < walk_age + TIME_WAIT_LEN)
+}
+
+/// How long after a walk of `last` the next one is due. A walk costs ~1-2 µs per socket
+/// of the namespace (570k sockets in 0.45-0.75 s; 3.7M in 8.3 s on a loaded box): at
+/// least every second when cheap. Gauges don't wait for walks (transitions carry them)
+/// but for TIME_WAIT, which moves while `closing`.
+fn walk_interval(last: Duration, closing: bool) -> Duration {
+    let min = Duration::from_secs(1);
+    if closing {
+        let (times, max) = WALK_EVERY_CLOSING;
+        (last * times).clamp(min, max)
+    } else {
+        (last * WALK_EVERY_STEADY).max(min)
+    }
+}
+
 impl Observer {
     /// [`Self::snapshot`] after a full socket walk started now, however recent the last
     /// one: for figures that must be of this moment (the end of a lab phase).
@@ -183,21 +204,8 @@ impl Observer {
         };
         let age = last.ended.elapsed();
         let interval = self.config.walk_interval.unwrap_or_else(|| {
-            // A walk costs ~1-2 µs per socket of the namespace (570k sockets in
-            // 0.45-0.75 s; 3.7M in 8.3 s on a loaded box): at least every second
-            // when cheap. Gauges don't wait for walks (transitions carry them) but
-            // for TIME_WAIT, which moves until TIME_WAIT_LEN after the last close.
-            let closing = self
-                .closes
-                .1
-                .is_some_and(|at| at.elapsed() < age + TIME_WAIT_LEN);
-            let min = Duration::from_secs(1);
-            if closing {
-                let (times, max) = WALK_EVERY_CLOSING;
-                (last.duration * times).clamp(min, max)
-            } else {
-                (last.duration * WALK_EVERY_STEADY).max(min)
-            }
+            let closing = time_wait_may_move(self.closes.1.map(|at| at.elapsed()), age);
+            walk_interval(last.duration, closing)
         });
         age >= interval
     }
@@ -486,5 +494,33 @@ impl Observer {
             _ => hook::KFREE_SKB,
         };
         self.hook_missing(hook_index)
+    }
+}
+
+#[cfg(test)]
+mod walk_rule_tests {
+    use super::*;
+
+    const S: fn(u64) -> Duration = Duration::from_secs;
+
+    #[test]
+    fn time_wait_moves_until_a_minute_after_the_last_close_past_the_walk() {
+        assert!(!time_wait_may_move(None, S(500)), "no close ever");
+        assert!(
+            time_wait_may_move(Some(S(30)), S(10)),
+            "closed after the walk"
+        );
+        // Closed 100 s ago: its TIME_WAIT ended 40 s ago, before a walk 10 s ago...
+        assert!(!time_wait_may_move(Some(S(100)), S(10)));
+        // ...but after a walk 50 s ago, which still counted it.
+        assert!(time_wait_may_move(Some(S(100)), S(50)));
+    }
+
+    #[test]
+    fn walks_back_off_with_their_cost_and_only_closes_bound_their_age() {
+        assert_eq!(walk_interval(Duration::from_millis(1), false), S(1));
+        assert_eq!(walk_interval(S(2), false), S(800), "no age limit");
+        assert_eq!(walk_interval(S(2), true), S(60), "at most a minute old");
+        assert_eq!(walk_interval(Duration::from_millis(100), true), S(5));
     }
 }
