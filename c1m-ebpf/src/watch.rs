@@ -56,7 +56,7 @@ pub fn classify(lport: u16, rport: u16, addrs: &impl Addrs) -> Option<u32> {
 
 #[inline(always)]
 pub fn is_watched_port(port: u16) -> bool {
-    port != 0 && WATCH_PORTS.get_ptr(port as u32).is_some()
+    port != 0 && WATCH_PORTS.get(port as u32).is_some_and(|&v| v != 0)
 }
 
 #[inline(always)]
@@ -77,11 +77,18 @@ fn addr_ok(addr: impl FnOnce() -> Option<Ip>, local: bool) -> bool {
 
 /// With the ports filter off, a new listener's port becomes a server port at once
 /// instead of at user space's next listener walk.
-/// Returns true when the port was new.
+/// Returns true when the port was new (two CPUs may both say so: it only logs).
 #[inline(always)]
 pub fn learn_listener(port: u16) -> bool {
-    cfg!(ports_filter) == 0
-        && port != 0
-        && !is_watched_port(port)
-        && WATCH_PORTS.insert(port as u32, 1, 0).is_ok()
+    if cfg!(ports_filter) != 0 || port == 0 {
+        return false;
+    }
+    match WATCH_PORTS.get_ptr_mut(port as u32) {
+        // SAFETY: the pointer is to a live element of an array map.
+        Some(flag) if unsafe { *flag } == 0 => {
+            unsafe { *flag = 1 };
+            true
+        }
+        _ => false,
+    }
 }

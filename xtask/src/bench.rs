@@ -55,6 +55,10 @@ struct Opts {
     /// `tls`: handshakes per measurement.
     #[arg(long, default_value_t = 5000)]
     handshakes: u64,
+    /// `uring`: also profile each subject's setup and push (`perf record -g` over the
+    /// run's cgroup) into this directory, one `ROUND-SUBJECT-PHASE.data` each.
+    #[arg(long)]
+    profile: Option<PathBuf>,
 }
 
 pub(crate) const PORTS: (u16, u16) = (8000, 8099);
@@ -74,7 +78,7 @@ pub fn run_bench(args: &[String]) -> Result<()> {
     // Drives the c1m binary itself (root, perf and cgroup v2): by name only, and alone
     // it does not wait for the scenarios' build either.
     if o.names.iter().any(|n| n == "uring") {
-        crate::bench_uring::run(o.connections, o.rounds)?;
+        crate::bench_uring::run(o.connections, o.rounds, o.profile.as_deref())?;
         if o.names.iter().all(|n| n == "uring" || n == "tls") {
             return Ok(());
         }

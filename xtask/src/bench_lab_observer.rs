@@ -5,8 +5,9 @@
 //! median and the spread over the pairs (the goal: ≤ 5%). The walk of every socket
 //! the lab makes after the phase for its kernel column is printed beside it: it is not
 //! setup time (before `end_walk_s` existed it was counted in, and was most of the cost).
-//! With the observer, its own CPU over the whole run is measured too: its threads and its
-//! BPF programs' run time, as a share of the box's busy CPU (see [`crate::observer_cpu`]).
+//! With the observer, its own CPU is measured too, over the whole run and in the setup
+//! and push phases alone: its threads and its BPF programs' run time, as a share of the
+//! box's busy CPU (see [`crate::observer_cpu`]).
 
 use std::path::Path;
 
@@ -67,6 +68,7 @@ fn setup_s(
         let cpu = observer.then(|| ObserverCpus {
             run: sampler.cpu,
             setup: sampler.between(setup.started_ms, setup.ended_ms),
+            push: setup.push_ms.and_then(|(a, b)| sampler.between(a, b)),
         });
         (setup.duration_s, setup.end_walk_s, cpu)
     });
@@ -77,20 +79,22 @@ fn setup_s(
     figure
 }
 
-/// The setup phase of a run, from its summary.
+/// The setup phase of a run, from its summary, and the push's window.
 struct Setup {
     duration_s: f64,
     end_walk_s: f64,
     started_ms: u64,
     ended_ms: u64,
+    push_ms: Option<(u64, u64)>,
 }
 
-/// The observer's CPU over the whole run, and over the setup phase alone (the ramp,
-/// without the walks before and after it).
+/// The observer's CPU over the whole run, and over the setup and push phases alone (the
+/// ramp and the broadcast, without the walks before and after them).
 #[derive(Clone, Copy)]
 struct ObserverCpus {
     run: ObserverCpu,
     setup: Option<ObserverCpu>,
+    push: Option<ObserverCpu>,
 }
 
 /// The setup phase's duration, end walk and window from the one run folder under `out`.
@@ -101,10 +105,14 @@ fn read_setup(out: &Path) -> Result<Setup> {
         .with_context(|| format!("no run folder in {}", out.display()))?;
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json"))?)?;
-    let setup = v["phases"]
-        .as_array()
-        .and_then(|p| p.iter().find(|p| p["name"] == "setup"))
-        .context("no setup phase in summary.json")?;
+    let phase = |name: &str| {
+        v["phases"]
+            .as_array()
+            .and_then(|p| p.iter().find(|p| p["name"] == name))
+    };
+    let setup = phase("setup").context("no setup phase in summary.json")?;
+    let push_ms = phase("push")
+        .and_then(|p| Some((p["started_unix_ms"].as_u64()?, p["ended_unix_ms"].as_u64()?)));
     let duration = setup["duration_s"]
         .as_f64()
         .context("setup phase without duration_s")?;
@@ -113,6 +121,7 @@ fn read_setup(out: &Path) -> Result<Setup> {
         end_walk_s: setup["end_walk_s"].as_f64().unwrap_or(0.0),
         started_ms: setup["started_unix_ms"].as_u64().unwrap_or(0),
         ended_ms: setup["ended_unix_ms"].as_u64().unwrap_or(u64::MAX),
+        push_ms,
     })
 }
 
@@ -126,6 +135,7 @@ pub fn run(n: u64, pairs: u32, rate: Option<u64>) -> Result<()> {
     let mut costs = Vec::new();
     let mut shares = Vec::new();
     let mut setup_shares = Vec::new();
+    let mut push_shares = Vec::new();
     for r in 0..pairs {
         let order = if r % 2 == 0 {
             [true, false]
@@ -161,6 +171,10 @@ pub fn run(n: u64, pairs: u32, rate: Option<u64>) -> Result<()> {
                 }
                 None => println!("           (setup too short for two samples inside it)"),
             }
+            if let Some(p) = c.push {
+                print_cpu("in push", &p);
+                push_shares.push(p.share());
+            }
         }
         costs.push(cost);
     }
@@ -174,7 +188,11 @@ pub fn run(n: u64, pairs: u32, rate: Option<u64>) -> Result<()> {
             costs.len()
         );
     }
-    for (what, mut v) in [("over the run", shares), ("in setup", setup_shares)] {
+    for (what, mut v) in [
+        ("over the run", shares),
+        ("in setup", setup_shares),
+        ("in push", push_shares),
+    ] {
         v.sort_by(f64::total_cmp);
         if !v.is_empty() {
             println!(

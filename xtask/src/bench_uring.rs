@@ -4,8 +4,10 @@
 //! pushed, server and client together.
 //!
 //! How syscalls are counted: each run's processes (server, client, their workers) live in
-//! a cgroup v2 of their own, and `perf stat -a -G <cgroup> -e raw_syscalls:sys_enter`
-//! counts that cgroup's syscalls on every CPU, started right before a phase and stopped
+//! a cgroup v2 of their own, and `perf stat -a -e raw_syscalls:sys_enter,cpu-clock
+//! --for-each-cgroup <cgroup>` counts that cgroup's syscalls and CPU time on every CPU
+//! (the kernel's work for its sockets included where it runs in their context, as
+//! loopback's softirqs mostly do), started right before a phase and stopped
 //! (SIGINT) right after it: the setup from the client's start to its last connection,
 //! the push from the trigger to the last frame received. Other work on the box is not
 //! counted. c1m runs as `c1m server` + `c1m client` (`--engine` each; the uring client
@@ -46,6 +48,9 @@ struct Figures {
     push_p99_us: f64,
     push_received: u64,
     push_syscalls: u64,
+    /// CPU time of the setup and of the push, ms.
+    setup_cpu_ms: f64,
+    push_cpu_ms: f64,
 }
 
 impl Figures {
@@ -55,9 +60,15 @@ impl Figures {
     fn per_frame(&self) -> f64 {
         self.push_syscalls as f64 / self.push_received.max(1) as f64
     }
+    fn cpu_per_conn_us(&self) -> f64 {
+        self.setup_cpu_ms * 1000.0 / self.connections.max(1) as f64
+    }
+    fn cpu_per_frame_us(&self) -> f64 {
+        self.push_cpu_ms * 1000.0 / self.push_received.max(1) as f64
+    }
 }
 
-pub fn run(n: u64, rounds: u32) -> Result<()> {
+pub fn run(n: u64, rounds: u32, profile: Option<&Path>) -> Result<()> {
     if !is_root() {
         bail!(
             "bench uring needs root (network namespaces, cgroups, perf -a): sudo -E cargo xtask bench uring"
@@ -68,6 +79,9 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
         .map(Path::new)
         .find(|p| p.join("cgroup.procs").exists())
         .context("no cgroup v2 mount (looked at /sys/fs/cgroup/unified and /sys/fs/cgroup)")?;
+    if let Some(dir) = profile {
+        std::fs::create_dir_all(dir).with_context(|| format!("mkdir {}", dir.display()))?;
+    }
     let ref_exe = build_ref()?;
     let (sp, cp) = processes(n);
     println!(
@@ -84,6 +98,7 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
             let tag = format!("{r}u{i}");
             let ns = Netns::new(&tag)?;
             let mut w = Counted::new(cg_root, &tag)?;
+            w.profile = profile.map(|d| d.join(format!("{}-{}", r + 1, SUBJECTS[i])));
             f[i] = match SUBJECTS[i] {
                 "C" => {
                     let ((rate, _), push) = ref_ramp_watched(
@@ -106,8 +121,10 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
                 }
                 engine => c1m_run(&ns, &mut w, engine, n, &tag)?,
             };
-            f[i].setup_syscalls = w.counts[0];
-            f[i].push_syscalls = w.counts[1];
+            f[i].setup_syscalls = w.counts[0].0;
+            f[i].push_syscalls = w.counts[1].0;
+            f[i].setup_cpu_ms = w.counts[0].1;
+            f[i].push_cpu_ms = w.counts[1].1;
             println!("   round {}: {:<5} {:?}", r + 1, SUBJECTS[i], f[i]);
         }
         all.push(f);
@@ -135,6 +152,13 @@ fn print_tables(all: &[[Figures; 3]], loads: &[BoxLoad]) {
                 rounds: per(Figures::per_conn),
             },
             Row {
+                figure: "CPU per connection set up",
+                unit: "µs",
+                better: Better::Lower,
+                goal: None,
+                rounds: per(Figures::cpu_per_conn_us),
+            },
+            Row {
                 figure: "push, last frame received",
                 unit: "s",
                 better: Better::Lower,
@@ -155,17 +179,27 @@ fn print_tables(all: &[[Figures; 3]], loads: &[BoxLoad]) {
                 goal: Some(1.0),
                 rounds: per(Figures::per_frame),
             },
+            Row {
+                figure: "CPU per frame pushed",
+                unit: "µs",
+                better: Better::Lower,
+                goal: None,
+                rounds: per(Figures::cpu_per_frame_us),
+            },
         ];
         println!("{}", bench_table::render("uring", reference, loads, &rows));
     }
 }
 
-/// The run's cgroup, and the perf that counts its syscalls in each phase.
+/// The run's cgroup, and the perf that counts its syscalls and CPU time in each phase.
 struct Counted {
     dir: PathBuf,
     perf: Option<(Child, PathBuf)>,
-    /// Syscalls of the setup and of the push.
-    counts: [u64; 2],
+    /// Syscalls and CPU ms of the setup and of the push.
+    counts: [(u64, f64); 2],
+    /// `--profile`: the path prefix of this run's profiles, and the recording perf.
+    profile: Option<PathBuf>,
+    recording: Option<Child>,
 }
 
 impl Counted {
@@ -175,7 +209,9 @@ impl Counted {
         Ok(Counted {
             dir,
             perf: None,
-            counts: [0; 2],
+            counts: [(0, 0.0); 2],
+            profile: None,
+            recording: None,
         })
     }
 
@@ -204,7 +240,14 @@ impl Watch for Counted {
         if starts {
             let out = std::env::temp_dir().join(format!("{}-{p:?}.perf", self.name()));
             let child = Command::new("perf")
-                .args(["stat", "-a", "-x,", "-e", "raw_syscalls:sys_enter", "-G"])
+                .args([
+                    "stat",
+                    "-a",
+                    "-x,",
+                    "-e",
+                    "raw_syscalls:sys_enter,cpu-clock",
+                    "--for-each-cgroup",
+                ])
                 .arg(self.name())
                 .arg("-o")
                 .arg(&out)
@@ -212,10 +255,30 @@ impl Watch for Counted {
                 .stderr(Stdio::null())
                 .spawn()
                 .context("starting perf (is it installed? /usr/bin/perf)")?;
+            self.perf = Some((child, out));
+            if let Some(prefix) = &self.profile {
+                let mut data = prefix.clone().into_os_string();
+                data.push(format!("-{p:?}.data"));
+                let rec = Command::new("perf")
+                    .args(["record", "-a", "-g", "-F", "499", "-e", "cpu-clock", "-G"])
+                    .arg(self.name())
+                    .arg("-o")
+                    .arg(data)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .context("starting perf record")?;
+                self.recording = Some(rec);
+            }
             // perf opens its counters on every CPU before it counts anything.
             std::thread::sleep(Duration::from_millis(300));
-            self.perf = Some((child, out));
             return Ok(());
+        }
+        if let Some(mut rec) = self.recording.take() {
+            Command::new("kill")
+                .args(["-INT", &rec.id().to_string()])
+                .status()?;
+            rec.wait()?;
         }
         let Some((mut child, out)) = self.perf.take() else {
             return Ok(());
@@ -226,20 +289,23 @@ impl Watch for Counted {
         child.wait()?;
         let text = std::fs::read_to_string(&out).unwrap_or_default();
         let _ = std::fs::remove_file(&out);
-        let count = text
-            .lines()
-            .find(|l| l.contains("raw_syscalls:sys_enter"))
-            .and_then(|l| l.split(',').next())
-            .and_then(|v| v.trim().parse().ok())
-            .with_context(|| format!("no syscall count from perf: {text:?}"))?;
-        self.counts[usize::from(p == Phase::Push)] = count;
+        // CSV: value, unit, event, … (cpu-clock in msec).
+        let field = |event: &str| -> Result<f64> {
+            text.lines()
+                .find(|l| l.split(',').nth(2).is_some_and(|e| e.starts_with(event)))
+                .and_then(|l| l.split(',').next())
+                .and_then(|v| v.trim().parse().ok())
+                .with_context(|| format!("no {event} count from perf: {text:?}"))
+        };
+        self.counts[usize::from(p == Phase::Push)] =
+            (field("raw_syscalls:sys_enter")? as u64, field("cpu-clock")?);
         Ok(())
     }
 }
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        if let Some((mut c, _)) = self.perf.take() {
+        for mut c in self.perf.take().map(|p| p.0).into_iter().chain(self.recording.take()) {
             let _ = c.kill();
             let _ = c.wait();
         }

@@ -20,7 +20,10 @@ use aya_ebpf::{
 };
 use c1m_common::{loss, loss_index};
 
-use crate::maps::{LOSS_DROPS, LOSS_SETTINGS, WATCH_PORTS, bump_by};
+use crate::{
+    maps::{LOSS_DROPS, LOSS_SETTINGS, bump_by},
+    watch::is_watched_port,
+};
 
 const ETH_HLEN: usize = 14;
 const ETH_P_IP: u16 = 0x0800;
@@ -80,9 +83,9 @@ fn try_drop(ctx: &TcContext, direction: u32) -> Option<()> {
         }
         _ => return None,
     };
-    let sport = u32::from(u16::from_be(ctx.load::<u16>(tcp).ok()?));
-    let dport = u32::from(u16::from_be(ctx.load::<u16>(tcp + 2).ok()?));
-    if WATCH_PORTS.get_ptr(sport).is_none() && WATCH_PORTS.get_ptr(dport).is_none() {
+    let sport = u16::from_be(ctx.load::<u16>(tcp).ok()?);
+    let dport = u16::from_be(ctx.load::<u16>(tcp + 2).ok()?);
+    if !is_watched_port(sport) && !is_watched_port(dport) {
         return None;
     }
     // SAFETY: a helper with no arguments.

@@ -95,6 +95,10 @@ pub struct PushBench {
     pub ramp_s: f64,
     pub rate_per_s: f64,
     pub setup_kernel: Option<MibCounters>,
+    /// User-space bytes per idle WebSocket connection before the pushes (the `idle`
+    /// scenario's are raw TCP's: a WebSocket's upgrade may leave more behind).
+    pub server_bytes_per_conn: f64,
+    pub client_bytes_per_conn: f64,
     pub pushes: Vec<PushFigures>,
 }
 
@@ -327,6 +331,9 @@ pub async fn bench_push(a: &BenchArgs) -> Result<PushBench> {
     let open = settled(&p, a).await?;
     let setup_kernel = kernel_since(base);
     let ramp_s = c.setup_steps.last().map(|x| x.at_s).unwrap_or(0.0);
+    // As the idle scenario: let allocator and kernel settle before reading RSS.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (ss, cs) = (stats(&p.sctl).await?, stats(&p.cctl).await?);
     let mut bench = PushBench {
         connections: open,
         ramp_s,
@@ -336,6 +343,8 @@ pub async fn bench_push(a: &BenchArgs) -> Result<PushBench> {
             0.0
         },
         setup_kernel,
+        server_bytes_per_conn: ss.rss_per_connection_bytes.unwrap_or(0.0),
+        client_bytes_per_conn: cs.rss_per_connection_bytes.unwrap_or(0.0),
         pushes: Vec::new(),
     };
     let paced = 2 * std::thread::available_parallelism().map_or(1, |c| c.get());
@@ -517,6 +526,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
                     b.connections, b.ramp_s, b.rate_per_s
                 );
                 print_setup_kernel(&b.setup_kernel, b.connections);
+                println!(
+                    "   user-space memory per idle WebSocket: server {:.0} B, client {:.0} B",
+                    b.server_bytes_per_conn, b.client_bytes_per_conn
+                );
                 for f in &b.pushes {
                     print_push(f);
                 }

@@ -120,16 +120,7 @@ impl Observer {
             .load(OBJECT)?;
         let logger = aya_log::EbpfLogger::init(&mut ebpf).ok();
 
-        {
-            let mut ports: BpfHashMap<_, u32, u32> =
-                BpfHashMap::try_from(ebpf.map_mut("WATCH_PORTS").ok_or(ObserverError::NoObject)?)
-                    .map_err(map_err("WATCH_PORTS"))?;
-            for &port in &config.ports {
-                ports
-                    .insert(u32::from(port), 1, 0)
-                    .map_err(map_err("WATCH_PORTS"))?;
-            }
-        }
+        watch_ports(&mut ebpf, config.ports.iter().copied())?;
         let keys = addrs::watch_keys(&config.addrs);
         {
             let mut map: BpfHashMap<_, u32, u32> =
@@ -253,6 +244,7 @@ impl Observer {
             gauges: gauges::Gauges::default(),
             memory,
             last_walk: None,
+            walk_sizes: (None, None),
             walks: 0,
             previous: None,
             closes: (0, None),
@@ -395,4 +387,19 @@ fn attach_iter(ebpf: &mut Ebpf, name: &str, btf: &aya::Btf) -> Result<OwnedFd, O
     p.load("tcp", btf).map_err(prog_err(&what))?;
     let fd = p.fd().map_err(prog_err(&what))?;
     bpf_sys::iter_link_create(fd.as_fd()).map_err(|source| ObserverError::Io { what, source })
+}
+
+/// Marks ports as watched in `WATCH_PORTS` (a flag per port; marking twice is harmless).
+pub(super) fn watch_ports(
+    ebpf: &mut Ebpf,
+    ports: impl IntoIterator<Item = u16>,
+) -> Result<(), ObserverError> {
+    let mut map: Array<_, u32> =
+        Array::try_from(ebpf.map_mut("WATCH_PORTS").ok_or(ObserverError::NoObject)?)
+            .map_err(map_err("WATCH_PORTS"))?;
+    for port in ports {
+        map.set(u32::from(port), 1, 0)
+            .map_err(map_err("WATCH_PORTS"))?;
+    }
+    Ok(())
 }

@@ -168,6 +168,9 @@ pub struct Observer {
     gauges: gauges::Gauges,
     memory: memory::MemoryModel,
     last_walk: Option<walk::SocketWalk>,
+    /// The namespace's TCP sockets by sockstat when the walk under way (`.0`) and the
+    /// last one (`.1`) began: the next walk's cost is projected from their growth.
+    walk_sizes: (Option<u64>, Option<u64>),
     walks: u64,
     previous: Option<(Instant, Counters)>,
     /// Transitions into CLOSE seen so far, and the snapshot that first saw the latest:

@@ -48,6 +48,27 @@ fn time_wait_may_move(since_close: Option<Duration>, walk_age: Duration) -> bool
     since_close.is_some_and(|c| c < walk_age + TIME_WAIT_LEN)
 }
 
+/// What the next walk will cost: the last one's length grown with the namespace's
+/// sockets since it began (sockstat, `at_walk` then and `now`; never less than the last).
+/// In a ramp the walk's length grows with the time gone, so the back-off by the last
+/// walk alone still walked once or twice inside it, 1.3–2.6 s of CPU in a 50-s unpaced
+/// ramp to 1M (`bench lab-observer`, 2026-12-04); projected, the next walk waits for the
+/// ramp's end, where the lab walks anyway.
+fn projected_walk(last: Duration, at_walk: Option<u64>, now: Option<u64>) -> Duration {
+    match (at_walk, now) {
+        (Some(then), Some(now)) if now > then => last.mul_f64(now as f64 / then.max(1) as f64),
+        _ => last,
+    }
+}
+
+/// TCP sockets of the observer's namespace as sockstat counts them (IPv4 in use and
+/// TIME_WAIT, IPv6 in use): the walk visits these, so its cost follows them. None when
+/// unreadable (the projection then keeps the last walk's length).
+fn namespace_sockets() -> Option<u64> {
+    let v4 = procfs::read_sockstat()?;
+    Some(v4.inuse + v4.tw + procfs::read_sockstat6_tcp_inuse().unwrap_or(0))
+}
+
 /// How long after a walk of `last` the next one is due. A walk costs ~1-2 µs per socket
 /// of the namespace (570k sockets in 0.45-0.75 s; 3.7M in 8.3 s on a loaded box): at
 /// least every second when cheap. Gauges don't wait for walks (transitions carry them)
@@ -92,7 +113,7 @@ impl Observer {
             self.apply_walk(r?);
         }
         if self.walk_due() {
-            self.walker.request();
+            self.request_walk();
         }
         // The instant the counters describe: the middle of their read. A starved
         // observer (5% of a core, lab_truth) is throttled inside the read for tens of ms;
@@ -205,9 +226,16 @@ impl Observer {
         let age = last.ended.elapsed();
         let interval = self.config.walk_interval.unwrap_or_else(|| {
             let closing = time_wait_may_move(self.closes.1.map(|at| at.elapsed()), age);
-            walk_interval(last.duration, closing)
+            let next = projected_walk(last.duration, self.walk_sizes.1, namespace_sockets());
+            walk_interval(next, closing)
         });
         age >= interval
+    }
+
+    /// Starts a walk on the walker thread, noting the namespace's size as it begins.
+    fn request_walk(&mut self) {
+        self.walk_sizes.0 = namespace_sockets();
+        self.walker.request();
     }
 
     /// Remembers when a snapshot first saw a new close (any side, any state -> CLOSE).
@@ -226,6 +254,9 @@ impl Observer {
 
     /// A walk started now, waited for (at attach, and at phase ends).
     pub(super) fn walk_now(&mut self) -> Result<(), ObserverError> {
+        if !self.walker.busy() {
+            self.walk_sizes.0 = namespace_sockets();
+        }
         let r = self.walker.wait()?;
         self.apply_walk(r);
         Ok(())
@@ -247,6 +278,7 @@ impl Observer {
             self.gauges.refresh_walk_only(&walk.agg);
         }
         self.last_walk = Some(walk);
+        self.walk_sizes.1 = self.walk_sizes.0;
         self.walks += 1;
     }
 
@@ -259,18 +291,9 @@ impl Observer {
         if !self.config.ports.is_empty() {
             return Ok(());
         }
-        let mut ports: BpfHashMap<_, u32, u32> = BpfHashMap::try_from(
-            self.ebpf
-                .map_mut("WATCH_PORTS")
-                .ok_or(ObserverError::NoObject)?,
-        )
-        .map_err(map_err("WATCH_PORTS"))?;
-        for r in records {
-            if ports.get(&r.port, 0).is_err() {
-                ports.insert(r.port, 1, 0).map_err(map_err("WATCH_PORTS"))?;
-            }
-        }
-        Ok(())
+        // Ports past u16 cannot come from the kernel; skipped rather than truncated.
+        let ports = records.iter().filter_map(|r| u16::try_from(r.port).ok());
+        super::load::watch_ports(&mut self.ebpf, ports)
     }
 
     fn read_counters(&self) -> Result<Counters, ObserverError> {
@@ -514,6 +537,19 @@ mod walk_rule_tests {
         assert!(!time_wait_may_move(Some(S(100)), S(10)));
         // ...but after a walk 50 s ago, which still counted it.
         assert!(time_wait_may_move(Some(S(100)), S(50)));
+    }
+
+    #[test]
+    fn the_next_walk_is_projected_from_the_namespace_s_growth() {
+        let ms = Duration::from_millis;
+        assert_eq!(projected_walk(ms(100), Some(1000), Some(4000)), ms(400));
+        assert_eq!(projected_walk(ms(100), Some(4000), Some(1000)), ms(100), "shrunk");
+        assert_eq!(projected_walk(ms(100), None, Some(4000)), ms(100), "unknown");
+        assert_eq!(projected_walk(ms(100), Some(0), Some(5)), ms(500), "from empty");
+        // In a ramp the projection outruns the time gone: walked at 40k sockets in 50 ms,
+        // 20 s later at 840k the next is due 400 × 1.05 s = 420 s after.
+        let next = projected_walk(ms(50), Some(40_000), Some(840_000));
+        assert_eq!(walk_interval(next, false), S(420));
     }
 
     #[test]
