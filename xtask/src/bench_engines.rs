@@ -142,7 +142,13 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
     ];
     println!("{}", bench_table::render("tokio", "epoll", &loads, &rows));
     for (r, [ep, tk]) in all.iter().enumerate() {
-        let verdict = |b: f64| if b <= TOKIO_SERVER_BYTES_GOAL { "met" } else { "MISSED" };
+        let verdict = |b: f64| {
+            if b <= TOKIO_SERVER_BYTES_GOAL {
+                "met"
+            } else {
+                "MISSED"
+            }
+        };
         println!(
             "   round {}: user bytes per idle connection, server / client, raw TCP: epoll {:.0} / \
              {:.0}, tokio {:.0} / {:.0} ({}); WebSocket: epoll {:.0} / {:.0}, tokio {:.0} / {:.0} \

@@ -305,7 +305,13 @@ impl Watch for Counted {
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        for mut c in self.perf.take().map(|p| p.0).into_iter().chain(self.recording.take()) {
+        for mut c in self
+            .perf
+            .take()
+            .map(|p| p.0)
+            .into_iter()
+            .chain(self.recording.take())
+        {
             let _ = c.kill();
             let _ = c.wait();
         }

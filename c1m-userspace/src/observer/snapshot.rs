@@ -543,9 +543,21 @@ mod walk_rule_tests {
     fn the_next_walk_is_projected_from_the_namespace_s_growth() {
         let ms = Duration::from_millis;
         assert_eq!(projected_walk(ms(100), Some(1000), Some(4000)), ms(400));
-        assert_eq!(projected_walk(ms(100), Some(4000), Some(1000)), ms(100), "shrunk");
-        assert_eq!(projected_walk(ms(100), None, Some(4000)), ms(100), "unknown");
-        assert_eq!(projected_walk(ms(100), Some(0), Some(5)), ms(500), "from empty");
+        assert_eq!(
+            projected_walk(ms(100), Some(4000), Some(1000)),
+            ms(100),
+            "shrunk"
+        );
+        assert_eq!(
+            projected_walk(ms(100), None, Some(4000)),
+            ms(100),
+            "unknown"
+        );
+        assert_eq!(
+            projected_walk(ms(100), Some(0), Some(5)),
+            ms(500),
+            "from empty"
+        );
         // In a ramp the projection outruns the time gone: walked at 40k sockets in 50 ms,
         // 20 s later at 840k the next is due 400 × 1.05 s = 420 s after.
         let next = projected_walk(ms(50), Some(40_000), Some(840_000));
