@@ -48,15 +48,23 @@ fn time_wait_may_move(since_close: Option<Duration>, walk_age: Duration) -> bool
     since_close.is_some_and(|c| c < walk_age + TIME_WAIT_LEN)
 }
 
-/// What the next walk will cost: the last one's length grown with the namespace's
-/// sockets since it began (sockstat, `at_walk` then and `now`; never less than the last).
-/// In a ramp the walk's length grows with the time gone, so the back-off by the last
-/// walk alone still walked once or twice inside it, 1.3–2.6 s of CPU in a 50-s unpaced
-/// ramp to 1M (`bench lab-observer`, 2026-12-04); projected, the next walk waits for the
-/// ramp's end, where the lab walks anyway.
+/// Sockets below which a walk's length is mostly its fixed cost (the iterator's setup,
+/// the map reset, the reads), not the sockets': a walk of a few sockets takes ~1 ms, a
+/// socket ~1-2 µs. Projecting from fewer would scale that fixed cost with the growth.
+const PROJECTION_FLOOR: u64 = 10_000;
+
+/// What the next walk will cost: the last one's cost per socket (over at least
+/// [`PROJECTION_FLOOR`] sockets) times the namespace's sockets now (sockstat; `at_walk`
+/// when the last began), never less than the last. In a ramp the walk's length grows
+/// with the time gone, so the back-off by the last walk alone still walked once or twice
+/// inside it, 1.3–2.6 s of CPU in a 50-s unpaced ramp to 1M (`bench lab-observer`,
+/// 2026-12-04); projected, the next walk waits for the ramp's end, where the lab walks
+/// anyway.
 fn projected_walk(last: Duration, at_walk: Option<u64>, now: Option<u64>) -> Duration {
     match (at_walk, now) {
-        (Some(then), Some(now)) if now > then => last.mul_f64(now as f64 / then.max(1) as f64),
+        (Some(then), Some(now)) => {
+            last.max(last.mul_f64(now as f64 / then.max(PROJECTION_FLOOR) as f64))
+        }
         _ => last,
     }
 }
@@ -542,22 +550,21 @@ mod walk_rule_tests {
     #[test]
     fn the_next_walk_is_projected_from_the_namespace_s_growth() {
         let ms = Duration::from_millis;
-        assert_eq!(projected_walk(ms(100), Some(1000), Some(4000)), ms(400));
+        assert_eq!(projected_walk(ms(100), Some(20_000), Some(80_000)), ms(400));
         assert_eq!(
-            projected_walk(ms(100), Some(4000), Some(1000)),
+            projected_walk(ms(100), Some(80_000), Some(20_000)),
             ms(100),
             "shrunk"
         );
         assert_eq!(
-            projected_walk(ms(100), None, Some(4000)),
+            projected_walk(ms(100), None, Some(80_000)),
             ms(100),
             "unknown"
         );
-        assert_eq!(
-            projected_walk(ms(100), Some(0), Some(5)),
-            ms(500),
-            "from empty"
-        );
+        // A walk of a few sockets is its fixed cost: 10,000 connections made after the
+        // first walk (20,001 sockets) are walked within a second or two, as before.
+        let next = projected_walk(ms(1), Some(5), Some(20_001));
+        assert_eq!(walk_interval(next, false), S(1));
         // In a ramp the projection outruns the time gone: walked at 40k sockets in 50 ms,
         // 20 s later at 840k the next is due 400 × 1.05 s = 420 s after.
         let next = projected_walk(ms(50), Some(40_000), Some(840_000));
