@@ -157,6 +157,11 @@ impl Supervisor {
     }
 
     pub(super) fn snapshot(&mut self) -> AppSnapshot {
+        // Before the merged histograms below exist: 13 of ~190 KiB each, allocated for the
+        // answer and freed after it, were counted as the connections' memory (a worker at
+        // 4,000 WebSocket connections: RSS 10.5 MB, 13.1 MB read here; 972 B a connection
+        // where 337 B were held).
+        let rss = self.rss();
         let counters = self.counters();
         let mut hists: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
         for name in HIST_NAMES {
@@ -192,7 +197,6 @@ impl Supervisor {
             cpu_u += s.cpu.0;
             cpu_s += s.cpu.1;
         }
-        let rss = self.rss();
         let open = counters.open;
         let now_ns = sys::realtime_ns();
         let lost = counters.closed.worker_lost > 0;
