@@ -274,19 +274,13 @@ impl Watch for Counted {
             std::thread::sleep(Duration::from_millis(300));
             return Ok(());
         }
-        if let Some(mut rec) = self.recording.take() {
-            Command::new("kill")
-                .args(["-INT", &rec.id().to_string()])
-                .status()?;
-            rec.wait()?;
+        if let Some(rec) = self.recording.take() {
+            finish_perf(rec)?;
         }
-        let Some((mut child, out)) = self.perf.take() else {
+        let Some((child, out)) = self.perf.take() else {
             return Ok(());
         };
-        Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()?;
-        child.wait()?;
+        finish_perf(child)?;
         let text = std::fs::read_to_string(&out).unwrap_or_default();
         let _ = std::fs::remove_file(&out);
         // CSV: value, unit, event, … (cpu-clock in msec).
@@ -301,6 +295,17 @@ impl Watch for Counted {
             (field("raw_syscalls:sys_enter")? as u64, field("cpu-clock")?);
         Ok(())
     }
+}
+
+/// Ends a perf started by [`Counted`] the way it writes its results out (SIGINT, as
+/// Ctrl-C would), and waits for it.
+fn finish_perf(mut perf: Child) -> Result<()> {
+    // SAFETY: a plain signal to our own child, still unreaped (not yet waited for).
+    if unsafe { libc::kill(perf.id() as libc::pid_t, libc::SIGINT) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("interrupting perf");
+    }
+    perf.wait().context("waiting for perf")?;
+    Ok(())
 }
 
 impl Drop for Counted {

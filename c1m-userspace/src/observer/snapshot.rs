@@ -69,14 +69,6 @@ fn projected_walk(last: Duration, at_walk: Option<u64>, now: Option<u64>) -> Dur
     }
 }
 
-/// TCP sockets of the observer's namespace as sockstat counts them (IPv4 in use and
-/// TIME_WAIT, IPv6 in use): the walk visits these, so its cost follows them. None when
-/// unreadable (the projection then keeps the last walk's length).
-fn namespace_sockets() -> Option<u64> {
-    let v4 = procfs::read_sockstat()?;
-    Some(v4.inuse + v4.tw + procfs::read_sockstat6_tcp_inuse().unwrap_or(0))
-}
-
 /// How long after a walk of `last` the next one is due. A walk costs ~1-2 µs per socket
 /// of the namespace (570k sockets in 0.45-0.75 s; 3.7M in 8.3 s on a loaded box): at
 /// least every second when cheap. Gauges don't wait for walks (transitions carry them)
@@ -120,8 +112,13 @@ impl Observer {
         if let Some(r) = self.walker.try_take() {
             self.apply_walk(r?);
         }
-        if self.walk_due() {
-            self.request_walk();
+        if !self.walker.busy() {
+            // Read once: the walk's due time and, if due, its size as it begins.
+            let sockets = self.namespace_sockets();
+            if self.walk_due(sockets) {
+                self.walk_sizes.0 = sockets;
+                self.walker.request();
+            }
         }
         // The instant the counters describe: the middle of their read. A starved
         // observer (5% of a core, lab_truth) is throttled inside the read for tens of ms;
@@ -224,26 +221,32 @@ impl Observer {
         self.missing_hooks.iter().any(|m| m.hook == index)
     }
 
-    fn walk_due(&self) -> bool {
-        if self.walker.busy() {
-            return false;
-        }
+    /// Whether a periodic walk is due, the namespace holding `sockets` now.
+    fn walk_due(&self, sockets: Option<u64>) -> bool {
         let Some(last) = &self.last_walk else {
             return true;
         };
         let age = last.ended.elapsed();
         let interval = self.config.walk_interval.unwrap_or_else(|| {
             let closing = time_wait_may_move(self.closes.1.map(|at| at.elapsed()), age);
-            let next = projected_walk(last.duration, self.walk_sizes.1, namespace_sockets());
+            let next = projected_walk(last.duration, self.walk_sizes.1, sockets);
             walk_interval(next, closing)
         });
         age >= interval
     }
 
-    /// Starts a walk on the walker thread, noting the namespace's size as it begins.
-    fn request_walk(&mut self) {
-        self.walk_sizes.0 = namespace_sockets();
-        self.walker.request();
+    /// TCP sockets of the walked namespace as sockstat counts them (IPv4 in use and
+    /// TIME_WAIT, IPv6 in use): the walk visits these, so its cost follows them. None
+    /// when they can't be told: unreadable, every namespace walked (`--all-netns`), or a
+    /// calling thread of another namespace than the observer's start (its sockstat is
+    /// another's): the projection then keeps the last walk's length.
+    fn namespace_sockets(&self) -> Option<u64> {
+        let (_, netns) = self.mib_base.as_ref().ok()?;
+        if self.config.all_netns || procfs::own_netns_inum() != *netns {
+            return None;
+        }
+        let v4 = procfs::read_sockstat()?;
+        Some(v4.inuse + v4.tw + procfs::read_sockstat6_tcp_inuse().unwrap_or(0))
     }
 
     /// Remembers when a snapshot first saw a new close (any side, any state -> CLOSE).
@@ -263,7 +266,7 @@ impl Observer {
     /// A walk started now, waited for (at attach, and at phase ends).
     pub(super) fn walk_now(&mut self) -> Result<(), ObserverError> {
         if !self.walker.busy() {
-            self.walk_sizes.0 = namespace_sockets();
+            self.walk_sizes.0 = self.namespace_sockets();
         }
         let r = self.walker.wait()?;
         self.apply_walk(r);
