@@ -104,7 +104,13 @@ pub(crate) fn accept_key(key: &[u8]) -> Accept {
 
 /// Index just past the `\r\n\r\n` that ends the head, if present.
 fn head_end(buf: &[u8]) -> Option<usize> {
-    memchr::memmem::find(buf, b"\r\n\r\n").map(|p| p + 4)
+    // The first `\n` with `\r\n\r` before it ends the first `\r\n\r\n`: a head has a
+    // handful of lines, and memchr finds their ends faster than a substring search finds
+    // the blank line (`memmem`: its searcher's build and search were 0.7% of a 1M
+    // WebSocket ramp's CPU, perf 2026-12-05).
+    memchr::memchr_iter(b'\n', buf)
+        .find(|&nl| nl >= 3 && &buf[nl - 3..nl] == b"\r\n\r")
+        .map(|nl| nl + 1)
 }
 
 /// What the handshake needs from a head: its start line and the upgrade headers, as slices
@@ -127,14 +133,23 @@ impl<'a> Head<'a> {
     /// `head` ends with the blank line (see [`head_end`]).
     fn parse(head: &'a [u8]) -> Result<Head<'a>, HandshakeError> {
         // A head that is not UTF-8 is not HTTP we answer (400, as tests/corpus/ws says).
-        std::str::from_utf8(head).map_err(|_| HandshakeError::Malformed)?;
-        // Every line, the start line too, ends in CRLF; the blank line is left out.
+        // ASCII, as every real head is, is UTF-8: the word-wide test first.
+        if !head.is_ascii() {
+            std::str::from_utf8(head).map_err(|_| HandshakeError::Malformed)?;
+        }
+        // Every line, the start line too, ends in CRLF; the blank line is left out. Lines
+        // found by memchr, and control characters by a fold the compiler vectorizes:
+        // byte-wise, these two passes made the parse 0.2–0.4 µs a head (perf, 200k–1M).
         let body = head
             .strip_suffix(b"\r\n")
             .ok_or(HandshakeError::Malformed)?;
-        let mut lines = body
-            .split_inclusive(|&b| b == b'\n')
-            .map(|l| l.strip_suffix(b"\r\n").ok_or(HandshakeError::Malformed));
+        let mut lines = memchr::memchr_iter(b'\n', body)
+            .scan(0, |start, nl| {
+                let line = &body[*start..nl];
+                *start = nl + 1;
+                Some(line)
+            })
+            .map(|l| l.strip_suffix(b"\r").ok_or(HandshakeError::Malformed));
         let mut h = Head {
             start: lines.next().ok_or(HandshakeError::Malformed)??,
             ..Head::default()
@@ -142,10 +157,10 @@ impl<'a> Head<'a> {
         for line in lines {
             // Obsolete line folding and bare control characters are rejected (RFC 9112 §5.2).
             let line = line?;
-            if line.starts_with(b" ")
-                || line.starts_with(b"\t")
-                || line.iter().any(|&b| b < 0x20 && b != b'\t')
-            {
+            let control = line
+                .iter()
+                .fold(false, |seen, &b| seen | ((b < 0x20) & (b != b'\t')));
+            if line.starts_with(b" ") || line.starts_with(b"\t") || control {
                 return Err(HandshakeError::Malformed);
             }
             let colon = memchr::memchr(b':', line).ok_or(HandshakeError::Malformed)?;
@@ -153,17 +168,16 @@ impl<'a> Head<'a> {
             if name.is_empty() || name.iter().any(|&b| b == b' ' || b == b'\t') {
                 return Err(HandshakeError::Malformed);
             }
+            // By length first: every other header (Host, User-Agent, …) is then one
+            // compare of a length, not five case-folding compares of the name.
             let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
-            if is("upgrade") {
-                h.upgrade_websocket |= has_token(value, "websocket");
-            } else if is("connection") {
-                h.connection_upgrade |= has_token(value, "upgrade");
-            } else if is("sec-websocket-version") {
-                h.version = h.version.or(Some(value));
-            } else if is("sec-websocket-key") {
-                h.key = h.key.or(Some(value));
-            } else if is("sec-websocket-accept") {
-                h.accept = h.accept.or(Some(value));
+            match name.len() {
+                7 if is("upgrade") => h.upgrade_websocket |= has_token(value, "websocket"),
+                10 if is("connection") => h.connection_upgrade |= has_token(value, "upgrade"),
+                21 if is("sec-websocket-version") => h.version = h.version.or(Some(value)),
+                17 if is("sec-websocket-key") => h.key = h.key.or(Some(value)),
+                20 if is("sec-websocket-accept") => h.accept = h.accept.or(Some(value)),
+                _ => {}
             }
         }
         Ok(h)
@@ -402,6 +416,24 @@ mod tests {
                 Err(HandshakeError::Malformed),
                 "{bad:?}"
             );
+        }
+    }
+
+    /// The blank line is found where a substring search finds the first `\r\n\r\n`.
+    #[test]
+    fn head_end_is_the_first_blank_line() {
+        for buf in [
+            &b""[..],
+            b"\r\n\r\n",
+            b"\r\n\r",
+            b"\n\r\n\r\n",
+            b"\r\r\n\r\n",
+            b"\r\n\n\r\n\r\nx",
+            b"GET / HTTP/1.1\r\nA: b\r\n\r\n\x82\x01\r\n\r\n",
+            b"a\nb\r\nc\r\r\n\r\n",
+        ] {
+            let want = memchr::memmem::find(buf, b"\r\n\r\n").map(|p| p + 4);
+            assert_eq!(head_end(buf), want, "{buf:?}");
         }
     }
 
