@@ -3,8 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use hdrhistogram::Histogram;
-
 use super::{Supervisor, side_name};
 use crate::{
     procstat,
@@ -13,7 +11,6 @@ use crate::{
         stats::{
             self,
             counters::Counters,
-            histograms::{HIST_NAMES, Percentiles},
             report::{PushStat, WorkerReport},
             snapshot::{AppSnapshot, PushSummary, ShardKind, WorkerInfo, Workers},
         },
@@ -128,6 +125,7 @@ impl Supervisor {
         for (name, blob) in &r.hists {
             match stats::histograms::decode_hist(blob) {
                 Ok(h) => {
+                    self.sums.replace(name, s.hists.get(name), &h);
                     s.hists.insert(name.clone(), h);
                 }
                 Err(e) => eprintln!("c1m: shard {}: bad histogram {name}: {e}", r.shard),
@@ -157,28 +155,16 @@ impl Supervisor {
     }
 
     pub(super) fn snapshot(&mut self) -> AppSnapshot {
-        // Before the merged histograms below exist: 13 of ~190 KiB each, allocated for the
-        // answer and freed after it, were counted as the connections' memory (a lone
-        // server at 4,000 WebSocket connections: 13.2 MB read here, 10.7 MB by /proc).
+        // Before anything below allocates for the answer: merged histograms made per
+        // answer (13 of ~190 KiB, now kept in `sums`) were counted as the connections'
+        // memory (a lone server at 4,000 WebSocket connections: 13.2 MB read here,
+        // 10.7 MB by /proc).
         let rss = self.rss();
         let counters = self.counters();
-        let mut hists: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
-        for name in HIST_NAMES {
-            let Ok(mut merged) = stats::histograms::new_hist() else {
-                continue;
-            };
-            // Empty ones skipped: `add` walks all ~23k counts of its source, so 13
-            // histograms × 102 client shards at 1M were 0.8% of the box's CPU in a ramp
-            // (perf, 2026-12-04), where 9 of the 13 hold nothing.
-            for s in &self.shards {
-                if let Some(h) = s.hists.get(name).filter(|h| !h.is_empty())
-                    && let Err(e) = merged.add(h)
-                {
-                    eprintln!("c1m: merge {name}: {e}");
-                }
-            }
-            hists.insert(name.to_owned(), merged);
-        }
+        let shards = &self.shards;
+        let (percentiles, histograms) = self
+            .sums
+            .shown(|name| shards.iter().filter_map(move |s| s.hists.get(name)));
         let mut pushes: BTreeMap<u64, PushStat> = BTreeMap::new();
         for s in &self.shards {
             for (id, p) in &s.pushes {
@@ -268,14 +254,8 @@ impl Supervisor {
             cpu_sys_s: cpu_s,
             threads: None,
             open_fds: None,
-            percentiles: hists
-                .iter()
-                .map(|(k, h)| (k.clone(), Percentiles::of(h)))
-                .collect(),
-            histograms: hists
-                .iter()
-                .filter_map(|(k, h)| Some((k.clone(), stats::histograms::encode_hist(h).ok()?)))
-                .collect(),
+            percentiles,
+            histograms,
         }
     }
 }

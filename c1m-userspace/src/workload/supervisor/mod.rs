@@ -4,12 +4,14 @@
 //! it; `Side` decides the few places they differ.
 //!
 //! This file holds the supervisor's state and its start; its work is in rooms:
-//! `lifecycle` (the main loop), `aggregate` (reports in, snapshot out), `pushes` (the push
-//! path), `commands` (the control endpoint's commands), `summary` (the exit summary).
+//! `lifecycle` (the main loop), `aggregate` (reports in, snapshot out), `merged` (the
+//! histograms summed over shards), `pushes` (the push path), `commands` (the control
+//! endpoint's commands), `summary` (the exit summary).
 
 mod aggregate;
 mod commands;
 mod lifecycle;
+mod merged;
 mod pushes;
 mod summary;
 
@@ -112,6 +114,8 @@ struct Supervisor {
     o: Options,
     split: String,
     shards: Vec<ShardState>,
+    /// The shards' histograms summed, for snapshots.
+    sums: merged::Sums,
     timeline: Vec<u64>,
     started: Instant,
     /// Client: when the ramp began, and when it ended.
@@ -171,6 +175,7 @@ pub(crate) async fn run(o: Options, plan: &Plan, configs: Vec<ShardConfig>) -> R
                 mark: 0,
             })
             .collect(),
+        sums: merged::Sums::new(),
         timeline: Vec::new(),
         started: Instant::now(),
         ramp: None,
