@@ -131,6 +131,7 @@ async fn serve(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU
         }
     };
     let mut cmds = AsyncCommands::new(commands).context("command source")?;
+    let conns = Slots::with_room(cfg.cap as usize);
     let sh = Rc::new(Shard {
         tls,
         dec: Decoder::new(Role::Server, cfg.max_message),
@@ -140,7 +141,7 @@ async fn serve(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU
         rep: RefCell::new(rep),
         buf: RefCell::new(vec![0; READ_BUF]),
         out: RefCell::default(),
-        conns: RefCell::default(),
+        conns: RefCell::new(conns),
         wake: Notify::new(),
         close_gen: Cell::new(0),
         push_gen: Cell::new(0),
