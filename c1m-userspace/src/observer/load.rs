@@ -252,6 +252,7 @@ impl Observer {
             mib_base,
             attempt_fails_unknown,
             reset_reasons,
+            ports_flagged: vec![false; 1 << 16],
         };
         // Baselines: listeners' drop counters as they are now, and the sockets that
         // already exist, so every later figure is "since attach".

@@ -184,6 +184,9 @@ pub struct Observer {
     attempt_fails_unknown: bool,
     /// This kernel's reset reasons by value (`tracefs::reset_reason_names`).
     reset_reasons: Vec<String>,
+    /// Listening ports this side has flagged in `WATCH_PORTS`, by port: each snapshot
+    /// writes only a new listener's flag (a map update each, ~100 listeners a run).
+    ports_flagged: Vec<bool>,
 }
 
 /// Raw counter totals read from the maps.

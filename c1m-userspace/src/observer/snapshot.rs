@@ -303,8 +303,17 @@ impl Observer {
             return Ok(());
         }
         // Ports past u16 cannot come from the kernel; skipped rather than truncated.
-        let ports = records.iter().filter_map(|r| u16::try_from(r.port).ok());
-        super::load::watch_ports(&mut self.ebpf, ports)
+        let flagged = &self.ports_flagged;
+        let new: Vec<u16> = records
+            .iter()
+            .filter_map(|r| u16::try_from(r.port).ok())
+            .filter(|&p| !flagged[usize::from(p)])
+            .collect();
+        super::load::watch_ports(&mut self.ebpf, new.iter().copied())?;
+        for p in new {
+            self.ports_flagged[usize::from(p)] = true;
+        }
+        Ok(())
     }
 
     fn read_counters(&self) -> Result<Counters, ObserverError> {
