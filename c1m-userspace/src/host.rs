@@ -32,7 +32,7 @@ pub(crate) fn own_cpu() -> (f64, f64) {
     crate::procstat::cpu_seconds(std::process::id()).unwrap_or((0.0, 0.0))
 }
 
-/// Resident memory of this process, bytes.
+/// Resident anonymous memory of this process, bytes (see `procstat::anon_rss_bytes`).
 pub(crate) fn own_rss() -> u64 {
-    crate::procstat::rss_bytes(std::process::id()).unwrap_or(0)
+    crate::procstat::anon_rss_bytes(std::process::id()).unwrap_or(0)
 }

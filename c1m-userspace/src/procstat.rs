@@ -11,13 +11,17 @@ fn process(pid: u32) -> Option<Process> {
     Process::new(i32::try_from(pid).ok()?).ok()
 }
 
-/// VmRSS of `pid` in bytes (resident anonymous + file + shmem pages), or None if it is gone.
-/// From `statm`, the same count as `status`'s VmRSS: a supervisor reads it for every
-/// worker on every stats answer, and `status` (fifty formatted lines, and procfs's open of
-/// the /proc/PID directory first) was 12% of a client supervisor's CPU in answering.
-pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
+/// Resident anonymous memory of `pid` in bytes (status's RssAnon: statm's resident less
+/// its shared file and shmem pages), or None if it is gone. What a process allocated,
+/// not the code and files it mapped: the first WebSocket handshakes fault in ~512 kB of
+/// the executable's code in each worker, which VmRSS counted as 37 B a connection on a
+/// tokio worker holding 14,000 (smaps, 2026-12-05); and code is shared, not per process.
+/// From `statm`: a supervisor reads it for every worker on every stats answer, and
+/// `status` (fifty formatted lines, after procfs's open of /proc/PID) was 12% of a client
+/// supervisor's CPU in answering.
+pub(crate) fn anon_rss_bytes(pid: u32) -> Option<u64> {
     let m = StatM::from_file(format!("/proc/{pid}/statm")).ok()?;
-    Some(m.resident * rustix::param::page_size() as u64)
+    Some(m.resident.saturating_sub(m.shared) * rustix::param::page_size() as u64)
 }
 
 /// Threads of `pid` (the `Threads:` line of its status), or None if it is gone.
@@ -116,14 +120,17 @@ mod tests {
     #[test]
     fn reads_own_process() {
         let me = std::process::id();
-        assert!(rss_bytes(me).unwrap() > 0);
-        // statm's resident pages are status's VmRSS (the pages this test touches between
-        // the two reads aside).
-        let vmrss = process(me).unwrap().status().unwrap().vmrss.unwrap() * 1024;
-        assert!(rss_bytes(me).unwrap().abs_diff(vmrss) < 1 << 20, "{vmrss}");
+        assert!(anon_rss_bytes(me).unwrap() > 0);
+        // statm's resident less shared pages are status's RssAnon (the pages this test
+        // touches between the two reads aside).
+        let anon = process(me).unwrap().status().unwrap().rssanon.unwrap() * 1024;
+        assert!(
+            anon_rss_bytes(me).unwrap().abs_diff(anon) < 1 << 20,
+            "{anon}"
+        );
         let (u, s) = cpu_seconds(me).unwrap();
         assert!(u >= 0.0 && s >= 0.0);
-        assert_eq!(rss_bytes(u32::MAX), None);
+        assert_eq!(anon_rss_bytes(u32::MAX), None);
         let start = start_time(me).unwrap();
         assert!(alive(me, start));
         assert!(!alive(me, start + 1));

@@ -219,6 +219,7 @@ impl RunWait {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct TreeUsage {
     pub processes: u64,
+    /// Resident anonymous memory, as c1m's own sides count it (`procstat::anon_rss_bytes`).
     pub rss_bytes: u64,
     pub threads: u64,
     pub open_fds: u64,
@@ -483,7 +484,7 @@ impl ForeignServer {
         for pid in pids {
             self.seen.insert(pid);
             u.processes += 1;
-            u.rss_bytes += procstat::rss_bytes(pid).unwrap_or(0);
+            u.rss_bytes += procstat::anon_rss_bytes(pid).unwrap_or(0);
             u.threads += procstat::threads(pid).unwrap_or(0);
             u.open_fds += procstat::open_fds(pid).unwrap_or(0);
             if self.cgroup.is_none()

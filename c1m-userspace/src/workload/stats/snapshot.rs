@@ -122,7 +122,8 @@ pub struct AppSnapshot {
     /// Client: the push mark every live shard has taken, so frames of that push are
     /// counted under it (the lab fires a trigger only after this shows its mark).
     pub push_mark: u64,
-    /// Sum of VmRSS over the supervisor and all live workers.
+    /// Resident anonymous memory (RssAnon) summed over the supervisor and all live
+    /// workers: what they allocated, not the code and files they mapped.
     pub rss_bytes: u64,
     /// The same sum measured after start-up, before any connection.
     pub rss_baseline_bytes: u64,

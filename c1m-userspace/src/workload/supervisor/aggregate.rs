@@ -33,7 +33,7 @@ impl Supervisor {
     pub(super) fn rss(&self) -> u64 {
         self.pids()
             .iter()
-            .filter_map(|&p| procstat::rss_bytes(p))
+            .filter_map(|&p| procstat::anon_rss_bytes(p))
             .sum()
     }
 
