@@ -50,7 +50,7 @@ pub(crate) fn clock_tick_s() -> f64 {
 
 /// (user, system) CPU seconds of `pid` (all its threads), or None if it is gone.
 pub(crate) fn cpu_seconds(pid: u32) -> Option<(f64, f64)> {
-    // The file itself, as for `rss_bytes`: read per worker per stats answer.
+    // The file itself, as for `anon_rss_bytes`: read per worker per stats answer.
     let stat = Stat::from_file(format!("/proc/{pid}/stat")).ok()?;
     let tick = clock_tick_s();
     Some((stat.utime as f64 * tick, stat.stime as f64 * tick))
