@@ -11,6 +11,7 @@ mod goodbye;
 mod messages;
 pub mod proto;
 mod push;
+mod push_batch;
 pub(crate) mod state;
 pub(crate) mod warnings;
 
@@ -27,8 +28,9 @@ use anyhow::{Context, Result};
 use rustix::io::Errno;
 
 use self::{
-    proto::{Action, WsState},
-    state::{ServerIo, ServerShardState},
+    proto::{Action, PushFrame, WsState},
+    push_batch::PushBatch,
+    state::{PushLeft, ServerIo, ServerShardState},
     warnings::{cap_warning, listen_error},
 };
 use super::{
@@ -96,6 +98,8 @@ struct Shard {
     plain: Vec<u8>,
     wire: Vec<u8>,
     tls: Option<Arc<rustls::ServerConfig>>,
+    /// A push's frames sent in batches (io_uring), made at the first push.
+    push: PushBatch,
 }
 
 /// The epoll shard's writes for the shared server code: sealed under TLS, output a peer
@@ -103,6 +107,7 @@ struct Shard {
 struct EpollIo<'a> {
     ep: &'a Epoll,
     wire: &'a mut Vec<u8>,
+    batch: &'a mut PushBatch,
 }
 
 impl ServerIo<Tls> for EpollIo<'_> {
@@ -118,6 +123,27 @@ impl ServerIo<Tls> for EpollIo<'_> {
             sent,
         )
         .and_then(|_| rearm(self.ep, &conn.fd, tok, before, &conn.spill))
+    }
+
+    #[inline]
+    fn push_send(
+        &mut self,
+        tok: u64,
+        conn: &mut Conn,
+        frame: &PushFrame,
+        sent: &mut u64,
+    ) -> io::Result<()> {
+        if self
+            .batch
+            .hold(tok, &conn.fd, conn.io.is_none(), &conn.spill, frame)
+        {
+            return Ok(());
+        }
+        self.send(tok, conn, frame, sent)
+    }
+
+    fn push_flush(&mut self, sent: &mut u64, left: &mut Vec<PushLeft>) -> Result<()> {
+        Ok(self.batch.flush(sent, left)?)
     }
 
     fn send_last(&mut self, conn: &mut Conn, bytes: &[u8], written: &mut u64) {
@@ -190,6 +216,7 @@ pub(crate) fn run(
         plain: Vec::new(),
         wire: Vec::new(),
         tls,
+        push: PushBatch::default(),
         st: ServerShardState::new(cfg, open_in_process, rep),
     };
     shard_loop::run(&mut s, &ep, &mut io)
@@ -253,6 +280,7 @@ impl Shard {
         let io = EpollIo {
             ep,
             wire: &mut self.wire,
+            batch: &mut self.push,
         };
         (&mut self.st, io)
     }

@@ -12,6 +12,9 @@ use crate::workload::{
 /// Push frame payload: push id, broadcast start, write time (CLOCK_REALTIME ns), all u64 BE.
 pub(crate) const PUSH_PAYLOAD: usize = 24;
 
+/// A push frame: the unmasked binary header and its payload.
+pub(crate) type PushFrame = [u8; 2 + PUSH_PAYLOAD];
+
 /// Where a server connection is in the WebSocket protocol.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum WsState {
@@ -157,7 +160,7 @@ pub(crate) fn peer_eof(c: &mut Counters, mode: Mode, ws: WsState, partial: bool)
 
 /// A push frame: a binary WebSocket frame whose payload is the push id, the broadcast
 /// start and (filled by [`stamp_push`] just before each write) the write time.
-pub(crate) fn push_frame(id: u64, started_unix_ns: u64) -> [u8; 2 + PUSH_PAYLOAD] {
+pub(crate) fn push_frame(id: u64, started_unix_ns: u64) -> PushFrame {
     let mut frame = [0u8; 2 + PUSH_PAYLOAD];
     frame[0] = 0x80 | Opcode::Binary as u8;
     frame[1] = PUSH_PAYLOAD as u8;
@@ -167,7 +170,7 @@ pub(crate) fn push_frame(id: u64, started_unix_ns: u64) -> [u8; 2 + PUSH_PAYLOAD
 }
 
 /// Stamps a push frame with the write time (CLOCK_REALTIME ns), which it returns.
-pub(crate) fn stamp_push(frame: &mut [u8; 2 + PUSH_PAYLOAD]) -> u64 {
+pub(crate) fn stamp_push(frame: &mut PushFrame) -> u64 {
     let now = sys::realtime_ns();
     frame[18..26].copy_from_slice(&now.to_be_bytes());
     now

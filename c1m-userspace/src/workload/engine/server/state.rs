@@ -22,7 +22,7 @@ use std::{
 use anyhow::Result;
 
 use super::{
-    proto::{Action, WsState, going_away, peer_eof, ws_input_beat},
+    proto::{Action, PushFrame, WsState, going_away, peer_eof, ws_input_beat},
     warnings::emfile_warning,
 };
 use crate::workload::{
@@ -142,10 +142,22 @@ pub(crate) trait ServerIo<X> {
     /// `conn` was removed from the slab: its operations let go of (its descriptor closes
     /// when it drops).
     fn forget(&mut self, _tok: u64, _conn: &mut Conn<X>) {}
-    /// A push chunk queued its `sent`-th frame.
-    fn pushed(&mut self, _sent: u64) {}
-    /// A push chunk is queued: what it queued goes now.
-    fn push_chunk_end(&mut self) -> Result<()> {
+    /// Writes push frame `frame` on `conn` (token `tok`). An engine may hold it to send
+    /// with others at [`ServerIo::push_flush`]; what the kernel took is then added there.
+    #[inline]
+    fn push_send(
+        &mut self,
+        tok: u64,
+        conn: &mut Conn<X>,
+        frame: &PushFrame,
+        sent: &mut u64,
+    ) -> io::Result<()> {
+        self.send(tok, conn, frame, sent)
+    }
+    /// The push frames written so far go now (every [`PUSH_SUBMIT`] frames and at the end
+    /// of a chunk). A held frame its socket did not take whole, or refused, goes to `left`
+    /// for the usual path.
+    fn push_flush(&mut self, _sent: &mut u64, _left: &mut Vec<PushLeft>) -> Result<()> {
         Ok(())
     }
     /// Output bytes on `conn` waiting behind what the kernel took (a peer not reading).
@@ -154,6 +166,23 @@ pub(crate) trait ServerIo<X> {
     fn tls_handshaking(&self, _conn: &Conn<X>) -> bool {
         false
     }
+}
+
+/// Push frames written between two [`ServerIo::push_flush`]es. A frame is stamped when it
+/// is written and may go only at the flush: more in one flush put a batch's worth of sends
+/// between each stamp and its frame (io_uring, 20,000 connections, a whole chunk of 1024 a
+/// submit: per-message p50 8.6 ms, p99 46 ms against 0.7 / 6.4 ms a write each, same
+/// fan-out); 128 keeps that wait to 128 sends at 1/128 of a syscall per frame.
+pub(crate) const PUSH_SUBMIT: usize = 128;
+
+/// What a push frame an engine held came to at its flush, other than all sent.
+#[derive(Debug)]
+pub(crate) enum PushLeft {
+    /// The socket took less than the frame (a full send buffer): the rest goes the usual
+    /// way, behind nothing (nothing else was written on it since).
+    Rest(u64, Vec<u8>),
+    /// The send failed: the connection closes.
+    Failed(u64, io::Error),
 }
 
 /// A push under way: the next slot its chunk starts at.

@@ -7,8 +7,9 @@
 //!
 //! Why: the epoll engine pays a syscall per accept, per read and per write, as the
 //! minimal C programs it is measured against; on the server that is ~5 per WebSocket
-//! connection set up (accept4, setsockopt, epoll_ctl, read, write) and one per pushed
-//! frame. Here a connection set up costs none of its own (TCP_NODELAY is inherited
+//! connection set up (accept4, setsockopt, epoll_ctl, read, write), and it was one per
+//! pushed frame until the epoll shard took this engine's batched push sends
+//! (`engine::server::push_batch`). Here a connection set up costs none of its own (TCP_NODELAY is inherited
 //! from the listener; the accept, receive and answer are ring entries) and a push costs
 //! one `io_uring_enter` per 128 frames. Measured at 200,000 connections (`cargo xtask
 //! bench uring`, server and client together): 11.2 syscalls per connection set up and

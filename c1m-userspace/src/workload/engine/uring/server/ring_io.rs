@@ -1,7 +1,7 @@
 //! The io_uring server shard's writes and close for the shared server code
 //! (`engine::server::state`): sends queued as submission entries behind the one in
 //! flight, a close that cancels a connection's operations by user data, and a push
-//! chunk's frames submitted [`PUSH_SUBMIT`] at a time.
+//! chunk's frames submitted at each of its flushes ([`state::PUSH_SUBMIT`] frames).
 
 use std::{collections::HashMap, io, os::fd::AsFd};
 
@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 
 use crate::workload::{
     engine::{
-        server::state::{self, ServerIo},
+        server::state::{self, PushLeft, ServerIo},
         uring::{
             Op,
             outq::{self, OutQ},
@@ -24,13 +24,6 @@ use crate::workload::{
 pub(super) type Sends = Option<Box<OutQ>>;
 
 pub(super) type Conn = state::Conn<Sends>;
-
-/// Frames queued per `io_uring_enter` within a push chunk. A frame is stamped when it is
-/// queued and sent at the submit, so the whole chunk in one submit put a chunk's worth of
-/// sends between each stamp and its frame (20,000 connections: per-message p50 8.6 ms,
-/// p99 46 ms against epoll's 0.7 / 6.4 ms, same fan-out); 128 keeps that wait to 128
-/// sends at 1/128 of a syscall per frame.
-const PUSH_SUBMIT: u64 = 128;
 
 /// The shard's ring, and the bytes of sends still in flight on connections already
 /// closed.
@@ -78,15 +71,8 @@ impl ServerIo<Sends> for RingIo {
         }
     }
 
-    #[inline]
-    fn pushed(&mut self, sent: u64) {
-        if sent.is_multiple_of(PUSH_SUBMIT) {
-            // The frames stamped so far go now (an error shows at the chunk's own submit).
-            let _ = self.ring.submit();
-        }
-    }
-
-    fn push_chunk_end(&mut self) -> Result<()> {
+    fn push_flush(&mut self, _sent: &mut u64, _left: &mut Vec<PushLeft>) -> Result<()> {
+        // Sends complete in the shard's loop, behind the connection's queue (`Shard::sent`).
         self.ring.submit().context("io_uring_enter")
     }
 
