@@ -45,11 +45,17 @@ fn set_bind_address_no_port(fd: BorrowedFd<'_>) -> io::Result<()> {
 
 /// A non-blocking listener with SO_REUSEPORT, so every worker process binds the same
 /// ports and the kernel spreads incoming connections over them (see `limits.rs`).
-/// `backlog` is capped by the kernel at `net.core.somaxconn`.
-pub(crate) fn listener(addr: &SocketAddr, backlog: i32) -> io::Result<OwnedFd> {
+/// `backlog` is capped by the kernel at `net.core.somaxconn`. `nodelay`: TCP_NODELAY on
+/// the listener, which every accepted socket inherits (the kernel clones the listener's
+/// socket): a setsockopt per accepted connection saved, one of the ~17 syscalls a
+/// WebSocket connection costs both sides.
+pub(crate) fn listener(addr: &SocketAddr, backlog: i32, nodelay: bool) -> io::Result<OwnedFd> {
     let fd = tcp_socket(addr)?;
     sockopt::set_socket_reuseaddr(&fd, true)?;
     sockopt::set_socket_reuseport(&fd, true)?;
+    if nodelay {
+        sockopt::set_tcp_nodelay(&fd, true)?;
+    }
     rnet::bind(&fd, addr)?;
     rnet::listen(&fd, backlog)?;
     Ok(fd)
@@ -110,4 +116,31 @@ pub(crate) fn take_error(fd: BorrowedFd<'_>) -> io::Result<Option<io::Error>> {
 pub(crate) fn set_linger_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
     // Some(0 s): l_onoff 1, l_linger 0.
     Ok(sockopt::set_socket_linger(fd, Some(Duration::ZERO))?)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::*;
+
+    /// The servers set TCP_NODELAY once, on the listener: every accepted socket must have
+    /// it, and a `hold` listener's none.
+    #[test]
+    fn accepted_sockets_inherit_the_listeners_nodelay() {
+        for nodelay in [true, false] {
+            let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+            let l = listener(&addr, 16, nodelay).unwrap();
+            let bound = rnet::getsockname(&l).unwrap();
+            let bound = SocketAddr::try_from(bound).unwrap();
+            let _client = std::net::TcpStream::connect(bound).unwrap();
+            let accepted = loop {
+                match rnet::accept(&l) {
+                    Ok(fd) => break fd,
+                    Err(rustix::io::Errno::AGAIN) => std::thread::yield_now(),
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_eq!(sockopt::tcp_nodelay(&accepted).unwrap(), nodelay);
+        }
+    }
 }

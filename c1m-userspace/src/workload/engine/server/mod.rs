@@ -188,7 +188,7 @@ pub(crate) fn run(
     let rep = Reporter::new(cfg.shard);
     let mut listeners = Vec::with_capacity(cfg.listen.len());
     for (i, addr) in cfg.listen.iter().enumerate() {
-        let fd = match sockopt::listener(addr, cfg.backlog) {
+        let fd = match sockopt::listener(addr, cfg.backlog, cfg.mode != Mode::Hold) {
             Ok(fd) => fd,
             Err(e) => {
                 let msg = listen_error(addr, &e);
@@ -331,7 +331,11 @@ impl Shard {
         }
         let mut fresh = Vec::with_capacity(self.st.cfg.listen.len());
         for (i, addr) in self.st.cfg.listen.iter().enumerate() {
-            let fd = match sockopt::listener(addr, self.st.cfg.backlog) {
+            let fd = match sockopt::listener(
+                addr,
+                self.st.cfg.backlog,
+                self.st.cfg.mode != Mode::Hold,
+            ) {
                 Ok(fd) => fd,
                 Err(_) => return, // retried at the next tick
             };
@@ -367,9 +371,7 @@ impl Shard {
             self.close_listeners();
             return;
         }
-        if self.st.cfg.mode != Mode::Hold {
-            let _ = sockopt::set_nodelay(fd.as_fd());
-        }
+        // TCP_NODELAY (but for `hold`) came with the listener's.
         let ws = if self.st.cfg.mode == Mode::Ws {
             WsState::Handshake
         } else {

@@ -129,14 +129,10 @@ pub(crate) fn run(
 pub(crate) const NO_TLS: &str =
     "--engine uring has no TLS yet: use --engine epoll (or tokio) with --tls";
 
-/// A listener for `addr`; TCP_NODELAY on it is inherited by every accepted socket, which
-/// saves the epoll engine's setsockopt per connection.
+/// A listener for `addr` (TCP_NODELAY on it, inherited by every accepted socket, but
+/// for `hold`).
 fn listener(cfg: &ServerShardConfig, addr: &std::net::SocketAddr) -> io::Result<OwnedFd> {
-    let fd = sockopt::listener(addr, cfg.backlog)?;
-    if cfg.mode != Mode::Hold {
-        sockopt::set_nodelay(fd.as_fd())?;
-    }
-    Ok(fd)
+    sockopt::listener(addr, cfg.backlog, cfg.mode != Mode::Hold)
 }
 
 /// The user data of listener `i`'s accept in listener generation `epoch`.

@@ -48,9 +48,7 @@ impl Shard {
             }
             return false;
         }
-        if self.cfg.mode != Mode::Hold {
-            let _ = stream.set_nodelay(true);
-        }
+        // TCP_NODELAY (but for `hold`) came with the listener's.
         {
             let mut c = self.c.borrow_mut();
             c.accepted += 1;

@@ -112,7 +112,7 @@ async fn serve(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU
     let rep = Reporter::new(cfg.shard);
     let mut listeners = Vec::with_capacity(cfg.listen.len());
     for addr in &cfg.listen {
-        match listen(addr, cfg.backlog) {
+        match listen(addr, cfg.backlog, cfg.mode != Mode::Hold) {
             Ok(l) => listeners.push(l),
             Err(e) => {
                 let msg = warnings::listen_error(addr, &e);
@@ -213,8 +213,8 @@ async fn serve(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU
 /// than tokio's `TcpListener`: see [`accept_loop`].
 type Listener = AsyncFd<std::net::TcpListener>;
 
-fn listen(addr: &SocketAddr, backlog: i32) -> io::Result<Listener> {
-    let l = std::net::TcpListener::from(sockopt::listener(addr, backlog)?);
+fn listen(addr: &SocketAddr, backlog: i32, nodelay: bool) -> io::Result<Listener> {
+    let l = std::net::TcpListener::from(sockopt::listener(addr, backlog, nodelay)?);
     // SAFETY: the listener's fd is owned by the listener, which the `AsyncFd` owns from
     // here on and never replaces: it stays open, the same, for the `AsyncFd`'s life.
     unsafe { AsyncFd::register_with_interest(l, Interest::READABLE) }.map_err(io::Error::from)
@@ -386,7 +386,7 @@ impl Shard {
         }
         let mut fresh = Vec::with_capacity(self.cfg.listen.len());
         for addr in &self.cfg.listen {
-            match listen(addr, self.cfg.backlog) {
+            match listen(addr, self.cfg.backlog, self.cfg.mode != Mode::Hold) {
                 Ok(l) => fresh.push(l),
                 Err(_) => return, // retried at the next tick
             }
