@@ -143,6 +143,7 @@ impl Supervisor {
                 self.timeline.resize(bin + 1, 0);
             }
             self.timeline[bin] += u64::from(n);
+            self.peak.changed(bin);
         }
     }
 
@@ -228,12 +229,12 @@ impl Supervisor {
                         .unwrap_or_else(|| end.duration_since(began).as_secs_f64()),
                     None => began.elapsed().as_secs_f64(),
                 };
-                stats::setup_rate::SetupRate::of_timeline(
+                stats::setup_rate::SetupRate::with_peak(
                     self.o.rate,
                     // The ramp's: a churn's reopens connect after it.
                     counters.connected - counters.churn.reopened,
                     duration_s,
-                    &self.timeline,
+                    self.peak.peak(&self.timeline),
                 )
             }),
             push_mark: self

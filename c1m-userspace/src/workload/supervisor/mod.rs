@@ -117,6 +117,8 @@ struct Supervisor {
     /// The shards' histograms summed, for snapshots.
     sums: merged::Sums,
     timeline: Vec<u64>,
+    /// The timeline's peak search, kept between snapshots.
+    peak: crate::workload::stats::setup_rate::PeakSearch,
     started: Instant,
     /// Client: when the ramp began, and when it ended.
     ramp: Option<(Instant, Option<Instant>)>,
@@ -177,6 +179,7 @@ pub(crate) async fn run(o: Options, plan: &Plan, configs: Vec<ShardConfig>) -> R
             .collect(),
         sums: merged::Sums::new(),
         timeline: Vec::new(),
+        peak: Default::default(),
         started: Instant::now(),
         ramp: None,
         rss_baseline: 0,
