@@ -11,7 +11,7 @@ mod goodbye;
 mod messages;
 pub mod proto;
 mod push;
-mod push_batch;
+pub(crate) mod push_batch;
 pub(crate) mod state;
 pub(crate) mod warnings;
 
@@ -133,10 +133,8 @@ impl ServerIo<Tls> for EpollIo<'_> {
         frame: &PushFrame,
         sent: &mut u64,
     ) -> io::Result<()> {
-        if self
-            .batch
-            .hold(tok, &conn.fd, conn.io.is_none(), &conn.spill, frame)
-        {
+        let bare = conn.io.is_none() && !conn.spill.as_ref().is_some_and(|s| s.has_out());
+        if self.batch.hold(tok, &conn.fd, bare, frame) {
             return Ok(());
         }
         self.send(tok, conn, frame, sent)

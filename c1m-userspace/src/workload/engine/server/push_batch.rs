@@ -9,6 +9,7 @@
 //! not take whole (a full send buffer) or one that failed is handed back as a
 //! [`PushLeft`] for the shared code's usual path (the rest into the spill with `EPOLLOUT`,
 //! or the close). Frames go here only on a connection with nothing queued and no TLS;
+//! the tokio server's push writer sends through one too.
 //! without io_uring (disabled by sysctl, an old kernel) every frame is a `write`, as before.
 
 use std::{io, os::fd::AsRawFd};
@@ -19,13 +20,12 @@ use super::{
     proto::PushFrame,
     state::{PUSH_SUBMIT, PushLeft},
 };
-use crate::workload::engine::Spill;
 
 /// A frame's bytes stay here until its completion (the ring reads them at the submit).
 type Frames = [PushFrame; PUSH_SUBMIT];
 
 /// The shard's push ring, made at its first push.
-pub(super) struct PushBatch {
+pub(crate) struct PushBatch {
     ring: Ring,
     /// The frames held, each with its connection's token: entry `i` is `frames[i]`.
     frames: Box<Frames>,
@@ -72,17 +72,17 @@ impl Default for PushBatch {
 
 impl PushBatch {
     /// Holds `frame` for `fd` (connection `tok`) until [`PushBatch::flush`]; gives it back
-    /// when it must go by `write`: TLS, output already queued, no ring, or a full batch.
-    pub(super) fn hold(
+    /// when it must go by `write`: not `bare` (TLS, or output already queued), no ring, or
+    /// a full batch.
+    pub(crate) fn hold(
         &mut self,
         tok: u64,
         fd: &impl AsRawFd,
-        plain: bool,
-        spill: &Option<Box<Spill>>,
+        bare: bool,
         frame: &PushFrame,
     ) -> bool {
         let i = self.held.len();
-        if !plain || spill.as_ref().is_some_and(|s| s.has_out()) || i >= PUSH_SUBMIT {
+        if !bare || i >= PUSH_SUBMIT {
             return false;
         }
         let Some(ring) = self.ring.ready() else {
@@ -109,7 +109,7 @@ impl PushBatch {
 
     /// Sends the frames held, adding what the sockets took to `sent`; what a socket did not
     /// take whole, or refused, goes to `left`.
-    pub(super) fn flush(&mut self, sent: &mut u64, left: &mut Vec<PushLeft>) -> io::Result<()> {
+    pub(crate) fn flush(&mut self, sent: &mut u64, left: &mut Vec<PushLeft>) -> io::Result<()> {
         if self.held.is_empty() {
             return Ok(());
         }
@@ -118,7 +118,7 @@ impl PushBatch {
             return Ok(());
         };
         let want = self.held.len();
-        let mut reaped = 0;
+        let (mut reaped, mut unusable) = (0, false);
         // Every send completes inline (MSG_DONTWAIT), so one enter does it; the loop
         // only covers an interrupted one.
         for _ in 0..16 {
@@ -144,6 +144,12 @@ impl PushBatch {
                     Err(_) if c.result() == -libc::EAGAIN => {
                         left.push(PushLeft::Rest(tok, frame.to_vec()));
                     }
+                    Err(_) if matches!(-c.result(), libc::EINVAL | libc::EOPNOTSUPP) => {
+                        // A ring without the send operation (before Linux 5.6): the frame
+                        // goes by `write`, and every later one.
+                        unusable = true;
+                        left.push(PushLeft::Rest(tok, frame.to_vec()));
+                    }
                     Err(_) => left.push(PushLeft::Failed(
                         tok,
                         io::Error::from_raw_os_error(-c.result()),
@@ -152,6 +158,10 @@ impl PushBatch {
             }
             if reaped >= want {
                 self.held.clear();
+                if unusable {
+                    // Nothing in flight: every send was reaped.
+                    self.ring = Ring::Unavailable;
+                }
                 return Ok(());
             }
         }
@@ -204,8 +214,8 @@ mod tests {
     fn held_frames_arrive_whole_in_order_and_are_counted() {
         let (server, mut client) = pair();
         let (mut batch, mut sent, mut left) = (PushBatch::default(), 0, Vec::new());
-        assert!(batch.hold(7, &server, true, &None, &frame(1)));
-        assert!(batch.hold(7, &server, true, &None, &frame(2)));
+        assert!(batch.hold(7, &server, true, &frame(1)));
+        assert!(batch.hold(7, &server, true, &frame(2)));
         batch.flush(&mut sent, &mut left).unwrap();
         assert!(left.is_empty(), "{left:?}");
         assert_eq!(sent, 2 * size_of::<PushFrame>() as u64);
@@ -216,19 +226,14 @@ mod tests {
     }
 
     #[test]
-    fn tls_queued_output_and_a_full_batch_go_by_write() {
+    fn a_frame_behind_tls_or_queued_output_and_a_full_batch_go_by_write() {
         let (server, _client) = pair();
         let mut batch = PushBatch::default();
-        assert!(!batch.hold(1, &server, false, &None, &frame(1)), "TLS");
-        let queued = Some(Box::new(Spill {
-            out: vec![1],
-            ..Spill::default()
-        }));
-        assert!(!batch.hold(1, &server, true, &queued, &frame(1)), "queued");
+        assert!(!batch.hold(1, &server, false, &frame(1)), "TLS or queued");
         for _ in 0..PUSH_SUBMIT {
-            assert!(batch.hold(1, &server, true, &None, &frame(1)));
+            assert!(batch.hold(1, &server, true, &frame(1)));
         }
-        assert!(!batch.hold(1, &server, true, &None, &frame(1)), "full");
+        assert!(!batch.hold(1, &server, true, &frame(1)), "full");
     }
 
     /// A socket whose send buffer is full takes none of the frame: it comes back whole,
@@ -246,7 +251,7 @@ mod tests {
             }
         }
         let (mut batch, mut sent, mut left) = (PushBatch::default(), 0, Vec::new());
-        assert!(batch.hold(9, &server, true, &None, &frame(3)));
+        assert!(batch.hold(9, &server, true, &frame(3)));
         batch.flush(&mut sent, &mut left).unwrap();
         let rest = match left.pop() {
             Some(PushLeft::Rest(9, rest)) => rest,
@@ -272,7 +277,7 @@ mod tests {
             "the peer's close reset the connection ({filled} bytes unread)"
         );
         let (mut sent, mut left) = (0, Vec::new());
-        assert!(batch.hold(9, &server.as_fd(), true, &None, &frame(4)));
+        assert!(batch.hold(9, &server.as_fd(), true, &frame(4)));
         batch.flush(&mut sent, &mut left).unwrap();
         assert!(
             matches!(left.as_slice(), [PushLeft::Failed(9, _)]),

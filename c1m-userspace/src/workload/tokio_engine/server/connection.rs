@@ -616,7 +616,7 @@ impl Conn {
 
     /// Writes `bytes` after anything already queued; queues what the socket does not
     /// take (the task then waits for `writable`). An error is a broken connection.
-    fn send(&mut self, bytes: &[u8], written: &mut u64) -> io::Result<()> {
+    pub(super) fn send(&mut self, bytes: &[u8], written: &mut u64) -> io::Result<()> {
         if let Some(s) = self.spill.as_mut().filter(|s| !s.out.is_empty()) {
             if s.out.len() + bytes.len() > MAX_PENDING_OUT {
                 return Err(io::Error::new(

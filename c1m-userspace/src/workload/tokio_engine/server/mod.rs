@@ -88,7 +88,13 @@ use crate::workload::{
     config::{Mode, ServerShardConfig, ShardCommand},
     engine::{
         READ_BUF, failure_of,
-        server::{EMFILE_PAUSE_MS, PUSH_CHUNK, REOPEN_FILL, proto::WsState, warnings},
+        server::{
+            EMFILE_PAUSE_MS, PUSH_CHUNK, REOPEN_FILL,
+            proto::{self, WsState},
+            push_batch::PushBatch,
+            state::{PUSH_SUBMIT, PushLeft},
+            warnings,
+        },
         shard_loop::Extra,
     },
     sockopt,
@@ -146,6 +152,7 @@ async fn serve(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU
         close_gen: Cell::new(0),
         push_gen: Cell::new(0),
         push: RefCell::new(None),
+        push_batch: RefCell::default(),
         push_writes: Cell::new(0),
         push_done: Cell::new(None),
         main_wake: Notify::new(),
@@ -245,6 +252,8 @@ struct Shard {
     /// Bumped by each push: connections open at that moment write it.
     push_gen: Cell<u32>,
     push: RefCell<Option<PushJob>>,
+    /// A push's frames sent in batches (io_uring), as the epoll server's.
+    push_batch: RefCell<PushBatch>,
     /// Push frames written by this shard, for the yield every [`PUSH_CHUNK`].
     push_writes: Cell<u64>,
     /// A push finished since the last report.
@@ -490,6 +499,8 @@ impl Shard {
             _ => return false,
         };
         let mut slots = self.conns.borrow_mut();
+        let mut batch = self.push_batch.borrow_mut();
+        let mut held = Vec::with_capacity(PUSH_SUBMIT);
         let mut written = 0;
         while written < PUSH_CHUNK && (at as usize) < slots.len() {
             let i = at;
@@ -506,6 +517,18 @@ impl Shard {
             };
             written += 1;
             let queued = conn.has_out();
+            if !queued && !conn.stream.is_tls() {
+                let mut frame = proto::push_frame(id, started);
+                let now = proto::stamp_push(&mut frame);
+                if batch.hold(u64::from(i), conn.stream.tcp(), true, &frame) {
+                    conn.push_gen = now_gen;
+                    held.push((i, now));
+                    if held.len() == PUSH_SUBMIT {
+                        self.push_flush(&mut batch, &mut held, &mut slots);
+                    }
+                    continue;
+                }
+            }
             match conn.push(self, id, started) {
                 Ok(()) if !queued && conn.has_out() => {
                     if let Some(w) = &slot.waker {
@@ -524,6 +547,7 @@ impl Shard {
                 }
             }
         }
+        self.push_flush(&mut batch, &mut held, &mut slots);
         let more = (at as usize) < slots.len();
         match self.push.borrow_mut().as_mut() {
             Some(j) if j.id == id => {
@@ -531,6 +555,62 @@ impl Shard {
                 more
             }
             _ => false,
+        }
+    }
+
+    /// Sends the frames `batch` holds (`held`: each one's slot and stamp), then settles
+    /// each: what a socket did not take whole is queued as [`Conn::push`] queues it (its
+    /// task woken for `writable`), a failed send ends its connection there.
+    fn push_flush(
+        &self,
+        batch: &mut PushBatch,
+        held: &mut Vec<(u32, u64)>,
+        slots: &mut Slots<Conn>,
+    ) {
+        if held.is_empty() {
+            return;
+        }
+        let (mut sent, mut left) = (0, Vec::new());
+        if let Err(e) = batch.flush(&mut sent, &mut left) {
+            // The frames' fate is unknown (they were submitted): counted as written, and
+            // the rest of the push goes by `write`.
+            self.warn(e.to_string());
+        }
+        self.c.borrow_mut().bytes_out += sent;
+        let mut failed = Vec::new();
+        for l in left {
+            let (i, e) = match l {
+                PushLeft::Rest(i, rest) => {
+                    let Some(slot) = slots.get_mut(i as u32) else {
+                        continue;
+                    };
+                    let Some(conn) = slot.conn.as_mut() else {
+                        continue;
+                    };
+                    match conn.send(&rest, &mut self.c.borrow_mut().bytes_out) {
+                        Ok(()) => {
+                            if let Some(w) = &slot.waker {
+                                w.wake_by_ref();
+                            }
+                            continue;
+                        }
+                        Err(e) => (i, e),
+                    }
+                }
+                PushLeft::Failed(i, e) => (i, e),
+            };
+            failed.push(i as u32);
+            if let Some(slot) = slots.get_mut(i as u32) {
+                if let Some(conn) = slot.conn.take() {
+                    self.finish(conn, End::Io(e));
+                }
+                if let Some(w) = &slot.waker {
+                    w.wake_by_ref();
+                }
+            }
+        }
+        for (i, now) in held.drain(..) {
+            self.settle_push((!failed.contains(&i)).then_some(now));
         }
     }
 
