@@ -25,7 +25,9 @@
 //! a TLS handshake or a goodbye, outside the slab, by the shard's `wake`). A push is
 //! written by the shard itself (`push_writer`): a walk of the slots, [`PUSH_CHUNK`] frames
 //! at a time with a turn for the tasks between chunks, writing each open WebSocket's frame
-//! through [`Conn::push`] as its task would, so no task runs for a push at all. A frame
+//! as its task would (through the epoll server's io_uring batch, `push_batch`, where the
+//! connection has no TLS and nothing queued; else [`Conn::push`]), so no task runs for a
+//! push at all. A frame
 //! the socket does not take whole is queued in the connection's [`Spill`] and only that
 //! task is woken, to wait for `writable` instead of `readable` (backpressure stays in one
 //! place); a failed write ends the connection there, its task finding its slot empty. The
