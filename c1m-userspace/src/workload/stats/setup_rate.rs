@@ -173,15 +173,10 @@ impl PeakSearch {
     /// The peak of `bins`, which changed since the last search only where
     /// [`PeakSearch::changed`] was told.
     pub(crate) fn peak(&mut self, bins: &[u64]) -> PeakRate {
-        let Some(last) = bins.iter().rposition(|&c| c > 0) else {
-            return PeakRate::NoConnection;
+        let ramp = match ramp_of(bins) {
+            Ok(r) => r,
+            Err(none) => return none,
         };
-        let ramp = last + 1;
-        if ramp < W {
-            return PeakRate::RampShorter {
-                ramp_s: bins_s(ramp),
-            };
-        }
         // A ramp only grows (bins only gain connections); should one seem shorter,
         // nothing past it is kept.
         self.changed(ramp);
@@ -211,6 +206,21 @@ impl PeakSearch {
             to_s: bins_s(start + len),
         }
     }
+}
+
+/// The ramp's length in bins (to its last bin with a connection), or the peak it has
+/// when none can be searched: no connection, or a ramp shorter than [`PEAK_WINDOW_MS`].
+fn ramp_of(bins: &[u64]) -> Result<usize, PeakRate> {
+    let Some(last) = bins.iter().rposition(|&c| c > 0) else {
+        return Err(PeakRate::NoConnection);
+    };
+    let ramp = last + 1;
+    if ramp < W {
+        return Err(PeakRate::RampShorter {
+            ramp_s: bins_s(ramp),
+        });
+    }
+    Ok(ramp)
 }
 
 /// `a` is denser than `b`, or as dense and earlier (then shorter).
@@ -265,15 +275,10 @@ mod tests {
     /// Every stretch of W to 2·W − 1 bins tried, the first densest kept: what the kept
     /// search must equal.
     fn brute_force(bins: &[u64]) -> PeakRate {
-        let Some(last) = bins.iter().rposition(|&c| c > 0) else {
-            return PeakRate::NoConnection;
+        let ramp = match ramp_of(bins) {
+            Ok(r) => r,
+            Err(none) => return none,
         };
-        let ramp = last + 1;
-        if ramp < W {
-            return PeakRate::RampShorter {
-                ramp_s: bins_s(ramp),
-            };
-        }
         let mut best = (0u64, 1usize, 0usize);
         for start in 0..=ramp - W {
             for len in W..(2 * W).min(ramp - start + 1) {
