@@ -10,7 +10,7 @@
 //! [`PushLeft`] for the shared code's usual path (the rest into the spill with `EPOLLOUT`,
 //! or the close). Frames go here only on a connection with nothing queued and no TLS;
 //! the tokio server's push writer sends through one too.
-//! without io_uring (disabled by sysctl, an old kernel) every frame is a `write`, as before.
+//! Without io_uring (disabled by sysctl, an old kernel) every frame is a `write`, as before.
 
 use std::{io, os::fd::AsRawFd};
 
@@ -27,21 +27,26 @@ type Frames = [PushFrame; PUSH_SUBMIT];
 /// The shard's push ring, made at its first push.
 pub(crate) struct PushBatch {
     ring: Ring,
-    /// The frames held, each with its connection's token: entry `i` is `frames[i]`.
-    frames: Box<Frames>,
+    /// The connections of the frames held: entry `i` is `frames[i]`.
     held: Vec<u64>,
+}
+
+/// A ring and the frames its sends point at, on the heap only once a shard pushes (3.3 KB).
+struct Sending {
+    ring: IoUring,
+    frames: Frames,
 }
 
 enum Ring {
     Untried,
-    Ready(Box<IoUring>),
+    Ready(Box<Sending>),
     /// No io_uring here, or it failed once: frames are written one by one.
     Unavailable,
 }
 
 impl Ring {
     /// The ring, made at the first call.
-    fn ready(&mut self) -> Option<&mut IoUring> {
+    fn ready(&mut self) -> Option<&mut Sending> {
         if let Ring::Untried = self {
             *self = match IoUring::builder()
                 .setup_single_issuer()
@@ -49,7 +54,10 @@ impl Ring {
                 .build(PUSH_SUBMIT as u32)
                 .or_else(|_| IoUring::new(PUSH_SUBMIT as u32))
             {
-                Ok(r) => Ring::Ready(Box::new(r)),
+                Ok(ring) => Ring::Ready(Box::new(Sending {
+                    ring,
+                    frames: [[0; size_of::<PushFrame>()]; PUSH_SUBMIT],
+                })),
                 Err(_) => Ring::Unavailable,
             };
         }
@@ -64,8 +72,7 @@ impl Default for PushBatch {
     fn default() -> PushBatch {
         PushBatch {
             ring: Ring::Untried,
-            frames: Box::new([[0; size_of::<PushFrame>()]; PUSH_SUBMIT]),
-            held: Vec::with_capacity(PUSH_SUBMIT),
+            held: Vec::new(),
         }
     }
 }
@@ -85,19 +92,19 @@ impl PushBatch {
         if !bare || i >= PUSH_SUBMIT {
             return false;
         }
-        let Some(ring) = self.ring.ready() else {
+        let Some(Sending { ring, frames }) = self.ring.ready() else {
             return false;
         };
-        self.frames[i] = *frame;
+        frames[i] = *frame;
         let e = opcode::Send::new(
             types::Fd(fd.as_raw_fd()),
-            self.frames[i].as_ptr(),
+            frames[i].as_ptr(),
             frame.len() as u32,
         )
         .flags(libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
         .build()
         .user_data(i as u64);
-        // SAFETY: the entry points into `self.frames[i]`, unchanged until `flush` has
+        // SAFETY: the entry points into `frames[i]`, on the heap and unchanged until `flush` has
         // reaped its completion (or, if that fails, never freed: see `flush`).
         if unsafe { ring.submission().push(&e) }.is_err() {
             // Never at fewer than PUSH_SUBMIT held (the queue's size): write it instead.
@@ -113,7 +120,7 @@ impl PushBatch {
         if self.held.is_empty() {
             return Ok(());
         }
-        let Ring::Ready(ring) = &mut self.ring else {
+        let Ring::Ready(sending) = &mut self.ring else {
             self.held.clear();
             return Ok(());
         };
@@ -122,16 +129,16 @@ impl PushBatch {
         // Every send completes inline (MSG_DONTWAIT), so one enter does it; the loop
         // only covers an interrupted one.
         for _ in 0..16 {
-            match ring.submit_and_wait(want - reaped) {
+            match sending.ring.submit_and_wait(want - reaped) {
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                 Err(e) => return Err(self.broken(e)),
             }
-            for c in ring.completion() {
+            for c in sending.ring.completion() {
                 reaped += 1;
                 let Some((&tok, frame)) = usize::try_from(c.user_data())
                     .ok()
-                    .and_then(|i| Some((self.held.get(i)?, self.frames.get(i)?)))
+                    .and_then(|i| Some((self.held.get(i)?, sending.frames.get(i)?)))
                 else {
                     continue;
                 };
@@ -174,10 +181,6 @@ impl PushBatch {
     /// The ring failed with sends maybe still in flight: the frames they point at are
     /// never freed, and no frame goes by the ring again.
     fn broken(&mut self, e: io::Error) -> io::Error {
-        std::mem::forget(std::mem::replace(
-            &mut self.frames,
-            Box::new([[0; size_of::<PushFrame>()]; PUSH_SUBMIT]),
-        ));
         if let Ring::Ready(r) = std::mem::replace(&mut self.ring, Ring::Unavailable) {
             std::mem::forget(r);
         }
