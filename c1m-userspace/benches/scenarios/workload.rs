@@ -63,6 +63,11 @@ pub struct BenchArgs {
     /// Give up on a phase (ramp, push delivery) after this long.
     #[arg(long, default_value = "300s", value_parser = c1m::duration::parse)]
     pub timeout: Duration,
+    /// Broadcasts with every server shard writing at once, before the paced one: a
+    /// 200k push lasts ~1.5 s, and a 0.4 s stall of this VM's CPU (seen by perf in 1 of 3
+    /// runs) would be most of a ratio's swing; `bench engines` takes their median.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=20))]
+    pub unpaced_pushes: u16,
     /// Print each scenario's figures as one JSON line instead of tables (read by
     /// `cargo xtask bench compare` and `engines`, which set them beside their references).
     #[arg(long)]
@@ -317,10 +322,10 @@ pub async fn bench_idle(a: &BenchArgs) -> Result<IdleFigures> {
     Ok(f)
 }
 
-/// N WebSocket connections and two broadcasts over them: all server shards writing at once
-/// (the seeds' way, fastest fan-out), then two shards per CPU at a time (readers get the
-/// CPU sooner, so per-message latency drops). Each push's histograms are its own: the
-/// second is the client's histogram after it minus the one before.
+/// N WebSocket connections and broadcasts over them: all server shards writing at once
+/// (the seeds' way, fastest fan-out; `--unpaced-pushes` of them), then two shards per CPU
+/// at a time (readers get the CPU sooner, so per-message latency drops). Each push's
+/// histograms are its own: the client's histogram after it minus the one before.
 pub async fn bench_push(a: &BenchArgs) -> Result<PushBench> {
     let n = a.connections.get();
     let base = mib::read().ok();
@@ -350,7 +355,7 @@ pub async fn bench_push(a: &BenchArgs) -> Result<PushBench> {
     let paced = 2 * std::thread::available_parallelism().map_or(1, |c| c.get());
     let figures = &mut bench.pushes;
     let mut before: Option<AppSnapshot> = None;
-    for writers in [0, paced] {
+    for writers in std::iter::repeat_n(0, usize::from(a.unpaced_pushes)).chain([paced]) {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let answer = control::call(&p.sctl, &format!("push {writers}")).await?;
         let id = serde_json::from_str::<serde_json::Value>(&answer)
