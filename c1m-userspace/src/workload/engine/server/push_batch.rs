@@ -239,6 +239,22 @@ mod tests {
         assert!(!batch.hold(1, &server, true, &frame(1)), "full");
     }
 
+    /// No io_uring (`kernel.io_uring_disabled`, a seccomp filter, an old kernel: the
+    /// ring's setup failed): every frame is given back for `write`, a flush does nothing.
+    /// The sysctl is box-wide, so the suite cannot switch it off under a running server.
+    #[test]
+    fn without_io_uring_every_frame_goes_by_write() {
+        let (server, _client) = pair();
+        let mut batch = PushBatch {
+            ring: Ring::Unavailable,
+            held: Vec::new(),
+        };
+        assert!(!batch.hold(1, &server, true, &frame(1)));
+        let (mut sent, mut left) = (0, Vec::new());
+        batch.flush(&mut sent, &mut left).unwrap();
+        assert_eq!((sent, left.len()), (0, 0));
+    }
+
     /// A socket whose send buffer is full takes none of the frame: it comes back whole,
     /// and once the peer has read, the usual write sends it; a reset peer's send fails.
     #[test]
