@@ -55,9 +55,12 @@ pub(crate) const ACCEPT_BURST: usize = 256;
 /// (the `push` bench scenario, two interleaved pairs each, last frame / per-message p99): 64 per
 /// step 9.91, 10.24 s / 55, 69 ms; 256: 9.51, 10.13 s / 111 ms; 1024: 9.20, 9.65 s /
 /// 200, 183 ms. Minimal C writers (no yield at all) took 9.53 s / 224–235 ms in the same
-/// hour: 1024 is the smallest step that keeps the fan-out within 10% of them, and its
-/// p99 stays below theirs. `--push-writers` trades back for sub-ms latency.
-pub(crate) const PUSH_CHUNK: usize = 1024;
+/// hour: 1024 was the smallest step that kept the fan-out within 10% of them. Since the
+/// frames go 128 to an `io_uring_enter` (`push_batch`) the writer is faster than theirs
+/// (last frame 0.87–0.99× at 1024) and its tail longer (p99 0.58–1.08×, p99.9 to 1.56×):
+/// 512 gives the readers the CPU twice as often. `--push-writers` trades back for sub-ms
+/// latency.
+pub(crate) const PUSH_CHUNK: usize = 512;
 
 /// After EMFILE, leave the listener alone this long instead of spinning on a connection we
 /// cannot take.
