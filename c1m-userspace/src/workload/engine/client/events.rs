@@ -7,6 +7,7 @@ use std::os::fd::AsFd;
 use super::{
     Shard,
     proto::{EchoStep, State},
+    send_on,
 };
 use crate::workload::{
     churn::ChurnOrder,
@@ -117,23 +118,9 @@ impl Shard {
         let Some(bytes) = self.p.echo_request(&mut conn.p) else {
             return;
         };
-        let before = interest(&conn.spill);
-        let fd = conn.fd.as_fd();
         let mut written = 0;
-        let r = send_sealed(
-            fd,
-            conn.tls.as_deref_mut(),
-            &mut self.wire,
-            &mut conn.spill,
-            bytes,
-            &mut written,
-        )
-        .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
-        self.p.c.bytes_out += written;
-        if let Err(e) = r {
-            closed_by(&e, &mut self.p.c.closed);
-            self.close_open(tok);
-        }
+        let r = send_on(ep, tok, conn, &mut self.wire, bytes, &mut written);
+        self.sent(tok, written, r);
     }
 
     pub(super) fn conn_event(&mut self, ep: &Epoll, tok: u64, ev: u32) {

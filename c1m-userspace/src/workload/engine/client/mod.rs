@@ -165,6 +165,28 @@ pub(crate) fn run(
     shard_loop::run(&mut s, &ep, &mut io)
 }
 
+/// Sends `bytes` on `conn` (sealed under TLS; what the socket does not take is queued and
+/// `EPOLLOUT` armed for it), adding what went out to `written`.
+fn send_on(
+    ep: &Epoll,
+    tok: u64,
+    conn: &mut Conn,
+    wire: &mut Vec<u8>,
+    bytes: &[u8],
+    written: &mut u64,
+) -> std::io::Result<()> {
+    let before = interest(&conn.spill);
+    send_sealed(
+        conn.fd.as_fd(),
+        conn.tls.as_deref_mut(),
+        wire,
+        &mut conn.spill,
+        bytes,
+        written,
+    )
+    .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill))
+}
+
 impl Engine for Shard {
     fn wait_ms(&mut self, next_tick: u64) -> i32 {
         self.pacing =
@@ -441,17 +463,13 @@ impl Shard {
         let Some(conn) = self.conns.get_mut(tok) else {
             return;
         };
-        let before = interest(&conn.spill);
         let mut written = 0;
-        let r = send_sealed(
-            conn.fd.as_fd(),
-            conn.tls.as_deref_mut(),
-            &mut self.wire,
-            &mut conn.spill,
-            &self.p.out,
-            &mut written,
-        )
-        .and_then(|_| rearm(ep, &conn.fd, tok, before, &conn.spill));
+        let r = send_on(ep, tok, conn, &mut self.wire, &self.p.out, &mut written);
+        self.sent(tok, written, r);
+    }
+
+    /// Counts what a send on an open `tok` wrote; its error closes it (cause counted).
+    fn sent(&mut self, tok: u64, written: u64, r: std::io::Result<()>) {
         self.p.c.bytes_out += written;
         if let Err(e) = r {
             closed_by(&e, &mut self.p.c.closed);
