@@ -23,7 +23,7 @@ use crate::workload::{
     engine::{
         MAX_PENDING_OUT, closed_by,
         server::{
-            proto::{self, Action, WsState, ws_input_beat},
+            proto::{self, Action, PushFrame, WsState, ws_input_beat},
             warnings,
         },
     },
@@ -602,14 +602,12 @@ impl Conn {
         r
     }
 
-    /// Writes push `id`'s frame (the shard's loop, to a connection open when it began)
-    /// and settles it with the push. What the socket does not take is queued; the caller
-    /// wakes the task to wait for `writable`.
-    pub(super) fn push(&mut self, sh: &Shard, id: u64, started: u64) -> io::Result<()> {
+    /// Writes a push's `frame`, stamped at `now` (the shard's loop, to a connection open
+    /// when it began), and settles it with the push. What the socket does not take is
+    /// queued; the caller wakes the task to wait for `writable`.
+    pub(super) fn push(&mut self, sh: &Shard, frame: &PushFrame, now: u64) -> io::Result<()> {
         self.push_gen = sh.push_gen.get();
-        let mut frame = proto::push_frame(id, started);
-        let now = proto::stamp_push(&mut frame);
-        let r = self.send(&frame, &mut sh.c.borrow_mut().bytes_out);
+        let r = self.send(frame, &mut sh.c.borrow_mut().bytes_out);
         sh.settle_push(r.as_ref().ok().map(|()| now));
         r
     }

@@ -503,6 +503,8 @@ impl Shard {
         let mut slots = self.conns.borrow_mut();
         let mut batch = self.push_batch.borrow_mut();
         let mut held = Vec::with_capacity(PUSH_SUBMIT);
+        // Built once a chunk, stamped per connection, as the epoll server's `push_step`.
+        let mut frame = proto::push_frame(id, started);
         let mut written = 0;
         while written < PUSH_CHUNK && (at as usize) < slots.len() {
             let i = at;
@@ -519,19 +521,19 @@ impl Shard {
             };
             written += 1;
             let queued = conn.has_out();
-            if !queued && !conn.stream.is_tls() {
-                let mut frame = proto::push_frame(id, started);
-                let now = proto::stamp_push(&mut frame);
-                if batch.hold(u64::from(i), conn.stream.tcp(), true, &frame) {
-                    conn.push_gen = now_gen;
-                    held.push((i, now));
-                    if held.len() == PUSH_SUBMIT {
-                        self.push_flush(&mut batch, &mut held, &mut slots);
-                    }
-                    continue;
+            let now = proto::stamp_push(&mut frame);
+            if !queued
+                && !conn.stream.is_tls()
+                && batch.hold(u64::from(i), conn.stream.tcp(), true, &frame)
+            {
+                conn.push_gen = now_gen;
+                held.push((i, now));
+                if held.len() == PUSH_SUBMIT {
+                    self.push_flush(&mut batch, &mut held, &mut slots);
                 }
+                continue;
             }
-            match conn.push(self, id, started) {
+            match conn.push(self, &frame, now) {
                 Ok(()) if !queued && conn.has_out() => {
                     if let Some(w) = &slot.waker {
                         w.wake_by_ref();
