@@ -384,15 +384,39 @@ fn compare(o: &Opts) -> Result<()> {
         loads.push(BoxLoad::now(settle()));
         let mut c = Figures::default();
         let mut m = Figures::default();
-        // Interleaved: C, c1m, per scenario, so a pair shares one moment of the box.
-        (c.raw_rate, c.raw_kernel) = ref_ramp(&exe, n, sp, cp, src, false, &format!("{r}rc"))?.0;
-        (m.raw_rate, m.raw_kernel) = c1m_idle(n, src, &format!("{r}rm"))?;
-        let ((rate, k), push) = ref_ramp(&exe, n, sp, cp, src, true, &format!("{r}wc"))?;
-        (c.ws_rate, c.ws_kernel) = (rate, k);
-        if let Some((last, got, msg)) = push {
-            (c.push_last_s, c.push_received, c.push_msg_us) = (last, got, msg);
+        // Interleaved per scenario, so a pair shares one moment of the box, and the order
+        // turns each round (C first, then c1m first, ...) as `bench uring`'s does: the box
+        // drifts within a bench (there, C's WebSocket setup ran at 14.1k, 19.7k and
+        // 22.3k/s over three rounds, 2026-12-05), and a fixed order gives one side the
+        // same place in that drift every round.
+        let c_first = r % 2 == 0;
+        for scenario in 0..2 {
+            for c_turn in [c_first, !c_first] {
+                match (scenario, c_turn) {
+                    (0, true) => {
+                        (c.raw_rate, c.raw_kernel) =
+                            ref_ramp(&exe, n, sp, cp, src, false, &format!("{r}rc"))?.0;
+                    }
+                    (0, false) => {
+                        (m.raw_rate, m.raw_kernel) = c1m_idle(n, src, &format!("{r}rm"))?;
+                    }
+                    (_, true) => {
+                        let ((rate, k), push) =
+                            ref_ramp(&exe, n, sp, cp, src, true, &format!("{r}wc"))?;
+                        (c.ws_rate, c.ws_kernel) = (rate, k);
+                        if let Some((last, got, msg)) = push {
+                            (c.push_last_s, c.push_received, c.push_msg_us) = (last, got, msg);
+                        }
+                    }
+                    (_, false) => c1m_push(n, src, &format!("{r}wm"), &mut m)?,
+                }
+            }
         }
-        c1m_push(n, src, &format!("{r}wm"), &mut m)?;
+        println!(
+            "   round {}: {} ran first",
+            r + 1,
+            if c_first { "C" } else { "c1m" }
+        );
         println!("   round {}: C {c:?}", r + 1);
         println!("   round {}: c1m {m:?}", r + 1);
         rounds.push((c, m));
