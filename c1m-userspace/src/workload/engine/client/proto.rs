@@ -4,31 +4,30 @@
 use std::{
     collections::BTreeMap,
     mem,
-    sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering},
-    },
+    sync::{Arc, atomic::AtomicU64},
 };
 
 use anyhow::Result;
-use rustix::io::Errno;
 
+mod echo;
+mod message_rate;
+mod push;
 mod server_messages;
+mod warnings;
+
+use echo::fill_payload;
 
 use crate::workload::{
     churn,
     config::{ClientShardConfig, Mode},
     engine::{
-        Sink, failure_of, pace,
+        Sink, pace,
         shard_loop::{Extra, Reporter},
     },
     heartbeat::{self, Visit},
     messages::{self, ConnMessages},
-    push_format::{PushFormat, Stamp},
-    push_rule::PushInstant,
-    stats::{
-        self, counters::Counters, histograms::Hists, report::PushStat, setup_rate::TIMELINE_BIN_MS,
-    },
+    push_format::PushFormat,
+    stats::{self, counters::Counters, histograms::Hists, setup_rate::TIMELINE_BIN_MS},
     sys::{self, splitmix64},
     ws::{
         Decoder, Event, Fragment, Opcode, Role,
@@ -304,69 +303,6 @@ impl Proto {
         self.rep.send(sink, &self.c, x, force, closed_all)
     }
 
-    /// A teardown gave up waiting for the server to close `n` connections.
-    pub(crate) fn warn_close_unanswered(&mut self, n: u64) {
-        self.warn_once(16, || {
-            format!(
-                "teardown: the server did not close {n} connection(s) within {} s of our close \
-                 frame (RFC 6455 §7.1.1: the server closes first); closed them, and the rest \
-                 right after their close frame",
-                CLOSE_STALL_NS / 1_000_000_000
-            )
-        });
-    }
-
-    /// One warning line per kind of failure (bit per kind), so a storm of EADDRNOTAVAIL
-    /// is one clear message, not a million.
-    fn warn_once(&mut self, bit: u32, msg: impl FnOnce() -> String) {
-        if self.warned & bit == 0 {
-            self.warned |= bit;
-            self.rep.warnings.push(msg());
-        }
-    }
-
-    /// Counts a failed connect (or a failure before the connection opened) and says why once.
-    pub(crate) fn connect_failed(&mut self, e: &std::io::Error, g: u64) {
-        failure_of(e, &mut self.c.failures);
-        let (src, dst) = self.cfg.endpoints(g);
-        self.warn_failure(e, src, dst);
-    }
-
-    fn warn_failure(
-        &mut self,
-        e: &std::io::Error,
-        src: Option<std::net::SocketAddr>,
-        dst: std::net::SocketAddr,
-    ) {
-        let from = src
-            .map(|s| s.ip().to_string())
-            .unwrap_or_else(|| "the default source".into());
-        match sys::errno(e) {
-            Some(Errno::MFILE | Errno::NFILE) => {
-                let open = self.open_in_process.load(Ordering::Relaxed);
-                self.warn_once(1, || {
-                    format!(
-                        "connect: {e} with {open} sockets open in this process (RLIMIT_NOFILE): \
-                         the client shards by itself only up to what it was asked for; raise `ulimit -n` \
-                         or pass --workers to spread over more processes"
-                    )
-                })
-            }
-            Some(Errno::ADDRNOTAVAIL | Errno::ADDRINUSE) => self.warn_once(2, || {
-                format!(
-                    "connect {from} -> {dst}: {e}: the source address/port space for this destination is \
-                     exhausted (one source address gives each server port one ephemeral range, \
-                     net.ipv4.ip_local_port_range): add --source addresses (e.g. --source 127.0.0.2-127.0.0.41) \
-                     or more server --ports"
-                )
-            }),
-            Some(Errno::CONNREFUSED) => self.warn_once(4, || {
-                format!("connect {from} -> {dst}: connection refused: is the server listening on every --ports port?")
-            }),
-            _ => self.warn_once(8, || format!("connect {from} -> {dst}: {e}")),
-        }
-    }
-
     /// The TCP connect of `conn` completed at `now`: its latencies.
     pub(crate) fn connected(&mut self, conn: &ConnProto, now: u64) {
         if conn.reopen {
@@ -459,25 +395,6 @@ impl Proto {
         (splitmix64(self.mask_ctr) as u32).to_ne_bytes()
     }
 
-    /// The next echo request of an open `conn`, if more are wanted (its send time is now).
-    pub(crate) fn echo_request(&mut self, conn: &mut ConnProto) -> Option<&[u8]> {
-        let wanted = self.echo_limit.is_none_or(|lim| u64::from(conn.seq) < lim);
-        if !wanted || conn.state != State::Open {
-            return None;
-        }
-        fill_payload(conn.g, conn.seq, &mut self.payload);
-        conn.t_ns = sys::monotonic_ns();
-        conn.got = 0;
-        if self.cfg.mode == Mode::Ws {
-            let key = self.mask_key();
-            self.out.clear();
-            encode_frame(&mut self.out, Opcode::Binary, &self.payload, Some(key));
-            Some(&self.out)
-        } else {
-            Some(&self.payload)
-        }
-    }
-
     /// RFC 6455 §7.1.2: the goodbye of a client teardown, a close frame (1000, normal), so
     /// a peer records a clean close rather than 1006, abnormal.
     pub(crate) fn close_frame(&mut self) -> &[u8] {
@@ -490,31 +407,6 @@ impl Proto {
             Some(key),
         );
         &self.out
-    }
-
-    /// Raw TCP echo: checks the reply against the payload it must equal, piece by piece.
-    pub(crate) fn echo_input(&mut self, conn: &mut ConnProto, data: &[u8]) -> EchoStep {
-        let expecting = self.echo_limit.is_none_or(|lim| u64::from(conn.seq) < lim);
-        let at = conn.got as usize;
-        let n = data.len();
-        let ok = expecting && at + n <= self.payload.len() && {
-            fill_payload(conn.g, conn.seq, &mut self.payload);
-            self.payload[at..at + n] == *data
-        };
-        if !ok {
-            return EchoStep::Mismatch;
-        }
-        conn.got += n as u32;
-        if conn.got as usize != self.payload.len() {
-            return EchoStep::Partial;
-        }
-        self.hists.record(
-            stats::histograms::ECHO_RTT,
-            sys::monotonic_ns().saturating_sub(conn.t_ns) / 1000,
-        );
-        conn.seq += 1;
-        self.c.echo_round_trips += 1;
-        EchoStep::RoundTrip
     }
 
     /// WebSocket client input: the upgrade response while in handshake, then frames. Pongs,
@@ -664,138 +556,9 @@ impl Proto {
         messages::ended(&mut self.c.messages, conn_messages(conn));
     }
 
-    /// `--message-rate`: appends to [`Proto::out`] the message of an open `conn` scheduled
-    /// at `scheduled_ns`, sent at `now` (counted; nothing appended when the connection has
-    /// too many out, counted capped). False: none (not open, no message rate, or the
-    /// teardown is draining).
-    pub(crate) fn message(&mut self, conn: &mut ConnProto, scheduled_ns: u64, now: u64) -> bool {
-        let Some(cfg) = self.cfg.messages else {
-            return false;
-        };
-        if conn.state != State::Open || self.draining || self.cfg.mode == Mode::Hold {
-            return false;
-        }
-        let Some(seq) = messages::sent(
-            &mut self.c.messages,
-            &cfg,
-            conn_messages(conn),
-            scheduled_ns,
-            now,
-        ) else {
-            // Capped (counted): this one is skipped, the schedule goes on.
-            return true;
-        };
-        let ws = self.cfg.mode == Mode::Ws;
-        let mask = ws.then(|| self.mask_key());
-        messages::encode(
-            &mut self.out,
-            &mut self.msg_scratch,
-            &cfg,
-            scheduled_ns,
-            seq,
-            ws,
-            mask,
-        );
-        true
-    }
-
     /// Every connection of the shard was attempted and none is still in flight.
     pub(crate) fn ramp_finished(&self) -> bool {
         self.c.attempted >= self.cfg.count && self.c.in_flight == 0
-    }
-
-    /// An echo of one of our messages, stamped (`scheduled_ns`, `seq`): timed from its
-    /// schedule if it is the one `conn` waits for, else counted unmatched.
-    fn on_message(&mut self, conn: &mut ConnProto, scheduled_ns: u64, seq: u32) {
-        let now = sys::monotonic_ns();
-        if let Some(us) = messages::received(
-            &mut self.c.messages,
-            conn_messages(conn),
-            scheduled_ns,
-            seq,
-            now,
-        ) {
-            self.hists.record(stats::histograms::MESSAGE, us);
-        }
-    }
-
-    /// Raw echo mode with `--message-rate`: the whole messages at the start of `data`
-    /// matched (a stamp that is not ours counts unmatched); returns the bytes used (the
-    /// rest is the start of a message, for the next read).
-    pub(crate) fn message_input(&mut self, conn: &mut ConnProto, data: &[u8]) -> usize {
-        let Some(cfg) = self.cfg.messages else {
-            return data.len();
-        };
-        let size = cfg.size as usize;
-        let mut used = 0;
-        while data.len() - used >= size {
-            match messages::decode(&data[used..used + size]) {
-                Some((at, seq)) => self.on_message(conn, at, seq),
-                None => self.c.messages.unmatched += 1,
-            }
-            used += size;
-        }
-        used
-    }
-
-    /// A push, timed by the run's rule (workload/push_rule.rs): per message from the
-    /// broadcast start or the frame's write (c1m's frame carries both; a foreign frame's
-    /// one stamp is what it is), fan-out from the trigger instant the push was marked
-    /// with. A c1m frame of a push marked without an instant (clients on other hosts,
-    /// or a push nobody here triggered) is timed for fan-out from its broadcast start.
-    fn on_push(&mut self, stamp: Stamp) {
-        // On the server's clock: its stamps are compared with it.
-        let now = sys::realtime_ns().saturating_add_signed(self.cfg.clock_offset_ns);
-        let (mark_id, trigger) = self.mark;
-        let (id, per_message_from, fanout_from) = match stamp {
-            Stamp::C1m {
-                id,
-                started_unix_ns,
-                written_unix_ns,
-            } => (
-                id,
-                match self.cfg.push_latency {
-                    PushInstant::Broadcast => started_unix_ns,
-                    PushInstant::Write => written_unix_ns,
-                },
-                if id == mark_id && trigger > 0 {
-                    trigger
-                } else {
-                    started_unix_ns
-                },
-            ),
-            Stamp::At(at) => (mark_id, at, trigger),
-        };
-        // No trigger: the push is known by its stamp alone.
-        let known_from = if fanout_from > 0 {
-            fanout_from
-        } else {
-            per_message_from
-        };
-        self.c.pushes_received += 1;
-        self.hists.record(
-            stats::histograms::PUSH_MESSAGE,
-            now.saturating_sub(per_message_from) / 1000,
-        );
-        if fanout_from > 0 {
-            self.hists.record(
-                stats::histograms::PUSH_FANOUT,
-                now.saturating_sub(fanout_from) / 1000,
-            );
-        }
-        let e = self.rep.pushes.entry(id).or_insert(PushStat {
-            push_id: id,
-            started_unix_ns: known_from,
-            ..Default::default()
-        });
-        e.merge(&PushStat {
-            push_id: id,
-            started_unix_ns: known_from,
-            count: 1,
-            first_unix_ns: now,
-            last_unix_ns: now,
-        });
-        self.rep.dirty_pushes.insert(id);
     }
 }
 
@@ -821,16 +584,6 @@ pub(crate) fn ws_key(seed: u64, g: u64) -> handshake::Key {
     n[..8].copy_from_slice(&a.to_le_bytes());
     n[8..].copy_from_slice(&b.to_le_bytes());
     handshake::Key::from_nonce(n)
-}
-
-/// The echo payload of round trip `seq` on connection `g`: derived, so the reply is checked
-/// byte for byte without keeping a copy per connection.
-pub(crate) fn fill_payload(g: u64, seq: u32, out: &mut [u8]) {
-    let base = splitmix64(g.rotate_left(32) ^ u64::from(seq));
-    for (i, chunk) in out.chunks_mut(8).enumerate() {
-        let w = splitmix64(base ^ i as u64).to_le_bytes();
-        chunk.copy_from_slice(&w[..chunk.len()]);
-    }
 }
 
 #[cfg(test)]
