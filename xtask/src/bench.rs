@@ -389,18 +389,18 @@ fn compare(o: &Opts) -> Result<()> {
         // drifts within a bench (there, C's WebSocket setup ran at 14.1k, 19.7k and
         // 22.3k/s over three rounds, 2026-12-05), and a fixed order gives one side the
         // same place in that drift every round.
-        let c_first = r % 2 == 0;
-        for scenario in 0..2 {
-            for c_turn in [c_first, !c_first] {
-                match (scenario, c_turn) {
-                    (0, true) => {
+        let first = if r % 2 == 0 { Subject::C } else { Subject::C1m };
+        for scenario in [Scenario::Raw, Scenario::WebSocket] {
+            for subject in [first, first.other()] {
+                match (scenario, subject) {
+                    (Scenario::Raw, Subject::C) => {
                         (c.raw_rate, c.raw_kernel) =
                             ref_ramp(&exe, n, sp, cp, src, false, &format!("{r}rc"))?.0;
                     }
-                    (0, false) => {
+                    (Scenario::Raw, Subject::C1m) => {
                         (m.raw_rate, m.raw_kernel) = c1m_idle(n, src, &format!("{r}rm"))?;
                     }
-                    (_, true) => {
+                    (Scenario::WebSocket, Subject::C) => {
                         let ((rate, k), push) =
                             ref_ramp(&exe, n, sp, cp, src, true, &format!("{r}wc"))?;
                         (c.ws_rate, c.ws_kernel) = (rate, k);
@@ -408,21 +408,49 @@ fn compare(o: &Opts) -> Result<()> {
                             (c.push_last_s, c.push_received, c.push_msg_us) = (last, got, msg);
                         }
                     }
-                    (_, false) => c1m_push(n, src, &format!("{r}wm"), &mut m)?,
+                    (Scenario::WebSocket, Subject::C1m) => {
+                        c1m_push(n, src, &format!("{r}wm"), &mut m)?
+                    }
                 }
             }
         }
-        println!(
-            "   round {}: {} ran first",
-            r + 1,
-            if c_first { "C" } else { "c1m" }
-        );
+        println!("   round {}: {} ran first", r + 1, first.name());
         println!("   round {}: C {c:?}", r + 1);
         println!("   round {}: c1m {m:?}", r + 1);
         rounds.push((c, m));
     }
     print_ratios(&rounds, &loads);
     Ok(())
+}
+
+/// A scenario of `bench compare`: the raw TCP ramp, or the WebSocket ramp and its push.
+#[derive(Clone, Copy)]
+enum Scenario {
+    Raw,
+    WebSocket,
+}
+
+/// Who runs in a pair of `bench compare`.
+#[derive(Clone, Copy)]
+enum Subject {
+    C,
+    C1m,
+}
+
+impl Subject {
+    fn other(self) -> Subject {
+        match self {
+            Subject::C => Subject::C1m,
+            Subject::C1m => Subject::C,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Subject::C => "C",
+            Subject::C1m => "c1m",
+        }
+    }
 }
 
 /// The goals of c1m against the C programs (issue "ahead of the floor"), each per round.
