@@ -8,10 +8,17 @@ use rustix::io::Errno;
 use super::{CLOSE_STALL_NS, Proto};
 use crate::workload::{engine::failure_of, sys};
 
+/// [`Proto`]'s warning bits for the failures said here; `server_messages.rs` holds bits 5–7.
+const WARN_FD_LIMIT: u32 = 1 << 0;
+const WARN_SOURCE_PORTS: u32 = 1 << 1;
+const WARN_REFUSED: u32 = 1 << 2;
+const WARN_OTHER: u32 = 1 << 3;
+const WARN_CLOSE_UNANSWERED: u32 = 1 << 4;
+
 impl Proto {
     /// A teardown gave up waiting for the server to close `n` connections.
     pub(crate) fn warn_close_unanswered(&mut self, n: u64) {
-        self.warn_once(16, || {
+        self.warn_once(WARN_CLOSE_UNANSWERED, || {
             format!(
                 "teardown: the server did not close {n} connection(s) within {} s of our close \
                  frame (RFC 6455 §7.1.1: the server closes first); closed them, and the rest \
@@ -49,7 +56,7 @@ impl Proto {
         match sys::errno(e) {
             Some(Errno::MFILE | Errno::NFILE) => {
                 let open = self.open_in_process.load(Ordering::Relaxed);
-                self.warn_once(1, || {
+                self.warn_once(WARN_FD_LIMIT, || {
                     format!(
                         "connect: {e} with {open} sockets open in this process (RLIMIT_NOFILE): \
                          the client shards by itself only up to what it was asked for; raise `ulimit -n` \
@@ -57,7 +64,7 @@ impl Proto {
                     )
                 })
             }
-            Some(Errno::ADDRNOTAVAIL | Errno::ADDRINUSE) => self.warn_once(2, || {
+            Some(Errno::ADDRNOTAVAIL | Errno::ADDRINUSE) => self.warn_once(WARN_SOURCE_PORTS, || {
                 format!(
                     "connect {from} -> {dst}: {e}: the source address/port space for this destination is \
                      exhausted (one source address gives each server port one ephemeral range, \
@@ -65,10 +72,10 @@ impl Proto {
                      or more server --ports"
                 )
             }),
-            Some(Errno::CONNREFUSED) => self.warn_once(4, || {
+            Some(Errno::CONNREFUSED) => self.warn_once(WARN_REFUSED, || {
                 format!("connect {from} -> {dst}: connection refused: is the server listening on every --ports port?")
             }),
-            _ => self.warn_once(8, || format!("connect {from} -> {dst}: {e}")),
+            _ => self.warn_once(WARN_OTHER, || format!("connect {from} -> {dst}: {e}")),
         }
     }
 }
