@@ -32,7 +32,27 @@ use crate::{
     util::{c1m_binary, is_root},
 };
 
-const SUBJECTS: [&str; 3] = ["C", "epoll", "uring"];
+/// Who runs in a round: the C programs, or c1m (server and client) on one engine. The
+/// discriminant is the subject's column in a round's figures.
+#[derive(Clone, Copy)]
+enum Subject {
+    C = 0,
+    Epoll = 1,
+    Uring = 2,
+}
+
+impl Subject {
+    const ALL: [Subject; 3] = [Subject::C, Subject::Epoll, Subject::Uring];
+
+    /// As printed, and for c1m's subjects the value of `--engine`.
+    fn name(self) -> &'static str {
+        match self {
+            Subject::C => "C",
+            Subject::Epoll => "epoll",
+            Subject::Uring => "uring",
+        }
+    }
+}
 /// Where cgroup v2 is mounted on this box (hybrid: v1 controllers beside it); plain v2
 /// systems have it at /sys/fs/cgroup.
 const CGROUP_ROOTS: [&str; 2] = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"];
@@ -95,12 +115,13 @@ pub fn run(n: u64, rounds: u32, profile: Option<&Path>) -> Result<()> {
         let mut f = [Figures::default(); 3];
         for k in 0..3 {
             let i = (k + r as usize) % 3;
+            let subject = Subject::ALL[i];
             let tag = format!("{r}u{i}");
             let ns = Netns::new(&tag)?;
             let mut w = Counted::new(cg_root, &tag)?;
-            w.profile = profile.map(|d| d.join(format!("{}-{}", r + 1, SUBJECTS[i])));
-            f[i] = match SUBJECTS[i] {
-                "C" => {
+            w.profile = profile.map(|d| d.join(format!("{}-{}", r + 1, subject.name())));
+            f[i] = match subject {
+                Subject::C => {
                     let ((rate, _), push) = ref_ramp_watched(
                         &ns,
                         &ref_exe,
@@ -119,13 +140,13 @@ pub fn run(n: u64, rounds: u32, profile: Option<&Path>) -> Result<()> {
                         ..Figures::default()
                     }
                 }
-                engine => c1m_run(&ns, &mut w, engine, n, &tag)?,
+                Subject::Epoll | Subject::Uring => c1m_run(&ns, &mut w, subject.name(), n, &tag)?,
             };
             f[i].setup_syscalls = w.counts[0].0;
             f[i].push_syscalls = w.counts[1].0;
             f[i].setup_cpu_ms = w.counts[0].1;
             f[i].push_cpu_ms = w.counts[1].1;
-            println!("   round {}: {:<5} {:?}", r + 1, SUBJECTS[i], f[i]);
+            println!("   round {}: {:<5} {:?}", r + 1, subject.name(), f[i]);
         }
         all.push(f);
     }
@@ -134,8 +155,9 @@ pub fn run(n: u64, rounds: u32, profile: Option<&Path>) -> Result<()> {
 }
 
 fn print_tables(all: &[[Figures; 3]], loads: &[BoxLoad]) {
-    for (j, reference) in [(0, "C"), (1, "epoll")] {
-        let per = |f: fn(&Figures) -> f64| all.iter().map(|x| (f(&x[2]), f(&x[j]))).collect();
+    for reference in [Subject::C, Subject::Epoll] {
+        let (j, u) = (reference as usize, Subject::Uring as usize);
+        let per = |f: fn(&Figures) -> f64| all.iter().map(|x| (f(&x[u]), f(&x[j]))).collect();
         let rows = [
             Row {
                 figure: "WebSocket setup",
@@ -178,7 +200,7 @@ fn print_tables(all: &[[Figures; 3]], loads: &[BoxLoad]) {
                 better: Better::Lower,
                 // Against C only: the epoll server sends a push's frames through a ring
                 // too (`engine::server::push_batch`), so against epoll the same count.
-                goal: (j == 0).then_some(1.0),
+                goal: matches!(reference, Subject::C).then_some(1.0),
                 rounds: per(Figures::per_frame),
             },
             Row {
@@ -189,7 +211,10 @@ fn print_tables(all: &[[Figures; 3]], loads: &[BoxLoad]) {
                 rounds: per(Figures::cpu_per_frame_us),
             },
         ];
-        println!("{}", bench_table::render("uring", reference, loads, &rows));
+        println!(
+            "{}",
+            bench_table::render("uring", reference.name(), loads, &rows)
+        );
     }
 }
 
