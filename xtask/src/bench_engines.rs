@@ -1,7 +1,7 @@
 //! `cargo xtask bench engines`: c1m's tokio engine against its epoll engine, both sides
 //! (server and client) on the engine under test, interleaved per scenario with the order
 //! swapped every round, each run in a fresh network namespace. Printed: setup rate (raw
-//! TCP and WebSocket), push fan-out (last frame) and per-message p99 (each the median of
+//! TCP and WebSocket) and the CPU per connection it took (both sides), push fan-out (last frame) and per-message p99 (each the median of
 //! [`PUSHES`] unpaced pushes in the run), user-space bytes per
 //! idle connection on each side, echo round trips/s on 2,000 connections, and the ratios
 //! tokio / epoll per round in a table with each round's box load (goals: WebSocket setup
@@ -28,9 +28,12 @@ const PUSHES: u16 = 3;
 #[derive(Debug, Default, Clone, Copy)]
 struct Figures {
     raw_rate: f64,
+    /// CPU per connection set up, µs (both sides, user and system).
+    raw_cpu_us: f64,
     server_bytes: f64,
     client_bytes: f64,
     ws_rate: f64,
+    ws_cpu_us: f64,
     ws_server_bytes: f64,
     ws_client_bytes: f64,
     push_last_s: f64,
@@ -73,11 +76,13 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
                 match scenario {
                     "idle" => {
                         x.raw_rate = num("rate_per_s");
+                        x.raw_cpu_us = v["setup_cpu"]["total_us"].as_f64().unwrap_or(0.0);
                         x.server_bytes = num("server_bytes_per_conn");
                         x.client_bytes = num("client_bytes_per_conn");
                     }
                     "push" => {
                         x.ws_rate = num("rate_per_s");
+                        x.ws_cpu_us = v["setup_cpu"]["total_us"].as_f64().unwrap_or(0.0);
                         x.ws_server_bytes = num("server_bytes_per_conn");
                         x.ws_client_bytes = num("client_bytes_per_conn");
                         let unpaced: Vec<&serde_json::Value> = v["pushes"]
@@ -121,6 +126,21 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
             better: Better::Higher,
             goal: Some(0.9),
             rounds: per(|f| f.ws_rate),
+        },
+        // What the rates cost, steadier than the rates on a box whose speed drifts.
+        Row {
+            figure: "CPU per raw TCP connection set up",
+            unit: "µs",
+            better: Better::Lower,
+            goal: None,
+            rounds: per(|f| f.raw_cpu_us),
+        },
+        Row {
+            figure: "CPU per WebSocket set up",
+            unit: "µs",
+            better: Better::Lower,
+            goal: None,
+            rounds: per(|f| f.ws_cpu_us),
         },
         Row {
             figure: "push, last frame received (median)",

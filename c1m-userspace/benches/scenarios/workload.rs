@@ -91,6 +91,7 @@ pub struct IdleFigures {
     pub connect_us: Percentiles,
     /// The kernel's TCP counters' movement during the ramp (this network namespace).
     pub setup_kernel: Option<MibCounters>,
+    pub setup_cpu: SetupCpu,
 }
 
 /// Figures of the `push` scenario: its WebSocket ramp, then each broadcast.
@@ -100,11 +101,58 @@ pub struct PushBench {
     pub ramp_s: f64,
     pub rate_per_s: f64,
     pub setup_kernel: Option<MibCounters>,
+    pub setup_cpu: SetupCpu,
     /// User-space bytes per idle WebSocket connection before the pushes (the `idle`
     /// scenario's are raw TCP's: a WebSocket's upgrade may leave more behind).
     pub server_bytes_per_conn: f64,
     pub client_bytes_per_conn: f64,
     pub pushes: Vec<PushFigures>,
+}
+
+/// CPU per connection set up, µs, by side and mode (user, system), all of a side's
+/// processes (supervisor and workers) from the client's start to the ramp's end. Steadier
+/// than the setup rate on a box whose speed drifts: the same engines at 300k read 80.6 and
+/// 80.2 µs (tokio), 66.0 and 68.7 (epoll) while their rates swung 22.2k-27.0k.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct SetupCpu {
+    pub server_user_us: f64,
+    pub server_sys_us: f64,
+    pub client_user_us: f64,
+    pub client_sys_us: f64,
+    pub total_us: f64,
+}
+
+/// Clock ticks (user, system) of a process and its children (a side's supervisor and its
+/// worker processes), read from `/proc`. A worker gone before the read takes its ticks
+/// with it: read while the pair runs.
+fn tree_ticks(pid: u32) -> (u64, u64) {
+    let Ok(all) = procfs::process::all_processes() else {
+        return (0, 0);
+    };
+    all.filter_map(|p| p.ok()?.stat().ok())
+        .filter(|st| st.pid as u32 == pid || st.ppid as u32 == pid)
+        .fold((0, 0), |(u, s), st| (u + st.utime, s + st.stime))
+}
+
+/// Both sides' ticks: (server user, server system, client user, client system).
+fn pair_ticks(p: &Pair) -> [u64; 4] {
+    let side = |c: &Child| c.id().map_or((0, 0), tree_ticks);
+    let ((su, ss), (cu, cs)) = (side(&p.server), side(&p.client));
+    [su, ss, cu, cs]
+}
+
+impl SetupCpu {
+    fn between(before: [u64; 4], after: [u64; 4], connections: u64) -> SetupCpu {
+        let us = 1e6 / procfs::ticks_per_second() as f64 / connections.max(1) as f64;
+        let d = |i: usize| after[i].saturating_sub(before[i]) as f64 * us;
+        SetupCpu {
+            server_user_us: d(0),
+            server_sys_us: d(1),
+            client_user_us: d(2),
+            client_sys_us: d(3),
+            total_us: (0..4).map(d).sum(),
+        }
+    }
 }
 
 /// Figures of one broadcast of the `push` scenario.
@@ -292,7 +340,9 @@ pub async fn bench_idle(a: &BenchArgs) -> Result<IdleFigures> {
     let n = a.connections.get();
     let base = mib::read().ok();
     let p = Pair::start(a, "hold", n, &[]).await?;
-    ramped(&p, a, n).await?;
+    let ticks = pair_ticks(&p);
+    let c = ramped(&p, a, n).await?;
+    let setup_cpu = SetupCpu::between(ticks, pair_ticks(&p), c.counters.connected);
     settled(&p, a).await?;
     let setup_kernel = kernel_since(base);
     // Let allocator and kernel settle before reading RSS.
@@ -317,6 +367,7 @@ pub async fn bench_idle(a: &BenchArgs) -> Result<IdleFigures> {
         server_worker_open_min: opens.iter().copied().min().unwrap_or(0),
         connect_us: c.percentiles.get("connect_us").copied().unwrap_or_default(),
         setup_kernel,
+        setup_cpu,
     };
     p.stop(n).await?;
     Ok(f)
@@ -332,7 +383,9 @@ pub async fn bench_push(a: &BenchArgs) -> Result<PushBench> {
     // Per message from each frame's write: what the writers' pacing changes (the lab's
     // default, from the broadcast start, is the fan-out's to each frame).
     let p = Pair::start(a, "ws", n, &["--push-latency", "write"]).await?;
+    let ticks = pair_ticks(&p);
     let c = ramped(&p, a, n).await?;
+    let setup_cpu = SetupCpu::between(ticks, pair_ticks(&p), c.counters.connected);
     let open = settled(&p, a).await?;
     let setup_kernel = kernel_since(base);
     let ramp_s = c.setup_steps.last().map(|x| x.at_s).unwrap_or(0.0);
@@ -348,6 +401,7 @@ pub async fn bench_push(a: &BenchArgs) -> Result<PushBench> {
             0.0
         },
         setup_kernel,
+        setup_cpu,
         server_bytes_per_conn: ss.rss_per_connection_bytes.unwrap_or(0.0),
         client_bytes_per_conn: cs.rss_per_connection_bytes.unwrap_or(0.0),
         pushes: Vec::new(),
@@ -464,6 +518,14 @@ fn print_idle(f: &IdleFigures) {
     );
     print!("{}", f.connect_us.table("   connect latency"));
     print_setup_kernel(&f.setup_kernel, f.connections);
+    print_setup_cpu(&f.setup_cpu);
+}
+
+fn print_setup_cpu(c: &SetupCpu) {
+    println!(
+        "   CPU per connection set up: {:.1} µs (server {:.1} user + {:.1} system, client {:.1} + {:.1})",
+        c.total_us, c.server_user_us, c.server_sys_us, c.client_user_us, c.client_sys_us
+    );
 }
 
 fn print_push(f: &PushFigures) {
@@ -531,6 +593,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
                     b.connections, b.ramp_s, b.rate_per_s
                 );
                 print_setup_kernel(&b.setup_kernel, b.connections);
+                print_setup_cpu(&b.setup_cpu);
                 println!(
                     "   user-space memory per idle WebSocket: server {:.0} B, client {:.0} B",
                     b.server_bytes_per_conn, b.client_bytes_per_conn
