@@ -1063,11 +1063,14 @@ fn ipv6_gauge_and_kernel_memory_of_2000_idle_connections_match_slabinfo_and_sock
         "no IPv4 object counted"
     );
     // TCPv6 is ours alone; inodes and files are shared with every process on the
-    // box, so their delta carries others' churn (measured here: 0.04-0.10% off).
+    // box, so their delta carries others' churn (measured here: 0.04-0.10% off), and so
+    // does sockstat's TCP memory, which counts every namespace's buffers: a suite test
+    // beside this one held 128 pages for the whole settle window (2026-12-05, 3.54% of
+    // these 4,001 sockets' 15 MB), so the shared figure's bound is 6%, not 3.
     let error = tcpv6_before.error_of(&m, "TCPv6 alone:");
     assert!(error < 0.01, "TCPv6: {:.2}% apart", error * 100.0);
-    let error = before.settled_error_of(&m, "IPv6", 0.03);
-    assert!(error < 0.03, "{:.2}% apart", error * 100.0);
+    let error = before.settled_error_of(&m, "IPv6", 0.06);
+    assert!(error < 0.06, "{:.2}% apart", error * 100.0);
 }
 
 /// `n` connections to `addr`, accepted on `listener`: both ends of each.
