@@ -53,6 +53,7 @@ impl Subject {
         }
     }
 }
+
 /// Where cgroup v2 is mounted on this box (hybrid: v1 controllers beside it); plain v2
 /// systems have it at /sys/fs/cgroup.
 const CGROUP_ROOTS: [&str; 2] = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"];
