@@ -1,9 +1,10 @@
 //! `cargo xtask bench engines`: c1m's tokio engine against its epoll engine, both sides
 //! (server and client) on the engine under test, interleaved per scenario with the order
 //! swapped every round, each run in a fresh network namespace. Printed: setup rate (raw
-//! TCP and WebSocket) and the CPU per connection it took (both sides), push fan-out (last frame) and per-message p99 (each the median of
-//! [`PUSHES`] unpaced pushes in the run), user-space bytes per
-//! idle connection on each side, echo round trips/s on 2,000 connections, and the ratios
+//! TCP and WebSocket) and the CPU per connection it took (both sides), push fan-out
+//! (last frame) and per-message p99 (each the median of [`PUSHES`] unpaced pushes in the
+//! run), user-space bytes per idle connection on each side, echo round trips/s on 2,000
+//! connections, and the ratios
 //! tokio / epoll per round in a table with each round's box load (goals: WebSocket setup
 //! and push ≥ 0.9× epoll, ≤ 512 B per idle server connection).
 

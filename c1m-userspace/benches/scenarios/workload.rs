@@ -110,7 +110,8 @@ pub struct PushBench {
 }
 
 /// CPU per connection set up, µs, by side and mode (user, system), all of a side's
-/// processes (supervisor and workers) from the client's start to the ramp's end. Steadier
+/// processes (supervisor and workers) from the client's start until the bench sees the
+/// ramp end (it asks every 0.5 s, so up to 0.5 s of the tail is in it). Steadier
 /// than the setup rate on a box whose speed drifts: the same engines at 300k read 80.6 and
 /// 80.2 µs (tokio), 66.0 and 68.7 (epoll) while their rates swung 22.2k-27.0k.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
