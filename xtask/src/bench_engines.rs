@@ -4,9 +4,9 @@
 //! TCP and WebSocket) and the CPU per connection it took (both sides), push fan-out
 //! (last frame) and per-message p99 (each the median of [`PUSHES`] unpaced pushes in the
 //! run), user-space bytes per idle connection on each side, echo round trips/s on 2,000
-//! connections, and the ratios
-//! tokio / epoll per round in a table with each round's box load (goals: WebSocket setup
-//! and push ≥ 0.9× epoll, ≤ 512 B per idle server connection).
+//! connections, and the ratios tokio / epoll per round in a table with each round's box
+//! load (goals: WebSocket setup and push ≥ 0.9× epoll, ≤ 512 B per idle server
+//! connection).
 
 use anyhow::Result;
 
