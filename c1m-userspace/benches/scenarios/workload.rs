@@ -123,35 +123,28 @@ pub struct SetupCpu {
     pub total_us: f64,
 }
 
-/// Clock ticks (user, system) of a process and its children (a side's supervisor and its
-/// worker processes), read from `/proc`. A worker gone before the read takes its ticks
-/// with it: read while the pair runs.
-fn tree_ticks(pid: u32) -> (u64, u64) {
-    let Ok(all) = procfs::process::all_processes() else {
-        return (0, 0);
-    };
-    all.filter_map(|p| p.ok()?.stat().ok())
-        .filter(|st| st.pid as u32 == pid || st.ppid as u32 == pid)
-        .fold((0, 0), |(u, s), st| (u + st.utime, s + st.stime))
-}
-
-/// Both sides' ticks: (server user, server system, client user, client system).
-fn pair_ticks(p: &Pair) -> [u64; 4] {
-    let side = |c: &Child| c.id().map_or((0, 0), tree_ticks);
-    let ((su, ss), (cu, cs)) = (side(&p.server), side(&p.client));
-    [su, ss, cu, cs]
-}
-
 impl SetupCpu {
-    fn between(before: [u64; 4], after: [u64; 4], connections: u64) -> SetupCpu {
-        let us = 1e6 / procfs::ticks_per_second() as f64 / connections.max(1) as f64;
-        let d = |i: usize| after[i].saturating_sub(before[i]) as f64 * us;
+    /// From the sides' own CPU figures (`AppSnapshot::cpu_*_s`: every process of a side,
+    /// read by its supervisor when asked): the server's before the client started and at
+    /// the ramp's end; the client's whole life to the ramp's end (it starts with it).
+    fn between(
+        server_before: &AppSnapshot,
+        server_after: &AppSnapshot,
+        client_after: &AppSnapshot,
+        connections: u64,
+    ) -> SetupCpu {
+        let us = |s: f64| s.max(0.0) * 1e6 / connections.max(1) as f64;
+        let (su, ss) = (
+            us(server_after.cpu_user_s - server_before.cpu_user_s),
+            us(server_after.cpu_sys_s - server_before.cpu_sys_s),
+        );
+        let (cu, cs) = (us(client_after.cpu_user_s), us(client_after.cpu_sys_s));
         SetupCpu {
-            server_user_us: d(0),
-            server_sys_us: d(1),
-            client_user_us: d(2),
-            client_sys_us: d(3),
-            total_us: (0..4).map(d).sum(),
+            server_user_us: su,
+            server_sys_us: ss,
+            client_user_us: cu,
+            client_sys_us: cs,
+            total_us: su + ss + cu + cs,
         }
     }
 }
@@ -341,9 +334,14 @@ pub async fn bench_idle(a: &BenchArgs) -> Result<IdleFigures> {
     let n = a.connections.get();
     let base = mib::read().ok();
     let p = Pair::start(a, "hold", n, &[]).await?;
-    let ticks = pair_ticks(&p);
+    let server_before = stats(&p.sctl).await?;
     let c = ramped(&p, a, n).await?;
-    let setup_cpu = SetupCpu::between(ticks, pair_ticks(&p), c.counters.connected);
+    let setup_cpu = SetupCpu::between(
+        &server_before,
+        &stats(&p.sctl).await?,
+        &c,
+        c.counters.connected,
+    );
     settled(&p, a).await?;
     let setup_kernel = kernel_since(base);
     // Let allocator and kernel settle before reading RSS.
@@ -384,9 +382,14 @@ pub async fn bench_push(a: &BenchArgs) -> Result<PushBench> {
     // Per message from each frame's write: what the writers' pacing changes (the lab's
     // default, from the broadcast start, is the fan-out's to each frame).
     let p = Pair::start(a, "ws", n, &["--push-latency", "write"]).await?;
-    let ticks = pair_ticks(&p);
+    let server_before = stats(&p.sctl).await?;
     let c = ramped(&p, a, n).await?;
-    let setup_cpu = SetupCpu::between(ticks, pair_ticks(&p), c.counters.connected);
+    let setup_cpu = SetupCpu::between(
+        &server_before,
+        &stats(&p.sctl).await?,
+        &c,
+        c.counters.connected,
+    );
     let open = settled(&p, a).await?;
     let setup_kernel = kernel_since(base);
     let ramp_s = c.setup_steps.last().map(|x| x.at_s).unwrap_or(0.0);
