@@ -29,11 +29,16 @@ use super::{config::ShardCommand, engine::Commands, ws::Fragment};
 
 pub(crate) use super::engine::{REPORT_EVERY_NS, ShardIo, Sink, shard_loop::Reporter};
 
-/// The shard's runtime: one thread (the shard's own), I/O and timers.
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
+/// The shard's runtime: one thread (the shard's own), I/O and timers, running `!Send`
+/// tasks (`spawn_local`) itself. A `LocalRuntime` rather than a `LocalSet` on a runtime:
+/// a task woken by the I/O driver goes straight to the runtime's run queue, where a
+/// `LocalSet` queued it, woke the runtime and had the `block_on` future (the shard's
+/// loop) polled again at every turn. Server user CPU a connection over 300k-connection
+/// WebSocket ramps, interleaved: 6.6, 6.8, 6.7, 7.4 µs against 7.9, 7.0, 8.0, 7.9 µs.
+pub(crate) fn runtime() -> Result<tokio::runtime::LocalRuntime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()
+        .build_local(Default::default())
         .context("tokio runtime for a shard")
 }
 

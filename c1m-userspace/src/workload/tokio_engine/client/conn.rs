@@ -20,7 +20,7 @@ use tokio::{
     time::Sleep,
 };
 
-use super::{Shared, goodbye, instant_of, start, switch};
+use super::{Shared, deadlines::Step, goodbye, instant_of, start, switch};
 use crate::workload::{
     churn,
     config::Mode,
@@ -77,7 +77,7 @@ pub(super) fn counted(
     }
 }
 
-/// The connect timeout, on the heap only while the connection is not open yet.
+/// A clock's timer, on the heap only while the clock runs.
 pub(super) type Timer = Option<Pin<Box<Sleep>>>;
 
 /// An open connection's clocks: the heartbeat's next slot, the next message's timer and
@@ -98,16 +98,25 @@ enum Woke<T> {
     Message,
 }
 
-/// `f`, unless the timer (if any) fires first (None).
-async fn within<T>(timer: &mut Timer, f: impl Future<Output = T>) -> Option<T> {
-    match timer {
-        None => Some(f.await),
-        Some(t) => tokio::select! {
-            biased;
-            v = f => Some(v),
-            () = t.as_mut() => None,
-        },
-    }
+/// `f`, unless the setup step (if any) is overdue first (None): the shard's sweep wakes
+/// the task then (see `deadlines`).
+async fn within<T>(step: Option<&Step<'_>>, f: impl Future<Output = T>) -> Option<T> {
+    let Some(step) = step else {
+        return Some(f.await);
+    };
+    let mut f = pin!(f);
+    poll_fn(|cx| {
+        if let Poll::Ready(v) = f.as_mut().poll(cx) {
+            return Poll::Ready(Some(v));
+        }
+        let mut q = step.queue().borrow_mut();
+        if q.overdue(step.number()) {
+            return Poll::Ready(None);
+        }
+        q.wait(step.number(), cx.waker());
+        Poll::Pending
+    })
+    .await
 }
 
 impl Conn {
@@ -141,7 +150,7 @@ impl Conn {
                         if sh.p.borrow().cfg.churn.is_some() && !sh.closing.get() {
                             sh.board.borrow_mut().join(self.board_place(&sh));
                         }
-                        self.serve(&sh, s, &mut None).await;
+                        self.serve(&sh, s, None).await;
                     }
                 });
                 // Like `select!`, but `teardown` is polled only to register the task's waker
@@ -307,14 +316,10 @@ impl Conn {
         let Some(s) = stream.as_ref().map(Stream::tcp) else {
             return false;
         };
-        let timeout_ms = sh.p.borrow().cfg.connect_timeout_ms;
-        let deadline = self
-            .p
-            .t_ns
-            .saturating_add(timeout_ms.saturating_mul(1_000_000));
-        let mut timer: Timer = Some(Box::pin(tokio::time::sleep_until(instant_of(deadline))));
+        // Timed from `connect()`, as the epoll client times it.
+        let mut step = Step::begin(&sh.setups, self.p.t_ns);
         if !done {
-            let r = match within(&mut timer, s.ready(Interest::WRITABLE)).await {
+            let r = match within(Some(&step), s.ready(Interest::WRITABLE)).await {
                 None => {
                     sh.p.borrow_mut().c.failures.timed_out += 1;
                     return false;
@@ -340,7 +345,7 @@ impl Conn {
         // client: a worker starved for 12-20 s at 1.73M saw its connects complete and
         // called the upgrade timed out in the same turn, timed from `connect()`. A reopen
         // (churn) keeps its `connect()` call's deadline, as there.
-        self.restart_step(&mut timer, timeout_ms, connected_ns);
+        self.restart_step(&mut step, connected_ns);
         // With TLS: when its handshake ended, where the WebSocket handshake's time starts
         // (so `tls_handshake` and `ws_handshake` add up, as in the epoll client).
         let mut tls_done_ns = None;
@@ -348,7 +353,10 @@ impl Conn {
             && let Some(Stream::Tcp(s)) = stream.take()
         {
             *stream = {
-                let r = within(&mut timer, connector.connect(name.clone(), s)).await;
+                // Boxed: a TLS handshake's state (~1.9 KB, rustls's connection inline)
+                // made every setup future that size, moved to the heap at each connect.
+                let connect = Box::pin(connector.connect(name.clone(), s));
+                let r = within(Some(&step), connect).await;
                 let mut p = sh.p.borrow_mut();
                 match r {
                     None => {
@@ -374,7 +382,7 @@ impl Conn {
                         let done = sys::monotonic_ns();
                         p.tls_handshaken(&self.p, connected_ns, done);
                         tls_done_ns = Some(done);
-                        self.restart_step(&mut timer, timeout_ms, done);
+                        self.restart_step(&mut step, done);
                         Some(Stream::tls(t, &mut p.c.tls_handshakes))
                     }
                 }
@@ -387,27 +395,24 @@ impl Conn {
         if self.begin(&mut sh.p.borrow_mut(), s, now) == Flow::End {
             return false;
         }
-        self.serve(sh, s, &mut timer).await
+        self.serve(sh, s, Some(&step)).await
     }
 
-    /// The next setup step's deadline: `timeout_ms` from `now` (a first open only).
-    fn restart_step(&self, timer: &mut Timer, timeout_ms: u64, now: u64) {
-        if let Some(t) = timer.as_mut()
-            && !self.p.reopen
-        {
-            let limit = timeout_ms.saturating_mul(1_000_000);
-            t.as_mut().reset(instant_of(now.saturating_add(limit)));
+    /// The next setup step begins at `now` and is timed from there (a first open only).
+    fn restart_step(&self, step: &mut Step<'_>, now: u64) {
+        if !self.p.reopen {
+            step.restart(now);
         }
     }
 
-    /// Reads and writes until the connection ends (false), or, with a timer (during
-    /// setup), until it opens (true) or the timer fires (false, counted as timed out).
-    async fn serve(&mut self, sh: &Shared, s: &mut Stream, timer: &mut Timer) -> bool {
+    /// Reads and writes until the connection ends (false), or, within a setup step, until
+    /// it opens (true) or the step is overdue (false, counted as timed out).
+    async fn serve(&mut self, sh: &Shared, s: &mut Stream, step: Option<&Step<'_>>) -> bool {
         let mode = sh.p.borrow().cfg.mode;
         // `--heartbeat` and `--message-rate`, once open: the connection's clocks, on the
         // heap (an idle task without either carries 8 bytes for them), rebuilt when a
         // phase switches them (`switched` is the switch count they were built at).
-        let open = timer.is_none();
+        let open = step.is_none();
         let mut switched = sh.switches.get();
         let mut clocks = if open {
             self.clocks(sh, mode, sys::monotonic_ns())
@@ -415,7 +420,7 @@ impl Conn {
             None
         };
         loop {
-            if timer.is_some() && self.p.state == State::Open {
+            if !open && self.p.state == State::Open {
                 return true;
             }
             if self.pending_out().is_some() || s.tls_pending() {
@@ -423,7 +428,7 @@ impl Conn {
                 // sealed) waits for the socket.
                 let r = {
                     let out = self.pending_out().map_or(&[][..], |o| &o[..]);
-                    within(timer, poll_fn(|cx| s.poll_send(cx, out))).await
+                    within(step, poll_fn(|cx| s.poll_send(cx, out))).await
                 };
                 let mut p = sh.p.borrow_mut();
                 match r {
@@ -455,7 +460,7 @@ impl Conn {
                 Poll::Ready(Ok::<_, io::Error>(rb.filled().len()))
             });
             let r = match clocks.as_deref_mut() {
-                None if !open => within(timer, read).await,
+                None if !open => within(step, read).await,
                 c => {
                     // Input first, then a switch, then the clocks (as a biased `select!`,
                     // in less room). An open connection: no connect timer.
@@ -565,5 +570,31 @@ impl Conn {
                 return false;
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // panics are the assertions in tests
+mod tests {
+    use super::*;
+    use crate::workload::tokio_engine::runtime;
+
+    /// A connection's setup is one heap allocation, made and moved at every connect:
+    /// keep it small (a TLS handshake inline made it 2,400 B; boxed apart, 432 B).
+    #[test]
+    fn a_setup_future_stays_small() {
+        let rt = runtime().unwrap();
+        rt.block_on(async {
+            let sh = Shared::new(super::super::tests::cfg(), Default::default()).unwrap();
+            let permit = sh.slots.clone().try_acquire_owned().unwrap();
+            let mut conn = Conn {
+                p: ConnProto::new(0, 0),
+                spill: None,
+            };
+            let mut stream = None;
+            let size = size_of_val(&conn.setup(&sh, &mut stream, true, permit));
+            eprintln!("setup future: {size} B");
+            assert!(size <= 512, "the setup future grew to {size} B");
+        });
     }
 }

@@ -1,4 +1,4 @@
-//! The tokio client shard: a task per connection on a `LocalSet`, sharing the shard's
+//! The tokio client shard: a task per connection on the shard's `LocalRuntime`, sharing the shard's
 //! [`Proto`] (counters, histograms, WebSocket and echo logic, the same as the epoll
 //! engine's) through an `Rc<RefCell<…>>`, since every task runs on the shard's one thread.
 //!
@@ -9,10 +9,10 @@
 //!   owns no buffer. Partial frames (`BytesMut`) and unsent output own heap until consumed.
 //!   `poll_read` rather than `readable()` + `try_read`: tokio clears readiness on a short
 //!   read there, saving the `EAGAIN` read per message.
-//! - The connect timeout is a boxed `Sleep` dropped once the connection is open, so an
-//!   idle task's future does not carry a timer. It bounds the TLS handshake too (with
-//!   `--tls`, tokio-rustls's `TlsConnector::connect` on the connected socket), as in the
-//!   epoll engine.
+//! - The connect timeout is a shard-level queue of setup steps swept at the report tick
+//!   (`deadlines`), as the epoll client's, not a timer per connection, so an idle task's
+//!   future carries none. It bounds the TLS handshake too (with `--tls`, tokio-rustls's
+//!   `TlsConnector::connect` on the connected socket), as in the epoll engine.
 //! - Teardown is one `Notify::notify_waiters` that reaches every task's `Notified` (part
 //!   of the task, no per-connection channel); the shard waits until the last task is gone.
 
@@ -32,17 +32,18 @@ use rustls::pki_types::ServerName;
 use tokio::{
     net::TcpStream,
     sync::{Notify, OwnedSemaphorePermit, Semaphore},
-    task::LocalSet,
     time::Instant,
 };
 use tokio_rustls::TlsConnector;
 
 mod conn;
+mod deadlines;
 mod goodbye;
 mod input;
 mod switch;
 
 use conn::Conn;
+use deadlines::Deadlines;
 
 use super::{
     AsyncCommands, REPORT_EVERY_NS, ShardIo, Sink, churn_board::Board, runtime, stream::Stream,
@@ -83,6 +84,8 @@ struct Shared {
     started: Cell<bool>,
     /// Next local connection index to start.
     next: Cell<u64>,
+    /// The connect timeout of the connections in setup (see `deadlines`).
+    setups: RefCell<Deadlines>,
     /// Connects and handshakes in flight, then teardown goodbyes waiting for their server
     /// (`--in-flight`: `permits` in all).
     slots: Arc<Semaphore>,
@@ -111,7 +114,7 @@ pub(crate) fn run(
 ) -> Result<()> {
     let rt = runtime()?;
     let ShardIo { commands, mut sink } = io;
-    LocalSet::new().block_on(&rt, async move {
+    rt.block_on(async move {
         let cmds = AsyncCommands::new(commands).context("shard command source")?;
         shard(cfg, cmds, &mut sink, open_in_process).await
     })
@@ -198,6 +201,12 @@ async fn shard(
         let now = Instant::now();
         if now >= next_tick {
             next_tick = now + every;
+            let limit =
+                sh.p.borrow()
+                    .cfg
+                    .connect_timeout_ms
+                    .saturating_mul(1_000_000);
+            sh.setups.borrow_mut().sweep(sys::monotonic_ns(), limit);
             let closed_all = sh.closing.get() && sh.live.get() == 0;
             sh.report(sink, false, closed_all)?;
         }
@@ -237,6 +246,7 @@ impl Shared {
             started: Cell::new(false),
             next: Cell::new(0),
             slots: Arc::new(Semaphore::new(permits)),
+            setups: RefCell::default(),
         })
     }
 
@@ -439,7 +449,7 @@ mod tests {
     use super::*;
     use crate::workload::{config::EngineKind, push_format::PushFormat};
 
-    fn cfg() -> ClientShardConfig {
+    pub(super) fn cfg() -> ClientShardConfig {
         ClientShardConfig {
             shard: 0,
             engine: EngineKind::Tokio,
@@ -475,7 +485,7 @@ mod tests {
     #[test]
     fn a_connection_task_stays_small() {
         let rt = runtime().unwrap();
-        LocalSet::new().block_on(&rt, async {
+        rt.block_on(async {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let stream = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
             let sh = Rc::new(Shared::new(cfg(), Arc::default()).unwrap());

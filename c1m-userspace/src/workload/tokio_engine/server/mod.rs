@@ -1,6 +1,6 @@
 //! The tokio server shard: the same listeners, modes, push, caps and reports as the epoll
 //! server (`engine::server`), written as a tokio server is written. A current-thread
-//! runtime with a `LocalSet`: an accept task per listener, a task per connection, and the
+//! `LocalRuntime` (see `tokio_engine::runtime`): an accept task per listener, a task per connection, and the
 //! shard's state in one `Rc<Shard>` the tasks share without atomics (`RefCell`s, never
 //! borrowed across an `.await`).
 //!
@@ -77,7 +77,7 @@ use tokio::{
     io::{Interest, unix::AsyncFd},
     net::TcpStream,
     sync::Notify,
-    task::{AbortHandle, LocalSet},
+    task::AbortHandle,
     time::{Instant, MissedTickBehavior},
 };
 use tokio_rustls::TlsAcceptor;
@@ -112,7 +112,7 @@ pub(crate) fn run(
     open_in_process: Arc<AtomicU64>,
 ) -> Result<()> {
     let rt = runtime()?;
-    LocalSet::new().block_on(&rt, serve(cfg, io, open_in_process))
+    rt.block_on(serve(cfg, io, open_in_process))
 }
 
 async fn serve(cfg: ServerShardConfig, io: ShardIo, open_in_process: Arc<AtomicU64>) -> Result<()> {
