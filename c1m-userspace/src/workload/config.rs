@@ -159,6 +159,11 @@ pub(crate) struct ClientShardConfig {
 }
 
 impl ClientShardConfig {
+    /// `--connect-timeout`, each setup step's limit, in ns (both clients' sweeps).
+    pub(crate) fn connect_timeout_ns(&self) -> u64 {
+        self.connect_timeout_ms.saturating_mul(1_000_000)
+    }
+
     /// Source and destination of the connection with global index `g`.
     ///
     /// Destinations rotate fastest, then sources, so the N connections are spread evenly

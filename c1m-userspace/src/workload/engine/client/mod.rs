@@ -482,7 +482,7 @@ impl Shard {
             self.pending.clear();
             return;
         }
-        let limit = self.p.cfg.connect_timeout_ms * 1_000_000;
+        let limit = self.p.cfg.connect_timeout_ns();
         let now = sys::monotonic_ns();
         // Oldest first: stop at the first attempt still in flight and not yet expired.
         // In flight is before open: a connection that opened and is now closing (churned,

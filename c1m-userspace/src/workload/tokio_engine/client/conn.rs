@@ -105,16 +105,10 @@ async fn within<T>(step: Option<&Step<'_>>, f: impl Future<Output = T>) -> Optio
         return Some(f.await);
     };
     let mut f = pin!(f);
-    poll_fn(|cx| {
-        if let Poll::Ready(v) = f.as_mut().poll(cx) {
-            return Poll::Ready(Some(v));
-        }
-        let mut q = step.queue().borrow_mut();
-        if q.overdue(step.number()) {
-            return Poll::Ready(None);
-        }
-        q.wait(step.number(), cx.waker());
-        Poll::Pending
+    poll_fn(|cx| match f.as_mut().poll(cx) {
+        Poll::Ready(v) => Poll::Ready(Some(v)),
+        Poll::Pending if step.overdue_else_wait(cx.waker()) => Poll::Ready(None),
+        Poll::Pending => Poll::Pending,
     })
     .await
 }

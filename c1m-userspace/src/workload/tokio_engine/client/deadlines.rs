@@ -6,8 +6,8 @@
 //!
 //! Each setup step (connect, TLS handshake, WebSocket upgrade) is numbered in the order it
 //! began; the timeout is one for the shard, so the front of the queue is always the next
-//! step due. A step past its deadline and still pending is overdue: the sweep wakes its
-//! task (by the waker the task left), which then sees it overdue and ends.
+//! step due. A step past its deadline and not ended is overdue: the sweep wakes its task
+//! (by the waker the task left), which then sees it overdue and ends.
 
 use std::{cell::RefCell, collections::VecDeque, task::Waker};
 
@@ -17,15 +17,15 @@ pub(super) struct Deadlines {
     steps: VecDeque<Entry>,
     /// The number of the step at the front of `steps`.
     base: u64,
-    /// Steps numbered below this that are still pending are overdue.
+    /// Steps numbered below this that are not ended are overdue.
     cutoff: u64,
 }
 
 struct Entry {
     /// When the step began (monotonic ns): its deadline is this plus the timeout.
     began_ns: u64,
-    pending: bool,
-    /// The task to wake if the step is overdue (None until the task first waits).
+    /// The task to wake if the step is overdue: None until the task first waits, and
+    /// once the step ended.
     waker: Option<Waker>,
 }
 
@@ -35,7 +35,6 @@ impl Deadlines {
         let n = self.base + self.steps.len() as u64;
         self.steps.push_back(Entry {
             began_ns,
-            pending: true,
             waker: None,
         });
         n
@@ -44,7 +43,6 @@ impl Deadlines {
     /// Step `n` is over (done, or its connection ended): no wake, no timeout.
     fn end(&mut self, n: u64) {
         if let Some(e) = self.entry(n) {
-            e.pending = false;
             e.waker = None;
         }
     }
@@ -55,12 +53,12 @@ impl Deadlines {
     }
 
     /// Whether step `n` timed out (checked by its task, which ends it).
-    pub(super) fn overdue(&self, n: u64) -> bool {
+    fn overdue(&self, n: u64) -> bool {
         n < self.cutoff
     }
 
     /// Step `n`'s task waits: the sweep wakes it if the step is overdue.
-    pub(super) fn wait(&mut self, n: u64, waker: &Waker) {
+    fn wait(&mut self, n: u64, waker: &Waker) {
         if let Some(e) = self.entry(n)
             && !e.waker.as_ref().is_some_and(|w| w.will_wake(waker))
         {
@@ -69,15 +67,13 @@ impl Deadlines {
     }
 
     /// At a report tick: the steps older than `limit_ns` at `now_ns` leave the queue, and
-    /// those still pending are overdue and their tasks woken.
+    /// those not ended are overdue and their tasks woken.
     pub(super) fn sweep(&mut self, now_ns: u64, limit_ns: u64) {
         while let Some(e) = self.steps.front_mut() {
             if now_ns.saturating_sub(e.began_ns) <= limit_ns {
                 break;
             }
-            if e.pending
-                && let Some(w) = e.waker.take()
-            {
+            if let Some(w) = e.waker.take() {
                 w.wake();
             }
             self.steps.pop_front();
@@ -111,12 +107,14 @@ impl<'a> Step<'a> {
         self.n = q.begin(began_ns);
     }
 
-    pub(super) fn number(&self) -> u64 {
-        self.n
-    }
-
-    pub(super) fn queue(&self) -> &'a RefCell<Deadlines> {
-        self.queue
+    /// True if this step timed out; else its task waits (`waker` is woken if it does).
+    pub(super) fn overdue_else_wait(&self, waker: &Waker) -> bool {
+        let mut q = self.queue.borrow_mut();
+        if q.overdue(self.n) {
+            return true;
+        }
+        q.wait(self.n, waker);
+        false
     }
 }
 
@@ -160,19 +158,19 @@ mod tests {
         let b = Step::begin(&q, 110); // pending, waits
         let c = Step::begin(&q, 120); // pending, never waited yet
         a.restart(150);
-        q.borrow_mut().wait(b.number(), &waker);
-        q.borrow_mut().wait(a.number(), &waker);
+        q.borrow_mut().wait(b.n, &waker);
+        q.borrow_mut().wait(a.n, &waker);
         // At 131 with a timeout of 20: the steps begun at 100 and 110 are past it.
         q.borrow_mut().sweep(131, 20);
         let d = q.borrow();
-        assert!(d.overdue(b.number()));
-        assert!(!d.overdue(c.number()) && !d.overdue(a.number()));
+        assert!(d.overdue(b.n));
+        assert!(!d.overdue(c.n) && !d.overdue(a.n));
         drop(d);
         assert_eq!(woken.0.load(Ordering::Relaxed), 1, "only b's task is woken");
         // c's deadline passes; a (began 150) is within it. Dropped steps are never woken.
         drop(b);
         q.borrow_mut().sweep(145, 20);
-        assert!(q.borrow().overdue(c.number()) && !q.borrow().overdue(a.number()));
+        assert!(q.borrow().overdue(c.n) && !q.borrow().overdue(a.n));
         drop((a, c));
         q.borrow_mut().sweep(1_000, 20);
         assert!(q.borrow().steps.is_empty());

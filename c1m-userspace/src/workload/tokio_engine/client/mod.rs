@@ -201,11 +201,7 @@ async fn shard(
         let now = Instant::now();
         if now >= next_tick {
             next_tick = now + every;
-            let limit =
-                sh.p.borrow()
-                    .cfg
-                    .connect_timeout_ms
-                    .saturating_mul(1_000_000);
+            let limit = sh.p.borrow().cfg.connect_timeout_ns();
             sh.setups.borrow_mut().sweep(sys::monotonic_ns(), limit);
             let closed_all = sh.closing.get() && sh.live.get() == 0;
             sh.report(sink, false, closed_all)?;
