@@ -1,6 +1,7 @@
-//! The tokio client shard: a task per connection on the shard's `LocalRuntime`, sharing the shard's
-//! [`Proto`] (counters, histograms, WebSocket and echo logic, the same as the epoll
-//! engine's) through an `Rc<RefCell<…>>`, since every task runs on the shard's one thread.
+//! The tokio client shard: a task per connection on the shard's `LocalRuntime`, sharing
+//! the shard's [`Proto`] (counters, histograms, WebSocket and echo logic, the same as the
+//! epoll engine's) through an `Rc<RefCell<…>>`, since every task runs on the shard's one
+//! thread.
 //!
 //! - A pacing task starts connects on the epoll engine's schedule (`pace`), holding a
 //!   `Semaphore` permit per connect-and-handshake in flight (`--in-flight`).
