@@ -14,6 +14,7 @@
 mod churn_board;
 pub(crate) mod client;
 pub(crate) mod server;
+mod slots;
 pub(crate) mod stream;
 
 use std::{

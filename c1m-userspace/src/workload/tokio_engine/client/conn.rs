@@ -1,7 +1,15 @@
-//! A client connection's task: its setup (connect, TLS and WebSocket handshakes within
-//! the connect timeout, holding an in-flight slot), its read loop with the clocks of an
-//! open connection, and its end (teardown, churn, or its own). What it does with the
-//! bytes it reads, and what it sends, is in `input`.
+//! A client connection's task and its life: its setup (connect, TLS and WebSocket
+//! handshakes within the connect timeout, holding an in-flight slot), the open connection
+//! with its clocks, and its end (teardown, churn, or its own). What it does with the bytes
+//! it reads, and what it sends, is in `input`.
+//!
+//! The task's future is only the shard and the index of the connection's slot in the
+//! shard's slab (`slots`, as the tokio server's), 16 B: tokio's task cell is then 128 B,
+//! where a task owning its connection in an `async` block made it 640 B (a 488-B future,
+//! rounded up to tokio's 128-B alignment). The setup is a boxed future in the slot that
+//! owns the connection until it opens (an open connection keeps none of its state); the
+//! open connection is polled by hand ([`Open::poll`]); a goodbye, which waits, is a task of
+//! its own.
 
 use std::{
     future::{Future, poll_fn},
@@ -9,7 +17,7 @@ use std::{
     pin::{Pin, pin},
     rc::Rc,
     sync::atomic::Ordering,
-    task::{Poll, ready},
+    task::{Context, Poll, ready},
     time::Duration,
 };
 
@@ -20,11 +28,11 @@ use tokio::{
     time::Sleep,
 };
 
-use super::{Shared, deadlines::Step, goodbye, instant_of, start, switch};
+use super::{Shared, deadlines::Step, goodbye, instant_of, start};
 use crate::workload::{
     churn,
     config::Mode,
-    engine::client::proto::{CLOSE_STALL_NS, ConnProto, EchoStep, State},
+    engine::client::proto::{CLOSE_STALL_NS, ConnProto, EchoStep, Proto, State},
     stats::counters::Counters,
     sys,
     tokio_engine::{
@@ -33,7 +41,7 @@ use crate::workload::{
     },
 };
 
-/// A connection's own state, owned by its task.
+/// A connection's own state.
 pub(super) struct Conn {
     pub(super) p: ConnProto,
     /// Heap only while there is something in it: an idle connection has none.
@@ -89,119 +97,293 @@ pub(super) struct Clocks {
     pub(super) msg_at: u64,
 }
 
-/// What woke an open connection with clocks.
-enum Woke<T> {
-    Input(T),
-    /// A phase switched the heartbeat or the messages: the clocks are rebuilt.
-    Switched,
-    Beat,
-    Message,
+/// A connection in its slot of the shard's slab.
+pub(super) enum Phase {
+    /// Connect, TLS and WebSocket handshakes: a future on the heap, owning the connection
+    /// until its setup ends.
+    Setup(Pin<Box<dyn Future<Output = SetupEnd>>>),
+    Open(Open),
 }
 
-/// `f`, unless the setup step (if any) is overdue first (None): the shard's sweep wakes
-/// the task then (see `deadlines`).
-async fn within<T>(step: Option<&Step<'_>>, f: impl Future<Output = T>) -> Option<T> {
-    let Some(step) = step else {
-        return Some(f.await);
-    };
+/// The connection, its stream and how its setup ended.
+pub(super) struct SetupEnd {
+    conn: Conn,
+    stream: Option<Stream>,
+    outcome: Outcome,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Open,
+    /// It ended (counted where it ended).
+    Ended,
+    /// The teardown came first.
+    TornDown,
+}
+
+/// An open connection.
+pub(super) struct Open {
+    conn: Conn,
+    stream: Stream,
+    /// `--heartbeat` and `--message-rate`: on the heap (an idle connection without either
+    /// keeps 8 bytes for them), rebuilt when a phase switches them (`switched` is the
+    /// shard's switch count they were built at; see `switch.rs`).
+    clocks: Option<Box<Clocks>>,
+    switched: u64,
+}
+
+/// Why a setup step stopped waiting.
+enum Cut {
+    /// Past the connect timeout (see `deadlines`).
+    Overdue,
+    /// The client's teardown began.
+    TornDown,
+}
+
+/// `f`, unless the teardown began or the setup step is overdue first: the shard wakes the
+/// task for either (its slot's waker; the deadline queue's sweep).
+async fn within<T>(sh: &Shared, step: &Step<'_>, f: impl Future<Output = T>) -> Result<T, Cut> {
     let mut f = pin!(f);
-    poll_fn(|cx| match f.as_mut().poll(cx) {
-        Poll::Ready(v) => Poll::Ready(Some(v)),
-        Poll::Pending if step.overdue_else_wait(cx.waker()) => Poll::Ready(None),
-        Poll::Pending => Poll::Pending,
+    poll_fn(|cx| {
+        if sh.closing.get() {
+            return Poll::Ready(Err(Cut::TornDown));
+        }
+        match f.as_mut().poll(cx) {
+            Poll::Ready(v) => Poll::Ready(Ok(v)),
+            Poll::Pending if step.overdue_else_wait(cx.waker()) => Poll::Ready(Err(Cut::Overdue)),
+            Poll::Pending => Poll::Pending,
+        }
     })
     .await
 }
 
+/// A connection's task: its shard and the index of its slot, all a connection keeps in
+/// its future (16 B, so tokio's task cell is 128 B: asserted in the tests). Written as a
+/// `Future` by hand: an `async` block would add its state and the borrows of what it
+/// awaits.
+pub(super) struct ConnTask {
+    pub(super) sh: Rc<Shared>,
+    pub(super) idx: u32,
+}
+
+impl Future for ConnTask {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let (sh, idx) = (&self.sh, self.idx);
+        let over = {
+            let mut slots = sh.conns.borrow_mut();
+            let Some(slot) = slots.get_mut(idx) else {
+                return Poll::Ready(());
+            };
+            if !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                slot.waker = Some(cx.waker().clone());
+            }
+            let Some(phase) = slot.conn.as_mut() else {
+                return Poll::Ready(());
+            };
+            ready!(phase.poll(cx, sh))
+        };
+        let vacated = sh.conns.borrow_mut().vacate(idx);
+        let (conn, stream, end) = match (over, vacated) {
+            (Over::Setup(e), _) => {
+                let end = if e.outcome == Outcome::TornDown {
+                    End::Teardown
+                } else {
+                    End::Life
+                };
+                (e.conn, e.stream, end)
+            }
+            (Over::Open(end), Some(Phase::Open(o))) => {
+                sh.board.borrow_mut().leave(o.conn.board_place(sh));
+                (o.conn, Some(o.stream), end)
+            }
+            (Over::Open(_), _) => return Poll::Ready(()),
+        };
+        ended(sh, conn, stream, end);
+        Poll::Ready(())
+    }
+}
+
+/// How a slot's connection ended: in its setup (the connection handed back), or open.
+enum Over {
+    Setup(SetupEnd),
+    Open(End),
+}
+
+impl Phase {
+    /// Drives the connection: its setup, then the open connection, until it ends.
+    fn poll(&mut self, cx: &mut Context<'_>, sh: &Shared) -> Poll<Over> {
+        loop {
+            match self {
+                Phase::Setup(setup) => {
+                    let e = ready!(setup.as_mut().poll(cx));
+                    let SetupEnd {
+                        conn,
+                        stream: Some(stream),
+                        outcome: Outcome::Open,
+                    } = e
+                    else {
+                        return Poll::Ready(Over::Setup(e));
+                    };
+                    if sh.p.borrow().cfg.churn.is_some() && !sh.closing.get() {
+                        sh.board.borrow_mut().join(conn.board_place(sh));
+                    }
+                    *self = Phase::Open(Open::new(sh, conn, stream));
+                }
+                Phase::Open(open) => return open.poll(cx, sh).map(Over::Open),
+            }
+        }
+    }
+}
+
+/// The connection's books once it ended. A goodbye that waits for its server (a churn's,
+/// a teardown's of an open WebSocket) is a task of its own, as in the tokio server.
+fn ended(sh: &Rc<Shared>, mut conn: Conn, mut stream: Option<Stream>, end: End) {
+    match end {
+        End::Churn => {
+            let sh = sh.clone();
+            tokio::task::spawn_local(async move { conn.churned(&sh, stream).await });
+        }
+        End::Teardown if conn.p.state == State::Open && sh.p.borrow().cfg.mode == Mode::Ws => {
+            let sh = sh.clone();
+            tokio::task::spawn_local(async move {
+                let _slot = goodbye::goodbye_slot(&sh).await;
+                if conn.finish(&sh, stream.as_mut(), end)
+                    && let Some(s) = stream.as_mut()
+                {
+                    let frames = conn.closing_frames();
+                    goodbye::await_server_close(&sh, s, &mut conn.p, frames).await;
+                }
+                drop(stream);
+                sh.task_gone();
+            });
+        }
+        // Nothing to wait for: no goodbye (`finish` says one only for an open WebSocket).
+        _ => {
+            conn.finish(sh, stream.as_mut(), end);
+            drop(stream);
+            sh.task_gone();
+        }
+    }
+}
+
+impl Open {
+    fn new(sh: &Shared, conn: Conn, stream: Stream) -> Open {
+        let mode = sh.p.borrow().cfg.mode;
+        Open {
+            clocks: conn.clocks(sh, mode, sys::monotonic_ns()),
+            switched: sh.switches.get(),
+            conn,
+            stream,
+        }
+    }
+
+    /// Serves the open connection until it ends, is torn down or churned; a teardown or a
+    /// phase switch is seen at the top of the loop (the shard wakes the task).
+    fn poll(&mut self, cx: &mut Context<'_>, sh: &Shared) -> Poll<End> {
+        loop {
+            if sh.closing.get() {
+                return Poll::Ready(End::Teardown);
+            }
+            if self.switched != sh.switches.get() {
+                self.switched = sh.switches.get();
+                let mode = sh.p.borrow().cfg.mode;
+                self.clocks = self.conn.clocks(sh, mode, sys::monotonic_ns());
+            }
+            match self.turn(cx, sh) {
+                Poll::Ready(Flow::Go) => {}
+                Poll::Ready(Flow::End) => return Poll::Ready(End::Life),
+                // Picked by the churn pump? (If not, the board keeps the waker.)
+                Poll::Pending
+                    if sh
+                        .board
+                        .borrow_mut()
+                        .picked(self.conn.board_place(sh), cx.waker()) =>
+                {
+                    return Poll::Ready(End::Churn);
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// One wake of the connection: output waiting for the socket first (backpressure:
+    /// nothing is read meanwhile), else input, then the heartbeat's slot, then a message.
+    fn turn(&mut self, cx: &mut Context<'_>, sh: &Shared) -> Poll<Flow> {
+        let Open {
+            conn,
+            stream: s,
+            clocks,
+            ..
+        } = self;
+        if conn.pending_out().is_some() || s.tls_pending() {
+            let out = conn.pending_out().map_or(&[][..], |o| &o[..]);
+            let r = ready!(s.poll_send(cx, out));
+            return Poll::Ready(conn.sent(&mut sh.p.borrow_mut(), r));
+        }
+        if let Poll::Ready(r) = read(cx, sh, s) {
+            return Poll::Ready(conn.input(sh, s, r));
+        }
+        let Some(c) = clocks.as_deref_mut() else {
+            return Poll::Pending;
+        };
+        if let Some(b) = c.beat.as_mut()
+            && b.as_mut().poll(cx).is_ready()
+        {
+            let now = sys::monotonic_ns();
+            if conn.beat(&mut sh.p.borrow_mut(), s, now) == Flow::End {
+                return Poll::Ready(Flow::End);
+            }
+            c.beat = conn.next_beat(sh, now + 1);
+            return Poll::Ready(Flow::Go);
+        }
+        if let Some(m) = c.msg.as_mut()
+            && m.as_mut().poll(cx).is_ready()
+        {
+            let now = sys::monotonic_ns();
+            let mut p = sh.p.borrow_mut();
+            if conn.messages(&mut p, s, &mut c.msg_at, now) == Flow::End {
+                return Poll::Ready(Flow::End);
+            }
+            match c.msg.as_mut() {
+                Some(t) if !p.draining => t.as_mut().reset(instant_of(c.msg_at)),
+                _ => c.msg = None,
+            }
+            return Poll::Ready(Flow::Go);
+        }
+        Poll::Pending
+    }
+}
+
+/// Reads into the shard's one buffer, borrowed only for the poll (what it read stays
+/// there until the caller's next await).
+fn read(cx: &mut Context<'_>, sh: &Shared, s: &mut Stream) -> Poll<io::Result<usize>> {
+    let mut buf = sh.buf.borrow_mut();
+    let mut rb = ReadBuf::new(&mut buf);
+    ready!(s.poll_read(cx, &mut rb))?;
+    Poll::Ready(Ok(rb.filled().len()))
+}
+
 impl Conn {
-    /// The connection's task. A plain fn around an `async move` block, not an `async fn`:
-    /// an async fn keeps its arguments twice in its future (rust-lang/rust#62958), and the
-    /// future is most of an idle connection's memory (measured: 528 vs 432 bytes).
-    /// `stream` is the one place the stream lives (TCP, then TLS over it; None once a TLS
-    /// handshake failed): moved into the setup as well, it was kept three times (568 B).
+    /// The connection's setup, the future its slot holds until it ends: the connection and
+    /// its stream go back to the task with the outcome. Not an `async fn`: that keeps its
+    /// arguments twice in its future (rust-lang/rust#62958).
     #[allow(clippy::manual_async_fn)] // deliberately not an async fn, see above
-    pub(super) fn run(
+    pub(super) fn setup_task(
         mut self,
         sh: Rc<Shared>,
-        mut stream: Option<Stream>,
+        stream: Stream,
         done: bool,
         permit: OwnedSemaphorePermit,
-    ) -> impl Future<Output = ()> {
+    ) -> impl Future<Output = SetupEnd> {
         async move {
-            // `--churn`: the connection's place on the shard's board (taken once open),
-            // copied into the poll below only: every byte kept across an await is in every
-            // idle task.
-            let k = self.board_place(&sh);
-            let end = {
-                let mut teardown = pin!(sh.teardown.notified());
-                let mut life = pin!(async {
-                    // The setup (connect wait, timer, in-flight slot, TLS and WebSocket
-                    // handshakes) lives on the heap until the connection opens: an idle
-                    // task carries only the read loop.
-                    if Box::pin(self.setup(&sh, &mut stream, done, permit)).await
-                        && let Some(s) = stream.as_mut()
-                    {
-                        if sh.p.borrow().cfg.churn.is_some() && !sh.closing.get() {
-                            sh.board.borrow_mut().join(self.board_place(&sh));
-                        }
-                        self.serve(&sh, s, None).await;
-                    }
-                });
-                // Like `select!`, but `teardown` is polled only to register the task's waker
-                // and once teardown began: each poll of a waiting `Notified` locks the
-                // `Notify`, and a task's waker does not change.
-                // `registered`: the switch count whose wake the task waits for (0: none
-                // yet); a wake for a switch (`switch.rs`) is not the teardown, and a fresh
-                // `Notified` waits for the next.
-                let mut registered = 0u64;
-                let (teardown, life, sh) = (&mut teardown, &mut life, &sh);
-                poll_fn(move |cx| {
-                    while (registered != sh.switches.get() || sh.closing.get())
-                        && teardown.as_mut().poll(cx).is_ready()
-                    {
-                        if switch::torn_down(sh, teardown) {
-                            return Poll::Ready(End::Teardown);
-                        }
-                    }
-                    registered = sh.switches.get();
-                    if sh.closing.get() {
-                        return Poll::Ready(End::Teardown);
-                    }
-                    if life.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(End::Life);
-                    }
-                    // Picked by the churn pump? (If not, the board keeps the waker.)
-                    if sh.board.borrow_mut().picked(k, cx.waker()) {
-                        Poll::Ready(End::Churn)
-                    } else {
-                        Poll::Pending
-                    }
-                })
-                .await
-            };
-            sh.board.borrow_mut().leave(self.board_place(&sh));
-            if end == End::Churn {
-                Box::pin(self.churned(&sh, stream)).await;
-                return;
-            }
-            let torn_down = end == End::Teardown;
-            let says_goodbye =
-                torn_down && self.p.state == State::Open && sh.p.borrow().cfg.mode == Mode::Ws;
-            let _slot = if says_goodbye {
-                goodbye::goodbye_slot(&sh).await
-            } else {
-                None
-            };
-            if self.finish(&sh, stream.as_mut(), end)
-                && let Some(s) = stream.as_mut()
-            {
-                let frames = self.closing_frames();
-                Box::pin(goodbye::await_server_close(&sh, s, &mut self.p, frames)).await;
-            }
-            drop(stream);
-            sh.live.set(sh.live.get() - 1);
-            if sh.live.get() == 0 && sh.closing.get() {
-                sh.gone.notify_one();
+            let mut stream = Some(stream);
+            let outcome = self.setup(&sh, &mut stream, done, permit).await;
+            SetupEnd {
+                conn: self,
+                stream,
+                outcome,
             }
         }
     }
@@ -246,10 +428,7 @@ impl Conn {
         }
         // Our FIN (raw modes: first, so TIME_WAIT is ours).
         drop(stream);
-        sh.live.set(sh.live.get() - 1);
-        if sh.live.get() == 0 && sh.closing.get() {
-            sh.gone.notify_one();
-        }
+        sh.task_gone();
     }
 
     /// The connection is over: a teardown or a churn says goodbye (under TLS with a
@@ -299,30 +478,31 @@ impl Conn {
     }
 
     /// Connect, TLS and WebSocket handshakes within the connect timeout, holding an
-    /// in-flight slot meanwhile. True: the connection is open; false: it ended (counted).
+    /// in-flight slot meanwhile, unless the teardown comes first.
     async fn setup(
         &mut self,
         sh: &Shared,
         stream: &mut Option<Stream>,
         done: bool,
         _slot: OwnedSemaphorePermit,
-    ) -> bool {
+    ) -> Outcome {
         let Some(s) = stream.as_ref().map(Stream::tcp) else {
-            return false;
+            return Outcome::Ended;
         };
         // Timed from `connect()`, as the epoll client times it.
         let mut step = Step::begin(&sh.setups, self.p.t_ns);
         if !done {
-            let r = match within(Some(&step), s.ready(Interest::WRITABLE)).await {
-                None => {
+            let r = match within(sh, &step, s.ready(Interest::WRITABLE)).await {
+                Err(Cut::TornDown) => return Outcome::TornDown,
+                Err(Cut::Overdue) => {
                     sh.p.borrow_mut().c.failures.timed_out += 1;
-                    return false;
+                    return Outcome::Ended;
                 }
                 // Writable without an error or hang-up (mio's `is_write_closed`: EPOLLHUP,
                 // or EPOLLERR) is a connect that succeeded: no SO_ERROR read then, a
                 // syscall of ~15 a connection saved, as in the epoll client.
-                Some(Ok(ready)) if !ready.is_write_closed() => Ok(None),
-                Some(r) => r.and_then(|_| s.take_error()),
+                Ok(Ok(ready)) if !ready.is_write_closed() => Ok(None),
+                Ok(r) => r.and_then(|_| s.take_error()),
             };
             let e = match r {
                 Ok(None) => None,
@@ -330,7 +510,7 @@ impl Conn {
             };
             if let Some(e) = e {
                 sh.p.borrow_mut().connect_failed(&e, self.p.g);
-                return false;
+                return Outcome::Ended;
             }
         }
         let connected_ns = sys::monotonic_ns();
@@ -350,15 +530,16 @@ impl Conn {
                 // Boxed: a TLS handshake's state (~1.9 KB, rustls's connection inline)
                 // made every setup future that size, moved to the heap at each connect.
                 let connect = Box::pin(connector.connect(name.clone(), s));
-                let r = within(Some(&step), connect).await;
+                let r = within(sh, &step, connect).await;
                 let mut p = sh.p.borrow_mut();
                 match r {
-                    None => {
+                    Err(Cut::TornDown) => return Outcome::TornDown,
+                    Err(Cut::Overdue) => {
                         p.c.failures.tls += 1;
                         p.c.tls_errors.timeout += 1;
-                        return false;
+                        return Outcome::Ended;
                     }
-                    Some(Err(e)) => {
+                    Ok(Err(e)) => {
                         let first = p.c.tls_errors.total() == 0;
                         if let Some(f) = count_handshake_failure(&e, &mut p.c.tls_errors)
                             && first
@@ -370,9 +551,9 @@ impl Conn {
                             );
                         }
                         p.c.failures.tls += 1;
-                        return false;
+                        return Outcome::Ended;
                     }
-                    Some(Ok(t)) => {
+                    Ok(Ok(t)) => {
                         let done = sys::monotonic_ns();
                         p.tls_handshaken(&self.p, connected_ns, done);
                         tls_done_ns = Some(done);
@@ -383,13 +564,13 @@ impl Conn {
             };
         }
         let Some(s) = stream.as_mut() else {
-            return false;
+            return Outcome::Ended;
         };
         let now = tls_done_ns.unwrap_or_else(sys::monotonic_ns);
         if self.begin(&mut sh.p.borrow_mut(), s, now) == Flow::End {
-            return false;
+            return Outcome::Ended;
         }
-        self.serve(sh, s, Some(&step)).await
+        self.handshake(sh, s, &step).await
     }
 
     /// The next setup step begins at `now` and is timed from there (a first open only).
@@ -399,170 +580,95 @@ impl Conn {
         }
     }
 
-    /// Reads and writes until the connection ends (false), or, within a setup step, until
-    /// it opens (true) or the step is overdue (false, counted as timed out).
-    async fn serve(&mut self, sh: &Shared, s: &mut Stream, step: Option<&Step<'_>>) -> bool {
-        let mode = sh.p.borrow().cfg.mode;
-        // `--heartbeat` and `--message-rate`, once open: the connection's clocks, on the
-        // heap (an idle task without either carries 8 bytes for them), rebuilt when a
-        // phase switches them (`switched` is the switch count they were built at).
-        let open = step.is_none();
-        let mut switched = sh.switches.get();
-        let mut clocks = if open {
-            self.clocks(sh, mode, sys::monotonic_ns())
-        } else {
-            None
-        };
+    /// Reads and writes within the setup's last step until the connection opens (the
+    /// WebSocket upgrade's reply; raw modes are open at once), ends, or the step is cut.
+    async fn handshake(&mut self, sh: &Shared, s: &mut Stream, step: &Step<'_>) -> Outcome {
         loop {
-            if !open && self.p.state == State::Open {
-                return true;
+            if self.p.state == State::Open {
+                return Outcome::Open;
             }
-            if self.pending_out().is_some() || s.tls_pending() {
-                // Backpressure: nothing is read while output (ours, or records rustls
-                // sealed) waits for the socket.
+            let flow = if self.pending_out().is_some() || s.tls_pending() {
                 let r = {
                     let out = self.pending_out().map_or(&[][..], |o| &o[..]);
-                    within(step, poll_fn(|cx| s.poll_send(cx, out))).await
+                    within(sh, step, poll_fn(|cx| s.poll_send(cx, out))).await
                 };
-                let mut p = sh.p.borrow_mut();
-                match r {
-                    None => {
-                        p.c.failures.timed_out += 1;
-                        return false;
-                    }
-                    Some(Ok(n)) => {
-                        p.c.bytes_out += n as u64;
-                        if let Some(sp) = self.spill.as_mut() {
-                            sp.out.advance(n);
-                            if sp.out.is_empty() {
-                                sp.out = BytesMut::new();
-                            }
-                        }
-                        self.shrink();
-                    }
-                    Some(Err(e)) => {
-                        self.fail_or_close(&mut p, &e);
-                        return false;
-                    }
+                r.map(|r| self.sent(&mut sh.p.borrow_mut(), r))
+            } else {
+                // Nothing awaits from the read to `input`: the shared buffer still holds
+                // what the read put there.
+                let r = within(sh, step, poll_fn(|cx| read(cx, sh, s))).await;
+                r.map(|r| self.input(sh, s, r))
+            };
+            match flow {
+                Ok(Flow::Go) => {}
+                Ok(Flow::End) => return Outcome::Ended,
+                Err(Cut::TornDown) => return Outcome::TornDown,
+                Err(Cut::Overdue) => {
+                    sh.p.borrow_mut().c.failures.timed_out += 1;
+                    return Outcome::Ended;
                 }
-                continue;
             }
-            let read = poll_fn(|cx| {
-                let mut buf = sh.buf.borrow_mut();
-                let mut rb = ReadBuf::new(&mut buf);
-                ready!(s.poll_read(cx, &mut rb))?;
-                Poll::Ready(Ok::<_, io::Error>(rb.filled().len()))
-            });
-            let r = match clocks.as_deref_mut() {
-                None if !open => within(step, read).await,
-                c => {
-                    // Input first, then a switch, then the clocks (as a biased `select!`,
-                    // in less room). An open connection: no connect timer.
-                    let woke = {
-                        let mut input = pin!(read);
-                        let mut c = c;
-                        poll_fn(|cx| {
-                            if let Poll::Ready(v) = input.as_mut().poll(cx) {
-                                return Poll::Ready(Woke::Input(v));
-                            }
-                            if sh.switches.get() != switched {
-                                return Poll::Ready(Woke::Switched);
-                            }
-                            let Some(c) = c.as_deref_mut() else {
-                                return Poll::Pending;
-                            };
-                            if let Some(b) = c.beat.as_mut()
-                                && b.as_mut().poll(cx).is_ready()
-                            {
-                                return Poll::Ready(Woke::Beat);
-                            }
-                            if let Some(m) = c.msg.as_mut()
-                                && m.as_mut().poll(cx).is_ready()
-                            {
-                                return Poll::Ready(Woke::Message);
-                            }
-                            Poll::Pending
-                        })
-                        .await
-                    };
-                    let now = sys::monotonic_ns();
-                    match woke {
-                        Woke::Input(v) => Some(v),
-                        Woke::Switched => {
-                            switched = sh.switches.get();
-                            clocks = self.clocks(sh, mode, now);
-                            continue;
-                        }
-                        Woke::Beat => {
-                            let Some(c) = clocks.as_deref_mut() else {
-                                continue;
-                            };
-                            if self.beat(&mut sh.p.borrow_mut(), s, now) == Flow::End {
-                                return false;
-                            }
-                            c.beat = self.next_beat(sh, now + 1);
-                            continue;
-                        }
-                        Woke::Message => {
-                            let Some(c) = clocks.as_deref_mut() else {
-                                continue;
-                            };
-                            let mut p = sh.p.borrow_mut();
-                            if self.messages(&mut p, s, &mut c.msg_at, now) == Flow::End {
-                                return false;
-                            }
-                            match c.msg.as_mut() {
-                                Some(t) if !p.draining => t.as_mut().reset(instant_of(c.msg_at)),
-                                _ => c.msg = None,
-                            }
-                            continue;
-                        }
+        }
+    }
+
+    /// What a send of pending output did: its bytes counted and gone from the queue, or
+    /// the connection ended by its error.
+    fn sent(&mut self, p: &mut Proto, r: io::Result<usize>) -> Flow {
+        match r {
+            Ok(n) => {
+                p.c.bytes_out += n as u64;
+                if let Some(sp) = self.spill.as_mut() {
+                    sp.out.advance(n);
+                    if sp.out.is_empty() {
+                        sp.out = BytesMut::new();
                     }
                 }
-            };
-            // Nothing awaits from here to the next turn: the shared buffer still holds
-            // what this read put there.
-            let mut p = sh.p.borrow_mut();
-            let n = match r {
-                None => {
-                    p.c.failures.timed_out += 1;
-                    return false;
-                }
-                Some(Ok(0)) => {
-                    if self.p.state == State::Open {
-                        p.count_peer_eof();
-                    } else {
-                        p.c.failures.reset += 1;
-                    }
-                    return false;
-                }
-                Some(Ok(n)) => n,
-                Some(Err(e)) => {
-                    self.fail_or_close(&mut p, &e);
-                    return false;
-                }
-            };
-            p.c.bytes_in += n as u64;
-            let mut buf = sh.buf.borrow_mut();
-            let flow = match mode {
-                Mode::Hold => Flow::Go,
-                Mode::Echo if p.cfg.messages.is_some() => {
-                    self.raw_messages(&mut p, &buf[..n]);
-                    Flow::Go
-                }
-                Mode::Echo => match p.echo_input(&mut self.p, &buf[..n]) {
-                    EchoStep::Mismatch => {
-                        p.c.closed.echo_mismatch += 1;
-                        Flow::End
-                    }
-                    EchoStep::Partial => Flow::Go,
-                    EchoStep::RoundTrip => self.echo_next(&mut p, s),
-                },
-                Mode::Ws => self.ws(&mut p, &mut buf[..n], s),
-            };
-            if flow == Flow::End {
-                return false;
+                self.shrink();
+                Flow::Go
             }
+            Err(e) => {
+                self.fail_or_close(p, &e);
+                Flow::End
+            }
+        }
+    }
+
+    /// What a read into the shard's buffer brought: the end of the stream, an error, or
+    /// `n` bytes for the mode's protocol.
+    fn input(&mut self, sh: &Shared, s: &mut Stream, r: io::Result<usize>) -> Flow {
+        let mut p = sh.p.borrow_mut();
+        let n = match r {
+            Ok(0) => {
+                if self.p.state == State::Open {
+                    p.count_peer_eof();
+                } else {
+                    p.c.failures.reset += 1;
+                }
+                return Flow::End;
+            }
+            Ok(n) => n,
+            Err(e) => {
+                self.fail_or_close(&mut p, &e);
+                return Flow::End;
+            }
+        };
+        p.c.bytes_in += n as u64;
+        let mut buf = sh.buf.borrow_mut();
+        match p.cfg.mode {
+            Mode::Hold => Flow::Go,
+            Mode::Echo if p.cfg.messages.is_some() => {
+                self.raw_messages(&mut p, &buf[..n]);
+                Flow::Go
+            }
+            Mode::Echo => match p.echo_input(&mut self.p, &buf[..n]) {
+                EchoStep::Mismatch => {
+                    p.c.closed.echo_mismatch += 1;
+                    Flow::End
+                }
+                EchoStep::Partial => Flow::Go,
+                EchoStep::RoundTrip => self.echo_next(&mut p, s),
+            },
+            Mode::Ws => self.ws(&mut p, &mut buf[..n], s),
         }
     }
 }
@@ -573,22 +679,26 @@ mod tests {
     use super::*;
     use crate::workload::tokio_engine::runtime;
 
-    /// A connection's setup is one heap allocation, made and moved at every connect:
-    /// keep it small (a TLS handshake inline made it 2,400 B; boxed apart, 432 B).
+    /// A connection's setup is one heap allocation, made at every connect and held by its
+    /// slot until the connection opens: keep it small (a TLS handshake inline made it
+    /// 2,400 B; boxed apart, 600 B with the connection it owns).
     #[test]
     fn a_setup_future_stays_small() {
         let rt = runtime().unwrap();
         rt.block_on(async {
-            let sh = Shared::new(super::super::tests::cfg(), Default::default()).unwrap();
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let tcp = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+                .await
+                .unwrap();
+            let sh = Rc::new(Shared::new(super::super::tests::cfg(), Default::default()).unwrap());
             let permit = sh.slots.clone().try_acquire_owned().unwrap();
-            let mut conn = Conn {
+            let conn = Conn {
                 p: ConnProto::new(0, 0),
                 spill: None,
             };
-            let mut stream = None;
-            let size = size_of_val(&conn.setup(&sh, &mut stream, true, permit));
+            let size = size_of_val(&conn.setup_task(sh, Stream::Tcp(tcp), true, permit));
             eprintln!("setup future: {size} B");
-            assert!(size <= 512, "the setup future grew to {size} B");
+            assert!(size <= 640, "the setup future grew to {size} B");
         });
     }
 }

@@ -5,17 +5,19 @@
 //!
 //! - A pacing task starts connects on the epoll engine's schedule (`pace`), holding a
 //!   `Semaphore` permit per connect-and-handshake in flight (`--in-flight`).
-//! - A connection task awaits its connect, then reads with `AsyncRead::poll_read` into the
-//!   shard's one read buffer, borrowed only for the duration of a poll: an idle connection
-//!   owns no buffer. Partial frames (`BytesMut`) and unsent output own heap until consumed.
-//!   `poll_read` rather than `readable()` + `try_read`: tokio clears readiness on a short
-//!   read there, saving the `EAGAIN` read per message.
+//! - A connection's state is in the shard's slab (`slots`), its task's future only the
+//!   shard and the slot's index (`conn`): 128 B of task a connection, not 640.
+//! - A connection reads with `AsyncRead::poll_read` into the shard's one read buffer,
+//!   borrowed only for the duration of a poll: an idle connection owns no buffer. Partial
+//!   frames (`BytesMut`) and unsent output own heap until consumed. `poll_read` rather
+//!   than `readable()` + `try_read`: tokio clears readiness on a short read there, saving
+//!   the `EAGAIN` read per message.
 //! - The connect timeout is a shard-level queue of setup steps swept at the report tick
-//!   (`deadlines`), as the epoll client's, not a timer per connection, so an idle task's
-//!   future carries none. It bounds the TLS handshake too (with `--tls`, tokio-rustls's
-//!   `TlsConnector::connect` on the connected socket), as in the epoll engine.
-//! - Teardown is one `Notify::notify_waiters` that reaches every task's `Notified` (part
-//!   of the task, no per-connection channel); the shard waits until the last task is gone.
+//!   (`deadlines`), as the epoll client's, not a timer per connection. It bounds the TLS
+//!   handshake too (with `--tls`, tokio-rustls's `TlsConnector::connect` on the connected
+//!   socket), as in the epoll engine.
+//! - Teardown and phase switches wake every connection's task through the wakers in its
+//!   slot (no `Notified` per task); the shard waits until the last task is gone.
 
 use std::{
     cell::{Cell, RefCell},
@@ -43,11 +45,12 @@ mod goodbye;
 mod input;
 mod switch;
 
-use conn::Conn;
+use conn::{Conn, ConnTask, Phase};
 use deadlines::Deadlines;
 
 use super::{
-    AsyncCommands, REPORT_EVERY_NS, ShardIo, Sink, churn_board::Board, runtime, stream::Stream,
+    AsyncCommands, REPORT_EVERY_NS, ShardIo, Sink, churn_board::Board, runtime, slots::Slots,
+    stream::Stream,
 };
 use crate::workload::{
     churn,
@@ -72,7 +75,10 @@ struct Shared {
     tls: Option<(TlsConnector, ServerName<'static>)>,
     /// The shard's one read buffer, borrowed by a task only while it reads and decodes.
     buf: RefCell<Vec<u8>>,
-    /// Client teardown: set once, then `teardown` wakes every task.
+    /// The connections, each its task's slot (see `conn`).
+    conns: RefCell<Slots<Phase>>,
+    /// Client teardown: set once, then every connection's task is woken (its slot's
+    /// waker), and the pacing tasks by `teardown`.
     closing: Cell<bool>,
     teardown: Notify,
     /// Connection tasks alive; `gone` wakes the teardown when the last one ends.
@@ -219,6 +225,7 @@ impl Shared {
             None => None,
             Some(t) => Some((TlsConnector::from(t.config()?), t.name()?)),
         };
+        let cfg_count = cfg.count;
         let board = Board::new(
             cfg.churn.map(|c| c.order).unwrap_or_default(),
             cfg.seed ^ u64::from(cfg.shard).rotate_left(17),
@@ -244,6 +251,7 @@ impl Shared {
             next: Cell::new(0),
             slots: Arc::new(Semaphore::new(permits)),
             setups: RefCell::default(),
+            conns: RefCell::new(Slots::with_room(usize::try_from(cfg_count).unwrap_or(0))),
         })
     }
 
@@ -279,6 +287,7 @@ impl Shared {
         self.closing.set(true);
         self.board.borrow_mut().clear();
         self.teardown.notify_waiters();
+        self.conns.borrow().wake_all();
         let mut watch = CloseWatch::new(self.live.get(), sys::monotonic_ns());
         while self.live.get() > 0 {
             let _ = tokio::time::timeout(Duration::from_millis(250), self.gone.notified()).await;
@@ -295,6 +304,14 @@ impl Shared {
 }
 
 impl Shared {
+    /// A connection's task (or its goodbye's) is over; the last one at teardown says so.
+    fn task_gone(&self) {
+        self.live.set(self.live.get() - 1);
+        if self.live.get() == 0 && self.closing.get() {
+            self.gone.notify_one();
+        }
+    }
+
     /// Goodbyes waiting for their server: at teardown the only holders of `slots` (the
     /// connects that held the rest were torn down with their tasks).
     fn goodbyes_waiting(&self) -> u64 {
@@ -437,7 +454,13 @@ fn start(sh: &Rc<Shared>, g: u64, permit: OwnedSemaphorePermit, reopen: bool) {
         },
         spill: None,
     };
-    tokio::task::spawn_local(conn.run(sh.clone(), Some(Stream::Tcp(stream)), done, permit));
+    drop(p);
+    let setup = conn.setup_task(sh.clone(), Stream::Tcp(stream), done, permit);
+    let idx = sh.conns.borrow_mut().insert(Phase::Setup(Box::pin(setup)));
+    tokio::task::spawn_local(ConnTask {
+        sh: sh.clone(),
+        idx,
+    });
 }
 
 #[cfg(test)]
@@ -476,25 +499,18 @@ mod tests {
         }
     }
 
-    /// The connection task's future is most of what an idle connection costs in user
-    /// space (with tokio's task header and its I/O registration): keep it small. Measured
-    /// 15,000 idle connections: see ARCHITECTURE.md.
+    /// A connection's task future is the shard and its slot's index, and the slot holds
+    /// the open connection: together most of what an idle connection costs in user space
+    /// (with tokio's task header and its I/O registration). Measured at 1M: see
+    /// ARCHITECTURE.md.
     #[test]
     fn a_connection_task_stays_small() {
-        let rt = runtime().unwrap();
-        rt.block_on(async {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let stream = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
-            let sh = Rc::new(Shared::new(cfg(), Arc::default()).unwrap());
-            let permit = sh.slots.clone().try_acquire_owned().unwrap();
-            let conn = Conn {
-                p: ConnProto::new(0, 0),
-                spill: None,
-            };
-            let fut = conn.run(sh, Some(Stream::Tcp(stream)), true, permit);
-            let size = size_of_val(&fut);
-            eprintln!("connection future: {size} bytes");
-            assert!(size <= 512, "connection future grew to {size} bytes");
-        });
+        let (task, slot) = (
+            size_of::<ConnTask>(),
+            size_of::<super::super::slots::Slot<Phase>>(),
+        );
+        eprintln!("connection task future: {task} B, slot: {slot} B");
+        assert!(task <= 24, "the connection task grew to {task} B");
+        assert!(slot <= 160, "a connection's slot grew to {slot} B");
     }
 }

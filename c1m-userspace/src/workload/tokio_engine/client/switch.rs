@@ -1,11 +1,11 @@
 //! `c1m run`'s heartbeat and message phases on the tokio client shard: the control
 //! commands that start or stop the pings and the messages at run time.
 //!
-//! A task keeps its clocks (next ping slot, next message) on its own, so a switch is
-//! told to every task at once without a channel per connection: the epoch is set, the
-//! shard's switch count bumped, and `teardown`'s `notify_waiters` wakes every task (the
-//! one waker each already has registered there). A task that sees the count moved
-//! rebuilds its clocks, and waits on a fresh `Notified` for the real teardown
+//! A connection keeps its clocks (next ping slot, next message) on its own, so a switch is
+//! told to every connection at once without a channel per connection: the epoch is set,
+//! the shard's switch count bumped, and every connection's task woken through the waker in
+//! its slot; one that sees the count moved rebuilds its clocks. The pacing tasks wake by
+//! `teardown`'s `notify_waiters` and wait on a fresh `Notified` for the real teardown
 //! ([`torn_down`]). Stopping keeps the configuration: pongs and echoes of what is still
 //! out are matched and counted, so sent stays equal to what ended them.
 
@@ -50,6 +50,7 @@ impl Shared {
     fn wake_every_task(&self) {
         self.switches.set(self.switches.get() + 1);
         self.teardown.notify_waiters();
+        self.conns.borrow().wake_all();
     }
 }
 

@@ -686,7 +686,7 @@ fn instant_of(at_ns: u64) -> tokio::time::Instant {
 
 #[cfg(test)]
 mod tests {
-    use super::{super::slots::Slot, *};
+    use super::{super::super::slots::Slot, *};
 
     /// What an idle plain connection keeps in user space besides its socket's
     /// `ScheduledIo` (256 B): its task's cell, which is the future plus tokio's 104 B

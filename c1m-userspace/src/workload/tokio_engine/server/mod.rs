@@ -57,7 +57,6 @@
 
 mod connection;
 mod goodbye;
-mod slots;
 
 use std::{
     cell::{Cell, RefCell},
@@ -83,8 +82,8 @@ use tokio::{
 };
 use tokio_rustls::TlsAcceptor;
 
+use super::slots::Slots;
 use connection::{Conn, End};
-use slots::Slots;
 
 use super::{AsyncCommands, REPORT_EVERY_NS, Reporter, ShardIo, Sink, runtime};
 use crate::workload::{

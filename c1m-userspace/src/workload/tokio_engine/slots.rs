@@ -1,11 +1,12 @@
-//! The shard's open connections: each one's state and its task's waker, in one slab the
-//! connection's task reaches by index. Why not in the task's future: tokio aligns a task's
-//! cell to 128 B, and the cell is the future plus 104 B of tokio's own, so a task whose
-//! future is only `(Rc<Shard>, index)` fits in one 128-B cell, where the connection's
-//! state in its future made it 512 B; here the state costs its size and no more. And the
-//! shard reaches every connection without waking its task: a push is written by the
-//! shard's loop ([`Shard::push_chunk`](super::Shard)), a close or an overdue handshake
-//! wakes the tasks through their wakers (no `Notified` of 64 B per task).
+//! A shard's connections, each one's state and its task's waker, in one slab the
+//! connection's task reaches by index (both engines' sides: the tokio server and client).
+//! Why not in the task's future: tokio aligns a task's cell to 128 B, and the cell is the
+//! future plus 104 B of tokio's own, so a task whose future is only `(Rc<shard>, index)`
+//! fits in one 128-B cell, where the connection's state in its future made it 512 B; here
+//! the state costs its size and no more. And the shard reaches every connection without
+//! waking its task: the server's push is written by the shard's loop
+//! ([`Shard::push_chunk`](super::server)), a close, a phase switch or an overdue
+//! handshake wakes the tasks through their wakers (no `Notified` of 64 B per task).
 
 use std::task::Waker;
 
@@ -81,7 +82,7 @@ impl<C> Slots<C> {
         self.slots.len()
     }
 
-    /// Wakes every connection's task (a close, an overdue handshake).
+    /// Wakes every connection's task (a close, a phase switch, an overdue handshake).
     pub(super) fn wake_all(&self) {
         for w in self.slots.iter().filter_map(|s| s.waker.as_ref()) {
             w.wake_by_ref();
