@@ -502,7 +502,7 @@ mod tests {
     /// A connection's task future is the shard and its slot's index, and the slot holds
     /// the open connection: together most of what an idle connection costs in user space
     /// (with tokio's task header and its I/O registration). Measured at 1M: see
-    /// ARCHITECTURE.md.
+    /// docs/results.md.
     #[test]
     fn a_connection_task_stays_small() {
         let (task, slot) = (

@@ -1,6 +1,7 @@
 //! A connection's life in the tokio server: taken at accept, served by its own task
 //! (the TLS handshake, reads, echo and WebSocket input, heartbeats and messages,
-//! backpressure) from its slot in the shard's slab (`slots`), and its books at close.
+//! backpressure) from its slot in the shard's slab (`tokio_engine::slots`), and its books
+//! at close.
 //! Push frames are written by the shard's loop (`Shard::push_chunk`) through
 //! [`Conn::push`].
 
@@ -58,7 +59,7 @@ impl Shard {
         let hs_seq = self.handshake_deadline();
         let close_gen = self.close_gen.get();
         match &self.tls {
-            // Plain TCP: the task is the index of the connection's slot (see `slots`).
+            // Plain TCP: the task is the index of the connection's slot (see `slots.rs`).
             None => {
                 let conn = Conn::new(self, Stream::Tcp(stream), close_gen, hs_seq);
                 let idx = self.conns.borrow_mut().insert(conn);

@@ -8,7 +8,7 @@
 //! only: the waker lives in the socket's `ScheduledIo`) and, once readable, reads into
 //! the shard's one 64 KiB buffer; the connection owns heap ([`Spill`]) only while it
 //! holds a partial frame, a fragment or unsent output, as in the epoll engine. Its state
-//! lives in the shard's slab (`slots`), the task's future is only the shard and the
+//! lives in the shard's slab (`tokio_engine::slots`), the task's future is only the shard and the
 //! slot's index (16 B): tokio's task cell is the future plus 104 B of its own, aligned to
 //! 128 B, so 128 B (it was 512 B with a 312-B future holding the state and a pinned
 //! `Notified`). An idle plain connection then costs the cell, the socket's
@@ -52,8 +52,8 @@
 //!   10,000 accepts; gone since the shard accepts itself, see [`accept_loop`]).
 //!
 //! This file is the shard (listeners, accepts, caps, the push's writer, close broadcasts,
-//! reports); a connection's task and books are in `connection`, the slab of connections
-//! in `slots`, the teardown's goodbyes in `goodbye`.
+//! reports); a connection's task and books are in `connection`, the teardown's goodbyes
+//! in `goodbye` (the slab of connections is the engine's, `tokio_engine::slots`).
 
 mod connection;
 mod goodbye;
