@@ -573,6 +573,43 @@ fn a_server_that_never_closes_stalls_the_teardown_only_5_s() {
     });
 }
 
+/// A teardown while every connection is still in its setup (the server took the TCP
+/// connections but never answers the upgrade, the connect timeout far off): each one is
+/// counted aborted once, none open or in flight, and the teardown does not wait for the
+/// timeout.
+#[test]
+fn a_teardown_mid_setup_counts_each_connection_aborted_once() {
+    each_engine(|_| {
+        const N: u64 = 20;
+        let cctl = "127.0.0.1:20917";
+        // Never accepted, never read: the kernel completes the connects into its backlog.
+        let _listener = std::net::TcpListener::bind(("127.0.0.1", 20190)).unwrap();
+        let client = Proc::spawn(
+            "client",
+            c1m()
+                .args(["client", "--mode", "ws", "--ports", "20190", "--quiet"])
+                .args(["-n", &N.to_string(), "--in-flight", &N.to_string()])
+                .args(["--connect-timeout", "60s", "--hold", "forever", "--stay"])
+                .args(["--control", cctl]),
+        );
+        wait_for(cctl, "every connection in its setup", T, |s| {
+            s.counters.attempted == N && s.counters.in_flight == N
+        });
+        control(cctl, "close").unwrap();
+        let c = wait_for(cctl, "client closed", T, |s| s.phase == "closed");
+        assert_eq!(
+            (c.counters.failures.aborted, c.counters.failures.total()),
+            (N, N),
+            "{:?}",
+            c.counters.failures
+        );
+        assert_eq!((c.counters.open, c.counters.in_flight), (0, 0));
+        assert_eq!(c.counters.closed.total(), 0, "{:?}", c.counters.closed);
+        control(cctl, "stop").unwrap();
+        client.wait(T);
+    });
+}
+
 /// The RFC 6455 §1.3 sample key, "dGhlIHNhbXBsZSBub25jZQ==".
 fn rfc_key() -> c1m::workload::ws::handshake::Key {
     c1m::workload::ws::handshake::Key::from_nonce(*b"the sample nonce")

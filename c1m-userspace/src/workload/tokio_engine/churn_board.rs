@@ -73,6 +73,11 @@ impl Board {
         }
     }
 
+    /// Whether any task holds a place (none without `--churn`).
+    pub(crate) fn holds_any(&self) -> bool {
+        self.live > 0
+    }
+
     /// Has the pump picked the task of connection `k`? If not, its waker is kept for
     /// when it does (a task that has not joined is never picked).
     pub(crate) fn picked(&mut self, k: u32, waker: &Waker) -> bool {

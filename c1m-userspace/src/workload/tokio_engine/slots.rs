@@ -62,6 +62,15 @@ impl<C> Slots<C> {
         self.slots.get_mut(i as usize)
     }
 
+    /// Slot `i` as its task polls it: the task's waker kept (cloned only when it changed).
+    pub(super) fn polled(&mut self, i: u32, waker: &Waker) -> Option<&mut Slot<C>> {
+        let slot = self.slots.get_mut(i as usize)?;
+        if !slot.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            slot.waker = Some(waker.clone());
+        }
+        Some(slot)
+    }
+
     /// The slot's task is done with it: its connection (if the shard did not end it
     /// already) goes to the caller, the slot to the vacant ones.
     pub(super) fn vacate(&mut self, i: u32) -> Option<C> {

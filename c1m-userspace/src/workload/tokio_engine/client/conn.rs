@@ -173,12 +173,9 @@ impl Future for ConnTask {
         let (sh, idx) = (&self.sh, self.idx);
         let over = {
             let mut slots = sh.conns.borrow_mut();
-            let Some(slot) = slots.get_mut(idx) else {
+            let Some(slot) = slots.polled(idx, cx.waker()) else {
                 return Poll::Ready(());
             };
-            if !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                slot.waker = Some(cx.waker().clone());
-            }
             let Some(phase) = slot.conn.as_mut() else {
                 return Poll::Ready(());
             };
@@ -294,18 +291,17 @@ impl Open {
             match self.turn(cx, sh) {
                 Poll::Ready(Flow::Go) => {}
                 Poll::Ready(Flow::End) => return Poll::Ready(End::Life),
-                // Picked by the churn pump? (If not, the board keeps the waker.)
-                Poll::Pending
-                    if sh
-                        .board
-                        .borrow_mut()
-                        .picked(self.conn.board_place(sh), cx.waker()) =>
-                {
-                    return Poll::Ready(End::Churn);
-                }
+                Poll::Pending if self.picked(cx, sh) => return Poll::Ready(End::Churn),
                 Poll::Pending => return Poll::Pending,
             }
         }
+    }
+
+    /// Picked by the churn pump? (If not, the board keeps the waker.) Without a place
+    /// taken on the board (no `--churn`) nothing is asked: this runs at every wake.
+    fn picked(&self, cx: &Context<'_>, sh: &Shared) -> bool {
+        let mut board = sh.board.borrow_mut();
+        board.holds_any() && board.picked(self.conn.board_place(sh), cx.waker())
     }
 
     /// One wake of the connection: output waiting for the socket first (backpressure:

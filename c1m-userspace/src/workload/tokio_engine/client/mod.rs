@@ -225,7 +225,7 @@ impl Shared {
             None => None,
             Some(t) => Some((TlsConnector::from(t.config()?), t.name()?)),
         };
-        let cfg_count = cfg.count;
+        let room = usize::try_from(cfg.count).unwrap_or(0);
         let board = Board::new(
             cfg.churn.map(|c| c.order).unwrap_or_default(),
             cfg.seed ^ u64::from(cfg.shard).rotate_left(17),
@@ -251,7 +251,7 @@ impl Shared {
             next: Cell::new(0),
             slots: Arc::new(Semaphore::new(permits)),
             setups: RefCell::default(),
-            conns: RefCell::new(Slots::with_room(usize::try_from(cfg_count).unwrap_or(0))),
+            conns: RefCell::new(Slots::with_room(room)),
         })
     }
 

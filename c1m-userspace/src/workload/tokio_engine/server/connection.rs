@@ -306,12 +306,9 @@ impl Future for ConnTask {
         let (sh, idx) = (&self.sh, self.idx);
         let end = {
             let mut slots = sh.conns.borrow_mut();
-            let Some(slot) = slots.get_mut(idx) else {
+            let Some(slot) = slots.polled(idx, cx.waker()) else {
                 return Poll::Ready(());
             };
-            if !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                slot.waker = Some(cx.waker().clone());
-            }
             match slot.conn.as_mut() {
                 // Ended by the shard (a push it could not write): its books are done.
                 None => None,
