@@ -1,7 +1,8 @@
 //! `cargo xtask bench engines`: c1m's tokio engine against its epoll engine, both sides
 //! (server and client) on the engine under test, interleaved per scenario with the order
 //! swapped every round, each run in a fresh network namespace. Printed: setup rate (raw
-//! TCP and WebSocket) and the CPU per connection it took (both sides), push fan-out
+//! TCP and WebSocket) and the CPU per connection it took (both sides; a WebSocket's also
+//! by side, user and system), push fan-out
 //! (last frame) and per-message p99 (each the median of [`PUSHES`] unpaced pushes in the
 //! run), user-space bytes per idle connection on each side, echo round trips/s on 2,000
 //! connections, and the ratios tokio / epoll per round in a table with each round's box
@@ -35,6 +36,9 @@ struct Figures {
     client_bytes: f64,
     ws_rate: f64,
     ws_cpu_us: f64,
+    /// `ws_cpu_us` by side and mode: server user, server system, client user, client
+    /// system (µs a WebSocket set up).
+    ws_cpu_split: [f64; 4],
     ws_server_bytes: f64,
     ws_client_bytes: f64,
     push_last_s: f64,
@@ -84,6 +88,13 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
                     "push" => {
                         x.ws_rate = num("rate_per_s");
                         x.ws_cpu_us = v["setup_cpu"]["total_us"].as_f64().unwrap_or(0.0);
+                        x.ws_cpu_split = [
+                            "server_user_us",
+                            "server_sys_us",
+                            "client_user_us",
+                            "client_sys_us",
+                        ]
+                        .map(|k| v["setup_cpu"][k].as_f64().unwrap_or(0.0));
                         x.ws_server_bytes = num("server_bytes_per_conn");
                         x.ws_client_bytes = num("client_bytes_per_conn");
                         let unpaced: Vec<&serde_json::Value> = v["pushes"]
@@ -142,6 +153,35 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
             better: Better::Lower,
             goal: None,
             rounds: per(|f| f.ws_cpu_us),
+        },
+        // Where a difference in the total is: each side's user and system time.
+        Row {
+            figure: "CPU per WebSocket: server user",
+            unit: "µs",
+            better: Better::Lower,
+            goal: None,
+            rounds: per(|f| f.ws_cpu_split[0]),
+        },
+        Row {
+            figure: "CPU per WebSocket: server system",
+            unit: "µs",
+            better: Better::Lower,
+            goal: None,
+            rounds: per(|f| f.ws_cpu_split[1]),
+        },
+        Row {
+            figure: "CPU per WebSocket: client user",
+            unit: "µs",
+            better: Better::Lower,
+            goal: None,
+            rounds: per(|f| f.ws_cpu_split[2]),
+        },
+        Row {
+            figure: "CPU per WebSocket: client system",
+            unit: "µs",
+            better: Better::Lower,
+            goal: None,
+            rounds: per(|f| f.ws_cpu_split[3]),
         },
         Row {
             figure: "push, last frame received (median)",
