@@ -36,7 +36,7 @@ struct Figures {
     client_bytes: f64,
     ws_rate: f64,
     ws_cpu_us: f64,
-    /// `ws_cpu_us` by side and mode: server user, server system, client user, client
+    /// `ws_cpu_us` by side and by user / system time: server user, server system, client user, client
     /// system (µs a WebSocket set up).
     ws_cpu_split: [f64; 4],
     ws_server_bytes: f64,
