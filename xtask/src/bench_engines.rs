@@ -2,9 +2,9 @@
 //! (server and client) on the engine under test, interleaved per scenario with the order
 //! swapped every round, each run in a fresh network namespace. Printed: setup rate (raw
 //! TCP and WebSocket) and the CPU per connection it took (both sides; a WebSocket's also
-//! by side, user and system), push fan-out
-//! (last frame) and per-message p99 (each the median of [`PUSHES`] unpaced pushes in the
-//! run), user-space bytes per idle connection on each side, echo round trips/s on 2,000
+//! by side and by user / system time), push fan-out (last frame) and per-message p99
+//! (each the median of [`PUSHES`] unpaced pushes in the run), user-space bytes per idle
+//! connection on each side, echo round trips/s on 2,000
 //! connections, and the ratios tokio / epoll per round in a table with each round's box
 //! load (goals: WebSocket setup and push ≥ 0.9× epoll, ≤ 512 B per idle server
 //! connection).
@@ -26,6 +26,15 @@ const ECHO_CONNECTIONS: u64 = 2_000;
 /// every shard was runnable) swung a round's ratio by a quarter.
 const PUSHES: u16 = 3;
 
+/// A WebSocket's setup CPU by side and by user / system time: the scenarios bench's
+/// `setup_cpu` key and the table's row for each, in [`Figures::ws_cpu_split`]'s order.
+const WS_CPU_SPLIT: [(&str, &str); 4] = [
+    ("server_user_us", "CPU per WebSocket: server user"),
+    ("server_sys_us", "CPU per WebSocket: server system"),
+    ("client_user_us", "CPU per WebSocket: client user"),
+    ("client_sys_us", "CPU per WebSocket: client system"),
+];
+
 /// One engine's figures of one round.
 #[derive(Debug, Default, Clone, Copy)]
 struct Figures {
@@ -36,8 +45,7 @@ struct Figures {
     client_bytes: f64,
     ws_rate: f64,
     ws_cpu_us: f64,
-    /// `ws_cpu_us` by side and by user / system time: server user, server system, client user, client
-    /// system (µs a WebSocket set up).
+    /// `ws_cpu_us` in the parts [`WS_CPU_SPLIT`] names (µs a WebSocket set up).
     ws_cpu_split: [f64; 4],
     ws_server_bytes: f64,
     ws_client_bytes: f64,
@@ -88,13 +96,8 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
                     "push" => {
                         x.ws_rate = num("rate_per_s");
                         x.ws_cpu_us = v["setup_cpu"]["total_us"].as_f64().unwrap_or(0.0);
-                        x.ws_cpu_split = [
-                            "server_user_us",
-                            "server_sys_us",
-                            "client_user_us",
-                            "client_sys_us",
-                        ]
-                        .map(|k| v["setup_cpu"][k].as_f64().unwrap_or(0.0));
+                        x.ws_cpu_split = WS_CPU_SPLIT
+                            .map(|(key, _)| v["setup_cpu"][key].as_f64().unwrap_or(0.0));
                         x.ws_server_bytes = num("server_bytes_per_conn");
                         x.ws_client_bytes = num("client_bytes_per_conn");
                         let unpaced: Vec<&serde_json::Value> = v["pushes"]
@@ -124,7 +127,7 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
     }
     let per = |f: fn(&Figures) -> f64| all.iter().map(|[ep, tk]| (f(tk), f(ep))).collect();
     // tokio ≥ 0.9× epoll on push: its last frame at most 1/0.9 of epoll's time.
-    let rows = [
+    let mut rows = vec![
         Row {
             figure: "raw TCP setup",
             unit: "conn/s",
@@ -154,35 +157,21 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
             goal: None,
             rounds: per(|f| f.ws_cpu_us),
         },
-        // Where a difference in the total is: each side's user and system time.
+    ];
+    // Where a difference in the total is: each side's user and system time.
+    rows.extend(WS_CPU_SPLIT.iter().enumerate().map(|(i, &(_, figure))| {
         Row {
-            figure: "CPU per WebSocket: server user",
+            figure,
             unit: "µs",
             better: Better::Lower,
             goal: None,
-            rounds: per(|f| f.ws_cpu_split[0]),
-        },
-        Row {
-            figure: "CPU per WebSocket: server system",
-            unit: "µs",
-            better: Better::Lower,
-            goal: None,
-            rounds: per(|f| f.ws_cpu_split[1]),
-        },
-        Row {
-            figure: "CPU per WebSocket: client user",
-            unit: "µs",
-            better: Better::Lower,
-            goal: None,
-            rounds: per(|f| f.ws_cpu_split[2]),
-        },
-        Row {
-            figure: "CPU per WebSocket: client system",
-            unit: "µs",
-            better: Better::Lower,
-            goal: None,
-            rounds: per(|f| f.ws_cpu_split[3]),
-        },
+            rounds: all
+                .iter()
+                .map(|[ep, tk]| (tk.ws_cpu_split[i], ep.ws_cpu_split[i]))
+                .collect(),
+        }
+    }));
+    rows.extend([
         Row {
             figure: "push, last frame received (median)",
             unit: "s",
@@ -218,7 +207,7 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
             goal: None,
             rounds: per(|f| f.ws_server_bytes),
         },
-    ];
+    ]);
     println!("{}", bench_table::render("tokio", "epoll", &loads, &rows));
     for (r, [ep, tk]) in all.iter().enumerate() {
         let verdict = |b: f64| {
