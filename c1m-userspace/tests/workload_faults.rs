@@ -246,6 +246,7 @@ fn full_workers_stop_listening_and_everything_is_counted() {
         wait_for(ctl, "server up", T, |s| s.phase == "running");
         let scratch = scratch("cap");
         let json = scratch.path().join("client.json");
+        let lost_before = loopback_drops();
         let out = c1m()
             .args([
                 "client",
@@ -254,8 +255,7 @@ fn full_workers_stop_listening_and_everything_is_counted() {
                 "-n",
                 "500",
                 // A connection queued at a full worker is reset when that worker next
-                // runs; CI's loaded box once starved it past a 2 s hold, the client
-                // closed first and counted 401 connected, none reset.
+                // runs: the hold leaves a loaded box's worker room to run.
                 "--hold",
                 "6s",
                 "--quiet",
@@ -266,6 +266,7 @@ fn full_workers_stop_listening_and_everything_is_counted() {
             .arg(&json)
             .output()
             .unwrap();
+        let lost = loopback_drops().saturating_sub(lost_before);
         assert!(!out.status.success(), "500 cannot all fit");
         let c: c1m::workload::stats::snapshot::AppSnapshot =
             serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -274,7 +275,14 @@ fn full_workers_stop_listening_and_everything_is_counted() {
         let cc = c.counters;
         assert_eq!(cc.attempted, 500);
         assert_eq!(cc.connected + cc.failures.total(), 500, "{:?}", cc.failures);
-        assert!(cc.connected <= 400 + cc.closed.reset, "{cc:?}");
+        // Past the caps, each connection is reset by the server, unless a packet of it was
+        // lost: a reset is never sent again, and a lost handshake ACK leaves the server a
+        // request the closed listener drops without a word. The client holds either
+        // silently (hold mode sends nothing). So exact when the box dropped nothing.
+        assert!(
+            cc.connected <= 400 + cc.closed.reset + lost,
+            "{lost} packets dropped: {cc:?}"
+        );
         // The server's books: it never held more than its caps, and its accepts match.
         let sc = s.counters;
         assert_eq!(sc.accepted, sc.closed.total(), "{sc:?}");
@@ -288,6 +296,15 @@ fn full_workers_stop_listening_and_everything_is_counted() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("stopped listening"), "{err}");
     });
+}
+
+/// Packets the box's input backlogs dropped so far (`/proc/net/softnet_stat`: every CPU,
+/// every namespace, loopback's only place to lose a packet). A test beside this one can
+/// fill them: an unpaced 25k ramp in another namespace dropped 48 and 93 here, and
+/// 275–797 over this test's 6 s.
+fn loopback_drops() -> u64 {
+    let text = std::fs::read_to_string("/proc/net/softnet_stat").unwrap();
+    c1m::netpath::parse_softnet(&text).unwrap().dropped
 }
 
 /// A worker that dies is reported, its connections are counted as lost, and the rest keep
