@@ -266,7 +266,7 @@ fn full_workers_stop_listening_and_everything_is_counted() {
             .arg(&json)
             .output()
             .unwrap();
-        let lost = loopback_drops().saturating_sub(lost_before);
+        let lost = loopback_drops().since(&lost_before).dropped;
         assert!(!out.status.success(), "500 cannot all fit");
         let c: c1m::workload::stats::snapshot::AppSnapshot =
             serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -278,10 +278,13 @@ fn full_workers_stop_listening_and_everything_is_counted() {
         // Past the caps, each connection is reset by the server, unless a packet of it was
         // lost: a reset is never sent again, and a lost handshake ACK leaves the server a
         // request the closed listener drops without a word. The client holds either
-        // silently (hold mode sends nothing). So exact when the box dropped nothing.
+        // silently (hold mode sends nothing). One failure with nothing dropped (epoll,
+        // 2026-12-06, a run right after a build) is not explained yet: the message
+        // carries the server's books for the next one.
         assert!(
             cc.connected <= 400 + cc.closed.reset + lost,
-            "{lost} packets dropped: {cc:?}"
+            "{lost} packets dropped: {cc:?}\nserver: {:?}",
+            s.counters
         );
         // The server's books: it never held more than its caps, and its accepts match.
         let sc = s.counters;
@@ -298,13 +301,14 @@ fn full_workers_stop_listening_and_everything_is_counted() {
     });
 }
 
-/// Packets the box's input backlogs dropped so far (`/proc/net/softnet_stat`: every CPU,
-/// every namespace, loopback's only place to lose a packet). A test beside this one can
-/// fill them: an unpaced 25k ramp in another namespace dropped 48 and 93 here, and
+/// The box's input backlogs (`/proc/net/softnet_stat`: every CPU, every namespace), where
+/// loopback loses packets; read as the lab reads them (`netpath`). A test beside this one
+/// can fill them: an unpaced 25k ramp in another namespace dropped 48 and 93 here, and
 /// 275–797 over this test's 6 s.
-fn loopback_drops() -> u64 {
-    let text = std::fs::read_to_string("/proc/net/softnet_stat").unwrap();
-    c1m::netpath::parse_softnet(&text).unwrap().dropped
+fn loopback_drops() -> c1m::netpath::Softnet {
+    c1m::netpath::PathReading::read()
+        .softnet
+        .expect("/proc/net/softnet_stat readable")
 }
 
 /// A worker that dies is reported, its connections are counted as lost, and the rest keep

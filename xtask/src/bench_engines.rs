@@ -125,7 +125,7 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
         }
         all.push(f);
     }
-    let per = |f: fn(&Figures) -> f64| all.iter().map(|[ep, tk]| (f(tk), f(ep))).collect();
+    let per = |f: &dyn Fn(&Figures) -> f64| all.iter().map(|[ep, tk]| (f(tk), f(ep))).collect();
     // tokio ≥ 0.9× epoll on push: its last frame at most 1/0.9 of epoll's time.
     let mut rows = vec![
         Row {
@@ -133,14 +133,14 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
             unit: "conn/s",
             better: Better::Higher,
             goal: None,
-            rounds: per(|f| f.raw_rate),
+            rounds: per(&|f| f.raw_rate),
         },
         Row {
             figure: "WebSocket setup",
             unit: "conn/s",
             better: Better::Higher,
             goal: Some(0.9),
-            rounds: per(|f| f.ws_rate),
+            rounds: per(&|f| f.ws_rate),
         },
         // What the rates cost, steadier than the rates on a box whose speed drifts.
         Row {
@@ -148,64 +148,64 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
             unit: "µs",
             better: Better::Lower,
             goal: None,
-            rounds: per(|f| f.raw_cpu_us),
+            rounds: per(&|f| f.raw_cpu_us),
         },
         Row {
             figure: "CPU per WebSocket set up",
             unit: "µs",
             better: Better::Lower,
             goal: None,
-            rounds: per(|f| f.ws_cpu_us),
+            rounds: per(&|f| f.ws_cpu_us),
         },
     ];
     // Where a difference in the total is: each side's user and system time.
-    rows.extend(WS_CPU_SPLIT.iter().enumerate().map(|(i, &(_, figure))| {
-        Row {
-            figure,
-            unit: "µs",
-            better: Better::Lower,
-            goal: None,
-            rounds: all
-                .iter()
-                .map(|[ep, tk]| (tk.ws_cpu_split[i], ep.ws_cpu_split[i]))
-                .collect(),
-        }
-    }));
+    rows.extend(
+        WS_CPU_SPLIT
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, figure))| Row {
+                figure,
+                unit: "µs",
+                better: Better::Lower,
+                goal: None,
+                rounds: per(&|f| f.ws_cpu_split[i]),
+            }),
+    );
     rows.extend([
         Row {
             figure: "push, last frame received (median)",
             unit: "s",
             better: Better::Lower,
             goal: Some(1.0 / 0.9),
-            rounds: per(|f| f.push_last_s),
+            rounds: per(&|f| f.push_last_s),
         },
         Row {
             figure: "push, per-message p99 (median)",
             unit: "µs",
             better: Better::Lower,
             goal: None,
-            rounds: per(|f| f.push_p99_us),
+            rounds: per(&|f| f.push_p99_us),
         },
         Row {
             figure: "echo round trips",
             unit: "/s",
             better: Better::Higher,
             goal: None,
-            rounds: per(|f| f.echo_rt_per_s),
+            rounds: per(&|f| f.echo_rt_per_s),
         },
         Row {
             figure: "server user bytes per idle connection",
             unit: "B",
             better: Better::Lower,
             goal: None,
-            rounds: per(|f| f.server_bytes),
+            rounds: per(&|f| f.server_bytes),
         },
         Row {
             figure: "server user bytes per idle WebSocket",
             unit: "B",
             better: Better::Lower,
             goal: None,
-            rounds: per(|f| f.ws_server_bytes),
+            rounds: per(&|f| f.ws_server_bytes),
         },
     ]);
     println!("{}", bench_table::render("tokio", "epoll", &loads, &rows));
