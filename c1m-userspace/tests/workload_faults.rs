@@ -217,6 +217,9 @@ fn refused_is_counted_and_named() {
 fn full_workers_stop_listening_and_everything_is_counted() {
     each_engine(|_| {
         use std::os::unix::process::CommandExt;
+        // A namespace of its own (as root) per round: no other test's traffic on its
+        // ports, and the kernel's TCP counters below are this round's alone.
+        let private = c1m::netns::enter_private().is_ok();
         let ctl = "127.0.0.1:20911";
         let mut cmd = c1m();
         cmd.args([
@@ -247,6 +250,7 @@ fn full_workers_stop_listening_and_everything_is_counted() {
         let scratch = scratch("cap");
         let json = scratch.path().join("client.json");
         let lost_before = loopback_drops();
+        let mib_before = c1m::observer::mib::read().unwrap();
         let out = c1m()
             .args([
                 "client",
@@ -266,7 +270,9 @@ fn full_workers_stop_listening_and_everything_is_counted() {
             .arg(&json)
             .output()
             .unwrap();
-        let lost = loopback_drops().since(&lost_before).dropped;
+        let softnet = loopback_drops().since(&lost_before).dropped;
+        let mib = c1m::observer::mib::read().unwrap().since(&mib_before);
+        let lost = softnet + mib.listen_drops;
         assert!(!out.status.success(), "500 cannot all fit");
         let c: c1m::workload::stats::snapshot::AppSnapshot =
             serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -278,12 +284,17 @@ fn full_workers_stop_listening_and_everything_is_counted() {
         // Past the caps, each connection is reset by the server, unless a packet of it was
         // lost: a reset is never sent again, and a lost handshake ACK leaves the server a
         // request the closed listener drops without a word. The client holds either
-        // silently (hold mode sends nothing). One failure with nothing dropped (epoll,
-        // 2026-12-06, a run right after a build) is not explained yet: the message
-        // carries the server's books for the next one.
+        // silently (hold mode sends nothing). Lost: the box's input backlogs (shared by
+        // every namespace) and the listeners' drops. One failure with no backlog drop
+        // (epoll, 2026-12-06, a run right after a build, in the root namespace, where the
+        // listeners' drops were not read) is not explained yet: the message carries the
+        // server's books and the kernel's counters (a passing round: 100 resets sent, one
+        // a connection past the caps).
         assert!(
             cc.connected <= 400 + cc.closed.reset + lost,
-            "{lost} packets dropped: {cc:?}\nserver: {:?}",
+            "{softnet} packets dropped by the box, {} by listeners: {cc:?}\nserver: {:?}\n\
+             kernel (private namespace: {private}): {mib:?}",
+            mib.listen_drops,
             s.counters
         );
         // The server's books: it never held more than its caps, and its accepts match.
