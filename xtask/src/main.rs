@@ -116,7 +116,13 @@ fn test(extra: &[String]) -> Result<()> {
     }
     // A filter or cargo's own flags: cargo test as asked. Every test binary runs even
     // after one fails: a CI log names all failures at once.
-    let mut args = vec!["test", "--release", "--workspace", "--no-fail-fast"];
+    let mut args = vec![
+        "test",
+        "--profile",
+        "suite",
+        "--workspace",
+        "--no-fail-fast",
+    ];
     args.extend(extra.iter().map(String::as_str));
     util::cargo(&args)
 }

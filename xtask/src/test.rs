@@ -83,14 +83,15 @@ struct TestLine {
     seconds: Option<f64>,
 }
 
-/// Builds every test target once (the same `release` build the `c1m` binary the tests
-/// start comes from) and lists the executables.
+/// Builds every test target once (the same `suite` build the `c1m` binary the tests
+/// start comes from: see the workspace's Cargo.toml) and lists the executables.
 fn build() -> Result<Vec<Binary>> {
     let out = Command::new(util::cargo_bin())
         .current_dir(util::root())
         .args([
             "test",
-            "--release",
+            "--profile",
+            "suite",
             "--workspace",
             "--no-run",
             "--message-format=json-render-diagnostics",
@@ -271,7 +272,7 @@ pub fn run_all() -> Result<()> {
     }
     let mut doc = Command::new(util::cargo_bin());
     doc.current_dir(util::root())
-        .args(["test", "--release", "--workspace", "--doc"]);
+        .args(["test", "--profile", "suite", "--workspace", "--doc"]);
     light.push(Job {
         label: "doc tests".into(),
         command: doc,
