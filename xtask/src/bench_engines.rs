@@ -1,6 +1,12 @@
 //! `cargo xtask bench engines`: c1m's tokio engine against its epoll engine, both sides
-//! (server and client) on the engine under test, interleaved per scenario with the order
-//! swapped every round, each run in a fresh network namespace. Printed: setup rate (raw
+//! (server and client) on the engine under test, each run in a fresh network namespace.
+//! A round runs one engine's scenarios, then the other's, the order swapped every round:
+//! each engine's WebSocket run then follows its own raw run, so both meet the pages the
+//! run before freed in the same state. This VM's host takes freed pages back slowly
+//! (~40 MB/s, `page_reporting`), and a run on pages it took back pays for them again:
+//! 300k WebSocket ramps ran 25.8k-33.3k conn/s after a 30-s pause, 38.5k right after
+//! another run (docs/results.md). Interleaved per scenario, one engine's WebSocket run
+//! followed the other's raw run, the other's its WebSocket run. Printed: setup rate (raw
 //! TCP and WebSocket) and the CPU per connection it took (both sides; a WebSocket's also
 //! by side and by user / system time), push fan-out (last frame) and per-message p99
 //! (each the median of [`PUSHES`] unpaced pushes in the run), user-space bytes per idle
@@ -80,8 +86,8 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
         let mut f = [Figures::default(); 2];
         // Swap who goes first every round: neither engine always gets the warmer box.
         let order: Vec<usize> = if r % 2 == 0 { vec![0, 1] } else { vec![1, 0] };
-        for scenario in ["idle", "push", "echo"] {
-            for &i in &order {
+        for &i in &order {
+            for scenario in ["idle", "push", "echo"] {
                 let e = ENGINES[i];
                 let v = bench(scenario, e, n, &format!("{r}{}{e}", &scenario[..1]))?;
                 let x = &mut f[i];
