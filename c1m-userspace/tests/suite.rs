@@ -5,7 +5,8 @@
 //! The modules were written to run one after another, each with the harness's own
 //! threads: two lab runs at once share the kernel's tunables, ports and eBPF hooks.
 //! `cargo xtask test` runs this binary once per module (see xtask/src/test.rs); a
-//! filter keeps to one module by hand: `cargo test --profile suite --test suite -- lab_run::`.
+//! filter keeps to one module by hand:
+//! `cargo test --profile suite --test suite -- lab_run::`.
 
 mod lab_util;
 mod workload_util;
