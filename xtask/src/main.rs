@@ -119,7 +119,7 @@ fn test(extra: &[String]) -> Result<()> {
     let mut args = vec![
         "test",
         "--profile",
-        "suite",
+        util::TEST_PROFILE,
         "--workspace",
         "--no-fail-fast",
     ];

@@ -83,15 +83,15 @@ struct TestLine {
     seconds: Option<f64>,
 }
 
-/// Builds every test target once (the same `suite` build the `c1m` binary the tests
-/// start comes from: see the workspace's Cargo.toml) and lists the executables.
+/// Builds every test target once (in [`util::TEST_PROFILE`], as the `c1m` binary the
+/// tests start) and lists the executables.
 fn build() -> Result<Vec<Binary>> {
     let out = Command::new(util::cargo_bin())
         .current_dir(util::root())
         .args([
             "test",
             "--profile",
-            "suite",
+            util::TEST_PROFILE,
             "--workspace",
             "--no-run",
             "--message-format=json-render-diagnostics",
@@ -271,8 +271,13 @@ pub fn run_all() -> Result<()> {
         light.push(job(b.name.clone(), b, None));
     }
     let mut doc = Command::new(util::cargo_bin());
-    doc.current_dir(util::root())
-        .args(["test", "--profile", "suite", "--workspace", "--doc"]);
+    doc.current_dir(util::root()).args([
+        "test",
+        "--profile",
+        util::TEST_PROFILE,
+        "--workspace",
+        "--doc",
+    ]);
     light.push(Job {
         label: "doc tests".into(),
         command: doc,

@@ -30,6 +30,10 @@ pub fn cargo(args: &[&str]) -> Result<()> {
     run(Command::new(cargo_bin()).args(args).current_dir(root()))
 }
 
+/// The cargo profile the tests and the `c1m` binary they start are built in (the
+/// workspace's Cargo.toml says why it is not `release`).
+pub const TEST_PROFILE: &str = "suite";
+
 pub fn cargo_bin() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
