@@ -1,11 +1,11 @@
 //! `cargo xtask bench engines`: c1m's tokio engine against its epoll engine, both sides
 //! (server and client) on the engine under test, each run in a fresh network namespace.
 //! A round runs one engine's scenarios, then the other's, the order swapped every round:
-//! each engine's WebSocket run then follows its own raw run, so both meet the pages the
-//! run before freed in the same state. This VM's host takes freed pages back slowly
-//! (~40 MB/s, `page_reporting`), and a run on pages it took back pays for them again:
-//! 300k WebSocket ramps ran 25.8k-33.3k conn/s after a 30-s pause, 38.5k right after
-//! another run (docs/results.md). Interleaved per scenario, one engine's WebSocket run
+//! each engine's WebSocket run then follows its own raw run. This VM's host takes freed
+//! pages back (`page_reporting`, up to ~250 MB/s), and a run on pages it took back pays
+//! for them again: 300k WebSocket ramps ran 25.8k-33.3k conn/s after a 30-s pause, 38.5k
+//! right after another run (docs/results.md). So each run also takes its memory warm
+//! from the bench's keeper (`warm_pages`; `--cold-pages` turns it off). Interleaved per scenario, one engine's WebSocket run
 //! followed the other's raw run, the other's its WebSocket run. Printed: setup rate (raw
 //! TCP and WebSocket) and the CPU per connection it took (both sides; a WebSocket's also
 //! by side and by user / system time), push fan-out (last frame) and per-message p99
@@ -13,13 +13,15 @@
 //! connection on each side, echo round trips/s on 2,000
 //! connections, and the ratios tokio / epoll per round in a table with each round's box
 //! load (goals: WebSocket setup and push ≥ 0.9× epoll, ≤ 512 B per idle server
-//! connection).
+//! connection). Each run takes warm pages from the bench's keeper (`warm_pages`), and the
+//! table shows how much memory the host took back during each WebSocket run.
 
 use anyhow::Result;
 
 use crate::{
     bench::{Netns, c1m_bench, settle, sources},
     bench_table::{self, Better, BoxLoad, Row},
+    warm_pages::{RunPages, RunStart},
 };
 
 /// tokio's goal on the server's user bytes per idle connection.
@@ -59,10 +61,13 @@ struct Figures {
     push_received: u64,
     push_p99_us: f64,
     echo_rt_per_s: f64,
+    /// The WebSocket run's memory: from the keeper, and what the host took back.
+    ws_pages: RunPages,
 }
 
-fn bench(scenario: &str, engine: &str, n: u64, tag: &str) -> Result<serde_json::Value> {
+fn bench(scenario: &str, engine: &str, n: u64, tag: &str) -> Result<(serde_json::Value, RunPages)> {
     let ns = Netns::new(tag)?;
+    let start = RunStart::now();
     let extra = [
         "--engine",
         engine,
@@ -71,7 +76,14 @@ fn bench(scenario: &str, engine: &str, n: u64, tag: &str) -> Result<serde_json::
         "--unpaced-pushes",
         &PUSHES.to_string(),
     ];
-    c1m_bench(&ns, scenario, n, sources(n), &extra)
+    let v = c1m_bench(&ns, scenario, n, sources(n), &extra)?;
+    let pages = start.end();
+    println!(
+        "   {engine} {scenario}: took {:.0} MiB of the warm pages; the host took back {:.0} MiB \
+         during the run",
+        pages.from_keeper_mib, pages.host_took_mib
+    );
+    Ok((v, pages))
 }
 
 pub fn run(n: u64, rounds: u32) -> Result<()> {
@@ -89,7 +101,7 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
         for &i in &order {
             for scenario in ["idle", "push", "echo"] {
                 let e = ENGINES[i];
-                let v = bench(scenario, e, n, &format!("{r}{}{e}", &scenario[..1]))?;
+                let (v, pages) = bench(scenario, e, n, &format!("{r}{}{e}", &scenario[..1]))?;
                 let x = &mut f[i];
                 let num = |k: &str| v[k].as_f64().unwrap_or(0.0);
                 match scenario {
@@ -101,6 +113,7 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
                     }
                     "push" => {
                         x.ws_rate = num("rate_per_s");
+                        x.ws_pages = pages;
                         x.ws_cpu_us = v["setup_cpu"]["total_us"].as_f64().unwrap_or(0.0);
                         x.ws_cpu_split = WS_CPU_SPLIT
                             .map(|(key, _)| v["setup_cpu"][key].as_f64().unwrap_or(0.0));
@@ -212,6 +225,14 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
             better: Better::Lower,
             goal: None,
             rounds: per(&|f| f.ws_server_bytes),
+        },
+        // The one outside cost left: a page the host took back costs a fault again.
+        Row {
+            figure: "memory the host took back during the WebSocket run",
+            unit: "MiB",
+            better: Better::Lower,
+            goal: None,
+            rounds: per(&|f| f.ws_pages.host_took_mib),
         },
     ]);
     println!("{}", bench_table::render("tokio", "epoll", &loads, &rows));

@@ -14,6 +14,7 @@ mod observer_cpu;
 mod refservers;
 mod test;
 mod util;
+mod warm_pages;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
