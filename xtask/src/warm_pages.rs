@@ -2,14 +2,14 @@
 //! (`page_reporting`), and a page the host took back costs a host fault when the guest
 //! touches it again: here, touching 10 GiB took 9.1 s right after another process had
 //! freed it and 33.1 s a minute later (16.6 s after 3 s, 25.2 s after 10 s). A 1M run
-//! allocates ~10 GiB, so how long the box sat before a run moved its CPU per connection
+//! allocates ~12 GiB, so how long the box sat before a run moved its CPU per connection
 //! more than anything the engines do. Bare metal has no such cost.
 //!
 //! [`WarmPages`] holds the box's free memory, touched, so the host cannot take it, and
 //! gives it back a chunk at a time whenever free memory falls below [`LOW`]: the run then
 //! allocates pages that a moment ago were ours, warm. Between runs, [`WarmPages::refill`]
 //! takes the memory the last run freed. Filling is our own untimed work; during a run the
-//! keeper only frees (a `munmap` of 64 MiB every few ms at the fastest 1M ramp).
+//! keeper only frees: a `munmap` of 64 MiB every ~0.2 s at a 1M ramp's ~0.4 GiB/s.
 
 use std::{
     sync::{
