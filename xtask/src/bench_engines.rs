@@ -1,20 +1,19 @@
 //! `cargo xtask bench engines`: c1m's tokio engine against its epoll engine, both sides
 //! (server and client) on the engine under test, each run in a fresh network namespace.
 //! A round runs one engine's scenarios, then the other's, the order swapped every round:
-//! each engine's WebSocket run then follows its own raw run. This VM's host takes freed
-//! pages back (`page_reporting`, up to ~250 MB/s), and a run on pages it took back pays
-//! for them again: 300k WebSocket ramps ran 25.8k-33.3k conn/s after a 30-s pause, 38.5k
-//! right after another run (docs/results.md). So each run also takes its memory warm
-//! from the bench's keeper (`warm_pages`; `--cold-pages` turns it off). Interleaved per scenario, one engine's WebSocket run
-//! followed the other's raw run, the other's its WebSocket run. Printed: setup rate (raw
-//! TCP and WebSocket) and the CPU per connection it took (both sides; a WebSocket's also
-//! by side and by user / system time), push fan-out (last frame) and per-message p99
-//! (each the median of [`PUSHES`] unpaced pushes in the run), user-space bytes per idle
-//! connection on each side, echo round trips/s on 2,000
-//! connections, and the ratios tokio / epoll per round in a table with each round's box
-//! load (goals: WebSocket setup and push ≥ 0.9× epoll, ≤ 512 B per idle server
-//! connection). Each run takes warm pages from the bench's keeper (`warm_pages`), and the
-//! table shows how much memory the host took back during each WebSocket run.
+//! each engine's WebSocket run then follows its own raw run (interleaved per scenario,
+//! one engine's WebSocket run had followed the other's raw run). This VM's host takes
+//! freed pages back (`page_reporting`, up to ~250 MB/s), and a run on pages it took back
+//! pays for them again (300k WebSocket ramps: 25.8k-33.3k conn/s after a 30-s pause,
+//! 38.5k right after another run; docs/results.md), so each run takes its memory warm
+//! from the bench's keeper (`warm_pages`; `--cold-pages` turns it off), and the table
+//! shows how much the host took back during each WebSocket run anyway. Printed: setup
+//! rate (raw TCP and WebSocket) and the CPU per connection it took (both sides; a
+//! WebSocket's also by side and by user / system time), push fan-out (last frame) and
+//! per-message p99 (each the median of [`PUSHES`] unpaced pushes in the run), user-space
+//! bytes per idle connection on each side, echo round trips/s on 2,000 connections, and
+//! the ratios tokio / epoll per round in a table with each round's box load (goals:
+//! WebSocket setup and push ≥ 0.9× epoll, ≤ 512 B per idle server connection).
 
 use anyhow::Result;
 

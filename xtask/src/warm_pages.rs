@@ -39,6 +39,7 @@ unsafe impl Send for Chunk {}
 impl Chunk {
     fn new() -> Option<Chunk> {
         // MAP_POPULATE: the kernel faults every page in (and the host backs it) now.
+        // SAFETY: a new anonymous mapping; no memory of ours is touched.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -53,6 +54,7 @@ impl Chunk {
             return None;
         }
         // Not copied into a child this process forks: ~20 GiB of page tables to copy.
+        // SAFETY: the range is the mapping just made, which nothing reads.
         unsafe { libc::madvise(p, CHUNK, libc::MADV_DONTFORK) };
         Some(Chunk(p))
     }
@@ -60,11 +62,13 @@ impl Chunk {
 
 impl Drop for Chunk {
     fn drop(&mut self) {
+        // SAFETY: our mapping of CHUNK bytes; no reference into it exists.
         unsafe { libc::munmap(self.0, CHUNK) };
     }
 }
 
 fn free_bytes() -> Option<u64> {
+    // SAFETY: sysinfo is plain integers (all-zero is valid), filled by the kernel.
     let mut si: libc::sysinfo = unsafe { std::mem::zeroed() };
     (unsafe { libc::sysinfo(&mut si) } == 0)
         .then(|| si.freeram as u64 * u64::from(si.mem_unit.max(1)))
@@ -173,6 +177,7 @@ impl WarmPages {
                 .spawn(move || {
                     // Prompt when a run keeps both CPUs busy: late, the kernel reclaims
                     // and at worst picks this process (the pool) for the OOM killer.
+                    // SAFETY: plain syscalls on this thread's own id.
                     unsafe {
                         libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10)
                     };
