@@ -13,10 +13,9 @@
 
 use std::{
     sync::{
-        Arc, Mutex, OnceLock,
+        Mutex, OnceLock,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
-    thread::JoinHandle,
     time::{Duration, Instant},
 };
 
@@ -96,7 +95,21 @@ pub(crate) fn enable() {
         println!("   (no free page reporting here: a run's pages stay warm without a keeper)");
         return;
     }
-    let _ = KEEPER.set(WarmPages::start());
+    let keeper = KEEPER.get_or_init(|| WarmPages {
+        pool: Mutex::new(Vec::new()),
+        released: AtomicU64::new(0),
+        off: AtomicBool::new(false),
+    });
+    if std::thread::Builder::new()
+        .name("warm-pages".into())
+        .spawn(|| keeper.give_back())
+        .is_err()
+    {
+        // Never hold pages that nothing would give back.
+        keeper.off.store(true, Ordering::Relaxed);
+        println!("   (warm pages: no thread to give pages back; runs meet the box as it is)");
+        return;
+    }
     println!(
         "   (warm pages: this VM gives free memory back to its host; the bench holds it, \
          touched, and hands it to each run, so no run pays the host's faults; \
@@ -118,7 +131,9 @@ pub(crate) fn disable() {
 /// Before a run: takes back (untimed) the memory the run before freed. A no-op without
 /// a keeper.
 pub(crate) fn refill() {
-    let Some(k) = KEEPER.get() else { return };
+    let Some(k) = KEEPER.get().filter(|k| !k.off.load(Ordering::Relaxed)) else {
+        return;
+    };
     let (held, s) = k.refill();
     println!(
         "   (warm pages: {:.1} GiB held, refilled in {s:.1} s)",
@@ -148,64 +163,45 @@ impl RunStart {
             _ => f64::NAN,
         };
         RunPages {
-            from_keeper_mib: KEEPER
-                .get()
-                .map_or(0.0, |k| k.released() as f64 / f64::from(1u32 << 20)),
+            from_keeper_mib: KEEPER.get().map_or(0.0, |k| {
+                k.released.load(Ordering::Relaxed) as f64 / f64::from(1u32 << 20)
+            }),
             host_took_mib,
         }
     }
 }
 
+/// The pool and its counters; lives as long as the bench (in [`KEEPER`]).
 pub(crate) struct WarmPages {
-    pool: Arc<Mutex<Vec<Chunk>>>,
-    released: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
+    pool: Mutex<Vec<Chunk>>,
+    /// Bytes given back to runs since the last refill.
+    released: AtomicU64,
     /// Set by [`disable`]: refill takes nothing.
     off: AtomicBool,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl WarmPages {
-    fn start() -> WarmPages {
-        let pool = Arc::new(Mutex::new(Vec::new()));
-        let released = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let (pool, released, stop) = (pool.clone(), released.clone(), stop.clone());
-            std::thread::Builder::new()
-                .name("warm-pages".into())
-                .spawn(move || {
-                    // Prompt when a run keeps both CPUs busy: late, the kernel reclaims
-                    // and at worst picks this process (the pool) for the OOM killer.
-                    // SAFETY: plain syscalls on this thread's own id.
-                    unsafe {
-                        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10)
-                    };
-                    while !stop.load(Ordering::Relaxed) {
-                        while free_bytes().is_some_and(|f| f < LOW) {
-                            let Some(c) = pool.lock().ok().and_then(|mut p| p.pop()) else {
-                                break;
-                            };
-                            drop(c);
-                            released.fetch_add(CHUNK as u64, Ordering::Relaxed);
-                        }
-                        std::thread::sleep(TICK);
-                    }
-                })
-                .ok()
-        };
-        WarmPages {
-            pool,
-            released,
-            stop,
-            off: AtomicBool::new(false),
-            thread,
+    /// Gives a chunk back whenever free memory is below [`LOW`], for the rest of the bench.
+    fn give_back(&'static self) {
+        // Prompt when a run keeps both CPUs busy: late, the kernel reclaims and at worst
+        // picks this process (the pool) for the OOM killer.
+        // SAFETY: plain syscalls on this thread's own id.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
+        loop {
+            while free_bytes().is_some_and(|f| f < LOW) {
+                let Some(c) = self.pool.lock().ok().and_then(|mut p| p.pop()) else {
+                    break;
+                };
+                drop(c);
+                self.released.fetch_add(CHUNK as u64, Ordering::Relaxed);
+            }
+            std::thread::sleep(TICK);
         }
     }
 
     /// Takes free memory down to [`HIGH`] (untimed: call it between runs). Returns the
     /// bytes the pool holds and the seconds it took.
-    pub(crate) fn refill(&self) -> (u64, f64) {
+    fn refill(&self) -> (u64, f64) {
         let t = Instant::now();
         while !self.off.load(Ordering::Relaxed)
             && free_bytes().is_some_and(|f| f > HIGH + CHUNK as u64)
@@ -215,24 +211,7 @@ impl WarmPages {
             p.push(c);
         }
         self.released.store(0, Ordering::Relaxed);
-        (self.held(), t.elapsed().as_secs_f64())
-    }
-
-    pub(crate) fn held(&self) -> u64 {
-        self.pool.lock().map(|p| p.len() * CHUNK).unwrap_or(0) as u64
-    }
-
-    /// Bytes given back to the run since the last refill.
-    pub(crate) fn released(&self) -> u64 {
-        self.released.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for WarmPages {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let held = self.pool.lock().map(|p| p.len() * CHUNK).unwrap_or(0) as u64;
+        (held, t.elapsed().as_secs_f64())
     }
 }
