@@ -8,7 +8,9 @@
 //! WebSocket ramp (same request and response bytes) with its tail-loss probes and
 //! DSACKs per 1,000 connections, and one push to every connection (same frame, same
 //! connection count, as many server processes as c1m shards into; all writing at once):
-//! last frame received, per-message p50/p99/p99.9. Then c1m's own `echo` and `observer`.
+//! last frame received, per-message p50/p99/p99.9. Each ramp's CPU a connection, by side
+//! and by user / system time (`bench_cpu`: the C programs' from a cgroup per side). Then
+//! c1m's own `echo` and `observer`.
 //!
 //! c1m's scenarios are a bench target of the c1m package (`c1m-userspace/benches/
 //! scenarios/`, harness = false), not a subcommand of the product: built here once with
@@ -27,6 +29,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 
 use crate::{
+    bench_cpu::{Setup, SetupCpu, SideCgroups},
     bench_table::{self, Better, BoxLoad, Row},
     util::{cargo_bin, is_root, root, run},
 };
@@ -371,8 +374,10 @@ impl Kernel {
 struct Figures {
     raw_rate: f64,
     raw_kernel: Kernel,
+    raw_cpu: SetupCpu,
     ws_rate: f64,
     ws_kernel: Kernel,
+    ws_cpu: SetupCpu,
     push_last_s: f64,
     push_received: u64,
     /// p50, p99, p99.9 of per-message latency, µs.
@@ -408,16 +413,14 @@ fn compare(o: &Opts) -> Result<()> {
             for subject in [first, first.other()] {
                 match (scenario, subject) {
                     (Scenario::Raw, Subject::C) => {
-                        (c.raw_rate, c.raw_kernel) =
-                            ref_ramp(&exe, n, sp, cp, src, false, &format!("{r}rc"))?.0;
+                        ((c.raw_rate, c.raw_kernel), c.raw_cpu, _) =
+                            ref_ramp(&exe, (n, sp, cp, src), false, &format!("{r}rc"))?;
                     }
-                    (Scenario::Raw, Subject::C1m) => {
-                        (m.raw_rate, m.raw_kernel) = c1m_idle(n, src, &format!("{r}rm"))?;
-                    }
+                    (Scenario::Raw, Subject::C1m) => c1m_idle(n, src, &format!("{r}rm"), &mut m)?,
                     (Scenario::WebSocket, Subject::C) => {
-                        let ((rate, k), push) =
-                            ref_ramp(&exe, n, sp, cp, src, true, &format!("{r}wc"))?;
-                        (c.ws_rate, c.ws_kernel) = (rate, k);
+                        let ((rate, k), cpu, push) =
+                            ref_ramp(&exe, (n, sp, cp, src), true, &format!("{r}wc"))?;
+                        (c.ws_rate, c.ws_kernel, c.ws_cpu) = (rate, k, cpu);
                         if let Some((last, got, msg)) = push {
                             (c.push_last_s, c.push_received, c.push_msg_us) = (last, got, msg);
                         }
@@ -476,7 +479,10 @@ fn print_ratios(rounds: &[(Figures, Figures)], loads: &[BoxLoad]) {
             .map(|(c, m)| (m.push_msg_us[i], c.push_msg_us[i]))
             .collect()
     };
-    let rows = [
+    let cpu = |f: fn(&Figures) -> SetupCpu| -> Vec<(SetupCpu, SetupCpu)> {
+        rounds.iter().map(|(c, m)| (f(m), f(c))).collect()
+    };
+    let mut rows = vec![
         Row {
             figure: "raw TCP ramp",
             unit: "conn/s",
@@ -520,6 +526,13 @@ fn print_ratios(rounds: &[(Figures, Figures)], loads: &[BoxLoad]) {
             rounds: msg(2),
         },
     ];
+    // What the ramps cost, and on which side: steadier than the rates, and where a gap is.
+    rows.splice(
+        2..2,
+        SetupCpu::rows(Setup::Raw, &cpu(|f| f.raw_cpu))
+            .into_iter()
+            .chain(SetupCpu::rows(Setup::WebSocket, &cpu(|f| f.ws_cpu))),
+    );
     println!("{}", bench_table::render("c1m", "C", loads, &rows));
     for (i, (c, m)) in rounds.iter().enumerate() {
         println!(
@@ -647,18 +660,18 @@ fn numbers(line: &str) -> Vec<u64> {
         .collect()
 }
 
-/// The C reference: a ramp (rate, kernel counters) and, in WebSocket mode, one push.
+/// The C reference: a ramp (rate, kernel counters, its CPU a connection) and, in
+/// WebSocket mode, one push.
 fn ref_ramp(
     exe: &Path,
-    n: u64,
-    sp: u64,
-    cp: u64,
-    src: u64,
+    (n, sp, cp, src): (u64, u64, u64, u64),
     ws: bool,
     tag: &str,
-) -> Result<((f64, Kernel), Option<Push>)> {
+) -> Result<((f64, Kernel), SetupCpu, Option<Push>)> {
     let ns = Netns::new(tag)?;
-    ref_ramp_watched(&ns, exe, (n, sp, cp, src), ws, tag, &mut Unwatched)
+    let mut cpu = SideCgroups::new(tag)?;
+    let (ramp, push) = ref_ramp_watched(&ns, exe, (n, sp, cp, src), ws, tag, &mut cpu)?;
+    Ok((ramp, cpu.per_connection(n), push))
 }
 
 /// A phase of a bench run, for a [`Watch`].
@@ -670,21 +683,41 @@ pub(crate) enum Phase {
     Push,
 }
 
+/// Which side of a run a process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    Server,
+    Client,
+}
+
 /// What a bench that measures more than the run itself hooks into it: how its
 /// processes start (e.g. in a cgroup) and the instants each phase starts and ends.
 pub(crate) trait Watch {
-    /// The command that runs `exe` in `ns`.
-    fn program(&self, ns: &Netns, exe: &Path) -> Command {
-        ns.cmd(exe)
-    }
+    /// The command that runs `exe` in `ns` as `side`.
+    fn program(&self, ns: &Netns, exe: &Path, side: Side) -> Command;
     /// Called right before a phase starts (`starts`) and right after it ended.
     fn phase(&mut self, _p: Phase, _starts: bool) -> Result<()> {
         Ok(())
     }
 }
 
-struct Unwatched;
-impl Watch for Unwatched {}
+impl Watch for SideCgroups {
+    fn program(&self, ns: &Netns, exe: &Path, side: Side) -> Command {
+        let inner = ns.cmd(exe);
+        match side {
+            Side::Server => self.server.wrap(&inner),
+            Side::Client => self.client.wrap(&inner),
+        }
+    }
+
+    fn phase(&mut self, p: Phase, starts: bool) -> Result<()> {
+        match (p, starts) {
+            (Phase::Setup, true) => self.setup_starts(),
+            (Phase::Setup, false) => self.setup_ended(),
+            (Phase::Push, _) => Ok(()),
+        }
+    }
+}
 
 /// [`ref_ramp`] in `ns`, `(n, sp, cp, src)` as there, its phases told to `w`.
 pub(crate) fn ref_ramp_watched(
@@ -697,7 +730,7 @@ pub(crate) fn ref_ramp_watched(
 ) -> Result<((f64, Kernel), Option<Push>)> {
     let mode = if ws { "ws" } else { "hold" };
     let (lo, hi) = (PORTS.0.to_string(), PORTS.1.to_string());
-    let mut s = w.program(ns, exe);
+    let mut s = w.program(ns, exe, Side::Server);
     s.args(["server", mode, &lo, &hi, &sp.to_string()]);
     let mut server = Proc::spawn(s)?;
     server.expect("ready")?;
@@ -705,7 +738,7 @@ pub(crate) fn ref_ramp_watched(
     std::fs::create_dir_all(&lat)?;
     let before = ns.counters()?;
     w.phase(Phase::Setup, true)?;
-    let mut c = w.program(ns, exe);
+    let mut c = w.program(ns, exe, Side::Client);
     c.args(["client", mode, &n.to_string(), &lo, &hi, &cp.to_string()])
         .args(["127.0.0.2", &src.to_string(), &IN_FLIGHT.to_string()])
         .arg(&lat);
@@ -787,13 +820,13 @@ pub(crate) fn c1m_bench(
     Ok(v[scenario].clone())
 }
 
-fn c1m_idle(n: u64, src: u64, tag: &str) -> Result<(f64, Kernel)> {
+fn c1m_idle(n: u64, src: u64, tag: &str, m: &mut Figures) -> Result<()> {
     let ns = Netns::new(tag)?;
     let v = c1m_bench(&ns, "idle", n, src, &[])?;
-    Ok((
-        v["rate_per_s"].as_f64().unwrap_or(0.0),
-        Kernel::from_c1m(&v["setup_kernel"], n),
-    ))
+    m.raw_rate = v["rate_per_s"].as_f64().unwrap_or(0.0);
+    m.raw_kernel = Kernel::from_c1m(&v["setup_kernel"], n);
+    m.raw_cpu = SetupCpu::from_c1m(&v["setup_cpu"]);
+    Ok(())
 }
 
 fn c1m_push(n: u64, src: u64, tag: &str, m: &mut Figures) -> Result<()> {
@@ -801,6 +834,7 @@ fn c1m_push(n: u64, src: u64, tag: &str, m: &mut Figures) -> Result<()> {
     let v = c1m_bench(&ns, "push", n, src, &[])?;
     m.ws_rate = v["rate_per_s"].as_f64().unwrap_or(0.0);
     m.ws_kernel = Kernel::from_c1m(&v["setup_kernel"], n);
+    m.ws_cpu = SetupCpu::from_c1m(&v["setup_cpu"]);
     // The default schedule: all shards writing at once (writers 0).
     let p = &v["pushes"][0];
     m.push_last_s = p["last_received_s"].as_f64().unwrap_or(0.0);

@@ -19,6 +19,7 @@ use anyhow::Result;
 
 use crate::{
     bench::{Netns, c1m_bench, settle, sources},
+    bench_cpu::{Setup, SetupCpu},
     bench_table::{self, Better, BoxLoad, Row},
     warm_pages::{RunPages, RunStart},
 };
@@ -33,27 +34,15 @@ const ECHO_CONNECTIONS: u64 = 2_000;
 /// every shard was runnable) swung a round's ratio by a quarter.
 const PUSHES: u16 = 3;
 
-/// A WebSocket's setup CPU by side and by user / system time: the scenarios bench's
-/// `setup_cpu` key and the table's row for each, in [`Figures::ws_cpu_split`]'s order.
-const WS_CPU_SPLIT: [(&str, &str); 4] = [
-    ("server_user_us", "CPU per WebSocket: server user"),
-    ("server_sys_us", "CPU per WebSocket: server system"),
-    ("client_user_us", "CPU per WebSocket: client user"),
-    ("client_sys_us", "CPU per WebSocket: client system"),
-];
-
 /// One engine's figures of one round.
 #[derive(Debug, Default, Clone, Copy)]
 struct Figures {
     raw_rate: f64,
-    /// CPU per connection set up, µs (both sides, user and system).
-    raw_cpu_us: f64,
+    raw_cpu: SetupCpu,
     server_bytes: f64,
     client_bytes: f64,
     ws_rate: f64,
-    ws_cpu_us: f64,
-    /// `ws_cpu_us` in the parts [`WS_CPU_SPLIT`] names (µs a WebSocket set up).
-    ws_cpu_split: [f64; 4],
+    ws_cpu: SetupCpu,
     ws_server_bytes: f64,
     ws_client_bytes: f64,
     push_last_s: f64,
@@ -106,16 +95,14 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
                 match scenario {
                     "idle" => {
                         x.raw_rate = num("rate_per_s");
-                        x.raw_cpu_us = v["setup_cpu"]["total_us"].as_f64().unwrap_or(0.0);
+                        x.raw_cpu = SetupCpu::from_c1m(&v["setup_cpu"]);
                         x.server_bytes = num("server_bytes_per_conn");
                         x.client_bytes = num("client_bytes_per_conn");
                     }
                     "push" => {
                         x.ws_rate = num("rate_per_s");
                         x.ws_pages = pages;
-                        x.ws_cpu_us = v["setup_cpu"]["total_us"].as_f64().unwrap_or(0.0);
-                        x.ws_cpu_split = WS_CPU_SPLIT
-                            .map(|(key, _)| v["setup_cpu"][key].as_f64().unwrap_or(0.0));
+                        x.ws_cpu = SetupCpu::from_c1m(&v["setup_cpu"]);
                         x.ws_server_bytes = num("server_bytes_per_conn");
                         x.ws_client_bytes = num("client_bytes_per_conn");
                         let unpaced: Vec<&serde_json::Value> = v["pushes"]
@@ -160,35 +147,14 @@ pub fn run(n: u64, rounds: u32) -> Result<()> {
             goal: Some(0.9),
             rounds: per(&|f| f.ws_rate),
         },
-        // What the rates cost, steadier than the rates on a box whose speed drifts.
-        Row {
-            figure: "CPU per raw TCP connection set up",
-            unit: "µs",
-            better: Better::Lower,
-            goal: None,
-            rounds: per(&|f| f.raw_cpu_us),
-        },
-        Row {
-            figure: "CPU per WebSocket set up",
-            unit: "µs",
-            better: Better::Lower,
-            goal: None,
-            rounds: per(&|f| f.ws_cpu_us),
-        },
     ];
-    // Where a difference in the total is: each side's user and system time.
-    rows.extend(
-        WS_CPU_SPLIT
-            .iter()
-            .enumerate()
-            .map(|(i, &(_, figure))| Row {
-                figure,
-                unit: "µs",
-                better: Better::Lower,
-                goal: None,
-                rounds: per(&|f| f.ws_cpu_split[i]),
-            }),
-    );
+    // What the rates cost (steadier than the rates on a box whose speed drifts), and where
+    // a difference in the total is: each side's user and system time.
+    let cpu = |f: fn(&Figures) -> SetupCpu| -> Vec<(SetupCpu, SetupCpu)> {
+        all.iter().map(|[ep, tk]| (f(tk), f(ep))).collect()
+    };
+    rows.extend(SetupCpu::rows(Setup::Raw, &cpu(|f| f.raw_cpu)));
+    rows.extend(SetupCpu::rows(Setup::WebSocket, &cpu(|f| f.ws_cpu)));
     rows.extend([
         Row {
             figure: "push, last frame received (median)",

@@ -26,8 +26,10 @@ use anyhow::{Context, Result, bail};
 
 use crate::{
     bench::{
-        Netns, PORTS, Phase, Proc, Watch, build_ref, processes, ref_ramp_watched, settle, sources,
+        Netns, PORTS, Phase, Proc, Side, Watch, build_ref, processes, ref_ramp_watched, settle,
+        sources,
     },
+    bench_cpu::Cgroup,
     bench_table::{self, Better, BoxLoad, Row},
     util::{c1m_binary, is_root},
 };
@@ -54,9 +56,6 @@ impl Subject {
     }
 }
 
-/// Where cgroup v2 is mounted on this box (hybrid: v1 controllers beside it); plain v2
-/// systems have it at /sys/fs/cgroup.
-const CGROUP_ROOTS: [&str; 2] = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"];
 const WAIT: Duration = Duration::from_secs(600);
 
 /// One subject's figures of one round.
@@ -95,11 +94,6 @@ pub fn run(n: u64, rounds: u32, profile: Option<&Path>) -> Result<()> {
             "bench uring needs root (network namespaces, cgroups, perf -a): sudo -E cargo xtask bench uring"
         );
     }
-    let cg_root = CGROUP_ROOTS
-        .iter()
-        .map(Path::new)
-        .find(|p| p.join("cgroup.procs").exists())
-        .context("no cgroup v2 mount (looked at /sys/fs/cgroup/unified and /sys/fs/cgroup)")?;
     if let Some(dir) = profile {
         std::fs::create_dir_all(dir).with_context(|| format!("mkdir {}", dir.display()))?;
     }
@@ -119,7 +113,7 @@ pub fn run(n: u64, rounds: u32, profile: Option<&Path>) -> Result<()> {
             let subject = Subject::ALL[i];
             let tag = format!("{r}u{i}");
             let ns = Netns::new(&tag)?;
-            let mut w = Counted::new(cg_root, &tag)?;
+            let mut w = Counted::new(&tag)?;
             w.profile = profile.map(|d| d.join(format!("{}-{}", r + 1, subject.name())));
             f[i] = match subject {
                 Subject::C => {
@@ -221,7 +215,7 @@ fn print_tables(all: &[[Figures; 3]], loads: &[BoxLoad]) {
 
 /// The run's cgroup, and the perf that counts its syscalls and CPU time in each phase.
 struct Counted {
-    dir: PathBuf,
+    cgroup: Cgroup,
     perf: Option<(Child, PathBuf)>,
     /// Syscalls and CPU ms of the setup and of the push.
     counts: [(u64, f64); 2],
@@ -231,42 +225,25 @@ struct Counted {
 }
 
 impl Counted {
-    fn new(root: &Path, tag: &str) -> Result<Counted> {
-        let dir = root.join(format!("c1m-xbench-{}-{tag}", std::process::id()));
-        std::fs::create_dir(&dir).with_context(|| format!("mkdir {}", dir.display()))?;
+    fn new(tag: &str) -> Result<Counted> {
         Ok(Counted {
-            dir,
+            cgroup: Cgroup::new(tag)?,
             perf: None,
             counts: [(0, 0.0); 2],
             profile: None,
             recording: None,
         })
     }
-
-    fn name(&self) -> String {
-        self.dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    }
 }
 
 impl Watch for Counted {
-    /// `exe` in `ns`, started by a shell that first moves itself into the cgroup (from
-    /// outside the namespace: `ip netns exec` mounts a sysfs without the cgroup tree).
-    fn program(&self, ns: &Netns, exe: &Path) -> Command {
-        let inner = ns.cmd(exe);
-        let mut c = Command::new("sh");
-        c.args(["-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\""])
-            .arg(&self.dir)
-            .arg(inner.get_program())
-            .args(inner.get_args());
-        c
+    fn program(&self, ns: &Netns, exe: &Path, _side: Side) -> Command {
+        self.cgroup.wrap(&ns.cmd(exe))
     }
 
     fn phase(&mut self, p: Phase, starts: bool) -> Result<()> {
         if starts {
-            let out = std::env::temp_dir().join(format!("{}-{p:?}.perf", self.name()));
+            let out = std::env::temp_dir().join(format!("{}-{p:?}.perf", self.cgroup.name()));
             let child = Command::new("perf")
                 .args([
                     "stat",
@@ -276,7 +253,7 @@ impl Watch for Counted {
                     "raw_syscalls:sys_enter,cpu-clock",
                     "--for-each-cgroup",
                 ])
-                .arg(self.name())
+                .arg(self.cgroup.name())
                 .arg("-o")
                 .arg(&out)
                 .stdout(Stdio::null())
@@ -289,7 +266,7 @@ impl Watch for Counted {
                 data.push(format!("-{p:?}.data"));
                 let rec = Command::new("perf")
                     .args(["record", "-a", "-g", "-F", "499", "-e", "cpu-clock", "-G"])
-                    .arg(self.name())
+                    .arg(self.cgroup.name())
                     .arg("-o")
                     .arg(data)
                     .stdout(Stdio::null())
@@ -348,14 +325,6 @@ impl Drop for Counted {
             let _ = c.kill();
             let _ = c.wait();
         }
-        // The run's processes were killed first; their exit (closing 200,000 sockets)
-        // took over 5 s here.
-        for _ in 0..600 {
-            if std::fs::remove_dir(&self.dir).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
     }
 }
 
@@ -392,7 +361,7 @@ fn c1m_run(ns: &Netns, w: &mut Counted, engine: &str, n: u64, tag: &str) -> Resu
     std::fs::create_dir_all(&dir)?;
     let (sctl, cctl) = (dir.join("server.sock"), dir.join("client.sock"));
     let ports = format!("{}-{}", PORTS.0, PORTS.1);
-    let mut s = w.program(ns, &exe);
+    let mut s = w.program(ns, &exe, Side::Server);
     s.args([
         "server", "--engine", engine, "--mode", "ws", "--quiet", "--ports", &ports,
     ])
@@ -402,7 +371,7 @@ fn c1m_run(ns: &Netns, w: &mut Counted, engine: &str, n: u64, tag: &str) -> Resu
     wait_stats(&sctl, |v| v["phase"] == "running")?;
     w.phase(Phase::Setup, true)?;
     let src = format!("127.0.0.2-127.0.0.{}", 1 + sources(n).min(253));
-    let mut c = w.program(ns, &exe);
+    let mut c = w.program(ns, &exe, Side::Client);
     c.args([
         "client", "--engine", engine, "--mode", "ws", "--quiet", "--ports", &ports,
     ])

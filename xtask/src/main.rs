@@ -2,6 +2,7 @@
 //! machine needs is scripted here, so README's two commands are all a user types.
 
 mod bench;
+mod bench_cpu;
 mod bench_engines;
 mod bench_hosts;
 mod bench_lab_observer;
