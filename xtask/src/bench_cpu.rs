@@ -40,6 +40,14 @@ impl SetupCpu {
         }
     }
 
+    /// The mean of several runs' (zeros if none).
+    pub(crate) fn mean(runs: &[SetupCpu]) -> SetupCpu {
+        let n = runs.len().max(1) as f64;
+        SetupCpu {
+            split: std::array::from_fn(|i| runs.iter().map(|c| c.split[i]).sum::<f64>() / n),
+        }
+    }
+
     pub(crate) fn total(&self) -> f64 {
         self.split.iter().sum()
     }
