@@ -19,6 +19,7 @@ use crate::workload::{
     config::ShardCommand,
     stats::{
         counters::Counters,
+        histograms::HistValues,
         report::{PushStat, WorkerReport},
     },
     sys::{self, Epoll, Events},
@@ -171,7 +172,7 @@ impl<E: Engine> Turns for Readiness<'_, E> {
 #[derive(Default)]
 pub(crate) struct Extra {
     pub ramp_done: bool,
-    pub hists: BTreeMap<String, String>,
+    pub hists: HistValues,
     pub timeline: Vec<(u32, u32)>,
     pub push_done: Option<u64>,
 }

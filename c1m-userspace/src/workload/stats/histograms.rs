@@ -1,12 +1,13 @@
-//! The latency histograms: their names, the per-shard set, the lossless V2 encoding that
-//! carries them to the supervisor, and the percentile table views print.
+//! The latency histograms: their names, what a shard recorded and how it goes to the
+//! supervisor ((value, count) pairs), the lossless V2 encoding of snapshots and run files,
+//! and the percentile table views print.
 
 use std::collections::BTreeMap;
 
 use base64::{Engine as _, engine::general_purpose::STANDARD as B64};
 use hdrhistogram::{
     Histogram,
-    serialization::{Deserializer, Serializer as _, V2DeflateSerializer, V2Serializer},
+    serialization::{Deserializer, Serializer as _, V2DeflateSerializer},
 };
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -108,9 +109,6 @@ pub enum HistError {
     /// Encoding a histogram as deflated V2 failed.
     #[error("histogram V2 serialize: {0}")]
     Serialize(#[from] hdrhistogram::serialization::V2DeflateSerializeError),
-    /// Encoding a histogram as plain V2 failed.
-    #[error("histogram V2 serialize: {0}")]
-    SerializePlain(#[from] hdrhistogram::serialization::V2SerializeError),
     /// Merging two histograms failed (a value out of the target's bounds).
     #[error("histogram merge: {0}")]
     Add(#[from] hdrhistogram::AdditionError),
@@ -128,35 +126,32 @@ pub fn new_hist() -> Result<Histogram<u64>, HistError> {
     Ok(Histogram::new_with_bounds(1, HIST_MAX_US, 3)?)
 }
 
-/// The shard-side histograms timed from the schedule: 2 significant digits (1%), 1/8 of
-/// the counts array. Their values spread from µs to minutes when a client falls behind, so
-/// a 3-digit histogram ends up touching nearly all its 190 KiB in the shard and again in
-/// the supervisor's copy: measured with 15,000 WebSocket connections over two shards,
-/// the two schedule histograms at 3 digits cost +50 B per connection (227 → 277).
-/// 1% is finer than anything a queueing wait is read for. The supervisor merges them
-/// into [`new_hist`] histograms (exact: every recorded value is re-recorded), so views
-/// see one kind.
-pub(crate) fn new_coarse_hist() -> Result<Histogram<u64>, HistError> {
-    Ok(Histogram::new_with_bounds(1, HIST_MAX_US, 2)?)
-}
-
-/// The histograms of one client shard, indexed by the constants below ([`HIST_NAMES`]
-/// order). Each is ~190 KiB of address space but only the pages its values touch are
-/// resident.
-#[derive(Clone)]
+/// What one client shard recorded since its last report, by histogram ([`HIST_NAMES`]
+/// order): the values themselves, sent to the supervisor as (value, count) pairs, which
+/// records them into the one histogram per name it keeps. A shard holds no histogram of
+/// its own. When shards sent their whole histograms (V2, once a second while ramping),
+/// the client supervisor at 1M decoded each into a fresh 190 KiB histogram and took the
+/// shard's last one out of its sum again: 1.85 µs of CPU a WebSocket set up, 2.8% of the
+/// ramp's, the largest part of c1m's CPU a connection above the C programs' (perf per
+/// cgroup, 2026-12-06, docs/results.md). A value is a `Vec` push on the hot path instead
+/// of an hdrhistogram record.
 pub(crate) struct Hists {
-    pub h: [Histogram<u64>; HISTS],
-    /// Total counts at the last report, to send only histograms that changed.
-    sent_len: [u64; HISTS],
+    pending: [Vec<u64>; HISTS],
+    /// Buckets values as the supervisor's histograms do, so equal buckets go as one pair
+    /// (its counts are calloc'd: untouched, it holds no memory).
+    buckets: Histogram<u64>,
     /// When they were last sent (monotonic ns).
     sent_at_ns: u64,
 }
 
-/// How often a ramping shard sends its histograms, against 4 reports a second for its
-/// counters. The supervisor decodes each blob into a fresh 190 KiB histogram (zeroed by
-/// the allocator): at 1M over 51 client workers that was ~1.5% of the box's CPU at 4 Hz.
-/// A shard whose ramp is done, and every forced or final report, sends at once.
+/// How often a ramping shard sends what it recorded, against 4 reports a second for its
+/// counters: at 1M, 51 client workers. A shard whose ramp is done, and every forced or
+/// final report, sends at once.
 pub(crate) const HIST_REPORT_EVERY_NS: u64 = 1_000_000_000;
+
+/// A shard keeps at most this many values' capacity a histogram between reports: a push
+/// records up to ~20,000 in a second (one a connection), a ramp a few hundred.
+const PENDING_KEPT: usize = 4096;
 
 pub(crate) const CONNECT: usize = 0;
 pub(crate) const CONNECT_FROM_SCHEDULE: usize = 1;
@@ -174,56 +169,61 @@ pub(crate) const SERVER_MESSAGE: usize = 12;
 
 impl Hists {
     pub(crate) fn new() -> Result<Hists, HistError> {
-        // One `new_hist` each, not clones: a fresh histogram's counts are zeroed pages the
-        // kernel maps on first touch, a clone would copy (and so touch) all 190 KiB.
-        let h = [
-            new_hist()?,
-            new_coarse_hist()?,
-            new_hist()?,
-            new_coarse_hist()?,
-            new_hist()?,
-            new_coarse_hist()?,
-            new_hist()?,
-            new_hist()?,
-            new_hist()?,
-            new_hist()?,
-            new_hist()?,
-            new_hist()?,
-            new_hist()?,
-        ];
         Ok(Hists {
-            h,
-            sent_len: [0; HISTS],
+            pending: std::array::from_fn(|_| Vec::new()),
+            buckets: new_hist()?,
             sent_at_ns: 0,
         })
     }
 
     /// Records a value in µs, saturating at the top of the range instead of failing.
     pub(crate) fn record(&mut self, which: usize, us: u64) {
-        let h = &mut self.h[which];
-        h.saturating_record(us.clamp(1, HIST_MAX_US));
+        self.pending[which].push(us.clamp(1, HIST_MAX_US));
     }
 
-    /// Base64 V2 blobs of the histograms that changed since they were last sent: at once,
-    /// or at most every [`HIST_REPORT_EVERY_NS`].
-    pub(crate) fn changed_blobs(
-        &mut self,
-        now_ns: u64,
-        at_once: bool,
-    ) -> Result<BTreeMap<String, String>, HistError> {
+    /// What was recorded since the last send, by the name of each histogram that has
+    /// any: (value, count) pairs, a value the lowest of its bucket. At once, or at most
+    /// every [`HIST_REPORT_EVERY_NS`].
+    pub(crate) fn take_recorded(&mut self, now_ns: u64, at_once: bool) -> HistValues {
         let mut out = BTreeMap::new();
         if !at_once && now_ns < self.sent_at_ns.saturating_add(HIST_REPORT_EVERY_NS) {
-            return Ok(out);
+            return out;
         }
         self.sent_at_ns = now_ns;
-        for ((h, sent), name) in self.h.iter().zip(self.sent_len.iter_mut()).zip(HIST_NAMES) {
-            if h.len() != *sent {
-                out.insert(name.to_owned(), encode_hist_plain(h)?);
-                *sent = h.len();
+        for (values, name) in self.pending.iter_mut().zip(HIST_NAMES) {
+            if values.is_empty() {
+                continue;
             }
+            for v in values.iter_mut() {
+                *v = self.buckets.lowest_equivalent(*v);
+            }
+            values.sort_unstable();
+            let mut pairs: Vec<(u64, u64)> = Vec::new();
+            for &v in values.iter() {
+                match pairs.last_mut() {
+                    Some((last, n)) if *last == v => *n += 1,
+                    _ => pairs.push((v, 1)),
+                }
+            }
+            values.clear();
+            values.shrink_to(PENDING_KEPT);
+            out.insert(name.to_owned(), pairs);
         }
-        Ok(out)
+        out
     }
+}
+
+/// Values recorded since a shard's last report, by histogram name: (value µs, count).
+pub(crate) type HistValues = BTreeMap<String, Vec<(u64, u64)>>;
+
+/// Records a shard's `pairs` into `h`; the count of values out of `h`'s range (none from
+/// c1m's own shards: they clamp), which are left out.
+pub(crate) fn record_pairs(h: &mut Histogram<u64>, pairs: &[(u64, u64)]) -> u64 {
+    pairs
+        .iter()
+        .filter(|&&(v, n)| h.record_n(v, n).is_err())
+        .map(|&(_, n)| n)
+        .sum()
 }
 
 /// A histogram as base64 of deflated HdrHistogram V2, as the run files and app
@@ -231,16 +231,6 @@ impl Hists {
 pub fn encode_hist(h: &Histogram<u64>) -> Result<String, HistError> {
     let mut buf = Vec::new();
     V2DeflateSerializer::new().serialize(h, &mut buf)?;
-    Ok(B64.encode(buf))
-}
-
-/// A histogram as base64 V2 without deflate, for worker → supervisor reports: a client
-/// worker reports its connect histogram 4 times a second while ramping, and deflating it
-/// cost 3 µs of CPU per connection at 1M (8% of a 2-core box's budget per connection).
-/// [`decode_hist`] reads both forms.
-pub(crate) fn encode_hist_plain(h: &Histogram<u64>) -> Result<String, HistError> {
-    let mut buf = Vec::new();
-    V2Serializer::new().serialize(h, &mut buf)?;
     Ok(B64.encode(buf))
 }
 
@@ -345,39 +335,57 @@ mod tests {
         // give exactly the histogram of the whole set (same counts in every bucket).
         let (whole, parts) = recorded(new_hist, 5_000_000);
         let mut merged = new_hist().unwrap();
-        for (i, p) in parts.iter().enumerate() {
-            // Worker reports carry plain V2, snapshots V2-deflate: both decode alike.
-            let blob = if i == 0 {
-                encode_hist_plain(p).unwrap()
-            } else {
-                encode_hist(p).unwrap()
-            };
-            merged.add(decode_hist(&blob).unwrap()).unwrap();
+        for p in &parts {
+            merged
+                .add(decode_hist(&encode_hist(p).unwrap()).unwrap())
+                .unwrap();
         }
         assert_eq!(merged, whole);
         assert_eq!(Percentiles::of(&merged), Percentiles::of(&whole));
     }
 
     #[test]
-    fn coarse_shard_histograms_merge_exactly() {
-        // Schedule histograms are 2-digit in the shards and merged into 3-digit ones:
-        // three shards merged equal the whole set recorded coarse then merged, count for
-        // count, and the percentiles stay within the coarse histogram's 1%.
-        let (whole, parts) = recorded(new_coarse_hist, 500_000_000);
-        let mut merged = new_hist().unwrap();
-        for p in &parts {
-            merged
-                .add(decode_hist(&encode_hist_plain(p).unwrap()).unwrap())
-                .unwrap();
+    fn shard_values_recorded_by_the_supervisor_equal_one_histogram() {
+        // Three shards take the values of one sample set (latencies up to 500 s, so
+        // buckets hold several values), and each sends twice; the supervisor's histogram
+        // of their pairs is, count for count, the whole set recorded directly.
+        let mut whole = new_hist().unwrap();
+        let mut shards = [
+            Hists::new().unwrap(),
+            Hists::new().unwrap(),
+            Hists::new().unwrap(),
+        ];
+        let mut sum = new_hist().unwrap();
+        let mut pairs = 0;
+        for round in 0..2u64 {
+            for i in 0..15_000u64 {
+                let v = 1 + (crate::workload::sys::splitmix64(round * 15_000 + i) % 500_000_000);
+                whole.record(v).unwrap();
+                shards[(i % 3) as usize].record(CONNECT, v);
+            }
+            for s in &mut shards {
+                let sent = s.take_recorded(0, true);
+                assert_eq!(sent.keys().collect::<Vec<_>>(), [HIST_NAMES[CONNECT]]);
+                let p = &sent[HIST_NAMES[CONNECT]];
+                pairs += p.len();
+                assert_eq!(record_pairs(&mut sum, p), 0);
+                // Sent values are not sent again.
+                assert!(s.take_recorded(0, true).is_empty());
+            }
         }
-        let mut expected = new_hist().unwrap();
-        expected.add(&whole).unwrap();
-        assert_eq!(merged, expected);
-        assert_eq!(merged.len(), 30_000);
-        let (a, b) = (
-            merged.value_at_quantile(0.99) as f64,
-            whole.value_at_quantile(0.99) as f64,
-        );
-        assert!((a - b).abs() / b < 0.01, "{a} {b}");
+        assert_eq!(sum, whole);
+        assert_eq!(sum.len(), 30_000);
+        assert!(pairs < 30_000, "equal buckets go as one pair: {pairs}");
+    }
+
+    #[test]
+    fn a_ramping_shard_sends_at_most_once_a_second() {
+        let mut h = Hists::new().unwrap();
+        h.record(WS_HANDSHAKE, 120);
+        assert_eq!(h.take_recorded(5_000_000_000, false).len(), 1);
+        h.record(WS_HANDSHAKE, 130);
+        assert!(h.take_recorded(5_500_000_000, false).is_empty());
+        let later = h.take_recorded(6_000_000_000, false);
+        assert_eq!(later[HIST_NAMES[WS_HANDSHAKE]], [(130, 1)]);
     }
 }

@@ -1,11 +1,9 @@
 //! What a shard sends its supervisor: a [`WorkerReport`] with its cumulative counters and
 //! whatever changed since the last one, pushes as [`PushStat`]s.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
-use super::counters::Counters;
+use super::{counters::Counters, histograms::HistValues};
 
 /// One push as one shard saw it. Server: frames written; client: frames received.
 #[derive(
@@ -57,9 +55,9 @@ pub(crate) struct WorkerReport {
     pub closed_all: bool,
     /// Listeners bound / ready to connect.
     pub ready: bool,
-    /// Changed histograms, base64 V2 (not deflated: see
-    /// [`encode_hist_plain`](super::histograms::encode_hist_plain)).
-    pub hists: BTreeMap<String, String>,
+    /// What the shard recorded since its last report, by histogram: (value µs, count)
+    /// pairs (see [`Hists`](super::histograms::Hists)).
+    pub hists: HistValues,
     /// New connections per timeline bin since the last report: (bin index, count).
     pub timeline: Vec<(u32, u32)>,
     /// Pushes whose numbers changed since the last report (full current values).

@@ -122,14 +122,8 @@ impl Supervisor {
         s.ramp_done = r.ramp_done;
         s.closed_all = r.closed_all;
         s.mark = r.mark;
-        for (name, blob) in &r.hists {
-            match stats::histograms::decode_hist(blob) {
-                Ok(h) => {
-                    self.sums.replace(name, s.hists.get(name), &h);
-                    s.hists.insert(name.clone(), h);
-                }
-                Err(e) => eprintln!("c1m: shard {}: bad histogram {name}: {e}", r.shard),
-            }
+        for (name, pairs) in &r.hists {
+            self.sums.record(name, pairs);
         }
         for p in r.pushes {
             s.pushes.insert(p.push_id, p);
@@ -162,10 +156,7 @@ impl Supervisor {
         // 10.7 MB by /proc).
         let rss = self.rss();
         let counters = self.counters();
-        let shards = &self.shards;
-        let (percentiles, histograms) = self
-            .sums
-            .shown(|name| shards.iter().filter_map(move |s| s.hists.get(name)));
+        let (percentiles, histograms) = self.sums.shown();
         let mut pushes: BTreeMap<u64, PushStat> = BTreeMap::new();
         for s in &self.shards {
             for (id, p) in &s.pushes {

@@ -1,11 +1,14 @@
-//! The histograms a snapshot shows, each a sum over the shards kept between snapshots: a
-//! shard's new histogram takes its last one's place in the sum as its report arrives, and
-//! a snapshot computes percentiles and the blob again only for a sum that changed.
+//! The histograms a snapshot shows, one per name, each the sum of what every shard
+//! recorded: a shard's report carries the values it recorded since its last one, and
+//! they are recorded here as they arrive (see `stats::histograms::Hists`). A snapshot
+//! computes percentiles and the blob again only for a sum that changed.
 //!
 //! Summed afresh for every stats answer (13 new ~190 KiB sums and their page faults, a
 //! walk of ~23k counts per shard histogram, 13 percentile sets and deflates), a client
 //! supervisor at 200k (11 workers) spent 3.6 ms of CPU per answer; at 1M, read 4 times a
-//! second, the two supervisors were 2.9% of the ramp's CPU (perf, 2026-12-05).
+//! second, the two supervisors were 2.9% of the ramp's CPU (perf, 2026-12-05). Kept as
+//! sums of whole shard histograms, each replaced in its sum as it came, the client's was
+//! still 2.8% (1.85 µs a WebSocket, 2026-12-06): decoding, subtracting and adding them.
 
 use std::collections::BTreeMap;
 
@@ -20,8 +23,7 @@ struct Sum {
     shown: Option<(Percentiles, String)>,
 }
 
-/// The sums, by position in [`HIST_NAMES`]; None: summed afresh when next shown (at
-/// first, and after a replacement the sum could not take).
+/// The sums, by position in [`HIST_NAMES`]; None until a value or a snapshot needs one.
 pub(super) struct Sums([Option<Sum>; HISTS]);
 
 impl Sums {
@@ -29,42 +31,27 @@ impl Sums {
         Sums(std::array::from_fn(|_| None))
     }
 
-    /// A shard's histogram `name` is `new` now, where it was `old`.
-    pub(super) fn replace(
-        &mut self,
-        name: &str,
-        old: Option<&Histogram<u64>>,
-        new: &Histogram<u64>,
-    ) {
+    /// Records a shard's values of histogram `name`: (value µs, count) pairs.
+    pub(super) fn record(&mut self, name: &str, pairs: &[(u64, u64)]) {
         let Some(i) = HIST_NAMES.iter().position(|n| *n == name) else {
             return;
         };
-        let Some(sum) = &mut self.0[i] else {
+        let Some(sum) = slot(&mut self.0[i]) else {
             return;
         };
         sum.shown = None;
-        let took = old.is_none_or(|o| sum.hist.subtract(o).is_ok()) && sum.hist.add(new).is_ok();
-        if !took {
-            self.0[i] = None;
+        let lost = histograms::record_pairs(&mut sum.hist, pairs);
+        if lost > 0 {
+            eprintln!("c1m: {name}: {lost} values out of the histogram's range left out");
         }
     }
 
-    /// Percentiles and blobs (base64 V2-deflate) of every name; `of(name)` gives the
-    /// shards' histograms of that name, for a sum made afresh.
-    pub(super) fn shown<'a, I>(
-        &mut self,
-        of: impl Fn(&'static str) -> I,
-    ) -> (BTreeMap<String, Percentiles>, BTreeMap<String, String>)
-    where
-        I: Iterator<Item = &'a Histogram<u64>>,
-    {
+    /// Percentiles and blobs (base64 V2-deflate) of every name.
+    pub(super) fn shown(&mut self) -> (BTreeMap<String, Percentiles>, BTreeMap<String, String>) {
         let mut percentiles = BTreeMap::new();
         let mut blobs = BTreeMap::new();
-        for (slot, name) in self.0.iter_mut().zip(HIST_NAMES) {
-            if slot.is_none() {
-                *slot = fresh(of(name), name);
-            }
-            let Some(sum) = slot else {
+        for (entry, name) in self.0.iter_mut().zip(HIST_NAMES) {
+            let Some(sum) = slot(entry) else {
                 continue;
             };
             let (p, blob) = sum.shown.get_or_insert_with(|| {
@@ -83,15 +70,14 @@ impl Sums {
     }
 }
 
-/// A sum of `hists` made afresh (None if no histogram can be made).
-fn fresh<'a>(hists: impl Iterator<Item = &'a Histogram<u64>>, name: &str) -> Option<Sum> {
-    let mut hist = histograms::new_hist().ok()?;
-    for h in hists {
-        if let Err(e) = hist.add(h) {
-            eprintln!("c1m: merge {name}: {e}");
-        }
+/// The sum in `entry`, an empty one made if there was none (None if none can be made).
+fn slot(entry: &mut Option<Sum>) -> Option<&mut Sum> {
+    if entry.is_none() {
+        *entry = histograms::new_hist()
+            .ok()
+            .map(|hist| Sum { hist, shown: None });
     }
-    Some(Sum { hist, shown: None })
+    entry.as_mut()
 }
 
 #[cfg(test)]
@@ -99,52 +85,31 @@ fn fresh<'a>(hists: impl Iterator<Item = &'a Histogram<u64>>, name: &str) -> Opt
 mod tests {
     use super::*;
 
-    fn hist(values: &[u64]) -> Histogram<u64> {
-        let mut h = histograms::new_hist().unwrap();
-        for v in values {
-            h.record(*v).unwrap();
-        }
-        h
-    }
-
-    /// Percentiles and blobs of a sum of `shards` under the first name.
-    fn show(
-        sums: &mut Sums,
-        shards: &[Histogram<u64>],
-    ) -> (BTreeMap<String, Percentiles>, BTreeMap<String, String>) {
-        sums.shown(|n| {
-            let mine = n == HIST_NAMES[0];
-            shards.iter().filter(move |_| mine)
-        })
-    }
-
-    /// Kept up to date by replacements, a sum shows what summing afresh shows.
+    /// As the shards' reports come, the sums show what one histogram of every value shows.
     #[test]
-    fn replacements_keep_the_sum_a_fresh_one_would_be() {
+    fn recorded_pairs_show_what_one_histogram_shows() {
         let name = HIST_NAMES[0];
-        let mut shards = vec![hist(&[10, 20]), hist(&[]), hist(&[5_000])];
         let mut sums = Sums::new();
-        let (p, b) = show(&mut sums, &shards);
-        assert_eq!(p[name].count, 3);
-        assert_eq!(p[HIST_NAMES[1]].count, 0);
-        assert!(b.contains_key(name));
-        // Shard 0 recorded more; shard 1 its first value.
-        for (i, new) in [(0, hist(&[10, 20, 30])), (1, hist(&[7]))] {
-            sums.replace(name, Some(&shards[i]), &new);
-            shards[i] = new;
+        let (p, b) = sums.shown();
+        assert_eq!(p[name].count, 0);
+        assert_eq!(p.len(), HISTS);
+        assert_eq!(b.len(), HISTS);
+        let mut whole = histograms::new_hist().unwrap();
+        for pairs in [&[(10, 2), (20, 1)][..], &[], &[(5_000, 3), (10, 1)]] {
+            sums.record(name, pairs);
+            for &(v, n) in pairs {
+                whole.record_n(v, n).unwrap();
+            }
         }
-        let (p, b) = show(&mut sums, &shards);
-        let (fresh_p, fresh_b) = show(&mut Sums::new(), &shards);
-        assert_eq!(p[name].count, 5);
-        assert_eq!(p[name], fresh_p[name]);
-        assert_eq!(b[name], fresh_b[name]);
-        // A replacement the sum cannot take (an old histogram it never held) makes it
-        // summed afresh, never wrong.
-        sums.replace(name, Some(&hist(&[1, 2, 3, 4, 5, 6])), &hist(&[]));
-        let (p, _) = show(&mut sums, &shards);
-        assert_eq!(p[name], fresh_p[name]);
-        // An unknown name changes nothing.
-        sums.replace("no_such_us", None, &hist(&[1]));
-        assert_eq!(show(&mut sums, &shards).0, fresh_p);
+        let (p, b) = sums.shown();
+        assert_eq!(p[name].count, 7);
+        assert_eq!(p[name], Percentiles::of(&whole));
+        assert_eq!(b[name], histograms::encode_hist(&whole).unwrap());
+        assert_eq!(p[HIST_NAMES[1]].count, 0);
+        // A value out of range is left out, the rest taken; an unknown name changes nothing.
+        sums.record(name, &[(u64::MAX, 1), (30, 1)]);
+        sums.record("no_such_us", &[(1, 1)]);
+        whole.record(30).unwrap();
+        assert_eq!(sums.shown().0[name], Percentiles::of(&whole));
     }
 }

@@ -23,7 +23,6 @@ use std::{
 };
 
 use anyhow::Result;
-use hdrhistogram::Histogram;
 use tokio::sync::mpsc;
 
 use super::{
@@ -93,7 +92,6 @@ enum TriggerStep {
 struct ShardState {
     handle: ShardHandle,
     counters: Counters,
-    hists: BTreeMap<String, Histogram<u64>>,
     pushes: BTreeMap<u64, PushStat>,
     alive: bool,
     exit: Option<String>,
@@ -164,7 +162,6 @@ pub(crate) async fn run(o: Options, plan: &Plan, configs: Vec<ShardConfig>) -> R
             .map(|handle| ShardState {
                 handle,
                 counters: Counters::default(),
-                hists: BTreeMap::new(),
                 pushes: BTreeMap::new(),
                 alive: true,
                 exit: None,

@@ -296,7 +296,7 @@ impl Proto {
             ramp_done,
             hists: self
                 .hists
-                .changed_blobs(sys::monotonic_ns(), force || ramp_done || closed_all)?,
+                .take_recorded(sys::monotonic_ns(), force || ramp_done || closed_all),
             timeline: mem::take(&mut self.timeline).into_iter().collect(),
             push_done: None,
         };
