@@ -8,7 +8,8 @@
 //! WebSocket ramp (same request and response bytes) with its tail-loss probes and
 //! DSACKs per 1,000 connections, and one push to every connection (same frame, same
 //! connection count, as many server processes as c1m shards into; all writing at once):
-//! last frame received, per-message p50/p99/p99.9. Each ramp's CPU a connection, by side
+//! last frame received, per-message p50/p99/p99.9, each side's the mean of its two
+//! WebSocket runs of the round (run A B B A). Each ramp's CPU a connection, by side
 //! and by user / system time (`bench_cpu`: the C programs' from a cgroup per side). Then
 //! c1m's own `echo` and `observer`.
 //!
@@ -407,30 +408,38 @@ fn compare(o: &Opts) -> Result<()> {
         // turns each round (C first, then c1m first, ...) as `bench uring`'s does: the box
         // drifts within a bench (there, C's WebSocket setup ran at 14.1k, 19.7k and
         // 22.3k/s over three rounds, 2026-12-05), and a fixed order gives one side the
-        // same place in that drift every round.
-        let first = if r % 2 == 0 { Subject::C } else { Subject::C1m };
-        for scenario in [Scenario::Raw, Scenario::WebSocket] {
-            for subject in [first, first.other()] {
-                match (scenario, subject) {
-                    (Scenario::Raw, Subject::C) => {
-                        ((c.raw_rate, c.raw_kernel), c.raw_cpu, _) =
-                            ref_ramp(&exe, (n, sp, cp, src), false, &format!("{r}rc"))?;
-                    }
-                    (Scenario::Raw, Subject::C1m) => c1m_idle(n, src, &format!("{r}rm"), &mut m)?,
-                    (Scenario::WebSocket, Subject::C) => {
-                        let ((rate, k), cpu, push) =
-                            ref_ramp(&exe, (n, sp, cp, src), true, &format!("{r}wc"))?;
-                        (c.ws_rate, c.ws_kernel, c.ws_cpu) = (rate, k, cpu);
-                        if let Some((last, got, msg)) = push {
-                            (c.push_last_s, c.push_received, c.push_msg_us) = (last, got, msg);
-                        }
-                    }
-                    (Scenario::WebSocket, Subject::C1m) => {
-                        c1m_push(n, src, &format!("{r}wm"), &mut m)?
-                    }
+        // same place in that drift every round. The WebSocket runs go A B B A ([`plan`]).
+        let first = if r.is_multiple_of(2) {
+            Subject::C
+        } else {
+            Subject::C1m
+        };
+        let mut ws: [Vec<WsRun>; 2] = Default::default();
+        for (k, (scenario, subject)) in plan(first).into_iter().enumerate() {
+            let tag = format!("{r}{k}{}", subject.name());
+            match (scenario, subject) {
+                (Scenario::Raw, Subject::C) => {
+                    ((c.raw_rate, c.raw_kernel), c.raw_cpu, _) =
+                        ref_ramp(&exe, (n, sp, cp, src), false, &tag)?;
                 }
+                (Scenario::Raw, Subject::C1m) => c1m_idle(n, src, &tag, &mut m)?,
+                (Scenario::WebSocket, Subject::C) => {
+                    let ((rate, kernel), cpu, push) = ref_ramp(&exe, (n, sp, cp, src), true, &tag)?;
+                    let (push_last_s, push_received, push_msg_us) = push.unwrap_or_default();
+                    ws[0].push(WsRun {
+                        rate,
+                        kernel,
+                        cpu,
+                        push_last_s,
+                        push_received,
+                        push_msg_us,
+                    });
+                }
+                (Scenario::WebSocket, Subject::C1m) => ws[1].push(c1m_push(n, src, &tag)?),
             }
         }
+        c.set_websocket(&ws[0]);
+        m.set_websocket(&ws[1]);
         println!("   round {}: {} ran first", r + 1, first.name());
         println!("   round {}: C {c:?}", r + 1);
         println!("   round {}: c1m {m:?}", r + 1);
@@ -438,6 +447,53 @@ fn compare(o: &Opts) -> Result<()> {
     }
     print_ratios(&rounds, &loads);
     Ok(())
+}
+
+/// A round's runs from the subject that goes `first`: the raw ramps, then the WebSocket
+/// ramps A B B A, so each subject's WebSocket figures hold one run of each place. In the
+/// 1M benches of 2026-12-06 the round's second run had the edge: c1m's WebSocket ramp
+/// 0.93 and 0.83 of C's where it ran second, 0.84 first (13:05), and 1.06 and 1.08
+/// second, 0.89 first (15:51); tokio against epoll the same (`bench_engines::plan`).
+fn plan(first: Subject) -> [(Scenario, Subject); 6] {
+    let (a, b) = (first, first.other());
+    [
+        (Scenario::Raw, a),
+        (Scenario::Raw, b),
+        (Scenario::WebSocket, a),
+        (Scenario::WebSocket, b),
+        (Scenario::WebSocket, b),
+        (Scenario::WebSocket, a),
+    ]
+}
+
+/// One WebSocket run of a subject: its ramp and its one push.
+#[derive(Debug, Default, Clone, Copy)]
+struct WsRun {
+    rate: f64,
+    kernel: Kernel,
+    cpu: SetupCpu,
+    push_last_s: f64,
+    push_received: u64,
+    push_msg_us: [f64; 3],
+}
+
+impl Figures {
+    /// The WebSocket figures from a subject's runs of a round: each the runs' mean, the
+    /// push received their least.
+    fn set_websocket(&mut self, runs: &[WsRun]) {
+        let k = runs.len().max(1) as f64;
+        let mean = |f: &dyn Fn(&WsRun) -> f64| runs.iter().map(f).sum::<f64>() / k;
+        self.ws_rate = mean(&|w| w.rate);
+        self.ws_kernel = Kernel {
+            loss_probes: mean(&|w| w.kernel.loss_probes),
+            retrans: mean(&|w| w.kernel.retrans),
+            dsack: mean(&|w| w.kernel.dsack),
+        };
+        self.ws_cpu = SetupCpu::mean(&runs.iter().map(|w| w.cpu).collect::<Vec<_>>());
+        self.push_last_s = mean(&|w| w.push_last_s);
+        self.push_received = runs.iter().map(|w| w.push_received).min().unwrap_or(0);
+        self.push_msg_us = std::array::from_fn(|i| mean(&|w| w.push_msg_us[i]));
+    }
 }
 
 /// A scenario of `bench compare`: the raw TCP ramp, or the WebSocket ramp and its push.
@@ -829,17 +885,18 @@ fn c1m_idle(n: u64, src: u64, tag: &str, m: &mut Figures) -> Result<()> {
     Ok(())
 }
 
-fn c1m_push(n: u64, src: u64, tag: &str, m: &mut Figures) -> Result<()> {
+fn c1m_push(n: u64, src: u64, tag: &str) -> Result<WsRun> {
     let ns = Netns::new(tag)?;
     let v = c1m_bench(&ns, "push", n, src, &[])?;
-    m.ws_rate = v["rate_per_s"].as_f64().unwrap_or(0.0);
-    m.ws_kernel = Kernel::from_c1m(&v["setup_kernel"], n);
-    m.ws_cpu = SetupCpu::from_c1m(&v["setup_cpu"]);
     // The default schedule: all shards writing at once (writers 0).
     let p = &v["pushes"][0];
-    m.push_last_s = p["last_received_s"].as_f64().unwrap_or(0.0);
-    m.push_received = p["received"].as_u64().unwrap_or(0);
     let pm = &p["per_message_us"];
-    m.push_msg_us = ["p50", "p99", "p999"].map(|k| pm[k].as_f64().unwrap_or(0.0));
-    Ok(())
+    Ok(WsRun {
+        rate: v["rate_per_s"].as_f64().unwrap_or(0.0),
+        kernel: Kernel::from_c1m(&v["setup_kernel"], n),
+        cpu: SetupCpu::from_c1m(&v["setup_cpu"]),
+        push_last_s: p["last_received_s"].as_f64().unwrap_or(0.0),
+        push_received: p["received"].as_u64().unwrap_or(0),
+        push_msg_us: ["p50", "p99", "p999"].map(|k| pm[k].as_f64().unwrap_or(0.0)),
+    })
 }
