@@ -450,10 +450,11 @@ fn compare(o: &Opts) -> Result<()> {
 }
 
 /// A round's runs from the subject that goes `first`: the raw ramps, then the WebSocket
-/// ramps A B B A, so each subject's WebSocket figures hold one run of each place. In the
-/// 1M benches of 2026-12-06 the round's second run had the edge: c1m's WebSocket ramp
-/// 0.93 and 0.83 of C's where it ran second, 0.84 first (13:05), and 1.06 and 1.08
-/// second, 0.89 first (15:51); tokio against epoll the same (`bench_engines::plan`).
+/// ramps A B B A, so each subject's WebSocket figures hold one run of each place. Over
+/// nine 1M rounds tokio against epoll showed an edge of ~7% for a round's second run
+/// (`bench_engines::plan`); c1m against C at 1M, 2026-12-06 15:51: 1.06 and 1.08 of C's
+/// WebSocket ramp where c1m ran second, 0.89 where it ran first (at 13:05 0.93 and
+/// 0.83 second, 0.84 first: no edge there).
 fn plan(first: Subject) -> [(Scenario, Subject); 6] {
     let (a, b) = (first, first.other());
     [
