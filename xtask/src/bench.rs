@@ -409,13 +409,9 @@ fn compare(o: &Opts) -> Result<()> {
         // drifts within a bench (there, C's WebSocket setup ran at 14.1k, 19.7k and
         // 22.3k/s over three rounds, 2026-12-05), and a fixed order gives one side the
         // same place in that drift every round. The WebSocket runs go A B B A ([`plan`]).
-        let first = if r.is_multiple_of(2) {
-            Subject::C
-        } else {
-            Subject::C1m
-        };
+        let (first, second) = turned(r, Subject::C, Subject::C1m);
         let mut ws: [Vec<WsRun>; 2] = Default::default();
-        for (k, (scenario, subject)) in plan(first).into_iter().enumerate() {
+        for (k, (scenario, subject)) in plan(first, second).into_iter().enumerate() {
             let tag = format!("{r}{k}{}", subject.name());
             match (scenario, subject) {
                 (Scenario::Raw, Subject::C) => {
@@ -449,14 +445,19 @@ fn compare(o: &Opts) -> Result<()> {
     Ok(())
 }
 
-/// A round's runs from the subject that goes `first`: the raw ramps, then the WebSocket
+/// Round `r`'s pair of subjects in the order they run: turned every round, so neither
+/// always has the same place in the box's drift within a bench.
+pub(crate) fn turned<T>(r: u32, x: T, y: T) -> (T, T) {
+    if r.is_multiple_of(2) { (x, y) } else { (y, x) }
+}
+
+/// A round's runs, `a` going first: the raw ramps, then the WebSocket
 /// ramps A B B A, so each subject's WebSocket figures hold one run of each place. Over
 /// nine 1M rounds tokio against epoll showed an edge of ~7% for a round's second run
 /// (`bench_engines::plan`); c1m against C at 1M, 2026-12-06 15:51: 1.06 and 1.08 of C's
 /// WebSocket ramp where c1m ran second, 0.89 where it ran first (at 13:05 0.93 and
 /// 0.83 second, 0.84 first: no edge there).
-fn plan(first: Subject) -> [(Scenario, Subject); 6] {
-    let (a, b) = (first, first.other());
+fn plan(a: Subject, b: Subject) -> [(Scenario, Subject); 6] {
     [
         (Scenario::Raw, a),
         (Scenario::Raw, b),
@@ -512,13 +513,6 @@ enum Subject {
 }
 
 impl Subject {
-    fn other(self) -> Subject {
-        match self {
-            Subject::C => Subject::C1m,
-            Subject::C1m => Subject::C,
-        }
-    }
-
     fn name(self) -> &'static str {
         match self {
             Subject::C => "C",

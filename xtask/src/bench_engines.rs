@@ -19,7 +19,7 @@
 use anyhow::Result;
 
 use crate::{
-    bench::{Netns, c1m_bench, settle, sources},
+    bench::{Netns, c1m_bench, settle, sources, turned},
     bench_cpu::{Setup, SetupCpu},
     bench_table::{self, Better, BoxLoad, Row},
     warm_pages::{RunPages, RunStart},
@@ -117,7 +117,7 @@ impl Scenario {
 /// where tokio ran first were its three weakest (0.85-0.90 against 0.90-1.10), an edge of
 /// ~7% for a round's second runner, whatever its engine (docs/results.md, 2026-12-06).
 fn plan(r: u32) -> [(Scenario, usize); 8] {
-    let (a, b) = if r.is_multiple_of(2) { (0, 1) } else { (1, 0) };
+    let (a, b) = turned(r, 0, 1);
     [
         (Scenario::Idle, a),
         (Scenario::Idle, b),
