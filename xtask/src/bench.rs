@@ -433,6 +433,18 @@ fn compare(o: &Opts) -> Result<()> {
                 }
                 (Scenario::WebSocket, Subject::C1m) => ws[1].push(c1m_push(n, src, &tag)?),
             }
+            // Each run as it ends: the round's figures are means, and a mean of two
+            // rates hides which run was off (C's ramps read 36.5k, 31.8k, 26.4k a round
+            // while c1m's read 25.7k-26.7k, 2026-12-06 17:24).
+            if let (Scenario::WebSocket, Some(w)) = (scenario, ws[subject as usize].last()) {
+                println!(
+                    "   round {} run {}: {} {}",
+                    r + 1,
+                    k + 1,
+                    subject.name(),
+                    w.line()
+                );
+            }
         }
         c.set_websocket(&ws[0]);
         m.set_websocket(&ws[1]);
@@ -479,6 +491,22 @@ struct WsRun {
     push_msg_us: [f64; 3],
 }
 
+impl WsRun {
+    fn line(&self) -> String {
+        format!(
+            "WebSocket ramp {:.0}/s, CPU {:.1} µs a connection (server {:.2} + {:.2}, client {:.2} + {:.2} user + system), push last frame {:.2} s, per-message p99 {:.0} µs",
+            self.rate,
+            self.cpu.total(),
+            self.cpu.split[0],
+            self.cpu.split[1],
+            self.cpu.split[2],
+            self.cpu.split[3],
+            self.push_last_s,
+            self.push_msg_us[1],
+        )
+    }
+}
+
 impl Figures {
     /// The WebSocket figures from a subject's runs of a round: each the runs' mean, the
     /// push received their least.
@@ -508,8 +536,8 @@ enum Scenario {
 /// Who runs in a pair of `bench compare`.
 #[derive(Clone, Copy)]
 enum Subject {
-    C,
-    C1m,
+    C = 0,
+    C1m = 1,
 }
 
 impl Subject {
