@@ -533,7 +533,8 @@ enum Scenario {
     WebSocket,
 }
 
-/// Who runs in a pair of `bench compare`.
+/// Who runs in a pair of `bench compare`; the value indexes a round's WebSocket runs
+/// (`ws` in [`compare`]).
 #[derive(Clone, Copy)]
 enum Subject {
     C = 0,
