@@ -398,6 +398,7 @@ fn compare(o: &Opts) -> Result<()> {
          each, {src} source address(es), {} round(s), each run in a fresh network namespace",
         o.rounds
     );
+    let began = Instant::now();
     let mut rounds = Vec::new();
     let mut loads = Vec::new();
     for r in 0..o.rounds {
@@ -413,37 +414,32 @@ fn compare(o: &Opts) -> Result<()> {
         let mut ws: [Vec<WsRun>; 2] = Default::default();
         for (k, (scenario, subject)) in plan(first, second).into_iter().enumerate() {
             let tag = format!("{r}{k}{}", subject.name());
-            match (scenario, subject) {
+            let run = match (scenario, subject) {
                 (Scenario::Raw, Subject::C) => {
                     ((c.raw_rate, c.raw_kernel), c.raw_cpu, _) =
                         ref_ramp(&exe, (n, sp, cp, src), false, &tag)?;
+                    None
                 }
-                (Scenario::Raw, Subject::C1m) => c1m_idle(n, src, &tag, &mut m)?,
-                (Scenario::WebSocket, Subject::C) => {
-                    let ((rate, kernel), cpu, push) = ref_ramp(&exe, (n, sp, cp, src), true, &tag)?;
-                    let (push_last_s, push_received, push_msg_us) = push.unwrap_or_default();
-                    ws[0].push(WsRun {
-                        rate,
-                        kernel,
-                        cpu,
-                        push_last_s,
-                        push_received,
-                        push_msg_us,
-                    });
+                (Scenario::Raw, Subject::C1m) => {
+                    c1m_idle(n, src, &tag, &mut m)?;
+                    None
                 }
-                (Scenario::WebSocket, Subject::C1m) => ws[1].push(c1m_push(n, src, &tag)?),
-            }
-            // Each run as it ends: the round's figures are means, and a mean of two
-            // rates hides which run was off (C's ramps read 36.5k, 31.8k, 26.4k a round
-            // while c1m's read 25.7k-26.7k, 2026-12-06 17:24).
-            if let (Scenario::WebSocket, Some(w)) = (scenario, ws[subject as usize].last()) {
+                (Scenario::WebSocket, Subject::C) => Some(ref_push(&exe, (n, sp, cp, src), &tag)?),
+                (Scenario::WebSocket, Subject::C1m) => Some(c1m_push(n, src, &tag)?),
+            };
+            // Each run as it ends, with its instant: the round's figures are means, and a
+            // mean of two rates hides which run was off (C's ramps read 36.5k, 31.8k,
+            // 26.4k a round while c1m's read 25.7k-26.7k, 2026-12-06 17:24).
+            if let Some(w) = run {
                 println!(
-                    "   round {} run {}: {} {}",
+                    "   round {} run {} (ended {:.0} s into the bench): {} {}",
                     r + 1,
                     k + 1,
+                    began.elapsed().as_secs_f64(),
                     subject.name(),
                     w.line()
                 );
+                ws[subject as usize].push(w);
             }
         }
         c.set_websocket(&ws[0]);
@@ -907,6 +903,20 @@ fn c1m_idle(n: u64, src: u64, tag: &str, m: &mut Figures) -> Result<()> {
     m.raw_kernel = Kernel::from_c1m(&v["setup_kernel"], n);
     m.raw_cpu = SetupCpu::from_c1m(&v["setup_cpu"]);
     Ok(())
+}
+
+/// The C programs' WebSocket ramp and push, as one run.
+fn ref_push(exe: &Path, sizes: (u64, u64, u64, u64), tag: &str) -> Result<WsRun> {
+    let ((rate, kernel), cpu, push) = ref_ramp(exe, sizes, true, tag)?;
+    let (push_last_s, push_received, push_msg_us) = push.unwrap_or_default();
+    Ok(WsRun {
+        rate,
+        kernel,
+        cpu,
+        push_last_s,
+        push_received,
+        push_msg_us,
+    })
 }
 
 fn c1m_push(n: u64, src: u64, tag: &str) -> Result<WsRun> {
