@@ -318,11 +318,12 @@ impl<X> ServerShardState<X> {
         self.open_in_process.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// `tok` must finish its handshake within `--handshake-timeout` (if there is one).
+    /// `tok`, accepted at `now` (monotonic ns), must finish its handshake within
+    /// `--handshake-timeout` (if there is one).
     #[inline]
-    pub(crate) fn time_handshake(&mut self, tok: u64) {
+    pub(crate) fn time_handshake(&mut self, tok: u64, now: u64) {
         if self.cfg.handshake_timeout_ms > 0 {
-            let deadline = sys::monotonic_ns() + self.cfg.handshake_timeout_ms * 1_000_000;
+            let deadline = now + self.cfg.handshake_timeout_ms * 1_000_000;
             self.handshakes.push_back((tok, deadline));
         }
     }

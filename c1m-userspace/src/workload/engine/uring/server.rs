@@ -294,7 +294,7 @@ impl Shard {
         }
         let open = self.st.opened();
         if ws == WsState::Handshake {
-            self.st.time_handshake(tok);
+            self.st.time_handshake(tok, sys::monotonic_ns());
         }
         if open >= self.st.cfg.cap {
             // Full: out of the SO_REUSEPORT groups before any connection waits here.
