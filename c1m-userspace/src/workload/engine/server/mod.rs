@@ -288,7 +288,7 @@ impl Shard {
 
     fn accept_burst(&mut self, ep: &Epoll, li: usize) {
         // One clock read a burst, not one an accept (0.02 µs a connection, perf 1M): a
-        // burst lasts under a millisecond, a handshake deadline seconds.
+        // burst lasts about a millisecond at most, a handshake deadline seconds.
         let now = sys::monotonic_ns();
         for _ in 0..ACCEPT_BURST {
             // Looked up each turn: an accept at the cap closes every listener.
