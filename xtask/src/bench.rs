@@ -490,13 +490,9 @@ struct WsRun {
 impl WsRun {
     fn line(&self) -> String {
         format!(
-            "WebSocket ramp {:.0}/s, CPU {:.1} µs a connection (server {:.2} + {:.2}, client {:.2} + {:.2} user + system), push last frame {:.2} s, per-message p99 {:.0} µs",
+            "WebSocket ramp {:.0}/s, {}, push last frame {:.2} s, per-message p99 {:.0} µs",
             self.rate,
-            self.cpu.total(),
-            self.cpu.split[0],
-            self.cpu.split[1],
-            self.cpu.split[2],
-            self.cpu.split[3],
+            self.cpu.line(),
             self.push_last_s,
             self.push_msg_us[1],
         )

@@ -52,6 +52,15 @@ impl SetupCpu {
         self.split.iter().sum()
     }
 
+    /// One run's figure in words, for a line printed as the run ends.
+    pub(crate) fn line(&self) -> String {
+        let [su, ss, cu, cs] = self.split;
+        format!(
+            "CPU {:.1} µs a connection (server {su:.2} + {ss:.2}, client {cu:.2} + {cs:.2} user + system)",
+            self.total()
+        )
+    }
+
     /// The table's rows of a setup's CPU over the rounds, (subject, reference) each: the
     /// total, and for a WebSocket its four parts (where a difference in the total is).
     pub(crate) fn rows(setup: Setup, rounds: &[(SetupCpu, SetupCpu)]) -> Vec<Row> {
